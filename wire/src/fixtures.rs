@@ -1,0 +1,443 @@
+//! The frozen fixtures: one example of every wire type and the full list of every closed
+//! set. `efr-wire-bless` writes them to `fixtures/v1/`; the tests compare those files byte
+//! for byte with what this module renders, and read each back through its type.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::always::{AlwaysOutcome, NotSavedReason};
+use crate::exit::*;
+use crate::explain::*;
+use crate::launch::{Bus, Desktop, Grant, Launch};
+use crate::mode::Mode;
+use crate::rpc::{ClientFrame, ErrorCode, HelloParams, HelloResult, ServerFrame, StatusResult};
+use crate::status::*;
+use crate::summary::*;
+use crate::surface::*;
+
+/// One fixture: a file name under `fixtures/v1/`, its value, and a check that the value
+/// reads back through its Rust type unchanged.
+#[derive(Debug)]
+pub struct Fixture {
+    pub name: &'static str,
+    pub value: Value,
+    /// Reads the text through the fixture's type and renders it again.
+    pub reread: fn(&str) -> Result<String, String>,
+}
+
+/// Renders a value the way fixture files hold it: pretty JSON and a final newline.
+pub fn render<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut s = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("render failed: {e}"));
+    s.push('\n');
+    s
+}
+
+fn reread_as<T: Serialize + DeserializeOwned>(text: &str) -> Result<String, String> {
+    let value: T = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    Ok(render(&value))
+}
+
+fn fixture<T: Serialize + DeserializeOwned>(name: &'static str, value: T) -> Fixture {
+    Fixture { name, value: serde_json::to_value(&value).unwrap_or(Value::Null), reread: reread_as::<T> }
+}
+
+/// A fixture written as raw JSON, for a value the Rust type cannot make (such as a kind a
+/// reader does not know), read back through type `T`.
+fn raw_fixture<T: Serialize + DeserializeOwned>(name: &'static str, value: Value) -> Fixture {
+    Fixture { name, value, reread: reread_as::<T> }
+}
+
+/// An example exit record with every member set.
+pub fn example_exit_record() -> ExitRecord {
+    ExitRecord {
+        id: "x1".into(),
+        source: ExitSource::Line,
+        kind: ExitKind::Upload,
+        summary: "git push sends the project's commits to github.com".into(),
+        action: Action {
+            line: "git push origin main && npm run watch".into(),
+            commands: vec!["git push origin main".into()],
+            background: true,
+            watch: Some("ERROR".into()),
+            wake_turn: true,
+            max_minutes: Some(30),
+            edit: Some(Edit { path: "~/.bashrc".into(), content: "export PATH=$PATH:~/bin\n".into() }),
+        },
+        facts: Facts {
+            targets: vec![Target {
+                path: "~/.bashrc".into(),
+                class: TargetClass::Floor,
+                op: TargetOp::Write,
+                backup_before_write: true,
+                masked: true,
+            }],
+            hosts: vec![HostFact { host: "github.com".into(), port: Some(443), project_remote: true }],
+            sockets: vec!["/run/user/1000/docker.sock".into()],
+            devices: vec!["/dev/sda".into()],
+            ports: vec![8080],
+            signals: vec!["pkill node".into()],
+            outside_commands: vec!["git push origin main".into()],
+            desktop_read: true,
+            git_code: Some(GitCode {
+                checked: true,
+                items: vec![GitCodeItem {
+                    repo: "/home/ada/src/app".into(),
+                    item: "hooks/pre-push".into(),
+                    file: "/home/ada/src/app/.git/hooks/pre-push".into(),
+                    writable: true,
+                }],
+            }),
+            opaque: vec!["eval runs a string efr cannot read".into()],
+            denials_in_a_row: 2,
+            denials_this_turn: 3,
+        },
+        needs: Needs::Unsandboxed,
+        judgement: Judgement {
+            verdict: Verdict::UserOnly,
+            by: JudgedBy::Policy,
+            reasons: vec!["a contained call can write hooks/pre-push, which git push runs outside".into()],
+        },
+    }
+}
+
+/// An example status with every member set.
+pub fn example_status() -> SandboxStatus {
+    SandboxStatus {
+        available: true,
+        backend: Some(Backend::Native),
+        checked_at: Some("2026-11-29T12:00:00Z".into()),
+        landlock_abi: Some(6),
+        seccomp: true,
+        netview: true,
+        netview_off: true,
+        proxy: true,
+        bus_proxy: false,
+        bus_proxy_off: Some(BusProxyOff::NoProgram),
+        fallback: Some(ModeFallback { asked: Mode::Auto, reason: "no user namespaces".into() }),
+        unavailable: Some("user namespaces are off (kernel.unprivileged_userns_clone=0)".into()),
+    }
+}
+
+/// An example set of paths.
+pub fn example_paths() -> SandboxPaths {
+    SandboxPaths {
+        runtime_dir: "/run/user/1000/efr".into(),
+        socket: "/run/user/1000/efr/sandbox.sock".into(),
+        scratch: "/run/user/1000/efr/scratch".into(),
+        config_file: "/home/ada/.config/efr/config.toml".into(),
+    }
+}
+
+/// Every fixture, in file-name order of no importance.
+pub fn all() -> Vec<Fixture> {
+    let grants = vec![
+        Grant::Write { path: "/home/ada/notes".into() },
+        Grant::Host { host: "registry.npmjs.org".into(), port: None, plain_http: false },
+        Grant::Host { host: "localhost.test".into(), port: Some(8080), plain_http: true },
+        Grant::OpenNetwork,
+        Grant::Socket { path: "/run/user/1000/docker.sock".into() },
+        Grant::Bus { bus: Bus::Session },
+        Grant::BusFilter { bus: Bus::System },
+        Grant::Device { path: "/dev/video0".into() },
+        Grant::Unmask { path: "~/.aws".into() },
+        Grant::Desktop { desktop: Desktop::Wayland },
+        Grant::Desktop { desktop: Desktop::X11 },
+        Grant::Desktop { desktop: Desktop::Hyprland },
+        Grant::Desktop { desktop: Desktop::Sway },
+        Grant::Desktop { desktop: Desktop::I3 },
+        Grant::Desktop { desktop: Desktop::Niri },
+        Grant::NetView,
+        Grant::Unknown,
+    ];
+    let record = example_exit_record();
+    vec![
+        // Closed sets.
+        fixture("modes.json", Mode::ALL.to_vec()),
+        fixture("exit_kinds.json", ExitKind::ALL.to_vec()),
+        fixture("exit_sources.json", ExitSource::ALL.to_vec()),
+        fixture("target_classes.json", TargetClass::ALL.to_vec()),
+        fixture("target_ops.json", vec![TargetOp::Read, TargetOp::Write, TargetOp::Delete]),
+        fixture("verdicts.json", Verdict::ALL.to_vec()),
+        fixture("judged_bys.json", vec![JudgedBy::Floor, JudgedBy::Always, JudgedBy::Policy]),
+        fixture("block_reasons.json", BlockReason::ALL.to_vec()),
+        fixture("bus_proxy_off_reasons.json", BusProxyOff::ALL.to_vec()),
+        fixture("not_saved_reasons.json", NotSavedReason::ALL.to_vec()),
+        fixture("backends.json", vec![Backend::Native, Backend::Bwrap]),
+        fixture("buses.json", vec![Bus::Session, Bus::System]),
+        fixture("desktops.json", Desktop::ALL.to_vec()),
+        fixture("check_outcomes.json", vec![CheckOutcome::Pass, CheckOutcome::Fail, CheckOutcome::Skip]),
+        fixture(
+            "surface_change_kinds.json",
+            vec![SurfaceChangeKind::Appeared, SurfaceChangeKind::Disappeared, SurfaceChangeKind::Changed],
+        ),
+        fixture("access.json", vec![Access::None, Access::Read, Access::Write]),
+        fixture(
+            "file_kinds.json",
+            vec![
+                FileKind::File,
+                FileKind::Dir,
+                FileKind::Symlink,
+                FileKind::Socket,
+                FileKind::Fifo,
+                FileKind::BlockDevice,
+                FileKind::CharDevice,
+                FileKind::Missing,
+            ],
+        ),
+        fixture("error_codes.json", ErrorCode::ALL.to_vec()),
+        fixture("grants.json", grants.clone()),
+        fixture(
+            "launches.json",
+            vec![
+                Launch::Direct,
+                Launch::Contained { grants: vec![] },
+                Launch::Contained { grants: vec![Grant::NetView] },
+                Launch::Contained {
+                    grants: vec![
+                        Grant::Write { path: "/home/ada/notes".into() },
+                        Grant::Host { host: "crates.io".into(), port: None, plain_http: false },
+                        Grant::BusFilter { bus: Bus::Session },
+                    ],
+                },
+                Launch::Unsandboxed,
+            ],
+        ),
+        fixture(
+            "needs.json",
+            vec![
+                Needs::Contained { grants: vec![Grant::Write { path: "/etc/hosts".into() }] },
+                Needs::Unsandboxed,
+                Needs::Nothing,
+            ],
+        ),
+        fixture(
+            "always_saved.json",
+            vec![
+                AlwaysOutcome::Saved { index: 3, rule: "run `cargo publish` in ~/src/app".into() },
+                AlwaysOutcome::NotSaved { reason: NotSavedReason::Changed },
+                AlwaysOutcome::Unknown,
+            ],
+        ),
+        // Types.
+        fixture("exit_record.json", record.clone()),
+        fixture(
+            "exit_record_minimal.json",
+            ExitRecord {
+                id: "x2".into(),
+                source: ExitSource::Denial,
+                kind: ExitKind::Write,
+                summary: "a write to /etc/hosts was refused".into(),
+                action: Action::default(),
+                facts: Facts::default(),
+                needs: Needs::Contained { grants: vec![Grant::Write { path: "/etc/hosts".into() }] },
+                judgement: Judgement { verdict: Verdict::Review, by: JudgedBy::Policy, reasons: vec![] },
+            },
+        ),
+        fixture(
+            "exit_info.json",
+            ExitInfo {
+                id: record.id.clone(),
+                kind: record.kind,
+                source: record.source,
+                summary: record.summary.clone(),
+                needs: record.needs.clone(),
+                always: Some("git push in ~/src/app".into()),
+            },
+        ),
+        fixture("mode_fallback.json", ModeFallback { asked: Mode::Full, reason: "root".into() }),
+        fixture("sandbox_status.json", example_status()),
+        fixture("sandbox_status_minimal.json", SandboxStatus::default()),
+        fixture(
+            "sandbox_check.json",
+            SandboxCheck {
+                status: example_status(),
+                tests: vec![
+                    CheckTest {
+                        name: "userns".into(),
+                        outcome: CheckOutcome::Pass,
+                        ms: 3,
+                        detail: "own user namespace, uid 1000 maps to 1000".into(),
+                        required: true,
+                    },
+                    CheckTest {
+                        name: "bwrap".into(),
+                        outcome: CheckOutcome::Skip,
+                        ms: 0,
+                        detail: "bubblewrap is not installed (apt install bubblewrap)".into(),
+                        required: false,
+                    },
+                ],
+                ms: 412,
+            },
+        ),
+        fixture("sandbox_paths.json", example_paths()),
+        fixture(
+            "sandbox_summary.json",
+            SandboxSummary {
+                proxied: true,
+                blocked: vec![
+                    Blocked { host: "evil.example".into(), port: 443, reason: BlockReason::NotAllowed, count: 3 },
+                    Blocked { host: "127.0.0.1".into(), port: 443, reason: BlockReason::IpLiteral, count: 1 },
+                ],
+                blocked_more: 4,
+                bus_refused: vec![BusRefused {
+                    bus: Bus::Session,
+                    name: "org.freedesktop.secrets".into(),
+                    member: Some("GetSecret".into()),
+                    path: Some("/org/freedesktop/secrets".into()),
+                    count: 2,
+                }],
+                bus_refused_more: 1,
+                cache_deletes: vec!["~/.cache/pip".into()],
+                cache_deletes_more: 0,
+                denied_writes: vec!["/etc/hosts".into()],
+                survivors: vec!["sudo".into()],
+                setup_error: Some("project root /home/ada/gone does not exist".into()),
+            },
+        ),
+        fixture("sandbox_summary_minimal.json", SandboxSummary::default()),
+        fixture(
+            "blocked.json",
+            Blocked { host: "pypi.org".into(), port: 443, reason: BlockReason::Denied, count: 1 },
+        ),
+        fixture(
+            "bus_refused.json",
+            BusRefused { bus: Bus::System, name: "org.freedesktop.login1".into(), member: None, path: None, count: 1 },
+        ),
+        fixture(
+            "surface_change.json",
+            SurfaceChange {
+                path: "~/.npmrc".into(),
+                change: SurfaceChangeKind::Changed,
+                why: "now holds a token for registry.npmjs.org".into(),
+                masked: true,
+                question_id: Some(QuestionId::from_number(1)),
+            },
+        ),
+        fixture(
+            "reported_file.json",
+            ReportedFile {
+                path: "~/.bashrc".into(),
+                what: "a line was added".into(),
+                floor: true,
+                backup: Some("~/.local/state/efr/backups/bashrc.1".into()),
+            },
+        ),
+        fixture("question_id.json", QuestionId::from_number(12)),
+        fixture(
+            "explain_params.json",
+            ExplainParams {
+                path: ".git/hooks/pre-commit".into(),
+                cwd: Some("/home/ada/src/app".into()),
+                projects: vec!["/home/ada/src/app".into()],
+            },
+        ),
+        fixture(
+            "explain_result.json",
+            ExplainResult {
+                path: ".git/hooks".into(),
+                canonical: "/home/ada/src/app/.git/hooks".into(),
+                shown: "app/.git/hooks".into(),
+                exists: true,
+                kind: FileKind::Dir,
+                link: None,
+                class: TargetClass::Project,
+                access: Access::Read,
+                writable_by: Some(RuleHit {
+                    key: "--project".into(),
+                    rule: "/home/ada/src/app".into(),
+                    reason: "a project root of the turn is writable".into(),
+                }),
+                masked: None,
+                floor: Some(RuleHit {
+                    key: "floors.paths".into(),
+                    rule: ".git/hooks".into(),
+                    reason: "git runs hooks outside the sandbox".into(),
+                }),
+                read_only: Some(RuleHit {
+                    key: "sandbox.read_only_inside".into(),
+                    rule: ".git/hooks".into(),
+                    reason: "git runs hooks outside the sandbox".into(),
+                }),
+                grant: Some(GrantHint {
+                    grant: Grant::Write { path: "/home/ada/src/app/.git/hooks".into() },
+                    effect: "a contained call could write it".into(),
+                    user_only: true,
+                }),
+                non_utf8: false,
+            },
+        ),
+        fixture(
+            "explain_result_link.json",
+            ExplainResult {
+                path: "~/.ssh/id_link".into(),
+                canonical: "/home/ada/.ssh/id_ed25519".into(),
+                shown: "~/.ssh/id_ed25519".into(),
+                exists: true,
+                kind: FileKind::Symlink,
+                link: Some(LinkInfo {
+                    link: "/home/ada/.ssh/id_link".into(),
+                    points_to: "id_ed25519".into(),
+                    resolved: "/home/ada/.ssh/id_ed25519".into(),
+                    target_kind: FileKind::File,
+                }),
+                class: TargetClass::Masked,
+                access: Access::None,
+                writable_by: None,
+                masked: Some(RuleHit {
+                    key: "sandbox.masks".into(),
+                    rule: "~/.ssh".into(),
+                    reason: "ssh keys".into(),
+                }),
+                floor: None,
+                read_only: None,
+                grant: Some(GrantHint {
+                    grant: Grant::Unmask { path: "/home/ada/.ssh".into() },
+                    effect: "a contained call could read it".into(),
+                    user_only: false,
+                }),
+                non_utf8: true,
+            },
+        ),
+        fixture("hello_params.json", HelloParams { protocol: crate::PROTOCOL_VERSION, client: Some("efrd 0.0.6".into()) }),
+        fixture(
+            "hello_result.json",
+            HelloResult {
+                protocol: crate::PROTOCOL_VERSION,
+                server: "efr-sandbox".into(),
+                version: "0.1.0".into(),
+                methods: vec!["hello".into(), "sandbox.status".into(), "sandbox.explain".into()],
+            },
+        ),
+        fixture("status_result.json", StatusResult { status: example_status(), paths: example_paths() }),
+        fixture(
+            "client_request.json",
+            ClientFrame::Request {
+                id: 7,
+                method: "sandbox.explain".into(),
+                params: json!({"path": "~/.ssh", "cwd": "/home/ada/src/app"}),
+            },
+        ),
+        fixture("client_cancel.json", ClientFrame::Cancel { cancel: 7 }),
+        fixture("server_item.json", ServerFrame::Item { id: 8, item: json!({"kind": "started", "pid": 4242}) }),
+        fixture("server_end.json", ServerFrame::End { id: 7, end: json!({"exists": true}) }),
+        fixture(
+            "server_error.json",
+            ServerFrame::Error {
+                id: Some(7),
+                error: crate::rpc::ErrorBody {
+                    code: ErrorCode::ProtocolMismatch,
+                    message: "client speaks protocol 2, this service speaks 1".into(),
+                    data: Some(json!({"client": 2, "service": 1})),
+                },
+            },
+        ),
+        // Values from a newer writer, read as `unknown`.
+        raw_fixture::<Vec<Grant>>(
+            "unknown_grant.json",
+            json!([{"kind": "teleport", "where": "mars"}, {"kind": "write", "path": "/srv"}]),
+        ),
+        raw_fixture::<Vec<BlockReason>>("unknown_block_reason.json", json!(["quota", "not_tls"])),
+    ]
+}

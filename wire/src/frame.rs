@@ -1,0 +1,229 @@
+//! The frame codec: a 4-byte big-endian length, then one JSON object of that many bytes,
+//! at most [`MAX_FRAME`].
+//!
+//! [`FrameDecoder`] is push-based so that both a blocking reader and an async one can use
+//! it. It never reserves more than the bytes that have actually arrived, so a length of
+//! 4 GiB costs nothing: the frame is refused as soon as its header is read, and its body is
+//! skipped as it arrives so that the connection can go on with the next frame.
+
+use std::io::{self, Read, Write};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The largest body a frame may have: 16 MiB.
+pub const MAX_FRAME: usize = 16 * 1024 * 1024;
+
+/// Why a frame was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame of {len} bytes is over the limit of {MAX_FRAME} bytes")]
+    TooLarge { len: u64 },
+    #[error("frame of 0 bytes holds no json object")]
+    Empty,
+    #[error("frame is not json: {0}")]
+    NotJson(String),
+    #[error("frame holds json that is not an object")]
+    NotObject,
+    #[error("connection ended inside a frame ({got} of {want} bytes)")]
+    Truncated { got: usize, want: usize },
+}
+
+/// Checks a frame header; the length it names is safe to allocate when this returns Ok.
+pub fn check_header(header: [u8; 4]) -> Result<usize, FrameError> {
+    let len = u32::from_be_bytes(header) as usize;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLarge { len: len as u64 });
+    }
+    if len == 0 {
+        return Err(FrameError::Empty);
+    }
+    Ok(len)
+}
+
+/// Parses a frame body into a JSON object.
+pub fn parse_body(body: &[u8]) -> Result<Map<String, Value>, FrameError> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(FrameError::NotObject),
+        Err(e) => Err(FrameError::NotJson(e.to_string())),
+    }
+}
+
+/// Why a value could not be written as a frame.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    #[error("value does not serialize to json: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("value serializes to something that is not a json object")]
+    NotObject,
+    #[error("encoded frame of {len} bytes is over the limit of {MAX_FRAME} bytes")]
+    TooLarge { len: usize },
+}
+
+/// Encodes one value (which must serialize to an object) as a frame.
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> {
+    let body = serde_json::to_vec(value)?;
+    if body.first() != Some(&b'{') {
+        return Err(EncodeError::NotObject);
+    }
+    if body.len() > MAX_FRAME {
+        return Err(EncodeError::TooLarge { len: body.len() });
+    }
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// A failure to read a frame from a blocking reader.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadFrameError {
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error("reading a frame failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Reads one frame from a blocking reader; `Ok(None)` at a clean end before a header.
+pub fn read_frame<R: Read>(r: &mut R) -> Result<Option<Map<String, Value>>, ReadFrameError> {
+    let mut header = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut header[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => return Err(FrameError::Truncated { got, want: 4 }.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let len = check_header(header)?;
+    let mut body = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        match r.read(&mut body[got..]) {
+            Ok(0) => return Err(FrameError::Truncated { got, want: len }.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Some(parse_body(&body)?))
+}
+
+/// A failure to write a frame to a blocking writer.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteFrameError {
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    #[error("writing a frame failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Writes one frame to a blocking writer.
+pub fn write_frame<W: Write, T: Serialize + ?Sized>(w: &mut W, value: &T) -> Result<(), WriteFrameError> {
+    let bytes = encode(value)?;
+    w.write_all(&bytes)?;
+    w.flush()?;
+    Ok(())
+}
+
+#[derive(Debug)]
+enum State {
+    /// Waiting for (the rest of) a header.
+    Header,
+    /// Collecting a body of this length.
+    Body(usize),
+    /// Dropping this many more bytes of a refused frame.
+    Skip(u64),
+}
+
+/// A push decoder: feed it bytes as they arrive, take frames and errors out.
+///
+/// After an error the decoder stays in step with the stream where it can: an oversized
+/// frame's body is skipped, a body that is not a JSON object is dropped whole. Only the
+/// end of the stream inside a frame ([`FrameDecoder::finish`]) is final.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+    state: State,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FrameDecoder {
+    pub fn new() -> Self {
+        FrameDecoder { buf: Vec::new(), state: State::Header }
+    }
+
+    /// Adds bytes that arrived. Bytes of a frame being skipped are dropped at once.
+    pub fn push(&mut self, mut data: &[u8]) {
+        if let State::Skip(left) = &mut self.state {
+            let drop = (*left).min(data.len() as u64) as usize;
+            *left -= drop as u64;
+            data = &data[drop..];
+            if *left == 0 {
+                self.state = State::Header;
+            }
+        }
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Takes the next frame or error out, or `None` when more bytes are needed.
+    pub fn next_frame(&mut self) -> Option<Result<Map<String, Value>, FrameError>> {
+        loop {
+            match self.state {
+                State::Header => {
+                    if self.buf.len() < 4 {
+                        return None;
+                    }
+                    let header = [self.buf[0], self.buf[1], self.buf[2], self.buf[3]];
+                    self.buf.drain(..4);
+                    match check_header(header) {
+                        Ok(len) => self.state = State::Body(len),
+                        Err(FrameError::TooLarge { len }) => {
+                            let drop = len.min(self.buf.len() as u64) as usize;
+                            self.buf.drain(..drop);
+                            let left = len - drop as u64;
+                            self.state = if left == 0 { State::Header } else { State::Skip(left) };
+                            return Some(Err(FrameError::TooLarge { len }));
+                        }
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                State::Body(len) => {
+                    if self.buf.len() < len {
+                        return None;
+                    }
+                    let body: Vec<u8> = self.buf.drain(..len).collect();
+                    self.state = State::Header;
+                    return Some(parse_body(&body));
+                }
+                State::Skip(_) => {
+                    // `push` drains skipped bytes before they reach the buffer.
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Bytes held for a frame that is not complete yet.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Call at the end of the stream: an error when it ended inside a frame.
+    pub fn finish(&self) -> Result<(), FrameError> {
+        match self.state {
+            State::Header if self.buf.is_empty() => Ok(()),
+            State::Header => Err(FrameError::Truncated { got: self.buf.len(), want: 4 }),
+            State::Body(len) => Err(FrameError::Truncated { got: self.buf.len(), want: len }),
+            State::Skip(_) => Ok(()),
+        }
+    }
+}

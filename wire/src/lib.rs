@@ -1,0 +1,39 @@
+//! Wire types of the efr sandbox protocol.
+//!
+//! Every type that crosses a process boundary between efrd, the sandbox service, the
+//! launcher and the probe lives here: launches and grants, exit records, summaries, the
+//! sandbox status, the RPC frames and their codec. The names follow efr's protocol page.
+//! `fixtures` holds the frozen example of every type (written to `fixtures/v1/` and compared
+//! byte for byte by the tests) and `schema` the JSON Schema of all of them.
+
+pub mod always;
+pub mod exit;
+pub mod explain;
+pub mod fixtures;
+pub mod frame;
+pub mod launch;
+pub mod mode;
+pub mod rpc;
+pub mod schema;
+mod serde_util;
+pub mod status;
+pub mod summary;
+pub mod surface;
+
+pub use always::{AlwaysOutcome, NotSavedReason};
+pub use exit::{
+    Action, Edit, ExitInfo, ExitKind, ExitRecord, ExitSource, Facts, GitCode, GitCodeItem, HostFact,
+    Judgement, JudgedBy, Needs, Target, TargetClass, TargetOp, Verdict,
+};
+pub use explain::{Access, ExplainParams, ExplainResult, FileKind, GrantHint, LinkInfo, RuleHit};
+pub use launch::{Bus, Desktop, Grant, Launch};
+pub use mode::Mode;
+pub use status::{
+    Backend, BusProxyOff, CheckOutcome, CheckTest, ModeFallback, SandboxCheck, SandboxPaths,
+    SandboxStatus,
+};
+pub use summary::{BlockReason, Blocked, BusRefused, SandboxSummary};
+pub use surface::{QuestionId, ReportedFile, SurfaceChange, SurfaceChangeKind};
+
+/// The version both sides send in `hello`. Additive changes do not bump it.
+pub const PROTOCOL_VERSION: u32 = 1;

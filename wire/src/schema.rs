@@ -1,0 +1,55 @@
+//! The JSON Schema (draft 2020-12, one root with `$defs`) of every wire type, as
+//! `docs/sandbox.schema.json` holds it.
+
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value, json};
+
+/// Builds the schema document.
+pub fn document() -> Value {
+    let mut generator = SchemaSettings::draft2020_12().into_generator();
+    macro_rules! add {
+        ($($t:ty),* $(,)?) => {{ $( let _ = generator.subschema_for::<$t>(); )* }};
+    }
+    add!(
+        crate::Mode,
+        crate::Launch,
+        crate::Grant,
+        crate::ExitKind,
+        crate::ExitSource,
+        crate::Needs,
+        crate::ExitInfo,
+        crate::ExitRecord,
+        crate::ModeFallback,
+        crate::SandboxStatus,
+        crate::SandboxCheck,
+        crate::SandboxPaths,
+        crate::SandboxSummary,
+        crate::Blocked,
+        crate::BlockReason,
+        crate::BusRefused,
+        crate::SurfaceChange,
+        crate::ReportedFile,
+        crate::QuestionId,
+        crate::AlwaysOutcome,
+        crate::ExplainParams,
+        crate::ExplainResult,
+        crate::rpc::ClientFrame,
+        crate::rpc::ServerFrame,
+        crate::rpc::HelloParams,
+        crate::rpc::HelloResult,
+        crate::rpc::StatusResult,
+    );
+    let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://efr.dev/schemas/sandbox.schema.json",
+        "title": "efr sandbox protocol",
+        "description": format!("Wire types of the efr sandbox protocol, version {}.", crate::PROTOCOL_VERSION),
+        "$defs": defs,
+    })
+}
+
+/// The document as the file holds it.
+pub fn render() -> String {
+    crate::fixtures::render(&document())
+}

@@ -1,0 +1,113 @@
+//! `sandbox_summary`: what the sandbox saw of one call.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::launch::Bus;
+use crate::serde_util::{is_false, is_one, is_zero, one};
+
+/// `block_reason`: why the proxy refused a connection. A reader takes a reason it does not
+/// know as `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockReason {
+    /// No grant or allow rule names the host (or the port).
+    NotAllowed,
+    /// An IP literal instead of a name.
+    IpLiteral,
+    /// The tunnel did not start with a TLS ClientHello (or plain HTTP without a grant).
+    NotTls,
+    /// A malformed request, or an SNI that differs from the CONNECT host.
+    BadRequest,
+    /// Over the call's connection or byte limits.
+    Limit,
+    /// The deny list holds the host, or the call could hold a token for it.
+    Denied,
+    #[serde(other)]
+    Unknown,
+}
+
+impl BlockReason {
+    /// Every reason, in wire order.
+    pub const ALL: [BlockReason; 7] = [
+        BlockReason::NotAllowed,
+        BlockReason::IpLiteral,
+        BlockReason::NotTls,
+        BlockReason::BadRequest,
+        BlockReason::Limit,
+        BlockReason::Denied,
+        BlockReason::Unknown,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockReason::NotAllowed => "not_allowed",
+            BlockReason::IpLiteral => "ip_literal",
+            BlockReason::NotTls => "not_tls",
+            BlockReason::BadRequest => "bad_request",
+            BlockReason::Limit => "limit",
+            BlockReason::Denied => "denied",
+            BlockReason::Unknown => "unknown",
+        }
+    }
+}
+
+/// `blocked`: the connections the proxy refused for one host, port and reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Blocked {
+    pub host: String,
+    pub port: u16,
+    pub reason: BlockReason,
+    /// 1 when absent; sent only when it is not 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u32,
+}
+
+/// `bus_refused`: what the bus filter refused for one name, member and path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct BusRefused {
+    pub bus: Bus,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// 1 when absent.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u32,
+}
+
+/// `sandbox_summary`: what the sandbox saw of one call. Every member is absent when
+/// empty, false or zero.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxSummary {
+    /// The call ran with a proxy plan.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub proxied: bool,
+    /// At most 32 entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<Blocked>,
+    /// The refusals `blocked` leaves out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub blocked_more: u32,
+    /// At most 16 entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bus_refused: Vec<BusRefused>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bus_refused_more: u32,
+    /// Paths of real caches the call deleted in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_deletes: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_deletes_more: u32,
+    /// Paths whose writes the sandbox refused while the call ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_writes: Vec<String>,
+    /// Programs of an approved exit's descendants that efr could not end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub survivors: Vec<String>,
+    /// Why the sandbox could not start, one line; the command did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_error: Option<String>,
+}
