@@ -1,3 +1,12 @@
-//! Policy of the efr sandbox: the config (built-in defaults with the user's TOML on top),
-//! the explanation of what a contained call gets at any path, and (later) the classifier
-//! that turns a shell line into exit records.
+//! Policy of the efr sandbox.
+//!
+//! - [`config`]: the built-in defaults (masks, read-only-inside paths, floors, hosts, each
+//!   with its reason) with the user's TOML on top, and where each value came from.
+//! - [`explain`]: what a contained call gets at any path, and which rule says so.
+//! - [`shell`]: a parser that reads a shell line as bash does.
+//! - [`classify`]: turns a shell line into exit records.
+
+pub mod classify;
+pub mod config;
+pub mod explain;
+pub mod shell;

@@ -1,0 +1,1 @@
+//! The classifier: shell lines to exit records (issue 4).

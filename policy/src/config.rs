@@ -1,0 +1,1 @@
+//! Config: built-in defaults with the TOML file on top (issue 2).

@@ -1,0 +1,1 @@
+//! A shell parser that reads a line as bash does (issue 4).
