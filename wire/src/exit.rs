@@ -123,7 +123,7 @@ impl ExitSource {
 
 /// `needs`: the launch that would let an exit run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Needs {
     /// Contained, with these grants added to the call's own.
     Contained {

@@ -9,7 +9,6 @@ use crate::serde_util::is_false;
 
 /// Params of `sandbox.explain`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 pub struct ExplainParams {
     /// Absolute, relative to `cwd`, or starting with `~`.
     pub path: String,

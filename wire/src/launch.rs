@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// `launch`: how one shell call runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Launch {
     /// The hidden shell runs the line itself, with no sandbox (full mode).
     Direct,
