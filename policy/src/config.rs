@@ -1,1 +1,501 @@
-//! Config: built-in defaults with the TOML file on top (issue 2).
+//! Config: the built-in defaults with the user's TOML file on top (design section 11).
+//!
+//! The defaults are data, in one reviewed place: `policy/defaults.toml`, embedded as
+//! [`DEFAULTS_TOML`] and read with the same parser as the user's file, so every default
+//! entry carries its reason. The user's file (`$XDG_CONFIG_HOME/efr/config.toml`, see
+//! [`Env::config_file`]) is layered on top:
+//!
+//! - a scalar (`sandbox.backend`, `network.netview`, ...) replaces the default;
+//! - a list (`sandbox.masks`, `floors.paths`, ...) adds to the defaults; its companion
+//!   `<key>_remove` (such as `sandbox.masks_remove = ["~/.npmrc"]`) takes entries out, and
+//!   naming an entry that is not there is an error (a typo must not pass silently);
+//! - `network.resolve` entries replace a default of the same name;
+//! - `[[always]]` rules add to the list.
+//!
+//! Unknown keys are an error naming the key. Every value remembers where it came from
+//! ([`Source`]); [`Config::render_text`] and [`Config::to_json`] are what
+//! `efr-sandbox config` prints. [`ConfigStore`] keeps the last good config in force when a
+//! reload fails. `docs/config.md` is the reference of every key.
+
+mod env;
+mod parse;
+mod render;
+pub(crate) mod rules;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use serde::Serialize;
+
+pub use env::Env;
+pub use rules::{RulePath, RuleShape};
+
+/// The built-in defaults, as TOML (`policy/defaults.toml`).
+pub const DEFAULTS_TOML: &str = include_str!("../defaults.toml");
+
+/// The files a config can come from, as shown in errors and sources.
+pub const DEFAULTS_NAME: &str = "<built-in defaults>";
+
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// Built into the binary (`policy/defaults.toml`).
+    Default,
+    /// The user's file, at this line (1-based).
+    File { path: PathBuf, line: usize },
+}
+
+impl Source {
+    /// `default` or `path:line`.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Default => "default".to_string(),
+            Source::File { path, line } => format!("{}:{line}", path.display()),
+        }
+    }
+}
+
+/// A scalar setting and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting<T> {
+    pub value: T,
+    pub source: Source,
+}
+
+impl<T> Setting<T> {
+    fn default_value(value: T) -> Setting<T> {
+        Setting {
+            value,
+            source: Source::Default,
+        }
+    }
+}
+
+/// One entry of a list: a path, host or name, why it is there, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The entry as the config writes it, such as `~/.ssh` or `crates.io`.
+    pub value: String,
+    /// Why it is there, one line; empty when the user's entry gives none.
+    pub reason: String,
+    pub source: Source,
+}
+
+impl Entry {
+    /// The reason, or where the entry was set when it has none.
+    pub fn reason_or_source(&self) -> String {
+        if self.reason.is_empty() {
+            format!("set in {}", self.source.describe())
+        } else {
+            self.reason.clone()
+        }
+    }
+}
+
+/// `sandbox.backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendChoice {
+    /// The probe picks the one that works (native first).
+    Auto,
+    Native,
+    Bwrap,
+}
+
+impl BackendChoice {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Native => "native",
+            BackendChoice::Bwrap => "bwrap",
+        }
+    }
+}
+
+/// `[sandbox]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    pub backend: Setting<BackendChoice>,
+    /// Present but empty inside a call.
+    pub masks: Vec<Entry>,
+    /// Read-only inside every writable root (relative paths).
+    pub read_only_inside: Vec<Entry>,
+    /// Extra writable paths of every contained call.
+    pub writable: Vec<Entry>,
+    /// Real caches (class `cache`).
+    pub caches: Vec<Entry>,
+    /// Directory names of build output inside a project (class `build_output`).
+    pub build_output: Vec<Entry>,
+    /// The trash (class `trash`).
+    pub trash: Vec<Entry>,
+}
+
+/// One `network.resolve` entry: a name the proxy resolves to a fixed address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolve {
+    pub name: String,
+    pub address: std::net::IpAddr,
+    pub source: Source,
+}
+
+/// `[network]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkConfig {
+    /// Hosts every contained call may reach through the proxy without a grant.
+    pub allow: Vec<Entry>,
+    /// Hosts no grant opens.
+    pub deny: Vec<Entry>,
+    /// Names the proxy resolves to a fixed address (local registries, tests).
+    pub resolve: Vec<Resolve>,
+    /// A `net_view` grant may be given.
+    pub netview: Setting<bool>,
+    /// Files that can give a call a token for a host (such hosts are `denied`).
+    pub token_files: Vec<Entry>,
+}
+
+/// `[bus]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BusConfig {
+    /// The filtered bus (`bus_filter` grants) is on.
+    pub filter: Setting<bool>,
+    /// xdg-dbus-proxy `--talk` names.
+    pub talk: Vec<Entry>,
+    /// `--see` names.
+    pub see: Vec<Entry>,
+    /// `--call` rules (`name=member@path`).
+    pub call: Vec<Entry>,
+    /// `--broadcast` rules (`name=member@path`).
+    pub broadcast: Vec<Entry>,
+}
+
+/// `[permissions]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionsConfig {
+    /// Full mode may be chosen.
+    pub allow_full: Setting<bool>,
+}
+
+/// `[floors]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FloorsConfig {
+    /// Floor files and directories.
+    pub paths: Vec<Entry>,
+    /// Floor line kinds the classifier checks, by name (see [`FLOOR_LINES`]).
+    pub lines: Vec<Entry>,
+}
+
+/// The floor line kinds the classifier knows; `floors.lines` names a subset.
+pub const FLOOR_LINES: [&str; 6] = [
+    "delete_home",
+    "delete_root",
+    "delete_project_root",
+    "device_write",
+    "chmod_home_recursive",
+    "download_to_shell",
+];
+
+/// One `[[always]]` rule: an "allow always" answer the classifier matches.
+///
+/// Every field that is set must match; at least one of `command`, `host`, `path` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AlwaysRule {
+    /// The first words of the simple command; each word is a pattern where `*` matches any
+    /// run of characters (`["cargo", "publish"]`, `["git", "push", "origin", "*"]`). The
+    /// command's further words are free.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// A host the exit reaches (`crates.io`, `*.example.com`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// A path (as in the masks: `~/...`, absolute, `$VAR/...`): the exit's targets or its
+    /// working directory are this path or below it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The exit kind it covers (`upload`, `host`, ...); any kind when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<efr_sandbox_wire::ExitKind>,
+    /// Why, in words (what the user answered to); may be empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    #[serde(skip)]
+    pub source: Option<Source>,
+}
+
+/// The effective config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The user's file it was read from; `None` when there was none (defaults only).
+    pub file: Option<PathBuf>,
+    pub sandbox: SandboxConfig,
+    pub network: NetworkConfig,
+    pub bus: BusConfig,
+    pub permissions: PermissionsConfig,
+    pub floors: FloorsConfig,
+    pub always: Vec<AlwaysRule>,
+    /// Top-level tables of the file that are not the sandbox's (efrd keeps its own sections,
+    /// such as `[model]`, in the same file); they are ignored, and `efr-sandbox config`
+    /// names them so that a misspelt section does not go unseen.
+    pub ignored_sections: Vec<String>,
+}
+
+/// Why a config could not be loaded. The file it names stays unapplied.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LoadError {
+    /// The file exists but cannot be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    /// The file is not valid TOML (or not UTF-8).
+    #[error("config file {} is not valid toml at line {line}, column {column}: {message}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// The TOML is fine but a key or value is not.
+    #[error("config file {} has a bad value at line {line}, column {column}: {key}: {message}", path.display())]
+    Invalid {
+        path: PathBuf,
+        /// The dotted key, such as `sandbox.masks` or `always[2].kind`.
+        key: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+impl LoadError {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            LoadError::Io { path, .. }
+            | LoadError::Parse { path, .. }
+            | LoadError::Invalid { path, .. } => path,
+        }
+    }
+
+    /// `(line, column)`, 1-based, when the error has a place.
+    pub fn line_column(&self) -> Option<(usize, usize)> {
+        match self {
+            LoadError::Io { .. } => None,
+            LoadError::Parse { line, column, .. } | LoadError::Invalid { line, column, .. } => {
+                Some((*line, *column))
+            }
+        }
+    }
+
+    /// The dotted key, when the error is about one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            LoadError::Invalid { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// The largest config file read, so a runaway file cannot eat the service's memory.
+pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+impl Config {
+    /// The built-in defaults alone.
+    pub fn defaults() -> Config {
+        static DEFAULTS: OnceLock<Config> = OnceLock::new();
+        DEFAULTS
+            .get_or_init(|| {
+                let mut config = Config::empty();
+                // The defaults are data of this crate; the `defaults_parse` test keeps them
+                // valid, so an error here is a build defect, not input.
+                if let Err(e) = parse::apply(DEFAULTS_TOML, None, &mut config) {
+                    panic!("built-in defaults are invalid: {e}");
+                }
+                config
+            })
+            .clone()
+    }
+
+    fn empty() -> Config {
+        Config {
+            file: None,
+            ignored_sections: Vec::new(),
+            sandbox: SandboxConfig {
+                backend: Setting::default_value(BackendChoice::Auto),
+                masks: Vec::new(),
+                read_only_inside: Vec::new(),
+                writable: Vec::new(),
+                caches: Vec::new(),
+                build_output: Vec::new(),
+                trash: Vec::new(),
+            },
+            network: NetworkConfig {
+                allow: Vec::new(),
+                deny: Vec::new(),
+                resolve: Vec::new(),
+                netview: Setting::default_value(true),
+                token_files: Vec::new(),
+            },
+            bus: BusConfig {
+                filter: Setting::default_value(true),
+                talk: Vec::new(),
+                see: Vec::new(),
+                call: Vec::new(),
+                broadcast: Vec::new(),
+            },
+            permissions: PermissionsConfig {
+                allow_full: Setting::default_value(false),
+            },
+            floors: FloorsConfig {
+                paths: Vec::new(),
+                lines: Vec::new(),
+            },
+            always: Vec::new(),
+        }
+    }
+
+    /// The defaults with `text` (the content of the file at `path`) on top.
+    pub fn from_toml_str(text: &str, path: &Path) -> Result<Config, LoadError> {
+        let mut config = Config::defaults();
+        parse::apply(text, Some(path), &mut config)?;
+        config.file = Some(path.to_path_buf());
+        Ok(config)
+    }
+
+    /// The defaults with the file at `path` on top; the defaults alone when there is no
+    /// file.
+    pub fn load_file(path: &Path) -> Result<Config, LoadError> {
+        let io = |e: std::io::Error| LoadError::Io {
+            path: path.to_path_buf(),
+            source: Arc::new(e),
+        };
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::defaults()),
+            Err(e) => return Err(io(e)),
+        };
+        let mut bytes = Vec::new();
+        use std::io::Read;
+        file.take(MAX_CONFIG_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        if bytes.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(LoadError::Parse {
+                path: path.to_path_buf(),
+                line: 1,
+                column: 1,
+                message: format!("the file is larger than {MAX_CONFIG_BYTES} bytes"),
+            });
+        }
+        let text = match std::str::from_utf8(&bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let good = &bytes[..e.valid_up_to()];
+                let (line, column) = parse::line_column(&String::from_utf8_lossy(good), good.len());
+                return Err(LoadError::Parse {
+                    path: path.to_path_buf(),
+                    line,
+                    column,
+                    message: "the file is not utf-8".to_string(),
+                });
+            }
+        };
+        Config::from_toml_str(text, path)
+    }
+
+    /// The defaults with the user's file ([`Env::config_file`]) on top.
+    pub fn load(env: &Env) -> Result<Config, LoadError> {
+        Config::load_file(&env.config_file())
+    }
+
+    /// Every value of the effective config with its source, in the order
+    /// `efr-sandbox config` prints them.
+    pub fn entries(&self) -> Vec<ShownValue> {
+        render::entries(self)
+    }
+
+    /// The effective config as `efr-sandbox config` prints it: one value a line with where
+    /// it came from.
+    pub fn render_text(&self) -> String {
+        render::text(self)
+    }
+
+    /// The effective config as JSON (`efr-sandbox config --json`): `{file, values: [...]}`,
+    /// each value `{key, value, reason?, source}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        render::json(self)
+    }
+
+    /// The floor line kinds in force, by name.
+    pub fn floor_lines(&self) -> impl Iterator<Item = &str> {
+        self.floors.lines.iter().map(|e| e.value.as_str())
+    }
+}
+
+/// One value of the effective config, as `efr-sandbox config` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShownValue {
+    /// The dotted key, such as `sandbox.masks` or `always[0]`.
+    pub key: String,
+    pub value: serde_json::Value,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    pub source: Source,
+}
+
+/// The config in force, reloaded on demand; a reload that fails keeps the last good config
+/// and reports the error.
+#[derive(Debug)]
+pub struct ConfigStore {
+    path: PathBuf,
+    current: Arc<Config>,
+    last_error: Option<LoadError>,
+}
+
+impl ConfigStore {
+    /// Loads the file at `path` (the defaults alone when there is none). When it is broken
+    /// the defaults are in force and [`ConfigStore::last_error`] says why.
+    pub fn open(path: PathBuf) -> ConfigStore {
+        let mut store = ConfigStore {
+            path,
+            current: Arc::new(Config::defaults()),
+            last_error: None,
+        };
+        // The error is kept in `last_error`; the defaults stay in force.
+        let _ = store.reload();
+        store
+    }
+
+    /// The config file this store reads.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.current)
+    }
+
+    /// The error of the last load, when it failed (cleared by a good one).
+    pub fn last_error(&self) -> Option<&LoadError> {
+        self.last_error.as_ref()
+    }
+
+    /// Reads the file again. On success the new config is in force; on failure the last good
+    /// one stays and the error is returned (and kept in [`ConfigStore::last_error`]).
+    pub fn reload(&mut self) -> Result<Arc<Config>, LoadError> {
+        match Config::load_file(&self.path) {
+            Ok(config) => {
+                self.current = Arc::new(config);
+                self.last_error = None;
+                Ok(self.config())
+            }
+            Err(e) => {
+                self.last_error = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,717 @@
+//! Reads one TOML layer (the defaults or the user's file) onto a [`Config`], keeping the
+//! line of every value and refusing unknown keys.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::rules::{RuleShape, check_path};
+use super::{
+    AlwaysRule, BackendChoice, BusConfig, Config, DEFAULTS_NAME, Entry, FLOOR_LINES, FloorsConfig,
+    LoadError, NetworkConfig, PermissionsConfig, Resolve, SandboxConfig, Setting, Source,
+};
+
+type Check = fn(&str) -> Result<(), String>;
+
+struct Ctx<'a> {
+    text: &'a str,
+    /// `None` for the built-in defaults.
+    path: Option<&'a Path>,
+}
+
+impl Ctx<'_> {
+    fn file(&self) -> PathBuf {
+        match self.path {
+            Some(p) => p.to_path_buf(),
+            None => PathBuf::from(DEFAULTS_NAME),
+        }
+    }
+
+    fn source(&self, span: &Range<usize>) -> Source {
+        match self.path {
+            None => Source::Default,
+            Some(p) => Source::File {
+                path: p.to_path_buf(),
+                line: line_column(self.text, span.start).0,
+            },
+        }
+    }
+
+    fn invalid(&self, key: &str, span: &Range<usize>, message: impl Into<String>) -> LoadError {
+        let (line, column) = line_column(self.text, span.start);
+        LoadError::Invalid {
+            path: self.file(),
+            key: key.to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    fn unknown(&self, key: &str, span: &Range<usize>, known: &[&str]) -> LoadError {
+        self.invalid(
+            key,
+            span,
+            format!("unknown key (known here: {})", known.join(", ")),
+        )
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+type Pairs<'t, 'i> = Vec<(
+    &'t Spanned<toml::de::DeString<'i>>,
+    &'t Spanned<DeValue<'i>>,
+)>;
+
+/// The entries of a table in the order of the file.
+fn ordered<'t, 'i>(table: &'t DeTable<'i>) -> Pairs<'t, 'i> {
+    let mut pairs: Pairs<'t, 'i> = table.iter().collect();
+    pairs.sort_by_key(|(k, _)| k.span().start);
+    pairs
+}
+
+fn type_name(v: &DeValue<'_>) -> &'static str {
+    match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date",
+        DeValue::Array(_) => "an array",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+/// Applies one layer. `path` is `None` for the built-in defaults (whose list entries must
+/// each give a reason).
+pub(crate) fn apply(text: &str, path: Option<&Path>, config: &mut Config) -> Result<(), LoadError> {
+    let ctx = Ctx { text, path };
+    let doc = DeTable::parse(text).map_err(|e| {
+        let (line, column) = e
+            .span()
+            .map(|s| line_column(text, s.start))
+            .unwrap_or((1, 1));
+        LoadError::Parse {
+            path: ctx.file(),
+            line,
+            column,
+            message: e.message().trim().to_string(),
+        }
+    })?;
+    for (k, v) in ordered(doc.get_ref()) {
+        let name: &str = k.get_ref();
+        match name {
+            "sandbox" => sandbox(&ctx, table(&ctx, name, v)?, &mut config.sandbox)?,
+            "network" => network(&ctx, table(&ctx, name, v)?, &mut config.network)?,
+            "bus" => bus(&ctx, table(&ctx, name, v)?, &mut config.bus)?,
+            "permissions" => permissions(&ctx, table(&ctx, name, v)?, &mut config.permissions)?,
+            "floors" => floors(&ctx, table(&ctx, name, v)?, &mut config.floors)?,
+            "always" => always(&ctx, v, &mut config.always)?,
+            // Not a sandbox section: efrd's own (such as `[model]`) or a typo. Ignore it
+            // and let `efr-sandbox config` name it.
+            _ => config.ignored_sections.push(name.to_string()),
+        }
+    }
+    Ok(())
+}
+
+fn table<'t, 'i>(
+    ctx: &Ctx<'_>,
+    key: &str,
+    v: &'t Spanned<DeValue<'i>>,
+) -> Result<&'t DeTable<'i>, LoadError> {
+    match v.get_ref() {
+        DeValue::Table(t) => Ok(t),
+        other => Err(ctx.invalid(
+            key,
+            &v.span(),
+            format!("expected a table, found {}", type_name(other)),
+        )),
+    }
+}
+
+fn boolean(ctx: &Ctx<'_>, key: &str, v: &Spanned<DeValue<'_>>) -> Result<Setting<bool>, LoadError> {
+    match v.get_ref() {
+        DeValue::Boolean(b) => Ok(Setting {
+            value: *b,
+            source: ctx.source(&v.span()),
+        }),
+        other => Err(ctx.invalid(
+            key,
+            &v.span(),
+            format!("expected true or false, found {}", type_name(other)),
+        )),
+    }
+}
+
+fn string<'t>(ctx: &Ctx<'_>, key: &str, v: &'t Spanned<DeValue<'_>>) -> Result<&'t str, LoadError> {
+    match v.get_ref() {
+        DeValue::String(s) => Ok(s),
+        other => Err(ctx.invalid(
+            key,
+            &v.span(),
+            format!("expected a string, found {}", type_name(other)),
+        )),
+    }
+}
+
+/// One list key and its `_remove` companion.
+struct ListField<'c> {
+    name: &'static str,
+    /// The member that holds the value in the table form (`path`, `host`, `name`).
+    field: &'static str,
+    check: Check,
+    list: &'c mut Vec<Entry>,
+}
+
+/// Handles `name` when it is one of `lists` or its `_remove`; false when it is neither.
+fn lists(
+    ctx: &Ctx<'_>,
+    section: &str,
+    name: &str,
+    v: &Spanned<DeValue<'_>>,
+    fields: &mut [ListField<'_>],
+) -> Result<bool, LoadError> {
+    for lf in fields.iter_mut() {
+        let key = format!("{section}.{name}");
+        if name == lf.name {
+            add_entries(ctx, &key, lf.field, lf.check, v, lf.list)?;
+            return Ok(true);
+        }
+        if name.strip_suffix("_remove") == Some(lf.name) {
+            remove_entries(ctx, &key, &format!("{section}.{}", lf.name), v, lf.list)?;
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn known_keys(scalars: &[&'static str], fields: &[ListField<'_>]) -> Vec<String> {
+    let mut keys: Vec<String> = scalars.iter().map(|s| s.to_string()).collect();
+    for f in fields {
+        keys.push(f.name.to_string());
+        keys.push(format!("{}_remove", f.name));
+    }
+    keys
+}
+
+fn unknown_in(
+    ctx: &Ctx<'_>,
+    section: &str,
+    k: &Spanned<toml::de::DeString<'_>>,
+    known: &[String],
+) -> LoadError {
+    let known: Vec<&str> = known.iter().map(String::as_str).collect();
+    ctx.unknown(&format!("{section}.{}", k.get_ref()), &k.span(), &known)
+}
+
+fn array<'t, 'i>(
+    ctx: &Ctx<'_>,
+    key: &str,
+    v: &'t Spanned<DeValue<'i>>,
+) -> Result<&'t [Spanned<DeValue<'i>>], LoadError> {
+    match v.get_ref() {
+        DeValue::Array(a) => Ok(a),
+        other => Err(ctx.invalid(
+            key,
+            &v.span(),
+            format!("expected an array, found {}", type_name(other)),
+        )),
+    }
+}
+
+fn add_entries(
+    ctx: &Ctx<'_>,
+    key: &str,
+    field: &str,
+    check: Check,
+    v: &Spanned<DeValue<'_>>,
+    list: &mut Vec<Entry>,
+) -> Result<(), LoadError> {
+    for (i, item) in array(ctx, key, v)?.iter().enumerate() {
+        let item_key = format!("{key}[{i}]");
+        let (value, reason) = match item.get_ref() {
+            DeValue::String(s) => (s.to_string(), String::new()),
+            DeValue::Table(t) => {
+                let mut value = None;
+                let mut reason = String::new();
+                for (k, mv) in ordered(t) {
+                    let kname: &str = k.get_ref();
+                    if kname == field {
+                        value = Some(string(ctx, &format!("{item_key}.{field}"), mv)?.to_string());
+                    } else if kname == "reason" {
+                        reason = string(ctx, &format!("{item_key}.reason"), mv)?
+                            .trim()
+                            .to_string();
+                    } else {
+                        return Err(ctx.unknown(
+                            &format!("{item_key}.{kname}"),
+                            &k.span(),
+                            &[field, "reason"],
+                        ));
+                    }
+                }
+                let Some(value) = value else {
+                    return Err(ctx.invalid(&item_key, &item.span(), format!("missing `{field}`")));
+                };
+                (value, reason)
+            }
+            other => {
+                return Err(ctx.invalid(
+                    &item_key,
+                    &item.span(),
+                    format!(
+                        "expected a string or a table with `{field}`, found {}",
+                        type_name(other)
+                    ),
+                ));
+            }
+        };
+        check(&value).map_err(|m| ctx.invalid(&item_key, &item.span(), m))?;
+        if ctx.path.is_none() && reason.is_empty() {
+            return Err(ctx.invalid(&item_key, &item.span(), "a built-in entry needs a reason"));
+        }
+        if reason.contains('\n') {
+            return Err(ctx.invalid(&item_key, &item.span(), "a reason is one line"));
+        }
+        if list.iter().any(|e| same(&e.value, &value)) {
+            // Already there (a default the user repeats): the first one stays.
+            continue;
+        }
+        list.push(Entry {
+            value,
+            reason,
+            source: ctx.source(&item.span()),
+        });
+    }
+    Ok(())
+}
+
+fn same(a: &str, b: &str) -> bool {
+    let trim = |s: &str| {
+        if s.len() > 1 {
+            s.trim_end_matches('/').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    trim(a) == trim(b)
+}
+
+fn remove_entries(
+    ctx: &Ctx<'_>,
+    key: &str,
+    list_key: &str,
+    v: &Spanned<DeValue<'_>>,
+    list: &mut Vec<Entry>,
+) -> Result<(), LoadError> {
+    for (i, item) in array(ctx, key, v)?.iter().enumerate() {
+        let value = string(ctx, &format!("{key}[{i}]"), item)?;
+        let before = list.len();
+        list.retain(|e| !same(&e.value, value));
+        if list.len() == before {
+            return Err(ctx.invalid(
+                &format!("{key}[{i}]"),
+                &item.span(),
+                format!("{list_key} has no entry {value} to remove"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_anchored(s: &str) -> Result<(), String> {
+    check_path(s, RuleShape::Anchored)
+}
+fn check_relative(s: &str) -> Result<(), String> {
+    check_path(s, RuleShape::Relative)
+}
+fn check_any(s: &str) -> Result<(), String> {
+    check_path(s, RuleShape::Any)
+}
+
+pub(crate) fn check_host(s: &str) -> Result<(), String> {
+    let body = s.strip_prefix("*.").unwrap_or(s);
+    let ok = !body.is_empty()
+        && body.len() <= 253
+        && body.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s}: not a host name (lower case, such as crates.io or *.example.com)"
+        ))
+    }
+}
+
+fn check_dir_name(s: &str) -> Result<(), String> {
+    if s.is_empty() || s == "." || s == ".." || s.contains('/') || s.contains('\0') {
+        Err(format!("{s:?}: not a directory name"))
+    } else {
+        Ok(())
+    }
+}
+
+fn check_bus_name(s: &str) -> Result<(), String> {
+    let ok = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-*=@/".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{s:?}: not a bus name or rule"))
+    }
+}
+
+fn check_floor_line(s: &str) -> Result<(), String> {
+    if FLOOR_LINES.contains(&s) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s}: unknown floor line (known: {})",
+            FLOOR_LINES.join(", ")
+        ))
+    }
+}
+
+fn sandbox(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut SandboxConfig) -> Result<(), LoadError> {
+    let mut fields = [
+        ListField {
+            name: "masks",
+            field: "path",
+            check: check_any,
+            list: &mut cfg.masks,
+        },
+        ListField {
+            name: "read_only_inside",
+            field: "path",
+            check: check_relative,
+            list: &mut cfg.read_only_inside,
+        },
+        ListField {
+            name: "writable",
+            field: "path",
+            check: check_anchored,
+            list: &mut cfg.writable,
+        },
+        ListField {
+            name: "caches",
+            field: "path",
+            check: check_anchored,
+            list: &mut cfg.caches,
+        },
+        ListField {
+            name: "build_output",
+            field: "name",
+            check: check_dir_name,
+            list: &mut cfg.build_output,
+        },
+        ListField {
+            name: "trash",
+            field: "path",
+            check: check_anchored,
+            list: &mut cfg.trash,
+        },
+    ];
+    for (k, v) in ordered(t) {
+        let name: &str = k.get_ref();
+        if name == "backend" {
+            let key = "sandbox.backend";
+            let value = match string(ctx, key, v)? {
+                "auto" => BackendChoice::Auto,
+                "native" => BackendChoice::Native,
+                "bwrap" => BackendChoice::Bwrap,
+                other => {
+                    return Err(ctx.invalid(
+                        key,
+                        &v.span(),
+                        format!("{other}: expected auto, native or bwrap"),
+                    ));
+                }
+            };
+            cfg.backend = Setting {
+                value,
+                source: ctx.source(&v.span()),
+            };
+        } else if !lists(ctx, "sandbox", name, v, &mut fields)? {
+            return Err(unknown_in(
+                ctx,
+                "sandbox",
+                k,
+                &known_keys(&["backend"], &fields),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn network(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut NetworkConfig) -> Result<(), LoadError> {
+    let resolve = &mut cfg.resolve;
+    let netview = &mut cfg.netview;
+    let mut fields = [
+        ListField {
+            name: "allow",
+            field: "host",
+            check: check_host,
+            list: &mut cfg.allow,
+        },
+        ListField {
+            name: "deny",
+            field: "host",
+            check: check_host,
+            list: &mut cfg.deny,
+        },
+        ListField {
+            name: "token_files",
+            field: "path",
+            check: check_any,
+            list: &mut cfg.token_files,
+        },
+    ];
+    for (k, v) in ordered(t) {
+        let name: &str = k.get_ref();
+        match name {
+            "netview" => *netview = boolean(ctx, "network.netview", v)?,
+            "resolve" => {
+                for (hk, hv) in ordered(table(ctx, "network.resolve", v)?) {
+                    let host: &str = hk.get_ref();
+                    let key = format!("network.resolve.{host}");
+                    check_host(host).map_err(|m| ctx.invalid(&key, &hk.span(), m))?;
+                    let text = string(ctx, &key, hv)?;
+                    let address = text.parse().map_err(|_| {
+                        ctx.invalid(&key, &hv.span(), format!("{text}: not an ip address"))
+                    })?;
+                    resolve.retain(|r| r.name != host);
+                    resolve.push(Resolve {
+                        name: host.to_string(),
+                        address,
+                        source: ctx.source(&hv.span()),
+                    });
+                }
+            }
+            _ => {
+                if !lists(ctx, "network", name, v, &mut fields)? {
+                    return Err(unknown_in(
+                        ctx,
+                        "network",
+                        k,
+                        &known_keys(&["netview", "resolve"], &fields),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn bus(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut BusConfig) -> Result<(), LoadError> {
+    let filter = &mut cfg.filter;
+    let mut fields = [
+        ListField {
+            name: "talk",
+            field: "name",
+            check: check_bus_name,
+            list: &mut cfg.talk,
+        },
+        ListField {
+            name: "see",
+            field: "name",
+            check: check_bus_name,
+            list: &mut cfg.see,
+        },
+        ListField {
+            name: "call",
+            field: "name",
+            check: check_bus_name,
+            list: &mut cfg.call,
+        },
+        ListField {
+            name: "broadcast",
+            field: "name",
+            check: check_bus_name,
+            list: &mut cfg.broadcast,
+        },
+    ];
+    for (k, v) in ordered(t) {
+        let name: &str = k.get_ref();
+        if name == "filter" {
+            *filter = boolean(ctx, "bus.filter", v)?;
+        } else if !lists(ctx, "bus", name, v, &mut fields)? {
+            return Err(unknown_in(ctx, "bus", k, &known_keys(&["filter"], &fields)));
+        }
+    }
+    Ok(())
+}
+
+fn permissions(
+    ctx: &Ctx<'_>,
+    t: &DeTable<'_>,
+    cfg: &mut PermissionsConfig,
+) -> Result<(), LoadError> {
+    for (k, v) in ordered(t) {
+        let name: &str = k.get_ref();
+        match name {
+            "allow_full" => cfg.allow_full = boolean(ctx, "permissions.allow_full", v)?,
+            _ => {
+                return Err(ctx.unknown(
+                    &format!("permissions.{name}"),
+                    &k.span(),
+                    &["allow_full"],
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn floors(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut FloorsConfig) -> Result<(), LoadError> {
+    let mut fields = [
+        ListField {
+            name: "paths",
+            field: "path",
+            check: check_any,
+            list: &mut cfg.paths,
+        },
+        ListField {
+            name: "lines",
+            field: "name",
+            check: check_floor_line,
+            list: &mut cfg.lines,
+        },
+    ];
+    for (k, v) in ordered(t) {
+        let name: &str = k.get_ref();
+        if !lists(ctx, "floors", name, v, &mut fields)? {
+            return Err(unknown_in(ctx, "floors", k, &known_keys(&[], &fields)));
+        }
+    }
+    Ok(())
+}
+
+fn always(
+    ctx: &Ctx<'_>,
+    v: &Spanned<DeValue<'_>>,
+    out: &mut Vec<AlwaysRule>,
+) -> Result<(), LoadError> {
+    const KNOWN: [&str; 5] = ["command", "host", "path", "kind", "reason"];
+    for item in array(ctx, "always", v)? {
+        let index = out.len();
+        let key = format!("always[{index}]");
+        let t = table(ctx, &key, item)?;
+        let mut rule = AlwaysRule {
+            command: Vec::new(),
+            host: None,
+            path: None,
+            kind: None,
+            reason: String::new(),
+            source: Some(ctx.source(&item.span())),
+        };
+        for (k, mv) in ordered(t) {
+            let name: &str = k.get_ref();
+            let mkey = format!("{key}.{name}");
+            match name {
+                "command" => {
+                    rule.command = match mv.get_ref() {
+                        DeValue::String(s) => s.split_whitespace().map(str::to_string).collect(),
+                        DeValue::Array(a) => {
+                            let mut words = Vec::new();
+                            for (i, w) in a.iter().enumerate() {
+                                let w = string(ctx, &format!("{mkey}[{i}]"), w)?;
+                                if w.is_empty() {
+                                    return Err(ctx.invalid(
+                                        &mkey,
+                                        &mv.span(),
+                                        "a command word may not be empty",
+                                    ));
+                                }
+                                words.push(w.to_string());
+                            }
+                            words
+                        }
+                        other => {
+                            return Err(ctx.invalid(
+                                &mkey,
+                                &mv.span(),
+                                format!("expected an array of words, found {}", type_name(other)),
+                            ));
+                        }
+                    };
+                    if rule.command.is_empty() {
+                        return Err(ctx.invalid(
+                            &mkey,
+                            &mv.span(),
+                            "a command needs at least one word",
+                        ));
+                    }
+                    if rule
+                        .command
+                        .first()
+                        .is_some_and(|w| w.bytes().all(|b| b == b'*'))
+                    {
+                        return Err(ctx.invalid(
+                            &mkey,
+                            &mv.span(),
+                            "the command name may not be a bare *",
+                        ));
+                    }
+                }
+                "host" => {
+                    let h = string(ctx, &mkey, mv)?;
+                    check_host(h).map_err(|m| ctx.invalid(&mkey, &mv.span(), m))?;
+                    rule.host = Some(h.to_string());
+                }
+                "path" => {
+                    let p = string(ctx, &mkey, mv)?;
+                    check_path(p, RuleShape::Anchored)
+                        .map_err(|m| ctx.invalid(&mkey, &mv.span(), m))?;
+                    rule.path = Some(p.to_string());
+                }
+                "kind" => {
+                    let s = string(ctx, &mkey, mv)?;
+                    let kind = efr_sandbox_wire::ExitKind::ALL
+                        .into_iter()
+                        .find(|k| k.as_str() == s);
+                    let Some(kind) = kind else {
+                        return Err(ctx.invalid(
+                            &mkey,
+                            &mv.span(),
+                            format!("{s}: not an exit kind"),
+                        ));
+                    };
+                    rule.kind = Some(kind);
+                }
+                "reason" => rule.reason = string(ctx, &mkey, mv)?.trim().to_string(),
+                _ => return Err(ctx.unknown(&mkey, &k.span(), &KNOWN)),
+            }
+        }
+        if rule.command.is_empty() && rule.host.is_none() && rule.path.is_none() {
+            return Err(ctx.invalid(
+                &key,
+                &item.span(),
+                "an always rule needs command, host or path",
+            ));
+        }
+        out.push(rule);
+    }
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! What `efr-sandbox config` prints: every value with where it came from.
+
+use serde_json::{Value, json};
+
+use super::{Config, Entry, Setting, ShownValue, Source};
+
+fn scalar<T: Into<Value> + Clone>(key: &str, s: &Setting<T>) -> ShownValue {
+    ShownValue {
+        key: key.to_string(),
+        value: s.value.clone().into(),
+        reason: String::new(),
+        source: s.source.clone(),
+    }
+}
+
+fn list(out: &mut Vec<ShownValue>, key: &str, entries: &[Entry]) {
+    for e in entries {
+        out.push(ShownValue {
+            key: key.to_string(),
+            value: Value::String(e.value.clone()),
+            reason: e.reason.clone(),
+            source: e.source.clone(),
+        });
+    }
+}
+
+pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
+    let mut out = Vec::new();
+    out.push(ShownValue {
+        key: "sandbox.backend".into(),
+        value: Value::String(c.sandbox.backend.value.as_str().into()),
+        reason: String::new(),
+        source: c.sandbox.backend.source.clone(),
+    });
+    list(&mut out, "sandbox.masks", &c.sandbox.masks);
+    list(
+        &mut out,
+        "sandbox.read_only_inside",
+        &c.sandbox.read_only_inside,
+    );
+    list(&mut out, "sandbox.writable", &c.sandbox.writable);
+    list(&mut out, "sandbox.caches", &c.sandbox.caches);
+    list(&mut out, "sandbox.build_output", &c.sandbox.build_output);
+    list(&mut out, "sandbox.trash", &c.sandbox.trash);
+    list(&mut out, "network.allow", &c.network.allow);
+    list(&mut out, "network.deny", &c.network.deny);
+    for r in &c.network.resolve {
+        out.push(ShownValue {
+            key: format!("network.resolve.{}", r.name),
+            value: Value::String(r.address.to_string()),
+            reason: String::new(),
+            source: r.source.clone(),
+        });
+    }
+    out.push(scalar("network.netview", &c.network.netview));
+    list(&mut out, "network.token_files", &c.network.token_files);
+    out.push(scalar("bus.filter", &c.bus.filter));
+    list(&mut out, "bus.talk", &c.bus.talk);
+    list(&mut out, "bus.see", &c.bus.see);
+    list(&mut out, "bus.call", &c.bus.call);
+    list(&mut out, "bus.broadcast", &c.bus.broadcast);
+    out.push(scalar("permissions.allow_full", &c.permissions.allow_full));
+    list(&mut out, "floors.paths", &c.floors.paths);
+    list(&mut out, "floors.lines", &c.floors.lines);
+    for (i, r) in c.always.iter().enumerate() {
+        let mut value = serde_json::to_value(r).unwrap_or(Value::Null);
+        if let Value::Object(m) = &mut value {
+            m.remove("reason");
+        }
+        out.push(ShownValue {
+            key: format!("always[{i}]"),
+            value,
+            reason: r.reason.clone(),
+            source: r.source.clone().unwrap_or(Source::Default),
+        });
+    }
+    out
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(m) => {
+            let mut parts = Vec::new();
+            for (k, v) in m {
+                let text = match v {
+                    Value::Array(words) => words
+                        .iter()
+                        .map(|w| w.as_str().unwrap_or("?"))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                parts.push(format!("{k}={text}"));
+            }
+            parts.join(" ")
+        }
+        other => other.to_string(),
+    }
+}
+
+pub(super) fn text(c: &Config) -> String {
+    let shown = entries(c);
+    let mut out = String::new();
+    match &c.file {
+        Some(p) => out.push_str(&format!("# config file: {}\n", p.display())),
+        None => out.push_str("# config file: none (built-in defaults only)\n"),
+    }
+    let key_width = shown.iter().map(|s| s.key.len()).max().unwrap_or(0).min(28);
+    let value_width = shown
+        .iter()
+        .map(|s| value_text(&s.value).chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(34);
+    let mut last_section = "";
+    for s in &shown {
+        let section = s.key.split(['.', '[']).next().unwrap_or("");
+        if section != last_section {
+            if !last_section.is_empty() {
+                out.push('\n');
+            }
+            last_section = section;
+        }
+        let origin = match (&s.source, s.reason.is_empty()) {
+            (Source::Default, true) => "default".to_string(),
+            (Source::Default, false) => format!("default: {}", s.reason),
+            (src @ Source::File { .. }, true) => src.describe(),
+            (src @ Source::File { .. }, false) => format!("{}: {}", src.describe(), s.reason),
+        };
+        out.push_str(&format!(
+            "{:kw$}  {:vw$}  ({origin})\n",
+            s.key,
+            value_text(&s.value),
+            kw = key_width,
+            vw = value_width
+        ));
+    }
+    if !c.ignored_sections.is_empty() {
+        out.push_str(&format!(
+            "\n# ignored (not sandbox sections): {}\n",
+            c.ignored_sections
+                .iter()
+                .map(|s| format!("[{s}]"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+pub(super) fn json(c: &Config) -> Value {
+    json!({
+        "file": c.file.as_ref().map(|p| p.display().to_string()),
+        "values": entries(c),
+        "ignored_sections": c.ignored_sections,
+    })
+}

@@ -1,0 +1,165 @@
+//! Resolves a path as the kernel does: every link followed, `..` taken physically, and the
+//! part that does not exist appended lexically.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+use efr_sandbox_wire::FileKind;
+
+/// Links followed before the resolution gives up (as the kernel's `ELOOP`).
+const MAX_LINKS: usize = 40;
+
+/// One link passed on the way.
+#[derive(Debug, Clone)]
+pub(crate) struct LinkStep {
+    /// Where the link is (its parent resolved).
+    pub at: PathBuf,
+    /// What it says.
+    pub points_to: PathBuf,
+    /// The index of the asked path's component it stands for; `None` for a link met inside
+    /// another link's target.
+    pub orig: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Walk {
+    pub canonical: PathBuf,
+    /// Every component exists (the canonical path is there).
+    pub exists: bool,
+    pub links: Vec<LinkStep>,
+    /// The number of components of the asked path.
+    pub orig_len: usize,
+}
+
+enum Part {
+    Root,
+    Parent,
+    Name(OsString),
+}
+
+fn parts(path: &Path) -> Vec<Part> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::RootDir | Component::Prefix(_) => Some(Part::Root),
+            Component::CurDir => None,
+            Component::ParentDir => Some(Part::Parent),
+            Component::Normal(n) => Some(Part::Name(n.to_os_string())),
+        })
+        .collect()
+}
+
+/// Resolves an absolute path.
+pub(crate) fn resolve(path: &Path) -> Walk {
+    let mut queue: VecDeque<(Part, Option<usize>)> = VecDeque::new();
+    let mut n = 0usize;
+    for p in parts(path) {
+        let idx = match p {
+            Part::Root => None,
+            _ => {
+                n += 1;
+                Some(n - 1)
+            }
+        };
+        queue.push_back((p, idx));
+    }
+    let mut cur = PathBuf::from("/");
+    let mut exists = true;
+    let mut cur_is_dir = true;
+    let mut links = Vec::new();
+    while let Some((part, orig)) = queue.pop_front() {
+        match part {
+            Part::Root => {
+                cur = PathBuf::from("/");
+                cur_is_dir = true;
+            }
+            Part::Parent => {
+                cur.pop();
+                cur_is_dir = true;
+            }
+            Part::Name(name) => {
+                let next = cur.join(&name);
+                if !exists || !cur_is_dir {
+                    exists = false;
+                    cur = next;
+                    continue;
+                }
+                match fs::symlink_metadata(&next) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        let target = match fs::read_link(&next) {
+                            Ok(t) if links.len() < MAX_LINKS => t,
+                            _ => {
+                                exists = false;
+                                cur = next;
+                                continue;
+                            }
+                        };
+                        links.push(LinkStep {
+                            at: next,
+                            points_to: target.clone(),
+                            orig,
+                        });
+                        for p in parts(&target).into_iter().rev() {
+                            queue.push_front((p, None));
+                        }
+                    }
+                    Ok(m) => {
+                        cur_is_dir = m.is_dir();
+                        cur = next;
+                    }
+                    Err(_) => {
+                        exists = false;
+                        cur = next;
+                    }
+                }
+            }
+        }
+    }
+    Walk {
+        canonical: cur,
+        exists,
+        links,
+        orig_len: n,
+    }
+}
+
+/// The canonical form of an absolute path (every link resolved, the missing rest lexical).
+pub(crate) fn canonical(path: &Path) -> PathBuf {
+    resolve(path).canonical
+}
+
+/// What a file type is.
+pub(crate) fn kind_of(m: &fs::Metadata) -> FileKind {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_symlink() {
+        FileKind::Symlink
+    } else if t.is_dir() {
+        FileKind::Dir
+    } else if t.is_socket() {
+        FileKind::Socket
+    } else if t.is_fifo() {
+        FileKind::Fifo
+    } else if t.is_block_device() {
+        FileKind::BlockDevice
+    } else if t.is_char_device() {
+        FileKind::CharDevice
+    } else {
+        FileKind::File
+    }
+}
+
+/// The kind of what is at `path` without following a last link; `Missing` when nothing is.
+pub(crate) fn lkind(path: &Path) -> FileKind {
+    fs::symlink_metadata(path)
+        .map(|m| kind_of(&m))
+        .unwrap_or(FileKind::Missing)
+}
+
+/// The kind of what `path` leads to, every link followed; `Missing` when nothing is.
+pub(crate) fn kind(path: &Path) -> FileKind {
+    fs::metadata(path)
+        .map(|m| kind_of(&m))
+        .unwrap_or(FileKind::Missing)
+}

@@ -1,0 +1,455 @@
+//! Config: defaults, the user's file on top, errors with line and column, the store.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use efr_policy::config::{
+    BackendChoice, Config, ConfigStore, DEFAULTS_TOML, Env, LoadError, Source,
+};
+
+fn file_with(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+fn has(list: &[efr_policy::config::Entry], value: &str) -> bool {
+    list.iter().any(|e| e.value == value)
+}
+
+#[test]
+fn defaults_parse_and_every_entry_has_a_reason() {
+    let c = Config::defaults();
+    assert!(c.file.is_none());
+    assert_eq!(c.sandbox.backend.value, BackendChoice::Auto);
+    for key in [
+        "~/.ssh",
+        "~/.gnupg",
+        "~/.aws",
+        "$XDG_RUNTIME_DIR",
+        "/run/docker.sock",
+        "/run/dbus",
+        "~/.cargo/credentials.toml",
+    ] {
+        assert!(has(&c.sandbox.masks, key), "{key}");
+    }
+    for key in [
+        ".git/hooks",
+        ".git/config",
+        ".gitmodules",
+        ".envrc",
+        ".vscode",
+        ".idea",
+        ".efr",
+    ] {
+        assert!(has(&c.sandbox.read_only_inside, key), "{key}");
+    }
+    for key in [
+        "~/.bashrc",
+        "~/.ssh/config",
+        "~/.gitconfig",
+        "/var/spool/cron",
+        ".git/hooks",
+    ] {
+        assert!(has(&c.floors.paths, key), "{key}");
+    }
+    assert_eq!(c.floor_lines().count(), 6);
+    let lists = [
+        &c.sandbox.masks,
+        &c.sandbox.read_only_inside,
+        &c.sandbox.caches,
+        &c.sandbox.build_output,
+        &c.sandbox.trash,
+        &c.network.deny,
+        &c.network.token_files,
+        &c.bus.talk,
+        &c.floors.paths,
+        &c.floors.lines,
+    ];
+    for list in lists {
+        for e in list {
+            assert!(!e.reason.is_empty(), "{}", e.value);
+            assert_eq!(e.source, Source::Default);
+        }
+    }
+    assert!(c.network.allow.is_empty());
+    assert!(c.network.netview.value);
+    assert!(c.bus.filter.value);
+    assert!(!c.permissions.allow_full.value);
+    assert!(DEFAULTS_TOML.contains("[sandbox]"));
+}
+
+#[test]
+fn no_file_gives_the_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = Env::new(dir.path().join("home"));
+    assert_eq!(
+        env.config_file(),
+        dir.path().join("home/.config/efr/config.toml")
+    );
+    env.config_home = Some(dir.path().join("xdg"));
+    assert_eq!(env.config_file(), dir.path().join("xdg/efr/config.toml"));
+    let c = Config::load(&env).unwrap();
+    assert_eq!(c, Config::defaults());
+}
+
+#[test]
+fn user_file_adds_removes_and_replaces() {
+    let text = r#"# my config
+[sandbox]
+backend = "bwrap"
+masks = [
+  "~/.secrets",
+  { path = "~/.config/rclone", reason = "rclone remotes" },
+]
+masks_remove = ["~/.npmrc"]
+writable = ["~/shared"]
+
+[network]
+allow = ["crates.io", "*.npmjs.org"]
+netview = false
+resolve = { "registry.local" = "127.0.0.1" }
+
+[permissions]
+allow_full = true
+
+[[always]]
+command = ["cargo", "publish"]
+host = "crates.io"
+reason = "publishing is fine"
+
+[[always]]
+command = "git push origin *"
+kind = "upload"
+"#;
+    let (_d, path) = file_with(text);
+    let c = Config::load_file(&path).unwrap();
+    assert_eq!(c.file.as_deref(), Some(path.as_path()));
+    assert_eq!(c.sandbox.backend.value, BackendChoice::Bwrap);
+    assert_eq!(
+        c.sandbox.backend.source,
+        Source::File {
+            path: path.clone(),
+            line: 3
+        }
+    );
+    assert!(has(&c.sandbox.masks, "~/.ssh"));
+    assert!(!has(&c.sandbox.masks, "~/.npmrc"));
+    let secrets = c
+        .sandbox
+        .masks
+        .iter()
+        .find(|e| e.value == "~/.secrets")
+        .unwrap();
+    assert_eq!(
+        secrets.source,
+        Source::File {
+            path: path.clone(),
+            line: 5
+        }
+    );
+    assert!(secrets.reason.is_empty());
+    assert!(secrets.reason_or_source().contains("config.toml:5"));
+    let rclone = c
+        .sandbox
+        .masks
+        .iter()
+        .find(|e| e.value == "~/.config/rclone")
+        .unwrap();
+    assert_eq!(rclone.reason, "rclone remotes");
+    assert!(has(&c.sandbox.writable, "~/shared"));
+    assert!(has(&c.network.allow, "*.npmjs.org"));
+    assert!(!c.network.netview.value);
+    assert_eq!(c.network.resolve[0].name, "registry.local");
+    assert_eq!(c.network.resolve[0].address.to_string(), "127.0.0.1");
+    assert!(c.permissions.allow_full.value);
+    assert_eq!(c.always.len(), 2);
+    assert_eq!(c.always[0].command, ["cargo", "publish"]);
+    assert_eq!(c.always[1].command, ["git", "push", "origin", "*"]);
+    assert_eq!(c.always[1].kind, Some(efr_sandbox_wire::ExitKind::Upload));
+
+    // What `efr-sandbox config` prints.
+    let out = c.render_text();
+    assert!(
+        out.contains(&format!("# config file: {}", path.display())),
+        "{out}"
+    );
+    let ssh = out
+        .lines()
+        .find(|l| l.starts_with("sandbox.masks") && l.contains("~/.ssh "))
+        .unwrap();
+    assert!(
+        ssh.ends_with("(default: ssh private keys, agent config and known hosts)"),
+        "{ssh}"
+    );
+    let backend = out
+        .lines()
+        .find(|l| l.starts_with("sandbox.backend"))
+        .unwrap();
+    assert!(
+        backend.contains("bwrap") && backend.ends_with(&format!("({}:3)", path.display())),
+        "{backend}"
+    );
+    let rc = out
+        .lines()
+        .find(|l| l.contains("~/.config/rclone"))
+        .unwrap();
+    assert!(
+        rc.ends_with(&format!("({}:6: rclone remotes)", path.display())),
+        "{rc}"
+    );
+    assert!(out.contains("always[0]"), "{out}");
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("sandbox.masks") && l.contains("~/.npmrc ")),
+        "{out}"
+    );
+
+    let json = c.to_json();
+    assert_eq!(json["file"], path.display().to_string());
+    let values = json["values"].as_array().unwrap();
+    let b = values
+        .iter()
+        .find(|v| v["key"] == "sandbox.backend")
+        .unwrap();
+    assert_eq!(b["value"], "bwrap");
+    assert_eq!(b["source"]["kind"], "file");
+    assert_eq!(b["source"]["line"], 3);
+    let s = values.iter().find(|v| v["value"] == "~/.ssh").unwrap();
+    assert_eq!(s["source"]["kind"], "default");
+    assert_eq!(s["key"], "sandbox.masks");
+}
+
+fn invalid(text: &str) -> LoadError {
+    let (_d, path) = file_with(text);
+    Config::load_file(&path).unwrap_err()
+}
+
+#[test]
+fn unknown_keys_are_errors() {
+    let e = invalid("[sandbox]\nbackend = \"auto\"\nmaks = [\"~/.x\"]\n");
+    assert_eq!(e.key(), Some("sandbox.maks"));
+    assert_eq!(e.line_column(), Some((3, 1)));
+    let msg = e.to_string();
+    assert!(
+        msg.contains("sandbox.maks: unknown key (known here: backend, masks, masks_remove"),
+        "{msg}"
+    );
+    assert!(msg.contains("line 3, column 1"), "{msg}");
+
+    // A top-level table that is not a sandbox section is efrd's (or a typo): it is ignored
+    // and named, never an error, since efrd keeps its sections in the same file.
+    let (_d, path) =
+        file_with("[model]\nname = \"x\"\n[sandboxx]\n[sandbox]\nbackend = \"native\"\n");
+    let c = Config::load_file(&path).expect("other sections are ignored");
+    assert_eq!(
+        c.ignored_sections,
+        vec!["model".to_string(), "sandboxx".to_string()]
+    );
+    assert!(
+        c.render_text()
+            .contains("# ignored (not sandbox sections): [model] [sandboxx]")
+    );
+    assert_eq!(
+        c.to_json()["ignored_sections"],
+        serde_json::json!(["model", "sandboxx"])
+    );
+    let e = invalid("[network]\nallow = [{ host = \"a.com\", why = \"x\" }]\n");
+    assert_eq!(e.key(), Some("network.allow[0].why"));
+    assert_eq!(e.line_column(), Some((2, 28)));
+    let e = invalid("[[always]]\ncommand = [\"x\"]\nwhen = 1\n");
+    assert_eq!(e.key(), Some("always[0].when"));
+}
+
+#[test]
+fn bad_values_are_errors_with_the_key() {
+    let cases = [
+        ("[sandbox]\nbackend = \"docker\"\n", "sandbox.backend"),
+        ("[sandbox]\nbackend = 3\n", "sandbox.backend"),
+        ("[sandbox]\nmasks = \"~/.x\"\n", "sandbox.masks"),
+        (
+            "[sandbox]\nwritable = [\"relative/dir\"]\n",
+            "sandbox.writable[0]",
+        ),
+        (
+            "[sandbox]\nread_only_inside = [\"/abs\"]\n",
+            "sandbox.read_only_inside[0]",
+        ),
+        ("[sandbox]\nmasks = [\"~bob/.ssh\"]\n", "sandbox.masks[0]"),
+        ("[sandbox]\nmasks = [\"$NOPE/x\"]\n", "sandbox.masks[0]"),
+        ("[sandbox]\nmasks = [\"~/a/../b\"]\n", "sandbox.masks[0]"),
+        (
+            "[sandbox]\nmasks_remove = [\"~/.not-a-default\"]\n",
+            "sandbox.masks_remove[0]",
+        ),
+        ("[network]\nallow = [\"Bad_Host\"]\n", "network.allow[0]"),
+        (
+            "[network]\nresolve = { \"r.local\" = \"not-an-ip\" }\n",
+            "network.resolve.r.local",
+        ),
+        ("[network]\nnetview = \"yes\"\n", "network.netview"),
+        ("[floors]\nlines = [\"rm_everything\"]\n", "floors.lines[0]"),
+        ("[[always]]\nreason = \"no matcher\"\n", "always[0]"),
+        (
+            "[[always]]\ncommand = [\"git\"]\nkind = \"teleport\"\n",
+            "always[0].kind",
+        ),
+        ("[[always]]\ncommand = [\"*\"]\n", "always[0].command"),
+        ("always = 3\n", "always"),
+    ];
+    for (text, key) in cases {
+        let e = invalid(text);
+        assert!(matches!(e, LoadError::Invalid { .. }), "{text}: {e}");
+        assert_eq!(e.key(), Some(key), "{text}: {e}");
+        assert!(e.line_column().is_some());
+        let msg = e.to_string();
+        assert!(!msg.ends_with('.'), "{msg}");
+    }
+    let e = invalid("[sandbox]\nmasks_remove = [\"~/.nope\"]\n");
+    assert!(
+        e.to_string()
+            .contains("sandbox.masks has no entry ~/.nope to remove"),
+        "{e}"
+    );
+}
+
+#[test]
+fn broken_toml_has_line_and_column() {
+    let e = invalid("[sandbox]\nbackend = \"auto\"\nmasks = [\"~/.x\",\n\n  oops ]\n");
+    match &e {
+        LoadError::Parse {
+            line,
+            column,
+            message,
+            ..
+        } => {
+            assert_eq!((*line, *column), (5, 3), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().starts_with("config file "));
+    assert!(
+        e.to_string()
+            .contains("is not valid toml at line 5, column 3")
+    );
+    let e = invalid("[sandbox]\nbackend = \"auto\"\nbackend = \"native\"\n");
+    assert!(matches!(e, LoadError::Parse { line: 3, .. }), "{e}");
+    // Not UTF-8.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.toml");
+    fs::write(&path, b"[sandbox]\nbackend = \"a\xffb\"\n").unwrap();
+    let e = Config::load_file(&path).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            LoadError::Parse {
+                line: 2,
+                column: 13,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn unreadable_path_is_an_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the file should be.
+    let path = dir.path().join("config.toml");
+    fs::create_dir(&path).unwrap();
+    let e = Config::load_file(&path).unwrap_err();
+    assert!(matches!(e, LoadError::Io { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with(&format!("cannot read config file {}", path.display()))
+    );
+}
+
+#[test]
+fn store_keeps_the_last_good_config() {
+    let (_d, path) = file_with("[permissions]\nallow_full = true\n");
+    let mut store = ConfigStore::open(path.clone());
+    assert!(store.last_error().is_none());
+    assert!(store.config().permissions.allow_full.value);
+
+    fs::write(&path, "[permissions]\nallow_full = fals\n").unwrap();
+    let e = store.reload().unwrap_err();
+    assert_eq!(e.line_column(), Some((2, 14)));
+    assert!(
+        store.config().permissions.allow_full.value,
+        "the last good config stays"
+    );
+    assert!(store.last_error().is_some());
+
+    fs::write(&path, "[permissions]\nallow_full = false\n").unwrap();
+    store.reload().unwrap();
+    assert!(!store.config().permissions.allow_full.value);
+    assert!(store.last_error().is_none());
+
+    fs::remove_file(&path).unwrap();
+    store.reload().unwrap();
+    assert_eq!(*store.config(), Config::defaults());
+}
+
+#[test]
+fn store_starts_on_defaults_when_the_file_is_broken() {
+    let (_d, path) = file_with("[sandbox\n");
+    let store = ConfigStore::open(path.clone());
+    assert_eq!(*store.config(), Config::defaults());
+    assert_eq!(store.last_error().unwrap().path(), path.as_path());
+}
+
+#[test]
+fn env_expansion() {
+    let mut env = Env::new("/home/u");
+    assert_eq!(env.expand("~"), Some(PathBuf::from("/home/u")));
+    assert_eq!(env.expand("~/.ssh"), Some(PathBuf::from("/home/u/.ssh")));
+    assert_eq!(env.expand("$XDG_RUNTIME_DIR"), None);
+    env.runtime_dir = Some(PathBuf::from("/run/user/7"));
+    assert_eq!(
+        env.expand("$XDG_RUNTIME_DIR/bus"),
+        Some(PathBuf::from("/run/user/7/bus"))
+    );
+    assert_eq!(
+        env.expand("$XDG_CONFIG_HOME/efr"),
+        Some(PathBuf::from("/home/u/.config/efr"))
+    );
+    assert_eq!(env.expand("/etc"), Some(PathBuf::from("/etc")));
+    assert_eq!(env.expand(".git/hooks"), None);
+    assert!(Path::new(&env.config_file()).ends_with(".config/efr/config.toml"));
+}
+
+#[test]
+fn duplicate_of_a_default_keeps_the_default() {
+    let (_d, path) = file_with("[sandbox]\nmasks = [\"~/.ssh/\"]\n");
+    let c = Config::load_file(&path).unwrap();
+    let n = c
+        .sandbox
+        .masks
+        .iter()
+        .filter(|e| e.value.trim_end_matches('/') == "~/.ssh")
+        .count();
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn arbitrary_input_does_not_panic() {
+    let samples = [
+        "",
+        "=",
+        "[[always]]",
+        "[sandbox]\nmasks=[[]]",
+        "[network.resolve]\n\"\"=\"::1\"",
+        "a.b.c=1",
+        "[floors]\npaths=[{path=1}]",
+        "[bus]\ntalk=[{name=\"a\",reason=\"x\\ny\"}]",
+        "\u{feff}[sandbox]",
+        "[sandbox]\nbuild_output=[\"a/b\"]",
+        "[[always]]\ncommand=[\"\"]",
+    ];
+    for s in samples {
+        let _ = Config::from_toml_str(s, Path::new("/x.toml"));
+    }
+}
