@@ -1,0 +1,91 @@
+//! The command line: `explain`, `config`, `serve`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::conn::Limits;
+use crate::server::{self, MAX_CONNECTIONS, ServeOptions};
+
+/// The efr sandbox: its RPC service and the user's commands.
+#[derive(Debug, Parser)]
+#[command(name = "efr-sandbox", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// What a contained call gets at a path, and which rule says so.
+    Explain(ExplainArgs),
+    /// The effective config, and where each value comes from.
+    Config(ConfigArgs),
+    /// Run the RPC service on a Unix socket.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Print the wire JSON (the result of sandbox.explain) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The directory a relative PATH is read from (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// A project root of the turn (writable to a contained call); may be repeated.
+    #[arg(long = "project", value_name = "DIR")]
+    pub projects: Vec<PathBuf>,
+    /// The path to explain: absolute, relative, or starting with `~`.
+    pub path: OsString,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Print the effective config as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The socket to listen on (default: $XDG_RUNTIME_DIR/efr/sandbox.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Tests only: the uids allowed to connect, instead of the service's own uid. May be
+    /// repeated. Lets a test be "a peer of another uid" without privileges.
+    #[arg(long = "allow-uid", value_name = "UID", hide = true)]
+    pub allow_uids: Vec<u32>,
+    /// Tests only: also answer debug.sleep, debug.panic and debug.stream.
+    #[arg(long, hide = true)]
+    pub test_methods: bool,
+    /// Tests only: how long a client may leave its answers unread (default 10000).
+    #[arg(long, value_name = "MS", hide = true)]
+    pub slow_reader_ms: Option<u64>,
+    /// Tests only: connections served at once (default 64).
+    #[arg(long, value_name = "N", hide = true)]
+    pub max_connections: Option<usize>,
+}
+
+/// Runs the command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Explain(a) => crate::policy::explain_cli(a),
+        Command::Config(a) => crate::policy::config_cli(a),
+        Command::Serve(a) => {
+            let mut limits = Limits::default();
+            if let Some(ms) = a.slow_reader_ms {
+                limits.slow_reader = Duration::from_millis(ms.max(1));
+            }
+            server::run(ServeOptions {
+                socket: a.socket,
+                allow_uids: a.allow_uids,
+                test_methods: a.test_methods,
+                limits,
+                max_connections: a.max_connections.unwrap_or(MAX_CONNECTIONS),
+            })
+        }
+    }
+}

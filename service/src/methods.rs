@@ -1,0 +1,115 @@
+//! The handlers of the methods in [`crate::dispatch::METHODS`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode, StatusResult};
+use efr_sandbox_wire::{ExplainParams, SandboxStatus};
+use serde::Deserialize;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::dispatch::{Call, HandlerFuture, boxed, params};
+use crate::server::Service;
+
+/// Test-only: waits `ms` milliseconds (at most ten minutes), so cancel can be tested on a
+/// request that really runs.
+pub const DEBUG_SLEEP: &str = "debug.sleep";
+/// Test-only: its handler panics, to show a panic ends the request as `internal`.
+pub const DEBUG_PANIC: &str = "debug.panic";
+/// Test-only: sends `count` items of `size` bytes, to test streams and slow readers.
+pub const DEBUG_STREAM: &str = "debug.stream";
+
+/// Why a contained call cannot run yet; later issues (launcher, probe) replace it with the
+/// result of the last check.
+const UNAVAILABLE: &str = "the launcher is not built yet";
+
+/// Params of a method that takes none: absent, `null` or an object (whose members are
+/// ignored).
+#[derive(Debug, Deserialize)]
+struct NoParams {}
+
+fn result<T: Serialize>(v: &T) -> Result<Value, ErrorBody> {
+    serde_json::to_value(v).map_err(|e| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("result does not serialize: {e}"),
+        )
+    })
+}
+
+/// `sandbox.status`: what the service can do now, and the paths it uses.
+pub fn status(svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let NoParams {} = params(call.params)?;
+        let status = SandboxStatus {
+            available: false,
+            unavailable: Some(UNAVAILABLE.to_owned()),
+            ..Default::default()
+        };
+        result(&StatusResult {
+            status,
+            paths: svc.paths.to_wire(),
+        })
+    })
+}
+
+/// `sandbox.explain`: what a contained call gets at a path (efr-policy does the work, off
+/// the async threads since it reads the file system).
+pub fn explain(svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let p: ExplainParams = params(call.params)?;
+        let r = tokio::task::spawn_blocking(move || svc.policy.explain(p)).await;
+        match r {
+            Ok(r) => result(&r?),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(ErrorBody::new(
+                ErrorCode::Internal,
+                format!("explain did not finish: {e}"),
+            )),
+        }
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct SleepParams {
+    ms: u64,
+}
+
+/// `debug.sleep` (only with `--test-methods`).
+pub fn debug_sleep(_svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let p: SleepParams = params(call.params)?;
+        let ms = p.ms.min(600_000);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(json!({ "request": call.id, "slept_ms": ms }))
+    })
+}
+
+/// `debug.panic` (only with `--test-methods`).
+pub fn debug_panic(_svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let NoParams {} = params(call.params)?;
+        panic!("debug.panic was called");
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct StreamParams {
+    count: u32,
+    #[serde(default)]
+    size: u32,
+}
+
+/// `debug.stream` (only with `--test-methods`).
+pub fn debug_stream(_svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let p: StreamParams = params(call.params)?;
+        let size = (p.size as usize).min(1 << 20);
+        let filler = "x".repeat(size);
+        for n in 0..p.count {
+            call.items.send(json!({ "n": n, "data": filler })).await?;
+        }
+        Ok(json!({ "sent": p.count }))
+    })
+}

@@ -1,0 +1,218 @@
+//! `efr-sandbox serve`: the socket, the peer check and the accept loop.
+//!
+//! The socket is bound before the runtime starts (a restrictive umask is process-wide, so it
+//! is set while the process has one thread), mode 0600 in a directory 0700. A socket left
+//! by a service that died is removed only when nothing answers on it; a live one makes this
+//! service refuse to start. Every peer's uid is read with SO_PEERCRED before a byte of it
+//! is read; a peer whose uid is not allowed (by default: any uid but ours) is closed and
+//! logged. At most [`MAX_CONNECTIONS`] connections are served at once; the next one gets
+//! `{id: null, error: busy}` and is closed.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use efr_policy::config::Env;
+use efr_sandbox_wire::frame;
+use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode, ServerFrame};
+use nix::sys::stat::{Mode, umask};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+
+use crate::conn::{self, Limits};
+use crate::paths::{ServicePaths, prepare_dir};
+use crate::policy::Policy;
+
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// What every connection shares.
+#[derive(Debug)]
+pub struct Service {
+    pub paths: ServicePaths,
+    /// Answer the `debug.*` methods (`--test-methods`).
+    pub test_methods: bool,
+    pub limits: Limits,
+    pub policy: Policy,
+}
+
+/// The options of `serve`.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub socket: Option<PathBuf>,
+    /// The uids allowed to connect; empty means only the service's own uid.
+    pub allow_uids: Vec<u32>,
+    pub test_methods: bool,
+    pub limits: Limits,
+    pub max_connections: usize,
+}
+
+/// Runs the service until SIGINT or SIGTERM.
+pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let mut env = Env::from_process();
+    let paths = ServicePaths::resolve(opts.socket.as_deref(), env.config_file())?;
+    prepare_dir(&paths.runtime_dir, uid, paths.runtime_dir_is_default)?;
+    env.scratch = Some(paths.scratch.clone());
+    let policy = Policy::load(env);
+    let std_listener = bind(&paths.socket)?;
+    let bound = fs::symlink_metadata(&paths.socket)
+        .map(|m| (m.dev(), m.ino()))
+        .ok();
+    let allowed: BTreeSet<u32> = if opts.allow_uids.is_empty() {
+        BTreeSet::from([uid])
+    } else {
+        opts.allow_uids.iter().copied().collect()
+    };
+
+    let svc = Arc::new(Service {
+        paths,
+        test_methods: opts.test_methods,
+        limits: opts.limits,
+        policy,
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let socket = svc.paths.socket.clone();
+    let res = rt.block_on(async move {
+        std_listener
+            .set_nonblocking(true)
+            .context("cannot make the socket non-blocking")?;
+        let listener =
+            UnixListener::from_std(std_listener).context("cannot register the socket")?;
+        eprintln!(
+            "efr-sandbox: listening on {} (uids allowed: {})",
+            svc.paths.socket.display(),
+            allowed
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("cannot watch SIGTERM")?;
+        tokio::select! {
+            () = accept_loop(listener, svc, allowed, opts.max_connections.max(1)) => {}
+            r = tokio::signal::ctrl_c() => { r.context("cannot watch SIGINT")?; }
+            _ = term.recv() => {}
+        }
+        eprintln!("efr-sandbox: stopping");
+        anyhow::Ok(())
+    });
+    rt.shutdown_timeout(Duration::from_secs(1));
+    // Remove the socket only if it is still the one we bound.
+    if let (Some(b), Ok(m)) = (bound, fs::symlink_metadata(&socket))
+        && (m.dev(), m.ino()) == b
+    {
+        let _ = fs::remove_file(&socket);
+    }
+    res
+}
+
+/// Binds the socket 0600, removing a stale one first.
+fn bind(socket: &Path) -> anyhow::Result<StdListener> {
+    match fs::symlink_metadata(socket) {
+        Ok(m) if m.file_type().is_socket() => match StdStream::connect(socket) {
+            Ok(_) => bail!(
+                "another service answers on {}; refusing to start a second one",
+                socket.display()
+            ),
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                fs::remove_file(socket).with_context(|| {
+                    format!("cannot remove the stale socket {}", socket.display())
+                })?;
+                eprintln!("efr-sandbox: removed the stale socket {}", socket.display());
+            }
+            Err(e) => {
+                return Err(e).with_context(|| {
+                    format!("cannot tell whether {} is in use", socket.display())
+                });
+            }
+        },
+        Ok(_) => bail!(
+            "{} exists and is not a socket; refusing to replace it",
+            socket.display()
+        ),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", socket.display())),
+    }
+    // The process has one thread here, so the umask change is seen by no one else.
+    let old = umask(Mode::from_bits_truncate(0o177));
+    let listener = StdListener::bind(socket);
+    umask(old);
+    let listener = listener.with_context(|| format!("cannot bind {}", socket.display()))?;
+    fs::set_permissions(socket, fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot set mode 0600 on {}", socket.display()))?;
+    Ok(listener)
+}
+
+async fn accept_loop(
+    listener: UnixListener,
+    svc: Arc<Service>,
+    allowed: BTreeSet<u32>,
+    max: usize,
+) {
+    let slots = Arc::new(Semaphore::new(max));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // Such as EMFILE: wait a little rather than spin.
+                eprintln!("efr-sandbox: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // The peer's credentials, before a byte is read.
+        let cred = match stream.peer_cred() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("efr-sandbox: closed a peer whose credentials cannot be read: {e}");
+                continue;
+            }
+        };
+        let pid = cred.pid().map_or_else(|| "?".to_owned(), |p| p.to_string());
+        if !allowed.contains(&cred.uid()) {
+            eprintln!(
+                "efr-sandbox: refused a peer of uid {} (pid {pid}): not an allowed uid",
+                cred.uid()
+            );
+            drop(stream);
+            continue;
+        }
+        let peer = format!("peer pid {pid}");
+        match slots.clone().try_acquire_owned() {
+            Ok(permit) => {
+                tokio::spawn(conn::serve(svc.clone(), stream, peer, permit));
+            }
+            Err(_) => {
+                eprintln!("efr-sandbox: {peer}: refused, {max} connections are open");
+                tokio::spawn(refuse_busy(stream, max));
+            }
+        }
+    }
+}
+
+async fn refuse_busy(mut stream: UnixStream, max: usize) {
+    let err = ServerFrame::Error {
+        id: None,
+        error: ErrorBody::new(
+            ErrorCode::Busy,
+            format!("{max} connections are open; try later"),
+        ),
+    };
+    if let Ok(bytes) = frame::encode(&err) {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&bytes)).await;
+    }
+    let _ = stream.shutdown().await;
+}

@@ -1,0 +1,226 @@
+//! Helpers of the service's tests: a real `efr-sandbox serve` in a temp dir, and a blocking
+//! client that speaks the frame protocol.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use efr_sandbox_wire::frame::{self, MAX_FRAME};
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_efr-sandbox");
+
+/// A running service; killed on drop.
+pub struct Server {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub home: PathBuf,
+    stderr: Arc<Mutex<String>>,
+}
+
+/// A temp dir with `home/` and `config/` made, for a service or a CLI run.
+pub fn temp_env() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("home")).unwrap();
+    std::fs::create_dir(dir.path().join("config")).unwrap();
+    dir
+}
+
+/// A command of the binary with HOME and XDG_CONFIG_HOME in `dir`.
+pub fn command(dir: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(Stdio::null());
+    c
+}
+
+impl Server {
+    /// Starts `serve --socket <tmp>/run/sandbox.sock --test-methods` plus `extra`.
+    pub fn start(extra: &[&str]) -> Server {
+        let dir = temp_env();
+        Self::start_in(dir, extra)
+    }
+
+    pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Server {
+        let socket = dir.path().join("run").join("sandbox.sock");
+        let mut cmd = command(dir.path());
+        cmd.arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--test-methods")
+            .args(extra);
+        Self::spawn(cmd, dir, socket)
+    }
+
+    /// Starts the command and waits until it listens.
+    pub fn spawn(mut cmd: Command, dir: tempfile::TempDir, socket: PathBuf) -> Server {
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        let home = dir.path().join("home");
+        let mut server = Server {
+            child,
+            dir,
+            socket,
+            home,
+            stderr,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !server.stderr().contains("listening on") {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                panic!("the service exited with {status}: {}", server.stderr());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the service did not start: {}",
+                server.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until the service's stderr holds `what`.
+    pub fn wait_log(&self, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.stderr().contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "no {what:?} in the log: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn connect(&self) -> Client {
+        Client::connect(&self.socket)
+    }
+
+    /// A client that has done its hello.
+    pub fn client(&self) -> Client {
+        let mut c = self.connect();
+        let r = c.call(0, "hello", json!({"protocol": 1, "client": "test"}));
+        assert!(r.get("end").is_some(), "hello failed: {r}");
+        c
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A blocking client.
+pub struct Client {
+    pub stream: UnixStream,
+}
+
+impl Client {
+    pub fn connect(socket: &Path) -> Client {
+        let stream = UnixStream::connect(socket).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        Client { stream }
+    }
+
+    pub fn send(&mut self, v: &Value) {
+        self.stream.write_all(&frame::encode(v).unwrap()).unwrap();
+    }
+
+    /// Sends a frame whose body is these bytes.
+    pub fn send_body(&mut self, body: &[u8]) {
+        let mut b = (body.len() as u32).to_be_bytes().to_vec();
+        b.extend_from_slice(body);
+        self.stream.write_all(&b).unwrap();
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
+    }
+
+    /// The next frame; panics at the end of the stream.
+    pub fn recv(&mut self) -> Value {
+        match self.try_recv() {
+            Some(v) => v,
+            None => panic!("the service closed the connection"),
+        }
+    }
+
+    /// The next frame, or None at a clean end of the stream.
+    pub fn try_recv(&mut self) -> Option<Value> {
+        frame::read_frame(&mut self.stream)
+            .unwrap()
+            .map(Value::Object)
+    }
+
+    pub fn request(&mut self, id: u64, method: &str, params: Value) {
+        self.send(&json!({"id": id, "method": method, "params": params}));
+    }
+
+    /// Sends a request and reads the next frame.
+    pub fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.request(id, method, params);
+        let r = self.recv();
+        assert_eq!(r["id"], json!(id), "answer to another request: {r}");
+        r
+    }
+
+    /// True when the service ends the connection without sending anything more.
+    pub fn closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
+    }
+}
+
+/// The error code of an error frame.
+pub fn code(v: &Value) -> &str {
+    v["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an error frame: {v}"))
+}
+
+pub fn message(v: &Value) -> &str {
+    v["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an error frame: {v}"))
+}
+
+/// The frame limit, for the tests of the codec over the socket.
+pub const LIMIT: usize = MAX_FRAME;
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
