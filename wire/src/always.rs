@@ -39,8 +39,13 @@ impl NotSavedReason {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AlwaysOutcome {
     /// Saved as rule `index` of `[[always]]`; `rule` says it in words.
-    Saved { index: u32, rule: String },
-    NotSaved { reason: NotSavedReason },
+    Saved {
+        index: u32,
+        rule: String,
+    },
+    NotSaved {
+        reason: NotSavedReason,
+    },
     #[serde(other)]
     Unknown,
 }

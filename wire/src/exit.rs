@@ -9,7 +9,9 @@ use crate::serde_util::{is_false, is_zero};
 
 /// `exit_kind`: the 17 kinds of exit, frozen in `fixtures/v1/exit_kinds.json`. The set is
 /// closed: change it only with a changelog line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ExitKind {
     /// Writes a path the sandbox keeps read-only.
@@ -292,7 +294,9 @@ pub struct Facts {
 }
 
 /// The verdict of the rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Runs with no question.
@@ -307,7 +311,12 @@ pub enum Verdict {
 
 impl Verdict {
     /// Every verdict, in wire order.
-    pub const ALL: [Verdict; 4] = [Verdict::Allow, Verdict::Review, Verdict::UserOnly, Verdict::Refuse];
+    pub const ALL: [Verdict; 4] = [
+        Verdict::Allow,
+        Verdict::Review,
+        Verdict::UserOnly,
+        Verdict::Refuse,
+    ];
 }
 
 /// What set the verdict.

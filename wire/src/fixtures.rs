@@ -28,7 +28,8 @@ pub struct Fixture {
 
 /// Renders a value the way fixture files hold it: pretty JSON and a final newline.
 pub fn render<T: Serialize + ?Sized>(value: &T) -> String {
-    let mut s = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("render failed: {e}"));
+    let mut s =
+        serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("render failed: {e}"));
     s.push('\n');
     s
 }
@@ -39,13 +40,21 @@ fn reread_as<T: Serialize + DeserializeOwned>(text: &str) -> Result<String, Stri
 }
 
 fn fixture<T: Serialize + DeserializeOwned>(name: &'static str, value: T) -> Fixture {
-    Fixture { name, value: serde_json::to_value(&value).unwrap_or(Value::Null), reread: reread_as::<T> }
+    Fixture {
+        name,
+        value: serde_json::to_value(&value).unwrap_or(Value::Null),
+        reread: reread_as::<T>,
+    }
 }
 
 /// A fixture written as raw JSON, for a value the Rust type cannot make (such as a kind a
 /// reader does not know), read back through type `T`.
 fn raw_fixture<T: Serialize + DeserializeOwned>(name: &'static str, value: Value) -> Fixture {
-    Fixture { name, value, reread: reread_as::<T> }
+    Fixture {
+        name,
+        value,
+        reread: reread_as::<T>,
+    }
 }
 
 /// An example exit record with every member set.
@@ -62,7 +71,10 @@ pub fn example_exit_record() -> ExitRecord {
             watch: Some("ERROR".into()),
             wake_turn: true,
             max_minutes: Some(30),
-            edit: Some(Edit { path: "~/.bashrc".into(), content: "export PATH=$PATH:~/bin\n".into() }),
+            edit: Some(Edit {
+                path: "~/.bashrc".into(),
+                content: "export PATH=$PATH:~/bin\n".into(),
+            }),
         },
         facts: Facts {
             targets: vec![Target {
@@ -72,7 +84,11 @@ pub fn example_exit_record() -> ExitRecord {
                 backup_before_write: true,
                 masked: true,
             }],
-            hosts: vec![HostFact { host: "github.com".into(), port: Some(443), project_remote: true }],
+            hosts: vec![HostFact {
+                host: "github.com".into(),
+                port: Some(443),
+                project_remote: true,
+            }],
             sockets: vec!["/run/user/1000/docker.sock".into()],
             devices: vec!["/dev/sda".into()],
             ports: vec![8080],
@@ -96,7 +112,9 @@ pub fn example_exit_record() -> ExitRecord {
         judgement: Judgement {
             verdict: Verdict::UserOnly,
             by: JudgedBy::Policy,
-            reasons: vec!["a contained call can write hooks/pre-push, which git push runs outside".into()],
+            reasons: vec![
+                "a contained call can write hooks/pre-push, which git push runs outside".into(),
+            ],
         },
     }
 }
@@ -114,7 +132,10 @@ pub fn example_status() -> SandboxStatus {
         proxy: true,
         bus_proxy: false,
         bus_proxy_off: Some(BusProxyOff::NoProgram),
-        fallback: Some(ModeFallback { asked: Mode::Auto, reason: "no user namespaces".into() }),
+        fallback: Some(ModeFallback {
+            asked: Mode::Auto,
+            reason: "no user namespaces".into(),
+        }),
         unavailable: Some("user namespaces are off (kernel.unprivileged_userns_clone=0)".into()),
     }
 }
@@ -132,21 +153,49 @@ pub fn example_paths() -> SandboxPaths {
 /// Every fixture, in file-name order of no importance.
 pub fn all() -> Vec<Fixture> {
     let grants = vec![
-        Grant::Write { path: "/home/ada/notes".into() },
-        Grant::Host { host: "registry.npmjs.org".into(), port: None, plain_http: false },
-        Grant::Host { host: "localhost.test".into(), port: Some(8080), plain_http: true },
+        Grant::Write {
+            path: "/home/ada/notes".into(),
+        },
+        Grant::Host {
+            host: "registry.npmjs.org".into(),
+            port: None,
+            plain_http: false,
+        },
+        Grant::Host {
+            host: "localhost.test".into(),
+            port: Some(8080),
+            plain_http: true,
+        },
         Grant::OpenNetwork,
-        Grant::Socket { path: "/run/user/1000/docker.sock".into() },
+        Grant::Socket {
+            path: "/run/user/1000/docker.sock".into(),
+        },
         Grant::Bus { bus: Bus::Session },
         Grant::BusFilter { bus: Bus::System },
-        Grant::Device { path: "/dev/video0".into() },
-        Grant::Unmask { path: "~/.aws".into() },
-        Grant::Desktop { desktop: Desktop::Wayland },
-        Grant::Desktop { desktop: Desktop::X11 },
-        Grant::Desktop { desktop: Desktop::Hyprland },
-        Grant::Desktop { desktop: Desktop::Sway },
-        Grant::Desktop { desktop: Desktop::I3 },
-        Grant::Desktop { desktop: Desktop::Niri },
+        Grant::Device {
+            path: "/dev/video0".into(),
+        },
+        Grant::Unmask {
+            path: "~/.aws".into(),
+        },
+        Grant::Desktop {
+            desktop: Desktop::Wayland,
+        },
+        Grant::Desktop {
+            desktop: Desktop::X11,
+        },
+        Grant::Desktop {
+            desktop: Desktop::Hyprland,
+        },
+        Grant::Desktop {
+            desktop: Desktop::Sway,
+        },
+        Grant::Desktop {
+            desktop: Desktop::I3,
+        },
+        Grant::Desktop {
+            desktop: Desktop::Niri,
+        },
         Grant::NetView,
         Grant::Unknown,
     ];
@@ -157,21 +206,37 @@ pub fn all() -> Vec<Fixture> {
         fixture("exit_kinds.json", ExitKind::ALL.to_vec()),
         fixture("exit_sources.json", ExitSource::ALL.to_vec()),
         fixture("target_classes.json", TargetClass::ALL.to_vec()),
-        fixture("target_ops.json", vec![TargetOp::Read, TargetOp::Write, TargetOp::Delete]),
+        fixture(
+            "target_ops.json",
+            vec![TargetOp::Read, TargetOp::Write, TargetOp::Delete],
+        ),
         fixture("verdicts.json", Verdict::ALL.to_vec()),
-        fixture("judged_bys.json", vec![JudgedBy::Floor, JudgedBy::Always, JudgedBy::Policy]),
+        fixture(
+            "judged_bys.json",
+            vec![JudgedBy::Floor, JudgedBy::Always, JudgedBy::Policy],
+        ),
         fixture("block_reasons.json", BlockReason::ALL.to_vec()),
         fixture("bus_proxy_off_reasons.json", BusProxyOff::ALL.to_vec()),
         fixture("not_saved_reasons.json", NotSavedReason::ALL.to_vec()),
         fixture("backends.json", vec![Backend::Native, Backend::Bwrap]),
         fixture("buses.json", vec![Bus::Session, Bus::System]),
         fixture("desktops.json", Desktop::ALL.to_vec()),
-        fixture("check_outcomes.json", vec![CheckOutcome::Pass, CheckOutcome::Fail, CheckOutcome::Skip]),
+        fixture(
+            "check_outcomes.json",
+            vec![CheckOutcome::Pass, CheckOutcome::Fail, CheckOutcome::Skip],
+        ),
         fixture(
             "surface_change_kinds.json",
-            vec![SurfaceChangeKind::Appeared, SurfaceChangeKind::Disappeared, SurfaceChangeKind::Changed],
+            vec![
+                SurfaceChangeKind::Appeared,
+                SurfaceChangeKind::Disappeared,
+                SurfaceChangeKind::Changed,
+            ],
         ),
-        fixture("access.json", vec![Access::None, Access::Read, Access::Write]),
+        fixture(
+            "access.json",
+            vec![Access::None, Access::Read, Access::Write],
+        ),
         fixture(
             "file_kinds.json",
             vec![
@@ -192,11 +257,19 @@ pub fn all() -> Vec<Fixture> {
             vec![
                 Launch::Direct,
                 Launch::Contained { grants: vec![] },
-                Launch::Contained { grants: vec![Grant::NetView] },
+                Launch::Contained {
+                    grants: vec![Grant::NetView],
+                },
                 Launch::Contained {
                     grants: vec![
-                        Grant::Write { path: "/home/ada/notes".into() },
-                        Grant::Host { host: "crates.io".into(), port: None, plain_http: false },
+                        Grant::Write {
+                            path: "/home/ada/notes".into(),
+                        },
+                        Grant::Host {
+                            host: "crates.io".into(),
+                            port: None,
+                            plain_http: false,
+                        },
                         Grant::BusFilter { bus: Bus::Session },
                     ],
                 },
@@ -206,7 +279,11 @@ pub fn all() -> Vec<Fixture> {
         fixture(
             "needs.json",
             vec![
-                Needs::Contained { grants: vec![Grant::Write { path: "/etc/hosts".into() }] },
+                Needs::Contained {
+                    grants: vec![Grant::Write {
+                        path: "/etc/hosts".into(),
+                    }],
+                },
                 Needs::Unsandboxed,
                 Needs::Nothing,
             ],
@@ -214,8 +291,13 @@ pub fn all() -> Vec<Fixture> {
         fixture(
             "always_saved.json",
             vec![
-                AlwaysOutcome::Saved { index: 3, rule: "run `cargo publish` in ~/src/app".into() },
-                AlwaysOutcome::NotSaved { reason: NotSavedReason::Changed },
+                AlwaysOutcome::Saved {
+                    index: 3,
+                    rule: "run `cargo publish` in ~/src/app".into(),
+                },
+                AlwaysOutcome::NotSaved {
+                    reason: NotSavedReason::Changed,
+                },
                 AlwaysOutcome::Unknown,
             ],
         ),
@@ -230,8 +312,16 @@ pub fn all() -> Vec<Fixture> {
                 summary: "a write to /etc/hosts was refused".into(),
                 action: Action::default(),
                 facts: Facts::default(),
-                needs: Needs::Contained { grants: vec![Grant::Write { path: "/etc/hosts".into() }] },
-                judgement: Judgement { verdict: Verdict::Review, by: JudgedBy::Policy, reasons: vec![] },
+                needs: Needs::Contained {
+                    grants: vec![Grant::Write {
+                        path: "/etc/hosts".into(),
+                    }],
+                },
+                judgement: Judgement {
+                    verdict: Verdict::Review,
+                    by: JudgedBy::Policy,
+                    reasons: vec![],
+                },
             },
         ),
         fixture(
@@ -245,7 +335,13 @@ pub fn all() -> Vec<Fixture> {
                 always: Some("git push in ~/src/app".into()),
             },
         ),
-        fixture("mode_fallback.json", ModeFallback { asked: Mode::Full, reason: "root".into() }),
+        fixture(
+            "mode_fallback.json",
+            ModeFallback {
+                asked: Mode::Full,
+                reason: "root".into(),
+            },
+        ),
         fixture("sandbox_status.json", example_status()),
         fixture("sandbox_status_minimal.json", SandboxStatus::default()),
         fixture(
@@ -277,8 +373,18 @@ pub fn all() -> Vec<Fixture> {
             SandboxSummary {
                 proxied: true,
                 blocked: vec![
-                    Blocked { host: "evil.example".into(), port: 443, reason: BlockReason::NotAllowed, count: 3 },
-                    Blocked { host: "127.0.0.1".into(), port: 443, reason: BlockReason::IpLiteral, count: 1 },
+                    Blocked {
+                        host: "evil.example".into(),
+                        port: 443,
+                        reason: BlockReason::NotAllowed,
+                        count: 3,
+                    },
+                    Blocked {
+                        host: "127.0.0.1".into(),
+                        port: 443,
+                        reason: BlockReason::IpLiteral,
+                        count: 1,
+                    },
                 ],
                 blocked_more: 4,
                 bus_refused: vec![BusRefused {
@@ -299,11 +405,22 @@ pub fn all() -> Vec<Fixture> {
         fixture("sandbox_summary_minimal.json", SandboxSummary::default()),
         fixture(
             "blocked.json",
-            Blocked { host: "pypi.org".into(), port: 443, reason: BlockReason::Denied, count: 1 },
+            Blocked {
+                host: "pypi.org".into(),
+                port: 443,
+                reason: BlockReason::Denied,
+                count: 1,
+            },
         ),
         fixture(
             "bus_refused.json",
-            BusRefused { bus: Bus::System, name: "org.freedesktop.login1".into(), member: None, path: None, count: 1 },
+            BusRefused {
+                bus: Bus::System,
+                name: "org.freedesktop.login1".into(),
+                member: None,
+                path: None,
+                count: 1,
+            },
         ),
         fixture(
             "surface_change.json",
@@ -361,7 +478,9 @@ pub fn all() -> Vec<Fixture> {
                     reason: "git runs hooks outside the sandbox".into(),
                 }),
                 grant: Some(GrantHint {
-                    grant: Grant::Write { path: "/home/ada/src/app/.git/hooks".into() },
+                    grant: Grant::Write {
+                        path: "/home/ada/src/app/.git/hooks".into(),
+                    },
                     effect: "a contained call could write it".into(),
                     user_only: true,
                 }),
@@ -393,24 +512,42 @@ pub fn all() -> Vec<Fixture> {
                 floor: None,
                 read_only: None,
                 grant: Some(GrantHint {
-                    grant: Grant::Unmask { path: "/home/ada/.ssh".into() },
+                    grant: Grant::Unmask {
+                        path: "/home/ada/.ssh".into(),
+                    },
                     effect: "a contained call could read it".into(),
                     user_only: false,
                 }),
                 non_utf8: true,
             },
         ),
-        fixture("hello_params.json", HelloParams { protocol: crate::PROTOCOL_VERSION, client: Some("efrd 0.0.6".into()) }),
+        fixture(
+            "hello_params.json",
+            HelloParams {
+                protocol: crate::PROTOCOL_VERSION,
+                client: Some("efrd 0.0.6".into()),
+            },
+        ),
         fixture(
             "hello_result.json",
             HelloResult {
                 protocol: crate::PROTOCOL_VERSION,
                 server: "efr-sandbox".into(),
                 version: "0.1.0".into(),
-                methods: vec!["hello".into(), "sandbox.status".into(), "sandbox.explain".into()],
+                methods: vec![
+                    "hello".into(),
+                    "sandbox.status".into(),
+                    "sandbox.explain".into(),
+                ],
             },
         ),
-        fixture("status_result.json", StatusResult { status: example_status(), paths: example_paths() }),
+        fixture(
+            "status_result.json",
+            StatusResult {
+                status: example_status(),
+                paths: example_paths(),
+            },
+        ),
         fixture(
             "client_request.json",
             ClientFrame::Request {
@@ -420,8 +557,20 @@ pub fn all() -> Vec<Fixture> {
             },
         ),
         fixture("client_cancel.json", ClientFrame::Cancel { cancel: 7 }),
-        fixture("server_item.json", ServerFrame::Item { id: 8, item: json!({"kind": "started", "pid": 4242}) }),
-        fixture("server_end.json", ServerFrame::End { id: 7, end: json!({"exists": true}) }),
+        fixture(
+            "server_item.json",
+            ServerFrame::Item {
+                id: 8,
+                item: json!({"kind": "started", "pid": 4242}),
+            },
+        ),
+        fixture(
+            "server_end.json",
+            ServerFrame::End {
+                id: 7,
+                end: json!({"exists": true}),
+            },
+        ),
         fixture(
             "server_error.json",
             ServerFrame::Error {

@@ -122,7 +122,10 @@ pub enum WriteFrameError {
 }
 
 /// Writes one frame to a blocking writer.
-pub fn write_frame<W: Write, T: Serialize + ?Sized>(w: &mut W, value: &T) -> Result<(), WriteFrameError> {
+pub fn write_frame<W: Write, T: Serialize + ?Sized>(
+    w: &mut W,
+    value: &T,
+) -> Result<(), WriteFrameError> {
     let bytes = encode(value)?;
     w.write_all(&bytes)?;
     w.flush()?;
@@ -158,7 +161,10 @@ impl Default for FrameDecoder {
 
 impl FrameDecoder {
     pub fn new() -> Self {
-        FrameDecoder { buf: Vec::new(), state: State::Header }
+        FrameDecoder {
+            buf: Vec::new(),
+            state: State::Header,
+        }
     }
 
     /// Adds bytes that arrived. Bytes of a frame being skipped are dropped at once.
@@ -190,7 +196,11 @@ impl FrameDecoder {
                             let drop = len.min(self.buf.len() as u64) as usize;
                             self.buf.drain(..drop);
                             let left = len - drop as u64;
-                            self.state = if left == 0 { State::Header } else { State::Skip(left) };
+                            self.state = if left == 0 {
+                                State::Header
+                            } else {
+                                State::Skip(left)
+                            };
                             return Some(Err(FrameError::TooLarge { len }));
                         }
                         Err(e) => return Some(Err(e)),
@@ -221,8 +231,14 @@ impl FrameDecoder {
     pub fn finish(&self) -> Result<(), FrameError> {
         match self.state {
             State::Header if self.buf.is_empty() => Ok(()),
-            State::Header => Err(FrameError::Truncated { got: self.buf.len(), want: 4 }),
-            State::Body(len) => Err(FrameError::Truncated { got: self.buf.len(), want: len }),
+            State::Header => Err(FrameError::Truncated {
+                got: self.buf.len(),
+                want: 4,
+            }),
+            State::Body(len) => Err(FrameError::Truncated {
+                got: self.buf.len(),
+                want: len,
+            }),
             State::Skip(_) => Ok(()),
         }
     }

@@ -22,8 +22,8 @@ pub mod surface;
 
 pub use always::{AlwaysOutcome, NotSavedReason};
 pub use exit::{
-    Action, Edit, ExitInfo, ExitKind, ExitRecord, ExitSource, Facts, GitCode, GitCodeItem, HostFact,
-    Judgement, JudgedBy, Needs, Target, TargetClass, TargetOp, Verdict,
+    Action, Edit, ExitInfo, ExitKind, ExitRecord, ExitSource, Facts, GitCode, GitCodeItem,
+    HostFact, JudgedBy, Judgement, Needs, Target, TargetClass, TargetOp, Verdict,
 };
 pub use explain::{Access, ExplainParams, ExplainResult, FileKind, GrantHint, LinkInfo, RuleHit};
 pub use launch::{Bus, Desktop, Grant, Launch};

@@ -85,7 +85,11 @@ pub struct ErrorBody {
 
 impl ErrorBody {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ErrorBody { code, message: message.into(), data: None }
+        ErrorBody {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
 }
 

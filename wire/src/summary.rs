@@ -8,7 +8,9 @@ use crate::serde_util::{is_false, is_one, is_zero, one};
 
 /// `block_reason`: why the proxy refused a connection. A reader takes a reason it does not
 /// know as `unknown`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockReason {
     /// No grant or allow rule names the host (or the port).

@@ -39,7 +39,11 @@ impl QuestionId {
             && digits.len() <= 10
             && digits.bytes().all(|b| b.is_ascii_digit())
             && !digits.starts_with('0');
-        if ok { Ok(QuestionId(s.to_owned())) } else { Err(BadQuestionId(s.to_owned())) }
+        if ok {
+            Ok(QuestionId(s.to_owned()))
+        } else {
+            Err(BadQuestionId(s.to_owned()))
+        }
     }
 
     /// The question id of number `n` (`n` >= 1).

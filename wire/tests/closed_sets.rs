@@ -15,24 +15,51 @@ fn refuses<T: DeserializeOwned + std::fmt::Debug>(value: serde_json::Value) -> S
 
 #[test]
 fn sets_with_unknown_read_it() {
-    assert_eq!(serde_json::from_value::<BlockReason>(json!("quota")).ok(), Some(BlockReason::Unknown));
-    assert_eq!(serde_json::from_value::<BusProxyOff>(json!("sandboxed")).ok(), Some(BusProxyOff::Unknown));
-    assert_eq!(serde_json::from_value::<NotSavedReason>(json!("disk_full")).ok(), Some(NotSavedReason::Unknown));
-    assert_eq!(serde_json::from_value::<ErrorCode>(json!("teapot")).ok(), Some(ErrorCode::Unknown));
-    assert_eq!(serde_json::from_value::<Grant>(json!({"kind": "teleport", "to": "mars"})).ok(), Some(Grant::Unknown));
-    assert_eq!(serde_json::from_value::<Grant>(json!({"kind": "teleport"})).ok(), Some(Grant::Unknown));
+    assert_eq!(
+        serde_json::from_value::<BlockReason>(json!("quota")).ok(),
+        Some(BlockReason::Unknown)
+    );
+    assert_eq!(
+        serde_json::from_value::<BusProxyOff>(json!("sandboxed")).ok(),
+        Some(BusProxyOff::Unknown)
+    );
+    assert_eq!(
+        serde_json::from_value::<NotSavedReason>(json!("disk_full")).ok(),
+        Some(NotSavedReason::Unknown)
+    );
+    assert_eq!(
+        serde_json::from_value::<ErrorCode>(json!("teapot")).ok(),
+        Some(ErrorCode::Unknown)
+    );
+    assert_eq!(
+        serde_json::from_value::<Grant>(json!({"kind": "teleport", "to": "mars"})).ok(),
+        Some(Grant::Unknown)
+    );
+    assert_eq!(
+        serde_json::from_value::<Grant>(json!({"kind": "teleport"})).ok(),
+        Some(Grant::Unknown)
+    );
     assert_eq!(
         serde_json::from_value::<AlwaysOutcome>(json!({"kind": "deferred", "until": 3})).ok(),
         Some(AlwaysOutcome::Unknown)
     );
     // A known outcome with an unknown reason keeps its kind.
     assert_eq!(
-        serde_json::from_value::<AlwaysOutcome>(json!({"kind": "not_saved", "reason": "quota"})).ok(),
-        Some(AlwaysOutcome::NotSaved { reason: NotSavedReason::Unknown })
+        serde_json::from_value::<AlwaysOutcome>(json!({"kind": "not_saved", "reason": "quota"}))
+            .ok(),
+        Some(AlwaysOutcome::NotSaved {
+            reason: NotSavedReason::Unknown
+        })
     );
     // A launch holding an unknown grant reads; the launcher refuses it later.
-    let l: Launch = serde_json::from_value(json!({"kind": "contained", "grants": [{"kind": "x"}]})).expect("reads");
-    assert_eq!(l, Launch::Contained { grants: vec![Grant::Unknown] });
+    let l: Launch = serde_json::from_value(json!({"kind": "contained", "grants": [{"kind": "x"}]}))
+        .expect("reads");
+    assert_eq!(
+        l,
+        Launch::Contained {
+            grants: vec![Grant::Unknown]
+        }
+    );
 }
 
 #[test]
@@ -78,7 +105,18 @@ fn question_ids_have_one_form() {
     for ok in ["q1", "q9", "q10", "q4294967295"] {
         assert!(QuestionId::new(ok).is_ok(), "{ok}");
     }
-    for bad in ["", "q", "q0", "q01", "1", "Q1", "q1a", "q-1", "q12345678901", " q1"] {
+    for bad in [
+        "",
+        "q",
+        "q0",
+        "q01",
+        "1",
+        "Q1",
+        "q1a",
+        "q-1",
+        "q12345678901",
+        " q1",
+    ] {
         assert!(QuestionId::new(bad).is_err(), "{bad:?}");
         refuses::<QuestionId>(json!(bad));
     }
@@ -86,20 +124,37 @@ fn question_ids_have_one_form() {
 
 #[test]
 fn optional_members_are_absent_when_empty() {
-    assert_eq!(serde_json::to_string(&SandboxSummary::default()).ok().as_deref(), Some("{}"));
-    let b = Blocked { host: "a".into(), port: 443, reason: BlockReason::NotTls, count: 1 };
+    assert_eq!(
+        serde_json::to_string(&SandboxSummary::default())
+            .ok()
+            .as_deref(),
+        Some("{}")
+    );
+    let b = Blocked {
+        host: "a".into(),
+        port: 443,
+        reason: BlockReason::NotTls,
+        count: 1,
+    };
     assert_eq!(
         serde_json::to_value(&b).ok(),
         Some(json!({"host": "a", "port": 443, "reason": "not_tls"}))
     );
-    let read: Blocked = serde_json::from_value(json!({"host": "a", "port": 443, "reason": "not_tls"})).expect("reads");
+    let read: Blocked =
+        serde_json::from_value(json!({"host": "a", "port": 443, "reason": "not_tls"}))
+            .expect("reads");
     assert_eq!(read.count, 1);
     assert_eq!(
         serde_json::to_value(Launch::Contained { grants: vec![] }).ok(),
         Some(json!({"kind": "contained"}))
     );
     assert_eq!(
-        serde_json::to_value(Grant::Host { host: "h".into(), port: None, plain_http: false }).ok(),
+        serde_json::to_value(Grant::Host {
+            host: "h".into(),
+            port: None,
+            plain_http: false
+        })
+        .ok(),
         Some(json!({"kind": "host", "host": "h"}))
     );
 }

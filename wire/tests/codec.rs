@@ -37,7 +37,10 @@ fn exactly_max_is_accepted_and_one_more_is_refused() {
     let body = object_of_len(MAX_FRAME);
     let mut d = FrameDecoder::new();
     d.push(&frame_of(&body));
-    let map = d.next_frame().expect("a frame").expect("16 MiB is within the limit");
+    let map = d
+        .next_frame()
+        .expect("a frame")
+        .expect("16 MiB is within the limit");
     assert_eq!(map["pad"].as_str().map(str::len), Some(MAX_FRAME - 10));
 
     let mut r = Cursor::new(frame_of(&body));
@@ -71,7 +74,10 @@ impl Read for HeaderOnly {
 #[test]
 fn oversized_header_is_refused_before_the_body_is_read() {
     for len in [MAX_FRAME as u32 + 1, u32::MAX] {
-        let mut r = HeaderOnly { header: len.to_be_bytes(), pos: 0 };
+        let mut r = HeaderOnly {
+            header: len.to_be_bytes(),
+            pos: 0,
+        };
         match frame::read_frame(&mut r) {
             Err(ReadFrameError::Frame(FrameError::TooLarge { .. })) => {}
             other => panic!("expected TooLarge, got {other:?}"),
@@ -84,20 +90,36 @@ fn truncated_length_and_body() {
     let mut r = Cursor::new(vec![0u8, 0]);
     assert!(matches!(
         frame::read_frame(&mut r),
-        Err(ReadFrameError::Frame(FrameError::Truncated { got: 2, want: 4 }))
+        Err(ReadFrameError::Frame(FrameError::Truncated {
+            got: 2,
+            want: 4
+        }))
     ));
     let mut bytes = frame_of(b"{\"a\":1}");
     bytes.truncate(6);
     let mut r = Cursor::new(bytes.clone());
-    assert!(matches!(frame::read_frame(&mut r), Err(ReadFrameError::Frame(FrameError::Truncated { .. }))));
+    assert!(matches!(
+        frame::read_frame(&mut r),
+        Err(ReadFrameError::Frame(FrameError::Truncated { .. }))
+    ));
     let mut d = FrameDecoder::new();
     d.push(&bytes);
     assert!(d.next_frame().is_none());
-    assert!(matches!(d.finish(), Err(FrameError::Truncated { got: 2, want: 7 })));
+    assert!(matches!(
+        d.finish(),
+        Err(FrameError::Truncated { got: 2, want: 7 })
+    ));
     let mut d = FrameDecoder::new();
     d.push(&[0, 0, 1]);
-    assert!(matches!(d.finish(), Err(FrameError::Truncated { got: 3, want: 4 })));
-    assert!(frame::read_frame(&mut Cursor::new(Vec::new())).expect("clean end").is_none());
+    assert!(matches!(
+        d.finish(),
+        Err(FrameError::Truncated { got: 3, want: 4 })
+    ));
+    assert!(
+        frame::read_frame(&mut Cursor::new(Vec::new()))
+            .expect("clean end")
+            .is_none()
+    );
 }
 
 #[test]
@@ -135,15 +157,26 @@ fn decoder_goes_on_after_bad_frames() {
     let mut results = Vec::new();
     for chunk in stream.chunks(65_521) {
         d.push(chunk);
-        assert!(d.buffered() <= MAX_FRAME + 65_521, "decoder held {} bytes", d.buffered());
+        assert!(
+            d.buffered() <= MAX_FRAME + 65_521,
+            "decoder held {} bytes",
+            d.buffered()
+        );
         while let Some(r) = d.next_frame() {
             results.push(r.map_err(|e| e.to_string()));
         }
     }
     assert_eq!(results.len(), 3, "{results:?}");
     assert!(results[0].as_ref().is_err_and(|e| e.contains("not json")));
-    assert!(results[1].as_ref().is_err_and(|e| e.contains("over the limit")));
-    assert_eq!(results[2].as_ref().ok().map(|m| m["ok"].clone()), Some(json!(true)));
+    assert!(
+        results[1]
+            .as_ref()
+            .is_err_and(|e| e.contains("over the limit"))
+    );
+    assert_eq!(
+        results[2].as_ref().ok().map(|m| m["ok"].clone()),
+        Some(json!(true))
+    );
     assert!(d.finish().is_ok());
 }
 

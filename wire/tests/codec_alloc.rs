@@ -45,5 +45,8 @@ fn refused_lengths_are_never_allocated() {
         d = FrameDecoder::new();
     }
     let largest = LARGEST.load(Ordering::Relaxed);
-    assert!(largest < 1 << 20, "the codec allocated {largest} bytes for a refused frame");
+    assert!(
+        largest < 1 << 20,
+        "the codec allocated {largest} bytes for a refused frame"
+    );
 }

@@ -35,12 +35,17 @@ fn every_fixture_matches_byte_for_byte() {
 fn every_fixture_reads_back_through_its_type() {
     for f in fixtures::all() {
         let text = render(&f.value);
-        let again = (f.reread)(&text).unwrap_or_else(|e| panic!("{} does not read back: {e}", f.name));
+        let again =
+            (f.reread)(&text).unwrap_or_else(|e| panic!("{} does not read back: {e}", f.name));
         if f.name.starts_with("unknown_") {
             // A newer writer's values read as `unknown`, so the text changes on purpose.
             assert!(again.contains("unknown"), "{}: {again}", f.name);
         } else {
-            assert_eq!(again, text, "{} changes when read back through its type", f.name);
+            assert_eq!(
+                again, text,
+                "{} changes when read back through its type",
+                f.name
+            );
         }
     }
 }
@@ -50,7 +55,11 @@ fn no_fixture_file_is_left_over() {
     let known: BTreeSet<&str> = fixtures::all().iter().map(|f| f.name).collect();
     let mut stray = Vec::new();
     for entry in std::fs::read_dir(fixture_dir()).expect("fixture dir is readable") {
-        let name = entry.expect("dir entry").file_name().to_string_lossy().into_owned();
+        let name = entry
+            .expect("dir entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
         if !known.contains(name.as_str()) {
             stray.push(name);
         }
@@ -69,19 +78,48 @@ fn fixture_names_are_unique() {
 fn schema_file_is_current() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/sandbox.schema.json");
     let on_disk = std::fs::read_to_string(&path).expect("docs/sandbox.schema.json exists");
-    assert!(on_disk == efr_sandbox_wire::schema::render(), "docs/sandbox.schema.json is stale; {BLESS}");
+    assert!(
+        on_disk == efr_sandbox_wire::schema::render(),
+        "docs/sandbox.schema.json is stale; {BLESS}"
+    );
 }
 
 #[test]
 fn schema_is_draft_2020_12_with_every_type() {
     let doc = efr_sandbox_wire::schema::document();
-    assert_eq!(doc["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(
+        doc["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
     let defs = doc["$defs"].as_object().expect("$defs is an object");
     for name in [
-        "Mode", "Launch", "Grant", "ExitKind", "ExitSource", "Needs", "ExitInfo", "ExitRecord", "Facts",
-        "Judgement", "ModeFallback", "SandboxStatus", "SandboxCheck", "SandboxPaths", "SandboxSummary",
-        "Blocked", "BlockReason", "BusRefused", "SurfaceChange", "ReportedFile", "QuestionId", "AlwaysOutcome",
-        "NotSavedReason", "ExplainParams", "ExplainResult", "ClientFrame", "ServerFrame",
+        "Mode",
+        "Launch",
+        "Grant",
+        "ExitKind",
+        "ExitSource",
+        "Needs",
+        "ExitInfo",
+        "ExitRecord",
+        "Facts",
+        "Judgement",
+        "ModeFallback",
+        "SandboxStatus",
+        "SandboxCheck",
+        "SandboxPaths",
+        "SandboxSummary",
+        "Blocked",
+        "BlockReason",
+        "BusRefused",
+        "SurfaceChange",
+        "ReportedFile",
+        "QuestionId",
+        "AlwaysOutcome",
+        "NotSavedReason",
+        "ExplainParams",
+        "ExplainResult",
+        "ClientFrame",
+        "ServerFrame",
     ] {
         assert!(defs.contains_key(name), "schema lacks {name}");
     }

@@ -26,6 +26,10 @@ fn main() -> ExitCode {
         eprintln!("efr-wire-bless: cannot write {}: {e}", schema.display());
         return ExitCode::FAILURE;
     }
-    println!("wrote {written} fixtures to {} and {}", dir.display(), schema.display());
+    println!(
+        "wrote {written} fixtures to {} and {}",
+        dir.display(),
+        schema.display()
+    );
     ExitCode::SUCCESS
 }
