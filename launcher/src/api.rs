@@ -1,0 +1,387 @@
+//! The library API the service and the CLI call: build the plan of a request, find and
+//! spawn `efr-launch`, read its status lines.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use efr_sandbox_wire::{Backend, Grant};
+
+use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanError, PlanMode};
+use crate::status::{Outcome, StatusLine};
+
+/// Inside every writable root, what later runs outside stays read-only (a trailing `/`
+/// marks a directory, created empty and read-only when missing).
+pub const DEFAULT_READ_ONLY_INSIDE: &[&str] = &[
+    ".git/hooks/",
+    ".git/config",
+    ".git/info/attributes",
+    ".gitmodules",
+    ".envrc",
+    ".vscode/",
+    ".idea/",
+    ".efr/",
+];
+
+/// Floor files, read-only when a project root is the home itself.
+pub const HOME_FLOORS: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zprofile",
+    ".zshenv",
+    ".zlogin",
+    ".config/fish/",
+    ".gitconfig",
+    ".config/git/",
+    ".ssh/",
+    ".config/autostart/",
+    ".config/systemd/",
+    ".config/efr/",
+    ".local/bin/",
+    ".pam_environment",
+    ".xprofile",
+    ".xinitrc",
+];
+
+/// Masked below the home (credential stores, tokens, keyrings, browser profiles).
+pub const HOME_MASKS: &[&str] = &[
+    ".ssh/id_rsa",
+    ".ssh/id_ed25519",
+    ".ssh/id_ecdsa",
+    ".ssh/id_dsa",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".config/gh",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".password-store",
+    ".local/share/keyrings",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+    ".thunderbird",
+    ".config/efr/secrets",
+];
+
+/// Which backend the config asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    Auto,
+    Native,
+    Bwrap,
+}
+
+/// `auto` → native when user namespaces work here, else bwrap when installed, else native
+/// (whose setup error then says why).
+pub fn resolve_backend(c: BackendChoice) -> Backend {
+    match c {
+        BackendChoice::Native => Backend::Native,
+        BackendChoice::Bwrap => Backend::Bwrap,
+        BackendChoice::Auto => {
+            let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+                .map(|s| s.trim() != "0")
+                .unwrap_or(false)
+                && std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
+                    .map(|s| s.trim() != "0")
+                    .unwrap_or(true)
+                && std::fs::read_to_string(
+                    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                )
+                .map(|s| s.trim() == "0")
+                .unwrap_or(true);
+            if userns || !crate::bwrap::available() {
+                Backend::Native
+            } else {
+                Backend::Bwrap
+            }
+        }
+    }
+}
+
+/// One launch as the service sees it.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest {
+    pub line: String,
+    pub cwd: String,
+    pub unsandboxed: bool,
+    pub projects: Vec<String>,
+    pub grants: Vec<Grant>,
+    /// The conversation's scratch directory.
+    pub scratch: Option<String>,
+    /// The conversation's host directory shown at `/tmp`.
+    pub tmp: Option<String>,
+    pub home: Option<String>,
+    pub backend: BackendChoice,
+    /// Names relative to each project root; [`DEFAULT_READ_ONLY_INSIDE`] when `None`.
+    /// (Until efr-policy's config provides them.)
+    pub read_only_inside: Option<Vec<String>>,
+    /// Absolute paths or `~/...`; [`HOME_MASKS`] below the home when `None`.
+    pub masks: Option<Vec<String>>,
+    /// The environment the line starts from; the caller's own when `None`.
+    pub env: Option<Vec<(String, String)>>,
+    /// Set after scrubbing (proxy variables, `SCRATCH`, ...).
+    pub env_set: Vec<(String, String)>,
+    pub shell: Option<String>,
+}
+
+impl LaunchRequest {
+    /// A contained request with defaults.
+    pub fn contained(line: impl Into<String>, cwd: impl Into<String>) -> LaunchRequest {
+        LaunchRequest {
+            line: line.into(),
+            cwd: cwd.into(),
+            unsandboxed: false,
+            projects: Vec::new(),
+            grants: Vec::new(),
+            scratch: None,
+            tmp: None,
+            home: std::env::var("HOME").ok(),
+            backend: BackendChoice::Auto,
+            read_only_inside: None,
+            masks: None,
+            env: None,
+            env_set: Vec::new(),
+            shell: None,
+        }
+    }
+}
+
+/// The git dirs a root's `.git` file (worktree, submodule) points to, and their common dir.
+fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
+        return Vec::new();
+    };
+    let Some(g) = text.lines().find_map(|l| l.strip_prefix("gitdir: ")) else {
+        return Vec::new();
+    };
+    let gd = root.join(g.trim());
+    let mut out = vec![gd.clone()];
+    if let Ok(c) = std::fs::read_to_string(gd.join("commondir")) {
+        out.push(gd.join(c.trim()));
+    }
+    out.into_iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect()
+}
+
+fn expand(home: Option<&str>, p: &str) -> Option<String> {
+    if let Some(rest) = p.strip_prefix("~/") {
+        Some(format!("{}/{rest}", home?.trim_end_matches('/')))
+    } else if p.starts_with('/') {
+        Some(p.to_string())
+    } else {
+        None
+    }
+}
+
+/// Builds the plan of a request.
+pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
+    let home = req.home.clone();
+    let mut ro = Vec::new();
+    let names: Vec<String> = match &req.read_only_inside {
+        Some(v) => v.clone(),
+        None => DEFAULT_READ_ONLY_INSIDE
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+    };
+    for root in &req.projects {
+        let r = root.trim_end_matches('/');
+        for n in &names {
+            ro.push(format!("{r}/{n}"));
+        }
+        for gd in linked_git_dirs(Path::new(r)) {
+            let g = gd.to_string_lossy();
+            for n in ["config", "config.worktree", "commondir", "hooks/", "gitdir"] {
+                ro.push(format!("{g}/{n}"));
+            }
+        }
+        if home.as_deref().map(|h| h.trim_end_matches('/')) == Some(r) {
+            for f in HOME_FLOORS {
+                ro.push(format!("{r}/{f}"));
+            }
+        }
+    }
+    let masks: Vec<String> = match &req.masks {
+        Some(v) => v
+            .iter()
+            .filter_map(|m| expand(home.as_deref(), m))
+            .collect(),
+        None => home
+            .as_deref()
+            .map(|h| {
+                HOME_MASKS
+                    .iter()
+                    .map(|m| format!("{}/{m}", h.trim_end_matches('/')))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
+    let plan = Plan {
+        version: PLAN_VERSION,
+        mode: if req.unsandboxed {
+            PlanMode::Unsandboxed
+        } else {
+            PlanMode::Contained
+        },
+        backend: resolve_backend(req.backend),
+        line: req.line.clone(),
+        shell: req.shell.clone(),
+        cwd: req.cwd.clone(),
+        home,
+        projects: req.projects.clone(),
+        scratch: req.scratch.clone(),
+        tmp: req.tmp.clone(),
+        read_only_inside: ro,
+        masks,
+        grants: req.grants.clone(),
+        env: req.env.as_ref().map(|v| {
+            v.iter()
+                .map(|(k, v)| EnvVar {
+                    name: k.clone(),
+                    value: v.clone(),
+                })
+                .collect()
+        }),
+        env_set: req
+            .env_set
+            .iter()
+            .map(|(k, v)| EnvVar {
+                name: k.clone(),
+                value: v.clone(),
+            })
+            .collect(),
+        env_keep: Vec::new(),
+        hide_sockets: true,
+        collect_denials: true,
+        require_landlock: false,
+    };
+    plan.validate()?;
+    Ok(plan)
+}
+
+/// Finds and runs `efr-launch`.
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    pub exe: PathBuf,
+}
+
+impl Launcher {
+    /// `efr-launch` beside the current executable (or its parent dir, for test binaries in
+    /// `deps/`), else on PATH.
+    pub fn locate() -> Option<Launcher> {
+        if let Ok(me) = std::env::current_exe() {
+            for d in me.ancestors().skip(1).take(2) {
+                let c = d.join("efr-launch");
+                if c.is_file() {
+                    return Some(Launcher { exe: c });
+                }
+            }
+        }
+        std::env::var_os("PATH")?
+            .to_str()?
+            .split(':')
+            .map(|d| Path::new(d).join("efr-launch"))
+            .find(|p| p.is_file())
+            .map(|exe| Launcher { exe })
+    }
+
+    /// The command line of a call efrd runs on its own terminal (`sandbox.plan`): the plan
+    /// at `plan_file`, status lines on `status_fd`.
+    pub fn command(&self, plan_file: &Path, status_fd: i32) -> Vec<String> {
+        vec![
+            self.exe.to_string_lossy().into_owned(),
+            "--plan".into(),
+            plan_file.to_string_lossy().into_owned(),
+            "--status-fd".into(),
+            status_fd.to_string(),
+        ]
+    }
+
+    /// Spawns `efr-launch` for `plan` with the given stdio; the plan goes on a pipe (fd 3
+    /// of the launcher), status lines come back on another (fd 4).
+    pub fn spawn(
+        &self,
+        plan: &Plan,
+        stdin: Stdio,
+        stdout: Stdio,
+        stderr: Stdio,
+    ) -> std::io::Result<Running> {
+        let json = serde_json::to_vec(plan).map_err(std::io::Error::other)?;
+        let plan_file = tempfile_plan(&json)?;
+        let (status_r, status_w) = crate::sys::pipe()?;
+        let status_r = std::fs::File::from(crate::sys::owned(status_r)?);
+        let status_w = crate::sys::owned(status_w)?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(["--plan-fd", "3", "--status-fd", "4"])
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(stderr);
+        crate::sys::pass_fds(&mut cmd, vec![(plan_file, 3), (status_w, 4)]);
+        let child = cmd.spawn()?;
+        drop(cmd);
+        Ok(Running {
+            child,
+            status: BufReader::new(status_r),
+        })
+    }
+}
+
+/// The plan in an anonymous file (fd, positioned at the start).
+fn tempfile_plan(json: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
+    let fd = crate::sys::memfd_with("efr-plan", json)?;
+    crate::sys::owned(fd)
+}
+
+/// A running `efr-launch`.
+#[derive(Debug)]
+pub struct Running {
+    pub child: Child,
+    pub status: BufReader<std::fs::File>,
+}
+
+impl Running {
+    /// The next status line (None at the end).
+    pub fn next_status(&mut self) -> Option<StatusLine> {
+        let mut l = String::new();
+        loop {
+            l.clear();
+            if self.status.read_line(&mut l).ok()? == 0 {
+                return None;
+            }
+            if let Ok(s) = StatusLine::parse(&l) {
+                return Some(s);
+            }
+        }
+    }
+
+    /// Ends the whole tree (cancel): SIGTERM to the launcher, which forwards it; the tree
+    /// dies with the launcher if it is killed.
+    pub fn cancel(&mut self) {
+        let _ = crate::sys::kill(self.child.id() as i32, libc::SIGTERM);
+    }
+
+    /// Reads every status line and waits for the launcher.
+    pub fn wait(mut self) -> std::io::Result<(Outcome, std::process::ExitStatus)> {
+        let mut text = String::new();
+        while let Some(s) = self.next_status() {
+            text.push_str(&s.to_line());
+            text.push('\n');
+        }
+        let st = self.child.wait()?;
+        Ok((Outcome::from_lines(&text), st))
+    }
+}

@@ -1,0 +1,179 @@
+//! The bubblewrap backend: the same view as bwrap arguments, our seccomp programs on fds
+//! (`--add-seccomp-fd`), and `efr-launch --inner` as the command: it is the sandbox's pid 1
+//! (`--as-pid-1`) and applies Landlock to the line itself.
+
+use std::os::fd::RawFd;
+
+use crate::inner::InnerSpec;
+use crate::sys;
+use crate::view::{Op, View};
+
+/// Where bubblewrap is looked for.
+pub const BWRAP: &str = "/usr/bin/bwrap";
+
+/// Whether bubblewrap is installed.
+pub fn available() -> bool {
+    std::path::Path::new(BWRAP).exists()
+}
+
+/// The arguments (after `bwrap`), up to and excluding the command.
+pub fn args(view: &View, empty_file: &str) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |x: &[&str]| a.extend(x.iter().map(|s| s.to_string()));
+    push(&[
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]);
+    if !view.host_net {
+        push(&["--unshare-net"]);
+    }
+    push(&[
+        "--die-with-parent",
+        "--as-pid-1",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "efr-sandbox",
+        "--disable-userns",
+    ]);
+    push(&["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]);
+    match &view.tmp {
+        Some(t) => push(&["--bind", t, "/tmp"]),
+        None => push(&["--tmpfs", "/tmp"]),
+    }
+    if let Some(s) = &view.scratch {
+        push(&["--bind", s, s]);
+    }
+    for op in &view.ops {
+        match op {
+            Op::Bind { src, dst, rw } => {
+                push(&[if *rw { "--bind" } else { "--ro-bind" }, src, dst])
+            }
+            Op::Dev { path } => push(&["--dev-bind", path, path]),
+            Op::Pin { path } => push(&["--bind", path, path]),
+            Op::ReadOnly { path } => push(&["--ro-bind", path, path]),
+            Op::MaskDir { path } => push(&["--tmpfs", path]),
+            Op::MaskFile { path } => push(&["--ro-bind", empty_file, path]),
+            Op::SealDir { path } => push(&["--remount-ro", path]),
+        }
+    }
+    a
+}
+
+/// A private directory on the host holding the empty file masks are bound from.
+#[derive(Debug)]
+pub struct Stage {
+    pub dir: String,
+    pub empty: String,
+}
+
+impl Stage {
+    pub fn new() -> std::io::Result<Stage> {
+        use std::os::unix::fs::PermissionsExt;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = format!(
+            "{}/.efr-launch-{}-{nanos}",
+            std::env::temp_dir().display(),
+            sys::getpid()
+        );
+        std::fs::create_dir(&dir)?;
+        let empty = format!("{dir}/empty");
+        std::fs::File::create(&empty)?;
+        std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o444))?;
+        Ok(Stage { dir, empty })
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts bwrap; returns its pid. `info_w` receives bwrap's `--info-fd` JSON (whose
+/// `child-pid` is our inner init's pid).
+pub fn spawn(
+    view: &View,
+    spec: &InnerSpec,
+    stage: &Stage,
+    report_w: RawFd,
+    info_w: RawFd,
+    stderr_w: Option<RawFd>,
+) -> Result<libc::pid_t, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    let exe = exe.to_string_lossy().into_owned();
+    let spec_json = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
+    let spec_fd =
+        sys::memfd_with("efr-inner-spec", &spec_json).map_err(|e| format!("memfd: {e}"))?;
+    let progs = crate::seccomp::programs(view.landlock.deny_tcp)?;
+    let mut prog_fds = Vec::new();
+    for p in &progs {
+        prog_fds.push(
+            sys::memfd_with("efr-seccomp", &crate::seccomp::program_bytes(p))
+                .map_err(|e| format!("memfd: {e}"))?,
+        );
+    }
+    let mut argv = vec![BWRAP.to_string()];
+    argv.extend(args(view, &stage.empty));
+    argv.extend(["--info-fd".into(), info_w.to_string()]);
+    for fd in &prog_fds {
+        argv.extend(["--add-seccomp-fd".into(), fd.to_string()]);
+    }
+    argv.extend([
+        "--".into(),
+        exe,
+        "--inner".into(),
+        spec_fd.to_string(),
+        report_w.to_string(),
+    ]);
+    let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
+    if pid == 0 {
+        let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        if let Some(fd) = stderr_w {
+            let _ = sys::dup2(fd, 2);
+        }
+        for fd in prog_fds.iter().chain([&spec_fd, &report_w, &info_w]) {
+            let _ = sys::set_inheritable(*fd);
+        }
+        let e = sys::execve(BWRAP, &argv, &[]);
+        crate::inner::report(report_w, &format!("setup_error exec {BWRAP}: {e}"));
+        sys::exit_now(126);
+    }
+    for fd in prog_fds {
+        sys::close(fd);
+    }
+    sys::close(spec_fd);
+    Ok(pid)
+}
+
+/// `efr-launch --inner SPECFD REPORTFD`: the init inside bubblewrap.
+pub fn inner_main(spec_fd: RawFd, report_fd: RawFd) -> ! {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match sys::read(spec_fd, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+        if data.len() > 4 * crate::plan::MAX_PLAN_BYTES {
+            break;
+        }
+    }
+    sys::close(spec_fd);
+    let _ = sys::set_cloexec(report_fd);
+    match serde_json::from_slice::<InnerSpec>(&data) {
+        Ok(spec) => crate::inner::run_init(&spec, report_fd),
+        Err(e) => {
+            crate::inner::report(report_fd, &format!("setup_error inner spec: {e}"));
+            sys::exit_now(126)
+        }
+    }
+}

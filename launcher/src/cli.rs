@@ -1,0 +1,98 @@
+//! The command line of `efr-launch`.
+
+use std::io::Read;
+use std::os::fd::RawFd;
+
+use crate::plan::{MAX_PLAN_BYTES, Plan};
+use crate::run::StatusOut;
+
+fn usage() -> &'static str {
+    "usage: efr-launch (--plan FILE | --plan-fd N) [--status-fd N]"
+}
+
+fn fd_arg(v: Option<&String>) -> Result<RawFd, String> {
+    v.and_then(|s| s.parse::<RawFd>().ok())
+        .filter(|&fd| fd >= 0)
+        .ok_or_else(|| usage().to_string())
+}
+
+fn read_bounded(r: impl Read) -> Result<Vec<u8>, String> {
+    let mut data = Vec::new();
+    r.take(MAX_PLAN_BYTES as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("reading the plan: {e}"))?;
+    Ok(data)
+}
+
+/// Runs `efr-launch` with these arguments; returns the exit status.
+pub fn main(args: Vec<String>) -> i32 {
+    if args.first().map(String::as_str) == Some("--inner") {
+        match (fd_arg(args.get(1)), fd_arg(args.get(2))) {
+            (Ok(s), Ok(r)) => crate::bwrap::inner_main(s, r),
+            _ => return 2,
+        }
+    }
+    let mut plan_src: Option<Result<Vec<u8>, String>> = None;
+    let mut status_fd = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--plan" => {
+                let Some(p) = it.next() else {
+                    eprintln!("{}", usage());
+                    return 2;
+                };
+                plan_src = Some(
+                    std::fs::File::open(p)
+                        .map_err(|e| format!("plan {p}: {e}"))
+                        .and_then(read_bounded),
+                );
+            }
+            "--plan-fd" => match fd_arg(it.next()) {
+                Ok(fd) => {
+                    plan_src = Some(
+                        crate::sys::file_from_fd(fd)
+                            .map_err(|e| format!("plan fd {fd}: {e}"))
+                            .and_then(read_bounded),
+                    );
+                }
+                Err(u) => {
+                    eprintln!("{u}");
+                    return 2;
+                }
+            },
+            "--status-fd" => match fd_arg(it.next()) {
+                Ok(fd) => status_fd = Some(fd),
+                Err(u) => {
+                    eprintln!("{u}");
+                    return 2;
+                }
+            },
+            "-h" | "--help" => {
+                println!("{}", usage());
+                return 0;
+            }
+            other => {
+                eprintln!("efr-launch: unknown argument {other:?}\n{}", usage());
+                return 2;
+            }
+        }
+    }
+    if let Some(fd) = status_fd {
+        let _ = crate::sys::set_cloexec(fd);
+    }
+    let out = StatusOut(status_fd);
+    let Some(src) = plan_src else {
+        eprintln!("{}", usage());
+        return 2;
+    };
+    let data = match src {
+        Ok(d) => d,
+        Err(e) => return out.setup_error(e),
+    };
+    let plan = match Plan::from_json(&data) {
+        Ok(p) => p,
+        Err(e) => return out.setup_error(format!("plan: {e}")),
+    };
+    crate::run::run(&plan, &out)
+}

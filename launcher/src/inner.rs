@@ -1,0 +1,182 @@
+//! The sandbox's init and the line's last steps before exec, shared by both backends (and
+//! the unsandboxed launch, which uses only [`exec_line`]).
+//!
+//! The init (pid 1 of the sandbox's pid namespace) is not dumpable, forwards SIGINT, SIGTERM
+//! and SIGHUP sent by a process (a terminal's ^C reaches the line directly), reaps, and when
+//! the line's main process ends it kills everything else in the namespace, then reports the
+//! line's status on the report pipe: `exit code N` or `exit signal N`.
+
+use std::os::fd::RawFd;
+
+use serde::{Deserialize, Serialize};
+
+use crate::lockdown::LandlockSpec;
+use crate::sys;
+
+/// What the line's process does between fork and exec.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InnerSpec {
+    pub shell: String,
+    pub line: String,
+    pub cwd: String,
+    /// `NAME=value` strings.
+    pub env: Vec<String>,
+    /// Landlock rules; none for an unsandboxed line.
+    #[serde(default)]
+    pub landlock: Option<LandlockSpec>,
+    #[serde(default)]
+    pub require_landlock: bool,
+    /// Load our seccomp programs in the line (`Some(net_view)`); `None` when bwrap already
+    /// loaded them, or for an unsandboxed line.
+    #[serde(default)]
+    pub seccomp: Option<bool>,
+    /// Drop every capability and lock the securebits.
+    #[serde(default)]
+    pub drop_caps: bool,
+    /// Our seccomp programs were loaded before this process started (by bwrap).
+    #[serde(default)]
+    pub seccomp_preloaded: bool,
+}
+
+/// The messages of the report pipe, one per line.
+pub fn report(fd: RawFd, msg: &str) {
+    let mut m = msg.replace('\n', " ");
+    m.push('\n');
+    let _ = sys::write_all(fd, m.as_bytes());
+}
+
+const FWD: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The line's process: closes every fd but 0-2 (and the report fd, close-on-exec), applies
+/// the restrictions, reports `ready` and execs `SHELL -c LINE`. Never returns.
+pub fn exec_line(spec: &InnerSpec, report_fd: RawFd) -> ! {
+    sys::default_signals(&[
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGCHLD,
+        libc::SIGPIPE,
+    ]);
+    let rfd = if report_fd != 3 {
+        if sys::dup2(report_fd, 3).is_err() {
+            sys::exit_now(127);
+        }
+        3
+    } else {
+        3
+    };
+    let _ = sys::set_cloexec(rfd);
+    sys::close_from(4);
+    let fail = |msg: String| -> ! {
+        report(rfd, &format!("setup_error {msg}"));
+        sys::exit_now(127)
+    };
+    if let Err(e) = sys::chdir(&spec.cwd) {
+        fail(format!("cwd {}: {e}", spec.cwd));
+    }
+    if spec.landlock.is_some() || spec.seccomp.is_some() || spec.drop_caps {
+        if let Err(e) = sys::no_new_privs() {
+            fail(format!("no_new_privs: {e}"));
+        }
+    }
+    let mut ll = None;
+    if let Some(l) = &spec.landlock {
+        match crate::lockdown::restrict(l) {
+            Ok(r) => {
+                if spec.require_landlock && r.status == "not_enforced" {
+                    fail("landlock is required but not enforced".into());
+                }
+                ll = Some(r);
+            }
+            Err(e) => fail(e),
+        }
+    }
+    let progs = match spec.seccomp {
+        Some(nv) => match crate::seccomp::programs(nv) {
+            Ok(p) => Some(p),
+            Err(e) => fail(e),
+        },
+        None => None,
+    };
+    if spec.drop_caps {
+        if let Err(e) = sys::drop_all_caps() {
+            fail(format!("dropping capabilities: {e}"));
+        }
+    }
+    if let Some(p) = &progs {
+        if let Err(e) = crate::seccomp::load(p) {
+            fail(e);
+        }
+    }
+    let ready =
+        serde_json::json!({"landlock": ll, "seccomp": progs.is_some() || spec.seccomp_preloaded});
+    report(rfd, &format!("ready {ready}"));
+    let argv = vec![spec.shell.clone(), "-c".into(), spec.line.clone()];
+    let e = sys::execve(&spec.shell, &argv, &spec.env);
+    fail(format!("exec {}: {e}", spec.shell))
+}
+
+/// The init: forks the line, forwards signals, reaps, ends the rest when the line ends and
+/// reports its status. Never returns.
+pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
+    let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
+    let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
+    let mut sigs = FWD.to_vec();
+    sigs.push(libc::SIGCHLD);
+    let sig_r = match sys::signal_pipe(&sigs) {
+        Ok(r) => r,
+        Err(e) => {
+            report(report_fd, &format!("setup_error init signals: {e}"));
+            sys::exit_now(127)
+        }
+    };
+    let main = match sys::fork() {
+        Ok(0) => exec_line(spec, report_fd),
+        Ok(p) => p,
+        Err(e) => {
+            report(report_fd, &format!("setup_error fork: {e}"));
+            sys::exit_now(127)
+        }
+    };
+    let mut status: Option<libc::c_int> = None;
+    loop {
+        // Reap whatever ended.
+        loop {
+            match sys::waitpid(-1, libc::WNOHANG) {
+                Ok(Some((pid, st))) => {
+                    if pid == main {
+                        status = Some(st);
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => break,
+            }
+        }
+        if status.is_some() {
+            break;
+        }
+        let _ = sys::poll(&[(sig_r, libc::POLLIN)], -1);
+        let mut buf = [0u8; 64];
+        if let Ok(n) = sys::read(sig_r, &mut buf) {
+            for pair in buf[..n].chunks_exact(2) {
+                let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
+                if FWD.contains(&sig) && !from_kernel {
+                    let _ = sys::kill(main, sig);
+                }
+            }
+        }
+    }
+    // The line's main process ended: end the rest of the namespace.
+    let _ = sys::kill(-1, libc::SIGKILL);
+    while let Ok(Some(_)) = sys::waitpid(-1, 0) {}
+    let st = status.unwrap_or(0);
+    if libc::WIFSIGNALED(st) {
+        let s = libc::WTERMSIG(st);
+        report(report_fd, &format!("exit signal {s}"));
+        sys::exit_now(128 + s)
+    }
+    let c = libc::WEXITSTATUS(st);
+    report(report_fd, &format!("exit code {c}"));
+    sys::exit_now(c)
+}

@@ -1,0 +1,284 @@
+//! The native backend: clone into new user, mount, pid, ipc, uts (and net) namespaces, build
+//! the view with our own mounts, pivot_root, and run the init.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::inner::{InnerSpec, report, run_init};
+use crate::sys::{self, MOUNT_ATTR_RDONLY, mount};
+use crate::view::{Op, View};
+
+const O: &str = "/oldroot";
+const N: &str = "/newroot";
+
+fn err(what: &str, e: io::Error) -> String {
+    format!("{what}: {e}")
+}
+
+/// Creates a mount point at `dst` (a directory or an empty file) where it is missing.
+fn ensure_mountpoint(dst: &str, dir: bool) {
+    let p = Path::new(dst);
+    if std::fs::symlink_metadata(p).is_ok() {
+        return;
+    }
+    if let Some(parent) = p.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    if dir {
+        let _ = std::fs::create_dir(p);
+    } else {
+        let _ = std::fs::File::create(p);
+    }
+}
+
+fn bind(src: &str, dst: &str, ro: bool) -> Result<(), String> {
+    let is_dir = std::fs::metadata(src).map(|m| m.is_dir()).unwrap_or(false);
+    ensure_mountpoint(dst, is_dir);
+    mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| err("bind", e))?;
+    if ro {
+        sys::mount_setattr_recursive(dst, MOUNT_ATTR_RDONLY, 0).map_err(|e| err("read-only", e))?;
+    }
+    Ok(())
+}
+
+fn setup_dev(view: &View) -> Result<(), String> {
+    let dev = format!("{N}/dev");
+    mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("mode=0755,size=1m"),
+    )
+    .map_err(|e| err("/dev", e))?;
+    for d in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let src = format!("{O}/dev/{d}");
+        if Path::new(&src).exists() {
+            bind(&src, &format!("{dev}/{d}"), false)?;
+        }
+    }
+    std::fs::create_dir(format!("{dev}/pts")).map_err(|e| err("/dev/pts", e))?;
+    mount(
+        Some("devpts"),
+        &format!("{dev}/pts"),
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(|e| err("devpts", e))?;
+    std::os::unix::fs::symlink("pts/ptmx", format!("{dev}/ptmx")).map_err(|e| err("ptmx", e))?;
+    std::fs::create_dir(format!("{dev}/shm")).map_err(|e| err("/dev/shm", e))?;
+    mount(
+        Some("tmpfs"),
+        &format!("{dev}/shm"),
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=1777"),
+    )
+    .map_err(|e| err("/dev/shm", e))?;
+    for (l, t) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(t, format!("{dev}/{l}")).map_err(|e| err("/dev link", e))?;
+    }
+    for op in &view.ops {
+        if let Op::Dev { path } = op {
+            if path.starts_with("/dev/") {
+                bind(&format!("{O}{path}"), &format!("{N}{path}"), false)?;
+            }
+        }
+    }
+    mount(
+        None,
+        &dev,
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(|e| err("/dev read-only", e))?;
+    Ok(())
+}
+
+/// Builds the view under `/newroot` and pivots into it. Runs in the child, as root of the
+/// new user namespace.
+fn build_root(view: &View) -> Result<(), String> {
+    mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(|e| err("private /", e))?;
+    // A base tmpfs (over /tmp of this mount namespace only) holds the old and new roots.
+    mount(
+        Some("tmpfs"),
+        "/tmp",
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=0700,size=1m"),
+    )
+    .map_err(|e| err("base tmpfs", e))?;
+    for d in [
+        "/tmp/oldroot",
+        "/tmp/newroot",
+        "/tmp/stage",
+        "/tmp/stage/emptydir",
+    ] {
+        std::fs::create_dir(d).map_err(|e| err(d, e))?;
+    }
+    std::fs::File::create("/tmp/stage/empty").map_err(|e| err("stage", e))?;
+    let _ = std::fs::set_permissions("/tmp/stage/empty", std::fs::Permissions::from_mode(0o444));
+    sys::pivot_root("/tmp", "/tmp/oldroot").map_err(|e| err("pivot_root (base)", e))?;
+    sys::chdir("/").map_err(|e| err("chdir", e))?;
+    // The host's tree, read-only.
+    mount(Some(O), N, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| err("root bind", e))?;
+    sys::mount_setattr_recursive(N, MOUNT_ATTR_RDONLY, 0).map_err(|e| err("root read-only", e))?;
+    mount(
+        Some("proc"),
+        &format!("{N}/proc"),
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(|e| err("/proc", e))?;
+    setup_dev(view)?;
+    match &view.tmp {
+        Some(t) => bind(&format!("{O}{t}"), &format!("{N}/tmp"), false)?,
+        None => mount(
+            Some("tmpfs"),
+            &format!("{N}/tmp"),
+            Some("tmpfs"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some("mode=1777"),
+        )
+        .map_err(|e| err("/tmp", e))?,
+    }
+    if let Some(s) = &view.scratch {
+        bind(&format!("{O}{s}"), &format!("{N}{s}"), false)?;
+    }
+    for op in &view.ops {
+        match op {
+            Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)
+                .map_err(|e| format!("{dst}: {e}"))?,
+            Op::Dev { .. } => {}
+            Op::Pin { path } => {
+                let p = format!("{N}{path}");
+                mount(Some(&p), &p, None, libc::MS_BIND | libc::MS_REC, None)
+                    .map_err(|e| err("pin", e))?;
+            }
+            Op::ReadOnly { path } => {
+                let p = format!("{N}{path}");
+                mount(Some(&p), &p, None, libc::MS_BIND | libc::MS_REC, None)
+                    .map_err(|e| err("read-only inside", e))?;
+                sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
+                    .map_err(|e| err("read-only inside", e))?;
+            }
+            Op::MaskDir { path } => {
+                mount(
+                    Some("tmpfs"),
+                    &format!("{N}{path}"),
+                    Some("tmpfs"),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    Some("mode=0755,size=64k"),
+                )
+                .map_err(|e| err("mask", e))?;
+            }
+            Op::MaskFile { path } => {
+                let p = format!("{N}{path}");
+                mount(Some("/stage/empty"), &p, None, libc::MS_BIND, None)
+                    .map_err(|e| err("mask", e))?;
+                sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
+                    .map_err(|e| err("mask", e))?;
+            }
+            Op::SealDir { path } => {
+                let p = format!("{N}{path}");
+                mount(
+                    None,
+                    &p,
+                    None,
+                    libc::MS_REMOUNT
+                        | libc::MS_BIND
+                        | libc::MS_RDONLY
+                        | libc::MS_NOSUID
+                        | libc::MS_NODEV,
+                    None,
+                )
+                .map_err(|e| err("seal mask", e))?;
+            }
+        }
+    }
+    // Leave the old root behind and make the new one the root.
+    sys::umount2(O, libc::MNT_DETACH).map_err(|e| err("detach old root", e))?;
+    sys::chdir(N).map_err(|e| err("chdir newroot", e))?;
+    sys::pivot_root(".", ".").map_err(|e| err("pivot_root", e))?;
+    sys::umount2(".", libc::MNT_DETACH).map_err(|e| err("detach base", e))?;
+    sys::chdir("/").map_err(|e| err("chdir /", e))?;
+    Ok(())
+}
+
+/// Starts the contained tree; returns the init's pid (in the launcher's pid namespace).
+/// `stderr_w` replaces the tree's stderr when the launcher tees it.
+pub fn spawn(
+    view: &View,
+    spec: &InnerSpec,
+    report_w: RawFd,
+    stderr_w: Option<RawFd>,
+) -> Result<libc::pid_t, String> {
+    let (uid, gid) = sys::ids();
+    let (sync_r, sync_w) = sys::pipe().map_err(|e| err("pipe", e))?;
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    if !view.host_net {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let pid = sys::clone_fork(flags).map_err(|e| err("clone (user namespaces)", e))?;
+    if pid == 0 {
+        sys::close(sync_w);
+        let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        let mut b = [0u8; 1];
+        // The launcher writes one byte once the id maps are in place; EOF means it failed
+        // or died.
+        if !matches!(sys::read(sync_r, &mut b), Ok(1)) {
+            sys::exit_now(126);
+        }
+        sys::close(sync_r);
+        if let Some(fd) = stderr_w {
+            let _ = sys::dup2(fd, 2);
+        }
+        if let Err(e) = build_root(view) {
+            report(report_w, &format!("setup_error {e}"));
+            sys::exit_now(126);
+        }
+        let _ = sys::sethostname("efr-sandbox");
+        if !view.host_net {
+            if let Err(e) = sys::loopback_up() {
+                report(report_w, &format!("setup_error loopback: {e}"));
+                sys::exit_now(126);
+            }
+        }
+        run_init(spec, report_w)
+    }
+    sys::close(sync_r);
+    let maps = (|| -> io::Result<()> {
+        std::fs::write(format!("/proc/{pid}/uid_map"), format!("{uid} {uid} 1\n"))?;
+        std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
+        std::fs::write(format!("/proc/{pid}/gid_map"), format!("{gid} {gid} 1\n"))?;
+        Ok(())
+    })();
+    match maps {
+        Ok(()) => {
+            let _ = sys::write_all(sync_w, b"1");
+            sys::close(sync_w);
+            Ok(pid)
+        }
+        Err(e) => {
+            sys::close(sync_w);
+            let _ = sys::kill(pid, libc::SIGKILL);
+            let _ = sys::waitpid(pid, 0);
+            Err(err("uid/gid maps", e))
+        }
+    }
+}

@@ -1,0 +1,394 @@
+//! The plan: everything `efr-launch` needs to run one line, complete and validated.
+//!
+//! A plan is JSON with unknown fields refused. It is bounded (size, list lengths, path
+//! lengths) and validated before anything runs: every path absolute and free of NUL, every
+//! grant of a kind this launcher knows (a `Grant::Unknown` is refused), project roots and the
+//! per-conversation directories present.
+
+use std::path::Path;
+
+use efr_sandbox_wire::{Backend, Grant};
+use serde::{Deserialize, Serialize};
+
+/// Largest plan accepted, in bytes.
+pub const MAX_PLAN_BYTES: usize = 1 << 20;
+/// Longest line accepted, in bytes.
+pub const MAX_LINE_BYTES: usize = 256 * 1024;
+/// Most entries in one list of the plan.
+pub const MAX_LIST: usize = 4096;
+/// Longest path accepted, in bytes.
+pub const MAX_PATH: usize = 4096;
+/// The plan format this launcher reads.
+pub const PLAN_VERSION: u32 = 1;
+
+/// How the line runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanMode {
+    /// In the sandbox: namespaces, read-only view, Landlock, seccomp.
+    Contained,
+    /// Outside the sandbox; the launcher still owns the process tree.
+    Unsandboxed,
+}
+
+/// One variable the service sets for the line (after scrubbing, so it is kept as given).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+/// The complete input of one launch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// [`PLAN_VERSION`].
+    pub version: u32,
+    pub mode: PlanMode,
+    /// The backend of a contained launch (ignored for an unsandboxed one).
+    #[serde(default = "default_backend")]
+    pub backend: Backend,
+    /// The shell line.
+    pub line: String,
+    /// The shell that runs it as `SHELL -c LINE`; `/bin/sh` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// The directory the line starts in.
+    pub cwd: String,
+    /// The user's home (what `~` is inside); used for the environment and masks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
+    /// The turn's project roots: writable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<String>,
+    /// The conversation's scratch directory: writable, at its own path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scratch: Option<String>,
+    /// The host directory shown as `/tmp` inside (lasts for the conversation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp: Option<String>,
+    /// Paths inside writable roots that stay read-only (existing or not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only_inside: Vec<String>,
+    /// Paths shown present but empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub masks: Vec<String>,
+    /// Grants on top of the default view.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<Grant>,
+    /// The environment the line starts from (scrubbed by the launcher); the launcher's own
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<EnvVar>>,
+    /// Variables set after scrubbing (e.g. `SCRATCH`, proxy variables).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_set: Vec<EnvVar>,
+    /// Extra variable names kept by the scrubber (still dropped when they look secret).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_keep: Vec<String>,
+    /// Hide the host's listening path sockets (true when absent).
+    #[serde(default = "yes")]
+    pub hide_sockets: bool,
+    /// Tee stderr through the launcher to find refused writes (true when absent). The tee is
+    /// skipped when stderr is a terminal, so prompts keep their terminal.
+    #[serde(default = "yes")]
+    pub collect_denials: bool,
+    /// Fail the launch when Landlock cannot be enforced at all (false when absent).
+    #[serde(default)]
+    pub require_landlock: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_backend() -> Backend {
+    Backend::Native
+}
+
+/// Why a plan was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    #[error("plan is larger than {MAX_PLAN_BYTES} bytes")]
+    TooLarge,
+    #[error("plan is not valid JSON: {0}")]
+    Json(String),
+    #[error("plan version {0} is not {PLAN_VERSION}")]
+    Version(u32),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn invalid(msg: impl Into<String>) -> PlanError {
+    PlanError::Invalid(msg.into())
+}
+
+/// Checks one path of the plan: absolute, bounded, no NUL, no `..` component.
+pub fn check_path(what: &str, p: &str) -> Result<(), PlanError> {
+    if p.is_empty() || p.len() > MAX_PATH {
+        return Err(invalid(format!(
+            "{what}: path length {} out of range",
+            p.len()
+        )));
+    }
+    if p.contains('\0') {
+        return Err(invalid(format!("{what}: path holds a NUL byte")));
+    }
+    if !p.starts_with('/') {
+        return Err(invalid(format!("{what}: path {p:?} is not absolute")));
+    }
+    if Path::new(p)
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(invalid(format!("{what}: path {p:?} holds `..`")));
+    }
+    Ok(())
+}
+
+fn check_list(what: &str, v: &[String]) -> Result<(), PlanError> {
+    if v.len() > MAX_LIST {
+        return Err(invalid(format!("{what}: more than {MAX_LIST} entries")));
+    }
+    v.iter().try_for_each(|p| check_path(what, p))
+}
+
+fn check_env(what: &str, v: &[EnvVar]) -> Result<(), PlanError> {
+    if v.len() > MAX_LIST {
+        return Err(invalid(format!("{what}: more than {MAX_LIST} entries")));
+    }
+    for e in v {
+        if e.name.is_empty() || e.name.contains(['=', '\0']) || e.value.contains('\0') {
+            return Err(invalid(format!("{what}: bad variable {:?}", e.name)));
+        }
+        if e.name.len() + e.value.len() > MAX_LINE_BYTES {
+            return Err(invalid(format!("{what}: variable {:?} too long", e.name)));
+        }
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// A contained plan with every optional member empty.
+    pub fn contained(line: impl Into<String>, cwd: impl Into<String>) -> Plan {
+        Plan {
+            version: PLAN_VERSION,
+            mode: PlanMode::Contained,
+            backend: Backend::Native,
+            line: line.into(),
+            shell: None,
+            cwd: cwd.into(),
+            home: None,
+            projects: Vec::new(),
+            scratch: None,
+            tmp: None,
+            read_only_inside: Vec::new(),
+            masks: Vec::new(),
+            grants: Vec::new(),
+            env: None,
+            env_set: Vec::new(),
+            env_keep: Vec::new(),
+            hide_sockets: true,
+            collect_denials: true,
+            require_landlock: false,
+        }
+    }
+
+    /// Reads and validates a plan from JSON bytes.
+    pub fn from_json(bytes: &[u8]) -> Result<Plan, PlanError> {
+        if bytes.len() > MAX_PLAN_BYTES {
+            return Err(PlanError::TooLarge);
+        }
+        let plan: Plan =
+            serde_json::from_slice(bytes).map_err(|e| PlanError::Json(e.to_string()))?;
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// The shell that runs the line.
+    pub fn shell(&self) -> &str {
+        self.shell.as_deref().unwrap_or("/bin/sh")
+    }
+
+    /// Checks the plan's shape (not the file system: see [`Plan::check_host`]).
+    pub fn validate(&self) -> Result<(), PlanError> {
+        if self.version != PLAN_VERSION {
+            return Err(PlanError::Version(self.version));
+        }
+        if self.line.len() > MAX_LINE_BYTES {
+            return Err(invalid("line is too long"));
+        }
+        if self.line.contains('\0') {
+            return Err(invalid("line holds a NUL byte"));
+        }
+        check_path("shell", self.shell())?;
+        check_path("cwd", &self.cwd)?;
+        if let Some(h) = &self.home {
+            check_path("home", h)?;
+        }
+        if let Some(s) = &self.scratch {
+            check_path("scratch", s)?;
+        }
+        if let Some(t) = &self.tmp {
+            check_path("tmp", t)?;
+        }
+        check_list("projects", &self.projects)?;
+        check_list("read_only_inside", &self.read_only_inside)?;
+        check_list("masks", &self.masks)?;
+        if self.env_keep.len() > MAX_LIST {
+            return Err(invalid("env_keep: too many entries"));
+        }
+        if let Some(env) = &self.env {
+            check_env("env", env)?;
+        }
+        check_env("env_set", &self.env_set)?;
+        if self.grants.len() > MAX_LIST {
+            return Err(invalid("grants: too many entries"));
+        }
+        for g in &self.grants {
+            match g {
+                Grant::Write { path }
+                | Grant::Socket { path }
+                | Grant::Device { path }
+                | Grant::Unmask { path } => check_path(g.kind_str(), path)?,
+                Grant::OpenNetwork | Grant::NetView | Grant::Bus { .. } | Grant::Desktop { .. } => {
+                }
+                Grant::Host { .. } | Grant::BusFilter { .. } => {
+                    // Carried by the proxy and the bus filter, which the service runs; the
+                    // launcher only needs the plan's env_set and socket grants for them.
+                }
+                Grant::Unknown => return Err(invalid("grant of an unknown kind")),
+            }
+        }
+        if self.grants.iter().any(|g| matches!(g, Grant::OpenNetwork))
+            && self.grants.iter().any(|g| matches!(g, Grant::NetView))
+        {
+            return Err(invalid("open_network and net_view together"));
+        }
+        Ok(())
+    }
+
+    /// Checks what the plan names on the host: project roots, cwd, scratch and tmp must be
+    /// directories; write, device and socket grants must exist.
+    pub fn check_host(&self) -> Result<(), PlanError> {
+        let dir = |what: &str, p: &str| -> Result<(), PlanError> {
+            match std::fs::metadata(p) {
+                Ok(m) if m.is_dir() => Ok(()),
+                Ok(_) => Err(invalid(format!("{what} {p} is not a directory"))),
+                Err(e) => Err(invalid(format!("{what} {p}: {e}"))),
+            }
+        };
+        for p in &self.projects {
+            dir("project root", p)?;
+        }
+        if let Some(s) = &self.scratch {
+            dir("scratch", s)?;
+        }
+        if let Some(t) = &self.tmp {
+            dir("tmp", t)?;
+        }
+        if self.mode == PlanMode::Contained {
+            for g in &self.grants {
+                match g {
+                    Grant::Write { path } | Grant::Device { path } | Grant::Socket { path } => {
+                        std::fs::symlink_metadata(path)
+                            .map_err(|e| invalid(format!("{} grant {path}: {e}", g.kind_str())))?;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The grants' net mode.
+    pub fn net(&self) -> NetMode {
+        if self.grants.iter().any(|g| matches!(g, Grant::OpenNetwork)) {
+            NetMode::Open
+        } else if self.grants.iter().any(|g| matches!(g, Grant::NetView)) {
+            NetMode::View
+        } else {
+            NetMode::Own
+        }
+    }
+}
+
+/// The network a contained call gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetMode {
+    /// Its own namespace with only loopback.
+    Own,
+    /// The host's namespace, only Unix and netlink sockets.
+    View,
+    /// The host's network as it is.
+    Open,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok_plan() -> serde_json::Value {
+        serde_json::json!({"version": 1, "mode": "contained", "line": "true", "cwd": "/"})
+    }
+
+    #[test]
+    fn minimal_plan_parses() {
+        let p = Plan::from_json(ok_plan().to_string().as_bytes()).unwrap();
+        assert_eq!(p.shell(), "/bin/sh");
+        assert!(p.hide_sockets);
+    }
+
+    #[test]
+    fn unknown_field_refused() {
+        let mut v = ok_plan();
+        v["bogus"] = 1.into();
+        assert!(matches!(
+            Plan::from_json(v.to_string().as_bytes()),
+            Err(PlanError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn unknown_grant_refused() {
+        let mut v = ok_plan();
+        v["grants"] = serde_json::json!([{"kind": "teleport", "path": "/x"}]);
+        let e = Plan::from_json(v.to_string().as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("unknown kind"), "{e}");
+    }
+
+    #[test]
+    fn relative_and_nul_paths_refused() {
+        for bad in ["rel/path", "/a/../b", "/a\0b", ""] {
+            let mut v = ok_plan();
+            v["projects"] = serde_json::json!([bad]);
+            assert!(
+                Plan::from_json(v.to_string().as_bytes()).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_bounded() {
+        let big = vec![b' '; MAX_PLAN_BYTES + 1];
+        assert_eq!(Plan::from_json(&big), Err(PlanError::TooLarge));
+        let mut v = ok_plan();
+        v["line"] = "x".repeat(MAX_LINE_BYTES + 1).into();
+        assert!(Plan::from_json(v.to_string().as_bytes()).is_err());
+        let mut v = ok_plan();
+        v["masks"] = serde_json::json!(vec!["/a"; MAX_LIST + 1]);
+        assert!(Plan::from_json(v.to_string().as_bytes()).is_err());
+    }
+
+    #[test]
+    fn version_checked() {
+        let mut v = ok_plan();
+        v["version"] = 2.into();
+        assert_eq!(
+            Plan::from_json(v.to_string().as_bytes()),
+            Err(PlanError::Version(2))
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! The launcher's process: reads the plan, starts the backend, relays signals, tees stderr
+//! for denials, and writes the status lines.
+
+use std::os::fd::RawFd;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use efr_sandbox_wire::Backend;
+
+use crate::inner::InnerSpec;
+use crate::plan::{Plan, PlanMode};
+use crate::status::{CgroupKind, LandlockReport, StatusLine};
+use crate::sys;
+
+/// Exit status of the launcher when the line did not run.
+pub const SETUP_ERROR_EXIT: i32 = 125;
+
+/// Where status lines go.
+#[derive(Debug)]
+pub struct StatusOut(pub Option<RawFd>);
+
+impl StatusOut {
+    pub fn emit(&self, s: &StatusLine) {
+        if let Some(fd) = self.0 {
+            let mut l = s.to_line();
+            l.push('\n');
+            let _ = sys::write_all(fd, l.as_bytes());
+        }
+    }
+
+    /// Reports a setup error and gives the launcher's exit status.
+    pub fn setup_error(&self, msg: impl Into<String>) -> i32 {
+        let message: String = msg.into().replace('\n', " ");
+        self.emit(&StatusLine::SetupError { message });
+        SETUP_ERROR_EXIT
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The first child of `pid` (the line under the init).
+fn first_child(pid: libc::pid_t) -> Option<u32> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    t.split_whitespace().next()?.parse().ok()
+}
+
+/// Runs a validated plan to the end; returns the launcher's exit status.
+pub fn run(plan: &Plan, out: &StatusOut) -> i32 {
+    if let Err(e) = plan.check_host() {
+        return out.setup_error(e.to_string());
+    }
+    let start = Instant::now();
+    let start_ms = now_ms();
+    let env = crate::env::scrub(plan, &crate::env::source(plan));
+    let contained = plan.mode == PlanMode::Contained;
+    let mut spec = InnerSpec {
+        shell: plan.shell().to_string(),
+        line: plan.line.clone(),
+        cwd: plan.cwd.clone(),
+        env,
+        require_landlock: plan.require_landlock,
+        ..Default::default()
+    };
+    let (report_r, report_w) = match sys::pipe() {
+        Ok(p) => p,
+        Err(e) => return out.setup_error(format!("pipe: {e}")),
+    };
+    let fwd = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+    let sig_r = match sys::signal_pipe(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])
+    {
+        Ok(r) => r,
+        Err(e) => return out.setup_error(format!("signals: {e}")),
+    };
+    let tee = contained && plan.collect_denials && !sys::isatty(2);
+    let (err_r, err_w) = if tee {
+        match sys::pipe() {
+            Ok((r, w)) => (Some(r), Some(w)),
+            Err(e) => return out.setup_error(format!("pipe: {e}")),
+        }
+    } else {
+        (None, None)
+    };
+    let mut info: Option<(RawFd, RawFd)> = None;
+    let mut view = None;
+    let mut stage = None;
+    let mut cgroup = None;
+    let backend_name;
+    let spawned: Result<libc::pid_t, String> = if contained {
+        let v = crate::view::build(plan);
+        spec.landlock = Some(v.landlock.clone());
+        spec.drop_caps = true;
+        let r = match plan.backend {
+            Backend::Native => {
+                backend_name = "native";
+                spec.seccomp = Some(v.landlock.deny_tcp);
+                crate::native::spawn(&v, &spec, report_w, err_w)
+            }
+            Backend::Bwrap => {
+                backend_name = "bwrap";
+                spec.seccomp_preloaded = true;
+                spec.drop_caps = false;
+                if !crate::bwrap::available() {
+                    Err(format!(
+                        "backend bwrap unavailable: {} is missing",
+                        crate::bwrap::BWRAP
+                    ))
+                } else {
+                    match (crate::bwrap::Stage::new(), sys::pipe()) {
+                        (Ok(st), Ok((ir, iw))) => {
+                            info = Some((ir, iw));
+                            let r = crate::bwrap::spawn(&v, &spec, &st, report_w, iw, err_w);
+                            stage = Some(st);
+                            r
+                        }
+                        (Err(e), _) | (_, Err(e)) => Err(format!("bwrap stage: {e}")),
+                    }
+                }
+            }
+        };
+        view = Some(v);
+        r
+    } else {
+        backend_name = "unsandboxed";
+        let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
+        let cg = crate::unsandboxed::create();
+        let r = match sys::fork() {
+            Ok(0) => {
+                let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+                if let Err(e) = crate::unsandboxed::join(&cg) {
+                    crate::inner::report(report_w, &format!("cgroup_failed {e}"));
+                }
+                crate::inner::exec_line(&spec, report_w)
+            }
+            Ok(p) => Ok(p),
+            Err(e) => Err(format!("fork: {e}")),
+        };
+        cgroup = Some(cg);
+        r
+    };
+    sys::close(report_w);
+    if let Some(w) = err_w {
+        sys::close(w);
+    }
+    if let Some((_, iw)) = info {
+        sys::close(iw);
+    }
+    let cleanup = |view: &Option<crate::view::View>| {
+        if let Some(v) = view {
+            crate::view::remove_placeholders(&v.placeholders);
+        }
+    };
+    let child = match spawned {
+        Ok(p) => p,
+        Err(e) => {
+            cleanup(&view);
+            return out.setup_error(e);
+        }
+    };
+    let mut sig_target = child;
+    let mut scanner = crate::denials::Scanner::new(&plan.cwd);
+    let mut report_buf = Vec::new();
+    let mut report_open = true;
+    let mut err_open = err_r.is_some();
+    let mut info_open = info.is_some();
+    let mut setup_error: Option<String> = None;
+    let mut started = false;
+    let mut line_status: Option<(Option<i32>, Option<i32>)> = None;
+    let mut child_status: Option<libc::c_int> = None;
+    let mut cg_kind = cgroup.as_ref().map(|c| c.kind);
+    let mut drain_deadline: Option<Instant> = None;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        if child_status.is_some() && !report_open && !err_open {
+            break;
+        }
+        if let Some(d) = drain_deadline {
+            if Instant::now() > d {
+                break;
+            }
+        }
+        let mut fds = vec![(sig_r, libc::POLLIN)];
+        if report_open {
+            fds.push((report_r, libc::POLLIN));
+        }
+        if let (true, Some(r)) = (err_open, err_r) {
+            fds.push((r, libc::POLLIN));
+        }
+        if let (true, Some((ir, _))) = (info_open, info) {
+            fds.push((ir, libc::POLLIN));
+        }
+        let timeout = if drain_deadline.is_some() { 50 } else { 1000 };
+        let revents = match sys::poll(&fds, timeout) {
+            Ok(r) => r,
+            Err(_) => continue,
+        };
+        for (i, &(fd, _)) in fds.iter().enumerate() {
+            if revents[i] == 0 {
+                continue;
+            }
+            if fd == sig_r {
+                let n = sys::read(sig_r, &mut buf[..64]).unwrap_or(0);
+                for pair in buf[..n].chunks_exact(2) {
+                    let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
+                    if fwd.contains(&sig) && !from_kernel {
+                        let _ = sys::kill(sig_target, sig);
+                    }
+                }
+                continue;
+            }
+            let n = match sys::read(fd, &mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => 0,
+            };
+            if Some(fd) == err_r {
+                if n == 0 {
+                    err_open = false;
+                    scanner.finish();
+                } else {
+                    let _ = sys::write_all(2, &buf[..n]);
+                    scanner.feed(&buf[..n]);
+                }
+            } else if fd == report_r {
+                if n == 0 {
+                    report_open = false;
+                }
+                report_buf.extend_from_slice(&buf[..n]);
+                while let Some(p) = report_buf.iter().position(|&b| b == b'\n') {
+                    let l: Vec<u8> = report_buf.drain(..=p).collect();
+                    let l = String::from_utf8_lossy(&l).trim_end().to_string();
+                    if let Some(r) = l.strip_prefix("ready ") {
+                        let v: serde_json::Value = serde_json::from_str(r).unwrap_or_default();
+                        let landlock: Option<LandlockReport> =
+                            serde_json::from_value(v["landlock"].clone()).ok().flatten();
+                        let pid = if contained {
+                            first_child(sig_target).unwrap_or(0)
+                        } else {
+                            child as u32
+                        };
+                        started = true;
+                        out.emit(&StatusLine::Started {
+                            launcher_pid: sys::getpid() as u32,
+                            start_time_ms: start_ms,
+                            pid,
+                            backend: backend_name.into(),
+                            landlock,
+                            seccomp: v["seccomp"].as_bool().unwrap_or(false),
+                            cgroup: cg_kind,
+                        });
+                    } else if let Some(m) = l.strip_prefix("setup_error ") {
+                        setup_error.get_or_insert_with(|| m.to_string());
+                    } else if let Some(c) = l.strip_prefix("exit code ") {
+                        line_status = Some((c.parse().ok(), None));
+                    } else if let Some(s) = l.strip_prefix("exit signal ") {
+                        line_status = Some((None, s.parse().ok()));
+                    } else if l.starts_with("cgroup_failed") {
+                        cg_kind = Some(CgroupKind::None);
+                    }
+                }
+            } else if info.map(|x| x.0) == Some(fd) {
+                if n == 0 {
+                    info_open = false;
+                } else if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&buf[..n]) {
+                    if let Some(p) = v["child-pid"].as_i64() {
+                        sig_target = p as libc::pid_t;
+                    }
+                }
+            }
+        }
+        if child_status.is_none() {
+            if let Ok(Some((_, st))) = sys::waitpid(child, libc::WNOHANG) {
+                child_status = Some(st);
+                drain_deadline = Some(Instant::now() + std::time::Duration::from_secs(2));
+            }
+        }
+    }
+    if child_status.is_none() {
+        let _ = sys::kill(child, libc::SIGKILL);
+        child_status = sys::waitpid(child, 0).ok().flatten().map(|x| x.1);
+    }
+    let survivors = match &cgroup {
+        Some(cg) => crate::unsandboxed::end_tree(cg),
+        None => Vec::new(),
+    };
+    cleanup(&view);
+    drop(stage);
+    if !contained {
+        if let Some(st) = child_status {
+            line_status = Some(if libc::WIFSIGNALED(st) {
+                (None, Some(libc::WTERMSIG(st)))
+            } else {
+                (Some(libc::WEXITSTATUS(st)), None)
+            });
+        }
+    }
+    if let Some(e) = setup_error {
+        if !started || line_status.is_none() {
+            return out.setup_error(e);
+        }
+    }
+    let Some((code, signal)) = line_status else {
+        let st = child_status.unwrap_or(0);
+        return out.setup_error(format!(
+            "the sandbox ended before the line did (wait status {st:#x}, signal {})",
+            if libc::WIFSIGNALED(st) {
+                libc::WTERMSIG(st)
+            } else {
+                0
+            }
+        ));
+    };
+    let failed = code != Some(0);
+    let denials = if contained && failed {
+        scanner.paths
+    } else {
+        Vec::new()
+    };
+    out.emit(&StatusLine::Exited {
+        code,
+        signal,
+        duration_ms: start.elapsed().as_millis() as u64,
+        denials,
+        survivors,
+    });
+    match (code, signal) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        _ => 1,
+    }
+}

@@ -1,0 +1,511 @@
+//! Thin wrappers over the system calls the launcher needs. Every `unsafe` block of the crate
+//! lives here, each with the invariant that makes it sound.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn check_l(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A C string of a Rust string (an interior NUL becomes an `InvalidInput` error).
+pub fn cstr(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in string"))
+}
+
+/// `clone(flags | SIGCHLD)` with fork semantics (no new stack). Returns 0 in the child.
+pub fn clone_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
+    // SAFETY: a raw clone without CLONE_VM and with a null stack duplicates the process like
+    // fork(2); the launcher is single-threaded, so the child owns a consistent copy of memory.
+    // The remaining arguments (parent tid, child tid, tls) are unused without their flags.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    check_l(r).map(|p| p as libc::pid_t)
+}
+
+/// fork(2). Returns 0 in the child.
+pub fn fork() -> io::Result<libc::pid_t> {
+    // SAFETY: the callers are single-threaded processes (the launcher, its init), so the
+    // child gets a consistent copy of memory and may keep allocating.
+    check(unsafe { libc::fork() })
+}
+
+/// Ends the process at once, without running destructors or flushing stdio.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+/// waitpid(2); `Ok(None)` when WNOHANG finds nothing.
+pub fn waitpid(
+    pid: libc::pid_t,
+    flags: libc::c_int,
+) -> io::Result<Option<(libc::pid_t, libc::c_int)>> {
+    let mut st: libc::c_int = 0;
+    // SAFETY: `st` is a valid out pointer for the duration of the call.
+    let r = check(unsafe { libc::waitpid(pid, &mut st, flags) })?;
+    Ok(if r == 0 { None } else { Some((r, st)) })
+}
+
+/// kill(2).
+pub fn kill(pid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: kill takes plain integers.
+    check(unsafe { libc::kill(pid, sig) }).map(|_| ())
+}
+
+/// prctl(2) with integer arguments.
+pub fn prctl(op: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> io::Result<libc::c_int> {
+    // SAFETY: the operations used (PDEATHSIG, DUMPABLE, NO_NEW_PRIVS, SUBREAPER, CAPBSET_DROP,
+    // CAP_AMBIENT, SET_SECUREBITS) take integer arguments only.
+    check(unsafe { libc::prctl(op, a, b, 0 as libc::c_ulong, 0 as libc::c_ulong) })
+}
+
+/// Drops every capability: bounding set, ambient set, securebits locked so root gains none
+/// on exec, then effective/permitted/inheritable cleared.
+pub fn drop_all_caps() -> io::Result<()> {
+    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(40);
+    for c in 0..=last {
+        match prctl(libc::PR_CAPBSET_DROP, c as libc::c_ulong, 0) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let _ = prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+        0,
+    );
+    // SECBIT_NOROOT | NOROOT_LOCKED | NO_SETUID_FIXUP | NO_SETUID_FIXUP_LOCKED |
+    // KEEP_CAPS_LOCKED | NO_CAP_AMBIENT_RAISE | NO_CAP_AMBIENT_RAISE_LOCKED
+    let bits: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
+    // Needs CAP_SETPCAP; without it (a non-root user without a user namespace) the bits are
+    // moot: such a process gains nothing on exec anyway.
+    let _ = prctl(libc::PR_SET_SECUREBITS, bits, 0);
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let mut h = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let d = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset with a version-3 header reads exactly two Data structs, which `d` holds.
+    check_l(unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) })?;
+    Ok(())
+}
+
+/// Sets no_new_privs.
+pub fn no_new_privs() -> io::Result<()> {
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).map(|_| ())
+}
+
+/// Closes every fd from `from` up (close_range, with a fallback loop).
+pub fn close_from(from: RawFd) {
+    // SAFETY: close_range takes integers; closing fds the process does not use further is the
+    // intent (the callers are about to exec).
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            from as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        )
+    };
+    if r < 0 {
+        for fd in from..4096 {
+            // SAFETY: as above; a bad fd gives EBADF, which is ignored.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// Closes one fd.
+pub fn close(fd: RawFd) {
+    // SAFETY: the callers own `fd` and do not use it afterwards.
+    unsafe { libc::close(fd) };
+}
+
+/// Clears FD_CLOEXEC on `fd` (so a program exec'd next inherits it).
+pub fn set_inheritable(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl F_SETFD on an fd the caller owns.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }).map(|_| ())
+}
+
+/// dup2(2).
+pub fn dup2(a: RawFd, b: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 takes integers; the caller owns both slots.
+    check(unsafe { libc::dup2(a, b) }).map(|_| ())
+}
+
+/// A pipe with O_CLOEXEC on both ends: (read, write).
+pub fn pipe() -> io::Result<(RawFd, RawFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two fds pipe2 writes.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok((fds[0], fds[1]))
+}
+
+/// read(2).
+pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for `buf.len()` bytes of writes.
+    check_l(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } as libc::c_long)
+        .map(|n| n as usize)
+}
+
+/// Writes all of `buf` (retrying on EINTR and short writes).
+pub fn write_all(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for `buf.len()` bytes of reads.
+        let r = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[r as usize..];
+    }
+    Ok(())
+}
+
+/// poll(2) on (fd, events) pairs; returns the revents in order.
+pub fn poll(fds: &[(RawFd, libc::c_short)], timeout_ms: i32) -> io::Result<Vec<libc::c_short>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&(fd, events)| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `p` holds `p.len()` initialised pollfd structs.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.iter().map(|x| x.revents).collect())
+}
+
+/// isatty(3).
+pub fn isatty(fd: RawFd) -> bool {
+    // SAFETY: isatty takes an integer.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// mount(2); `None` strings become NULL.
+pub fn mount(
+    src: Option<&str>,
+    dst: &str,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let src = src.map(cstr).transpose()?;
+    let dst_c = cstr(dst)?;
+    let fstype = fstype.map(cstr).transpose()?;
+    let data = data.map(cstr).transpose()?;
+    let p = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is NULL or a NUL-terminated string alive for the call.
+    let r = unsafe { libc::mount(p(&src), dst_c.as_ptr(), p(&fstype), flags, p(&data).cast()) };
+    check(r)
+        .map(|_| ())
+        .map_err(|e| io::Error::new(e.kind(), format!("mount {dst}: {e}")))
+}
+
+/// umount2(2).
+pub fn umount2(dst: &str, flags: libc::c_int) -> io::Result<()> {
+    let c = cstr(dst)?;
+    // SAFETY: `c` is a NUL-terminated string alive for the call.
+    check(unsafe { libc::umount2(c.as_ptr(), flags) }).map(|_| ())
+}
+
+/// pivot_root(2).
+pub fn pivot_root(new: &str, old: &str) -> io::Result<()> {
+    let n = cstr(new)?;
+    let o = cstr(old)?;
+    // SAFETY: both are NUL-terminated strings alive for the call.
+    check_l(unsafe { libc::syscall(libc::SYS_pivot_root, n.as_ptr(), o.as_ptr()) }).map(|_| ())
+}
+
+/// mount_setattr(2) with AT_RECURSIVE: sets (and clears) mount attributes of a whole tree.
+pub fn mount_setattr_recursive(path: &str, set: u64, clr: u64) -> io::Result<()> {
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    let c = cstr(path)?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clr,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    // SAFETY: `c` is a NUL-terminated path and `attr` a mount_attr of the size passed.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            AT_RECURSIVE,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check_l(r)
+        .map(|_| ())
+        .map_err(|e| io::Error::new(e.kind(), format!("mount_setattr {path}: {e}")))
+}
+
+/// MOUNT_ATTR_RDONLY.
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+
+/// sethostname(2).
+pub fn sethostname(name: &str) -> io::Result<()> {
+    // SAFETY: the pointer and length describe `name`'s bytes.
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(|_| ())
+}
+
+/// Brings the loopback interface up (in a fresh network namespace).
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket takes integers.
+    let s =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in b"lo\0".iter().enumerate() {
+        ifr.ifr_name[i] = *b as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of the ifreq passed.
+    let r = unsafe { libc::ioctl(s, libc::SIOCGIFFLAGS as _, &mut ifr) };
+    if r >= 0 {
+        // SAFETY: the union member ifru_flags is the one SIOCGIFFLAGS filled in.
+        unsafe { ifr.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short };
+    }
+    let r = if r >= 0 {
+        // SAFETY: SIOCSIFFLAGS reads the ifreq passed.
+        unsafe { libc::ioctl(s, libc::SIOCSIFFLAGS as _, &ifr) }
+    } else {
+        r
+    };
+    let e = io::Error::last_os_error();
+    close(s);
+    if r < 0 { Err(e) } else { Ok(()) }
+}
+
+/// chdir(2).
+pub fn chdir(p: &str) -> io::Result<()> {
+    std::env::set_current_dir(p)
+}
+
+/// execve(2); returns only on failure.
+pub fn execve(prog: &str, argv: &[String], env: &[String]) -> io::Error {
+    let to_c = |v: &[String]| -> io::Result<Vec<CString>> { v.iter().map(|s| cstr(s)).collect() };
+    let (p, a, e) = match (cstr(prog), to_c(argv), to_c(env)) {
+        (Ok(p), Ok(a), Ok(e)) => (p, a, e),
+        _ => return io::Error::new(io::ErrorKind::InvalidInput, "NUL in argv or env"),
+    };
+    let mut ap: Vec<*const libc::c_char> = a.iter().map(|c| c.as_ptr()).collect();
+    ap.push(std::ptr::null());
+    let mut ep: Vec<*const libc::c_char> = e.iter().map(|c| c.as_ptr()).collect();
+    ep.push(std::ptr::null());
+    // SAFETY: `p` and every pointer of the NULL-terminated `ap` and `ep` point into CStrings
+    // alive for the call.
+    unsafe { libc::execve(p.as_ptr(), ap.as_ptr(), ep.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// The calling process's pid.
+pub fn getpid() -> libc::pid_t {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+/// The effective uid and gid.
+pub fn ids() -> (u32, u32) {
+    // SAFETY: geteuid has no preconditions.
+    let u = unsafe { libc::geteuid() };
+    // SAFETY: getegid has no preconditions.
+    let g = unsafe { libc::getegid() };
+    (u, g)
+}
+
+static SIG_PIPE_W: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    let code = if info.is_null() {
+        0
+    } else {
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        unsafe { (*info).si_code }
+    };
+    let msg = [sig as u8, if code == 0x80 { 1 } else { 0 }];
+    let fd = SIG_PIPE_W.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: write(2) is async-signal-safe; `msg` is valid for 2 bytes.
+        unsafe { libc::write(fd, msg.as_ptr().cast(), 2) };
+    }
+}
+
+/// Routes `sigs` to a self-pipe: each delivery writes `[signal, from_kernel]` to the pipe
+/// whose read end is returned (non-blocking both ends). `from_kernel` is 1 when the kernel
+/// (e.g. a terminal's ^C) sent it rather than a process.
+pub fn signal_pipe(sigs: &[libc::c_int]) -> io::Result<RawFd> {
+    let (r, w) = pipe()?;
+    for fd in [r, w] {
+        // SAFETY: fcntl on fds just created.
+        check(unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) })?;
+    }
+    SIG_PIPE_W.store(w, Ordering::Relaxed);
+    for &s in sigs {
+        // SAFETY: sigaction is plain data; all-zero is a valid value before filling it in.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_signal as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // SAFETY: the handler only calls async-signal-safe write(2).
+        check(unsafe { libc::sigaction(s, &sa, std::ptr::null_mut()) })?;
+    }
+    Ok(r)
+}
+
+/// Puts `sigs` back to their default action.
+pub fn default_signals(sigs: &[libc::c_int]) {
+    for &s in sigs {
+        // SAFETY: SIG_DFL is always a valid disposition.
+        unsafe { libc::signal(s, libc::SIG_DFL) };
+    }
+    // SAFETY: sigset_t is plain data; all-zero is the empty set on Linux.
+    let set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, initialised signal set; the old mask is not asked for.
+    unsafe { libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) };
+}
+
+/// The program name of a process (`/proc/PID/comm`).
+pub fn comm(pid: libc::pid_t) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim_end().to_string())
+}
+
+/// The Landlock ABI version of the kernel (0 when Landlock is missing or disabled).
+pub fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a NULL attr, size 0 and the VERSION flag the call only returns a number.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if r < 0 { 0 } else { r as u32 }
+}
+
+/// Sets FD_CLOEXEC on `fd`.
+pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl F_SETFD on an fd the caller owns.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) }).map(|_| ())
+}
+
+/// A sealed-size anonymous file holding `data`, positioned at its start (close-on-exec).
+pub fn memfd_with(name: &str, data: &[u8]) -> io::Result<RawFd> {
+    let c = cstr(name)?;
+    // SAFETY: `c` is a NUL-terminated name alive for the call.
+    let fd = check(unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC) })?;
+    write_all(fd, data)?;
+    // SAFETY: lseek on the fd just created.
+    check_l(unsafe { libc::lseek(fd, 0, libc::SEEK_SET) } as libc::c_long)?;
+    Ok(fd)
+}
+
+/// Takes ownership of an fd handed over by the parent (checked open first).
+pub fn file_from_fd(fd: RawFd) -> io::Result<std::fs::File> {
+    // SAFETY: F_GETFD only queries the fd's flags.
+    check(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    // SAFETY: the fd is open (checked above) and, by the command line's contract, handed to
+    // this process to own; nothing else in the launcher uses it.
+    Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// Wraps an fd the caller owns.
+pub fn owned(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    Ok(file_from_fd(fd)?.into())
+}
+
+/// Makes `cmd` pass each fd at the given number in the child (close-on-exec cleared).
+pub fn pass_fds(cmd: &mut std::process::Command, fds: Vec<(std::os::fd::OwnedFd, RawFd)>) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let raw: Vec<(RawFd, RawFd)> = fds.iter().map(|(f, n)| (f.as_raw_fd(), *n)).collect();
+    // The OwnedFds live as long as the closure (moved into it), so the raw numbers stay valid
+    // until the command is dropped.
+    let keep = fds;
+    // SAFETY: the closure runs in the forked child before exec and only calls
+    // `place_fds`, which uses fcntl and dup2 (async-signal-safe) and allocates nothing.
+    unsafe { cmd.pre_exec(move || place_fds(&keep, &raw)) };
+}
+
+/// Puts each source fd at its target number (through a copy above 100, so a dup2 cannot
+/// clobber a source still to be placed). At most 8 pairs.
+fn place_fds<T>(_keep: &T, raw: &[(RawFd, RawFd)]) -> io::Result<()> {
+    let mut moved = [-1 as RawFd; 8];
+    for (i, &(src, _)) in raw.iter().enumerate().take(8) {
+        // SAFETY: F_DUPFD_CLOEXEC on an fd kept open by `_keep`.
+        let d = unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 100) };
+        if d < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        moved[i] = d;
+    }
+    for (i, &(_, dst)) in raw.iter().enumerate().take(8) {
+        // SAFETY: dup2 of an fd just created onto a slot the child reserves for it.
+        if unsafe { libc::dup2(moved[i], dst) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}

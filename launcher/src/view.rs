@@ -1,0 +1,363 @@
+//! The contained view as a list of mount operations, computed once from the plan on the
+//! host and applied by either backend (our own mounts, or bubblewrap arguments).
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::Path;
+
+use efr_sandbox_wire::{Bus, Desktop, Grant};
+
+use crate::lockdown::LandlockSpec;
+use crate::plan::{NetMode, Plan};
+
+/// One mount operation, in order. Sources are host paths; destinations are view paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Bind a host path (writable when `rw`).
+    Bind { src: String, dst: String, rw: bool },
+    /// Bind a device node.
+    Dev { path: String },
+    /// Bind a path of the view onto itself, writable: pins it (a mount point cannot be
+    /// renamed or removed).
+    Pin { path: String },
+    /// Bind a path of the view onto itself, read-only.
+    ReadOnly { path: String },
+    /// An empty directory (tmpfs, made read-only by a later [`Op::SealDir`]).
+    MaskDir { path: String },
+    /// An empty read-only file over a file, socket or other non-directory.
+    MaskFile { path: String },
+    /// Make a [`Op::MaskDir`] read-only once what is bound inside it is in place.
+    SealDir { path: String },
+}
+
+/// A path the launcher created on the host so a missing protected path can be covered;
+/// removed after the line ends if it is still empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder {
+    pub path: String,
+    pub dir: bool,
+}
+
+/// The view of one contained call.
+#[derive(Debug, Clone, Default)]
+pub struct View {
+    /// Host directory shown at `/tmp` (a fresh tmpfs when none).
+    pub tmp: Option<String>,
+    /// Scratch directory, at its own path.
+    pub scratch: Option<String>,
+    pub ops: Vec<Op>,
+    pub placeholders: Vec<Placeholder>,
+    pub landlock: LandlockSpec,
+    /// Share the host's network namespace.
+    pub host_net: bool,
+}
+
+fn under(p: &str, root: &str) -> bool {
+    let root = root.trim_end_matches('/');
+    root.is_empty() || p == root || p.starts_with(&format!("{root}/"))
+}
+
+fn env_of(plan: &Plan, name: &str) -> Option<String> {
+    crate::env::source(plan)
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
+}
+
+/// The host path sockets that listen in the launcher's network namespace.
+pub fn host_path_sockets() -> Vec<String> {
+    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
+    let mut out = BTreeSet::new();
+    for l in text.lines().skip(1) {
+        if let Some(p) = l.split_whitespace().nth(7) {
+            if p.starts_with('/') {
+                out.insert(p.to_string());
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// The host socket paths a grant names (bus and desktop sockets follow the environment).
+fn grant_sockets(plan: &Plan, g: &Grant) -> Vec<String> {
+    let uid = crate::sys::ids().0;
+    let rt = env_of(plan, "XDG_RUNTIME_DIR").unwrap_or_else(|| format!("/run/user/{uid}"));
+    let in_rt = |v: Option<String>| -> Vec<String> {
+        v.map(|v| {
+            if v.starts_with('/') {
+                v
+            } else {
+                format!("{rt}/{v}")
+            }
+        })
+        .into_iter()
+        .collect()
+    };
+    match g {
+        Grant::Socket { path } => vec![path.clone()],
+        Grant::Bus { bus: Bus::Session } => {
+            let addr = env_of(plan, "DBUS_SESSION_BUS_ADDRESS").unwrap_or_default();
+            match addr.split(',').find_map(|p| p.strip_prefix("unix:path=")) {
+                Some(p) => vec![p.to_string()],
+                None => vec![format!("{rt}/bus")],
+            }
+        }
+        Grant::Bus { bus: Bus::System } => vec!["/run/dbus/system_bus_socket".into()],
+        Grant::Desktop { desktop } => match desktop {
+            Desktop::Wayland => in_rt(Some(
+                env_of(plan, "WAYLAND_DISPLAY").unwrap_or_else(|| "wayland-0".into()),
+            )),
+            Desktop::X11 => {
+                let d = env_of(plan, "DISPLAY").unwrap_or_else(|| ":0".into());
+                let n = d
+                    .trim_start_matches(':')
+                    .split('.')
+                    .next()
+                    .unwrap_or("0")
+                    .to_string();
+                vec![format!("/tmp/.X11-unix/X{n}")]
+            }
+            Desktop::Hyprland => match env_of(plan, "HYPRLAND_INSTANCE_SIGNATURE") {
+                Some(sig) => vec![
+                    format!("{rt}/hypr/{sig}/.socket.sock"),
+                    format!("{rt}/hypr/{sig}/.socket2.sock"),
+                ],
+                None => vec![],
+            },
+            Desktop::Sway => in_rt(env_of(plan, "SWAYSOCK")),
+            Desktop::I3 => in_rt(env_of(plan, "I3SOCK")),
+            Desktop::Niri => in_rt(env_of(plan, "NIRI_SOCKET")),
+        },
+        _ => vec![],
+    }
+}
+
+/// The masks every contained call gets on top of the plan's (runtime dir and system
+/// sockets).
+pub fn system_masks(plan: &Plan) -> Vec<String> {
+    let uid = crate::sys::ids().0;
+    let mut v = vec![
+        format!("/run/user/{uid}"),
+        "/run/docker.sock".into(),
+        "/run/dbus".into(),
+        "/run/containerd".into(),
+        "/run/podman".into(),
+    ];
+    if let Some(rt) = env_of(plan, "XDG_RUNTIME_DIR") {
+        if rt.starts_with('/') {
+            v.push(rt);
+        }
+    }
+    v
+}
+
+/// Creates a placeholder for a missing protected path: the first missing component below
+/// the existing part (a directory when more components follow or the path ends in `/`).
+fn placeholder(path: &str, want_dir: bool) -> Option<Placeholder> {
+    let p = Path::new(path);
+    let mut cur = std::path::PathBuf::from("/");
+    let comps: Vec<_> = p.components().skip(1).collect();
+    for (i, c) in comps.iter().enumerate() {
+        cur.push(c);
+        if std::fs::symlink_metadata(&cur).is_err() {
+            let dir = want_dir || i + 1 < comps.len();
+            let ok = if dir {
+                std::fs::create_dir(&cur).is_ok()
+            } else {
+                std::fs::File::create_new(&cur).is_ok()
+            };
+            if ok {
+                let mode = if dir { 0o555 } else { 0o444 };
+                let _ = std::fs::set_permissions(&cur, std::fs::Permissions::from_mode(mode));
+                return Some(Placeholder {
+                    path: cur.to_string_lossy().into_owned(),
+                    dir,
+                });
+            }
+            return None;
+        }
+    }
+    None
+}
+
+/// Removes placeholders that are still empty.
+pub fn remove_placeholders(ph: &[Placeholder]) {
+    for p in ph.iter().rev() {
+        if p.dir {
+            let _ = std::fs::set_permissions(&p.path, std::fs::Permissions::from_mode(0o755));
+            if std::fs::remove_dir(&p.path).is_err() {
+                let _ = std::fs::set_permissions(&p.path, std::fs::Permissions::from_mode(0o555));
+            }
+        } else if std::fs::metadata(&p.path)
+            .map(|m| m.len() == 0)
+            .unwrap_or(false)
+        {
+            let _ = std::fs::remove_file(&p.path);
+        }
+    }
+}
+
+/// Computes the view (and creates placeholders on the host).
+pub fn build(plan: &Plan) -> View {
+    let mut v = View {
+        tmp: plan.tmp.clone(),
+        scratch: plan.scratch.clone(),
+        ..Default::default()
+    };
+    let net = plan.net();
+    v.host_net = net != NetMode::Own;
+    let mut writable: Vec<String> = plan.projects.clone();
+    for g in &plan.grants {
+        if let Grant::Write { path } = g {
+            writable.push(path.clone());
+        }
+    }
+    for w in &writable {
+        v.ops.push(Op::Bind {
+            src: w.clone(),
+            dst: w.clone(),
+            rw: true,
+        });
+    }
+    let mut roots = writable.clone();
+    roots.extend(plan.scratch.iter().cloned());
+    // Read-only inside writable roots: pin the parents, cover the path.
+    let mut pinned = BTreeSet::new();
+    for r in &plan.read_only_inside {
+        let want_dir = r.ends_with('/');
+        let r = r.trim_end_matches('/').to_string();
+        let Some(root) = roots
+            .iter()
+            .filter(|w| under(&r, w))
+            .max_by_key(|w| w.len())
+        else {
+            continue;
+        };
+        if r == root.trim_end_matches('/') {
+            continue;
+        }
+        let exists = std::fs::symlink_metadata(&r).is_ok();
+        let target = if exists {
+            r.clone()
+        } else {
+            match placeholder(&r, want_dir) {
+                Some(ph) => {
+                    let t = ph.path.clone();
+                    v.placeholders.push(ph);
+                    t
+                }
+                None => continue,
+            }
+        };
+        // Ancestors strictly between the root and the target.
+        let mut anc = Vec::new();
+        let mut cur = Path::new(&target).parent();
+        while let Some(a) = cur {
+            let s = a.to_string_lossy().into_owned();
+            if !under(&s, root) || s == root.trim_end_matches('/') {
+                break;
+            }
+            anc.push(s);
+            cur = a.parent();
+        }
+        for a in anc.into_iter().rev() {
+            if pinned.insert(a.clone()) {
+                v.ops.push(Op::Pin { path: a });
+            }
+        }
+        v.ops.push(Op::ReadOnly { path: target });
+    }
+    // Masks.
+    let unmasked: Vec<&String> = plan
+        .grants
+        .iter()
+        .filter_map(|g| {
+            if let Grant::Unmask { path } = g {
+                Some(path)
+            } else {
+                None
+            }
+        })
+        .collect();
+    let mut masks: Vec<String> = plan.masks.clone();
+    masks.extend(system_masks(plan));
+    let mut seen = BTreeSet::new();
+    let mut mask_dirs = Vec::new();
+    for m in masks {
+        let m = m.trim_end_matches('/').to_string();
+        if m.is_empty()
+            || !seen.insert(m.clone())
+            || unmasked
+                .iter()
+                .any(|u| under(&m, u) || m == u.trim_end_matches('/'))
+        {
+            continue;
+        }
+        let Ok(md) = std::fs::metadata(&m) else {
+            continue;
+        };
+        if md.is_dir() {
+            v.ops.push(Op::MaskDir { path: m.clone() });
+            mask_dirs.push(m);
+        } else {
+            v.ops.push(Op::MaskFile { path: m });
+        }
+    }
+    // Grants that bind host objects back in.
+    let mut sockets = Vec::new();
+    for g in &plan.grants {
+        if let Grant::Device { path } = g {
+            v.ops.push(Op::Dev { path: path.clone() });
+            v.landlock.dev.push(path.clone());
+        }
+        for s in grant_sockets(plan, g) {
+            if std::fs::symlink_metadata(&s).is_ok() {
+                v.ops.push(Op::Bind {
+                    src: s.clone(),
+                    dst: s.clone(),
+                    rw: false,
+                });
+                sockets.push(s);
+            }
+        }
+    }
+    // Host sockets hidden, except the granted ones and those in writable roots.
+    if plan.hide_sockets {
+        for s in host_path_sockets() {
+            if sockets.contains(&s)
+                || roots.iter().any(|w| under(&s, w))
+                || under(&s, "/tmp")
+                || mask_dirs.iter().any(|m| under(&s, m))
+            {
+                continue;
+            }
+            if std::fs::symlink_metadata(&s)
+                .map(|m| m.file_type().is_socket())
+                .unwrap_or(false)
+            {
+                v.ops.push(Op::MaskFile { path: s });
+            }
+        }
+    }
+    for m in mask_dirs {
+        v.ops.push(Op::SealDir { path: m });
+    }
+    let mut write = roots.clone();
+    write.push("/tmp".into());
+    write.push("/dev/shm".into());
+    v.landlock = LandlockSpec {
+        read: vec!["/".into()],
+        write,
+        dev: {
+            let mut d = vec!["/dev".into()];
+            d.append(&mut v.landlock.dev);
+            d
+        },
+        sockets,
+        deny_tcp: net == NetMode::View,
+        scopes: true,
+    };
+    v
+}

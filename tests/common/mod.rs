@@ -1,0 +1,256 @@
+//! A fixture for launcher tests: a fake home with secrets and floor files, a git project in
+//! it, another project, the conversation's tmp and scratch dirs; and a runner that launches
+//! one line through `efr-launch` (in a child process) and collects what it did.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use efr_launcher::api::{BackendChoice, LaunchRequest, Launcher, build_plan};
+use efr_launcher::plan::Plan;
+use efr_launcher::status::Outcome;
+use efr_sandbox_wire::Grant;
+
+/// The secret planted in masked files and in the launcher's environment.
+pub const SECRET: &str = "TOPSECRET-efr-escape";
+
+/// Whether a missing kernel feature may be skipped (only when EFR_SANDBOX_MUST_WORK is unset).
+pub fn may_skip() -> bool {
+    std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none()
+}
+
+/// Skips (returns true) or panics, per [`may_skip`].
+pub fn skip(why: &str) -> bool {
+    if may_skip() {
+        eprintln!("SKIP: {why}");
+        true
+    } else {
+        panic!("EFR_SANDBOX_MUST_WORK is set and this cannot run: {why}");
+    }
+}
+
+/// The backends to test (`EFR_TEST_BACKENDS=native,bwrap` to narrow).
+pub fn backends() -> Vec<BackendChoice> {
+    let want = std::env::var("EFR_TEST_BACKENDS").unwrap_or_else(|_| "native,bwrap".into());
+    let mut v = Vec::new();
+    for b in want.split(',') {
+        match b.trim() {
+            "native" => v.push(BackendChoice::Native),
+            "bwrap" if Path::new(efr_launcher::bwrap::BWRAP).exists() => {
+                v.push(BackendChoice::Bwrap)
+            }
+            "bwrap" => {
+                skip("bubblewrap is not installed");
+            }
+            _ => {}
+        }
+    }
+    v
+}
+
+/// The launcher under test.
+pub fn launcher() -> Launcher {
+    // Cargo builds this package's bin for its integration tests: target/<profile>/, one up
+    // from the test binary in deps/.
+    let exe = std::env::var_os("EFR_LAUNCH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let me = std::env::current_exe().unwrap();
+            me.ancestors().nth(2).unwrap().join("efr-launch-test")
+        });
+    assert!(
+        exe.is_file(),
+        "launcher under test missing: {}",
+        exe.display()
+    );
+    Launcher { exe }
+}
+
+/// The fixture.
+#[derive(Debug)]
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub home: String,
+    pub proj: String,
+    pub other: String,
+    pub tmp: String,
+    pub scratch: String,
+}
+
+fn write(p: &str, s: &str) {
+    if let Some(d) = Path::new(p).parent() {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(p, s).unwrap();
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::Builder::new()
+            .prefix("efr-fixture-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let base = dir
+            .path()
+            .canonicalize()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let home = format!("{base}/home");
+        let proj = format!("{home}/proj");
+        let other = format!("{base}/other");
+        let tmp = format!("{base}/conv-tmp");
+        let scratch = format!("{base}/scratch");
+        for d in [&home, &proj, &other, &tmp, &scratch] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        write(&format!("{home}/.ssh/id_rsa"), SECRET);
+        write(&format!("{home}/.ssh/config"), "Host x\n");
+        write(&format!("{home}/.aws/credentials"), SECRET);
+        write(&format!("{home}/.netrc"), SECRET);
+        write(&format!("{home}/.bashrc"), "# rc\n");
+        write(
+            &format!("{home}/.gitconfig"),
+            "[user]\n\tname = Efr Test\n\temail = efr@example.com\n",
+        );
+        write(&format!("{other}/file"), "other\n");
+        write(&format!("{proj}/README"), "hello\n");
+        let git = std::process::Command::new("git")
+            .args(["init", "-q", &proj])
+            .env("HOME", &home)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(git, "git init of the fixture project");
+        Fixture {
+            dir,
+            home,
+            proj,
+            other,
+            tmp,
+            scratch,
+        }
+    }
+
+    /// A request for `line` in the project.
+    pub fn request(&self, line: &str, backend: BackendChoice) -> LaunchRequest {
+        let mut r = LaunchRequest::contained(line, &self.proj);
+        r.projects = vec![self.proj.clone()];
+        r.home = Some(self.home.clone());
+        r.tmp = Some(self.tmp.clone());
+        r.scratch = Some(self.scratch.clone());
+        r.backend = backend;
+        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+        r.env = Some(vec![
+            ("PATH".into(), path),
+            ("HOME".into(), self.home.clone()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("GITHUB_TOKEN".into(), SECRET.into()),
+            ("OPENAI_API_KEY".into(), SECRET.into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), SECRET.into()),
+            ("SSH_AUTH_SOCK".into(), format!("/run/{SECRET}")),
+            (
+                "PYENV_ROOT".into(),
+                std::env::var("PYENV_ROOT").unwrap_or_default(),
+            ),
+            (
+                "CARGO_HOME".into(),
+                std::env::var("CARGO_HOME").unwrap_or_default(),
+            ),
+            (
+                "RUSTUP_HOME".into(),
+                std::env::var("RUSTUP_HOME").unwrap_or_default(),
+            ),
+        ]);
+        r
+    }
+
+    pub fn plan(&self, line: &str, backend: BackendChoice, grants: Vec<Grant>) -> Plan {
+        let mut r = self.request(line, backend);
+        r.grants = grants;
+        build_plan(&r).unwrap()
+    }
+}
+
+impl Default for Fixture {
+    fn default() -> Self {
+        Fixture::new()
+    }
+}
+
+/// What one run did.
+#[derive(Debug)]
+pub struct Ran {
+    pub outcome: Outcome,
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_len: u64,
+}
+
+impl Ran {
+    pub fn all_output(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+/// Runs a plan; stdin from `stdin` (null when None).
+pub fn run_plan(plan: &Plan, stdin: Option<Stdio>) -> Ran {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let running = launcher()
+        .spawn(
+            plan,
+            stdin.unwrap_or(Stdio::null()),
+            Stdio::from(out.reopen().unwrap()),
+            Stdio::from(err.reopen().unwrap()),
+        )
+        .unwrap();
+    let (outcome, status) = running.wait().unwrap();
+    let stdout_len = std::fs::metadata(out.path()).unwrap().len();
+    let read_cap = |p: &Path| {
+        let data = std::fs::read(p).unwrap_or_default();
+        let n = data.len().min(1 << 20);
+        String::from_utf8_lossy(&data[..n]).into_owned()
+    };
+    Ran {
+        outcome,
+        status,
+        stdout: read_cap(out.path()),
+        stderr: read_cap(err.path()),
+        stdout_len,
+    }
+}
+
+/// Runs `line` contained in the fixture's project.
+pub fn run(fx: &Fixture, line: &str, backend: BackendChoice) -> Ran {
+    run_plan(&fx.plan(line, backend, Vec::new()), None)
+}
+
+/// Processes whose command line holds `needle`.
+pub fn procs_with(needle: &str) -> Vec<i32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&c)
+            .replace('\0', " ")
+            .contains(needle)
+        {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// The python interpreter to use inside (`/usr/bin/python3` when present).
+pub fn python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}

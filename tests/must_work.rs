@@ -1,0 +1,304 @@
+//! The must-work suite: real work a contained call must be able to do, on each backend.
+
+use std::io::Write;
+use std::os::fd::FromRawFd;
+
+use efr_launcher::api::BackendChoice;
+use efr_sandbox_tests::common::{Fixture, backends, python, run, run_plan};
+
+fn ok(fx: &Fixture, line: &str, b: BackendChoice) -> String {
+    let r = run(fx, line, b);
+    assert!(
+        r.outcome.setup_error.is_none(),
+        "[{b:?}] {line}: setup error {:?}",
+        r.outcome.setup_error
+    );
+    assert!(
+        r.status.success(),
+        "[{b:?}] {line}: {:?}\nstdout: {}\nstderr: {}",
+        r.status,
+        r.stdout,
+        r.stderr
+    );
+    r.stdout
+}
+
+fn has(prog: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {prog}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn compilers_git_python_make() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let p = &fx.proj;
+        if has("cc") {
+            let out = ok(
+                &fx,
+                "printf '#include <stdio.h>\\nint main(){puts(\"hi-cc\");return 0;}\\n' > h.c && cc -o h h.c && ./h",
+                b,
+            );
+            assert!(out.contains("hi-cc"), "{out}");
+        } else {
+            eprintln!("SKIP: cc is not installed for this user");
+        }
+        let out = ok(
+            &fx,
+            &format!(
+                "{} -c 'open(\"{p}/py.txt\",\"w\").write(\"py\")' && cat {p}/py.txt",
+                python()
+            ),
+            b,
+        );
+        assert!(out.contains("py"));
+        let out = ok(
+            &fx,
+            "git add README && git commit -qm init && git log --oneline | wc -l && git status --short && git worktree add -q wt && ls wt/README",
+            b,
+        );
+        assert!(out.contains("wt/README"), "{out}");
+        let out = ok(
+            &fx,
+            "printf 'all:\\n\\techo made-it\\n' > Makefile && make",
+            b,
+        );
+        assert!(out.contains("made-it"), "{out}");
+        if has("cargo") {
+            let out = ok(&fx, "cargo --version", b);
+            assert!(out.contains("cargo"), "{out}");
+        } else {
+            eprintln!("SKIP: cargo is not installed for this user");
+        }
+        if has("node") {
+            let out = ok(
+                &fx,
+                "node -e 'require(\"fs\").writeFileSync(\"n.txt\",\"node-ok\")' && cat n.txt",
+                b,
+            );
+            assert!(out.contains("node-ok"), "{out}");
+        } else {
+            eprintln!("SKIP: node is not installed for this user");
+        }
+        let out = ok(
+            &fx,
+            &format!(
+                "{} -m venv --without-pip venv && ./venv/bin/python -c 'print(\"venv-ok\")'",
+                python()
+            ),
+            b,
+        );
+        assert!(out.contains("venv-ok"), "{out}");
+    }
+}
+
+#[test]
+fn output_exit_codes_signals() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let r = run(&fx, "head -c 52428800 /dev/zero", b);
+        assert_eq!(r.stdout_len, 52428800, "[{b:?}] 50 MiB output");
+        assert!(r.status.success());
+        let r = run(&fx, "exit 7", b);
+        assert_eq!(r.status.code(), Some(7));
+        assert_eq!(r.outcome.code, Some(7));
+        let r = run(&fx, "kill -TERM $$", b);
+        assert_eq!(r.status.code(), Some(128 + 15), "[{b:?}] {r:?}");
+        assert_eq!(r.outcome.signal, Some(15));
+    }
+}
+
+#[test]
+fn prompt_on_a_pty() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let mut master: libc::c_int = -1;
+        let mut slave: libc::c_int = -1;
+        // SAFETY: openpty writes two fds into the pointers given; name, termios and winsize
+        // may be NULL.
+        let r = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(r, 0);
+        // SAFETY: openpty just returned this fd, owned here only.
+        let mut m = unsafe { std::fs::File::from_raw_fd(master) };
+        // SAFETY: as above.
+        let s = unsafe { std::fs::File::from_raw_fd(slave) };
+        m.write_all(b"answer42\n").unwrap();
+        let plan = fx.plan("test -t 0 && read x && echo got:$x", b, vec![]);
+        let r = run_plan(&plan, Some(std::process::Stdio::from(s)));
+        assert!(r.stdout.contains("got:answer42"), "[{b:?}] {r:?}");
+    }
+}
+
+#[test]
+fn tmp_home_sockets_fifos() {
+    for b in backends() {
+        let fx = Fixture::new();
+        ok(&fx, "echo kept > /tmp/keep", b);
+        let out = ok(&fx, "cat /tmp/keep", b);
+        assert!(out.contains("kept"));
+        let out = ok(&fx, "ls ~ && cat ~/.gitconfig", b);
+        assert!(out.contains("proj") && out.contains("Efr Test"), "{out}");
+        let code = "import socket,os\np=\"/tmp/own.sock\"\ns=socket.socket(socket.AF_UNIX);s.bind(p);s.listen(1)\nc=socket.socket(socket.AF_UNIX);c.connect(p);a,_=s.accept();c.send(b\"sock-ok\");print(a.recv(10).decode())";
+        let out = ok(&fx, &format!("{} -c '{code}'", python()), b);
+        assert!(out.contains("sock-ok"), "{out}");
+        let out = ok(
+            &fx,
+            "mkfifo /tmp/ff && (echo fifo-ok > /tmp/ff &) && cat /tmp/ff",
+            b,
+        );
+        assert!(out.contains("fifo-ok"), "{out}");
+        let out = ok(
+            &fx,
+            "echo s > $SCRATCH/s && cat $SCRATCH/s && echo p > proj-file && cat proj-file",
+            b,
+        );
+        assert!(out.contains("s\np"), "{out}");
+    }
+}
+
+#[test]
+fn denials_reported_and_setup_errors() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let r = run(
+            &fx,
+            "touch /etc/efr-denied; echo x > .git/hooks/pre-push",
+            b,
+        );
+        assert!(!r.status.success());
+        assert!(
+            r.outcome.denials.iter().any(|d| d == "/etc/efr-denied"),
+            "[{b:?}] {:?} {}",
+            r.outcome.denials,
+            r.stderr
+        );
+        assert!(
+            r.outcome
+                .denials
+                .iter()
+                .any(|d| d.ends_with(".git/hooks/pre-push")),
+            "[{b:?}] {:?}",
+            r.outcome.denials
+        );
+        // Missing project root.
+        let mut plan = fx.plan("echo ran", b, vec![]);
+        plan.projects.push(format!("{}/missing", fx.proj));
+        let r = run_plan(&plan, None);
+        assert!(
+            r.outcome.setup_error.is_some() && !r.stdout.contains("ran"),
+            "{r:?}"
+        );
+        assert_eq!(r.status.code(), Some(125));
+        // Bad grant path.
+        let plan = fx.plan(
+            "echo ran",
+            b,
+            vec![efr_sandbox_wire::Grant::Write {
+                path: "/nonexistent/efr".into(),
+            }],
+        );
+        let r = run_plan(&plan, None);
+        assert!(
+            r.outcome.setup_error.is_some() && !r.stdout.contains("ran"),
+            "{r:?}"
+        );
+        // Write grant works.
+        let plan = fx.plan(
+            &format!("echo granted > {}/g && cat {}/g", fx.other, fx.other),
+            b,
+            vec![efr_sandbox_wire::Grant::Write {
+                path: fx.other.clone(),
+            }],
+        );
+        let r = run_plan(&plan, None);
+        assert!(r.stdout.contains("granted"), "{r:?}");
+        // Unmask grant lifts one mask.
+        let plan = fx.plan(
+            &format!("cat {}/.aws/credentials", fx.home),
+            b,
+            vec![efr_sandbox_wire::Grant::Unmask {
+                path: format!("{}/.aws", fx.home),
+            }],
+        );
+        let r = run_plan(&plan, None);
+        assert!(r.stdout.contains("TOPSECRET"), "{r:?}");
+        // net_view: AF_INET refused, AF_UNIX fine.
+        let code = "import socket\ntry:\n  socket.socket(socket.AF_INET);print(\"inet-open\")\nexcept OSError as e: print(\"inet-%d\"%e.errno)\nsocket.socket(socket.AF_UNIX);print(\"unix-ok\")";
+        let plan = fx.plan(
+            &format!("{} -c '{code}'", python()),
+            b,
+            vec![efr_sandbox_wire::Grant::NetView],
+        );
+        let r = run_plan(&plan, None);
+        assert!(
+            r.stdout.contains("inet-1") && r.stdout.contains("unix-ok"),
+            "[{b:?}] {r:?}"
+        );
+    }
+}
+
+/// A plan with an unknown grant kind never runs.
+#[test]
+fn unknown_grant_is_setup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = format!(
+        r#"{{"version":1,"mode":"contained","line":"touch {0}/ran","cwd":"/","grants":[{{"kind":"teleport"}}]}}"#,
+        dir.path().display()
+    );
+    let pf = dir.path().join("plan.json");
+    std::fs::write(&pf, plan).unwrap();
+    let st = dir.path().join("status");
+    let exe = efr_sandbox_tests::common::launcher().exe;
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "{} --plan {} --status-fd 3 3>{}",
+                exe.display(),
+                pf.display(),
+                st.display()
+            ),
+        ])
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(125));
+    let s = std::fs::read_to_string(&st).unwrap();
+    assert!(s.contains("setup_error") && s.contains("unknown"), "{s}");
+    assert!(!dir.path().join("ran").exists());
+}
+
+/// Unsandboxed: the tree is owned, a daemon is ended and the cgroup kind reported.
+#[test]
+fn unsandboxed_tree_is_ended() {
+    let fx = Fixture::new();
+    let tag = format!("9999.{}", std::process::id());
+    let mut plan = fx.plan(
+        &format!("(setsid nohup sleep {tag} >/dev/null 2>&1 &); echo un; exit 4"),
+        BackendChoice::Native,
+        vec![],
+    );
+    plan.mode = efr_launcher::plan::PlanMode::Unsandboxed;
+    let r = run_plan(&plan, None);
+    assert_eq!(r.status.code(), Some(4));
+    assert!(r.stdout.contains("un"));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(
+        efr_sandbox_tests::common::procs_with(&format!("sleep {tag}")).is_empty(),
+        "daemon survived"
+    );
+    match &r.outcome.started {
+        Some(efr_launcher::status::StatusLine::Started { cgroup, .. }) => assert!(cgroup.is_some()),
+        other => panic!("{other:?}"),
+    }
+}
