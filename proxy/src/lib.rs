@@ -1,3 +1,29 @@
-//! The egress proxy of the efr sandbox (to come, issue 5): one DNS + TLS proxy per contained
-//! call that checks every connection against the call's host grants and refuses with a
-//! reason, and the driver of xdg-dbus-proxy for `bus_filter` grants.
+//! The egress proxy of the efr sandbox (issue 5; design section 7): one DNS + TLS proxy per
+//! contained call that checks every connection against the call's host grants and refuses
+//! with a reason.
+//!
+//! - [`ProxyPolicy`] and its pure [`ProxyPolicy::decide`]: the documented order of checks;
+//! - [`Proxy`]: the tokio server of one call (Unix listener; TCP for tests and benchmarks),
+//!   its [`Proxy::summary`] and refusal events ([`Proxy::subscribe`]);
+//! - [`inside`]: the blocking pieces the launcher runs inside the call's network namespace
+//!   (TCP relay to the proxy socket, DNS server with synthetic addresses, synthetic relay);
+//! - [`run_standalone`]: `efr-sandbox proxy` / the `efr-proxy` binary.
+//!
+//! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
+
+pub mod addr;
+pub mod head;
+pub mod inside;
+pub mod name;
+pub mod policy;
+pub mod report;
+pub mod server;
+mod splice;
+mod standalone;
+pub mod tls;
+
+pub use policy::{Decision, HostRule, Kind, Limits, ProxyPolicy};
+pub use report::{MAX_BLOCKED, Refusal, Report};
+pub use server::{Proxy, REASON_HEADER, Stats};
+pub use splice::Stream;
+pub use standalone::{StandaloneArgs, run_standalone};

@@ -1,0 +1,218 @@
+//! Throughput and connection setup through the efr proxy, against a direct loopback
+//! connection and (optionally) another HTTP CONNECT proxy such as tinyproxy.
+//!
+//! `proxy-bench [--bytes N] [--conns N] [--http-proxy ADDR]`; `proxy/bench.sh` builds it in
+//! release mode, starts tinyproxy and prints the ratios.
+//!
+//! The upstream is a sink on loopback. Each connection starts with a ClientHello for
+//! `sink.test` (so the efr proxy's TLS check passes) and a mode byte: `S` (setup: the sink
+//! answers one byte and closes) or `T` (throughput: 8 bytes of length follow; the sink reads
+//! that many and answers the count as 8 bytes; no half-close, which some proxies do not pass).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use efr_proxy::tls::build_client_hello;
+use efr_proxy::{HostRule, Proxy, ProxyPolicy};
+
+const CHUNK: usize = 256 << 10;
+
+fn sink(hello_len: usize) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let _ = c.set_nodelay(true);
+                let mut head = vec![0u8; hello_len + 1];
+                if c.read_exact(&mut head).is_err() {
+                    return;
+                }
+                if head[hello_len] == b'S' {
+                    let _ = c.write_all(b"k");
+                    return;
+                }
+                let mut len = [0u8; 8];
+                if c.read_exact(&mut len).is_err() {
+                    return;
+                }
+                let want = u64::from_be_bytes(len);
+                let mut buf = vec![0u8; CHUNK];
+                let mut n: u64 = 0;
+                while n < want {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(k) => n += k as u64,
+                    }
+                }
+                let _ = c.write_all(&n.to_be_bytes());
+            });
+        }
+    });
+    port
+}
+
+#[derive(Clone)]
+enum Via {
+    Direct(SocketAddr),
+    /// An HTTP proxy at this address; CONNECT to this authority.
+    Proxy(SocketAddr, String),
+    /// The in-namespace relay's path: TCP relay -> Unix socket -> efr proxy.
+    Relay(SocketAddr, String),
+}
+
+fn open(via: &Via) -> TcpStream {
+    match via {
+        Via::Direct(a) => {
+            let s = TcpStream::connect(a).unwrap();
+            s.set_nodelay(true).unwrap();
+            s
+        }
+        Via::Proxy(a, auth) | Via::Relay(a, auth) => {
+            let mut s = TcpStream::connect(a).unwrap();
+            s.set_nodelay(true).unwrap();
+            write!(s, "CONNECT {auth} HTTP/1.1\r\nHost: {auth}\r\n\r\n").unwrap();
+            let mut head = Vec::new();
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                s.read_exact(&mut b).unwrap();
+                head.push(b[0]);
+            }
+            let line = String::from_utf8_lossy(&head);
+            assert!(
+                line.starts_with("HTTP/1.1 200") || line.starts_with("HTTP/1.0 200"),
+                "proxy said: {line}"
+            );
+            s
+        }
+    }
+}
+
+fn throughput(via: &Via, hello: &[u8], bytes: u64) -> f64 {
+    let mut s = open(via);
+    let t = Instant::now();
+    s.write_all(hello).unwrap();
+    s.write_all(b"T").unwrap();
+    s.write_all(&bytes.to_be_bytes()).unwrap();
+    let buf = vec![0x5au8; CHUNK];
+    let mut left = bytes;
+    while left > 0 {
+        let k = left.min(CHUNK as u64) as usize;
+        s.write_all(&buf[..k]).unwrap();
+        left -= k as u64;
+    }
+    let mut n = [0u8; 8];
+    s.read_exact(&mut n).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(u64::from_be_bytes(n), bytes, "the sink got every byte");
+    bytes as f64 / secs / 1e6
+}
+
+fn setup_rate(via: &Via, hello: &[u8], conns: u32) -> f64 {
+    let t = Instant::now();
+    for _ in 0..conns {
+        let mut s = open(via);
+        s.write_all(hello).unwrap();
+        s.write_all(b"S").unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+    }
+    conns as f64 / t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let mut bytes: u64 = 1 << 30;
+    let mut conns: u32 = 2000;
+    let mut other: Option<SocketAddr> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--bytes" => bytes = args.next().unwrap().parse().unwrap(),
+            "--conns" => conns = args.next().unwrap().parse().unwrap(),
+            "--http-proxy" => other = Some(args.next().unwrap().parse().unwrap()),
+            _ => panic!("usage: proxy-bench [--bytes N] [--conns N] [--http-proxy ADDR]"),
+        }
+    }
+    let hello = build_client_hello(Some("sink.test"));
+    let port = sink(hello.len());
+
+    // The efr proxy, in process, on TCP and on a Unix socket (+ the in-namespace relay).
+    let mut policy = ProxyPolicy::default();
+    policy
+        .grants
+        .push(HostRule::new("sink.test", Some(port), false).unwrap());
+    policy.map("sink.test", vec!["127.0.0.1".parse().unwrap()]);
+    policy.limits.max_conns = 4096;
+    policy.limits.max_bytes = u64::MAX;
+    policy.limits.idle_timeout = Duration::from_secs(60);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let proxy = Proxy::new(policy);
+    let l = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let efr = l.local_addr().unwrap();
+    let p = proxy.clone();
+    rt.spawn(async move { p.serve_tcp(l).await });
+    let dir = std::env::temp_dir().join(format!("efr-proxy-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock: PathBuf = dir.join("proxy.sock");
+    {
+        let _g = rt.enter();
+        let ul = Proxy::bind_unix(&sock).unwrap();
+        let p = proxy.clone();
+        rt.spawn(async move { p.serve_unix(ul).await });
+    }
+    let rl = TcpListener::bind("127.0.0.1:0").unwrap();
+    let relay = rl.local_addr().unwrap();
+    let s2 = sock.clone();
+    std::thread::spawn(move || efr_proxy::inside::run_relay(rl, &s2));
+    drop(UnixStream::connect(&sock)); // warm
+
+    let mut modes = vec![
+        (
+            "direct",
+            Via::Direct(SocketAddr::from(([127, 0, 0, 1], port))),
+        ),
+        ("efr-proxy", Via::Proxy(efr, format!("sink.test:{port}"))),
+        (
+            "efr-relay+proxy",
+            Via::Relay(relay, format!("sink.test:{port}")),
+        ),
+    ];
+    if let Some(o) = other {
+        modes.push(("http-proxy", Via::Proxy(o, format!("127.0.0.1:{port}"))));
+    }
+    println!(
+        "{:<16} {:>12} {:>10} {:>12} {:>10}",
+        "mode", "MB/s", "vs direct", "conns/s", "vs direct"
+    );
+    let mut base = (0.0, 0.0);
+    for (name, via) in &modes {
+        // Warm up, then measure.
+        throughput(via, &hello, bytes.min(16 << 20));
+        let mbps = throughput(via, &hello, bytes);
+        let cps = setup_rate(via, &hello, conns);
+        if *name == "direct" {
+            base = (mbps, cps);
+        }
+        println!(
+            "{name:<16} {mbps:>12.1} {:>10.3} {cps:>12.0} {:>10.3}",
+            mbps / base.0,
+            cps / base.1
+        );
+    }
+    let st = proxy.stats();
+    eprintln!(
+        "efr proxy: tunnels {} refused {} bytes {}",
+        st.tunnels, st.refused, st.bytes
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,345 @@
+//! What a call may reach: [`ProxyPolicy`] and the pure [`ProxyPolicy::decide`].
+//!
+//! The order of checks (docs/proxy.md holds the same list):
+//!
+//! 1. the request head parses (`CONNECT host:port`, or an absolute `http://` URI) -> else
+//!    `bad_request` (done by [`crate::head`]);
+//! 2. the host normalises (lower case, trailing dot, IDNA to punycode, label syntax) -> else
+//!    `bad_request`;
+//! 3. the host is not an IP literal (v4 in any `inet_aton` form, `[v6]`) -> else `ip_literal`;
+//! 4. neither the deny list nor the token hosts match -> else `denied` (no grant opens them);
+//! 5. a grant or an allow rule matches the name -> else `not_allowed`;
+//! 6. one of those rules names the port -> else `not_allowed`;
+//! 7. plain HTTP only when such a rule says `plain_http` -> else `not_tls`;
+//! 8. (server) the connection and byte limits hold -> else `limit`;
+//! 9. (server) every resolved address is ordinary, unless `resolve` maps the name -> else
+//!    `denied`;
+//! 10. (server) the tunnel starts with a ClientHello whose SNI is the host -> else `not_tls`
+//!     (not TLS) or `bad_request` (malformed hello, missing or other SNI).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use efr_sandbox_wire::launch::Grant;
+use efr_sandbox_wire::summary::BlockReason;
+
+use crate::name::{self, Host};
+
+/// One host rule: a grant or an allow list entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRule {
+    /// Normalised exact name or `*.suffix`.
+    pub pattern: String,
+    /// `None`: 443 for CONNECT, and 80 for plain HTTP when `plain_http`.
+    pub port: Option<u16>,
+    /// Plain HTTP (absolute-URI requests) to this host is fine.
+    pub plain_http: bool,
+}
+
+impl HostRule {
+    /// A rule for `pattern` (a name or `*.suffix`, normalised here). `None` when the pattern
+    /// can never match (an IP literal, garbage, a bare `*`).
+    pub fn new(pattern: &str, port: Option<u16>, plain_http: bool) -> Option<HostRule> {
+        Some(HostRule {
+            pattern: name::normalize_pattern(pattern)?,
+            port,
+            plain_http,
+        })
+    }
+
+    /// The rule of a `host` grant; `None` for other grants or a pattern that cannot match.
+    pub fn from_grant(g: &Grant) -> Option<HostRule> {
+        match g {
+            Grant::Host {
+                host,
+                port,
+                plain_http,
+            } => HostRule::new(host, *port, *plain_http),
+            _ => None,
+        }
+    }
+
+    /// Parse `NAME[:PORT][:http]` (the CLI form of a host grant, without `host=`).
+    pub fn parse_cli(s: &str) -> Option<HostRule> {
+        let mut parts: Vec<&str> = s.split(':').collect();
+        let mut plain = false;
+        if parts.len() > 1 && parts.last() == Some(&"http") {
+            plain = true;
+            parts.pop();
+        }
+        let port = match parts.len() {
+            1 => None,
+            2 => Some(parts[1].parse::<u16>().ok().filter(|&p| p != 0)?),
+            _ => return None,
+        };
+        HostRule::new(parts[0], port, plain)
+    }
+
+    fn admits_port(&self, port: u16, kind: Kind) -> bool {
+        match self.port {
+            Some(p) => p == port,
+            None => port == 443 || (kind == Kind::PlainHttp && self.plain_http && port == 80),
+        }
+    }
+}
+
+/// The limits of one call's proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections (tunnels, and requests past their head) at once.
+    pub max_conns: usize,
+    /// Connections still sending their head at once; past it a connection is closed unread.
+    pub max_pending: usize,
+    /// Total bytes through all tunnels of the call, both ways.
+    pub max_bytes: u64,
+    /// A tunnel with no byte either way for this long ends.
+    pub idle_timeout: Duration,
+    /// Time for the request head, the resolution + dial, and the ClientHello, each.
+    pub handshake_timeout: Duration,
+    /// Longest request or header line.
+    pub max_line: usize,
+    /// Most header lines.
+    pub max_headers: usize,
+    /// Largest request head.
+    pub max_head: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_conns: 128,
+            max_pending: 1024,
+            max_bytes: 64 << 30,
+            idle_timeout: Duration::from_secs(300),
+            handshake_timeout: Duration::from_secs(10),
+            max_line: 8 << 10,
+            max_headers: 64,
+            max_head: 16 << 10,
+        }
+    }
+}
+
+/// What one call may reach through its proxy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyPolicy {
+    /// The call's `host` grants.
+    pub grants: Vec<HostRule>,
+    /// The config's allow list.
+    pub allow: Vec<HostRule>,
+    /// The config's deny list: normalised names or `*.suffix`.
+    pub deny: Vec<String>,
+    /// Hosts the call could hold a token for (same form as `deny`).
+    pub token_hosts: Vec<String>,
+    /// `[network.resolve]`: names the proxy resolves to these addresses, special ranges
+    /// allowed (local registries, tests). Keys normalised.
+    pub resolve: BTreeMap<String, Vec<IpAddr>>,
+    pub limits: Limits,
+}
+
+/// Kind of proxy request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `CONNECT host:port`: a TLS tunnel.
+    Connect,
+    /// An absolute-URI `http://` request.
+    PlainHttp,
+}
+
+/// The result of [`ProxyPolicy::decide`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Go on: `host` normalised; `addrs` the mapped addresses when `resolve` names it.
+    Allow {
+        host: String,
+        port: u16,
+        addrs: Option<Vec<IpAddr>>,
+    },
+    /// Refuse; `host` normalised when possible, else the raw host (cut to 253 bytes).
+    Refuse {
+        host: String,
+        port: u16,
+        reason: BlockReason,
+    },
+}
+
+impl ProxyPolicy {
+    /// A policy from the call's grants (other kinds ignored) and default limits.
+    pub fn from_grants<'a>(grants: impl IntoIterator<Item = &'a Grant>) -> ProxyPolicy {
+        ProxyPolicy {
+            grants: grants
+                .into_iter()
+                .filter_map(HostRule::from_grant)
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Add a deny list or token host pattern (normalised; garbage ignored).
+    pub fn deny(&mut self, pattern: &str) {
+        if let Some(p) = name::normalize_pattern(pattern) {
+            self.deny.push(p);
+        }
+    }
+
+    /// Add a token host pattern.
+    pub fn token_host(&mut self, pattern: &str) {
+        if let Some(p) = name::normalize_pattern(pattern) {
+            self.token_hosts.push(p);
+        }
+    }
+
+    /// Map a name to addresses (`[network.resolve]`).
+    pub fn map(&mut self, host: &str, addrs: Vec<IpAddr>) {
+        if let Ok(Host::Name(n)) = name::normalize(host) {
+            self.resolve.insert(n, addrs);
+        }
+    }
+
+    /// Decide on a request for `host` (raw, as in the request) and `port`. Pure.
+    pub fn decide(&self, kind: Kind, host: &str, port: u16) -> Decision {
+        let refuse = |host: String, reason| Decision::Refuse { host, port, reason };
+        if port == 0 {
+            return refuse(cut(host), BlockReason::BadRequest);
+        }
+        let name = match name::normalize(host) {
+            Err(_) => return refuse(cut(host), BlockReason::BadRequest),
+            Ok(Host::Ip(_)) => {
+                return refuse(cut(host).to_ascii_lowercase(), BlockReason::IpLiteral);
+            }
+            Ok(Host::Name(n)) => n,
+        };
+        if self.is_denied(&name) {
+            return refuse(name, BlockReason::Denied);
+        }
+        let rules: Vec<&HostRule> = self
+            .grants
+            .iter()
+            .chain(&self.allow)
+            .filter(|r| name::matches(&r.pattern, &name))
+            .collect();
+        if rules.is_empty() {
+            return refuse(name, BlockReason::NotAllowed);
+        }
+        let at_port: Vec<&&HostRule> = rules.iter().filter(|r| r.admits_port(port, kind)).collect();
+        if at_port.is_empty() {
+            return refuse(name, BlockReason::NotAllowed);
+        }
+        if kind == Kind::PlainHttp && !at_port.iter().any(|r| r.plain_http) {
+            return refuse(name, BlockReason::NotTls);
+        }
+        let addrs = self.resolve.get(&name).cloned();
+        Decision::Allow {
+            host: name,
+            port,
+            addrs,
+        }
+    }
+
+    fn is_denied(&self, name: &str) -> bool {
+        self.deny
+            .iter()
+            .chain(&self.token_hosts)
+            .any(|p| name::matches(p, name))
+    }
+
+    /// May the in-namespace DNS server answer `name` (normalised)? True when a CONNECT to it
+    /// on some port could pass the name checks (steps 2 to 5).
+    pub fn name_allowed(&self, name: &str) -> bool {
+        !self.is_denied(name)
+            && self
+                .grants
+                .iter()
+                .chain(&self.allow)
+                .any(|r| name::matches(&r.pattern, name))
+    }
+}
+
+fn cut(s: &str) -> String {
+    let mut end = s.len().min(name::MAX_NAME);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use BlockReason::*;
+
+    fn policy() -> ProxyPolicy {
+        let mut p = ProxyPolicy::default();
+        p.grants.push(HostRule::parse_cli("registry.test").unwrap());
+        p.grants
+            .push(HostRule::parse_cli("*.crates.test:8443").unwrap());
+        p.grants
+            .push(HostRule::parse_cli("plain.test:8080:http").unwrap());
+        p.grants.push(HostRule::parse_cli("web.test:http").unwrap());
+        p.grants.push(HostRule::parse_cli("secret.test").unwrap());
+        p.allow
+            .push(HostRule::new("*.allowed.test", None, false).unwrap());
+        p.deny("metadata.google.internal");
+        p.token_host("secret.test");
+        p.map("registry.test", vec!["127.0.0.1".parse().unwrap()]);
+        p
+    }
+
+    fn reason(kind: Kind, host: &str, port: u16) -> Option<BlockReason> {
+        match policy().decide(kind, host, port) {
+            Decision::Allow { .. } => None,
+            Decision::Refuse { reason, .. } => Some(reason),
+        }
+    }
+
+    #[test]
+    fn order() {
+        use Kind::*;
+        assert_eq!(reason(Connect, "registry.test", 443), None);
+        assert_eq!(reason(Connect, "REGISTRY.test.", 443), None);
+        assert_eq!(reason(Connect, "registry.test", 444), Some(NotAllowed));
+        assert_eq!(reason(Connect, "other.test", 443), Some(NotAllowed));
+        assert_eq!(reason(Connect, "a.crates.test", 8443), None);
+        assert_eq!(reason(Connect, "a.crates.test", 443), Some(NotAllowed));
+        assert_eq!(reason(Connect, "crates.test", 8443), Some(NotAllowed));
+        assert_eq!(reason(Connect, "x.allowed.test", 443), None);
+        assert_eq!(reason(Connect, "allowed.test", 443), Some(NotAllowed));
+        assert_eq!(
+            reason(Connect, "metadata.google.internal", 443),
+            Some(Denied)
+        );
+        assert_eq!(reason(Connect, "secret.test", 443), Some(Denied));
+        assert_eq!(reason(Connect, "127.0.0.1", 443), Some(IpLiteral));
+        assert_eq!(reason(Connect, "2130706433", 443), Some(IpLiteral));
+        assert_eq!(reason(Connect, "0x7f.1", 443), Some(IpLiteral));
+        assert_eq!(reason(Connect, "[::1]", 443), Some(IpLiteral));
+        assert_eq!(reason(Connect, "bad host", 443), Some(BadRequest));
+        assert_eq!(reason(Connect, "registry.test", 0), Some(BadRequest));
+        assert_eq!(reason(PlainHttp, "registry.test", 443), Some(NotTls));
+        assert_eq!(reason(PlainHttp, "plain.test", 8080), None);
+        assert_eq!(reason(PlainHttp, "plain.test", 80), Some(NotAllowed));
+        assert_eq!(reason(PlainHttp, "web.test", 80), None);
+        assert_eq!(reason(Connect, "web.test", 443), None);
+        assert_eq!(reason(Connect, "web.test", 80), Some(NotAllowed));
+    }
+
+    #[test]
+    fn cli_and_grants() {
+        let g = Grant::Host {
+            host: "Example.com".into(),
+            port: None,
+            plain_http: false,
+        };
+        assert_eq!(HostRule::from_grant(&g).unwrap().pattern, "example.com");
+        assert_eq!(
+            HostRule::parse_cli("a.test:80:http").unwrap().port,
+            Some(80)
+        );
+        assert!(HostRule::parse_cli("a.test:0").is_none());
+        assert!(HostRule::parse_cli("a.test:x").is_none());
+        assert!(HostRule::parse_cli("1.2.3.4").is_none());
+        assert!(policy().name_allowed("registry.test"));
+        assert!(!policy().name_allowed("secret.test"));
+        assert!(!policy().name_allowed("nope.test"));
+    }
+}

@@ -1,0 +1,784 @@
+//! Real traffic on loopback: openssl s_server as the registry, curl, openssl s_client and
+//! python ssl as clients, raw Rust clients for the malformed cases.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use efr_proxy::inside::{self, DnsServer, NameTable, SYNTHETIC_BASE};
+use efr_proxy::tls::build_client_hello;
+use efr_proxy::{HostRule, Proxy, ProxyPolicy, Refusal};
+use efr_sandbox_wire::summary::{BlockReason, Blocked};
+
+// ---------------------------------------------------------------------------------------
+// Fixtures.
+
+struct Certs {
+    _dir: tempfile::TempDir,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn certs() -> Certs {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    let st = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ])
+        .args([
+            "-subj",
+            "/CN=registry.test",
+            "-addext",
+            "subjectAltName=DNS:registry.test",
+            "-days",
+            "2",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "openssl req");
+    Certs {
+        _dir: dir,
+        cert,
+        key,
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_port(port: u16) {
+    let t = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "port {port} never came up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `openssl s_server -www` for registry.test.
+struct SServer {
+    child: Child,
+    port: u16,
+    certs: Certs,
+}
+
+impl Drop for SServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn s_server() -> SServer {
+    let certs = certs();
+    let port = free_port();
+    let child = Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-cert")
+        .arg(&certs.cert)
+        .arg("-key")
+        .arg(&certs.key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_port(port);
+    SServer { child, port, certs }
+}
+
+/// An echo server on loopback (the upstream of the raw TLS-check tests).
+fn echo_server() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut r = c.try_clone().unwrap();
+                let _ = std::io::copy(&mut r, &mut c);
+            });
+        }
+    });
+    port
+}
+
+struct TestProxy {
+    proxy: Proxy,
+    addr: SocketAddr,
+    events: tokio::sync::mpsc::Receiver<Refusal>,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl TestProxy {
+    fn start(policy: ProxyPolicy, unix: Option<&Path>) -> TestProxy {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let proxy = Proxy::new(policy);
+        let events = proxy.subscribe(1024);
+        let l = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = l.local_addr().unwrap();
+        let p = proxy.clone();
+        rt.spawn(async move { p.serve_tcp(l).await });
+        if let Some(path) = unix {
+            let _g = rt.enter();
+            let ul = Proxy::bind_unix(path).unwrap();
+            let p = proxy.clone();
+            rt.spawn(async move { p.serve_unix(ul).await });
+        }
+        TestProxy {
+            proxy,
+            addr,
+            events,
+            _rt: rt,
+        }
+    }
+
+    fn blocked(&self) -> Vec<(String, u16, BlockReason, u32)> {
+        let s = self.proxy.summary();
+        assert!(s.proxied);
+        s.blocked
+            .into_iter()
+            .map(
+                |Blocked {
+                     host,
+                     port,
+                     reason,
+                     count,
+                 }| (host, port, reason, count),
+            )
+            .collect()
+    }
+
+    fn events(&mut self) -> Vec<(String, u16, BlockReason)> {
+        let mut v = Vec::new();
+        while let Ok(r) = self.events.try_recv() {
+            v.push((r.host, r.port, r.reason));
+        }
+        v
+    }
+}
+
+fn policy(grants: &[&str]) -> ProxyPolicy {
+    let mut p = ProxyPolicy::default();
+    for g in grants {
+        p.grants.push(HostRule::parse_cli(g).unwrap());
+    }
+    p.deny("metadata.google.internal");
+    p.token_host("tokens.test");
+    p
+}
+
+fn map_local(p: &mut ProxyPolicy, name: &str) {
+    p.map(name, vec!["127.0.0.1".parse().unwrap()]);
+}
+
+/// Send `req`, read the answer head: (status, X-Efr-Block-Reason, stream).
+fn request(addr: SocketAddr, req: &[u8]) -> (u16, Option<String>, TcpStream) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(req).unwrap();
+    let (code, reason) = read_answer(&mut s);
+    (code, reason, s)
+}
+
+fn read_answer<R: Read>(s: &mut R) -> (u16, Option<String>) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            other => panic!(
+                "answer cut after {:?}: {other:?}",
+                String::from_utf8_lossy(&head)
+            ),
+        }
+    }
+    let text = String::from_utf8(head).unwrap();
+    let code = text.split(' ').nth(1).unwrap().parse().unwrap();
+    let reason = text
+        .lines()
+        .find_map(|l| l.strip_prefix("X-Efr-Block-Reason: "))
+        .map(|s| s.trim().to_string());
+    (code, reason)
+}
+
+fn connect(addr: SocketAddr, host: &str, port: u16) -> (u16, Option<String>, TcpStream) {
+    request(
+        addr,
+        format!("CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n").as_bytes(),
+    )
+}
+
+/// Read until EOF (or error); what was read.
+fn read_to_end(s: &mut TcpStream) -> Vec<u8> {
+    let mut v = Vec::new();
+    let _ = s.read_to_end(&mut v);
+    v
+}
+
+fn curl(proxy: SocketAddr, certs: &Certs, url: &str) -> (i32, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--proxy"])
+        .arg(format!("http://{proxy}"))
+        .arg("--cacert")
+        .arg(&certs.cert)
+        .arg(url)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+use BlockReason::*;
+
+fn e(host: &str, port: u16, r: BlockReason, n: u32) -> (String, u16, BlockReason, u32) {
+    (host.to_string(), port, r, n)
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests.
+
+#[test]
+fn curl_through_the_proxy() {
+    let srv = s_server();
+    let sp = srv.port;
+    let mut p = policy(&[
+        &format!("registry.test:{sp}"),
+        &format!("tokens.test:{sp}"),
+        "other.test",
+    ]);
+    map_local(&mut p, "registry.test");
+    let mut tp = TestProxy::start(p, None);
+
+    let (rc, body) = curl(tp.addr, &srv.certs, &format!("https://registry.test:{sp}/"));
+    assert_eq!(rc, 0, "curl through the proxy: {body}");
+    assert!(body.contains("s_server"), "{body}");
+    let (rc, _) = curl(
+        tp.addr,
+        &srv.certs,
+        &format!("https://Registry.Test.:{sp}/"),
+    );
+    assert_eq!(rc, 0, "normalised name");
+
+    // Refusals: curl reports the proxy's 403 as a failed CONNECT (exit 56).
+    assert_eq!(
+        curl(tp.addr, &srv.certs, &format!("https://nope.test:{sp}/")).0,
+        56
+    );
+    assert_eq!(
+        curl(tp.addr, &srv.certs, &format!("https://nope.test:{sp}/")).0,
+        56
+    );
+    assert_eq!(
+        curl(tp.addr, &srv.certs, &format!("https://other.test:{sp}/")).0,
+        56
+    ); // port not granted
+    assert_eq!(
+        curl(
+            tp.addr,
+            &srv.certs,
+            &format!("https://metadata.google.internal:{sp}/")
+        )
+        .0,
+        56
+    );
+    assert_eq!(
+        curl(tp.addr, &srv.certs, &format!("https://tokens.test:{sp}/")).0,
+        56
+    );
+    assert_eq!(
+        curl(tp.addr, &srv.certs, &format!("https://127.0.0.1:{sp}/")).0,
+        56
+    );
+    // Plain HTTP to a host granted for TLS only.
+    let (rc, body) = curl(tp.addr, &srv.certs, &format!("http://registry.test:{sp}/"));
+    assert_eq!(rc, 0);
+    assert!(body.contains("not_tls"), "{body}");
+
+    // The answer itself: status and reason header.
+    let (code, reason, _) = connect(tp.addr, "nope.test", sp);
+    assert_eq!((code, reason.as_deref()), (403, Some("not_allowed")));
+    let (code, reason, _) = connect(tp.addr, "0x7f.1", sp);
+    assert_eq!((code, reason.as_deref()), (403, Some("ip_literal")));
+    let (code, reason, _) = connect(tp.addr, "[::1]", sp);
+    assert_eq!((code, reason.as_deref()), (403, Some("ip_literal")));
+
+    assert_eq!(
+        tp.blocked(),
+        vec![
+            e("nope.test", sp, NotAllowed, 3),
+            e("other.test", sp, NotAllowed, 1),
+            e("metadata.google.internal", sp, Denied, 1),
+            e("tokens.test", sp, Denied, 1),
+            e("127.0.0.1", sp, IpLiteral, 1),
+            e("registry.test", sp, NotTls, 1),
+            e("0x7f.1", sp, IpLiteral, 1),
+            e("[::1]", sp, IpLiteral, 1),
+        ]
+    );
+    let ev = tp.events();
+    assert_eq!(ev.len(), 10);
+    assert_eq!(ev[0], ("nope.test".to_string(), sp, NotAllowed));
+    assert_eq!(tp.proxy.stats().tunnels, 2);
+}
+
+#[test]
+fn plain_http_when_granted() {
+    // A tiny HTTP server that answers with the request it got.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let mut c = c.unwrap();
+            let mut buf = [0u8; 4096];
+            let n = c.read(&mut buf).unwrap();
+            let body = String::from_utf8_lossy(&buf[..n]).into_owned();
+            let _ = write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let mut p = policy(&[&format!("web.test:{port}:http")]);
+    map_local(&mut p, "web.test");
+    let tp = TestProxy::start(p, None);
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--proxy"])
+        .arg(format!("http://{}", tp.addr))
+        .args(["-H", "Host: evil.test"])
+        .arg(format!("http://web.test:{port}/x?y=1"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert!(body.starts_with("GET /x?y=1 HTTP/1.1\r\n"), "{body}");
+    assert!(
+        body.contains(&format!("Host: web.test:{port}\r\n")),
+        "{body}"
+    );
+    assert!(
+        !body.contains("evil.test") && !body.to_ascii_lowercase().contains("proxy-"),
+        "{body}"
+    );
+    assert_eq!(tp.blocked(), vec![]);
+}
+
+#[test]
+fn unix_listener_and_tcp_relay() {
+    let srv = s_server();
+    let sp = srv.port;
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("proxy.sock");
+    let mut p = policy(&[&format!("registry.test:{sp}")]);
+    map_local(&mut p, "registry.test");
+    let tp = TestProxy::start(p, Some(&sock));
+
+    // A Rust client on the Unix socket: CONNECT, a ClientHello, a TLS answer back.
+    let mut u = inside::connect_via_proxy(&sock, "registry.test", sp).unwrap();
+    u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    u.write_all(&build_client_hello(Some("registry.test")))
+        .unwrap();
+    let mut b = [0u8; 1];
+    u.read_exact(&mut b).unwrap();
+    assert!(b[0] == 0x16 || b[0] == 0x15, "a TLS record back, got {b:?}");
+    drop(u);
+    let err = inside::connect_via_proxy(&sock, "nope.test", sp).unwrap_err();
+    assert!(err.to_string().contains("403"), "{err}");
+
+    // The in-namespace relay: TCP on loopback -> the Unix socket; curl through it.
+    let rl = TcpListener::bind("127.0.0.1:0").unwrap();
+    let raddr = rl.local_addr().unwrap();
+    let sock2 = sock.clone();
+    std::thread::spawn(move || inside::run_relay(rl, &sock2));
+    let (rc, body) = curl(raddr, &srv.certs, &format!("https://registry.test:{sp}/"));
+    assert_eq!(rc, 0, "{body}");
+    assert!(body.contains("s_server"));
+    assert_eq!(tp.blocked(), vec![e("nope.test", sp, NotAllowed, 1)]);
+}
+
+#[test]
+fn tls_checks() {
+    let ep = echo_server();
+    let srv = s_server();
+    let sp = srv.port;
+    let mut p = policy(&[&format!("sink.test:{ep}"), &format!("registry.test:{sp}")]);
+    map_local(&mut p, "sink.test");
+    map_local(&mut p, "registry.test");
+    let tp = TestProxy::start(p, None);
+
+    // Good: the hello and what follows reach the upstream and come back.
+    let (code, _, mut s) = connect(tp.addr, "sink.test", ep);
+    assert_eq!(code, 200);
+    let hello = build_client_hello(Some("SINK.test."));
+    s.write_all(&hello).unwrap();
+    s.write_all(b"after").unwrap();
+    let mut back = vec![0u8; hello.len() + 5];
+    s.read_exact(&mut back).unwrap();
+    assert_eq!(&back[..hello.len()], &hello[..]);
+    assert_eq!(&back[hello.len()..], b"after");
+    drop(s);
+
+    // Hello sent together with the CONNECT (pipelined) works too.
+    let mut req = format!("CONNECT sink.test:{ep} HTTP/1.1\r\n\r\n").into_bytes();
+    req.extend_from_slice(&hello);
+    let (code, _, mut s) = request(tp.addr, &req);
+    assert_eq!(code, 200);
+    let mut back = vec![0u8; hello.len()];
+    s.read_exact(&mut back).unwrap();
+    drop(s);
+
+    // Not TLS at all (an nc-style tunnel).
+    let (code, _, mut s) = connect(tp.addr, "sink.test", ep);
+    assert_eq!(code, 200);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: sink.test\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_to_end(&mut s), b"", "nothing reaches the upstream");
+    // An SNI that differs, a missing SNI, a malformed hello.
+    for bytes in [
+        build_client_hello(Some("other.test")),
+        build_client_hello(None),
+        vec![22, 3, 1, 0, 6, 2, 0, 0, 2, 3, 3],
+    ] {
+        let (code, _, mut s) = connect(tp.addr, "sink.test", ep);
+        assert_eq!(code, 200);
+        s.write_all(&bytes).unwrap();
+        assert_eq!(read_to_end(&mut s), b"");
+    }
+    // openssl s_client through the proxy, CONNECT registry.test, SNI other.test.
+    let out = Command::new("openssl")
+        .args(["s_client", "-proxy"])
+        .arg(tp.addr.to_string())
+        .arg("-connect")
+        .arg(format!("registry.test:{sp}"))
+        .args(["-servername", "other.test"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // And with the right SNI it completes its handshake.
+    let out = Command::new("openssl")
+        .args(["s_client", "-proxy"])
+        .arg(tp.addr.to_string())
+        .arg("-connect")
+        .arg(format!("registry.test:{sp}"))
+        .args([
+            "-servername",
+            "registry.test",
+            "-verify_return_error",
+            "-CAfile",
+        ])
+        .arg(&srv.certs.cert)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Verify return code: 0"), "{text}");
+
+    assert_eq!(
+        tp.blocked(),
+        vec![
+            e("sink.test", ep, NotTls, 1),
+            e("sink.test", ep, BadRequest, 3),
+            e("registry.test", sp, BadRequest, 1)
+        ]
+    );
+}
+
+#[test]
+fn resolution_into_special_ranges_is_refused() {
+    let ep = echo_server();
+    // `localhost` is granted but resolves to loopback and has no mapping.
+    let tp = TestProxy::start(policy(&[&format!("localhost:{ep}")]), None);
+    let (code, reason, _) = connect(tp.addr, "localhost", ep);
+    assert_eq!((code, reason.as_deref()), (403, Some("denied")));
+    assert_eq!(tp.blocked(), vec![e("localhost", ep, Denied, 1)]);
+}
+
+#[test]
+fn connection_limit() {
+    let ep = echo_server();
+    let mut p = policy(&[&format!("sink.test:{ep}")]);
+    map_local(&mut p, "sink.test");
+    p.limits.max_conns = 8;
+    let tp = TestProxy::start(p, None);
+    let hello = build_client_hello(Some("sink.test"));
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let (code, _, mut s) = connect(tp.addr, "sink.test", ep);
+        assert_eq!(code, 200);
+        s.write_all(&hello).unwrap();
+        let mut back = vec![0u8; hello.len()];
+        s.read_exact(&mut back).unwrap();
+        held.push(s);
+    }
+    // 200 more at once: each answered 429 `limit`.
+    let mut over: Vec<TcpStream> = (0..200)
+        .map(|_| {
+            let mut s = TcpStream::connect(tp.addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            write!(s, "CONNECT sink.test:{ep} HTTP/1.1\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
+    for s in &mut over {
+        let (code, reason) = read_answer(s);
+        assert_eq!((code, reason.as_deref()), (429, Some("limit")));
+    }
+    drop(over);
+    drop(held);
+    // Slots come back: the proxy keeps serving.
+    let t = Instant::now();
+    loop {
+        let (code, _, _) = connect(tp.addr, "sink.test", ep);
+        if code == 200 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "slots never came back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let b = tp.blocked();
+    assert_eq!(b.len(), 1);
+    assert_eq!((b[0].0.as_str(), b[0].1, b[0].2), ("sink.test", ep, Limit));
+    assert!(b[0].3 >= 200, "{b:?}");
+}
+
+#[test]
+fn byte_limit_and_idle_timeout() {
+    let ep = echo_server();
+    let mut p = policy(&[&format!("sink.test:{ep}")]);
+    map_local(&mut p, "sink.test");
+    p.limits.max_bytes = 1 << 20;
+    p.limits.idle_timeout = Duration::from_millis(300);
+    let tp = TestProxy::start(p, None);
+    let hello = build_client_hello(Some("sink.test"));
+
+    // Idle: the tunnel ends on its own.
+    let (code, _, mut s) = connect(tp.addr, "sink.test", ep);
+    assert_eq!(code, 200);
+    s.write_all(&hello).unwrap();
+    let t = Instant::now();
+    let back = read_to_end(&mut s);
+    assert_eq!(back.len(), hello.len());
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(tp.proxy.stats().timeouts, 1);
+
+    // Bytes: 2 MiB through a call allowed 1 MiB.
+    let (code, _, s) = connect(tp.addr, "sink.test", ep);
+    assert_eq!(code, 200);
+    let mut w = s.try_clone().unwrap();
+    let h2 = hello.clone();
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(&h2);
+        let chunk = vec![b'x'; 64 << 10];
+        for _ in 0..32 {
+            if w.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let mut r = s;
+    let got = read_to_end(&mut r);
+    let _ = r.shutdown(Shutdown::Both);
+    writer.join().unwrap();
+    assert!(got.len() < (1 << 20) + (1 << 19), "{}", got.len());
+    // Over the byte limit, new connections are refused at once.
+    let (code, reason, _) = connect(tp.addr, "sink.test", ep);
+    assert_eq!((code, reason.as_deref()), (429, Some("limit")));
+    assert_eq!(tp.blocked(), vec![e("sink.test", ep, Limit, 2)]);
+}
+
+#[test]
+fn malformed_requests() {
+    let ep = echo_server();
+    let mut p = policy(&[&format!("sink.test:{ep}")]);
+    map_local(&mut p, "sink.test");
+    p.limits.handshake_timeout = Duration::from_secs(1);
+    let tp = TestProxy::start(p, None);
+
+    // Garbage.
+    let (code, reason, _) = request(tp.addr, b"\x00\x01\x02garbage\r\n\r\n");
+    assert_eq!((code, reason.as_deref()), (400, Some("bad_request")));
+    // A request line of 1 MiB.
+    let mut s = TcpStream::connect(tp.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(b"CONNECT ");
+        let _ = w.write_all(&vec![b'a'; 1 << 20]);
+        let _ = w.write_all(b":443 HTTP/1.1\r\n\r\n");
+    });
+    assert_eq!(read_answer(&mut s).0, 431);
+    writer.join().unwrap();
+    // A header flood.
+    let mut s = TcpStream::connect(tp.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = w.write_all(format!("CONNECT sink.test:{ep} HTTP/1.1\r\n").as_bytes());
+        for _ in 0..10_000 {
+            if w.write_all(b"X-A: b\r\n").is_err() {
+                break;
+            }
+        }
+    });
+    assert_eq!(read_answer(&mut s).0, 431);
+    writer.join().unwrap();
+    // Half-open: part of a head, then the write side closed.
+    let mut s = TcpStream::connect(tp.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("CONNECT sink.test:{ep} HTTP/1.1\r\n").as_bytes())
+        .unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_answer(&mut s).0, 400);
+    // A client that never sends: 408 after the handshake timeout.
+    let t = Instant::now();
+    let mut s = TcpStream::connect(tp.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(read_answer(&mut s).0, 408);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // A client that stops after CONNECT's 200: the tunnel ends, no upstream bytes.
+    let (code, _, mut s) = connect(tp.addr, "sink.test", ep);
+    assert_eq!(code, 200);
+    assert_eq!(read_to_end(&mut s), b"");
+    // A bad name, a bad port.
+    let (code, reason, _) = connect(tp.addr, "exa$mple.test", 443);
+    assert_eq!((code, reason.as_deref()), (400, Some("bad_request")));
+    let (code, _, _) = request(tp.addr, b"CONNECT sink.test:0 HTTP/1.1\r\n\r\n");
+    assert_eq!(code, 400);
+
+    // Still serving.
+    let (code, _, mut s) = connect(tp.addr, "sink.test", ep);
+    assert_eq!(code, 200);
+    let hello = build_client_hello(Some("sink.test"));
+    s.write_all(&hello).unwrap();
+    let mut back = vec![0u8; hello.len()];
+    s.read_exact(&mut back).unwrap();
+
+    let st = tp.proxy.stats();
+    assert_eq!(st.malformed, 4, "{st:?}");
+    assert_eq!(st.timeouts, 2, "{st:?}");
+    assert_eq!(
+        tp.blocked(),
+        vec![
+            e("exa$mple.test", 443, BadRequest, 1),
+            e("sink.test", 0, BadRequest, 1)
+        ]
+    );
+}
+
+#[test]
+fn dns_and_synthetic_relay() {
+    let srv = s_server();
+    let sp = srv.port;
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("proxy.sock");
+    let mut p = policy(&[&format!("registry.test:{sp}"), "tokens.test"]);
+    map_local(&mut p, "registry.test");
+    let tp = TestProxy::start(p.clone(), Some(&sock));
+
+    let table = Arc::new(NameTable::new(p, SYNTHETIC_BASE));
+    let dns = Arc::new(DnsServer::bind("127.0.0.1:0".parse().unwrap(), table.clone()).unwrap());
+    let daddr = dns.local_addr().unwrap();
+    let d2 = dns.clone();
+    std::thread::spawn(move || d2.run());
+
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let ask = |name: &str, ty: u16| {
+        c.send_to(&inside::build_query(0x1234, name, ty), daddr)
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let (n, _) = c.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..2], &[0x12, 0x34]);
+        inside::parse_response(&buf[..n]).unwrap()
+    };
+    let synth = Ipv4Addr::new(127, 77, 0, 1);
+    assert_eq!(ask("registry.test", 1), (0, vec![synth]));
+    assert_eq!(ask("REGISTRY.test", 1), (0, vec![synth]));
+    assert_eq!(ask("registry.test", 28), (0, vec![]));
+    assert_eq!(ask("evil.test", 1), (3, vec![]));
+    assert_eq!(ask("evil.test", 28), (3, vec![]));
+    assert_eq!(ask("tokens.test", 1), (3, vec![]));
+    let (refused, other) = dns.refused();
+    assert_eq!(
+        refused.into_iter().collect::<Vec<_>>(),
+        vec![("evil.test".into(), 2), ("tokens.test".into(), 1)]
+    );
+    assert_eq!(other, 0);
+
+    // The synthetic relay: python ssl to 127.77.0.1 with server_hostname registry.test.
+    let rl = TcpListener::bind("0.0.0.0:0").unwrap();
+    let rport = rl.local_addr().unwrap().port();
+    let (t2, s2) = (table.clone(), sock.clone());
+    std::thread::spawn(move || inside::run_synthetic_relay(rl, t2, &s2, Some(sp)));
+    let py = |sni: &str| {
+        let script = format!(
+            "import socket, ssl\n\
+             ctx = ssl.create_default_context(cafile={cafile:?})\n\
+             s = socket.create_connection(('{synth}', {rport}), timeout=20)\n\
+             try:\n\
+             \x20   t = ctx.wrap_socket(s, server_hostname='{sni}')\n\
+             \x20   t.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n\
+             \x20   data = b''\n\
+             \x20   while True:\n\
+             \x20       d = t.recv(65536)\n\
+             \x20       if not d: break\n\
+             \x20       data += d\n\
+             \x20   print('OK' if b's_server' in data else 'NODATA')\n\
+             except (ssl.SSLError, OSError) as e:\n\
+             \x20   print('FAIL', e)\n",
+            cafile = srv.certs.cert.to_str().unwrap(),
+        );
+        let out = Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(py("registry.test"), "OK");
+    assert!(py("other.test").starts_with("FAIL"));
+    // An address the table never gave out: closed at once.
+    let mut s = TcpStream::connect(("127.77.0.99", rport)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(read_to_end(&mut s), b"");
+
+    assert_eq!(tp.blocked(), vec![e("registry.test", sp, BadRequest, 1)]);
+}
