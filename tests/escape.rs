@@ -440,6 +440,12 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
             "kill -KILL 1; kill -TERM 1; sleep 0.2; echo init-unharmed",
             Expect::Output("init-unharmed"),
         ),
+        #[cfg(target_arch = "x86_64")]
+        a(
+            "unshare through the x32 syscall ABI",
+            sys(0x4000_0000 | libc::SYS_unshare, ",0x10000000"),
+            Expect::Errno(libc::EPERM),
+        ),
         a(
             "ptrace a sibling's memory via process_vm_writev",
             sys(libc::SYS_process_vm_writev, ",1,0,0,0,0,0"),

@@ -246,9 +246,40 @@ pub fn enosys_program() -> Result<BpfProgram, String> {
         .map_err(|e: seccompiler::BackendError| format!("seccomp compile: {e}"))
 }
 
-/// Both programs, in load order.
+/// The x32 program (x86_64 only): refuses (EPERM) every system call made through the x32
+/// ABI. x32 calls carry the x86_64 audit arch with bit 30 set in the number, so a filter
+/// that matches exact numbers (as the two above do) would let `unshare` through as
+/// `unshare | 0x4000_0000` on a kernel built with `CONFIG_X86_X32_ABI`. (An i386 call
+/// through `int 0x80` has another arch, which seccompiler's programs already kill.)
+#[cfg(target_arch = "x86_64")]
+pub fn x32_program() -> BpfProgram {
+    use seccompiler::sock_filter;
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    vec![
+        ins(LD_W_ABS, 0, 0, 4), // seccomp_data.arch
+        ins(JEQ_K, 0, 3, AUDIT_ARCH_X86_64),
+        ins(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+        ins(JSET_K, 0, 1, X32_SYSCALL_BIT),
+        ins(RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32),
+        ins(RET_K, 0, 0, RET_ALLOW),
+    ]
+}
+
+/// Every program, in load order.
 pub fn programs(net_view: bool) -> Result<Vec<BpfProgram>, String> {
-    Ok(vec![eperm_program(net_view)?, enosys_program()?])
+    #[allow(unused_mut)]
+    let mut progs = vec![eperm_program(net_view)?, enosys_program()?];
+    #[cfg(target_arch = "x86_64")]
+    progs.push(x32_program());
+    Ok(progs)
 }
 
 /// Loads the programs into the calling thread (no_new_privs must be set).
