@@ -1,0 +1,451 @@
+//! Git: the git dir of a work tree, its config (with includes), its remotes, and the
+//! `git_code` a git line would run outside the sandbox (design section 6).
+
+use std::path::{Path, PathBuf};
+
+use efr_sandbox_wire::{GitCode, GitCodeItem};
+
+use super::Context;
+use super::paths::{classify_path, normalize};
+
+/// The git dirs of a work tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitDirs {
+    /// The work tree's root.
+    pub worktree: PathBuf,
+    /// Its own git dir (`.git`, or the dir a `.git` file points to).
+    pub git_dir: PathBuf,
+    /// The common dir (`commondir` of a linked worktree), else the git dir.
+    pub common: PathBuf,
+}
+
+/// The git dirs of the repository `path` is in (walking up).
+pub fn find_git_dir(path: &Path) -> Option<GitDirs> {
+    let mut cur = Some(normalize(path));
+    let mut steps = 0;
+    while let Some(dir) = cur {
+        steps += 1;
+        if steps > 64 {
+            return None;
+        }
+        let dotgit = dir.join(".git");
+        if let Ok(meta) = std::fs::symlink_metadata(&dotgit) {
+            let git_dir = if meta.is_file() {
+                let text = read_small(&dotgit)?;
+                let rel = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("gitdir:"))?
+                    .trim()
+                    .to_string();
+                normalize(&dir.join(rel))
+            } else {
+                dotgit
+            };
+            let common = match read_small(&git_dir.join("commondir")) {
+                Some(c) => normalize(&git_dir.join(c.trim())),
+                None => git_dir.clone(),
+            };
+            return Some(GitDirs {
+                worktree: dir,
+                git_dir,
+                common,
+            });
+        }
+        cur = dir.parent().map(Path::to_path_buf);
+    }
+    None
+}
+
+fn read_small(p: &Path) -> Option<String> {
+    let meta = std::fs::metadata(p).ok()?;
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return None;
+    }
+    std::fs::read_to_string(p).ok()
+}
+
+/// One `key = value` of a git config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    /// `section.subsection.key`, section and key lowercased.
+    pub key: String,
+    pub value: String,
+    pub file: PathBuf,
+}
+
+/// Read a git config file and the files it includes (depth-limited).
+pub fn read_config(
+    file: &Path,
+    home: &Path,
+    git_dir: Option<&Path>,
+    out: &mut Vec<ConfigEntry>,
+    depth: u32,
+) {
+    if depth > 8 {
+        return;
+    }
+    let Some(text) = read_small(file) else { return };
+    let mut section = String::new();
+    for raw in text.lines() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let mut rest = line;
+        if line.starts_with('[') {
+            let Some(end) = line.find(']') else { continue };
+            let head = &line[1..end];
+            section = match head.split_once(char::is_whitespace) {
+                Some((s, sub)) => {
+                    let sub = sub.trim().trim_matches('"').replace("\\\"", "\"");
+                    format!("{}.{}", s.to_ascii_lowercase(), sub)
+                }
+                None => match head.split_once('.') {
+                    Some((s, sub)) => {
+                        format!("{}.{}", s.to_ascii_lowercase(), sub.to_ascii_lowercase())
+                    }
+                    None => head.to_ascii_lowercase(),
+                },
+            };
+            rest = line[end + 1..].trim();
+            if rest.is_empty() {
+                continue;
+            }
+        }
+        let (k, v) = match rest.split_once('=') {
+            Some((k, v)) => (k.trim(), unquote(v.trim())),
+            None => (rest, "true".to_string()),
+        };
+        let key = format!("{section}.{}", k.to_ascii_lowercase());
+        out.push(ConfigEntry {
+            key: key.clone(),
+            value: v.clone(),
+            file: file.to_path_buf(),
+        });
+        let include = key == "include.path"
+            || (key.starts_with("includeif.")
+                && key.ends_with(".path")
+                && include_if(&key, git_dir, home));
+        if include {
+            let p = expand_home(&v, home);
+            let p = if p.is_absolute() {
+                p
+            } else {
+                file.parent().unwrap_or(Path::new("/")).join(p)
+            };
+            read_config(&normalize(&p), home, git_dir, out, depth + 1);
+        }
+    }
+}
+
+/// `includeIf "gitdir:..."` conditions: followed when the git dir matches (a prefix test;
+/// other conditions are followed too, which can only add items).
+fn include_if(key: &str, git_dir: Option<&Path>, home: &Path) -> bool {
+    let cond = key
+        .trim_start_matches("includeif.")
+        .trim_end_matches(".path");
+    if let Some(pat) = cond
+        .strip_prefix("gitdir:")
+        .or_else(|| cond.strip_prefix("gitdir/i:"))
+    {
+        let Some(g) = git_dir else { return false };
+        let pat = expand_home(pat.trim_end_matches("**").trim_end_matches('/'), home);
+        return g.starts_with(&pat)
+            || g.to_string_lossy()
+                .contains(pat.to_string_lossy().trim_start_matches('/'));
+    }
+    true
+}
+
+fn expand_home(v: &str, home: &Path) -> PathBuf {
+    if let Some(r) = v.strip_prefix("~/") {
+        home.join(r)
+    } else {
+        PathBuf::from(v)
+    }
+}
+
+fn unquote(v: &str) -> String {
+    // strip a trailing comment outside quotes and the quotes
+    let mut out = String::new();
+    let mut in_q = false;
+    let mut esc = false;
+    for c in v.chars() {
+        if esc {
+            out.push(match c {
+                'n' => '\n',
+                't' => '\t',
+                o => o,
+            });
+            esc = false;
+            continue;
+        }
+        match c {
+            '\\' => esc = true,
+            '"' => in_q = !in_q,
+            '#' | ';' if !in_q => break,
+            _ => out.push(c),
+        }
+    }
+    out.trim().to_string()
+}
+
+/// The config entries git reads for this repository: the global files, then the repo's.
+pub fn repo_config(ctx: &Context, dirs: Option<&GitDirs>) -> Vec<ConfigEntry> {
+    let mut out = Vec::new();
+    let gd = dirs.map(|d| d.git_dir.as_path());
+    read_config(
+        &ctx.config_home.join("git/config"),
+        &ctx.home,
+        gd,
+        &mut out,
+        0,
+    );
+    read_config(&ctx.home.join(".gitconfig"), &ctx.home, gd, &mut out, 0);
+    if let Some(d) = dirs {
+        read_config(&d.common.join("config"), &ctx.home, gd, &mut out, 0);
+        read_config(
+            &d.git_dir.join("config.worktree"),
+            &ctx.home,
+            gd,
+            &mut out,
+            0,
+        );
+    }
+    out
+}
+
+/// The URLs (url and pushurl) of a remote of the repository `repo` is in.
+pub fn remote_urls(ctx: &Context, repo: &Path, remote: &str) -> Vec<String> {
+    let dirs = find_git_dir(repo);
+    let cfg = repo_config(ctx, dirs.as_ref());
+    let url_key = format!("remote.{remote}.url");
+    let push_key = format!("remote.{remote}.pushurl");
+    cfg.iter()
+        .filter(|e| e.key == url_key || e.key == push_key)
+        .map(|e| e.value.clone())
+        .collect()
+}
+
+/// Host, port and whether it goes over ssh, of a git URL (`https://`, `ssh://`, `git://`,
+/// `user@host:path`); None for a local path. Never keeps the user or password.
+pub fn url_host_port(url: &str) -> Option<(String, Option<u16>, bool)> {
+    if url.starts_with('/')
+        || url.starts_with('.')
+        || url.starts_with("file://")
+        || url.starts_with('~')
+    {
+        return None;
+    }
+    if let Some(i) = url.find("://") {
+        let scheme = url[..i].to_ascii_lowercase();
+        let (h, p, _) = super::walk::url_host(url, false)?;
+        let ssh = scheme == "ssh" || scheme == "git+ssh" || scheme == "ssh+git";
+        return Some((h, p, ssh));
+    }
+    let (before, _) = url.split_once(':')?;
+    if before.contains('/') || before.is_empty() {
+        return None;
+    }
+    let host = before.rsplit('@').next()?.to_ascii_lowercase();
+    if host.is_empty()
+        || !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    {
+        return None;
+    }
+    Some((host, None, true))
+}
+
+/// The host is the host of a remote of a project root's git config.
+pub fn is_project_remote(ctx: &Context, roots: &[PathBuf], host: &str) -> bool {
+    roots.iter().any(|r| {
+        let dirs = find_git_dir(r);
+        let Some(d) = dirs.as_ref() else { return false };
+        let mut cfg = Vec::new();
+        read_config(
+            &d.common.join("config"),
+            &ctx.home,
+            Some(&d.git_dir),
+            &mut cfg,
+            0,
+        );
+        cfg.iter()
+            .filter(|e| {
+                e.key.starts_with("remote.")
+                    && (e.key.ends_with(".url") || e.key.ends_with(".pushurl"))
+            })
+            .filter_map(|e| url_host_port(&e.value))
+            .any(|(h, _, _)| h.eq_ignore_ascii_case(host))
+    })
+}
+
+/// Config keys whose value is a program git runs.
+fn runs_program(key: &str, value: &str) -> bool {
+    let k = key;
+    let last = k.rsplit('.').next().unwrap_or("");
+    let section = k.split('.').next().unwrap_or("");
+    match section {
+        "core" => match last {
+            "sshcommand" | "hookspath" | "editor" | "pager" | "askpass" | "gitproxy" => true,
+            "fsmonitor" => !matches!(
+                value.to_ascii_lowercase().as_str(),
+                "true" | "false" | "0" | "1" | "yes" | "no" | ""
+            ),
+            _ => false,
+        },
+        "credential" => last == "helper" && !value.is_empty(),
+        "filter" => matches!(last, "clean" | "smudge" | "process"),
+        "diff" => matches!(last, "external" | "textconv" | "command"),
+        "merge" => last == "driver",
+        "alias" => value.trim_start().starts_with('!'),
+        "gpg" => last == "program",
+        "sequence" => last == "editor",
+        "ssh" => last == "variant",
+        "uploadpack" | "receivepack" => last == "packobjectshook",
+        "http" | "remote" => {
+            last == "proxy" && value.contains('/') || last == "uploadpack" || last == "receivepack"
+        }
+        "protocol" => false,
+        "submodule" => last == "update" && value.starts_with('!'),
+        "sendemail" => matches!(last, "smtpserver" | "tocmd" | "cccmd") && value.contains('/'),
+        "difftool" | "mergetool" => last == "cmd",
+        "pager" | "man" | "web" => true,
+        _ => false,
+    }
+}
+
+/// The git code a git line in `repo` would run outside: hooks and program-running config
+/// keys, keeping only those a contained call could write.
+pub fn git_code(ctx: &Context, roots: &[PathBuf], repo: &Path) -> GitCode {
+    let Some(dirs) = find_git_dir(repo) else {
+        return GitCode {
+            checked: false,
+            items: Vec::new(),
+        };
+    };
+    let cfg = repo_config(ctx, Some(&dirs));
+    let writable = |p: &Path| -> bool {
+        let p = normalize(p);
+        let mut ok = classify_path(ctx, roots, &[], &p).writable;
+        if let Ok(t) = std::fs::canonicalize(&p) {
+            if t != p {
+                ok |= classify_path(ctx, roots, &[], &t).writable;
+            }
+        }
+        ok
+    };
+    let repo_s = dirs.worktree.to_string_lossy().into_owned();
+    let mut items = Vec::new();
+    let mut add = |item: String, file: &Path, w: bool| {
+        let file_s = file.to_string_lossy().into_owned();
+        if w && !items
+            .iter()
+            .any(|i: &GitCodeItem| i.item == item && i.file == file_s)
+        {
+            items.push(GitCodeItem {
+                repo: repo_s.clone(),
+                item,
+                file: file_s,
+                writable: true,
+            });
+        }
+    };
+    let mut hooks_dir = dirs.common.join("hooks");
+    for e in &cfg {
+        if !runs_program(&e.key, &e.value) {
+            continue;
+        }
+        let item = e.key.clone();
+        if e.key == "core.hookspath" {
+            let p = expand_home(&e.value, &ctx.home);
+            hooks_dir = if p.is_absolute() {
+                p
+            } else {
+                dirs.worktree.join(p)
+            };
+        }
+        add(item.clone(), &e.file, writable(&e.file));
+        // a value that names a script file: that file is code too
+        let first = e
+            .value
+            .trim_start_matches('!')
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        if first.contains('/') && e.key != "core.hookspath" {
+            let p = expand_home(&first, &ctx.home);
+            let p = if p.is_absolute() {
+                p
+            } else {
+                dirs.worktree.join(p)
+            };
+            add(item, &p, writable(&p));
+        }
+    }
+    // the hooks dir: each hook, and the dir itself (a contained call could add one)
+    let hooks_dir = normalize(&hooks_dir);
+    if writable(&hooks_dir.join("pre-push")) {
+        add("hooks/".into(), &hooks_dir, true);
+    }
+    if let Ok(rd) = std::fs::read_dir(&hooks_dir) {
+        for ent in rd.flatten().take(256) {
+            let name = ent.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".sample") {
+                continue;
+            }
+            let p = ent.path();
+            add(format!("hooks/{name}"), &p, writable(&p));
+        }
+    }
+    GitCode {
+        checked: true,
+        items,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            url_host_port("git@github.com:a/b.git"),
+            Some(("github.com".into(), None, true))
+        );
+        assert_eq!(
+            url_host_port("https://tok:x@gitlab.com/a"),
+            Some(("gitlab.com".into(), None, false))
+        );
+        assert_eq!(
+            url_host_port("ssh://git@h.example:2222/r"),
+            Some(("h.example".into(), Some(2222), true))
+        );
+        assert_eq!(url_host_port("../other"), None);
+        assert_eq!(url_host_port("/srv/repo.git"), None);
+    }
+
+    #[test]
+    fn config_parse() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let f = d.path().join("config");
+        std::fs::write(&f, "[core]\n\tsshCommand = \"ssh -i x\" # c\n[remote \"origin\"]\n url = https://u:p@github.com/a/b\n[alias]\n x = !rm -rf /\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut out = Vec::new();
+        read_config(&f, d.path(), None, &mut out, 0);
+        let keys: Vec<_> = out
+            .iter()
+            .map(|e| (e.key.as_str(), e.value.as_str()))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("core.sshcommand", "ssh -i x"),
+                ("remote.origin.url", "https://u:p@github.com/a/b"),
+                ("alias.x", "!rm -rf /")
+            ]
+        );
+    }
+}
