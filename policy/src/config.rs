@@ -25,7 +25,7 @@ pub(crate) mod rules;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use env::Env;
 pub use rules::{RulePath, RuleShape};
@@ -198,25 +198,28 @@ pub const FLOOR_LINES: [&str; 6] = [
 /// One `[[always]]` rule: an "allow always" answer the classifier matches.
 ///
 /// Every field that is set must match; at least one of `command`, `host`, `path` is set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// It deserializes too, for `sandbox.always_save`; a rule read that way is checked by
+/// loading the config it would make.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AlwaysRule {
     /// The first words of the simple command; each word is a pattern where `*` matches any
     /// run of characters (`["cargo", "publish"]`, `["git", "push", "origin", "*"]`). The
     /// command's further words are free.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
     /// A host the exit reaches (`crates.io`, `*.example.com`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
     /// A path (as in the masks: `~/...`, absolute, `$VAR/...`): the exit's targets or its
     /// working directory are this path or below it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// The exit kind it covers (`upload`, `host`, ...); any kind when absent.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<efr_sandbox_wire::ExitKind>,
     /// Why, in words (what the user answered to); may be empty.
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
     #[serde(skip)]
     pub source: Option<Source>,

@@ -1,4 +1,4 @@
-//! The command line: `explain`, `config`, `serve`.
+//! The command line: `explain`, `config`, `classify`, `serve`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -23,8 +23,29 @@ pub enum Command {
     Explain(ExplainArgs),
     /// The effective config, and where each value comes from.
     Config(ConfigArgs),
+    /// Classify a shell line: how it would run and every way it would leave the sandbox.
+    Classify(ClassifyArgs),
     /// Run the RPC service on a Unix socket.
     Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// Print the wire JSON (`{launch, exits}`, the result of sandbox.classify) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The directory the line runs in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// A project root of the turn (writable to a contained call); may be repeated.
+    #[arg(long = "project", value_name = "DIR")]
+    pub projects: Vec<PathBuf>,
+    /// The permission mode of the turn.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub mode: crate::classify::ModeArg,
+    /// The shell line (after `--`; several words are joined with spaces).
+    #[arg(required = true, last = true, value_name = "LINE")]
+    pub line: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -74,6 +95,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Explain(a) => crate::policy::explain_cli(a),
         Command::Config(a) => crate::policy::config_cli(a),
+        Command::Classify(a) => crate::classify::classify_cli(a),
         Command::Serve(a) => {
             let mut limits = Limits::default();
             if let Some(ms) = a.slow_reader_ms {

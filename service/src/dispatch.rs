@@ -62,6 +62,16 @@ pub const METHODS: &[Method] = &[
         test_only: false,
     },
     Method {
+        name: method::CLASSIFY,
+        handler: crate::classify::classify,
+        test_only: false,
+    },
+    Method {
+        name: method::ALWAYS_SAVE,
+        handler: crate::classify::always_save,
+        test_only: false,
+    },
+    Method {
         name: methods::DEBUG_SLEEP,
         handler: methods::debug_sleep,
         test_only: true,

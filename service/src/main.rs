@@ -1,5 +1,6 @@
 //! `efr-sandbox`: the efr sandbox service (`serve`) and the user's commands.
 
+mod classify;
 mod cli;
 mod conn;
 mod dispatch;

@@ -41,6 +41,8 @@ pub struct Service {
     pub test_methods: bool,
     pub limits: Limits,
     pub policy: Policy,
+    /// The classifier's context for the config in force.
+    pub classifier: crate::classify::ContextCache,
 }
 
 /// The options of `serve`.
@@ -77,6 +79,7 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         test_methods: opts.test_methods,
         limits: opts.limits,
         policy,
+        classifier: Default::default(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

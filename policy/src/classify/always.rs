@@ -115,7 +115,8 @@ pub fn describe(rule: &AlwaysRule) -> String {
         parts.push(format!("{} exits", k.as_str()));
     }
     if !rule.command.is_empty() {
-        parts.push(format!("of `{}`", rule.command.join(" ")));
+        let of = if rule.kind.is_some() { "of " } else { "" };
+        parts.push(format!("{of}`{}`", rule.command.join(" ")));
     }
     if let Some(h) = &rule.host {
         parts.push(format!("to {h}"));
