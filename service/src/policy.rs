@@ -56,6 +56,11 @@ impl Policy {
         }
     }
 
+    /// The environment paths are expanded against.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
     /// The config in force, read again first when the file changed.
     pub fn config(&self) -> Arc<Config> {
         let mut l = self.loaded.lock().unwrap_or_else(|p| p.into_inner());

@@ -41,6 +41,10 @@ pub struct Service {
     pub test_methods: bool,
     pub limits: Limits,
     pub policy: Policy,
+    /// Calls handed out by `sandbox.plan`, until `sandbox.finish`.
+    pub planned: crate::launch_rpc::Planned,
+    /// The trial launch behind `sandbox.status` (run once).
+    pub trial: tokio::sync::OnceCell<efr_sandbox_wire::SandboxStatus>,
 }
 
 /// The options of `serve`.
@@ -77,6 +81,8 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         test_methods: opts.test_methods,
         limits: opts.limits,
         policy,
+        planned: Default::default(),
+        trial: Default::default(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

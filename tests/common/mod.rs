@@ -62,7 +62,7 @@ pub fn launcher() -> Launcher {
         "launcher under test missing: {}",
         exe.display()
     );
-    Launcher { exe }
+    Launcher::new(exe)
 }
 
 /// The fixture.
