@@ -52,6 +52,9 @@ pub struct RunArgs {
     /// Write the call's sandbox_summary (JSON) to FILE.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
+    /// Write the launcher plan to FILE and exit without running (benchmarks, debugging).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub plan_out: Option<PathBuf>,
     /// The shell line (several words are joined with spaces).
     #[arg(last = true, required = true, value_name = "LINE")]
     pub line: Vec<String>,

@@ -137,6 +137,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         Ok(Err(setup)) => Err(setup),
         Ok(Ok(plan)) => Ok(plan),
     };
+    if let Some(f) = &a.plan_out {
+        match &plan {
+            Ok(plan) => std::fs::write(f, serde_json::to_vec_pretty(plan)?)?,
+            Err(e) => return Ok(usage_error(format!("no plan: {e}"))),
+        }
+        return Ok(0);
+    }
     // The terminal's SIGINT and SIGQUIT reach the launcher (same process group), which
     // hands them to the line; this process waits for the launcher's verdict.
     for sig in [libc::SIGINT, libc::SIGQUIT] {
