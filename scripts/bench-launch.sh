@@ -1,38 +1,48 @@
 #!/bin/sh
-# Benchmark: a contained `true` with the full default view (native and bwrap backends)
-# against bare `bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true`,
-# in the same run. Prints the median of N runs (ms) and the ratio to bare bwrap.
-# Usage: scripts/bench-launch.sh [N]   (builds efr-launch in release first)
+# Benchmark: a contained `true` with the full default view (the plan `efr-sandbox run`
+# builds from the built-in config: every default mask, read-only-inside path and floor),
+# native and bwrap backends, against bare
+# `bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true`,
+# in the same run. Fair by construction: the same N for each, 5 warm-up runs of each
+# (cache warm), and the three interleaved in a rotating order within every round, so a
+# slow period of the machine hits all three alike. Prints medians (microseconds) and the
+# ratio to bare bwrap.
+# Usage: scripts/bench-launch.sh [N]   (builds efr-launch and efr-sandbox in release first)
 set -eu
 N=${1:-50}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-launch}
-cargo build -q --release -p efr-launcher --bin efr-launch
+cargo build -q --release -p efr-launcher --bin efr-launch -p efr-sandbox --bin efr-sandbox
 EXE=$CARGO_TARGET_DIR/release/efr-launch
+SBX=$CARGO_TARGET_DIR/release/efr-sandbox
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
-mkdir -p "$D/proj" "$D/tmp" "$D/scratch"
+mkdir -p "$D/proj"
 git init -q "$D/proj"
 for b in native bwrap; do
-  cat > "$D/plan-$b.json" <<J
-{"version":1,"mode":"contained","backend":"$b","line":"true","cwd":"$D/proj","home":"$HOME",
- "projects":["$D/proj"],"tmp":"$D/tmp","scratch":"$D/scratch",
- "read_only_inside":["$D/proj/.git/hooks/","$D/proj/.git/config","$D/proj/.envrc","$D/proj/.vscode/"],
- "masks":["$HOME/.ssh","$HOME/.aws","$HOME/.gnupg","$HOME/.netrc"]}
-J
+  (cd "$D/proj" && "$SBX" run --project . --backend "$b" --plan-out "$D/plan-$b.json" -- true)
 done
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-time_ms() { # command...
-  i=0
-  while [ $i -lt "$N" ]; do
-    s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(date +%s%N)
-    echo $(( (e - s) / 1000 )); i=$((i + 1))
-  done | median
+echo "plan: $(grep -c '"/' "$D/plan-native.json") paths (masks, read-only-inside, project)" >&2
+bare() { bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true; }
+nat() { "$EXE" --plan "$D/plan-native.json"; }
+bw() { "$EXE" --plan "$D/plan-bwrap.json"; }
+one() { # name: appends one timing (us) to $D/name
+  s=$(date +%s%N); "$1" >/dev/null 2>&1; e=$(date +%s%N)
+  echo $(( (e - s) / 1000 )) >> "$D/t-$1"
 }
-bare=$(time_ms bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true)
-nat=$(time_ms "$EXE" --plan "$D/plan-native.json")
-bw=$(time_ms "$EXE" --plan "$D/plan-bwrap.json")
-awk -v b="$bare" -v n="$nat" -v w="$bw" -v N="$N" 'BEGIN {
-  printf "runs: %d (median, microseconds)\n", N
+for w in 1 2 3 4 5; do bare >/dev/null 2>&1; nat >/dev/null 2>&1; bw >/dev/null 2>&1; done
+i=0
+while [ $i -lt "$N" ]; do
+  case $((i % 3)) in
+    0) one bare; one nat; one bw ;;
+    1) one nat; one bw; one bare ;;
+    2) one bw; one bare; one nat ;;
+  esac
+  i=$((i + 1))
+done
+median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+b=$(median "$D/t-bare"); n=$(median "$D/t-nat"); w=$(median "$D/t-bw")
+awk -v b="$b" -v n="$n" -v w="$w" -v N="$N" 'BEGIN {
+  printf "runs: %d each, interleaved (median, microseconds)\n", N
   printf "bare bwrap            %8d  1.00\n", b
   printf "efr-launch native     %8d  %.2f\n", n, n / b
   printf "efr-launch bwrap      %8d  %.2f\n", w, w / b

@@ -125,8 +125,11 @@ pub struct LaunchRequest {
     pub tmp: Option<String>,
     pub home: Option<String>,
     pub backend: BackendChoice,
-    /// Names relative to each project root; [`DEFAULT_READ_ONLY_INSIDE`] when `None`.
-    /// (Until efr-policy's config provides them.)
+    /// Read-only paths inside the writable roots: absolute paths, or names relative to each
+    /// project root (a trailing `/` asks for a directory placeholder when missing). When
+    /// `None`: [`DEFAULT_READ_ONLY_INSIDE`] in each root, the git dirs a `.git` file points
+    /// to, and [`HOME_FLOORS`] when a root is the home. The service passes the lists of
+    /// `efr_policy::config::Config::launch_view`.
     pub read_only_inside: Option<Vec<String>>,
     /// Absolute paths or `~/...`; [`HOME_MASKS`] below the home when `None`.
     pub masks: Option<Vec<String>>,
@@ -191,27 +194,38 @@ fn expand(home: Option<&str>, p: &str) -> Option<String> {
 pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
     let home = req.home.clone();
     let mut ro = Vec::new();
-    let names: Vec<String> = match &req.read_only_inside {
-        Some(v) => v.clone(),
-        None => DEFAULT_READ_ONLY_INSIDE
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-    };
-    for root in &req.projects {
-        let r = root.trim_end_matches('/');
-        for n in &names {
-            ro.push(format!("{r}/{n}"));
-        }
-        for gd in linked_git_dirs(Path::new(r)) {
-            let g = gd.to_string_lossy();
-            for n in ["config", "config.worktree", "commondir", "hooks/", "gitdir"] {
-                ro.push(format!("{g}/{n}"));
+    match &req.read_only_inside {
+        // The caller's list (efr-policy's config through the service): absolute paths as
+        // they are, relative names inside each project root; no built-in floors or git
+        // dirs are added.
+        Some(v) => {
+            for n in v {
+                if n.starts_with('/') {
+                    ro.push(n.clone());
+                } else {
+                    for root in &req.projects {
+                        ro.push(format!("{}/{n}", root.trim_end_matches('/')));
+                    }
+                }
             }
         }
-        if home.as_deref().map(|h| h.trim_end_matches('/')) == Some(r) {
-            for f in HOME_FLOORS {
-                ro.push(format!("{r}/{f}"));
+        None => {
+            for root in &req.projects {
+                let r = root.trim_end_matches('/');
+                for n in DEFAULT_READ_ONLY_INSIDE {
+                    ro.push(format!("{r}/{n}"));
+                }
+                for gd in linked_git_dirs(Path::new(r)) {
+                    let g = gd.to_string_lossy();
+                    for n in ["config", "config.worktree", "commondir", "hooks/", "gitdir"] {
+                        ro.push(format!("{g}/{n}"));
+                    }
+                }
+                if home.as_deref().map(|h| h.trim_end_matches('/')) == Some(r) {
+                    for f in HOME_FLOORS {
+                        ro.push(format!("{r}/{f}"));
+                    }
+                }
             }
         }
     }
@@ -277,6 +291,9 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
 #[derive(Debug, Clone)]
 pub struct Launcher {
     pub exe: PathBuf,
+    /// Arguments before the launcher's own (a program that embeds the launcher behind a
+    /// subcommand, such as `efr-sandbox __launch`).
+    pub pre_args: Vec<String>,
 }
 
 impl Launcher {
@@ -287,7 +304,7 @@ impl Launcher {
             for d in me.ancestors().skip(1).take(2) {
                 let c = d.join("efr-launch");
                 if c.is_file() {
-                    return Some(Launcher { exe: c });
+                    return Some(Launcher::new(c));
                 }
             }
         }
@@ -296,19 +313,29 @@ impl Launcher {
             .split(':')
             .map(|d| Path::new(d).join("efr-launch"))
             .find(|p| p.is_file())
-            .map(|exe| Launcher { exe })
+            .map(Launcher::new)
+    }
+
+    /// The launcher at `exe`.
+    pub fn new(exe: impl Into<PathBuf>) -> Launcher {
+        Launcher {
+            exe: exe.into(),
+            pre_args: Vec::new(),
+        }
     }
 
     /// The command line of a call efrd runs on its own terminal (`sandbox.plan`): the plan
     /// at `plan_file`, status lines on `status_fd`.
     pub fn command(&self, plan_file: &Path, status_fd: i32) -> Vec<String> {
-        vec![
-            self.exe.to_string_lossy().into_owned(),
+        let mut v = vec![self.exe.to_string_lossy().into_owned()];
+        v.extend(self.pre_args.iter().cloned());
+        v.extend([
             "--plan".into(),
             plan_file.to_string_lossy().into_owned(),
             "--status-fd".into(),
             status_fd.to_string(),
-        ]
+        ]);
+        v
     }
 
     /// Spawns `efr-launch` for `plan` with the given stdio; the plan goes on a pipe (fd 3
@@ -326,7 +353,8 @@ impl Launcher {
         let status_r = std::fs::File::from(crate::sys::owned(status_r)?);
         let status_w = crate::sys::owned(status_w)?;
         let mut cmd = Command::new(&self.exe);
-        cmd.args(["--plan-fd", "3", "--status-fd", "4"])
+        cmd.args(&self.pre_args)
+            .args(["--plan-fd", "3", "--status-fd", "4"])
             .stdin(stdin)
             .stdout(stdout)
             .stderr(stderr);

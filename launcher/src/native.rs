@@ -185,8 +185,13 @@ fn build_root(view: &View) -> Result<(), String> {
             }
             Op::MaskFile { path } => {
                 let p = format!("{N}{path}");
-                mount(Some("/stage/empty"), &p, None, libc::MS_BIND, None)
-                    .map_err(|e| err("mask", e))?;
+                match mount(Some("/stage/empty"), &p, None, libc::MS_BIND, None) {
+                    Ok(_) => {}
+                    // Gone since the view was computed (a socket of a program that
+                    // ended): nothing left to hide.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(err("mask", e)),
+                }
                 sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
                     .map_err(|e| err("mask", e))?;
             }

@@ -305,6 +305,33 @@ pub fn build(plan: &Plan) -> View {
             v.ops.push(Op::MaskFile { path: m });
         }
     }
+    // Writable roots (and the scratch dir) inside a masked directory are bound again on top
+    // of the mask, with their read-only paths (a conversation's scratch lives under the
+    // masked runtime dir).
+    let ro_ops: Vec<Op> = v
+        .ops
+        .iter()
+        .filter(|o| matches!(o, Op::Pin { .. } | Op::ReadOnly { .. }))
+        .cloned()
+        .collect();
+    for r in &roots {
+        let r = r.trim_end_matches('/');
+        if !mask_dirs.iter().any(|m| under(r, m) && r != m) {
+            continue;
+        }
+        v.ops.push(Op::Bind {
+            src: r.to_string(),
+            dst: r.to_string(),
+            rw: true,
+        });
+        for o in &ro_ops {
+            if let Op::Pin { path } | Op::ReadOnly { path } = o {
+                if under(path, r) {
+                    v.ops.push(o.clone());
+                }
+            }
+        }
+    }
     // Grants that bind host objects back in.
     let mut sockets = Vec::new();
     for g in &plan.grants {

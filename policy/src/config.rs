@@ -21,6 +21,7 @@ mod env;
 mod parse;
 mod render;
 pub(crate) mod rules;
+mod view;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -29,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use env::Env;
 pub use rules::{RulePath, RuleShape};
+pub use view::LaunchView;
 
 /// The built-in defaults, as TOML (`policy/defaults.toml`).
 pub const DEFAULTS_TOML: &str = include_str!("../defaults.toml");

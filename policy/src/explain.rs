@@ -51,6 +51,12 @@ use resolve::{canonical, kind, lkind, resolve};
 
 pub use text::render_text;
 
+/// The canonical form of an absolute path, as explain resolves it (every link followed,
+/// the missing rest lexical).
+pub(crate) fn canonical_path(p: &Path) -> PathBuf {
+    canonical(p)
+}
+
 /// Why a path could not be explained.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExplainError {

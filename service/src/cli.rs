@@ -27,6 +27,39 @@ pub enum Command {
     Classify(ClassifyArgs),
     /// Run the RPC service on a Unix socket.
     Serve(ServeArgs),
+    /// Run one shell line contained (or unsandboxed), with the terminal passed through;
+    /// the exit status is the line's (128+N for a signal, 125 when the sandbox could not
+    /// start).
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A project root (writable to the call); may be repeated.
+    #[arg(long = "project", value_name = "DIR")]
+    pub projects: Vec<PathBuf>,
+    /// Where the line runs (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
+    /// desktop=wayland|x11|hyprland|sway|i3|niri, net_view, open_network. May be repeated.
+    #[arg(long = "grant", value_name = "KIND[=VALUE]")]
+    pub grants: Vec<String>,
+    /// native or bwrap (default: the config's sandbox.backend).
+    #[arg(long, value_name = "BACKEND")]
+    pub backend: Option<String>,
+    /// Run outside the sandbox; the launcher still owns (and ends) the process tree.
+    #[arg(long)]
+    pub unsandboxed: bool,
+    /// Write the call's sandbox_summary (JSON) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// Write the launcher plan to FILE and exit without running (benchmarks, debugging).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub plan_out: Option<PathBuf>,
+    /// The shell line (several words are joined with spaces).
+    #[arg(last = true, required = true, value_name = "LINE")]
+    pub line: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -90,12 +123,13 @@ pub struct ServeArgs {
     pub max_connections: Option<usize>,
 }
 
-/// Runs the command line.
-pub fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs the command line; the exit status.
+pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Explain(a) => crate::policy::explain_cli(a),
-        Command::Config(a) => crate::policy::config_cli(a),
-        Command::Classify(a) => crate::classify::classify_cli(a),
+        Command::Explain(a) => crate::policy::explain_cli(a).map(|()| 0),
+        Command::Config(a) => crate::policy::config_cli(a).map(|()| 0),
+        Command::Run(a) => crate::run::run(a),
+        Command::Classify(a) => crate::classify::classify_cli(a).map(|()| 0),
         Command::Serve(a) => {
             let mut limits = Limits::default();
             if let Some(ms) = a.slow_reader_ms {
@@ -108,6 +142,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 limits,
                 max_connections: a.max_connections.unwrap_or(MAX_CONNECTIONS),
             })
+            .map(|()| 0)
         }
     }
 }

@@ -6,8 +6,8 @@
 //! [`Call::items`] and returns its last word. An error returned ends the request as
 //! `{id, error}`. Cancel and panics are handled by the connection, not by handlers.
 //!
-//! Adding a method later (`sandbox.launch`, `sandbox.classify`, ...) is one row in
-//! [`METHODS`] and one handler in [`crate::methods`].
+//! Adding a method later (`sandbox.classify`, ...) is one row in [`METHODS`] and one
+//! handler in [`crate::methods`] (or [`crate::launch_rpc`] for the launch methods).
 //!
 //! `hello` is not in the table: it is answered by the connection itself, because it changes
 //! the connection's state and must be handled before the next frame is read.
@@ -69,6 +69,21 @@ pub const METHODS: &[Method] = &[
     Method {
         name: method::ALWAYS_SAVE,
         handler: crate::classify::always_save,
+        test_only: false,
+    },
+    Method {
+        name: method::LAUNCH,
+        handler: crate::launch_rpc::launch,
+        test_only: false,
+    },
+    Method {
+        name: method::PLAN,
+        handler: crate::launch_rpc::plan,
+        test_only: false,
+    },
+    Method {
+        name: method::FINISH,
+        handler: crate::launch_rpc::finish,
         test_only: false,
     },
     Method {

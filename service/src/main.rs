@@ -4,9 +4,12 @@ mod classify;
 mod cli;
 mod conn;
 mod dispatch;
+mod launch;
+mod launch_rpc;
 mod methods;
 mod paths;
 mod policy;
+mod run;
 mod server;
 
 use std::process::ExitCode;
@@ -14,9 +17,25 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // The launcher embedded behind a hidden subcommand (and its bwrap init, `--inner`),
+    // for when no `efr-launch` is installed beside this binary. Single-threaded: nothing
+    // else has started yet.
+    let first = std::env::args_os().nth(1);
+    if first.as_deref() == Some(std::ffi::OsStr::new(launch::LAUNCH_SUBCOMMAND)) {
+        let args = std::env::args_os().skip(2);
+        std::process::exit(efr_launcher::cli::main(
+            args.map(|a| a.to_string_lossy().into_owned()).collect(),
+        ));
+    }
+    if first.as_deref() == Some(std::ffi::OsStr::new("--inner")) {
+        let args = std::env::args_os().skip(1);
+        std::process::exit(efr_launcher::cli::main(
+            args.map(|a| a.to_string_lossy().into_owned()).collect(),
+        ));
+    }
     let cli = cli::Cli::parse();
     match cli::run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("efr-sandbox: error: {e:#}");
             ExitCode::FAILURE

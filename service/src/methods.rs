@@ -20,10 +20,6 @@ pub const DEBUG_PANIC: &str = "debug.panic";
 /// Test-only: sends `count` items of `size` bytes, to test streams and slow readers.
 pub const DEBUG_STREAM: &str = "debug.stream";
 
-/// Why a contained call cannot run yet; later issues (launcher, probe) replace it with the
-/// result of the last check.
-const UNAVAILABLE: &str = "the launcher is not built yet";
-
 /// Params of a method that takes none: absent, `null` or an object (whose members are
 /// ignored).
 #[derive(Debug, Deserialize)]
@@ -38,15 +34,26 @@ fn result<T: Serialize>(v: &T) -> Result<Value, ErrorBody> {
     })
 }
 
-/// `sandbox.status`: what the service can do now, and the paths it uses.
+/// `sandbox.status`: what the service can do now, and the paths it uses. `available`,
+/// `backend`, `landlock_abi` and `seccomp` come from one real contained launch of `true`
+/// with the default view, run at the first status request and cached (`checked_at`); the
+/// detailed probe (netview, proxy, bus) is `admin.sandbox_check`'s, not this.
 pub fn status(svc: Arc<Service>, call: Call) -> HandlerFuture {
     boxed(async move {
         let NoParams {} = params(call.params)?;
-        let status = SandboxStatus {
-            available: false,
-            unavailable: Some(UNAVAILABLE.to_owned()),
-            ..Default::default()
-        };
+        let s2 = svc.clone();
+        let status: SandboxStatus = svc
+            .trial
+            .get_or_init(|| async move {
+                tokio::task::spawn_blocking(move || crate::launch_rpc::trial(&s2))
+                    .await
+                    .unwrap_or_else(|e| SandboxStatus {
+                        unavailable: Some(format!("the trial launch failed: {e}")),
+                        ..Default::default()
+                    })
+            })
+            .await
+            .clone();
         result(&StatusResult {
             status,
             paths: svc.paths.to_wire(),

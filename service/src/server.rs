@@ -43,6 +43,10 @@ pub struct Service {
     pub policy: Policy,
     /// The classifier's context for the config in force.
     pub classifier: crate::classify::ContextCache,
+    /// Calls handed out by `sandbox.plan`, until `sandbox.finish`.
+    pub planned: crate::launch_rpc::Planned,
+    /// The trial launch behind `sandbox.status` (run once).
+    pub trial: tokio::sync::OnceCell<efr_sandbox_wire::SandboxStatus>,
 }
 
 /// The options of `serve`.
@@ -80,6 +84,8 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         limits: opts.limits,
         policy,
         classifier: Default::default(),
+        planned: Default::default(),
+        trial: Default::default(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -419,13 +419,26 @@ fn status_tells_what_exists_and_the_paths() {
     let mut c = s.client();
     let r = c.call(1, "sandbox.status", Value::Null);
     let end = &r["end"];
-    assert_eq!(end["status"]["available"], json!(false), "{r}");
-    assert!(
-        end["status"]["unavailable"]
-            .as_str()
-            .unwrap()
-            .contains("launcher")
-    );
+    // A real trial launch of `true`: available with a backend, or a reason why not.
+    let st = &end["status"];
+    assert!(st["checked_at"].as_str().unwrap().ends_with('Z'), "{r}");
+    if st["available"] == json!(true) {
+        assert!(
+            ["native", "bwrap"].contains(&st["backend"].as_str().unwrap()),
+            "{r}"
+        );
+        assert_eq!(st["seccomp"], json!(true), "{r}");
+        assert!(st.get("unavailable").is_none());
+    } else {
+        assert!(!st["unavailable"].as_str().unwrap().is_empty(), "{r}");
+        assert!(
+            std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none(),
+            "EFR_SANDBOX_MUST_WORK is set and the sandbox is unavailable: {r}"
+        );
+    }
+    // Cached: the same check.
+    let r2 = c.call(2, "sandbox.status", Value::Null);
+    assert_eq!(r2["end"]["status"], end["status"]);
     let run = s.dir.path().join("run");
     assert_eq!(end["paths"]["socket"], json!(s.socket.to_str().unwrap()));
     assert_eq!(end["paths"]["runtime_dir"], json!(run.to_str().unwrap()));

@@ -2,6 +2,8 @@
 //! it, another project, the conversation's tmp and scratch dirs; and a runner that launches
 //! one line through `efr-launch` (in a child process) and collects what it did.
 
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -62,7 +64,7 @@ pub fn launcher() -> Launcher {
         "launcher under test missing: {}",
         exe.display()
     );
-    Launcher { exe }
+    Launcher::new(exe)
 }
 
 /// The fixture.

@@ -1,0 +1,305 @@
+//! The contained view the config asks for, as the path lists a launch plan takes: masks,
+//! read-only paths inside writable roots (with floors when a root holds them), and extra
+//! writable paths. The service turns these into an `efr-launcher` request, so what the
+//! launcher does and what [`crate::explain`] says come from the same rules.
+//!
+//! Rules are matched as explain matches them: an anchored rule as written and with its
+//! links resolved, a relative one inside each writable root (project roots and
+//! `sandbox.writable`), a rule under `.git/` also inside the git dir a `.git` file points
+//! to and its common dir. A pattern (`*`, `**`) is expanded against what exists at launch
+//! (bounded walk). A path that does not exist yet is listed when its parent exists (the
+//! launcher covers it with a placeholder), except `commondir` and `gitdir` files, whose
+//! empty placeholder would break git; a trailing `/` asks for a directory placeholder.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::rules::{is_pattern, pattern_covers};
+use super::{Config, Env, RulePath};
+
+/// Directories walked at most when a pattern is expanded.
+const MAX_WALK: usize = 4096;
+/// How deep a `**` walks.
+const MAX_DEPTH: usize = 8;
+
+/// Names whose missing placeholder is a directory.
+const DIR_NAMES: &[&str] = &[
+    "hooks",
+    ".vscode",
+    ".idea",
+    ".efr",
+    "conf.d",
+    "environment.d",
+    "autostart",
+    "user",
+    "efr",
+];
+
+/// Names that must not get an empty placeholder (git reads them when present).
+const NO_PLACEHOLDER: &[&str] = &["commondir", "gitdir"];
+
+/// The path lists of a launch plan, from the config.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LaunchView {
+    /// Absolute paths to mask (present but empty).
+    pub masks: Vec<String>,
+    /// Absolute paths kept read-only inside writable roots (`/`-terminated: a directory
+    /// placeholder when missing).
+    pub read_only_inside: Vec<String>,
+    /// Extra writable paths (`sandbox.writable`), absolute.
+    pub writable: Vec<String>,
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    crate::explain::canonical_path(p)
+}
+
+/// The existing paths below `root` that `pattern` (relative) matches exactly.
+fn expand_pattern(root: &Path, pattern: &Path) -> Vec<PathBuf> {
+    // Walk from the literal prefix of the pattern.
+    let mut base = root.to_path_buf();
+    let mut rest = Vec::new();
+    let mut literal = true;
+    for c in pattern.components() {
+        let c = c.as_os_str();
+        if literal && !c.as_bytes().contains(&b'*') {
+            base.push(c);
+        } else {
+            literal = false;
+            rest.push(c);
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![(base, 0usize)];
+    let mut walked = 0usize;
+    while let Some((dir, depth)) = stack.pop() {
+        walked += 1;
+        if walked > MAX_WALK || depth > MAX_DEPTH {
+            break;
+        }
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(rel) = p.strip_prefix(root) else {
+                continue;
+            };
+            if pattern_covers(pattern, rel) {
+                out.push(p);
+            } else if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                stack.push((p, depth + 1));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Whether `p` may be listed: it exists, or its parent does and it may get a placeholder.
+fn listable(p: &Path) -> bool {
+    if std::fs::symlink_metadata(p).is_ok() {
+        return true;
+    }
+    let name = p.file_name().unwrap_or(OsStr::new(""));
+    if NO_PLACEHOLDER.iter().any(|n| OsStr::new(n) == name) {
+        return false;
+    }
+    p.parent().is_some_and(|d| d.is_dir())
+}
+
+fn listed(p: &Path) -> String {
+    let missing = std::fs::symlink_metadata(p).is_err();
+    let name = p.file_name().unwrap_or(OsStr::new(""));
+    if missing && DIR_NAMES.iter().any(|n| OsStr::new(n) == name) {
+        format!("{}/", s(p))
+    } else {
+        s(p)
+    }
+}
+
+/// The rule `value` inside `root`: the paths to protect.
+fn in_root(value: &str, root: &Path, env: &Env) -> Vec<PathBuf> {
+    match RulePath::expand(value, env) {
+        RulePath::Unset => Vec::new(),
+        RulePath::Abs(p) => {
+            let mut v = Vec::new();
+            for q in [p.clone(), canonical(&p)] {
+                if q.starts_with(root) && q != root && !v.contains(&q) {
+                    v.push(q);
+                }
+            }
+            v
+        }
+        RulePath::InRoot(rel) => {
+            if is_pattern(&rel) {
+                expand_pattern(root, &rel)
+            } else {
+                vec![root.join(rel)]
+            }
+        }
+    }
+}
+
+/// The git dir a root's `.git` file points to, and its common dir.
+fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
+    let dotgit = root.join(".git");
+    let Ok(md) = std::fs::symlink_metadata(&dotgit) else {
+        return Vec::new();
+    };
+    if !md.is_file() || md.len() > 64 * 1024 {
+        return Vec::new();
+    }
+    let Ok(text) = std::fs::read(&dotgit) else {
+        return Vec::new();
+    };
+    let Some(t) = text.strip_prefix(b"gitdir:") else {
+        return Vec::new();
+    };
+    let t = t.trim_ascii();
+    if t.is_empty() {
+        return Vec::new();
+    }
+    let gd = canonical(&root.join(OsStr::from_bytes(t)));
+    let mut out = vec![gd.clone()];
+    if let Ok(c) = std::fs::read(gd.join("commondir")) {
+        let c = String::from_utf8_lossy(&c);
+        let c = c.trim();
+        if !c.is_empty() {
+            out.push(canonical(&gd.join(c)));
+        }
+    }
+    out
+}
+
+impl Config {
+    /// The path lists of a contained call with these project roots (see the module doc).
+    pub fn launch_view(&self, env: &Env, projects: &[PathBuf]) -> LaunchView {
+        let mut v = LaunchView::default();
+        let projects: Vec<PathBuf> = projects.iter().map(|p| canonical(p)).collect();
+        for e in &self.sandbox.writable {
+            if let Some(p) = env.expand(&e.value) {
+                v.writable.push(s(&p));
+            }
+        }
+        // Masks: anchored ones as written and resolved, relative ones in each project.
+        let push_mask = |p: PathBuf, v: &mut LaunchView| {
+            let c = canonical(&p);
+            for q in [p, c] {
+                let q = s(&q);
+                if !v.masks.contains(&q) {
+                    v.masks.push(q);
+                }
+            }
+        };
+        for e in &self.sandbox.masks {
+            match RulePath::expand(&e.value, env) {
+                RulePath::Unset => {}
+                RulePath::Abs(p) => {
+                    if is_pattern(&p) {
+                        let rel = p.strip_prefix("/").unwrap_or(&p).to_path_buf();
+                        for q in expand_pattern(Path::new("/"), &rel) {
+                            push_mask(q, &mut v);
+                        }
+                    } else {
+                        push_mask(p, &mut v);
+                    }
+                }
+                RulePath::InRoot(rel) => {
+                    for r in &projects {
+                        let found = if is_pattern(&rel) {
+                            expand_pattern(r, &rel)
+                        } else {
+                            vec![r.join(&rel)]
+                        };
+                        for q in found {
+                            push_mask(q, &mut v);
+                        }
+                    }
+                }
+            }
+        }
+        // Read-only inside each writable root: read_only_inside, then floors.
+        let mut roots = projects.clone();
+        roots.extend(v.writable.iter().map(|w| canonical(Path::new(w))));
+        let mut ro: Vec<PathBuf> = Vec::new();
+        let rules = self
+            .sandbox
+            .read_only_inside
+            .iter()
+            .chain(self.floors.paths.iter());
+        for e in rules {
+            for r in &roots {
+                ro.extend(in_root(&e.value, r, env));
+            }
+        }
+        // The `.git` file of a worktree or submodule, and the `.git/` rules in its git dirs.
+        for r in &roots {
+            let dirs = linked_git_dirs(r);
+            if dirs.is_empty() {
+                continue;
+            }
+            ro.push(r.join(".git"));
+            for d in dirs {
+                for e in &self.sandbox.read_only_inside {
+                    if let Some(rel) = e.value.strip_prefix(".git/") {
+                        let rel = Path::new(rel);
+                        if is_pattern(rel) {
+                            ro.extend(expand_pattern(&d, rel));
+                        } else {
+                            ro.push(d.join(rel));
+                        }
+                    }
+                }
+            }
+        }
+        for p in ro {
+            if !listable(&p) {
+                continue;
+            }
+            let l = listed(&p);
+            if !v.read_only_inside.contains(&l) {
+                v.read_only_inside.push(l);
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn view_of_a_project_from_the_defaults() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        let proj = home.join("p");
+        std::fs::create_dir_all(proj.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(proj.join(".git/modules/sub/hooks")).unwrap();
+        std::fs::write(proj.join(".git/config"), "").unwrap();
+        let mut env = Env::new(&home);
+        env.runtime_dir = Some(d.path().join("run"));
+        let v = Config::defaults().launch_view(&env, std::slice::from_ref(&proj));
+        let p = |r: &str| s(&proj.join(r));
+        assert!(v.read_only_inside.contains(&p(".git/hooks")));
+        assert!(v.read_only_inside.contains(&p(".git/config")));
+        assert!(v.read_only_inside.contains(&p(".git/modules/sub/hooks")));
+        assert!(v.read_only_inside.contains(&format!("{}/", p(".vscode"))));
+        assert!(v.read_only_inside.contains(&p(".envrc")));
+        // Missing commondir gets no placeholder.
+        assert!(!v.read_only_inside.contains(&p(".git/commondir")));
+        assert!(v.masks.contains(&s(&home.join(".ssh"))));
+        assert!(v.masks.contains(&s(&d.path().join("run"))));
+        // The home is not a root: no floors.
+        assert!(!v.read_only_inside.iter().any(|r| r.ends_with(".bashrc")));
+        let v = Config::defaults().launch_view(&env, std::slice::from_ref(&home));
+        assert!(v.read_only_inside.contains(&s(&home.join(".bashrc"))));
+        assert!(v.read_only_inside.contains(&s(&home.join(".gitconfig"))));
+    }
+}

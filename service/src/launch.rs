@@ -1,0 +1,520 @@
+//! From a call (line, cwd, projects, grants) to a launcher plan built from efr-policy's
+//! config, and from the launcher's status lines back to a `sandbox_summary` and the exit
+//! records of its denials. Shared by `sandbox.launch`, `sandbox.plan`/`sandbox.finish` and
+//! `efr-sandbox run`.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use efr_launcher::api::{BackendChoice, LaunchRequest, Launcher, build_plan};
+use efr_launcher::plan::Plan;
+use efr_launcher::status::{Outcome, StatusLine};
+use efr_policy::config::{self, Config, Env};
+use efr_policy::explain;
+use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
+use efr_sandbox_wire::{
+    Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, JudgedBy, Judgement, Needs,
+    SandboxSummary, Target, TargetClass, TargetOp, Verdict,
+};
+use serde::{Deserialize, Serialize};
+
+/// The hidden subcommand under which `efr-sandbox` runs the launcher itself, when no
+/// `efr-launch` is installed beside it (the same code: `efr_launcher::cli::main`).
+pub const LAUNCH_SUBCOMMAND: &str = "__launch";
+
+/// The params of `sandbox.launch` and `sandbox.plan`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CallParams {
+    /// The shell line.
+    pub line: String,
+    /// Where it runs (absolute; default: the first project root, else the home).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The turn's project roots (writable).
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// Grants on top of the default view (wire `grant`s).
+    #[serde(default)]
+    pub grants: Vec<Grant>,
+    /// `auto`, `native` or `bwrap`; the config's `sandbox.backend` when absent.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Run outside the sandbox (an approved exit); the launcher still owns the tree.
+    #[serde(default)]
+    pub unsandboxed: bool,
+    /// The conversation: its `/tmp` and `$SCRATCH` live under the runtime dir and last
+    /// between calls. Without one, `/tmp` is fresh and there is no `$SCRATCH`.
+    #[serde(default)]
+    pub conversation: Option<String>,
+}
+
+fn invalid(m: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(ErrorCode::Invalid, m)
+}
+
+/// The launcher: `$EFR_LAUNCH`, else `efr-launch` beside this executable or on PATH, else
+/// this executable's own `__launch` subcommand.
+pub fn launcher() -> Launcher {
+    if let Some(p) = std::env::var_os("EFR_LAUNCH").filter(|p| !p.is_empty()) {
+        return Launcher::new(PathBuf::from(p));
+    }
+    if let Some(l) = Launcher::locate() {
+        return l;
+    }
+    let me = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("efr-sandbox"));
+    Launcher {
+        exe: me,
+        pre_args: vec![LAUNCH_SUBCOMMAND.into()],
+    }
+}
+
+fn backend_choice(p: Option<&str>, config: &Config) -> Result<BackendChoice, ErrorBody> {
+    Ok(match p {
+        None => match config.sandbox.backend.value {
+            config::BackendChoice::Auto => BackendChoice::Auto,
+            config::BackendChoice::Native => BackendChoice::Native,
+            config::BackendChoice::Bwrap => BackendChoice::Bwrap,
+        },
+        Some("auto") => BackendChoice::Auto,
+        Some("native") => BackendChoice::Native,
+        Some("bwrap") => BackendChoice::Bwrap,
+        Some(o) => {
+            return Err(invalid(format!(
+                "backend {o:?}: expected auto, native or bwrap"
+            )));
+        }
+    })
+}
+
+/// A conversation id is a file name: 1-128 of `[A-Za-z0-9._-]`, not `.` or `..`.
+fn check_conversation(id: &str) -> Result<(), ErrorBody> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id != "."
+        && id != ".."
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "conversation {id:?}: 1 to 128 of A-Z a-z 0-9 . _ -"
+        )))
+    }
+}
+
+/// Creates `dir` (and its parents) with mode 0700.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+fn expand_home(p: &str, env: &Env) -> String {
+    match p.strip_prefix("~/") {
+        Some(rest) => env.home.join(rest).to_string_lossy().into_owned(),
+        None if p == "~" => env.home.to_string_lossy().into_owned(),
+        None => p.to_string(),
+    }
+}
+
+/// Checks the grants a caller sends: kinds that need the proxy or the bus filter are
+/// refused (`host`, `bus_filter`: later issues); `~/` paths are expanded.
+pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody> {
+    let mut out = Vec::new();
+    for g in grants {
+        out.push(match g {
+            Grant::Host { host, .. } => {
+                return Err(invalid(format!(
+                    "grant host={host}: host grants need the egress proxy, which is not \
+                     built yet; use open_network for now"
+                )));
+            }
+            Grant::BusFilter { .. } => {
+                return Err(invalid(
+                    "grant bus_filter: the bus filter is not built yet; use bus",
+                ));
+            }
+            Grant::Write { path } => Grant::Write {
+                path: expand_home(path, env),
+            },
+            Grant::Unmask { path } => Grant::Unmask {
+                path: expand_home(path, env),
+            },
+            Grant::Device { path } => Grant::Device {
+                path: expand_home(path, env),
+            },
+            Grant::Socket { path } => Grant::Socket {
+                path: expand_home(path, env),
+            },
+            other => other.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// What a prepared call is: its plan, or why the sandbox cannot start (the command does not
+/// run: a `setup_error`).
+pub type Prepared = Result<Plan, String>;
+
+/// Builds the plan of a call from the config. `runtime` holds the conversations' dirs;
+/// `process_env` is the environment the line starts from (the caller's when `None`).
+pub fn prepare(
+    p: &CallParams,
+    config: &Config,
+    env: &Env,
+    runtime: Option<&Path>,
+    process_env: Option<Vec<(String, String)>>,
+) -> Result<Prepared, ErrorBody> {
+    if p.line.trim().is_empty() {
+        return Err(invalid("the line is empty"));
+    }
+    let backend = backend_choice(p.backend.as_deref(), config)?;
+    let grants = check_grants(&p.grants, env)?;
+    let cwd = match &p.cwd {
+        Some(c) if c.starts_with('/') => c.clone(),
+        Some(c) => return Err(invalid(format!("cwd {c:?} is not absolute"))),
+        None => p
+            .projects
+            .first()
+            .cloned()
+            .unwrap_or_else(|| env.home.to_string_lossy().into_owned()),
+    };
+    for pr in &p.projects {
+        if !pr.starts_with('/') {
+            return Err(invalid(format!("project {pr:?} is not absolute")));
+        }
+    }
+    let (mut tmp, mut scratch) = (None, None);
+    if let Some(id) = &p.conversation {
+        check_conversation(id)?;
+        let Some(rt) = runtime else {
+            return Err(invalid(
+                "a conversation needs the service's runtime dir, and there is none",
+            ));
+        };
+        let t = rt.join("tmp").join(id);
+        let s = rt.join("scratch").join(id);
+        for d in [&t, &s] {
+            if let Err(e) = private_dir(d) {
+                return Ok(Err(format!("cannot create {}: {e}", d.display())));
+            }
+        }
+        tmp = Some(t.to_string_lossy().into_owned());
+        scratch = Some(s.to_string_lossy().into_owned());
+    }
+    let projects: Vec<PathBuf> = p.projects.iter().map(PathBuf::from).collect();
+    let view = config.launch_view(env, &projects);
+    let mut grants = grants;
+    for w in &view.writable {
+        if Path::new(w).exists() {
+            grants.push(Grant::Write { path: w.clone() });
+        }
+    }
+    let req = LaunchRequest {
+        line: p.line.clone(),
+        cwd,
+        unsandboxed: p.unsandboxed,
+        projects: p.projects.clone(),
+        grants,
+        scratch,
+        tmp,
+        home: Some(env.home.to_string_lossy().into_owned()),
+        backend,
+        read_only_inside: Some(view.read_only_inside),
+        masks: Some(view.masks),
+        env: process_env,
+        env_set: Vec::new(),
+        shell: None,
+    };
+    Ok(build_plan(&req).map_err(|e| format!("plan: {e}")))
+}
+
+/// What a call ended with: the `end` of `sandbox.launch`, the result of `sandbox.finish`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finished {
+    pub sandbox_summary: SandboxSummary,
+    /// The exit records of the writes the sandbox refused (source `denial`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exits: Vec<ExitRecord>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The shell-style status: the code, 128+N for a signal, 125 for a setup error.
+    pub exit_status: i32,
+    pub duration_ms: u64,
+}
+
+/// Folds an outcome into [`Finished`]; the denials become exit records.
+pub fn finished(
+    o: &Outcome,
+    line: &str,
+    projects: &[String],
+    config: &Config,
+    env: &Env,
+) -> Finished {
+    let exits = o
+        .denials
+        .iter()
+        .enumerate()
+        .map(|(i, d)| denial_record(i, d, line, projects, config, env))
+        .collect();
+    Finished {
+        sandbox_summary: o.summary(),
+        exits,
+        code: o.code,
+        signal: o.signal,
+        exit_status: if o.setup_error.is_some() {
+            125
+        } else {
+            o.exit_status()
+        },
+        duration_ms: o.duration_ms,
+    }
+}
+
+/// The exit record of one refused write: kind `write`, source `denial`, needs a contained
+/// call with a `write` grant, judged `review` by policy (`user_only` by floor for a floor).
+pub fn denial_record(
+    n: usize,
+    path: &str,
+    line: &str,
+    projects: &[String],
+    config: &Config,
+    env: &Env,
+) -> ExitRecord {
+    let projects: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
+    let ex = explain::explain_path(Path::new(path), None, &projects, config, env).ok();
+    let class = ex.as_ref().map(|e| e.class).unwrap_or(TargetClass::System);
+    let floor = ex.as_ref().and_then(|e| e.floor.clone());
+    let why = ex
+        .as_ref()
+        .and_then(|e| e.read_only.clone().or(e.masked.clone()))
+        .map(|h| h.reason)
+        .unwrap_or_else(|| "outside the call's writable roots".into());
+    let judgement = match &floor {
+        Some(f) => Judgement {
+            verdict: Verdict::UserOnly,
+            by: JudgedBy::Floor,
+            reasons: vec![format!(
+                "the sandbox refused a write to {path}, a floor path ({}); only you can allow it",
+                f.reason
+            )],
+        },
+        None => Judgement {
+            verdict: Verdict::Review,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "the sandbox refused a write to {path} ({why}); a write grant lets the call do it"
+            )],
+        },
+    };
+    ExitRecord {
+        id: format!("denial-{}", n + 1),
+        source: ExitSource::Denial,
+        kind: ExitKind::Write,
+        summary: format!("write {path} (refused by the sandbox)"),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            targets: vec![Target {
+                path: path.to_string(),
+                class,
+                op: TargetOp::Write,
+                backup_before_write: false,
+                masked: class == TargetClass::Masked,
+            }],
+            ..Default::default()
+        },
+        needs: Needs::Contained {
+            grants: vec![Grant::Write {
+                path: path.to_string(),
+            }],
+        },
+        judgement,
+    }
+}
+
+/// The `started` item of `sandbox.launch`, from the launcher's status line.
+pub fn started_item(s: &StatusLine) -> serde_json::Value {
+    match s {
+        StatusLine::Started {
+            launcher_pid,
+            pid,
+            backend,
+            landlock,
+            seccomp,
+            cgroup,
+            ..
+        } => serde_json::json!({
+            "kind": "started",
+            "launcher_pid": launcher_pid,
+            "pid": pid,
+            "backend": backend,
+            "landlock": landlock,
+            "seccomp": seccomp,
+            "cgroup": cgroup,
+        }),
+        _ => serde_json::json!({ "kind": "started" }),
+    }
+}
+
+/// Sends signals to a process through a pidfd: never to a recycled pid.
+#[derive(Debug)]
+pub struct PidFd(OwnedFd);
+
+impl PidFd {
+    pub fn open(pid: u32) -> std::io::Result<PidFd> {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the fd was just returned to us and is owned by nothing else.
+        Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+    }
+
+    /// Sends `sig` (an error when the process is gone).
+    pub fn signal(&self, sig: i32) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: pidfd_send_signal on an fd we own, with no siginfo.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                sig,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Ends the launcher (and so the call's whole tree) when dropped before [`Self::disarm`]:
+/// SIGTERM, which it forwards to the line, then SIGKILL two seconds later (the contained
+/// tree dies with the launcher; an unsandboxed one is ended by the launcher on SIGTERM).
+#[derive(Debug)]
+pub struct EndOnDrop(Option<PidFd>);
+
+impl EndOnDrop {
+    pub fn new(p: PidFd) -> EndOnDrop {
+        EndOnDrop(Some(p))
+    }
+    pub fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            if p.signal(libc::SIGTERM).is_ok() {
+                std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_secs(2));
+                    let _ = p.signal(libc::SIGKILL);
+                });
+            }
+        }
+    }
+}
+
+/// Largest `output` chunk of `sandbox.launch`, in bytes of the line's output.
+pub const OUTPUT_CHUNK: usize = 32 * 1024;
+
+/// Turns a byte stream into `output` items: `data` (UTF-8 text) when the bytes are valid
+/// UTF-8 (a character split between two reads is carried to the next chunk), else
+/// `data_b64` (standard base64 of the raw bytes). Nothing is lost or replaced.
+#[derive(Debug, Default)]
+pub struct Chunker {
+    carry: Vec<u8>,
+}
+
+impl Chunker {
+    /// The item payload (`("data", text)` or `("data_b64", b64)`) of the next bytes.
+    pub fn push(&mut self, bytes: &[u8]) -> Option<(&'static str, String)> {
+        let mut buf = std::mem::take(&mut self.carry);
+        buf.extend_from_slice(bytes);
+        match std::str::from_utf8(&buf) {
+            Ok(s) => (!s.is_empty()).then(|| ("data", s.to_string())),
+            Err(e) if e.error_len().is_none() && buf.len() - e.valid_up_to() < 4 => {
+                self.carry = buf.split_off(e.valid_up_to());
+                let s = String::from_utf8(buf).unwrap_or_default();
+                (!s.is_empty()).then_some(("data", s))
+            }
+            Err(_) => Some(("data_b64", base64(&buf))),
+        }
+    }
+
+    /// What is left at the end of the stream.
+    pub fn flush(&mut self) -> Option<(&'static str, String)> {
+        let c = std::mem::take(&mut self.carry);
+        (!c.is_empty()).then(|| ("data_b64", base64(&c)))
+    }
+}
+
+/// Standard base64 with padding.
+pub fn base64(b: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::with_capacity(b.len().div_ceil(3) * 4);
+    for c in b.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (c.get(1).copied().unwrap_or(0) as u32) << 8
+            | c.get(2).copied().unwrap_or(0) as u32;
+        s.push(A[(n >> 18) as usize & 63] as char);
+        s.push(A[(n >> 12) as usize & 63] as char);
+        s.push(if c.len() > 1 {
+            A[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        s.push(if c.len() > 2 {
+            A[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_and_chunks() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        let mut c = Chunker::default();
+        let e = "é".as_bytes();
+        assert_eq!(c.push(&[b'a', e[0]]), Some(("data", "a".into())));
+        assert_eq!(c.push(&[e[1], b'b']), Some(("data", "éb".into())));
+        assert_eq!(
+            c.push(&[0xff, b'x']),
+            Some(("data_b64", base64(&[0xff, b'x'])))
+        );
+        assert_eq!(c.push(&[e[0]]), None);
+        assert_eq!(c.flush(), Some(("data_b64", base64(&[e[0]]))));
+    }
+
+    #[test]
+    fn conversation_ids() {
+        assert!(check_conversation("c-1.a_b").is_ok());
+        for bad in ["", ".", "..", "a/b", "a b"] {
+            assert!(check_conversation(bad).is_err(), "{bad}");
+        }
+    }
+}

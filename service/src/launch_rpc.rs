@@ -1,0 +1,412 @@
+//! `sandbox.launch` (a stream), `sandbox.plan`, `sandbox.finish`, and the trial launch
+//! behind `sandbox.status`. See docs/protocol.md for the frames.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use efr_launcher::api::Running;
+use efr_launcher::status::{Outcome, StatusLine};
+use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
+use efr_sandbox_wire::{Backend, SandboxStatus, SandboxSummary};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::dispatch::{Call, HandlerFuture, boxed, params};
+use crate::launch::{
+    CallParams, Chunker, EndOnDrop, OUTPUT_CHUNK, PidFd, finished, launcher, prepare, private_dir,
+    started_item,
+};
+use crate::server::Service;
+
+/// A call handed out by `sandbox.plan`, until `sandbox.finish`.
+#[derive(Debug)]
+pub struct PlannedCall {
+    plan_file: PathBuf,
+    line: String,
+    projects: Vec<String>,
+}
+
+/// The calls handed out by `sandbox.plan`, by token.
+#[derive(Debug, Default)]
+pub struct Planned(Mutex<HashMap<String, PlannedCall>>);
+
+impl Planned {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PlannedCall>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Planned {
+    fn drop(&mut self) {
+        for (_, c) in self.lock().drain() {
+            let _ = std::fs::remove_file(&c.plan_file);
+        }
+    }
+}
+
+fn internal(m: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(ErrorCode::Internal, m)
+}
+
+fn to_value<T: Serialize>(v: &T) -> Result<Value, ErrorBody> {
+    serde_json::to_value(v).map_err(|e| internal(format!("result does not serialize: {e}")))
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ErrorBody> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(internal(format!("did not finish: {e}"))),
+    }
+}
+
+/// The end of a call that never ran.
+fn setup_error_end(msg: String) -> Value {
+    json!({
+        "sandbox_summary": SandboxSummary { setup_error: Some(msg), ..Default::default() },
+        "exit_status": 125,
+        "duration_ms": 0,
+    })
+}
+
+enum Ev {
+    Out(&'static str, Vec<u8>),
+    Status(String),
+    Exit(std::io::Result<std::process::ExitStatus>),
+}
+
+fn pump(mut r: impl Read + Send + 'static, name: &'static str, tx: tokio::sync::mpsc::Sender<Ev>) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; OUTPUT_CHUNK];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if tx.blocking_send(Ev::Out(name, buf[..n].to_vec())).is_err() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    });
+}
+
+/// `sandbox.launch`: runs one line through the launcher; items `started`, `output`, `exit`
+/// (denials), then the end (summary, code or signal, duration). Cancel ends the tree.
+pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let p: CallParams = params(call.params)?;
+        let config = svc.policy.config();
+        let env = svc.policy.env().clone();
+        let runtime = svc.paths.runtime_dir.clone();
+        let (p2, c2, e2) = (p.clone(), config.clone(), env.clone());
+        let prepared = blocking(move || prepare(&p2, &c2, &e2, Some(&runtime), None)).await??;
+        let plan = match prepared {
+            Ok(plan) => plan,
+            Err(msg) => return Ok(setup_error_end(msg)),
+        };
+        let running = match launcher().spawn(&plan, Stdio::null(), Stdio::piped(), Stdio::piped()) {
+            Ok(r) => r,
+            Err(e) => return Ok(setup_error_end(format!("cannot start efr-launch: {e}"))),
+        };
+        let Running {
+            mut child,
+            mut status,
+        } = running;
+        let mut guard = PidFd::open(child.id()).ok().map(EndOnDrop::new);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Ev>(64);
+        if let Some(o) = child.stdout.take() {
+            pump(o, "stdout", tx.clone());
+        }
+        if let Some(e) = child.stderr.take() {
+            pump(e, "stderr", tx.clone());
+        }
+        let stx = tx.clone();
+        std::thread::spawn(move || {
+            let mut l = String::new();
+            loop {
+                l.clear();
+                match status.read_line(&mut l) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if stx.blocking_send(Ev::Status(l.clone())).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            let st = child.wait();
+            let _ = tx.blocking_send(Ev::Exit(st));
+        });
+        let mut text = String::new();
+        let mut chunkers: HashMap<&'static str, Chunker> = HashMap::new();
+        let mut exit = None;
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                Ev::Out(stream, bytes) => {
+                    if let Some((k, d)) = chunkers.entry(stream).or_default().push(&bytes) {
+                        call.items
+                            .send(json!({"kind": "output", "stream": stream, k: d}))
+                            .await?;
+                    }
+                }
+                Ev::Status(l) => {
+                    if let Ok(s @ StatusLine::Started { .. }) = StatusLine::parse(&l) {
+                        call.items.send(started_item(&s)).await?;
+                    }
+                    text.push_str(&l);
+                }
+                Ev::Exit(st) => exit = Some(st),
+            }
+        }
+        for (stream, c) in chunkers.iter_mut() {
+            if let Some((k, d)) = c.flush() {
+                call.items
+                    .send(json!({"kind": "output", "stream": stream, k: d}))
+                    .await?;
+            }
+        }
+        if let Some(g) = guard.as_mut() {
+            g.disarm();
+        }
+        let mut o = Outcome::from_lines(&text);
+        if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
+            o.setup_error = Some(match exit {
+                Some(Ok(st)) => format!("efr-launch ended without reporting the line's end ({st})"),
+                Some(Err(e)) => format!("efr-launch could not be waited for: {e}"),
+                None => "efr-launch ended without reporting the line's end".into(),
+            });
+        }
+        let line = p.line.clone();
+        let projects = p.projects.clone();
+        let fin = blocking(move || finished(&o, &line, &projects, &config, &env)).await?;
+        for r in &fin.exits {
+            call.items
+                .send(json!({"kind": "exit", "record": r}))
+                .await?;
+        }
+        to_value(&fin)
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct PlanParams {
+    #[serde(flatten)]
+    call: CallParams,
+    /// The fd efrd gives the launcher for its status lines (default 3).
+    #[serde(default)]
+    status_fd: Option<i32>,
+}
+
+fn token() -> String {
+    let mut b = [0u8; 16];
+    // SAFETY: getrandom writes at most b.len() bytes into the buffer we own.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        b = (t ^ (std::process::id() as u128) << 64).to_le_bytes();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `sandbox.plan`: the launcher command line and a plan file it reads (0600 in a 0700 dir
+/// of the runtime dir), the conversation's dirs made; `sandbox.finish` releases them.
+pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let p: PlanParams = params(call.params)?;
+        let status_fd = p.status_fd.unwrap_or(3);
+        if !(3..=1024).contains(&status_fd) {
+            return Err(ErrorBody::new(
+                ErrorCode::Invalid,
+                format!("status_fd {status_fd}: expected 3 to 1024"),
+            ));
+        }
+        let config = svc.policy.config();
+        let env = svc.policy.env().clone();
+        let svc2 = svc.clone();
+        blocking(move || {
+            let runtime = svc2.paths.runtime_dir.clone();
+            let plan = match prepare(&p.call, &config, &env, Some(&runtime), None)? {
+                Ok(plan) => plan,
+                Err(msg) => return Ok(setup_error_end(msg)),
+            };
+            let dir = runtime.join("plans");
+            private_dir(&dir).map_err(|e| internal(format!("{}: {e}", dir.display())))?;
+            let token = token();
+            let file = dir.join(format!("{token}.json"));
+            let json = serde_json::to_vec(&plan).map_err(|e| internal(e.to_string()))?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&file)
+                .map_err(|e| internal(format!("{}: {e}", file.display())))?;
+            std::io::Write::write_all(&mut f, &json)
+                .map_err(|e| internal(format!("{}: {e}", file.display())))?;
+            let argv = launcher().command(&file, status_fd);
+            svc2.planned.lock().insert(
+                token.clone(),
+                PlannedCall {
+                    plan_file: file.clone(),
+                    line: p.call.line.clone(),
+                    projects: p.call.projects.clone(),
+                },
+            );
+            Ok(json!({
+                "token": token,
+                "argv": argv,
+                "plan_file": file,
+                "status_fd": status_fd,
+            }))
+        })
+        .await?
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct FinishParams {
+    token: String,
+    /// The status lines the launcher wrote, as written (JSON lines).
+    #[serde(default)]
+    status: String,
+}
+
+/// `sandbox.finish`: folds the call's status lines, deletes its plan file, returns the
+/// summary and the denial exit records.
+pub fn finish(svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let p: FinishParams = params(call.params)?;
+        let Some(c) = svc.planned.lock().remove(&p.token) else {
+            return Err(ErrorBody::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no planned call with token {:?} (finished already?)",
+                    p.token
+                ),
+            ));
+        };
+        let config = svc.policy.config();
+        let env = svc.policy.env().clone();
+        let fin = blocking(move || {
+            let _ = std::fs::remove_file(&c.plan_file);
+            let mut o = Outcome::from_lines(&p.status);
+            if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
+                o.setup_error = Some("the call's status lines say nothing of its end".into());
+            }
+            finished(&o, &c.line, &c.projects, &config, &env)
+        })
+        .await?;
+        to_value(&fin)
+    })
+}
+
+/// RFC 3339 (UTC, seconds) of a Unix time.
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// The trial behind `sandbox.status`: one contained `true` with the default view, run once
+/// per service (cached). Reports what it saw: the backend that ran, the Landlock ABI and
+/// whether seccomp was loaded.
+pub fn trial(svc: &Service) -> SandboxStatus {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut st = SandboxStatus {
+        checked_at: Some(rfc3339(now)),
+        ..Default::default()
+    };
+    let config = svc.policy.config();
+    let env = svc.policy.env().clone();
+    let p = CallParams {
+        line: "true".into(),
+        cwd: Some("/".into()),
+        ..Default::default()
+    };
+    let plan = match prepare(&p, &config, &env, None, None) {
+        Ok(Ok(plan)) => plan,
+        Ok(Err(m)) => {
+            st.unavailable = Some(m);
+            return st;
+        }
+        Err(e) => {
+            st.unavailable = Some(e.message);
+            return st;
+        }
+    };
+    let r = launcher()
+        .spawn(&plan, Stdio::null(), Stdio::null(), Stdio::null())
+        .and_then(|r| r.wait());
+    match r {
+        Err(e) => st.unavailable = Some(format!("cannot start efr-launch: {e}")),
+        Ok((o, _)) => {
+            if let Some(StatusLine::Started {
+                backend,
+                landlock,
+                seccomp,
+                ..
+            }) = &o.started
+            {
+                st.backend = match backend.as_str() {
+                    "native" => Some(Backend::Native),
+                    "bwrap" => Some(Backend::Bwrap),
+                    _ => None,
+                };
+                st.landlock_abi = landlock.as_ref().map(|l| l.abi).filter(|&a| a > 0);
+                st.seccomp = *seccomp;
+            }
+            if let Some(e) = o.setup_error {
+                st.unavailable = Some(e);
+            } else if o.code != Some(0) {
+                st.unavailable = Some(format!(
+                    "a contained `true` ended with status {}",
+                    o.exit_status()
+                ));
+            } else {
+                st.available = true;
+            }
+        }
+    }
+    st
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
+        assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}

@@ -1,0 +1,229 @@
+//! `efr-sandbox run [--project DIR]... [--cwd DIR] [--grant KIND=VALUE]... [--backend
+//! native|bwrap] [--unsandboxed] [--summary FILE] -- LINE`: one line through the launcher,
+//! with this terminal and stdio passed through. The exit status is the line's (128+N for a
+//! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use efr_policy::config::{Config, Env};
+use efr_sandbox_wire::{Bus, Desktop, Grant};
+
+use crate::cli::RunArgs;
+use crate::launch::{CallParams, finished, launcher, prepare};
+
+/// The kinds `--grant` takes, for messages.
+const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, \
+                     desktop=wayland|x11|hyprland|sway|i3|niri, net_view, open_network";
+
+/// `p` made absolute against `here`, `.` and `..` taken lexically (as the shell's `cd`).
+fn normal(p: &Path, here: &Path) -> String {
+    let mut out = PathBuf::from("/");
+    for c in here.join(p).components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out.to_string_lossy().into_owned()
+}
+
+fn abs(p: &str, here: &Path) -> String {
+    if p == "~" || p.starts_with("~/") {
+        p.to_string()
+    } else {
+        normal(Path::new(p), here)
+    }
+}
+
+/// Reads one `--grant KIND[=VALUE]`.
+pub fn parse_grant(s: &str, here: &Path) -> Result<Grant, String> {
+    let (kind, value) = match s.split_once('=') {
+        Some((k, v)) => (k, Some(v)),
+        None => (s, None),
+    };
+    let path = |what: &str| -> Result<String, String> {
+        match value {
+            Some(v) if !v.is_empty() => Ok(abs(v, here)),
+            _ => Err(format!("grant {what} needs a path: {what}=PATH")),
+        }
+    };
+    let g = match kind {
+        "write" => Grant::Write {
+            path: path("write")?,
+        },
+        "unmask" => Grant::Unmask {
+            path: path("unmask")?,
+        },
+        "device" => Grant::Device {
+            path: path("device")?,
+        },
+        "socket" => Grant::Socket {
+            path: path("socket")?,
+        },
+        "bus" => Grant::Bus {
+            bus: match value {
+                Some("session") => Bus::Session,
+                Some("system") => Bus::System,
+                _ => return Err("grant bus takes session or system: bus=session".into()),
+            },
+        },
+        "desktop" => Grant::Desktop {
+            desktop: match Desktop::ALL.iter().find(|d| Some(d.as_str()) == value) {
+                Some(d) => *d,
+                None => {
+                    return Err(
+                        "grant desktop takes wayland, x11, hyprland, sway, i3 or niri".into(),
+                    );
+                }
+            },
+        },
+        "net_view" | "open_network" if value.is_some() => {
+            return Err(format!("grant {kind} takes no value"));
+        }
+        "net_view" => Grant::NetView,
+        "open_network" => Grant::OpenNetwork,
+        "host" => {
+            return Err(
+                "grant host=...: host grants need the egress proxy, which is not built yet; \
+                 use open_network for now"
+                    .into(),
+            );
+        }
+        other => return Err(format!("unknown grant kind {other:?}; the kinds: {KINDS}")),
+    };
+    Ok(g)
+}
+
+fn usage_error(m: impl std::fmt::Display) -> i32 {
+    eprintln!("efr-sandbox: error: {m}");
+    2
+}
+
+/// Runs `efr-sandbox run`.
+pub fn run(a: RunArgs) -> anyhow::Result<i32> {
+    let here = std::env::current_dir()?;
+    let env = Env::from_process();
+    let config = match Config::load(&env) {
+        Ok(c) => c,
+        Err(e) => return Ok(usage_error(e)),
+    };
+    let mut grants = Vec::new();
+    for g in &a.grants {
+        match parse_grant(g, &here) {
+            Ok(g) => grants.push(g),
+            Err(e) => return Ok(usage_error(format!("--grant {g}: {e}"))),
+        }
+    }
+    let projects: Vec<String> = a.projects.iter().map(|p| normal(p, &here)).collect();
+    let cwd = a
+        .cwd
+        .map(|c| normal(&c, &here))
+        .unwrap_or_else(|| normal(Path::new("."), &here));
+    let p = CallParams {
+        line: a.line.join(" "),
+        cwd: Some(cwd),
+        projects,
+        grants,
+        backend: a.backend,
+        unsandboxed: a.unsandboxed,
+        conversation: None,
+    };
+    let plan = match prepare(&p, &config, &env, None, None) {
+        Err(e) => return Ok(usage_error(e.message)),
+        Ok(Err(setup)) => Err(setup),
+        Ok(Ok(plan)) => Ok(plan),
+    };
+    if let Some(f) = &a.plan_out {
+        match &plan {
+            Ok(plan) => std::fs::write(f, serde_json::to_vec_pretty(plan)?)?,
+            Err(e) => return Ok(usage_error(format!("no plan: {e}"))),
+        }
+        return Ok(0);
+    }
+    // The terminal's SIGINT and SIGQUIT reach the launcher (same process group), which
+    // hands them to the line; this process waits for the launcher's verdict.
+    for sig in [libc::SIGINT, libc::SIGQUIT] {
+        // SAFETY: setting a signal disposition to SIG_IGN has no other effect.
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+    }
+    let outcome = match plan {
+        Err(setup) => efr_launcher::status::Outcome {
+            setup_error: Some(setup),
+            ..Default::default()
+        },
+        Ok(plan) => {
+            match launcher()
+                .spawn(&plan, Stdio::inherit(), Stdio::inherit(), Stdio::inherit())
+                .and_then(|r| r.wait())
+            {
+                Ok((mut o, st)) => {
+                    if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
+                        o.setup_error = Some(format!(
+                            "efr-launch ended without reporting the line's end ({st})"
+                        ));
+                    }
+                    o
+                }
+                Err(e) => efr_launcher::status::Outcome {
+                    setup_error: Some(format!("cannot start efr-launch: {e}")),
+                    ..Default::default()
+                },
+            }
+        }
+    };
+    let fin = finished(&outcome, &p.line, &p.projects, &config, &env);
+    if let Some(e) = &fin.sandbox_summary.setup_error {
+        eprintln!("efr-sandbox: the sandbox could not start: {e}");
+    }
+    for r in &fin.exits {
+        eprintln!("efr-sandbox: {}", r.summary);
+    }
+    if let Some(f) = &a.summary {
+        let json = serde_json::to_string_pretty(&fin.sandbox_summary)?;
+        std::fs::write(f, json + "\n")
+            .map_err(|e| anyhow::anyhow!("--summary {}: {e}", f.display()))?;
+    }
+    Ok(fin.exit_status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants() {
+        let h = Path::new("/h");
+        assert_eq!(
+            parse_grant("write=x", h).unwrap(),
+            Grant::Write {
+                path: "/h/x".into()
+            }
+        );
+        assert_eq!(
+            parse_grant("bus=session", h).unwrap(),
+            Grant::Bus { bus: Bus::Session }
+        );
+        assert_eq!(parse_grant("net_view", h).unwrap(), Grant::NetView);
+        assert_eq!(
+            parse_grant("desktop=wayland", h).unwrap(),
+            Grant::Desktop {
+                desktop: Desktop::Wayland
+            }
+        );
+        for bad in [
+            "write",
+            "write=",
+            "bus=x",
+            "desktop=gnome",
+            "nope=1",
+            "host=a.com",
+            "net_view=1",
+        ] {
+            assert!(parse_grant(bad, h).is_err(), "{bad}");
+        }
+    }
+}

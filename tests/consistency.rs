@@ -1,0 +1,157 @@
+//! What `explain` says is what a contained call gets. The plan is built from efr-policy's
+//! config as the service builds it (`Config::launch_view`); for each path, explain's
+//! access (none / read / write) is compared with what a real contained call could do there
+//! (read the real content, create or append), on both backends.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{Fixture, backends, python, run_plan};
+use efr_launcher::api::build_plan;
+use efr_policy::config::{Config, Env};
+use efr_policy::explain::explain_path;
+use efr_sandbox_wire::Access;
+use serde_json::Value;
+
+/// Prints one JSON line per path: its content (hex, or the sorted listing of a dir; null
+/// when unreadable) and whether a write (append, or create-and-remove) worked.
+const PROBE: &str = r#"
+import os, sys, json
+for p in sys.argv[1:]:
+    r = {"path": p}
+    try:
+        r["content"] = sorted(os.listdir(p)) if os.path.isdir(p) else open(p, "rb").read().hex()
+    except Exception:
+        r["content"] = None
+    try:
+        if os.path.isdir(p):
+            t = os.path.join(p, ".efr-probe"); open(t, "x").close(); os.unlink(t)
+        elif os.path.lexists(p):
+            open(p, "ab").close()
+        else:
+            open(p, "x").close(); os.unlink(p)
+        r["write"] = True
+    except Exception:
+        r["write"] = False
+    print(json.dumps(r))
+"#;
+
+fn host_content(p: &str) -> Option<Value> {
+    let pb = PathBuf::from(p);
+    if pb.is_dir() {
+        let mut v: Vec<String> = std::fs::read_dir(&pb)
+            .ok()?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        Some(serde_json::json!(v))
+    } else {
+        let b = std::fs::read(&pb).ok()?;
+        Some(Value::String(
+            b.iter().map(|x| format!("{x:02x}")).collect(),
+        ))
+    }
+}
+
+#[test]
+fn explain_matches_what_a_contained_call_gets() {
+    let fx = Fixture::new();
+    let base = fx.dir.path().canonicalize().unwrap();
+    let run = base.join("run");
+    std::fs::create_dir_all(run.join("efr")).unwrap();
+    std::fs::write(run.join("efr/agent"), "sock-ish").unwrap();
+    let h = |r: &str| format!("{}/{r}", fx.home);
+    let p = |r: &str| format!("{}/{r}", fx.proj);
+    std::fs::create_dir_all(h(".gnupg/private-keys-v1.d")).unwrap();
+    std::fs::write(h(".gnupg/private-keys-v1.d/k.key"), "secret key").unwrap();
+    std::fs::write(p(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    std::fs::create_dir_all(p("src")).unwrap();
+    std::fs::write(p("src/main.c"), "int main(){}\n").unwrap();
+    std::fs::write(format!("{}/notes", fx.scratch), "n\n").unwrap();
+
+    let mut env = Env::new(&fx.home);
+    env.runtime_dir = Some(run.clone());
+    env.scratch = Some(PathBuf::from(&fx.scratch));
+    let config = Config::defaults();
+    let projects = vec![PathBuf::from(&fx.proj)];
+    let view = config.launch_view(&env, &projects);
+
+    // (path, host content shown inside /tmp is the conversation's tmp dir)
+    let paths: Vec<String> = vec![
+        h(".ssh"),
+        h(".ssh/id_rsa"),
+        h(".aws/credentials"),
+        h(".netrc"),
+        h(".gnupg/private-keys-v1.d/k.key"),
+        run.to_string_lossy().into_owned(),
+        format!("{}/efr/agent", run.display()),
+        p("README"),
+        p("src/main.c"),
+        p("src/new-file"),
+        p(".git/hooks"),
+        p(".git/hooks/pre-commit"),
+        p(".git/config"),
+        p(".git/HEAD"),
+        p(".envrc"),
+        "/etc/passwd".into(),
+        "/etc".into(),
+        h(".bashrc"),
+        h(".gitconfig"),
+        h("new-in-home"),
+        format!("{}/file", fx.other),
+        format!("{}/notes", fx.scratch),
+        format!("{}/new", fx.scratch),
+        "/tmp/new-in-tmp".into(),
+    ];
+    let line = format!(
+        "{} -c '{}' {}",
+        python(),
+        PROBE.replace('\'', "'\\''"),
+        paths.join(" ")
+    );
+    for b in backends() {
+        let mut r = fx.request(&line, b);
+        r.read_only_inside = Some(view.read_only_inside.clone());
+        r.masks = Some(view.masks.clone());
+        if let Some(e) = r.env.as_mut() {
+            e.push(("XDG_RUNTIME_DIR".into(), run.to_string_lossy().into_owned()));
+        }
+        let plan = build_plan(&r).unwrap();
+        let ran = run_plan(&plan, None);
+        assert_eq!(ran.status.code(), Some(0), "{b:?} {ran:?}");
+        let got: Vec<Value> = ran
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(got.len(), paths.len(), "{ran:?}");
+        let mut wrong = Vec::new();
+        for (path, g) in paths.iter().zip(&got) {
+            let ex = explain_path(path.as_ref(), None, &projects, &config, &env).unwrap();
+            // /tmp inside is the conversation's tmp dir on the host.
+            let host = if let Some(rest) = path.strip_prefix("/tmp/") {
+                host_content(&format!("{}/{rest}", fx.tmp))
+            } else {
+                host_content(path)
+            };
+            let exists = host.is_some();
+            let real = if g["write"] == Value::Bool(true) {
+                Access::Write
+            } else if !exists || (g["content"] == host.unwrap() && g["content"] != Value::Null) {
+                // A missing path that cannot be created reads as `read` (explain's word).
+                Access::Read
+            } else {
+                Access::None
+            };
+            if real != ex.access {
+                wrong.push(format!(
+                    "{path}: explain says {:?}, the call got {real:?} ({g})",
+                    ex.access
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{b:?}:\n{}", wrong.join("\n"));
+    }
+}
