@@ -48,10 +48,41 @@ fn first_child(pid: libc::pid_t) -> Option<u32> {
     t.split_whitespace().next()?.parse().ok()
 }
 
+/// How many times a bwrap launch is tried when a path it was to hide vanished meanwhile.
+const BWRAP_ATTEMPTS: u32 = 5;
+
+/// One try of a launch.
+enum Try {
+    /// The launch ran (or failed for good): the launcher's exit status.
+    Done(i32),
+    /// bubblewrap failed before the line started because a path of the view it was to
+    /// cover (a host socket) vanished after the view was computed: try again with a new
+    /// view. Nothing was written to the status fd and the line did not run.
+    Again,
+}
+
 /// Runs a validated plan to the end; returns the launcher's exit status.
 pub fn run(plan: &Plan, out: &StatusOut) -> i32 {
+    let mut attempt = 1;
+    loop {
+        match run_once(plan, out, attempt < BWRAP_ATTEMPTS) {
+            Try::Done(status) => return status,
+            Try::Again => attempt += 1,
+        }
+    }
+}
+
+/// A path the view hides by covering it that is gone now: bubblewrap cannot create the
+/// mount point on the read-only root, so its setup fails.
+fn covered_path_vanished(view: &crate::view::View) -> bool {
+    view.ops.iter().any(|o| {
+        matches!(o, crate::view::Op::MaskFile { path } if std::fs::symlink_metadata(path).is_err())
+    })
+}
+
+fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     if let Err(e) = plan.check_host() {
-        return out.setup_error(e.to_string());
+        return Try::Done(out.setup_error(e.to_string()));
     }
     let start = Instant::now();
     let start_ms = now_ms();
@@ -67,19 +98,19 @@ pub fn run(plan: &Plan, out: &StatusOut) -> i32 {
     };
     let (report_r, report_w) = match sys::pipe() {
         Ok(p) => p,
-        Err(e) => return out.setup_error(format!("pipe: {e}")),
+        Err(e) => return Try::Done(out.setup_error(format!("pipe: {e}"))),
     };
     let fwd = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
     let sig_r = match sys::signal_pipe(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])
     {
         Ok(r) => r,
-        Err(e) => return out.setup_error(format!("signals: {e}")),
+        Err(e) => return Try::Done(out.setup_error(format!("signals: {e}"))),
     };
     let tee = contained && plan.collect_denials && !sys::isatty(2);
     let (err_r, err_w) = if tee {
         match sys::pipe() {
             Ok((r, w)) => (Some(r), Some(w)),
-            Err(e) => return out.setup_error(format!("pipe: {e}")),
+            Err(e) => return Try::Done(out.setup_error(format!("pipe: {e}"))),
         }
     } else {
         (None, None)
@@ -157,7 +188,7 @@ pub fn run(plan: &Plan, out: &StatusOut) -> i32 {
         Ok(p) => p,
         Err(e) => {
             cleanup(&view);
-            return out.setup_error(e);
+            return Try::Done(out.setup_error(e));
         }
     };
     let mut sig_target = child;
@@ -297,21 +328,28 @@ pub fn run(plan: &Plan, out: &StatusOut) -> i32 {
             });
         }
     }
+    if may_retry
+        && !started
+        && plan.backend == Backend::Bwrap
+        && view.as_ref().is_some_and(covered_path_vanished)
+    {
+        return Try::Again;
+    }
     if let Some(e) = setup_error {
         if !started || line_status.is_none() {
-            return out.setup_error(e);
+            return Try::Done(out.setup_error(e));
         }
     }
     let Some((code, signal)) = line_status else {
         let st = child_status.unwrap_or(0);
-        return out.setup_error(format!(
+        return Try::Done(out.setup_error(format!(
             "the sandbox ended before the line did (wait status {st:#x}, signal {})",
             if libc::WIFSIGNALED(st) {
                 libc::WTERMSIG(st)
             } else {
                 0
             }
-        ));
+        )));
     };
     let failed = code != Some(0);
     let denials = if contained && failed {
@@ -326,9 +364,9 @@ pub fn run(plan: &Plan, out: &StatusOut) -> i32 {
         denials,
         survivors,
     });
-    match (code, signal) {
+    Try::Done(match (code, signal) {
         (Some(c), _) => c,
         (None, Some(s)) => 128 + s,
         _ => 1,
-    }
+    })
 }
