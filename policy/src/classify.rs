@@ -25,6 +25,7 @@ pub mod always;
 pub mod git;
 pub mod knowledge;
 pub mod paths;
+pub mod registries;
 pub mod tokens;
 mod walk;
 

@@ -2444,12 +2444,25 @@ impl Walker<'_> {
         let sub = pos.first().copied().unwrap_or("");
         let sub2 = pos.get(1).map(|s| format!("{sub}-{s}")).unwrap_or_default();
         let is = |list: &[String]| list.iter().any(|s| s == "*" || s == sub || s == &sub2);
-        let host = spec.host.clone();
+        // The registry the user's setup names, else the knowledge's default.
+        let words: Vec<&str> = rest.iter().map(|a| a.text.as_str()).collect();
+        let var = |v: &str| env.vars.get(v).cloned().flatten();
+        let found = super::registries::registry_for(
+            &spec.host,
+            &words,
+            &var,
+            env.cwd.as_deref(),
+            &self.ctx.home,
+        );
+        let (host, port) = match &found {
+            Some(f) => (f.host.clone(), f.port),
+            None => (spec.host.clone(), None),
+        };
         if is(&spec.publish) {
             let mut f = self.host_finding(
                 ExitKind::Upload,
                 &host,
-                None,
+                port,
                 false,
                 format!("`{}` publishes to {host}", short(&cmd.display)),
                 cmd,
@@ -2477,14 +2490,18 @@ impl Walker<'_> {
         } else {
             format!("reaches {host}")
         };
-        let f = self.host_finding(
+        let mut f = self.host_finding(
             ExitKind::Host,
             &host,
-            None,
+            port,
             false,
             format!("`{}` {what}", short(&cmd.display)),
             cmd,
         );
+        if let Some(found) = &found {
+            f.reasons
+                .push(format!("{host} is the registry {} names", found.from));
+        }
         self.push(f);
         // installs outside the project
         let global = rest.iter().any(|a| spec.global_opts.contains(&a.text));
