@@ -24,6 +24,10 @@ fn setup() -> Option<(tempfile::TempDir, Context)> {
     let project = home.path().join("p");
     std::fs::create_dir_all(&project).ok()?;
     if !git(&project, &["init", "-q"]) {
+        assert!(
+            std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none(),
+            "git init failed and EFR_SANDBOX_MUST_WORK is set"
+        );
         println!("git is not installed: skipped");
         return None;
     }
@@ -215,4 +219,113 @@ fn token_hosts_from_files_and_helpers() {
     assert_eq!(r.exits[0].needs, Needs::Unsandboxed, "{r:?}");
     let r = classify(&req(home.path(), "curl https://other.example.org/v1"), &ctx);
     assert!(matches!(r.exits[0].needs, Needs::Contained { .. }));
+}
+
+fn hosts_of(r: &efr_policy::classify::ClassifyResult) -> Vec<String> {
+    let mut h: Vec<String> = r
+        .exits
+        .iter()
+        .flat_map(|e| e.facts.hosts.iter().map(|h| h.host.clone()))
+        .collect();
+    h.sort();
+    h.dedup();
+    h
+}
+
+#[test]
+fn insteadof_rewrites_the_host_git_dials() {
+    let Some((home, ctx)) = setup() else { return };
+    let p = home.path().join("p");
+    assert!(git(&p, &["remote", "add", "origin", "gh:a/b.git"]));
+    assert!(git(
+        &p,
+        &["config", "url.https://git.corp.example/.insteadOf", "gh:"]
+    ));
+    assert!(git(
+        &p,
+        &[
+            "config",
+            "url.ssh://push.corp.example/.pushInsteadOf",
+            "gh:"
+        ]
+    ));
+    let r = classify(&req(home.path(), "git fetch origin"), &ctx);
+    assert!(
+        hosts_of(&r).contains(&"git.corp.example".to_string()),
+        "{r:?}"
+    );
+    let r = classify(&req(home.path(), "git push origin main"), &ctx);
+    assert!(
+        hosts_of(&r).contains(&"push.corp.example".to_string()),
+        "{r:?}"
+    );
+    // A clone's URL is rewritten by the user's global config.
+    std::fs::write(
+        home.path().join(".gitconfig"),
+        "[url \"https://mirror.corp.example/\"]\n\tinsteadOf = https://github.com/\n",
+    )
+    .unwrap_or_default();
+    let r = classify(
+        &req(home.path(), "git clone https://github.com/x/y.git"),
+        &ctx,
+    );
+    assert_eq!(hosts_of(&r), ["mirror.corp.example"], "{r:?}");
+}
+
+#[test]
+fn submodule_update_reaches_the_submodules_hosts() {
+    let Some((home, ctx)) = setup() else { return };
+    let p = home.path().join("p");
+    assert!(git(
+        &p,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://code.example/team/app.git"
+        ]
+    ));
+    std::fs::write(
+        p.join(".gitmodules"),
+        "[submodule \"lib\"]\n\tpath = lib\n\turl = ../lib.git\n\
+         [submodule \"vendor\"]\n\tpath = vendor\n\turl = https://vendor.example/v.git\n\
+         [submodule \"ssh\"]\n\tpath = ssh\n\turl = git@ssh.example:o/r.git\n",
+    )
+    .unwrap_or_default();
+    let r = classify(
+        &req(home.path(), "git submodule update --init --recursive"),
+        &ctx,
+    );
+    assert_eq!(
+        hosts_of(&r),
+        ["code.example", "ssh.example", "vendor.example"],
+        "{r:?}"
+    );
+    // Over ssh it is an outside command (the user's keys); over https a host exit.
+    assert!(r.exits.iter().any(|e| e.kind == ExitKind::Outside));
+    assert!(r.exits.iter().any(|e| e.kind == ExitKind::Host));
+    // The repo's own config overrides .gitmodules.
+    assert!(git(
+        &p,
+        &[
+            "config",
+            "submodule.vendor.url",
+            "https://fork.example/v.git"
+        ]
+    ));
+    let r = classify(&req(home.path(), "git submodule update"), &ctx);
+    assert!(hosts_of(&r).contains(&"fork.example".to_string()), "{r:?}");
+    assert!(
+        !hosts_of(&r).contains(&"vendor.example".to_string()),
+        "{r:?}"
+    );
+    // Local subcommands reach nothing.
+    for line in [
+        "git submodule status",
+        "git submodule foreach git status",
+        "git submodule sync",
+    ] {
+        let r = classify(&req(home.path(), line), &ctx);
+        assert!(hosts_of(&r).is_empty(), "{line}: {r:?}");
+    }
 }

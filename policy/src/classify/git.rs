@@ -215,16 +215,116 @@ pub fn repo_config(ctx: &Context, dirs: Option<&GitDirs>) -> Vec<ConfigEntry> {
     out
 }
 
-/// The URLs (url and pushurl) of a remote of the repository `repo` is in.
+/// The URLs (url and pushurl) of a remote of the repository `repo` is in, as git would
+/// dial them: each rewritten by the `url.<base>.insteadOf` (and, for a push,
+/// `pushInsteadOf`) rules of the configs.
 pub fn remote_urls(ctx: &Context, repo: &Path, remote: &str) -> Vec<String> {
     let dirs = find_git_dir(repo);
     let cfg = repo_config(ctx, dirs.as_ref());
     let url_key = format!("remote.{remote}.url");
     let push_key = format!("remote.{remote}.pushurl");
-    cfg.iter()
-        .filter(|e| e.key == url_key || e.key == push_key)
-        .map(|e| e.value.clone())
-        .collect()
+    let mut out: Vec<String> = Vec::new();
+    for e in cfg.iter().filter(|e| e.key == url_key || e.key == push_key) {
+        for push in [false, true] {
+            let u = rewrite_url(&cfg, &e.value, push);
+            if !out.contains(&u) {
+                out.push(u);
+            }
+        }
+    }
+    out
+}
+
+/// `url` as git dials it: the longest `url.<base>.insteadOf` prefix (or, for a push,
+/// `pushInsteadOf`, which wins over insteadOf) replaced by its base.
+pub fn rewrite_url(cfg: &[ConfigEntry], url: &str, push: bool) -> String {
+    let best = |suffix: &str| -> Option<(usize, String)> {
+        cfg.iter()
+            .filter_map(|e| {
+                let rest = e.key.strip_prefix("url.")?;
+                let base = rest.strip_suffix(suffix)?;
+                (!e.value.is_empty() && url.starts_with(&e.value))
+                    .then(|| (e.value.len(), format!("{base}{}", &url[e.value.len()..])))
+            })
+            .max_by_key(|(n, _)| *n)
+    };
+    if push {
+        if let Some((_, u)) = best(".pushinsteadof") {
+            return u;
+        }
+    }
+    best(".insteadof")
+        .map(|(_, u)| u)
+        .unwrap_or_else(|| url.to_string())
+}
+
+/// The URLs the submodules of the repository `repo` is in are fetched from: the
+/// `submodule.<name>.url` of its `.gitmodules`, overridden by its git config, relative
+/// ones (`../lib.git`) taken against the `origin` remote, each rewritten by insteadOf.
+pub fn submodule_urls(ctx: &Context, repo: &Path) -> Vec<String> {
+    let Some(dirs) = find_git_dir(repo) else {
+        return Vec::new();
+    };
+    let mut modules = Vec::new();
+    read_config(
+        &dirs.worktree.join(".gitmodules"),
+        &ctx.home,
+        None,
+        &mut modules,
+        0,
+    );
+    let cfg = repo_config(ctx, Some(&dirs));
+    let origin = cfg
+        .iter()
+        .find(|e| e.key == "remote.origin.url")
+        .map(|e| e.value.clone());
+    let mut out: Vec<String> = Vec::new();
+    for m in modules
+        .iter()
+        .filter(|e| e.key.starts_with("submodule.") && e.key.ends_with(".url"))
+    {
+        // The repo's own config (after `git submodule init`) overrides .gitmodules.
+        let url = cfg
+            .iter()
+            .rev()
+            .find(|e| e.key == m.key)
+            .map(|e| e.value.clone())
+            .unwrap_or_else(|| m.value.clone());
+        let url = if url.starts_with("../") || url.starts_with("./") {
+            match &origin {
+                Some(o) => relative_url(o, &url),
+                None => continue,
+            }
+        } else {
+            url
+        };
+        let url = rewrite_url(&cfg, &url, false);
+        if !out.contains(&url) {
+            out.push(url);
+        }
+    }
+    out
+}
+
+/// A relative submodule URL taken against its superproject's remote URL.
+fn relative_url(base: &str, rel: &str) -> String {
+    let mut base = base.trim_end_matches('/').to_string();
+    let mut rel = rel;
+    loop {
+        if let Some(r) = rel.strip_prefix("./") {
+            rel = r;
+        } else if let Some(r) = rel.strip_prefix("../") {
+            rel = r;
+            match base.rfind(['/', ':']) {
+                Some(i) => base.truncate(i),
+                None => base.clear(),
+            }
+        } else {
+            break;
+        }
+    }
+    let sep = if base.ends_with(':') { "" } else { "/" };
+    format!("{base}{sep}{rel}")
 }
 
 /// Host, port and whether it goes over ssh, of a git URL (`https://`, `ssh://`, `git://`,

@@ -3064,9 +3064,28 @@ impl Walker<'_> {
                     if let Some(d) = pos.get(1) {
                         self.touch(d, TargetOp::Write, env, cmd, false);
                     }
+                    let url = git::rewrite_url(&git::repo_config(self.ctx, None), &url, false);
                     git::url_host_port(&url)
                         .map(|(h, p, ssh)| vec![(h, p, ssh)])
                         .unwrap_or_default()
+                } else if sub == "submodule" {
+                    // Only `update` and `add` fetch; init, sync, status, foreach and the
+                    // rest work on the local repository.
+                    let action = pos.first().map(|a| a.text.as_str()).unwrap_or("");
+                    let urls = match action {
+                        "update" => git::submodule_urls(self.ctx, &repo),
+                        "add" => pos.get(1).map(|a| vec![a.text.clone()]).unwrap_or_default(),
+                        _ => Vec::new(),
+                    };
+                    let mut hosts: Vec<(String, Option<u16>, bool)> = Vec::new();
+                    for u in urls {
+                        if let Some(hp) = git::url_host_port(&u) {
+                            if !hosts.contains(&hp) {
+                                hosts.push(hp);
+                            }
+                        }
+                    }
+                    hosts
                 } else {
                     let remote = pos
                         .iter()
