@@ -1,5 +1,6 @@
 #![no_main]
-//! The shell parser and the classifier never panic and never hang on any input.
+//! The shell parser, the awk scanner and the classifier never panic and never hang on any
+//! input.
 
 use efr_policy::classify::{ClassifyRequest, Context, classify};
 use efr_sandbox_wire::Mode;
@@ -8,6 +9,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     let line = String::from_utf8_lossy(data);
     let _ = efr_policy::shell::parse(&line);
+    let _ = efr_policy::classify::awk::effects(&line);
     thread_local! {
         static CTX: Context = Context::defaults("/home/u");
     }

@@ -22,6 +22,7 @@
 //! contained.
 
 pub mod always;
+pub mod awk;
 pub mod git;
 pub mod knowledge;
 pub mod paths;

@@ -1612,8 +1612,12 @@ impl Walker<'_> {
         }
     }
 
-    fn inline(&mut self, name: &str, ii: usize, rest: &[Arg], _env: &mut Env, pc: Pc, cmd: &Cmd) {
+    fn inline(&mut self, name: &str, ii: usize, rest: &[Arg], env: &mut Env, pc: Pc, cmd: &Cmd) {
         let spec = &self.k.file.inline[ii];
+        if spec.system_call {
+            self.awk(rest, env, pc, cmd);
+            return;
+        }
         let code = rest.iter().any(|a| {
             spec.code_opts.iter().any(|o| {
                 a.text == *o
@@ -1644,6 +1648,63 @@ impl Walker<'_> {
             );
         }
         let _ = name;
+    }
+
+    /// An awk line: the commands its program runs are walked like `sh -c`, the files it
+    /// writes are targets; a program file or a computed command is opaque.
+    fn awk(&mut self, rest: &[Arg], env: &mut Env, pc: Pc, cmd: &Cmd) {
+        let mut i = 0;
+        let mut program: Option<&Arg> = None;
+        while i < rest.len() {
+            let t = rest[i].text.as_str();
+            if t == "--" {
+                program = rest.get(i + 1);
+                break;
+            }
+            if t == "-f" || t.starts_with("--file") || (t.starts_with("-f") && t.len() > 2) {
+                self.note_opaque(format!(
+                    "awk runs a program file efr does not read: {}",
+                    short(&cmd.display)
+                ));
+                return;
+            }
+            if matches!(t, "-F" | "-v" | "--field-separator" | "--assign") {
+                i += 2;
+                continue;
+            }
+            if is_opt(t) {
+                i += 1;
+                continue;
+            }
+            program = Some(&rest[i]);
+            break;
+        }
+        let Some(program) = program else { return };
+        if !program.known {
+            self.note_opaque(format!(
+                "the awk program is not known before the line runs: {}",
+                short(&cmd.display)
+            ));
+            return;
+        }
+        for e in super::awk::effects(&program.text) {
+            match e {
+                super::awk::Effect::Runs(line) => {
+                    self.walk_string(&line, env, pc, "a command of an awk program")
+                }
+                super::awk::Effect::Writes(path) => {
+                    self.touch(&Arg::lit(&path), TargetOp::Write, env, cmd, false)
+                }
+                super::awk::Effect::RunsUnknown => self.note_opaque(format!(
+                    "awk runs a command built while it runs: {}",
+                    short(&cmd.display)
+                )),
+                super::awk::Effect::WritesUnknown => self.note_opaque(format!(
+                    "awk writes a file whose name is built while it runs: {}",
+                    short(&cmd.display)
+                )),
+            }
+        }
     }
 
     fn positional<'b>(
