@@ -218,6 +218,13 @@ pub(crate) struct Finding {
 }
 
 impl Finding {
+    /// The finding's command only works outside: it needs an unsandboxed launch, and the
+    /// exit runs that command outside the sandbox.
+    pub(crate) fn runs_outside(&mut self, command: &str) {
+        self.needs = Needs::Unsandboxed;
+        self.facts.outside_commands.push(command.to_string());
+    }
+
     pub fn new(kind: ExitKind, summary: String, command: &str, words: &[String]) -> Finding {
         Finding {
             kind,

@@ -1,10 +1,9 @@
 //! `sandbox.classify`, `sandbox.always_save` and `efr-sandbox classify`: the classifier of
 //! efr-policy behind the service and the command line.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use efr_policy::classify::{self, ClassifyRequest, ClassifyResult, Context};
 use efr_policy::config::{AlwaysRule, Config, Env};
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
@@ -136,22 +135,7 @@ pub fn always_save(svc: Arc<Service>, call: Call) -> HandlerFuture {
 pub fn classify_cli(args: ClassifyArgs) -> anyhow::Result<()> {
     let env = Env::from_process();
     let config = Config::load(&env)?;
-    let here = std::env::current_dir().context("cannot read the current directory")?;
-    let cwd = match args.cwd {
-        Some(c) => here.join(c),
-        None => here,
-    };
-    if !cwd.is_dir() {
-        bail!("--cwd {} is not a directory", cwd.display());
-    }
-    let mut project_roots: Vec<PathBuf> = Vec::new();
-    for p in args.projects {
-        let p = cwd.join(p);
-        if !p.is_dir() {
-            bail!("--project {} is not a directory", p.display());
-        }
-        project_roots.push(p);
-    }
+    let (cwd, project_roots) = crate::policy::cli_dirs(args.cwd, args.projects)?;
     let line = args.line.join(" ");
     if line.trim().is_empty() {
         bail!("the line to classify is empty");

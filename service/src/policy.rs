@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, bail};
@@ -84,6 +84,32 @@ impl Policy {
     }
 }
 
+/// The `--cwd` and `--project` options of a command run in this process: the cwd (the
+/// current directory when absent; a relative one is taken from it) and the project roots
+/// (taken from the cwd), each of which must be a directory.
+pub fn cli_dirs(
+    cwd: Option<PathBuf>,
+    projects: Vec<PathBuf>,
+) -> anyhow::Result<(PathBuf, Vec<PathBuf>)> {
+    let here = std::env::current_dir().context("cannot read the current directory")?;
+    let cwd = match cwd {
+        Some(c) => here.join(c),
+        None => here,
+    };
+    if !cwd.is_dir() {
+        bail!("--cwd {} is not a directory", cwd.display());
+    }
+    let mut roots = Vec::new();
+    for p in projects {
+        let p = cwd.join(p);
+        if !p.is_dir() {
+            bail!("--project {} is not a directory", p.display());
+        }
+        roots.push(p);
+    }
+    Ok((cwd, roots))
+}
+
 /// `efr-sandbox explain`: runs explain in this process (no service needed) and prints
 /// policy's text, or the wire JSON with `--json`. The path is taken as bytes, so a name
 /// that is not UTF-8 is explained as it is. A broken config file, or a `--cwd` or
@@ -91,22 +117,7 @@ impl Policy {
 pub fn explain_cli(args: ExplainArgs) -> anyhow::Result<()> {
     let env = Env::from_process();
     let config = Config::load(&env)?;
-    let here = std::env::current_dir().context("cannot read the current directory")?;
-    let cwd = match args.cwd {
-        Some(c) => here.join(c),
-        None => here,
-    };
-    if !cwd.is_dir() {
-        bail!("--cwd {} is not a directory", cwd.display());
-    }
-    let mut projects = Vec::new();
-    for p in args.projects {
-        let p = cwd.join(p);
-        if !p.is_dir() {
-            bail!("--project {} is not a directory", p.display());
-        }
-        projects.push(p);
-    }
+    let (cwd, projects) = cli_dirs(args.cwd, args.projects)?;
     if args.path.is_empty() {
         bail!("the path to explain is empty");
     }

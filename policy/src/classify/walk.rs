@@ -1171,8 +1171,7 @@ impl Walker<'_> {
                     reason: "crontabs run programs on a schedule".into(),
                     refuse: false,
                 });
-                f.needs = Needs::Unsandboxed;
-                f.facts.outside_commands.push(cmd.display.clone());
+                f.runs_outside(&cmd.display);
                 self.push(f);
                 return;
             }
@@ -1233,8 +1232,7 @@ impl Walker<'_> {
                     format!("`{}` {}", short(&cmd.display), o.reason),
                     &cmd,
                 );
-                f.needs = Needs::Unsandboxed;
-                f.facts.outside_commands.push(cmd.display.clone());
+                f.runs_outside(&cmd.display);
                 self.push(f);
             }
         }
@@ -1245,8 +1243,7 @@ impl Walker<'_> {
                 format!("`{}` {why}", short(&cmd.display)),
                 &cmd,
             );
-            f.needs = Needs::Unsandboxed;
-            f.facts.outside_commands.push(cmd.display.clone());
+            f.runs_outside(&cmd.display);
             self.push(f);
         }
         if let Some(bi) = roles.background {
@@ -1484,8 +1481,7 @@ impl Walker<'_> {
                 format!("{name} runs {what} {who}"),
                 cmd,
             );
-            f.needs = Needs::Unsandboxed;
-            f.facts.outside_commands.push(cmd.display.clone());
+            f.runs_outside(&cmd.display);
             self.push(f);
         }
         if w.background {
@@ -1501,8 +1497,7 @@ impl Walker<'_> {
             self.push(f);
         } else if w.outside {
             let mut f = self.finding(ExitKind::Outside, format!("{name} {}", w.reason), cmd);
-            f.needs = Needs::Unsandboxed;
-            f.facts.outside_commands.push(cmd.display.clone());
+            f.runs_outside(&cmd.display);
             self.push(f);
         }
         if w.open_network {
@@ -1818,8 +1813,7 @@ impl Walker<'_> {
                 format!("`{}` {}", short(&cmd.display), w.reason),
                 cmd,
             );
-            f.needs = Needs::Unsandboxed;
-            f.facts.outside_commands.push(cmd.display.clone());
+            f.runs_outside(&cmd.display);
             self.push(f);
         }
         if matches!(name, "chmod" | "chown" | "chgrp") && recursive {
@@ -2465,8 +2459,7 @@ impl Walker<'_> {
                             format!("`{}` copies from {h}", short(&cmd.display)),
                             cmd,
                         );
-                        f.facts.outside_commands.push(cmd.display.clone());
-                        f.needs = Needs::Unsandboxed;
+                        f.runs_outside(&cmd.display);
                         self.push(f);
                     } else if dest_host.is_some() {
                         self.touch(s, TargetOp::Read, env, cmd, false);
@@ -2714,8 +2707,7 @@ impl Walker<'_> {
                 ),
                 cmd,
             );
-            f.needs = Needs::Unsandboxed;
-            f.facts.outside_commands.push(cmd.display.clone());
+            f.runs_outside(&cmd.display);
             self.push(f);
         }
         let _ = name;
@@ -2774,8 +2766,7 @@ impl Walker<'_> {
                 project_remote: git::is_project_remote(self.ctx, &self.roots, &hh),
             });
         }
-        f.facts.outside_commands.push(cmd.display.clone());
-        f.needs = Needs::Unsandboxed;
+        f.runs_outside(&cmd.display);
         self.push(f);
         if !forwards.is_empty() {
             let mut f = self.finding(
@@ -3055,8 +3046,7 @@ impl Walker<'_> {
                         project_remote: git::is_project_remote(self.ctx, &self.roots, &h),
                     });
                 }
-                f.facts.outside_commands.push(cmd.display.clone());
-                f.needs = Needs::Unsandboxed;
+                f.runs_outside(&cmd.display);
                 f.git_repo = Some(repo);
                 self.push(f);
             }
@@ -3181,8 +3171,7 @@ impl Walker<'_> {
                             format!("{summary} over ssh, with your keys"),
                             cmd,
                         );
-                        f.facts.outside_commands.push(cmd.display.clone());
-                        f.needs = Needs::Unsandboxed;
+                        f.runs_outside(&cmd.display);
                         f.facts.hosts.push(HostFact {
                             host: h.clone(),
                             port: p,
@@ -3363,8 +3352,7 @@ impl Walker<'_> {
             port: None,
             project_remote: git::is_project_remote(self.ctx, &self.roots, "github.com"),
         });
-        f.facts.outside_commands.push(cmd.display.clone());
-        f.needs = Needs::Unsandboxed;
+        f.runs_outside(&cmd.display);
         f.git_repo = Some(repo);
         self.push(f);
     }
