@@ -29,6 +29,9 @@ pub struct EgressSpec {
     pub names: Vec<String>,
     pub deny: Vec<String>,
     pub relay_port: u16,
+    /// Ports besides 443 of the synthetic relay.
+    #[serde(default)]
+    pub ports: Vec<u16>,
 }
 
 impl EgressSpec {
@@ -55,7 +58,7 @@ pub struct Egress {
     socket: PathBuf,
     relay: TcpListener,
     dns: DnsServer,
-    synthetic: TcpListener,
+    synthetic: Vec<TcpListener>,
     table: Arc<NameTable>,
 }
 
@@ -69,9 +72,13 @@ impl Egress {
             .map_err(|e| format!("proxy relay on 127.0.0.1:{}: {e}", spec.relay_port))?;
         let dns = DnsServer::bind(SocketAddr::from((lo, DNS_PORT)), table.clone())
             .map_err(|e| format!("dns server on 127.0.0.1:{DNS_PORT}: {e}"))?;
-        let synthetic =
-            TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, SYNTHETIC_PORT)))
-                .map_err(|e| format!("synthetic relay on port {SYNTHETIC_PORT}: {e}"))?;
+        let mut synthetic = Vec::new();
+        for port in std::iter::once(SYNTHETIC_PORT).chain(spec.ports.iter().copied()) {
+            synthetic.push(
+                TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
+                    .map_err(|e| format!("synthetic relay on port {port}: {e}"))?,
+            );
+        }
         Ok(Egress {
             socket: PathBuf::from(&spec.socket),
             relay,
@@ -93,6 +100,9 @@ impl Egress {
         let s1 = socket.clone();
         std::thread::spawn(move || run_relay(relay, &s1));
         std::thread::spawn(move || dns.run());
-        std::thread::spawn(move || run_synthetic_relay(synthetic, table, &socket, None));
+        for l in synthetic {
+            let (t, s) = (table.clone(), socket.clone());
+            std::thread::spawn(move || run_synthetic_relay(l, t, &s, None));
+        }
     }
 }

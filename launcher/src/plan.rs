@@ -131,6 +131,10 @@ pub struct ProxyPlan {
     /// The relay's TCP port on 127.0.0.1 (the proxy variables name it).
     #[serde(default = "default_relay_port")]
     pub relay_port: u16,
+    /// Ports besides 443 the synthetic relay carries (the ports host grants name), so a
+    /// tool that ignores the proxy variables reaches `name:port` too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
 }
 
 fn default_relay_port() -> u16 {
@@ -145,6 +149,7 @@ impl ProxyPlan {
             names: Vec::new(),
             deny: Vec::new(),
             relay_port: DEFAULT_RELAY_PORT,
+            ports: Vec::new(),
         }
     }
 
@@ -162,6 +167,14 @@ impl ProxyPlan {
             if n.is_empty() || n.len() > 255 || n.contains('\0') {
                 return Err(invalid(format!("proxy: bad name {n:?}")));
             }
+        }
+        if self.ports.len() > 64
+            || self
+                .ports
+                .iter()
+                .any(|&p| matches!(p, 0 | 53 | 443) || p == self.relay_port)
+        {
+            return Err(invalid("proxy: bad synthetic ports"));
         }
         if matches!(self.relay_port, 0 | 53 | 443) {
             return Err(invalid(format!(

@@ -99,6 +99,7 @@ pub fn run(plan: &Plan, out: &StatusOut) -> i32 {
                 names: p.names.clone(),
                 deny: p.deny.clone(),
                 relay_port: p.relay_port,
+                ports: p.ports.clone(),
             });
         }
         let r = match plan.backend {

@@ -128,6 +128,16 @@ impl CallProxy {
             .chain(&policy.token_hosts)
             .cloned()
             .collect();
+        let mut ports: Vec<u16> = policy
+            .grants
+            .iter()
+            .chain(&policy.allow)
+            .filter_map(|r| r.port)
+            .filter(|p| !matches!(p, 53 | 443) && *p != efr_launcher::plan::DEFAULT_RELAY_PORT)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports.truncate(64);
         let proxy = Proxy::new(policy);
         let listener = {
             let _g = handle.enter();
@@ -146,6 +156,7 @@ impl CallProxy {
         let mut pp = ProxyPlan::new(sock.to_string_lossy().into_owned());
         pp.names = names;
         pp.deny = deny;
+        pp.ports = ports;
         plan.proxy = Some(pp);
         Ok(CallProxy {
             proxy,
