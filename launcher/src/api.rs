@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use efr_sandbox_wire::{Backend, Grant};
 
-use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanError, PlanMode};
+use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanError, PlanMode, ProxyPlan};
 use crate::status::{Outcome, StatusLine};
 
 /// Inside every writable root, what later runs outside stays read-only (a trailing `/`
@@ -138,6 +138,8 @@ pub struct LaunchRequest {
     /// Set after scrubbing (proxy variables, `SCRATCH`, ...).
     pub env_set: Vec<(String, String)>,
     pub shell: Option<String>,
+    /// The call's egress proxy (its socket must exist when the launcher runs).
+    pub proxy: Option<ProxyPlan>,
 }
 
 impl LaunchRequest {
@@ -158,6 +160,7 @@ impl LaunchRequest {
             env: None,
             env_set: Vec::new(),
             shell: None,
+            proxy: None,
         }
     }
 }
@@ -282,6 +285,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         hide_sockets: true,
         collect_denials: true,
         require_landlock: false,
+        proxy: req.proxy.clone(),
     };
     plan.validate()?;
     Ok(plan)

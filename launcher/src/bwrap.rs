@@ -17,7 +17,8 @@ pub fn available() -> bool {
 }
 
 /// The arguments (after `bwrap`), up to and excluding the command.
-pub fn args(view: &View, empty_file: &str) -> Vec<String> {
+/// `resolv` is the host file shown as `/etc/resolv.conf` of a call with a proxy.
+pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
     let mut push = |x: &[&str]| a.extend(x.iter().map(|s| s.to_string()));
     push(&[
@@ -27,7 +28,8 @@ pub fn args(view: &View, empty_file: &str) -> Vec<String> {
         "--unshare-uts",
         "--unshare-cgroup-try",
     ]);
-    if !view.host_net {
+    // A call with a proxy gets its network namespace from the launcher ([`own_net`]).
+    if !view.host_net && view.proxy_socket.is_none() {
         push(&["--unshare-net"]);
     }
     push(&[
@@ -40,6 +42,12 @@ pub fn args(view: &View, empty_file: &str) -> Vec<String> {
         "--disable-userns",
     ]);
     push(&["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]);
+    if let Some(s) = &view.proxy_socket {
+        push(&["--ro-bind", s, crate::plan::INSIDE_PROXY_SOCKET]);
+        if let Some(r) = resolv {
+            push(&["--ro-bind", r, "/etc/resolv.conf"]);
+        }
+    }
     match &view.tmp {
         Some(t) => push(&["--bind", t, "/tmp"]),
         None => push(&["--tmpfs", "/tmp"]),
@@ -68,6 +76,8 @@ pub fn args(view: &View, empty_file: &str) -> Vec<String> {
 pub struct Stage {
     pub dir: String,
     pub empty: String,
+    /// The call's `/etc/resolv.conf` (a call with a proxy).
+    pub resolv: String,
 }
 
 impl Stage {
@@ -86,7 +96,10 @@ impl Stage {
         let empty = format!("{dir}/empty");
         std::fs::File::create(&empty)?;
         std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o444))?;
-        Ok(Stage { dir, empty })
+        let resolv = format!("{dir}/resolv.conf");
+        std::fs::write(&resolv, crate::view::RESOLV_CONF)?;
+        std::fs::set_permissions(&resolv, std::fs::Permissions::from_mode(0o444))?;
+        Ok(Stage { dir, empty, resolv })
     }
 }
 
@@ -120,7 +133,7 @@ pub fn spawn(
         );
     }
     let mut argv = vec![BWRAP.to_string()];
-    argv.extend(args(view, &stage.empty));
+    argv.extend(args(view, &stage.empty, Some(&stage.resolv)));
     argv.extend(["--info-fd".into(), info_w.to_string()]);
     for fd in &prog_fds {
         argv.extend(["--add-seccomp-fd".into(), fd.to_string()]);
@@ -135,6 +148,12 @@ pub fn spawn(
     let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
         let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        if view.proxy_socket.is_some() {
+            if let Err(e) = own_net() {
+                crate::inner::report(report_w, &format!("setup_error network namespace: {e}"));
+                sys::exit_now(126);
+            }
+        }
         if let Some(fd) = stderr_w {
             let _ = sys::dup2(fd, 2);
         }
@@ -150,6 +169,29 @@ pub fn spawn(
     }
     sys::close(spec_fd);
     Ok(pid)
+}
+
+/// The network namespace of a bwrap call with a proxy, made before bwrap runs: the init
+/// must bind ports 53 and 443 there, and inside bwrap it holds no capability over a
+/// namespace bwrap makes (bwrap nests a second user namespace for `--dev` and
+/// `--disable-userns`). So this process (the future bwrap) enters a user namespace A where
+/// it is root and a new network namespace owned by A, brings loopback up, opens the
+/// privileged ports to every user of that namespace (`ip_unprivileged_port_start = 0`:
+/// only the call lives there), then enters a user namespace B mapping its own ids back,
+/// so bwrap runs as the same user as without a proxy.
+fn own_net() -> std::io::Result<()> {
+    let (uid, gid) = sys::ids();
+    sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
+    std::fs::write("/proc/self/setgroups", "deny")?;
+    std::fs::write("/proc/self/uid_map", format!("0 {uid} 1\n"))?;
+    std::fs::write("/proc/self/gid_map", format!("0 {gid} 1\n"))?;
+    sys::loopback_up()?;
+    std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")?;
+    sys::unshare(libc::CLONE_NEWUSER)?;
+    std::fs::write("/proc/self/setgroups", "deny")?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} 0 1\n"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} 0 1\n"))?;
+    Ok(())
 }
 
 /// `efr-launch --inner SPECFD REPORTFD`: the init inside bubblewrap.

@@ -157,6 +157,12 @@ pub fn scrub(plan: &Plan, inherited: &[(String, String)]) -> Vec<String> {
         out.retain(|(k, _)| *k != e.name);
         out.push((e.name.clone(), e.value.clone()));
     }
+    if let Some(p) = &plan.proxy {
+        for (k, v) in proxy_vars(p.relay_port) {
+            out.retain(|(n, _)| *n != k);
+            out.push((k.to_string(), v));
+        }
+    }
     if let Some(h) = &plan.home {
         if !out.iter().any(|(k, _)| k == "HOME") {
             out.push(("HOME".into(), h.clone()));
@@ -189,6 +195,39 @@ pub fn source(plan: &Plan) -> Vec<(String, String)> {
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect(),
     }
+}
+
+/// Loopback names the proxy variables leave alone (`NO_PROXY`): the call's own local
+/// servers keep working; every other name, the synthetic addresses' included, goes through
+/// the proxy.
+pub const NO_PROXY: &str = "localhost,127.0.0.1,::1";
+
+/// The variables of a call with a proxy whose relay listens on `127.0.0.1:port`: the
+/// common proxy variables (and lower-case twins), `NO_PROXY`, and the package managers' own
+/// where they do not read those (npm, yarn, pip, cargo; git, go, curl, wget, python and
+/// node's undici read the common ones).
+pub fn proxy_vars(port: u16) -> Vec<(&'static str, String)> {
+    let url = format!("http://127.0.0.1:{port}");
+    let mut v: Vec<(&'static str, String)> = [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "ALL_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "all_proxy",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "YARN_HTTP_PROXY",
+        "YARN_HTTPS_PROXY",
+        "PIP_PROXY",
+        "CARGO_HTTP_PROXY",
+    ]
+    .into_iter()
+    .map(|k| (k, url.clone()))
+    .collect();
+    v.push(("NO_PROXY", NO_PROXY.into()));
+    v.push(("no_proxy", NO_PROXY.into()));
+    v
 }
 
 #[cfg(test)]

@@ -37,6 +37,9 @@ pub struct InnerSpec {
     /// Our seccomp programs were loaded before this process started (by bwrap).
     #[serde(default)]
     pub seccomp_preloaded: bool,
+    /// The init runs the proxy's relays and DNS server (a call with a proxy).
+    #[serde(default)]
+    pub egress: Option<crate::egress::EgressSpec>,
 }
 
 /// The messages of the report pipe, one per line.
@@ -131,6 +134,18 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             sys::exit_now(127)
         }
     };
+    // The proxy's sockets are bound before the line exists (it finds them listening) and
+    // served by threads started after the fork (the line is forked from a single thread).
+    let egress = match &spec.egress {
+        Some(e) => match crate::egress::Egress::bind(e) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                report(report_fd, &format!("setup_error {e}"));
+                sys::exit_now(127)
+            }
+        },
+        None => None,
+    };
     let main = match sys::fork() {
         Ok(0) => exec_line(spec, report_fd),
         Ok(p) => p,
@@ -139,6 +154,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             sys::exit_now(127)
         }
     };
+    if let Some(e) = egress {
+        // The ports below 1024 are bound: the init needs no capability any more (under
+        // bwrap it has none to drop).
+        if spec.drop_caps {
+            let _ = sys::drop_all_caps();
+        }
+        e.start();
+    }
     let mut status: Option<libc::c_int> = None;
     loop {
         // Reap whatever ended.

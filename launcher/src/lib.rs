@@ -27,6 +27,7 @@ pub mod api;
 pub mod bwrap;
 pub mod cli;
 pub mod denials;
+pub mod egress;
 pub mod env;
 pub mod inner;
 pub mod lockdown;

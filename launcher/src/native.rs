@@ -93,6 +93,14 @@ fn setup_dev(view: &View) -> Result<(), String> {
             }
         }
     }
+    if let Some(s) = &view.proxy_socket {
+        bind(
+            &format!("{O}{s}"),
+            &format!("{N}{}", crate::plan::INSIDE_PROXY_SOCKET),
+            true,
+        )
+        .map_err(|e| format!("proxy socket {s}: {e}"))?;
+    }
     mount(
         None,
         &dev,
@@ -102,6 +110,33 @@ fn setup_dev(view: &View) -> Result<(), String> {
     )
     .map_err(|e| err("/dev read-only", e))?;
     Ok(())
+}
+
+/// `/etc/resolv.conf` of the new root names the call's DNS server: a read-only file of the
+/// base tmpfs bound over it (over its target when it is a link, as `/etc/resolv.conf`
+/// often is; an absolute target is taken inside the new root).
+fn resolv_conf() -> Result<(), String> {
+    let src = "/stage/resolv.conf";
+    std::fs::write(src, crate::view::RESOLV_CONF).map_err(|e| err("resolv.conf", e))?;
+    let mut dst = format!("{N}/etc/resolv.conf");
+    for _ in 0..8 {
+        let Ok(t) = std::fs::read_link(&dst) else {
+            break;
+        };
+        dst = if t.is_absolute() {
+            format!("{N}{}", t.display())
+        } else {
+            let parent = Path::new(&dst).parent().unwrap_or(Path::new(N));
+            parent.join(t).to_string_lossy().into_owned()
+        };
+    }
+    if std::fs::symlink_metadata(&dst).is_err() {
+        return Err(format!(
+            "resolv.conf: {dst} is missing; the call's DNS server cannot be named"
+        ));
+    }
+    mount(Some(src), &dst, None, libc::MS_BIND, None).map_err(|e| err("resolv.conf", e))?;
+    sys::mount_setattr_recursive(&dst, MOUNT_ATTR_RDONLY, 0).map_err(|e| err("resolv.conf", e))
 }
 
 /// Builds the view under `/newroot` and pivots into it. Runs in the child, as root of the
@@ -211,6 +246,9 @@ fn build_root(view: &View) -> Result<(), String> {
                 .map_err(|e| err("seal mask", e))?;
             }
         }
+    }
+    if view.proxy_socket.is_some() {
+        resolv_conf()?;
     }
     // Leave the old root behind and make the new one the root.
     sys::umount2(O, libc::MNT_DETACH).map_err(|e| err("detach old root", e))?;

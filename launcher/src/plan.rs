@@ -97,6 +97,93 @@ pub struct Plan {
     /// Fail the launch when Landlock cannot be enforced at all (false when absent).
     #[serde(default)]
     pub require_landlock: bool,
+    /// The call's egress proxy (a contained call with its own network only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyPlan>,
+}
+
+/// Where the call's proxy socket is bound inside the view: `/dev` is a tmpfs private to
+/// the call in both backends (a path under `/run` cannot be made on the read-only root, and
+/// `$XDG_RUNTIME_DIR` is masked).
+pub const INSIDE_PROXY_SOCKET: &str = "/dev/efr/proxy.sock";
+/// The relay's port on 127.0.0.1 when the plan names none.
+pub const DEFAULT_RELAY_PORT: u16 = 3128;
+/// Longest path a Unix socket address holds.
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// The call's egress proxy (design section 7): the launcher binds its socket into the view
+/// at [`INSIDE_PROXY_SOCKET`], points `/etc/resolv.conf` at the call's DNS server, sets the
+/// proxy variables, and the init runs (as threads, inside the call's network namespace) the
+/// TCP relay on `127.0.0.1:relay_port`, the DNS server on `127.0.0.1:53` and the synthetic
+/// relay on port 443.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyPlan {
+    /// The host path of the call's proxy socket (the service's proxy listens there).
+    pub socket: String,
+    /// Names the in-call DNS server answers (exact names or `*.suffix`): the call's host
+    /// grants and the config's allow list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// Names it never answers (exact or `*.suffix`): the deny list and the token hosts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<String>,
+    /// The relay's TCP port on 127.0.0.1 (the proxy variables name it).
+    #[serde(default = "default_relay_port")]
+    pub relay_port: u16,
+    /// Ports besides 443 the synthetic relay carries (the ports host grants name), so a
+    /// tool that ignores the proxy variables reaches `name:port` too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<u16>,
+}
+
+fn default_relay_port() -> u16 {
+    DEFAULT_RELAY_PORT
+}
+
+impl ProxyPlan {
+    /// A proxy plan for the socket at `socket` with the default relay port.
+    pub fn new(socket: impl Into<String>) -> ProxyPlan {
+        ProxyPlan {
+            socket: socket.into(),
+            names: Vec::new(),
+            deny: Vec::new(),
+            relay_port: DEFAULT_RELAY_PORT,
+            ports: Vec::new(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), PlanError> {
+        check_path("proxy socket", &self.socket)?;
+        if self.socket.len() > MAX_SOCKET_PATH {
+            return Err(invalid(format!(
+                "proxy socket: path longer than {MAX_SOCKET_PATH} bytes"
+            )));
+        }
+        if self.names.len() > MAX_LIST || self.deny.len() > MAX_LIST {
+            return Err(invalid("proxy: too many names"));
+        }
+        for n in self.names.iter().chain(&self.deny) {
+            if n.is_empty() || n.len() > 255 || n.contains('\0') {
+                return Err(invalid(format!("proxy: bad name {n:?}")));
+            }
+        }
+        if self.ports.len() > 64
+            || self
+                .ports
+                .iter()
+                .any(|&p| matches!(p, 0 | 53 | 443) || p == self.relay_port)
+        {
+            return Err(invalid("proxy: bad synthetic ports"));
+        }
+        if matches!(self.relay_port, 0 | 53 | 443) {
+            return Err(invalid(format!(
+                "proxy: relay port {} is taken or invalid",
+                self.relay_port
+            )));
+        }
+        Ok(())
+    }
 }
 
 fn yes() -> bool {
@@ -192,6 +279,7 @@ impl Plan {
             hide_sockets: true,
             collect_denials: true,
             require_landlock: false,
+            proxy: None,
         }
     }
 
@@ -266,6 +354,15 @@ impl Plan {
         {
             return Err(invalid("open_network and net_view together"));
         }
+        if let Some(p) = &self.proxy {
+            p.validate()?;
+            if self.mode != PlanMode::Contained || self.net() != NetMode::Own {
+                return Err(invalid(
+                    "proxy: only for a contained call with its own network (not with \
+                     open_network, net_view or unsandboxed)",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -296,6 +393,16 @@ impl Plan {
                             .map_err(|e| invalid(format!("{} grant {path}: {e}", g.kind_str())))?;
                     }
                     _ => {}
+                }
+            }
+            if let Some(p) = &self.proxy {
+                use std::os::unix::fs::FileTypeExt;
+                match std::fs::metadata(&p.socket) {
+                    Ok(m) if m.file_type().is_socket() => {}
+                    Ok(_) => {
+                        return Err(invalid(format!("proxy socket {}: not a socket", p.socket)));
+                    }
+                    Err(e) => return Err(invalid(format!("proxy socket {}: {e}", p.socket))),
                 }
             }
         }
@@ -379,6 +486,31 @@ mod tests {
         assert!(Plan::from_json(v.to_string().as_bytes()).is_err());
         let mut v = ok_plan();
         v["masks"] = serde_json::json!(vec!["/a"; MAX_LIST + 1]);
+        assert!(Plan::from_json(v.to_string().as_bytes()).is_err());
+    }
+
+    #[test]
+    fn proxy_checked() {
+        let mut v = ok_plan();
+        v["proxy"] = serde_json::json!({"socket": "/run/x/proxy.sock", "names": ["a.test"]});
+        let p = Plan::from_json(v.to_string().as_bytes()).unwrap();
+        assert_eq!(p.proxy.unwrap().relay_port, DEFAULT_RELAY_PORT);
+        for bad in [
+            serde_json::json!({"socket": "rel.sock"}),
+            serde_json::json!({"socket": format!("/{}", "x".repeat(200))}),
+            serde_json::json!({"socket": "/s", "relay_port": 53}),
+            serde_json::json!({"socket": "/s", "bogus": 1}),
+        ] {
+            let mut v = ok_plan();
+            v["proxy"] = bad.clone();
+            assert!(Plan::from_json(v.to_string().as_bytes()).is_err(), "{bad}");
+        }
+        let mut v = ok_plan();
+        v["proxy"] = serde_json::json!({"socket": "/s"});
+        v["grants"] = serde_json::json!([{"kind": "open_network"}]);
+        assert!(Plan::from_json(v.to_string().as_bytes()).is_err());
+        v["grants"] = serde_json::json!([]);
+        v["mode"] = "unsandboxed".into();
         assert!(Plan::from_json(v.to_string().as_bytes()).is_err());
     }
 

@@ -124,6 +124,15 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         let v = crate::view::build(plan);
         spec.landlock = Some(v.landlock.clone());
         spec.drop_caps = true;
+        if let (Some(_), Some(p)) = (&v.proxy_socket, &plan.proxy) {
+            spec.egress = Some(crate::egress::EgressSpec {
+                socket: crate::plan::INSIDE_PROXY_SOCKET.into(),
+                names: p.names.clone(),
+                deny: p.deny.clone(),
+                relay_port: p.relay_port,
+                ports: p.ports.clone(),
+            });
+        }
         let r = match plan.backend {
             Backend::Native => {
                 backend_name = "native";

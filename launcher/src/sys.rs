@@ -310,6 +310,12 @@ pub fn sethostname(name: &str) -> io::Result<()> {
 }
 
 /// Brings the loopback interface up (in a fresh network namespace).
+/// unshare(2).
+pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes flags only.
+    check(unsafe { libc::unshare(flags) }).map(|_| ())
+}
+
 pub fn loopback_up() -> io::Result<()> {
     // SAFETY: socket takes integers.
     let s =

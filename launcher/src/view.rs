@@ -50,7 +50,16 @@ pub struct View {
     pub landlock: LandlockSpec,
     /// Share the host's network namespace.
     pub host_net: bool,
+    /// The host path of the call's proxy socket, bound at
+    /// [`crate::plan::INSIDE_PROXY_SOCKET`]; `/etc/resolv.conf` then names the call's DNS
+    /// server ([`RESOLV_CONF`]).
+    pub proxy_socket: Option<String>,
 }
+
+/// The `/etc/resolv.conf` of a call with a proxy: the DNS server the init runs on its
+/// loopback (allowed names only, nothing forwarded).
+pub const RESOLV_CONF: &str =
+    "# efr sandbox: the call's own DNS server (allowed names only)\nnameserver 127.0.0.1\n";
 
 fn under(p: &str, root: &str) -> bool {
     let root = root.trim_end_matches('/');
@@ -208,6 +217,9 @@ pub fn build(plan: &Plan) -> View {
     };
     let net = plan.net();
     v.host_net = net != NetMode::Own;
+    if !v.host_net {
+        v.proxy_socket = plan.proxy.as_ref().map(|p| p.socket.clone());
+    }
     let mut writable: Vec<String> = plan.projects.clone();
     for g in &plan.grants {
         if let Grant::Write { path } = g {

@@ -31,6 +31,14 @@ pub enum Command {
     /// the exit status is the line's (128+N for a signal, 125 when the sandbox could not
     /// start).
     Run(RunArgs),
+    /// A standalone egress proxy for a listener path and a grant list (debugging,
+    /// benchmarks): `efr-sandbox proxy --listen PATH --grant host=NAME[:PORT][:http]...`;
+    /// `efr-sandbox proxy --help` lists the options.
+    #[command(disable_help_flag = true)]
+    Proxy {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -129,6 +137,13 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Explain(a) => crate::policy::explain_cli(a).map(|()| 0),
         Command::Config(a) => crate::policy::config_cli(a).map(|()| 0),
         Command::Run(a) => crate::run::run(a),
+        Command::Proxy { args } => match efr_proxy::run_standalone(args) {
+            Ok(()) => Ok(0),
+            Err(e) => {
+                eprintln!("efr-sandbox proxy: {e}");
+                Ok(2)
+            }
+        },
         Command::Classify(a) => crate::classify::classify_cli(a).map(|()| 0),
         Command::Serve(a) => {
             let mut limits = Limits::default();

@@ -122,16 +122,16 @@ fn expand_home(p: &str, env: &Env) -> String {
     }
 }
 
-/// Checks the grants a caller sends: kinds that need the proxy or the bus filter are
-/// refused (`host`, `bus_filter`: later issues); `~/` paths are expanded.
+/// Checks the grants a caller sends: `bus_filter` is refused (the bus filter is a later
+/// issue), a `host` grant must name a host the proxy can match; `~/` paths are expanded.
 pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody> {
     let mut out = Vec::new();
     for g in grants {
         out.push(match g {
-            Grant::Host { host, .. } => {
+            Grant::Host { host, .. } if efr_proxy::HostRule::from_grant(g).is_none() => {
                 return Err(invalid(format!(
-                    "grant host={host}: host grants need the egress proxy, which is not \
-                     built yet; use open_network for now"
+                    "grant host={host}: not a host name or *.suffix (an IP address needs \
+                     open_network)"
                 )));
             }
             Grant::BusFilter { .. } => {
@@ -230,6 +230,8 @@ pub fn prepare(
         env: process_env,
         env_set: Vec::new(),
         shell: None,
+        // Filled by `egress::CallProxy::attach` once the call's proxy listens.
+        proxy: None,
     };
     Ok(build_plan(&req).map_err(|e| format!("plan: {e}")))
 }

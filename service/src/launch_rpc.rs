@@ -28,6 +28,8 @@ pub struct PlannedCall {
     plan_file: PathBuf,
     line: String,
     projects: Vec<String>,
+    /// The call's proxy, until `sandbox.finish`.
+    proxy: Option<crate::egress::CallProxy>,
 }
 
 /// The calls handed out by `sandbox.plan`, by token.
@@ -109,10 +111,31 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let runtime = svc.paths.runtime_dir.clone();
         let (p2, c2, e2) = (p.clone(), config.clone(), env.clone());
         let prepared = blocking(move || prepare(&p2, &c2, &e2, Some(&runtime), None)).await??;
-        let plan = match prepared {
+        let mut plan = match prepared {
             Ok(plan) => plan,
             Err(msg) => return Ok(setup_error_end(msg)),
         };
+        let mut proxy = None;
+        if crate::egress::wanted(&plan, &config) {
+            let (g, c2, e2, pr) = (
+                plan.grants.clone(),
+                config.clone(),
+                env.clone(),
+                p.projects.clone(),
+            );
+            let pol = blocking(move || crate::egress::policy(&g, &c2, &e2, &pr)).await?;
+            let runtime = svc.paths.runtime_dir.clone();
+            match crate::egress::CallProxy::attach(
+                &mut plan,
+                pol,
+                Some(&runtime),
+                &tokio::runtime::Handle::current(),
+            ) {
+                Ok(cp) => proxy = Some(cp),
+                Err(e) => return Ok(setup_error_end(format!("the call's proxy: {e}"))),
+            }
+        }
+        let mut refusals = proxy.as_ref().and_then(|c| c.take_events());
         let running = match launcher().spawn(&plan, Stdio::null(), Stdio::piped(), Stdio::piped()) {
             Ok(r) => r,
             Err(e) => return Ok(setup_error_end(format!("cannot start efr-launch: {e}"))),
@@ -151,7 +174,31 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let mut text = String::new();
         let mut chunkers: HashMap<&'static str, Chunker> = HashMap::new();
         let mut exit = None;
-        while let Some(ev) = rx.recv().await {
+        let mut host_exits = Vec::new();
+        loop {
+            let ev = tokio::select! {
+                ev = rx.recv() => match ev {
+                    Some(ev) => ev,
+                    None => break,
+                },
+                r = async {
+                    match refusals.as_mut() {
+                        Some(rx) => rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    match (r, proxy.as_ref()) {
+                        (Some(r), Some(cp)) => {
+                            if let Some(rec) = cp.record_new(&r, &p.line) {
+                                call.items.send(json!({"kind": "exit", "record": rec})).await?;
+                                host_exits.push(rec);
+                            }
+                        }
+                        _ => refusals = None,
+                    }
+                    continue;
+                }
+            };
             match ev {
                 Ev::Out(stream, bytes) => {
                     if let Some((k, d)) = chunkers.entry(stream).or_default().push(&bytes) {
@@ -189,11 +236,31 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         }
         let line = p.line.clone();
         let projects = p.projects.clone();
-        let fin = blocking(move || finished(&o, &line, &projects, &config, &env)).await?;
+        let mut fin = blocking(move || finished(&o, &line, &projects, &config, &env)).await?;
         for r in &fin.exits {
             call.items
                 .send(json!({"kind": "exit", "record": r}))
                 .await?;
+        }
+        if let Some(mut cp) = proxy {
+            if let Some(rx) = refusals.as_mut() {
+                while let Ok(r) = rx.try_recv() {
+                    if let Some(rec) = cp.record_new(&r, &p.line) {
+                        call.items
+                            .send(json!({"kind": "exit", "record": &rec}))
+                            .await?;
+                        host_exits.push(rec);
+                    }
+                }
+            }
+            let rest = cp.finish(&mut fin.sandbox_summary, &p.line);
+            for r in &rest {
+                call.items
+                    .send(json!({"kind": "exit", "record": r}))
+                    .await?;
+            }
+            host_exits.extend(rest);
+            fin.exits.extend(host_exits);
         }
         to_value(&fin)
     })
@@ -237,12 +304,21 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let config = svc.policy.config();
         let env = svc.policy.env().clone();
         let svc2 = svc.clone();
+        let handle = tokio::runtime::Handle::current();
         blocking(move || {
             let runtime = svc2.paths.runtime_dir.clone();
-            let plan = match prepare(&p.call, &config, &env, Some(&runtime), None)? {
+            let mut plan = match prepare(&p.call, &config, &env, Some(&runtime), None)? {
                 Ok(plan) => plan,
                 Err(msg) => return Ok(setup_error_end(msg)),
             };
+            let mut proxy = None;
+            if crate::egress::wanted(&plan, &config) {
+                let pol = crate::egress::policy(&plan.grants, &config, &env, &p.call.projects);
+                match crate::egress::CallProxy::attach(&mut plan, pol, Some(&runtime), &handle) {
+                    Ok(cp) => proxy = Some(cp),
+                    Err(e) => return Ok(setup_error_end(format!("the call's proxy: {e}"))),
+                }
+            }
             let dir = runtime.join("plans");
             private_dir(&dir).map_err(|e| internal(format!("{}: {e}", dir.display())))?;
             let token = token();
@@ -263,6 +339,7 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
                     plan_file: file.clone(),
                     line: p.call.line.clone(),
                     projects: p.call.projects.clone(),
+                    proxy,
                 },
             );
             Ok(json!({
@@ -301,12 +378,18 @@ pub fn finish(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let config = svc.policy.config();
         let env = svc.policy.env().clone();
         let fin = blocking(move || {
+            let mut c = c;
             let _ = std::fs::remove_file(&c.plan_file);
             let mut o = Outcome::from_lines(&p.status);
             if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
                 o.setup_error = Some("the call's status lines say nothing of its end".into());
             }
-            finished(&o, &c.line, &c.projects, &config, &env)
+            let mut fin = finished(&o, &c.line, &c.projects, &config, &env);
+            if let Some(cp) = c.proxy.as_mut() {
+                let recs = cp.finish(&mut fin.sandbox_summary, &c.line);
+                fin.exits.extend(recs);
+            }
+            fin
         })
         .await?;
         to_value(&fin)

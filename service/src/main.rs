@@ -4,6 +4,7 @@ mod classify;
 mod cli;
 mod conn;
 mod dispatch;
+mod egress;
 mod launch;
 mod launch_rpc;
 mod methods;

@@ -14,7 +14,8 @@ use crate::launch::{CallParams, finished, launcher, prepare};
 
 /// The kinds `--grant` takes, for messages.
 const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, \
-                     desktop=wayland|x11|hyprland|sway|i3|niri, net_view, open_network";
+                     desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
+                     net_view, open_network";
 
 /// `p` made absolute against `here`, `.` and `..` taken lexically (as the shell's `cd`).
 fn normal(p: &Path, here: &Path) -> String {
@@ -87,11 +88,15 @@ pub fn parse_grant(s: &str, here: &Path) -> Result<Grant, String> {
         "net_view" => Grant::NetView,
         "open_network" => Grant::OpenNetwork,
         "host" => {
-            return Err(
-                "grant host=...: host grants need the egress proxy, which is not built yet; \
-                 use open_network for now"
-                    .into(),
-            );
+            let v = value.unwrap_or_default();
+            let r = efr_proxy::HostRule::parse_cli(v).ok_or_else(|| {
+                format!("grant host takes NAME[:PORT][:http] (a name or *.suffix): host={v}")
+            })?;
+            Grant::Host {
+                host: r.pattern,
+                port: r.port,
+                plain_http: r.plain_http,
+            }
         }
         other => return Err(format!("unknown grant kind {other:?}; the kinds: {KINDS}")),
     };
@@ -137,6 +142,29 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         Ok(Err(setup)) => Err(setup),
         Ok(Ok(plan)) => Ok(plan),
     };
+    // The call's proxy, served by a small runtime of its own while the line runs.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let mut proxy = None;
+    let plan = match plan {
+        Ok(mut plan) if a.plan_out.is_none() && crate::egress::wanted(&plan, &config) => {
+            let pol = crate::egress::policy(&plan.grants, &config, &env, &p.projects);
+            let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+                .filter(|d| !d.is_empty())
+                .map(|d| PathBuf::from(d).join("efr"));
+            let rt_dir = runtime.filter(|d| crate::launch::private_dir(d).is_ok());
+            match crate::egress::CallProxy::attach(&mut plan, pol, rt_dir.as_deref(), rt.handle()) {
+                Ok(cp) => {
+                    proxy = Some(cp);
+                    Ok(plan)
+                }
+                Err(e) => Err(format!("the call's proxy: {e}")),
+            }
+        }
+        other => other,
+    };
     if let Some(f) = &a.plan_out {
         match &plan {
             Ok(plan) => std::fs::write(f, serde_json::to_vec_pretty(plan)?)?,
@@ -175,7 +203,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             }
         }
     };
-    let fin = finished(&outcome, &p.line, &p.projects, &config, &env);
+    let mut fin = finished(&outcome, &p.line, &p.projects, &config, &env);
+    if let Some(mut cp) = proxy {
+        let recs = cp.finish(&mut fin.sandbox_summary, &p.line);
+        fin.exits.extend(recs);
+    }
+    drop(rt);
     if let Some(e) = &fin.sandbox_summary.setup_error {
         eprintln!("efr-sandbox: the sandbox could not start: {e}");
     }
@@ -209,6 +242,14 @@ mod tests {
         );
         assert_eq!(parse_grant("net_view", h).unwrap(), Grant::NetView);
         assert_eq!(
+            parse_grant("host=Registry.Test:8443:http", h).unwrap(),
+            Grant::Host {
+                host: "registry.test".into(),
+                port: Some(8443),
+                plain_http: true
+            }
+        );
+        assert_eq!(
             parse_grant("desktop=wayland", h).unwrap(),
             Grant::Desktop {
                 desktop: Desktop::Wayland
@@ -220,7 +261,9 @@ mod tests {
             "bus=x",
             "desktop=gnome",
             "nope=1",
-            "host=a.com",
+            "host=",
+            "host=1.2.3.4",
+            "host=a.com:0",
             "net_view=1",
         ] {
             assert!(parse_grant(bad, h).is_err(), "{bad}");

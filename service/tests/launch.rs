@@ -140,7 +140,7 @@ fn setup_errors_and_refused_grants() {
     let r = c.call(
         2,
         "sandbox.launch",
-        json!({"line": "true", "grants": [{"kind": "host", "host": "example.com"}]}),
+        json!({"line": "true", "grants": [{"kind": "host", "host": "10.0.0.1"}]}),
     );
     assert_eq!(code(&r), "invalid");
     let r = c.call(
@@ -306,7 +306,13 @@ fn cli_run_exit_codes_signals_summary_and_bad_grants() {
         v["denied_writes"],
         json!([proj.join(".git/hooks/post-checkout")])
     );
-    for bad in ["bogus=1", "write", "bus=tram", "host=example.com"] {
+    for bad in [
+        "bogus=1",
+        "write",
+        "bus=tram",
+        "host=1.2.3.4",
+        "host=a.test:x",
+    ] {
         let o = run_cli(d.path(), &["--grant", bad, "--", "echo ran"]);
         assert_eq!(o.status.code(), Some(2), "{bad}: {o:?}");
         assert!(o.stdout.is_empty());

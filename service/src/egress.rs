@@ -1,0 +1,355 @@
+//! The egress proxy of a contained call (design section 7, issue 5): one [`Proxy`] per call
+//! with a `host` grant (or a config allow list), on a Unix socket in a 0700 directory of the
+//! call; its summary part merged into the call's `sandbox_summary`, each refusal turned into
+//! a `host` (or `open_network`) exit record with source `denial`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use efr_launcher::plan::{MAX_SOCKET_PATH, NetMode, Plan, PlanMode, ProxyPlan};
+use efr_policy::classify::Context;
+use efr_policy::config::{Config, Env};
+use efr_proxy::{HostRule, Proxy, ProxyPolicy, Refusal};
+use efr_sandbox_wire::summary::BlockReason;
+use efr_sandbox_wire::{
+    Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, HostFact, JudgedBy, Judgement, Needs,
+    SandboxSummary, Verdict,
+};
+use tokio::sync::mpsc::Receiver;
+
+use crate::launch::private_dir;
+
+/// The file name of the proxy socket in the call's directory.
+pub const SOCKET_NAME: &str = "proxy.sock";
+
+/// Whether a plan gets a proxy: contained, its own network, and a host grant or a config
+/// allow list.
+pub fn wanted(plan: &Plan, config: &Config) -> bool {
+    plan.mode == PlanMode::Contained
+        && plan.net() == NetMode::Own
+        && (plan.grants.iter().any(|g| matches!(g, Grant::Host { .. }))
+            || !config.network.allow.is_empty())
+}
+
+/// The policy of a call: its host grants, the config's allow, deny and resolve lists, and
+/// the hosts a visible token file holds a token for (denied).
+pub fn policy(grants: &[Grant], config: &Config, env: &Env, projects: &[String]) -> ProxyPolicy {
+    let mut p = ProxyPolicy::from_grants(grants);
+    p.allow = config
+        .network
+        .allow
+        .iter()
+        .filter_map(|e| HostRule::parse_cli(&e.value))
+        .collect();
+    for d in &config.network.deny {
+        p.deny(&d.value);
+    }
+    for r in &config.network.resolve {
+        let mut addrs = p.resolve.get(&r.name).cloned().unwrap_or_default();
+        addrs.push(r.address);
+        p.map(&r.name, addrs);
+    }
+    let ctx = Context::new(config, env);
+    let roots: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
+    for h in efr_policy::classify::tokens::token_hosts(&ctx, &roots) {
+        p.token_host(&h);
+    }
+    p
+}
+
+fn random_hex(n: usize) -> String {
+    let mut b = vec![0u8; n];
+    // SAFETY: getrandom writes at most b.len() bytes into the buffer we own.
+    let r = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if r != b.len() as isize {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = (t >> ((i % 16) * 8)) as u8 ^ std::process::id() as u8;
+        }
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The proxy of one call, serving until [`CallProxy::stop`] (or drop).
+#[derive(Debug)]
+pub struct CallProxy {
+    proxy: Proxy,
+    dir: PathBuf,
+    events: Mutex<Option<Receiver<Refusal>>>,
+    ids: Mutex<HashMap<(String, u16, BlockReason), usize>>,
+    stopped: bool,
+}
+
+impl CallProxy {
+    /// Starts the proxy of `plan` (when [`wanted`]) on a socket in a new 0700 directory
+    /// below `runtime` (`calls/<random>`; under the temp dir when that path would be too
+    /// long for a socket), served on `handle`, and fills the plan's `proxy` member.
+    pub fn attach(
+        plan: &mut Plan,
+        policy: ProxyPolicy,
+        runtime: Option<&Path>,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<CallProxy, String> {
+        let name = random_hex(8);
+        let uid = efr_uid();
+        let mut dir = match runtime {
+            Some(r) => r.join("calls").join(&name),
+            None => std::env::temp_dir().join(format!("efr-sandbox-{uid}/calls/{name}")),
+        };
+        if dir.join(SOCKET_NAME).as_os_str().len() > MAX_SOCKET_PATH {
+            dir = std::env::temp_dir().join(format!("efr-sandbox-{uid}/calls/{name}"));
+        }
+        if let Some(parent) = dir.parent() {
+            private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+            // A directory of the shared temp dir must be ours (not one planted there).
+            for d in [parent, parent.parent().unwrap_or(parent)] {
+                use std::os::unix::fs::MetadataExt;
+                match std::fs::symlink_metadata(d) {
+                    Ok(m) if m.is_dir() && m.uid() == uid => {}
+                    _ => return Err(format!("{}: not a directory of ours", d.display())),
+                }
+            }
+        }
+        private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let sock = dir.join(SOCKET_NAME);
+        let names: Vec<String> = policy
+            .grants
+            .iter()
+            .chain(&policy.allow)
+            .map(|r| r.pattern.clone())
+            .collect();
+        let deny: Vec<String> = policy
+            .deny
+            .iter()
+            .chain(&policy.token_hosts)
+            .cloned()
+            .collect();
+        let mut ports: Vec<u16> = policy
+            .grants
+            .iter()
+            .chain(&policy.allow)
+            .filter_map(|r| r.port)
+            .filter(|p| !matches!(p, 53 | 443) && *p != efr_launcher::plan::DEFAULT_RELAY_PORT)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports.truncate(64);
+        let proxy = Proxy::new(policy);
+        let listener = {
+            let _g = handle.enter();
+            Proxy::bind_unix(&sock)
+        };
+        let listener = match listener {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(format!("proxy socket {}: {e}", sock.display()));
+            }
+        };
+        let events = proxy.subscribe(1024);
+        let p = proxy.clone();
+        handle.spawn(async move { p.serve_unix(listener).await });
+        let mut pp = ProxyPlan::new(sock.to_string_lossy().into_owned());
+        pp.names = names;
+        pp.deny = deny;
+        pp.ports = ports;
+        plan.proxy = Some(pp);
+        Ok(CallProxy {
+            proxy,
+            dir,
+            events: Mutex::new(Some(events)),
+            ids: Mutex::new(HashMap::new()),
+            stopped: false,
+        })
+    }
+
+    /// The refusal events (once; `sandbox.launch` sends them as they happen).
+    pub fn take_events(&self) -> Option<Receiver<Refusal>> {
+        self.events.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// The exit record of a refusal not seen before (`None` for one already recorded).
+    pub fn record_new(&self, r: &Refusal, line: &str) -> Option<ExitRecord> {
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (r.host.clone(), r.port, r.reason);
+        if ids.contains_key(&key) {
+            return None;
+        }
+        let n = ids.len() + 1;
+        ids.insert(key, n);
+        Some(host_record(n, r, line, self.proxy.policy()))
+    }
+
+    /// Ends the proxy (listener and tunnels) and removes its directory.
+    pub fn stop(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            self.proxy.shutdown();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// Stops the proxy, merges its part of the summary, and gives the exit records of every
+    /// refusal not recorded yet (one per host, port and reason).
+    pub fn finish(&mut self, summary: &mut SandboxSummary, line: &str) -> Vec<ExitRecord> {
+        self.stop();
+        let s = self.proxy.summary();
+        summary.proxied = s.proxied;
+        summary.blocked = s.blocked;
+        summary.blocked_more = s.blocked_more;
+        self.proxy
+            .blocked_all()
+            .into_iter()
+            .filter_map(|b| {
+                self.record_new(
+                    &Refusal {
+                        host: b.host,
+                        port: b.port,
+                        reason: b.reason,
+                    },
+                    line,
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for CallProxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn efr_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// The exit record of one proxy refusal: kind `host` (`open_network` for an IP literal),
+/// source `denial`.
+pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> ExitRecord {
+    let hp = format!("{}:{}", r.host, r.port);
+    let port = (r.port != 443).then_some(r.port);
+    let token = policy
+        .token_hosts
+        .iter()
+        .any(|p| efr_proxy::name::matches(p, &r.host));
+    let review = |grants: Vec<Grant>, why: String| {
+        (
+            Needs::Contained { grants },
+            Judgement {
+                verdict: Verdict::Review,
+                by: JudgedBy::Policy,
+                reasons: vec![why],
+            },
+        )
+    };
+    let refuse = |verdict: Verdict, why: String| {
+        (
+            Needs::Nothing,
+            Judgement {
+                verdict,
+                by: JudgedBy::Policy,
+                reasons: vec![why],
+            },
+        )
+    };
+    let (kind, (needs, judgement)) = match r.reason {
+        BlockReason::IpLiteral => (
+            ExitKind::OpenNetwork,
+            review(
+                vec![Grant::OpenNetwork],
+                format!(
+                    "the proxy refused {hp}: an IP address, which no host grant names; only \
+                     open_network reaches it"
+                ),
+            ),
+        ),
+        BlockReason::NotAllowed => (
+            ExitKind::Host,
+            review(
+                vec![Grant::Host {
+                    host: r.host.clone(),
+                    port,
+                    plain_http: false,
+                }],
+                format!("the proxy refused {hp}: no grant names it; a host grant opens it"),
+            ),
+        ),
+        BlockReason::NotTls => (
+            ExitKind::Host,
+            review(
+                vec![Grant::Host {
+                    host: r.host.clone(),
+                    port,
+                    plain_http: true,
+                }],
+                format!(
+                    "the proxy refused {hp}: not TLS; a host grant with plain HTTP lets plain \
+                     HTTP requests through (a tunnel must still carry TLS)"
+                ),
+            ),
+        ),
+        BlockReason::Denied if token => (
+            ExitKind::Host,
+            refuse(
+                Verdict::UserOnly,
+                format!(
+                    "the proxy refused {hp}: a token host (a file the call can read holds a \
+                     token for it); no host grant opens it, only you can let a call reach it"
+                ),
+            ),
+        ),
+        BlockReason::Denied => (
+            ExitKind::Host,
+            refuse(
+                Verdict::Refuse,
+                format!(
+                    "the proxy refused {hp}: on the deny list, or it resolves into a private \
+                     or special range; no host grant opens it"
+                ),
+            ),
+        ),
+        BlockReason::BadRequest => (
+            ExitKind::Host,
+            refuse(
+                Verdict::Refuse,
+                format!(
+                    "the proxy refused {hp}: a malformed request, or a TLS name (SNI) other \
+                     than the host asked for"
+                ),
+            ),
+        ),
+        _ => (
+            ExitKind::Host,
+            refuse(
+                Verdict::Refuse,
+                format!("the proxy refused {hp}: over the call's connection or byte limits"),
+            ),
+        ),
+    };
+    ExitRecord {
+        id: format!("host-{n}"),
+        source: ExitSource::Denial,
+        kind,
+        summary: format!("reach {hp} (refused by the proxy: {})", r.reason.as_str()),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            hosts: vec![HostFact {
+                host: r.host.clone(),
+                port: Some(r.port),
+                project_remote: false,
+            }],
+            ..Default::default()
+        },
+        needs,
+        judgement,
+    }
+}

@@ -1,0 +1,260 @@
+//! Contained calls through their egress proxy, end to end (issue 5): `efr-sandbox run` with
+//! host grants and a config whose `[network.resolve]` maps `registry.test` to a local TLS
+//! server (openssl s_server, a certificate made here). Real traffic on loopback only.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{command, temp_env};
+use serde_json::{Value, json};
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+fn skip(why: &str) -> bool {
+    if std::env::var_os("EFR_SANDBOX_MUST_WORK").is_some() {
+        panic!("EFR_SANDBOX_MUST_WORK is set and this cannot run: {why}");
+    }
+    eprintln!("SKIP: {why}");
+    true
+}
+
+struct Tls(Child);
+
+impl Drop for Tls {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A TLS server for `registry.test` on a free loopback port; the certificate at `dir/cert.pem`.
+fn tls_server(dir: &Path) -> (Tls, u16) {
+    let ok = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=registry.test"])
+        .args(["-addext", "subjectAltName=DNS:registry.test"])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-cert")
+        .arg(dir.join("cert.pem"))
+        .arg("-key")
+        .arg(dir.join("key.pem"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "s_server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Tls(child), port)
+}
+
+fn blocked(v: &Value) -> Vec<(String, u64, String, u64)> {
+    let mut out: Vec<_> = v["blocked"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|b| {
+            (
+                b["host"].as_str().unwrap().to_string(),
+                b["port"].as_u64().unwrap(),
+                b["reason"].as_str().unwrap().to_string(),
+                b["count"].as_u64().unwrap_or(1),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn contained_calls_through_the_proxy() {
+    if !have("curl") || !have("openssl") || !have("python3") {
+        skip("curl, openssl and python3 are needed");
+        return;
+    }
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let (_tls, port) = tls_server(&proj);
+    std::fs::create_dir_all(d.path().join("config/efr")).unwrap();
+    std::fs::write(
+        d.path().join("config/efr/config.toml"),
+        "[network]\ndeny = [\"bad.test\"]\n\
+         resolve = { \"registry.test\" = \"127.0.0.1\", \"bad.test\" = \"127.0.0.1\" }\n",
+    )
+    .unwrap();
+    // Sends CONNECT registry.test:PORT then a ClientHello for another name (bad_request).
+    std::fs::write(
+        proj.join("sni.py"),
+        "import socket, ssl, sys\n\
+         s = socket.create_connection(('127.0.0.1', 3128))\n\
+         s.sendall(b'CONNECT registry.test:%s HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' % sys.argv[1].encode())\n\
+         assert s.recv(4096).startswith(b'HTTP/1.1 200')\n\
+         c = ssl.create_default_context(cafile='cert.pem')\n\
+         try:\n    c.wrap_socket(s, server_hostname='other.test')\nexcept Exception as e:\n    print('sni refused')\n",
+    )
+    .unwrap();
+    // Ignores the proxy variables: DNS + synthetic relay.
+    std::fs::write(
+        proj.join("direct.py"),
+        "import socket, ssl, sys\n\
+         ip = socket.gethostbyname('registry.test')\n\
+         s = socket.create_connection(('registry.test', int(sys.argv[1])))\n\
+         c = ssl.create_default_context(cafile='cert.pem')\n\
+         t = c.wrap_socket(s, server_hostname='registry.test')\n\
+         t.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n\
+         print('direct', ip, t.recv(12))\n\
+         try:\n    socket.gethostbyname('bad.test'); print('bad.test resolved')\n\
+         except socket.gaierror:\n    print('bad.test nxdomain')\n",
+    )
+    .unwrap();
+    let line = format!(
+        "curl -sS -o /dev/null -w 'ok=%{{http_code}}\\n' --cacert cert.pem https://registry.test:{port}/; \
+         curl -sS https://nope.test/; \
+         curl -sS https://bad.test/; \
+         curl -sS --noproxy '' -k https://127.0.0.1:{port}/; \
+         curl -sS -p --proxytunnel http://registry.test:{port}/; \
+         python3 sni.py {port}; \
+         curl -sS --noproxy '' -k https://localhost:{port}/; \
+         env -u HTTPS_PROXY -u https_proxy -u HTTP_PROXY -u http_proxy -u ALL_PROXY -u all_proxy \
+           python3 direct.py {port}; \
+         python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((\"127.0.0.1\", 53))' 2>&1 | tail -1; \
+         true"
+    );
+    for backend in ["native", "bwrap"] {
+        if backend == "bwrap" && !Path::new("/usr/bin/bwrap").exists() {
+            skip("bubblewrap is not installed");
+            continue;
+        }
+        let summary = d.path().join(format!("summary-{backend}.json"));
+        let p = proj.to_str().unwrap();
+        let o = command(d.path())
+            .arg("run")
+            .args(["--backend", backend, "--project", p, "--cwd", p])
+            .args(["--grant", &format!("host=registry.test:{port}")])
+            .args(["--grant", &format!("host=localhost:{port}")])
+            .arg("--summary")
+            .arg(&summary)
+            .args(["--", &line])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{backend}: {out}\n{err}");
+        assert!(out.contains("ok=200"), "{backend}: {out}\n{err}");
+        assert!(out.contains("sni refused"), "{backend}: {out}\n{err}");
+        assert!(
+            out.contains("direct 127.77.0.") && out.contains("HTTP/1.0 200"),
+            "{backend}: {out}\n{err}"
+        );
+        assert!(out.contains("bad.test nxdomain"), "{backend}: {out}\n{err}");
+        // The line cannot take the DNS server's port (UDP 127.0.0.1:53 is the init's).
+        assert!(out.contains("Error"), "{backend}: {out}\n{err}");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        assert_eq!(v["proxied"], json!(true), "{v}");
+        let ps = port as u64;
+        let want = {
+            let mut w = vec![
+                ("127.0.0.1".to_string(), ps, "ip_literal".to_string(), 1),
+                ("bad.test".into(), 443, "denied".into(), 1),
+                ("localhost".into(), ps, "denied".into(), 1),
+                ("nope.test".into(), 443, "not_allowed".into(), 1),
+                ("registry.test".into(), ps, "bad_request".into(), 1),
+                ("registry.test".into(), ps, "not_tls".into(), 1),
+            ];
+            w.sort();
+            w
+        };
+        assert_eq!(blocked(&v), want, "{backend}: {v}\n{err}");
+        assert!(v.get("blocked_more").is_none(), "{v}");
+        // Each refusal is a denial exit record (printed by `run`).
+        for (h, p, r, _) in &want {
+            let l = format!("reach {h}:{p} (refused by the proxy: {r})");
+            assert!(err.contains(&l), "{backend}: no {l:?} in {err}");
+        }
+    }
+}
+
+#[test]
+fn launch_stream_carries_host_exits() {
+    if !have("curl") {
+        skip("curl is needed");
+        return;
+    }
+    let s = common::Server::start(&[]);
+    let mut c = s.client();
+    c.request(
+        1,
+        "sandbox.launch",
+        json!({"line": "curl -sS https://nope.test/; curl -sS https://allowed.test:1/; true", "cwd": "/",
+               "grants": [{"kind": "host", "host": "allowed.test", "port": 1}]}),
+    );
+    let mut items = Vec::new();
+    let end = loop {
+        let f = c.recv();
+        if let Some(i) = f.get("item") {
+            items.push(i.clone());
+        } else {
+            break f;
+        }
+    };
+    let exits: Vec<&Value> = items.iter().filter(|i| i["kind"] == "exit").collect();
+    assert_eq!(exits.len(), 1, "{items:?}\n{end}");
+    let r = &exits[0]["record"];
+    assert_eq!(r["kind"], "host");
+    assert_eq!(r["source"], "denial");
+    assert_eq!(
+        r["needs"]["grants"],
+        json!([{"kind": "host", "host": "nope.test"}]),
+        "{r}"
+    );
+    let sum = &end["end"]["sandbox_summary"];
+    assert_eq!(sum["proxied"], json!(true), "{end}");
+    assert_eq!(
+        sum["blocked"],
+        json!([{"host": "nope.test", "port": 443, "reason": "not_allowed"}]),
+        "{end}"
+    );
+    assert_eq!(
+        end["end"]["exits"].as_array().map(|a| a.len()),
+        Some(1),
+        "{end}"
+    );
+}
