@@ -282,6 +282,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         hide_sockets: true,
         collect_denials: true,
         require_landlock: false,
+        test_weaken: Vec::new(),
     };
     plan.validate()?;
     Ok(plan)

@@ -1,4 +1,4 @@
-//! The command line: `explain`, `config`, `classify`, `serve`.
+//! The command line: `explain`, `config`, `classify`, `serve`, `run`, `check`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -31,6 +31,9 @@ pub enum Command {
     /// the exit status is the line's (128+N for a signal, 125 when the sandbox could not
     /// start).
     Run(RunArgs),
+    /// Run the sandbox's self-tests now, from inside real contained calls: one line per
+    /// test and a verdict; exit status 0 only when every required test passes.
+    Check(crate::check::CheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -129,6 +132,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Explain(a) => crate::policy::explain_cli(a).map(|()| 0),
         Command::Config(a) => crate::policy::config_cli(a).map(|()| 0),
         Command::Run(a) => crate::run::run(a),
+        Command::Check(a) => crate::check::check_cli(a),
         Command::Classify(a) => crate::classify::classify_cli(a).map(|()| 0),
         Command::Serve(a) => {
             let mut limits = Limits::default();
