@@ -254,8 +254,16 @@ pub fn eperm_program_without(net_view: bool, drop: &[String]) -> Result<BpfProgr
 
 /// The ENOSYS program.
 pub fn enosys_program() -> Result<BpfProgram, String> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENY_ENOSYS.iter().map(|d| (d.nr, Vec::new())).collect();
+    enosys_program_without(&[])
+}
+
+/// The ENOSYS program without the entries named in `drop` (tests only).
+pub fn enosys_program_without(drop: &[String]) -> Result<BpfProgram, String> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = DENY_ENOSYS
+        .iter()
+        .filter(|d| !drop.iter().any(|x| x == short(d.name)))
+        .map(|d| (d.nr, Vec::new()))
+        .collect();
     let f = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -299,11 +307,14 @@ pub fn programs(net_view: bool) -> Result<Vec<BpfProgram>, String> {
     programs_without(net_view, &[])
 }
 
-/// Every program, the EPERM one without the entries named in `drop` (tests only, see
-/// [`eperm_program_without`]).
+/// Every program without the entries named in `drop` (tests only, see
+/// [`eperm_program_without`]; `clone3` for the ENOSYS program).
 pub fn programs_without(net_view: bool, drop: &[String]) -> Result<Vec<BpfProgram>, String> {
     #[allow(unused_mut)]
-    let mut progs = vec![eperm_program_without(net_view, drop)?, enosys_program()?];
+    let mut progs = vec![
+        eperm_program_without(net_view, drop)?,
+        enosys_program_without(drop)?,
+    ];
     #[cfg(target_arch = "x86_64")]
     progs.push(x32_program());
     Ok(progs)

@@ -523,7 +523,12 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     if status.available {
         status.backend = Some(opts.backend);
     }
-    if let Some(f) = failed.first() {
+    // Name the layer that failed rather than the backend's summary of it, when one did.
+    let first = failed
+        .iter()
+        .find(|t| !t.name.starts_with("backend_") && !t.detail.starts_with("not tested"))
+        .or(failed.first());
+    if let Some(f) = first {
         status.unavailable = Some(format!("{}: {}", f.name, f.detail));
         status.fallback = Some(ModeFallback {
             asked: Mode::Auto,
