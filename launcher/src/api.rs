@@ -286,6 +286,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         collect_denials: true,
         require_landlock: false,
         proxy: req.proxy.clone(),
+        test_weaken: Vec::new(),
     };
     plan.validate()?;
     Ok(plan)

@@ -11,6 +11,29 @@ use crate::view::{Op, View};
 /// Where bubblewrap is looked for.
 pub const BWRAP: &str = "/usr/bin/bwrap";
 
+/// The oldest bubblewrap the backend works with: `--disable-userns` came in 0.8.0
+/// (`--add-seccomp-fd` in 0.5.0, `--info-fd` and `--as-pid-1` before).
+pub const MIN_VERSION: (u32, u32, u32) = (0, 8, 0);
+
+/// `bwrap --version` of the bubblewrap at `path` as (major, minor, patch), with its text.
+pub fn version(path: &str) -> Option<((u32, u32, u32), String)> {
+    let out = std::process::Command::new(path)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let v = text.split_whitespace().last()?;
+    let mut it = v.split('.').map(|x| x.parse::<u32>().ok());
+    let parsed = (
+        it.next()??,
+        it.next().flatten().unwrap_or(0),
+        it.next().flatten().unwrap_or(0),
+    );
+    Some((parsed, text))
+}
+
 /// Whether bubblewrap is installed.
 pub fn available() -> bool {
     std::path::Path::new(BWRAP).exists()
@@ -111,7 +134,9 @@ impl Drop for Stage {
 
 /// Starts bwrap; returns its pid. `info_w` receives bwrap's `--info-fd` JSON (whose
 /// `child-pid` is our inner init's pid).
+#[allow(clippy::too_many_arguments)]
 pub fn spawn(
+    bwrap: &str,
     view: &View,
     spec: &InnerSpec,
     stage: &Stage,
@@ -124,7 +149,7 @@ pub fn spawn(
     let spec_json = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
     let spec_fd =
         sys::memfd_with("efr-inner-spec", &spec_json).map_err(|e| format!("memfd: {e}"))?;
-    let progs = crate::seccomp::programs(view.landlock.deny_tcp)?;
+    let progs = crate::seccomp::programs_without(view.landlock.deny_tcp, &spec.seccomp_drop)?;
     let mut prog_fds = Vec::new();
     for p in &progs {
         prog_fds.push(
@@ -132,7 +157,7 @@ pub fn spawn(
                 .map_err(|e| format!("memfd: {e}"))?,
         );
     }
-    let mut argv = vec![BWRAP.to_string()];
+    let mut argv = vec![bwrap.to_string()];
     argv.extend(args(view, &stage.empty, Some(&stage.resolv)));
     argv.extend(["--info-fd".into(), info_w.to_string()]);
     for fd in &prog_fds {
@@ -160,8 +185,8 @@ pub fn spawn(
         for fd in prog_fds.iter().chain([&spec_fd, &report_w, &info_w]) {
             let _ = sys::set_inheritable(*fd);
         }
-        let e = sys::execve(BWRAP, &argv, &[]);
-        crate::inner::report(report_w, &format!("setup_error exec {BWRAP}: {e}"));
+        let e = sys::execve(bwrap, &argv, &[]);
+        crate::inner::report(report_w, &format!("setup_error exec {bwrap}: {e}"));
         sys::exit_now(126);
     }
     for fd in prog_fds {

@@ -100,6 +100,11 @@ pub struct Plan {
     /// The call's egress proxy (a contained call with its own network only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyPlan>,
+    /// TESTS ONLY: weaken one layer on purpose, so the probe's tests can see the matching
+    /// check fail ([`TEST_WEAKEN_KINDS`]). Honored only when the launcher's environment
+    /// holds [`ALLOW_TEST_WEAKEN_ENV`]`=1`; otherwise a plan that holds any is a setup error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_weaken: Vec<String>,
 }
 
 /// Where the call's proxy socket is bound inside the view: `/dev` is a tmpfs private to
@@ -185,6 +190,15 @@ impl ProxyPlan {
         Ok(())
     }
 }
+
+/// The variable that lets a plan's `test_weaken` take effect (tests only).
+pub const ALLOW_TEST_WEAKEN_ENV: &str = "EFR_LAUNCH_ALLOW_TEST_WEAKEN";
+
+/// The `test_weaken` entries known: `no_landlock` (Landlock is not applied), `no_masks`
+/// (masks are not mounted), `seccomp_drop=NAME` (the EPERM program loses the entry of that
+/// system call, such as `keyctl`, or the `socket` rule), `bwrap=PATH` (bubblewrap is run
+/// from PATH, such as `/bin/false`).
+pub const TEST_WEAKEN_KINDS: &[&str] = &["no_landlock", "no_masks", "seccomp_drop=", "bwrap="];
 
 fn yes() -> bool {
     true
@@ -280,7 +294,23 @@ impl Plan {
             collect_denials: true,
             require_landlock: false,
             proxy: None,
+            test_weaken: Vec::new(),
         }
+    }
+
+    /// Whether the plan asks for this `test_weaken` entry (exact, or `kind=` prefix: the
+    /// values).
+    pub fn weaken_values(&self, kind: &str) -> Vec<&str> {
+        self.test_weaken
+            .iter()
+            .filter_map(|w| {
+                if w == kind {
+                    Some("")
+                } else {
+                    w.strip_prefix(kind)?.strip_prefix('=')
+                }
+            })
+            .collect()
     }
 
     /// Reads and validates a plan from JSON bytes.
@@ -331,6 +361,23 @@ impl Plan {
             check_env("env", env)?;
         }
         check_env("env_set", &self.env_set)?;
+        if self.test_weaken.len() > 16 {
+            return Err(invalid("test_weaken: too many entries"));
+        }
+        for w in &self.test_weaken {
+            let known = TEST_WEAKEN_KINDS.iter().any(|k| {
+                if let Some(prefix) = k.strip_suffix('=') {
+                    w.strip_prefix(prefix)
+                        .and_then(|r| r.strip_prefix('='))
+                        .is_some_and(|v| !v.is_empty() && !v.contains('\0'))
+                } else {
+                    w == k
+                }
+            });
+            if !known {
+                return Err(invalid(format!("test_weaken: unknown entry {w:?}")));
+            }
+        }
         if self.grants.len() > MAX_LIST {
             return Err(invalid("grants: too many entries"));
         }

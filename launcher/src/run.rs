@@ -10,6 +10,7 @@ use crate::inner::InnerSpec;
 use crate::plan::{Plan, PlanMode};
 use crate::status::{CgroupKind, LandlockReport, StatusLine};
 use crate::sys;
+use crate::view::Op;
 
 /// Exit status of the launcher when the line did not run.
 pub const SETUP_ERROR_EXIT: i32 = 125;
@@ -84,6 +85,15 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     if let Err(e) = plan.check_host() {
         return Try::Done(out.setup_error(e.to_string()));
     }
+    if !plan.test_weaken.is_empty()
+        && std::env::var(crate::plan::ALLOW_TEST_WEAKEN_ENV).as_deref() != Ok("1")
+    {
+        return Try::Done(out.setup_error(format!(
+            "the plan asks to weaken the sandbox ({}), a test knob honored only with {}=1",
+            plan.test_weaken.join(", "),
+            crate::plan::ALLOW_TEST_WEAKEN_ENV
+        )));
+    }
     let start = Instant::now();
     let start_ms = now_ms();
     let env = crate::env::scrub(plan, &crate::env::source(plan));
@@ -121,8 +131,28 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     let mut cgroup = None;
     let backend_name;
     let spawned: Result<libc::pid_t, String> = if contained {
-        let v = crate::view::build(plan);
-        spec.landlock = Some(v.landlock.clone());
+        let mut v = crate::view::build(plan);
+        if !plan.weaken_values("no_masks").is_empty() {
+            v.ops.retain(|op| {
+                !matches!(
+                    op,
+                    Op::MaskDir { .. } | Op::MaskFile { .. } | Op::SealDir { .. }
+                )
+            });
+        }
+        if plan.weaken_values("no_landlock").is_empty() {
+            spec.landlock = Some(v.landlock.clone());
+        }
+        spec.seccomp_drop = plan
+            .weaken_values("seccomp_drop")
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let bwrap_path = plan
+            .weaken_values("bwrap")
+            .first()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| crate::bwrap::BWRAP.to_string());
         spec.drop_caps = true;
         if let (Some(_), Some(p)) = (&v.proxy_socket, &plan.proxy) {
             spec.egress = Some(crate::egress::EgressSpec {
@@ -143,16 +173,23 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                 backend_name = "bwrap";
                 spec.seccomp_preloaded = true;
                 spec.drop_caps = false;
-                if !crate::bwrap::available() {
+                if !std::path::Path::new(&bwrap_path).exists() {
                     Err(format!(
-                        "backend bwrap unavailable: {} is missing",
-                        crate::bwrap::BWRAP
+                        "backend bwrap unavailable: {bwrap_path} is missing"
                     ))
                 } else {
                     match (crate::bwrap::Stage::new(), sys::pipe()) {
                         (Ok(st), Ok((ir, iw))) => {
                             info = Some((ir, iw));
-                            let r = crate::bwrap::spawn(&v, &spec, &st, report_w, iw, err_w);
+                            let r = crate::bwrap::spawn(
+                                &bwrap_path,
+                                &v,
+                                &spec,
+                                &st,
+                                report_w,
+                                iw,
+                                err_w,
+                            );
                             stage = Some(st);
                             r
                         }

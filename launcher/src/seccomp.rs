@@ -169,9 +169,24 @@ fn rule(c: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
 
 /// The EPERM program. With `net_view`, only AF_UNIX and AF_NETLINK sockets may be made.
 pub fn eperm_program(net_view: bool) -> Result<BpfProgram, String> {
+    eperm_program_without(net_view, &[])
+}
+
+/// The name of an entry as `seccomp_drop` names it (`keyctl` for `SYS_keyctl`).
+fn short(name: &str) -> &str {
+    name.strip_prefix("SYS_").unwrap_or(name)
+}
+
+/// The EPERM program without the entries named in `drop` (tests only: the plan's
+/// `test_weaken` `seccomp_drop=NAME`, NAME a system call of [`DENY_EPERM`], or `clone`,
+/// `ioctl`, `socket` for the argument rules).
+pub fn eperm_program_without(net_view: bool, drop: &[String]) -> Result<BpfProgram, String> {
+    let dropped = |n: &str| drop.iter().any(|d| d == short(n));
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for d in DENY_EPERM {
-        rules.insert(d.nr, Vec::new());
+        if !dropped(d.name) {
+            rules.insert(d.nr, Vec::new());
+        }
     }
     let mut clone_rules = Vec::new();
     for &(_, f) in CLONE_NS_FLAGS {
@@ -182,7 +197,9 @@ pub fn eperm_program(net_view: bool) -> Result<BpfProgram, String> {
             f,
         )?])?);
     }
-    rules.insert(libc::SYS_clone, clone_rules);
+    if !dropped("clone") {
+        rules.insert(libc::SYS_clone, clone_rules);
+    }
     let mut ioctl_rules = Vec::new();
     for &(_, req, _) in IOCTL_DENY {
         ioctl_rules.push(rule(vec![cond(
@@ -192,7 +209,9 @@ pub fn eperm_program(net_view: bool) -> Result<BpfProgram, String> {
             req,
         )?])?);
     }
-    rules.insert(libc::SYS_ioctl, ioctl_rules);
+    if !dropped("ioctl") {
+        rules.insert(libc::SYS_ioctl, ioctl_rules);
+    }
     let mut sock_rules = Vec::new();
     if net_view {
         sock_rules.push(rule(vec![
@@ -219,7 +238,9 @@ pub fn eperm_program(net_view: bool) -> Result<BpfProgram, String> {
             )?])?);
         }
     }
-    rules.insert(libc::SYS_socket, sock_rules);
+    if !dropped("socket") {
+        rules.insert(libc::SYS_socket, sock_rules);
+    }
     let f = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -233,8 +254,16 @@ pub fn eperm_program(net_view: bool) -> Result<BpfProgram, String> {
 
 /// The ENOSYS program.
 pub fn enosys_program() -> Result<BpfProgram, String> {
-    let rules: BTreeMap<i64, Vec<SeccompRule>> =
-        DENY_ENOSYS.iter().map(|d| (d.nr, Vec::new())).collect();
+    enosys_program_without(&[])
+}
+
+/// The ENOSYS program without the entries named in `drop` (tests only).
+pub fn enosys_program_without(drop: &[String]) -> Result<BpfProgram, String> {
+    let rules: BTreeMap<i64, Vec<SeccompRule>> = DENY_ENOSYS
+        .iter()
+        .filter(|d| !drop.iter().any(|x| x == short(d.name)))
+        .map(|d| (d.nr, Vec::new()))
+        .collect();
     let f = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -275,8 +304,17 @@ pub fn x32_program() -> BpfProgram {
 
 /// Every program, in load order.
 pub fn programs(net_view: bool) -> Result<Vec<BpfProgram>, String> {
+    programs_without(net_view, &[])
+}
+
+/// Every program without the entries named in `drop` (tests only, see
+/// [`eperm_program_without`]; `clone3` for the ENOSYS program).
+pub fn programs_without(net_view: bool, drop: &[String]) -> Result<Vec<BpfProgram>, String> {
     #[allow(unused_mut)]
-    let mut progs = vec![eperm_program(net_view)?, enosys_program()?];
+    let mut progs = vec![
+        eperm_program_without(net_view, drop)?,
+        enosys_program_without(drop)?,
+    ];
     #[cfg(target_arch = "x86_64")]
     progs.push(x32_program());
     Ok(progs)
@@ -317,5 +355,16 @@ mod tests {
         nrs.sort();
         nrs.dedup();
         assert_eq!(nrs.len(), DENY_EPERM.len(), "duplicate entry");
+    }
+
+    #[test]
+    fn dropping_an_entry_changes_the_program() {
+        let full = eperm_program(false).unwrap();
+        for name in ["keyctl", "socket", "unshare"] {
+            let less = eperm_program_without(false, &[name.to_string()]).unwrap();
+            assert_ne!(full, less, "{name}");
+        }
+        let same = eperm_program_without(false, &["no_such_call".to_string()]).unwrap();
+        assert_eq!(full, same);
     }
 }

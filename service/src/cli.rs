@@ -1,4 +1,4 @@
-//! The command line: `explain`, `config`, `classify`, `serve`.
+//! The command line: `explain`, `config`, `classify`, `serve`, `run`, `check`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -39,6 +39,9 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Run the sandbox's self-tests now, from inside real contained calls: one line per
+    /// test and a verdict; exit status 0 only when every required test passes.
+    Check(crate::check::CheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -144,6 +147,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 Ok(2)
             }
         },
+        Command::Check(a) => crate::check::check_cli(a),
         Command::Classify(a) => crate::classify::classify_cli(a).map(|()| 0),
         Command::Serve(a) => {
             let mut limits = Limits::default();

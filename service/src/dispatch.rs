@@ -57,6 +57,11 @@ pub const METHODS: &[Method] = &[
         test_only: false,
     },
     Method {
+        name: method::CHECK,
+        handler: methods::sandbox_check,
+        test_only: false,
+    },
+    Method {
         name: method::EXPLAIN,
         handler: methods::explain,
         test_only: false,

@@ -1,5 +1,5 @@
-//! `sandbox.launch` (a stream), `sandbox.plan`, `sandbox.finish`, and the trial launch
-//! behind `sandbox.status`. See docs/protocol.md for the frames.
+//! `sandbox.launch` (a stream), `sandbox.plan` and `sandbox.finish`. See docs/protocol.md
+//! for the frames.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Read};
@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use efr_launcher::api::Running;
 use efr_launcher::status::{Outcome, StatusLine};
+use efr_sandbox_wire::SandboxSummary;
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
-use efr_sandbox_wire::{Backend, SandboxStatus, SandboxSummary};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -394,102 +394,4 @@ pub fn finish(svc: Arc<Service>, call: Call) -> HandlerFuture {
         .await?;
         to_value(&fin)
     })
-}
-
-/// RFC 3339 (UTC, seconds) of a Unix time.
-pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-/// The trial behind `sandbox.status`: one contained `true` with the default view, run once
-/// per service (cached). Reports what it saw: the backend that ran, the Landlock ABI and
-/// whether seccomp was loaded.
-pub fn trial(svc: &Service) -> SandboxStatus {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let mut st = SandboxStatus {
-        checked_at: Some(rfc3339(now)),
-        ..Default::default()
-    };
-    let config = svc.policy.config();
-    let env = svc.policy.env().clone();
-    let p = CallParams {
-        line: "true".into(),
-        cwd: Some("/".into()),
-        ..Default::default()
-    };
-    let plan = match prepare(&p, &config, &env, None, None) {
-        Ok(Ok(plan)) => plan,
-        Ok(Err(m)) => {
-            st.unavailable = Some(m);
-            return st;
-        }
-        Err(e) => {
-            st.unavailable = Some(e.message);
-            return st;
-        }
-    };
-    let r = launcher()
-        .spawn(&plan, Stdio::null(), Stdio::null(), Stdio::null())
-        .and_then(|r| r.wait());
-    match r {
-        Err(e) => st.unavailable = Some(format!("cannot start efr-launch: {e}")),
-        Ok((o, _)) => {
-            if let Some(StatusLine::Started {
-                backend,
-                landlock,
-                seccomp,
-                ..
-            }) = &o.started
-            {
-                st.backend = match backend.as_str() {
-                    "native" => Some(Backend::Native),
-                    "bwrap" => Some(Backend::Bwrap),
-                    _ => None,
-                };
-                st.landlock_abi = landlock.as_ref().map(|l| l.abi).filter(|&a| a > 0);
-                st.seccomp = *seccomp;
-            }
-            if let Some(e) = o.setup_error {
-                st.unavailable = Some(e);
-            } else if o.code != Some(0) {
-                st.unavailable = Some(format!(
-                    "a contained `true` ended with status {}",
-                    o.exit_status()
-                ));
-            } else {
-                st.available = true;
-            }
-        }
-    }
-    st
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn rfc3339() {
-        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(super::rfc3339(1_700_000_000), "2023-11-14T22:13:20Z");
-        assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-    }
 }

@@ -1,5 +1,6 @@
 //! `efr-sandbox`: the efr sandbox service (`serve`) and the user's commands.
 
+mod check;
 mod classify;
 mod cli;
 mod conn;
@@ -31,6 +32,13 @@ fn main() -> ExitCode {
     if first.as_deref() == Some(std::ffi::OsStr::new("--inner")) {
         let args = std::env::args_os().skip(1);
         std::process::exit(efr_launcher::cli::main(
+            args.map(|a| a.to_string_lossy().into_owned()).collect(),
+        ));
+    }
+    // The probe, run inside a contained call by `check` (efr_probe::inside).
+    if first.as_deref() == Some(std::ffi::OsStr::new(check::PROBE_SUBCOMMAND)) {
+        let args = std::env::args_os().skip(2);
+        std::process::exit(efr_probe::inside::main(
             args.map(|a| a.to_string_lossy().into_owned()).collect(),
         ));
     }

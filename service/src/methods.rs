@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode, StatusResult};
-use efr_sandbox_wire::{ExplainParams, SandboxStatus};
+use efr_sandbox_wire::{ExplainParams, SandboxCheck, SandboxStatus};
 use serde::Deserialize;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -34,30 +34,52 @@ fn result<T: Serialize>(v: &T) -> Result<Value, ErrorBody> {
     })
 }
 
-/// `sandbox.status`: what the service can do now, and the paths it uses. `available`,
-/// `backend`, `landlock_abi` and `seccomp` come from one real contained launch of `true`
-/// with the default view, run at the first status request and cached (`checked_at`); the
-/// detailed probe (netview, proxy, bus) is `admin.sandbox_check`'s, not this.
+/// Runs a check now (off the async threads) and caches it. The caller holds the lock.
+async fn run_check(svc: &Arc<Service>) -> Result<SandboxCheck, ErrorBody> {
+    let s2 = svc.clone();
+    match tokio::task::spawn_blocking(move || crate::check::service_check(&s2)).await {
+        Ok(c) => Ok(c),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            format!("the check did not finish: {e}"),
+        )),
+    }
+}
+
+/// `sandbox.status`: the `sandbox_status` of the last check (a check runs at the first
+/// request when none has run yet), and the paths the service uses.
 pub fn status(svc: Arc<Service>, call: Call) -> HandlerFuture {
     boxed(async move {
         let NoParams {} = params(call.params)?;
-        let s2 = svc.clone();
-        let status: SandboxStatus = svc
-            .trial
-            .get_or_init(|| async move {
-                tokio::task::spawn_blocking(move || crate::launch_rpc::trial(&s2))
-                    .await
-                    .unwrap_or_else(|e| SandboxStatus {
-                        unavailable: Some(format!("the trial launch failed: {e}")),
-                        ..Default::default()
-                    })
-            })
-            .await
-            .clone();
+        let mut last = svc.last_check.lock().await;
+        let status: SandboxStatus = match &*last {
+            Some(c) => c.status.clone(),
+            None => {
+                let c = run_check(&svc).await?;
+                let s = c.status.clone();
+                *last = Some(c);
+                s
+            }
+        };
+        drop(last);
         result(&StatusResult {
             status,
             paths: svc.paths.to_wire(),
         })
+    })
+}
+
+/// `admin.sandbox_check`: runs every self-test now, from inside real contained calls;
+/// returns the `sandbox_check` and makes its status the one `sandbox.status` gives.
+pub fn sandbox_check(svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let NoParams {} = params(call.params)?;
+        let mut last = svc.last_check.lock().await;
+        let c = run_check(&svc).await?;
+        *last = Some(c.clone());
+        drop(last);
+        result(&c)
     })
 }
 

@@ -45,8 +45,9 @@ pub struct Service {
     pub classifier: crate::classify::ContextCache,
     /// Calls handed out by `sandbox.plan`, until `sandbox.finish`.
     pub planned: crate::launch_rpc::Planned,
-    /// The trial launch behind `sandbox.status` (run once).
-    pub trial: tokio::sync::OnceCell<efr_sandbox_wire::SandboxStatus>,
+    /// The last `sandbox_check` (behind `sandbox.status`; `admin.sandbox_check` runs a new
+    /// one). The lock also keeps two checks from running at once.
+    pub last_check: tokio::sync::Mutex<Option<efr_sandbox_wire::SandboxCheck>>,
 }
 
 /// The options of `serve`.
@@ -85,7 +86,7 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         policy,
         classifier: Default::default(),
         planned: Default::default(),
-        trial: Default::default(),
+        last_check: Default::default(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -1,0 +1,584 @@
+//! The self-tests that run inside a contained call (`efr-probe inside ...`, or the hidden
+//! `efr-sandbox __probe inside ...`). Each looks at the process from the inside, never at
+//! the plan, and prints one JSON object on stdout: `{"tests": [{name, pass, ms, detail}]}`.
+//!
+//! Run outside a sandbox, every test fails: that is how the tests of this crate show that
+//! no check is a pass by construction.
+
+use std::ffi::CString;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// One self-test's result as the probe reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InsideTest {
+    pub name: String,
+    pub pass: bool,
+    pub ms: u64,
+    pub detail: String,
+}
+
+/// What the probe prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InsideReport {
+    pub tests: Vec<InsideTest>,
+}
+
+impl InsideReport {
+    /// The test of this name.
+    pub fn get(&self, name: &str) -> Option<&InsideTest> {
+        self.tests.iter().find(|t| t.name == name)
+    }
+}
+
+/// The probe's arguments.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InsideArgs {
+    /// A TCP port listening on the host's 127.0.0.1 (must be unreachable).
+    pub port: Option<u16>,
+    /// A project root (must be writable).
+    pub project: Option<String>,
+    /// A masked directory (must look empty).
+    pub masked: Option<String>,
+    /// A `.git/hooks` directory inside the project (must be read-only).
+    pub hooks: Option<String>,
+    /// A variable set in the launcher's environment that looks secret (must be gone).
+    pub canary: Option<String>,
+    /// Run the `netview` test only (a `net_view` call).
+    pub netview: bool,
+}
+
+impl InsideArgs {
+    /// The arguments as `efr-probe inside` takes them.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = vec!["inside".to_string()];
+        let mut opt = |k: &str, x: &Option<String>| {
+            if let Some(x) = x {
+                v.push(k.into());
+                v.push(x.clone());
+            }
+        };
+        opt("--port", &self.port.map(|p| p.to_string()));
+        opt("--project", &self.project);
+        opt("--masked", &self.masked);
+        opt("--hooks", &self.hooks);
+        opt("--canary", &self.canary);
+        if self.netview {
+            v.push("--netview".into());
+        }
+        v
+    }
+
+    /// Parses the arguments after `inside`.
+    pub fn parse(args: &[String]) -> Result<InsideArgs, String> {
+        let mut a = InsideArgs::default();
+        let mut it = args.iter();
+        while let Some(k) = it.next() {
+            if k == "--netview" {
+                a.netview = true;
+                continue;
+            }
+            let v = it
+                .next()
+                .ok_or_else(|| format!("{k} needs a value"))?
+                .clone();
+            match k.as_str() {
+                "--port" => a.port = Some(v.parse().map_err(|_| format!("bad port {v:?}"))?),
+                "--project" => a.project = Some(v),
+                "--masked" => a.masked = Some(v),
+                "--hooks" => a.hooks = Some(v),
+                "--canary" => a.canary = Some(v),
+                _ => return Err(format!("unknown argument {k:?}")),
+            }
+        }
+        Ok(a)
+    }
+}
+
+/// `efr-probe ARGS`: `inside ...` runs the self-tests; the exit status is 0 when they ran
+/// (pass or fail: the JSON says which), 2 on bad arguments.
+pub fn main(args: Vec<String>) -> i32 {
+    if args.first().map(String::as_str) != Some("inside") {
+        eprintln!(
+            "usage: efr-probe inside [--port N] [--project DIR] [--masked DIR] [--hooks DIR] [--canary NAME] [--netview]"
+        );
+        return 2;
+    }
+    let a = match InsideArgs::parse(&args[1..]) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("efr-probe: {e}");
+            return 2;
+        }
+    };
+    let r = run(&a);
+    let mut out = std::io::stdout().lock();
+    let _ = serde_json::to_writer(&mut out, &r);
+    let _ = out.write_all(b"\n");
+    0
+}
+
+/// Runs the tests the arguments ask for.
+pub fn run(a: &InsideArgs) -> InsideReport {
+    let mut tests = Vec::new();
+    let mut t = |name: &str, f: &dyn Fn() -> Result<String, String>| {
+        let start = Instant::now();
+        let r = f();
+        tests.push(InsideTest {
+            name: name.into(),
+            pass: r.is_ok(),
+            ms: start.elapsed().as_millis() as u64,
+            detail: r.unwrap_or_else(|e| e),
+        });
+    };
+    if a.netview {
+        t("netview", &netview);
+        return InsideReport { tests };
+    }
+    t("userns", &userns);
+    t("mounts", &|| {
+        mounts(a.project.as_deref(), a.hooks.as_deref())
+    });
+    t("masks", &|| masks(a.masked.as_deref()));
+    t("pidns", &pidns);
+    t("netns", &|| netns(a.port));
+    t("landlock", &landlock);
+    t("seccomp", &seccomp);
+    t("caps", &caps);
+    t("no_new_privs", &no_new_privs);
+    t("env", &|| env(a.canary.as_deref()));
+    InsideReport { tests }
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+/// `EPERM`-style name of an errno.
+pub fn errno_name(e: i32) -> String {
+    let n = match e {
+        0 => "success",
+        libc::EPERM => "EPERM",
+        libc::EACCES => "EACCES",
+        libc::EROFS => "EROFS",
+        libc::EBADF => "EBADF",
+        libc::EFAULT => "EFAULT",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSYS => "ENOSYS",
+        libc::ENOENT => "ENOENT",
+        libc::ENOKEY => "ENOKEY",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::ENOSPC => "ENOSPC",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        libc::ESRCH => "ESRCH",
+        _ => return format!("errno {e}"),
+    };
+    n.to_string()
+}
+
+fn status_field(name: &str) -> Option<String> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+fn userns() -> Result<String, String> {
+    let map = std::fs::read_to_string("/proc/self/uid_map")
+        .map_err(|e| format!("cannot read /proc/self/uid_map: {e}"))?;
+    let lines: Vec<Vec<u64>> = map
+        .lines()
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .collect();
+    let shown = map.split_whitespace().collect::<Vec<_>>().join(" ");
+    match lines.as_slice() {
+        [l] if l.len() == 3 && l[2] == 1 => {
+            Ok(format!("own user namespace: uid map `{shown}` (one uid)"))
+        }
+        _ => Err(format!(
+            "no user namespace of the call's own: uid map `{shown}` is not a single uid"
+        )),
+    }
+}
+
+fn create_in(dir: &str) -> Result<(), i32> {
+    let p = format!("{dir}/.efr-probe-{}", std::process::id());
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&p)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&p);
+            Ok(())
+        }
+        Err(e) => Err(e.raw_os_error().unwrap_or(0)),
+    }
+}
+
+fn mounts(project: Option<&str>, hooks: Option<&str>) -> Result<String, String> {
+    // An anonymous file on the root: no name is left behind if it is created.
+    let root = CString::new("/").unwrap_or_default();
+    // SAFETY: a valid C string; the fd, if any, is closed right after.
+    let fd = unsafe { libc::open(root.as_ptr(), libc::O_TMPFILE | libc::O_WRONLY, 0o600) };
+    let e = errno();
+    if fd >= 0 {
+        // SAFETY: fd was just opened by us.
+        unsafe { libc::close(fd) };
+        return Err("a file could be created on / : the root is writable".into());
+    }
+    if e != libc::EROFS {
+        return Err(format!(
+            "a write on / failed with {} instead of EROFS: the root is not mounted read-only",
+            errno_name(e)
+        ));
+    }
+    let mut detail = vec!["/ is read-only (EROFS)".to_string()];
+    if let Some(p) = project {
+        create_in(p).map_err(|e| {
+            format!(
+                "the project {p} is not writable ({}): calls cannot work in it",
+                errno_name(e)
+            )
+        })?;
+        detail.push("the project is writable".into());
+    }
+    if let Some(h) = hooks {
+        match create_in(h) {
+            Ok(()) => {
+                return Err(format!(
+                    "{h} is writable: a call could plant a git hook that runs outside"
+                ));
+            }
+            Err(libc::EROFS) => detail.push(".git/hooks is read-only (EROFS)".into()),
+            Err(e) => {
+                return Err(format!(
+                    "a write in {h} failed with {} instead of EROFS: .git/hooks is not \
+                     mounted read-only",
+                    errno_name(e)
+                ));
+            }
+        }
+    }
+    Ok(detail.join(", "))
+}
+
+fn masks(masked: Option<&str>) -> Result<String, String> {
+    let Some(m) = masked else {
+        return Err("no masked path to look at (probe argument --masked missing)".into());
+    };
+    let n = std::fs::read_dir(m)
+        .map_err(|e| format!("masked path {m}: {e} (a mask must be present but empty)"))?
+        .count();
+    if n == 0 {
+        Ok(format!("{m} is present and empty"))
+    } else {
+        Err(format!(
+            "masked path {m} shows {n} entries: masks are not mounted, credential stores are readable"
+        ))
+    }
+}
+
+fn pidns() -> Result<String, String> {
+    let pid = std::process::id();
+    let ppid = std::os::unix::process::parent_id();
+    let visible = std::fs::read_dir("/proc")
+        .map_err(|e| format!("/proc: {e}"))?
+        .filter_map(|d| d.ok())
+        .filter(|d| d.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .count();
+    if ppid != 1 {
+        return Err(format!(
+            "the probe's parent is pid {ppid}, not the sandbox's init (pid 1): no pid namespace"
+        ));
+    }
+    if visible > 8 {
+        return Err(format!(
+            "{visible} processes are visible in /proc: the host's processes can be seen"
+        ));
+    }
+    Ok(format!(
+        "own pid namespace: pid {pid}, parent is the init (pid 1), {visible} processes visible"
+    ))
+}
+
+fn netns(port: Option<u16>) -> Result<String, String> {
+    let Some(port) = port else {
+        return Err("no host port to try (probe argument --port missing)".into());
+    };
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+        Ok(_) => Err(format!(
+            "connected to the host's 127.0.0.1:{port}: the call shares the host's network"
+        )),
+        Err(e) => Ok(format!(
+            "the host's 127.0.0.1:{port} is unreachable ({}): own network namespace",
+            errno_name(e.raw_os_error().unwrap_or(0))
+        )),
+    }
+}
+
+/// The kernel's Landlock ABI (0 when none).
+pub fn landlock_abi() -> u32 {
+    const VERSION: libc::c_uint = 1;
+    // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            VERSION,
+        )
+    };
+    if r < 0 { 0 } else { r as u32 }
+}
+
+fn landlock() -> Result<String, String> {
+    let abi = landlock_abi();
+    if abi == 0 {
+        return Err("the kernel has no Landlock (ABI 0)".into());
+    }
+    // /proc is mounted writable, so only Landlock refuses this write.
+    let comm = CString::new("/proc/self/comm").unwrap_or_default();
+    // SAFETY: a valid C string; the fd, if any, is closed right after.
+    let fd = unsafe { libc::open(comm.as_ptr(), libc::O_WRONLY) };
+    let e = errno();
+    if fd >= 0 {
+        // SAFETY: fd was just opened by us.
+        unsafe { libc::close(fd) };
+        return Err(format!(
+            "ABI {abi}, but a write outside the writable roots (/proc/self/comm) was allowed: \
+             Landlock is not enforced"
+        ));
+    }
+    if e != libc::EACCES {
+        return Err(format!(
+            "ABI {abi}; a write to /proc/self/comm failed with {} instead of Landlock's EACCES",
+            errno_name(e)
+        ));
+    }
+    let mut d = format!("ABI {abi}: writes outside the writable roots refused (EACCES)");
+    if abi >= 6 {
+        // The parent is the init, outside the line's Landlock domain: the signal scope
+        // refuses even a null signal to it.
+        let parent = std::os::unix::process::parent_id() as libc::pid_t;
+        // SAFETY: signal 0 only checks permission.
+        let r = unsafe { libc::kill(parent, 0) };
+        let e = errno();
+        if r == 0 {
+            return Err(format!(
+                "ABI {abi}, but the call could signal its init: Landlock's signal scope is not enforced"
+            ));
+        }
+        if e != libc::EPERM {
+            return Err(format!(
+                "ABI {abi}; a null signal to the init failed with {} instead of EPERM",
+                errno_name(e)
+            ));
+        }
+        d.push_str(", signals scoped (EPERM)");
+    }
+    Ok(d)
+}
+
+/// One refused call: the result, and the errno that the filter answers.
+struct Refusal {
+    what: &'static str,
+    entry: &'static str,
+    want: i32,
+    /// The errno the kernel would give without the filter, for the detail.
+    got: i32,
+}
+
+fn seccomp_calls() -> Vec<Refusal> {
+    let mut v = Vec::new();
+    // unshare with an invalid flag: EINVAL without the filter, EPERM with it.
+    // SAFETY: bit 0 is not a valid unshare flag: the call changes nothing.
+    let r = unsafe { libc::unshare(1) };
+    v.push(Refusal {
+        what: "unshare(invalid flag)",
+        entry: "unshare",
+        want: libc::EPERM,
+        got: if r == 0 { 0 } else { errno() },
+    });
+    // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_THREAD_KEYRING, create=0): ENOKEY or an id
+    // without the filter.
+    // SAFETY: a read-only query of the thread keyring that does not create it.
+    let r = unsafe { libc::syscall(libc::SYS_keyctl, 0 as libc::c_long, -1 as libc::c_long, 0) };
+    v.push(Refusal {
+        what: "keyctl(GET_KEYRING_ID)",
+        entry: "keyctl",
+        want: libc::EPERM,
+        got: if r >= 0 { 0 } else { errno() },
+    });
+    // ioctl(-1, TIOCSTI): EBADF without the filter.
+    // SAFETY: fd -1 is never valid; the kernel reads nothing.
+    let r = unsafe { libc::ioctl(-1, libc::TIOCSTI, std::ptr::null::<u8>()) };
+    v.push(Refusal {
+        what: "ioctl(-1, TIOCSTI)",
+        entry: "ioctl",
+        want: libc::EPERM,
+        got: if r == 0 { 0 } else { errno() },
+    });
+    // clone3(NULL, 0): EINVAL without the filter (size too small), ENOSYS with it.
+    // SAFETY: a size of 0 is refused before anything is read or created.
+    let r = unsafe { libc::syscall(libc::SYS_clone3, std::ptr::null::<u8>(), 0usize) };
+    v.push(Refusal {
+        what: "clone3(NULL, 0)",
+        entry: "clone3",
+        want: libc::ENOSYS,
+        got: if r == 0 { 0 } else { errno() },
+    });
+    v
+}
+
+fn seccomp() -> Result<String, String> {
+    let mode = status_field("Seccomp").unwrap_or_default();
+    if mode != "2" {
+        return Err(format!(
+            "no seccomp filter on the call (/proc/self/status Seccomp: {mode:?})"
+        ));
+    }
+    let calls = seccomp_calls();
+    let bad: Vec<String> = calls
+        .iter()
+        .filter(|c| c.got != c.want)
+        .map(|c| {
+            format!(
+                "{} gave {} instead of {} (the filter lacks its `{}` entry)",
+                c.what,
+                errno_name(c.got),
+                errno_name(c.want),
+                c.entry
+            )
+        })
+        .collect();
+    if !bad.is_empty() {
+        return Err(bad.join("; "));
+    }
+    let filters = status_field("Seccomp_filters").unwrap_or_else(|| "?".into());
+    Ok(format!(
+        "{} filters; {} refused as expected",
+        filters,
+        calls
+            .iter()
+            .map(|c| format!("{} -> {}", c.what, errno_name(c.want)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+fn caps() -> Result<String, String> {
+    let mut bad = Vec::new();
+    for f in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        let v = status_field(f).unwrap_or_else(|| "?".into());
+        if u64::from_str_radix(&v, 16) != Ok(0) {
+            bad.push(format!("{f} {v}"));
+        }
+    }
+    if bad.is_empty() {
+        Ok("no capability in any set (CapInh, CapPrm, CapEff, CapBnd, CapAmb all 0)".into())
+    } else {
+        Err(format!("capabilities left: {}", bad.join(", ")))
+    }
+}
+
+fn no_new_privs() -> Result<String, String> {
+    match status_field("NoNewPrivs").as_deref() {
+        Some("1") => Ok("set: setuid programs cannot raise privileges".into()),
+        other => Err(format!(
+            "NoNewPrivs is {:?}: setuid programs could raise privileges",
+            other.unwrap_or("missing")
+        )),
+    }
+}
+
+fn looks_secret(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "API_KEY",
+        "APIKEY",
+    ]
+    .iter()
+    .any(|s| n.contains(s))
+        || n.starts_with("AWS_")
+        || n.starts_with("AZURE_")
+        || n == "SSH_AUTH_SOCK"
+        || n == "GPG_AGENT_INFO"
+}
+
+fn env(canary: Option<&str>) -> Result<String, String> {
+    let names: Vec<String> = std::env::vars_os()
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect();
+    if let Some(c) = canary {
+        if names.iter().any(|n| n == c) {
+            return Err(format!(
+                "the canary secret {c} set in the launcher's environment reached the call"
+            ));
+        }
+    }
+    let leaked: Vec<&String> = names.iter().filter(|n| looks_secret(n)).collect();
+    if !leaked.is_empty() {
+        return Err(format!(
+            "secret-looking variables reached the call: {}",
+            leaked
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(format!(
+        "scrubbed: {} variables, none secret-looking{}",
+        names.len(),
+        if canary.is_some() {
+            ", the canary is gone"
+        } else {
+            ""
+        }
+    ))
+}
+
+fn netview() -> Result<String, String> {
+    // SAFETY: plain socket calls; the fds are closed right after.
+    let inet = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    let inet_err = errno();
+    if inet >= 0 {
+        // SAFETY: our fd.
+        unsafe { libc::close(inet) };
+        return Err("socket(AF_INET) worked: a net_view call could reach the network".into());
+    }
+    if inet_err != libc::EPERM {
+        return Err(format!(
+            "socket(AF_INET) failed with {} instead of EPERM",
+            errno_name(inet_err)
+        ));
+    }
+    // SAFETY: as above.
+    let unix = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    let unix_err = errno();
+    if unix < 0 {
+        return Err(format!(
+            "socket(AF_UNIX) failed with {}: net_view breaks local tools",
+            errno_name(unix_err)
+        ));
+    }
+    // SAFETY: our fd.
+    unsafe { libc::close(unix) };
+    Ok("socket(AF_INET) refused (EPERM), socket(AF_UNIX) works".into())
+}

@@ -1,0 +1,264 @@
+//! `efr-sandbox check` and `admin.sandbox_check`: the probe passes on a working machine, and
+//! each layer broken on purpose (the launcher's test knob) makes the matching check fail
+//! with the right detail.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{Server, command, temp_env};
+use serde_json::{Value, json};
+
+const WEAKEN_ENV: &str = "EFR_LAUNCH_ALLOW_TEST_WEAKEN";
+
+fn must_work() -> bool {
+    std::env::var_os("EFR_SANDBOX_MUST_WORK").is_some()
+}
+
+fn check(dir: &Path, args: &[&str], weaken_env: bool) -> (Value, Output) {
+    let mut c = command(dir);
+    c.arg("check").arg("--json").args(args);
+    if weaken_env {
+        c.env(WEAKEN_ENV, "1");
+    }
+    let o = c.output().unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not json ({e}): {} / {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (v, o)
+}
+
+fn test<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no test {name}: {v}"))
+}
+
+/// Whether the sandbox works here; panics under EFR_SANDBOX_MUST_WORK when it does not.
+fn available(dir: &Path) -> bool {
+    let (v, _) = check(dir, &[], false);
+    let ok = v["status"]["available"] == json!(true);
+    assert!(
+        ok || !must_work(),
+        "EFR_SANDBOX_MUST_WORK is set and the check fails: {v:#}"
+    );
+    ok
+}
+
+fn bwrap_installed() -> bool {
+    let ok = Path::new(efr_launcher::bwrap::BWRAP).exists();
+    assert!(
+        ok || !must_work(),
+        "EFR_SANDBOX_MUST_WORK is set and bwrap is missing"
+    );
+    ok
+}
+
+#[test]
+fn check_passes_and_reports_every_layer() {
+    let dir = temp_env();
+    let (v, o) = check(dir.path(), &[], false);
+    if v["status"]["available"] != json!(true) {
+        assert!(!must_work(), "the check fails: {v:#}");
+        assert_eq!(o.status.code(), Some(1));
+        assert!(v["status"]["unavailable"].as_str().is_some(), "{v:#}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{v:#}");
+    for name in efr_probe::check::REQUIRED {
+        let t = test(&v, name);
+        assert_eq!(t["outcome"], "pass", "{t}");
+        assert_eq!(t["required"], true, "{t}");
+        assert!(!t["detail"].as_str().unwrap().is_empty());
+    }
+    let st = &v["status"];
+    assert_eq!(st["seccomp"], true);
+    assert!(st["landlock_abi"].as_u64().unwrap() >= 1, "{st}");
+    assert_eq!(st["netview"], true, "{v:#}");
+    assert_eq!(
+        st.get("proxy"),
+        None,
+        "the proxy check cannot pass on this branch"
+    );
+    assert_eq!(st.get("bus_proxy"), None);
+    assert!(st["bus_proxy_off"].is_string());
+    assert_eq!(test(&v, "proxy")["outcome"], "skip");
+    assert!(
+        test(&v, "proxy")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not wired into contained calls yet")
+    );
+    if common::is_root() {
+        assert_eq!(st["fallback"], json!({"asked": "full", "reason": "root"}));
+        assert_eq!(test(&v, "user")["outcome"], "fail");
+    } else {
+        assert_eq!(st.get("fallback"), None);
+    }
+    // The text form: one line per test and a verdict.
+    let o = command(dir.path()).arg("check").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("sandbox available: backend"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("pass") && l.contains("seccomp")),
+        "{text}"
+    );
+}
+
+fn broken(args: &[&str], failing: &str, detail: &str, required: bool) {
+    let dir = temp_env();
+    if !available(dir.path()) {
+        return;
+    }
+    let (v, o) = check(dir.path(), args, true);
+    let t = test(&v, failing);
+    assert_eq!(t["outcome"], "fail", "{args:?}: {v:#}");
+    let d = t["detail"].as_str().unwrap();
+    assert!(
+        d.contains(detail),
+        "{args:?}: detail {d:?} lacks {detail:?}"
+    );
+    if required {
+        assert_eq!(o.status.code(), Some(1), "{v:#}");
+        assert_eq!(v["status"]["available"], false);
+        assert!(
+            v["status"]["unavailable"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{failing}:")),
+            "{v:#}"
+        );
+        assert_eq!(v["status"]["fallback"]["asked"], "auto", "{v:#}");
+        assert_eq!(v["status"]["fallback"]["reason"], "sandbox_unavailable");
+    } else {
+        assert_eq!(o.status.code(), Some(0), "{v:#}");
+    }
+}
+
+#[test]
+fn a_plan_without_landlock_fails_the_landlock_check() {
+    broken(
+        &["--test-weaken", "no_landlock"],
+        "landlock",
+        "applied no Landlock",
+        true,
+    );
+}
+
+#[test]
+fn a_seccomp_program_missing_an_entry_fails_the_seccomp_check() {
+    broken(
+        &["--test-weaken", "seccomp_drop=keyctl"],
+        "seccomp",
+        "lacks its `keyctl` entry",
+        true,
+    );
+    broken(
+        &["--test-weaken", "seccomp_drop=unshare"],
+        "seccomp",
+        "lacks its `unshare` entry",
+        true,
+    );
+    broken(
+        &["--test-weaken", "seccomp_drop=clone3"],
+        "seccomp",
+        "clone3(NULL, 0) gave EINVAL instead of ENOSYS",
+        true,
+    );
+}
+
+#[test]
+fn missing_masks_fail_the_masks_check() {
+    broken(
+        &["--test-weaken", "no_masks"],
+        "masks",
+        "masks are not mounted",
+        true,
+    );
+}
+
+#[test]
+fn a_net_view_that_allows_inet_fails_the_netview_check() {
+    broken(
+        &["--test-weaken", "seccomp_drop=socket"],
+        "netview",
+        "socket(AF_INET) worked",
+        false,
+    );
+}
+
+#[test]
+fn a_backend_forced_to_fail_fails_its_check() {
+    if !bwrap_installed() {
+        return;
+    }
+    broken(
+        &["--backend", "bwrap", "--test-weaken", "bwrap=/bin/false"],
+        "backend_bwrap",
+        "the sandbox did not start",
+        true,
+    );
+    // The other backend, not in force, fails without making the sandbox unavailable.
+    broken(
+        &["--backend", "native", "--test-weaken", "bwrap=/bin/false"],
+        "backend_bwrap",
+        "the sandbox did not start",
+        false,
+    );
+}
+
+#[test]
+fn the_test_knob_needs_its_variable() {
+    let dir = temp_env();
+    if !available(dir.path()) {
+        return;
+    }
+    let (v, o) = check(dir.path(), &["--test-weaken", "no_landlock"], false);
+    assert_eq!(o.status.code(), Some(1));
+    let d = test(&v, "landlock")["detail"].as_str().unwrap().to_string();
+    assert!(d.contains(WEAKEN_ENV), "{d}");
+}
+
+#[test]
+fn netview_off_in_the_config_skips_the_netview_check() {
+    let dir = temp_env();
+    if !available(dir.path()) {
+        return;
+    }
+    let cfg = dir.path().join("config/efr");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("config.toml"), "[network]\nnetview = false\n").unwrap();
+    let (v, o) = check(dir.path(), &[], false);
+    assert_eq!(o.status.code(), Some(0), "{v:#}");
+    assert_eq!(test(&v, "netview")["outcome"], "skip");
+    assert_eq!(v["status"]["netview_off"], true);
+    assert_eq!(v["status"].get("netview"), None);
+}
+
+#[test]
+fn admin_sandbox_check_updates_the_status() {
+    let s = Server::start(&[]);
+    let mut c = s.client();
+    let r = c.call(1, "admin.sandbox_check", Value::Null);
+    let chk = &r["end"];
+    assert!(chk["tests"].as_array().unwrap().len() >= 12, "{r}");
+    assert!(chk["ms"].is_u64());
+    assert!(!must_work() || chk["status"]["available"] == true, "{r}");
+    let st = c.call(2, "sandbox.status", Value::Null);
+    assert_eq!(st["end"]["status"], chk["status"]);
+    let r2 = c.call(3, "admin.sandbox_check", Value::Null);
+    let st2 = c.call(4, "sandbox.status", Value::Null);
+    assert_eq!(st2["end"]["status"], r2["end"]["status"]);
+    let bad = c.call(5, "admin.sandbox_check", json!([1]));
+    assert_eq!(common::code(&bad), "invalid", "{bad}");
+}
