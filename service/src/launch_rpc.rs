@@ -101,6 +101,9 @@ fn pump(mut r: impl Read + Send + 'static, name: &'static str, tx: tokio::sync::
     });
 }
 
+/// Output held back until `started` is sent, at most.
+const HELD_OUTPUT_MAX: usize = 4 << 20;
+
 /// `sandbox.launch`: runs one line through the launcher; items `started`, `output`, `exit`
 /// (denials), then the end (summary, code or signal, duration). Cancel ends the tree.
 pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
@@ -175,6 +178,12 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let mut chunkers: HashMap<&'static str, Chunker> = HashMap::new();
         let mut exit = None;
         let mut host_exits = Vec::new();
+        // The launcher writes `started` before the line runs, but the status lines and the
+        // output come through different threads here: output read before `started` is held
+        // (up to a bound) so that `started` is always the first item.
+        let mut started_sent = false;
+        let mut held: Vec<(&'static str, Vec<u8>)> = Vec::new();
+        let mut held_bytes = 0usize;
         loop {
             let ev = tokio::select! {
                 ev = rx.recv() => match ev {
@@ -201,6 +210,11 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             };
             match ev {
                 Ev::Out(stream, bytes) => {
+                    if !started_sent && held_bytes < HELD_OUTPUT_MAX {
+                        held_bytes += bytes.len();
+                        held.push((stream, bytes));
+                        continue;
+                    }
                     if let Some((k, d)) = chunkers.entry(stream).or_default().push(&bytes) {
                         call.items
                             .send(json!({"kind": "output", "stream": stream, k: d}))
@@ -210,10 +224,26 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
                 Ev::Status(l) => {
                     if let Ok(s @ StatusLine::Started { .. }) = StatusLine::parse(&l) {
                         call.items.send(started_item(&s)).await?;
+                        started_sent = true;
+                        for (stream, bytes) in held.drain(..) {
+                            if let Some((k, d)) = chunkers.entry(stream).or_default().push(&bytes) {
+                                call.items
+                                    .send(json!({"kind": "output", "stream": stream, k: d}))
+                                    .await?;
+                            }
+                        }
                     }
                     text.push_str(&l);
                 }
                 Ev::Exit(st) => exit = Some(st),
+            }
+        }
+        // A launch that never started (a setup error) still hands on what it printed.
+        for (stream, bytes) in held.drain(..) {
+            if let Some((k, d)) = chunkers.entry(stream).or_default().push(&bytes) {
+                call.items
+                    .send(json!({"kind": "output", "stream": stream, k: d}))
+                    .await?;
             }
         }
         for (stream, c) in chunkers.iter_mut() {
