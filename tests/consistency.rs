@@ -70,6 +70,18 @@ fn explain_matches_what_a_contained_call_gets() {
     std::fs::create_dir_all(p("src")).unwrap();
     std::fs::write(p("src/main.c"), "int main(){}\n").unwrap();
     std::fs::write(format!("{}/notes", fx.scratch), "n\n").unwrap();
+    // Repositories below the project root: one the launcher looks for (two levels down),
+    // one deeper than it looks, one inside build output.
+    for repo in ["libs/a", "x/y/z/w", "node_modules/pkg"] {
+        std::fs::create_dir_all(p(repo)).unwrap();
+        let ok = std::process::Command::new("git")
+            .args(["init", "-q", &p(repo)])
+            .env("HOME", &fx.home)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "git init {repo}");
+        std::fs::write(p(&format!("{repo}/.git/hooks/pre-commit")), "#!/bin/sh\n").unwrap();
+    }
 
     let mut env = Env::new(&fx.home);
     env.runtime_dir = Some(run.clone());
@@ -95,6 +107,14 @@ fn explain_matches_what_a_contained_call_gets() {
         p(".git/config"),
         p(".git/HEAD"),
         p(".envrc"),
+        p("libs/a/.git/hooks"),
+        p("libs/a/.git/hooks/pre-commit"),
+        p("libs/a/.git/hooks/post-merge"),
+        p("libs/a/.git/config"),
+        p("libs/a/.gitmodules"),
+        p("libs/a/README"),
+        p("x/y/z/w/.git/config"),
+        p("node_modules/pkg/.git/config"),
         "/etc/passwd".into(),
         "/etc".into(),
         h(".bashrc"),
@@ -105,6 +125,19 @@ fn explain_matches_what_a_contained_call_gets() {
         format!("{}/new", fx.scratch),
         "/tmp/new-in-tmp".into(),
     ];
+    // The nested repository's hooks and config are protected like the root's; the deeper
+    // one and the one in build output are not (the launcher does not look there).
+    for (rel, want) in [
+        ("libs/a/.git/hooks/pre-commit", Access::Read),
+        ("libs/a/.git/config", Access::Read),
+        ("libs/a/.gitmodules", Access::Read),
+        ("libs/a/README", Access::Write),
+        ("x/y/z/w/.git/config", Access::Write),
+        ("node_modules/pkg/.git/config", Access::Write),
+    ] {
+        let ex = explain_path(p(rel).as_ref(), None, &projects, &config, &env).unwrap();
+        assert_eq!(ex.access, want, "{rel}: {ex:?}");
+    }
     let line = format!(
         "{} -c '{}' {}",
         python(),

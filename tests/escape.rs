@@ -440,6 +440,36 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
             "kill -KILL 1; kill -TERM 1; sleep 0.2; echo init-unharmed",
             Expect::Output("init-unharmed"),
         ),
+        a(
+            "hook planted in a repository below the project root",
+            try_(&format!(
+                "printf '#!/bin/sh\\necho PWNED\\n' > {p}/vendor/lib/.git/hooks/pre-commit"
+            )),
+            Expect::Host(|f| {
+                !std::path::Path::new(&format!("{}/vendor/lib/.git/hooks/pre-commit", f.proj))
+                    .exists()
+            }),
+        ),
+        a(
+            "core.fsmonitor in the config of a repository below the project root",
+            try_(&format!(
+                "git -C {p}/vendor/lib config core.fsmonitor 'echo PWNED'"
+            )),
+            Expect::Host(|f| {
+                !std::fs::read_to_string(format!("{}/vendor/lib/.git/config", f.proj))
+                    .unwrap_or_default()
+                    .contains("PWNED")
+            }),
+        ),
+        a(
+            "the nested repository's git dir renamed aside and recreated",
+            try_(&format!(
+                "mv {p}/vendor/lib/.git {p}/vendor/lib/.git-old && mkdir -p {p}/vendor/lib/.git/hooks"
+            )),
+            Expect::Host(|f| {
+                std::path::Path::new(&format!("{}/vendor/lib/.git/HEAD", f.proj)).exists()
+            }),
+        ),
         #[cfg(target_arch = "x86_64")]
         a(
             "unshare through the x32 syscall ABI",
@@ -549,6 +579,7 @@ fn home_as_project_root() {
         let mut req = fx.request("", b);
         req.projects = vec![fx.home.clone()];
         req.cwd = fx.home.clone();
+        fx.set_view(&mut req);
         let cases = [
             (try_(&format!("echo x >> {}/.bashrc", fx.home)), false),
             (try_(&format!("echo x >> {}/.gitconfig", fx.home)), false),

@@ -21,7 +21,7 @@ mod env;
 mod parse;
 mod render;
 pub(crate) mod rules;
-mod view;
+pub(crate) mod view;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

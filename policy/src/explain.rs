@@ -569,6 +569,50 @@ fn read_only_hit(c: &Path, roots: &[PathBuf], config: &Config, env: &Env) -> Opt
             }
         }
     }
+    // Repositories below a writable root (where the launcher looks for them): the git rules
+    // hold in each as in the root.
+    let skip: Vec<String> = config
+        .sandbox
+        .build_output
+        .iter()
+        .map(|e| e.value.clone())
+        .collect();
+    let mut nested: Vec<PathBuf> = Vec::new();
+    for r in roots.iter().filter(|r| c.starts_with(r)) {
+        for a in c.ancestors() {
+            if a == r.as_path() || !a.starts_with(r) {
+                break;
+            }
+            if crate::config::view::nested_repo_place(r, a, &skip)
+                && std::fs::symlink_metadata(a.join(".git")).is_ok()
+                && !nested.iter().any(|n| n == a)
+            {
+                nested.push(a.to_path_buf());
+            }
+        }
+    }
+    for e in config
+        .sandbox
+        .read_only_inside
+        .iter()
+        .filter(|e| crate::config::view::is_git_rule(&e.value))
+    {
+        for n in &nested {
+            for m in matchers(&e.value, env, std::slice::from_ref(n)) {
+                if m.matched(c).is_some() {
+                    return Some(RuleHit {
+                        key: "sandbox.read_only_inside".into(),
+                        rule: e.value.clone(),
+                        reason: format!(
+                            "{} (in the repository {}, below a writable root)",
+                            e.reason_or_source(),
+                            show(n)
+                        ),
+                    });
+                }
+            }
+        }
+    }
     let git_rules: Vec<&Entry> = config
         .sandbox
         .read_only_inside
@@ -589,8 +633,9 @@ fn read_only_hit(c: &Path, roots: &[PathBuf], config: &Config, env: &Env) -> Opt
             reason: "a .git file says which git dir (and hooks) git uses".into(),
         });
     }
-    // The git dir a root's `.git` file points to, and its common dir.
-    for r in roots {
+    // The git dir a root's (or a nested repository's) `.git` file points to, and its
+    // common dir.
+    for r in roots.iter().chain(&nested) {
         let Some(gitdir) = gitdir_of(r) else { continue };
         let mut dirs = vec![gitdir.clone()];
         if let Ok(common) = std::fs::read(gitdir.join("commondir")) {

@@ -123,6 +123,14 @@ impl Fixture {
             .map(|s| s.success())
             .unwrap_or(false);
         assert!(git, "git init of the fixture project");
+        // A repository below the project root, as in a root that holds several.
+        let nested = std::process::Command::new("git")
+            .args(["init", "-q", &format!("{proj}/vendor/lib")])
+            .env("HOME", &home)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(nested, "git init of the nested repository");
         Fixture {
             dir,
             home,
@@ -134,6 +142,18 @@ impl Fixture {
     }
 
     /// A request for `line` in the project.
+    /// Fills the request's masks and read-only paths with the view the service would ask
+    /// for its project roots (`Config::launch_view` of the defaults), not the launcher's
+    /// fallback lists. Call it again after changing `projects`.
+    pub fn set_view(&self, r: &mut LaunchRequest) {
+        let mut env = efr_policy::config::Env::new(&self.home);
+        env.scratch = Some(PathBuf::from(&self.scratch));
+        let roots: Vec<PathBuf> = r.projects.iter().map(PathBuf::from).collect();
+        let view = efr_policy::config::Config::defaults().launch_view(&env, &roots);
+        r.read_only_inside = Some(view.read_only_inside);
+        r.masks = Some(view.masks);
+    }
+
     pub fn request(&self, line: &str, backend: BackendChoice) -> LaunchRequest {
         let mut r = LaunchRequest::contained(line, &self.proj);
         r.projects = vec![self.proj.clone()];
@@ -141,6 +161,7 @@ impl Fixture {
         r.tmp = Some(self.tmp.clone());
         r.scratch = Some(self.scratch.clone());
         r.backend = backend;
+        self.set_view(&mut r);
         let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
         r.env = Some(vec![
             ("PATH".into(), path),

@@ -36,6 +36,65 @@ const DIR_NAMES: &[&str] = &[
     "efr",
 ];
 
+/// How deep below a writable root other git repositories are looked for (a root such as
+/// `~/work` that holds `org/repo/.git`). Their hooks and config are protected as the root's.
+pub const NESTED_REPO_DEPTH: usize = 3;
+
+/// Whether a rule protects what git runs: the `.git/` rules and `.gitmodules`. These hold
+/// in every repository below a writable root, not only at the root.
+pub(crate) fn is_git_rule(value: &str) -> bool {
+    value.starts_with(".git/") || value == ".gitmodules"
+}
+
+/// Whether `dir`, below `root`, is a place where a nested repository is looked for: at
+/// most [`NESTED_REPO_DEPTH`] levels down, and not inside a `.git` dir or a build output
+/// directory (`skip`). The launcher's walk and explain use the same test.
+pub(crate) fn nested_repo_place(root: &Path, dir: &Path, skip: &[String]) -> bool {
+    let Ok(rel) = dir.strip_prefix(root) else {
+        return false;
+    };
+    let parts: Vec<&OsStr> = rel.iter().collect();
+    !parts.is_empty()
+        && parts.len() <= NESTED_REPO_DEPTH
+        && parts
+            .iter()
+            .all(|p| *p != OsStr::new(".git") && !skip.iter().any(|n| OsStr::new(n) == *p))
+}
+
+/// The git repositories below `root` (not the root itself): directories holding a `.git`
+/// (a dir, or a file naming the git dir), found by a walk of at most [`MAX_WALK`]
+/// directories that follows no link.
+pub(crate) fn nested_repos(root: &Path, skip: &[String]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
+    let mut seen = 0;
+    while let Some(dir) = queue.pop_front() {
+        seen += 1;
+        if seen > MAX_WALK {
+            break;
+        }
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let Ok(t) = e.file_type() else { continue };
+            if !t.is_dir() {
+                continue;
+            }
+            let p = e.path();
+            if !nested_repo_place(root, &p, skip) {
+                continue;
+            }
+            if std::fs::symlink_metadata(p.join(".git")).is_ok() {
+                out.push(p.clone());
+            }
+            queue.push_back(p);
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Names that must not get an empty placeholder (git reads them when present).
 const NO_PLACEHOLDER: &[&str] = &["commondir", "gitdir"];
 
@@ -238,8 +297,30 @@ impl Config {
                 ro.extend(in_root(&e.value, r, env));
             }
         }
-        // The `.git` file of a worktree or submodule, and the `.git/` rules in its git dirs.
+        // Repositories below a writable root: their hooks and config are as dangerous as
+        // the root's (a root such as ~/work holds many repositories).
+        let skip: Vec<String> = self
+            .sandbox
+            .build_output
+            .iter()
+            .map(|e| e.value.clone())
+            .collect();
+        let mut repos: Vec<PathBuf> = Vec::new();
         for r in &roots {
+            for n in nested_repos(r, &skip) {
+                for e in self
+                    .sandbox
+                    .read_only_inside
+                    .iter()
+                    .filter(|e| is_git_rule(&e.value))
+                {
+                    ro.extend(in_root(&e.value, &n, env));
+                }
+                repos.push(n);
+            }
+        }
+        // The `.git` file of a worktree or submodule, and the `.git/` rules in its git dirs.
+        for r in roots.iter().chain(&repos) {
             let dirs = linked_git_dirs(r);
             if dirs.is_empty() {
                 continue;
