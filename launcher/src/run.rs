@@ -50,7 +50,7 @@ fn first_child(pid: libc::pid_t) -> Option<u32> {
 }
 
 /// How many times a bwrap launch is tried when a path it was to hide vanished meanwhile.
-const BWRAP_ATTEMPTS: u32 = 5;
+const BWRAP_ATTEMPTS: u32 = 10;
 
 /// One try of a launch.
 enum Try {

@@ -329,3 +329,40 @@ fn submodule_update_reaches_the_submodules_hosts() {
         assert!(hosts_of(&r).is_empty(), "{line}: {r:?}");
     }
 }
+
+#[test]
+fn strip_code_takes_out_only_what_runs_programs() {
+    use efr_policy::classify::git::strip_code;
+    let text = "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = evil \\\n\t  --more\n\tbare = false\n\
+[alias]\n\tst = status\n\tx = !sh -c 'evil'\n\
+[include]\n\tpath = /tmp/other\n\
+[remote \"origin\"]\n\turl = https://example.com/r.git\n\
+[core] sshCommand = evil\n\
+# a comment stays\n";
+    let (kept, removed) = strip_code(text);
+    assert_eq!(
+        removed,
+        [
+            "core.fsmonitor",
+            "alias.x",
+            "include.path",
+            "core.sshcommand"
+        ]
+    );
+    for gone in ["evil", "--more", "/tmp/other"] {
+        assert!(!kept.contains(gone), "{gone} stayed:\n{kept}");
+    }
+    for stays in [
+        "repositoryformatversion = 0",
+        "bare = false",
+        "st = status",
+        "url = https://example.com/r.git",
+        "[core]",
+        "# a comment stays",
+    ] {
+        assert!(kept.contains(stays), "{stays} went:\n{kept}");
+    }
+    // A config with nothing to take out comes back as it was.
+    let plain = "[user]\n\tname = A\n[core]\n\tfsmonitor = true\n";
+    assert_eq!(strip_code(plain), (plain.to_string(), Vec::<String>::new()));
+}

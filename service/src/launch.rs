@@ -253,13 +253,30 @@ pub struct Finished {
 }
 
 /// Folds an outcome into [`Finished`]; the denials become exit records.
+/// `view` is the read-only list of the call's launch view (`Plan::read_only_inside`): after
+/// a contained call that ran, the git code it left outside that view is quarantined
+/// ([`crate::git_guard`]).
 pub fn finished(
     o: &Outcome,
     line: &str,
     projects: &[String],
+    view: &[String],
     config: &Config,
     env: &Env,
 ) -> Finished {
+    let mut sandbox_summary = o.summary();
+    if let Some(StatusLine::Started {
+        start_time_ms,
+        backend,
+        ..
+    }) = &o.started
+    {
+        if backend != "unsandboxed" {
+            let roots: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
+            sandbox_summary.quarantined =
+                crate::git_guard::after_call(&roots, view, *start_time_ms, config);
+        }
+    }
     let exits = o
         .denials
         .iter()
@@ -267,7 +284,7 @@ pub fn finished(
         .map(|(i, d)| denial_record(i, d, line, projects, config, env))
         .collect();
     Finished {
-        sandbox_summary: o.summary(),
+        sandbox_summary,
         exits,
         code: o.code,
         signal: o.signal,

@@ -28,6 +28,8 @@ pub struct PlannedCall {
     plan_file: PathBuf,
     line: String,
     projects: Vec<String>,
+    /// The read-only paths of its launch view (for the check after the call).
+    view: Vec<String>,
     /// The call's proxy, until `sandbox.finish`.
     proxy: Option<crate::egress::CallProxy>,
 }
@@ -266,7 +268,9 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         }
         let line = p.line.clone();
         let projects = p.projects.clone();
-        let mut fin = blocking(move || finished(&o, &line, &projects, &config, &env)).await?;
+        let view = plan.read_only_inside.clone();
+        let mut fin =
+            blocking(move || finished(&o, &line, &projects, &view, &config, &env)).await?;
         for r in &fin.exits {
             call.items
                 .send(json!({"kind": "exit", "record": r}))
@@ -369,6 +373,7 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
                     plan_file: file.clone(),
                     line: p.call.line.clone(),
                     projects: p.call.projects.clone(),
+                    view: plan.read_only_inside.clone(),
                     proxy,
                 },
             );
@@ -414,7 +419,7 @@ pub fn finish(svc: Arc<Service>, call: Call) -> HandlerFuture {
             if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
                 o.setup_error = Some("the call's status lines say nothing of its end".into());
             }
-            let mut fin = finished(&o, &c.line, &c.projects, &config, &env);
+            let mut fin = finished(&o, &c.line, &c.projects, &c.view, &config, &env);
             if let Some(cp) = c.proxy.as_mut() {
                 let recs = cp.finish(&mut fin.sandbox_summary, &c.line);
                 fin.exits.extend(recs);

@@ -178,6 +178,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         // SAFETY: setting a signal disposition to SIG_IGN has no other effect.
         unsafe { libc::signal(sig, libc::SIG_IGN) };
     }
+    let view: Vec<String> = plan
+        .as_ref()
+        .map(|p| p.read_only_inside.clone())
+        .unwrap_or_default();
     let outcome = match plan {
         Err(setup) => efr_launcher::status::Outcome {
             setup_error: Some(setup),
@@ -203,7 +207,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             }
         }
     };
-    let mut fin = finished(&outcome, &p.line, &p.projects, &config, &env);
+    let mut fin = finished(&outcome, &p.line, &p.projects, &view, &config, &env);
     if let Some(mut cp) = proxy {
         let recs = cp.finish(&mut fin.sandbox_summary, &p.line);
         fin.exits.extend(recs);

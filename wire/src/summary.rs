@@ -106,6 +106,11 @@ pub struct SandboxSummary {
     /// Paths whose writes the sandbox refused while the call ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied_writes: Vec<String>,
+    /// Git code the call left where the view could not protect it (a hook or a
+    /// program-running config key in a repository it made, or one below the launch walk),
+    /// taken out of git's way after the call: one line each, what and where it went.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quarantined: Vec<String>,
     /// Programs of an approved exit's descendants that efr could not end.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub survivors: Vec<String>,

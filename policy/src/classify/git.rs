@@ -381,8 +381,9 @@ pub fn is_project_remote(ctx: &Context, roots: &[PathBuf], host: &str) -> bool {
     })
 }
 
-/// Config keys whose value is a program git runs.
-fn runs_program(key: &str, value: &str) -> bool {
+/// Config keys whose value is a program git runs (`key` as `section[.sub].name`, section
+/// and name lower case).
+pub fn runs_program(key: &str, value: &str) -> bool {
     let k = key;
     let last = k.rsplit('.').next().unwrap_or("");
     let section = k.split('.').next().unwrap_or("");
@@ -414,6 +415,71 @@ fn runs_program(key: &str, value: &str) -> bool {
         "pager" | "man" | "web" => true,
         _ => false,
     }
+}
+
+/// `text` (a git config file) without the lines that make git run a program: the keys
+/// [`runs_program`] names and includes (`include.path`, `includeIf.*.path`, which can
+/// bring such keys from elsewhere). Every other line is kept as written. Returns the new
+/// text and the keys taken out.
+pub fn strip_code(text: &str) -> (String, Vec<String>) {
+    let mut out = String::with_capacity(text.len());
+    let mut removed = Vec::new();
+    let mut section = String::new();
+    let mut dropping_continuation = false;
+    for raw in text.split_inclusive('\n') {
+        let line = raw.trim_end_matches(['\n', '\r']);
+        let continues = line.ends_with('\\') && !line.ends_with("\\\\");
+        if dropping_continuation {
+            dropping_continuation = continues;
+            continue;
+        }
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') || t.starts_with(';') {
+            out.push_str(raw);
+            continue;
+        }
+        let mut rest = t;
+        let mut header = "";
+        if t.starts_with('[') {
+            let Some(end) = t.find(']') else {
+                out.push_str(raw);
+                continue;
+            };
+            let head = &t[1..end];
+            section = match head.split_once(char::is_whitespace) {
+                Some((s, sub)) => format!(
+                    "{}.{}",
+                    s.to_ascii_lowercase(),
+                    sub.trim().trim_matches('"').replace("\\\"", "\"")
+                ),
+                None => head.to_ascii_lowercase(),
+            };
+            header = &t[..=end];
+            rest = t[end + 1..].trim();
+            if rest.is_empty() {
+                out.push_str(raw);
+                continue;
+            }
+        }
+        let (k, v) = match rest.split_once('=') {
+            Some((k, v)) => (k.trim(), unquote(v.trim())),
+            None => (rest, "true".to_string()),
+        };
+        let key = format!("{section}.{}", k.to_ascii_lowercase());
+        let include =
+            key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"));
+        if runs_program(&key, &v) || include {
+            removed.push(key);
+            dropping_continuation = continues;
+            if !header.is_empty() {
+                out.push_str(header);
+                out.push('\n');
+            }
+        } else {
+            out.push_str(raw);
+        }
+    }
+    (out, removed)
 }
 
 /// The git code a git line in `repo` would run outside: hooks and program-running config

@@ -50,12 +50,18 @@ pub(crate) fn is_git_rule(value: &str) -> bool {
 /// most [`NESTED_REPO_DEPTH`] levels down, and not inside a `.git` dir or a build output
 /// directory (`skip`). The launcher's walk and explain use the same test.
 pub(crate) fn nested_repo_place(root: &Path, dir: &Path, skip: &[String]) -> bool {
+    repo_place(root, dir, NESTED_REPO_DEPTH, skip)
+}
+
+/// Whether `dir` is at most `depth` levels below `root`, and not inside a `.git` dir or a
+/// directory named in `skip`.
+fn repo_place(root: &Path, dir: &Path, depth: usize, skip: &[String]) -> bool {
     let Ok(rel) = dir.strip_prefix(root) else {
         return false;
     };
     let parts: Vec<&OsStr> = rel.iter().collect();
     !parts.is_empty()
-        && parts.len() <= NESTED_REPO_DEPTH
+        && parts.len() <= depth
         && parts
             .iter()
             .all(|p| *p != OsStr::new(".git") && !skip.iter().any(|n| OsStr::new(n) == *p))
@@ -65,6 +71,22 @@ pub(crate) fn nested_repo_place(root: &Path, dir: &Path, skip: &[String]) -> boo
 /// (a dir, or a file naming the git dir), found by a walk of at most [`MAX_WALK`]
 /// directories that follows no link.
 pub(crate) fn nested_repos(root: &Path, skip: &[String]) -> Vec<PathBuf> {
+    repositories_below(root, NESTED_REPO_DEPTH, skip)
+}
+
+/// The git repositories at `root` and up to `depth` levels below it (directories holding a
+/// `.git`), by a walk of at most [`MAX_WALK`] directories that follows no link and skips
+/// `.git` dirs and the directories named in `skip`. Reads only.
+pub fn repositories(root: &Path, depth: usize, skip: &[String]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if std::fs::symlink_metadata(root.join(".git")).is_ok() {
+        out.push(root.to_path_buf());
+    }
+    out.extend(repositories_below(root, depth, skip));
+    out
+}
+
+fn repositories_below(root: &Path, depth: usize, skip: &[String]) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut queue = std::collections::VecDeque::from([root.to_path_buf()]);
     let mut seen = 0;
@@ -82,7 +104,7 @@ pub(crate) fn nested_repos(root: &Path, skip: &[String]) -> Vec<PathBuf> {
                 continue;
             }
             let p = e.path();
-            if !nested_repo_place(root, &p, skip) {
+            if !repo_place(root, &p, depth, skip) {
                 continue;
             }
             if std::fs::symlink_metadata(p.join(".git")).is_ok() {

@@ -1,0 +1,136 @@
+//! The git code a contained call leaves where the view could not protect it is taken out
+//! of git's way after the call, and reported; nothing else is touched.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{command, temp_env};
+use serde_json::Value;
+
+fn git(dir: &Path, home: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap()
+}
+
+fn run(dir: &Path, proj: &Path, line: &str) -> Value {
+    let summary = dir.join("summary.json");
+    let p = proj.to_str().unwrap();
+    let out = command(dir)
+        .args(["run", "--project", p, "--cwd", p, "--summary"])
+        .arg(&summary)
+        .args(["--", line])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap()
+}
+
+fn quarantined(v: &Value) -> Vec<String> {
+    serde_json::from_value(v["quarantined"].clone()).unwrap_or_default()
+}
+
+#[test]
+fn a_repository_made_by_the_call_loses_its_hook_and_code_keys() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("fresh");
+    std::fs::create_dir_all(&proj).unwrap();
+    // No .git at launch: nothing to protect then, and git init must work.
+    let line = "git init -q . && \
+        printf '#!/bin/sh\\necho PWNED >&2\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && \
+        touch -d 2001-01-01 .git/hooks/pre-commit && \
+        git config core.fsmonitor 'echo PWNED >&2' && git config alias.st '!echo PWNED' && \
+        git config user.name 'Kept Name' && echo made";
+    let v = run(d.path(), &proj, line);
+    let q = quarantined(&v);
+    assert_eq!(q.len(), 2, "{v}");
+    assert!(
+        q.iter()
+            .any(|l| l.contains("hooks/pre-commit") && l.contains("moved to")),
+        "{q:?}"
+    );
+    assert!(
+        q.iter()
+            .any(|l| l.contains("core.fsmonitor") && l.contains("alias.st")),
+        "{q:?}"
+    );
+    // The hook is kept, out of git's way; the config keeps everything else.
+    assert!(!proj.join(".git/hooks/pre-commit").exists());
+    assert!(proj.join(".git/efr-quarantine/hooks/pre-commit").exists());
+    let cfg = std::fs::read_to_string(proj.join(".git/config")).unwrap();
+    assert!(!cfg.contains("PWNED") && cfg.contains("Kept Name"), "{cfg}");
+    let orig = std::fs::read_to_string(proj.join(".git/efr-quarantine/config")).unwrap();
+    assert!(orig.contains("fsmonitor"), "{orig}");
+    // git outside runs nothing of it, and the repository still works.
+    let st = git(&proj, &home, &["status"]);
+    assert!(st.status.success(), "{st:?}");
+    assert!(
+        !String::from_utf8_lossy(&st.stderr).contains("PWNED"),
+        "{st:?}"
+    );
+    std::fs::write(proj.join("a.txt"), "a").unwrap();
+    assert!(git(&proj, &home, &["add", "a.txt"]).status.success());
+    let c = git(
+        &proj,
+        &home,
+        &["-c", "user.email=x@y", "commit", "-qm", "x"],
+    );
+    assert!(c.status.success(), "{c:?}");
+    assert!(
+        !String::from_utf8_lossy(&c.stderr).contains("PWNED"),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn a_repository_deeper_than_the_launch_walk_is_checked_after_the_call() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("work");
+    let deep = proj.join("a/b/c/d/repo");
+    std::fs::create_dir_all(&deep).unwrap();
+    assert!(git(&deep, &home, &["init", "-q"]).status.success());
+    // The user's own hook from before the call stays.
+    std::fs::write(deep.join(".git/hooks/post-merge"), "#!/bin/sh\n").unwrap();
+    let v = run(
+        d.path(),
+        &proj,
+        "printf '#!/bin/sh\\necho PWNED\\n' > a/b/c/d/repo/.git/hooks/pre-push && echo ok",
+    );
+    let q = quarantined(&v);
+    assert_eq!(q.len(), 1, "{v}");
+    assert!(q[0].contains("pre-push"), "{q:?}");
+    assert!(!deep.join(".git/hooks/pre-push").exists());
+    assert!(
+        deep.join(".git/hooks/post-merge").exists(),
+        "the user's own hook stays"
+    );
+}
+
+#[test]
+fn a_call_that_leaves_no_git_code_reports_nothing() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("plain");
+    std::fs::create_dir_all(&proj).unwrap();
+    let v = run(
+        d.path(),
+        &proj,
+        "git init -q . && git config user.name x && echo a > a && git add a && echo ok",
+    );
+    assert!(v.get("quarantined").is_none(), "{v}");
+    assert!(!proj.join(".git/efr-quarantine").exists());
+}
