@@ -754,8 +754,15 @@ pub fn render(c: &SandboxCheck) -> String {
         ));
     }
     let ok = verdict(c);
+    // Tests that are not required and failed: shown, but they do not make the verdict.
+    let optional: Vec<&str> = c
+        .tests
+        .iter()
+        .filter(|t| !t.required && t.outcome == CheckOutcome::Fail)
+        .map(|t| t.name.as_str())
+        .collect();
     s.push_str(&format!(
-        "\n{} ({} ms; * = required){}\n",
+        "\n{} ({} ms; * = required){}{}\n",
         if ok {
             format!(
                 "sandbox available: backend {}",
@@ -768,6 +775,14 @@ pub fn render(c: &SandboxCheck) -> String {
         match &c.status.fallback {
             Some(f) => format!("; mode {} falls back ({})", f.asked.as_str(), f.reason),
             None => String::new(),
+        },
+        if optional.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\nnot required, failed (the verdict does not count them): {}",
+                optional.join(", ")
+            )
         }
     ));
     s
