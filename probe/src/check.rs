@@ -3,7 +3,7 @@
 //! `SandboxStatus`.
 
 use std::io::Read;
-use std::net::TcpListener;
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,19 @@ pub const REQUIRED: &[&str] = &[
     "env",
 ];
 
+/// The name of the `proxy` check's test host (granted to its call, mapped to the loopback
+/// test host for that call only).
+pub const PROXY_TEST_NAME: &str = "efr-check.test";
+/// A name the `proxy` check's call is not granted (`.invalid`: no config allows it by
+/// accident).
+pub const PROXY_DENIED_NAME: &str = "efr-check-denied.invalid";
+
+/// TESTS ONLY: the `test_weaken` entries of the proxy, honored by the check and the
+/// service (not the launcher), only with `EFR_LAUNCH_ALLOW_TEST_WEAKEN=1`:
+/// `proxy_down` (the call's proxy is stopped before the call: its socket is there, nobody
+/// answers) and `proxy_open` (the proxy also grants the name the call must be refused).
+pub const PROXY_WEAKEN_KINDS: &[&str] = &["proxy_down", "proxy_open"];
+
 /// One contained call the check asks for.
 #[derive(Debug, Clone)]
 pub struct ProbeCall {
@@ -47,10 +60,36 @@ pub struct ProbeCall {
     pub projects: Vec<String>,
     pub grants: Vec<Grant>,
     pub backend: Backend,
+    /// Names mapped for this call's proxy only (on top of the config's `[network.resolve]`).
+    pub resolve: Vec<(String, IpAddr)>,
+    /// TESTS ONLY: the [`PROXY_WEAKEN_KINDS`] asked for (the service honors `proxy_down`).
+    pub test_weaken: Vec<String>,
 }
 
-/// Builds the plan of a call the way the service builds every plan (from the config).
-pub type MakePlan = dyn Fn(&ProbeCall) -> Result<Plan, String> + Send + Sync;
+/// A plan, and what must live as long as its call (the call's proxy).
+pub struct PreparedProbe {
+    pub plan: Plan,
+    pub keep: Option<Box<dyn std::any::Any + Send>>,
+}
+
+impl std::fmt::Debug for PreparedProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedProbe")
+            .field("plan", &self.plan)
+            .field("keep", &self.keep.is_some())
+            .finish()
+    }
+}
+
+impl From<Plan> for PreparedProbe {
+    fn from(plan: Plan) -> PreparedProbe {
+        PreparedProbe { plan, keep: None }
+    }
+}
+
+/// Builds the plan of a call the way the service builds every plan (from the config), and
+/// starts its proxy when it has a host grant.
+pub type MakePlan = dyn Fn(&ProbeCall) -> Result<PreparedProbe, String> + Send + Sync;
 
 /// What the check runs with.
 pub struct CheckOptions {
@@ -96,11 +135,16 @@ struct Run {
     error: Option<String>,
 }
 
+fn is_proxy_knob(w: &str) -> bool {
+    w.starts_with("proxy_")
+}
+
 fn run_probe(
     opts: &CheckOptions,
     backend: Backend,
     args: &InsideArgs,
     grants: Vec<Grant>,
+    resolve: Vec<(String, IpAddr)>,
     project: &str,
 ) -> Run {
     let mut argv: Vec<String> = opts.probe.clone();
@@ -115,9 +159,17 @@ fn run_probe(
         projects: vec![project.to_string()],
         grants,
         backend,
+        resolve,
+        test_weaken: opts
+            .test_weaken
+            .iter()
+            .filter(|w| is_proxy_knob(w))
+            .cloned()
+            .collect(),
     };
-    let mut plan = match (opts.make_plan)(&call) {
-        Ok(p) => p,
+    // `_keep` (the call's proxy) lives until the call has ended.
+    let (mut plan, _keep) = match (opts.make_plan)(&call) {
+        Ok(p) => (p.plan, p.keep),
         Err(e) => {
             return Run {
                 error: Some(e),
@@ -137,7 +189,12 @@ fn run_probe(
         value: "efr-probe-canary-not-a-real-secret".into(),
     });
     plan.env = Some(env);
-    plan.test_weaken = opts.test_weaken.clone();
+    plan.test_weaken = opts
+        .test_weaken
+        .iter()
+        .filter(|w| !is_proxy_knob(w))
+        .cloned()
+        .collect();
     let mut running =
         match opts
             .launcher
@@ -308,7 +365,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
         masked: Some(masked),
         hooks: Some(hooks),
         canary: Some(CANARY.into()),
-        netview: false,
+        ..Default::default()
     };
 
     // Root: full mode is refused.
@@ -349,7 +406,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
                 }
             }
         }
-        let r = run_probe(opts, b, &args, Vec::new(), &project);
+        let r = run_probe(opts, b, &args, Vec::new(), Vec::new(), &project);
         let ms = t0.elapsed().as_millis() as u64;
         let prefix = bwrap_text.map(|t| format!("{t}: ")).unwrap_or_default();
         let (pass, detail) = match (&r.error, &r.report) {
@@ -467,7 +524,14 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             netview: true,
             ..Default::default()
         };
-        let r = run_probe(opts, opts.backend, &nv, vec![Grant::NetView], &project);
+        let r = run_probe(
+            opts,
+            opts.backend,
+            &nv,
+            vec![Grant::NetView],
+            Vec::new(),
+            &project,
+        );
         let ms = t0.elapsed().as_millis() as u64;
         let (pass, detail) = match (&r.error, r.report.as_ref().and_then(|x| x.get("netview"))) {
             (Some(e), _) => (false, explain_setup(opts.backend, e)),
@@ -478,10 +542,16 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
         tests.push(test("netview", pass, ms, detail, false));
     }
 
-    // The egress proxy: not wired into contained calls yet on this branch.
-    tests.push(skip(
+    // The egress proxy, from inside a call with a host grant.
+    let t0 = Instant::now();
+    let (pass, detail) = proxy_check(opts, &project);
+    status.proxy = pass;
+    tests.push(test(
         "proxy",
-        "the proxy is not wired into contained calls yet: host grants are refused",
+        pass,
+        t0.elapsed().as_millis() as u64,
+        detail,
+        false,
     ));
 
     // The bus filter: not built. Reported as a failed self-test, never as a pass.
@@ -548,6 +618,97 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     }
 }
 
+/// The `proxy` check: a loopback test host, a call granted [`PROXY_TEST_NAME`] on its port
+/// (mapped to 127.0.0.1 for that call's proxy only), and the probe inside reaching it through
+/// the proxy variables and being refused [`PROXY_DENIED_NAME`].
+fn proxy_check(opts: &CheckOptions, project: &str) -> (bool, String) {
+    let knobs: Vec<&String> = opts
+        .test_weaken
+        .iter()
+        .filter(|w| is_proxy_knob(w))
+        .collect();
+    if let Some(k) = knobs
+        .iter()
+        .find(|k| !PROXY_WEAKEN_KINDS.contains(&k.as_str()))
+    {
+        return (false, format!("test_weaken: unknown entry {k:?}"));
+    }
+    if !knobs.is_empty()
+        && std::env::var(efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV).as_deref() != Ok("1")
+    {
+        return (
+            false,
+            format!(
+                "the plan asks to weaken the sandbox ({}) but {}=1 is not set",
+                knobs
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV
+            ),
+        );
+    }
+    let nonce = crate::testhost::nonce();
+    let host = match crate::testhost::TestHost::start(PROXY_TEST_NAME, nonce) {
+        Ok(h) => h,
+        Err(e) => {
+            return (
+                false,
+                format!("cannot start the loopback test host on 127.0.0.1: {e}"),
+            );
+        }
+    };
+    let port = host.port();
+    let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let mut grants = vec![Grant::Host {
+        host: PROXY_TEST_NAME.into(),
+        port: Some(port),
+        plain_http: false,
+    }];
+    let mut resolve = vec![(PROXY_TEST_NAME.to_string(), lo)];
+    if knobs.iter().any(|k| k.as_str() == "proxy_open") {
+        grants.push(Grant::Host {
+            host: PROXY_DENIED_NAME.into(),
+            port: Some(port),
+            plain_http: false,
+        });
+        resolve.push((PROXY_DENIED_NAME.to_string(), lo));
+    }
+    let args = InsideArgs {
+        proxy: Some(format!("{PROXY_TEST_NAME}:{port}")),
+        denied: Some(format!("{PROXY_DENIED_NAME}:{port}")),
+        nonce: Some(crate::testhost::hex(&nonce)),
+        ..Default::default()
+    };
+    let r = run_probe(opts, opts.backend, &args, grants, resolve, project);
+    let seen = host.seen();
+    drop(host);
+    match (&r.error, r.report.as_ref().and_then(|x| x.get("proxy"))) {
+        (Some(e), _) => (false, explain_setup(opts.backend, e)),
+        (None, Some(t)) if !t.pass => (false, t.detail.clone()),
+        (None, Some(t)) => {
+            // The host's own log: the hello it answered was the probe's.
+            if seen
+                .iter()
+                .any(|s| s.nonce && s.sni.as_deref() == Some(PROXY_TEST_NAME))
+            {
+                (true, t.detail.clone())
+            } else {
+                (
+                    false,
+                    format!(
+                        "the probe got an answer, but the test host logged no ClientHello for \
+                         {PROXY_TEST_NAME} with the check's nonce (it saw {seen:?}): something \
+                         else answered"
+                    ),
+                )
+            }
+        }
+        (None, None) => (false, "the probe gave no result".into()),
+    }
+}
+
 fn abi_line(l: &LandlockReport) -> String {
     let mut v = vec![format!("ABI {}", l.abi)];
     if l.scopes {
@@ -593,8 +754,15 @@ pub fn render(c: &SandboxCheck) -> String {
         ));
     }
     let ok = verdict(c);
+    // Tests that are not required and failed: shown, but they do not make the verdict.
+    let optional: Vec<&str> = c
+        .tests
+        .iter()
+        .filter(|t| !t.required && t.outcome == CheckOutcome::Fail)
+        .map(|t| t.name.as_str())
+        .collect();
     s.push_str(&format!(
-        "\n{} ({} ms; * = required){}\n",
+        "\n{} ({} ms; * = required){}{}\n",
         if ok {
             format!(
                 "sandbox available: backend {}",
@@ -607,6 +775,14 @@ pub fn render(c: &SandboxCheck) -> String {
         match &c.status.fallback {
             Some(f) => format!("; mode {} falls back ({})", f.asked.as_str(), f.reason),
             None => String::new(),
+        },
+        if optional.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\nnot required, failed (the verdict does not count them): {}",
+                optional.join(", ")
+            )
         }
     ));
     s

@@ -48,6 +48,13 @@ pub struct InsideArgs {
     pub canary: Option<String>,
     /// Run the `netview` test only (a `net_view` call).
     pub netview: bool,
+    /// Run the `proxy` test only (a call with a host grant): `NAME:PORT`, the granted test
+    /// host to reach through the proxy.
+    pub proxy: Option<String>,
+    /// The `proxy` test: `NAME:PORT` the call was not granted (must be refused).
+    pub denied: Option<String>,
+    /// The `proxy` test: 64 hex digits, the client random of the hello to the test host.
+    pub nonce: Option<String>,
 }
 
 impl InsideArgs {
@@ -65,6 +72,9 @@ impl InsideArgs {
         opt("--masked", &self.masked);
         opt("--hooks", &self.hooks);
         opt("--canary", &self.canary);
+        opt("--proxy", &self.proxy);
+        opt("--denied", &self.denied);
+        opt("--nonce", &self.nonce);
         if self.netview {
             v.push("--netview".into());
         }
@@ -90,6 +100,9 @@ impl InsideArgs {
                 "--masked" => a.masked = Some(v),
                 "--hooks" => a.hooks = Some(v),
                 "--canary" => a.canary = Some(v),
+                "--proxy" => a.proxy = Some(v),
+                "--denied" => a.denied = Some(v),
+                "--nonce" => a.nonce = Some(v),
                 _ => return Err(format!("unknown argument {k:?}")),
             }
         }
@@ -102,7 +115,8 @@ impl InsideArgs {
 pub fn main(args: Vec<String>) -> i32 {
     if args.first().map(String::as_str) != Some("inside") {
         eprintln!(
-            "usage: efr-probe inside [--port N] [--project DIR] [--masked DIR] [--hooks DIR] [--canary NAME] [--netview]"
+            "usage: efr-probe inside [--port N] [--project DIR] [--masked DIR] [--hooks DIR] [--canary NAME] [--netview] \
+             [--proxy NAME:PORT --denied NAME:PORT --nonce HEX]"
         );
         return 2;
     }
@@ -135,6 +149,12 @@ pub fn run(a: &InsideArgs) -> InsideReport {
     };
     if a.netview {
         t("netview", &netview);
+        return InsideReport { tests };
+    }
+    if let Some(p) = &a.proxy {
+        t("proxy", &|| {
+            proxy(p, a.denied.as_deref(), a.nonce.as_deref())
+        });
         return InsideReport { tests };
     }
     t("userns", &userns);
@@ -170,6 +190,7 @@ pub fn errno_name(e: i32) -> String {
         libc::ENOENT => "ENOENT",
         libc::ENOKEY => "ENOKEY",
         libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::ECONNRESET => "ECONNRESET",
         libc::ENETUNREACH => "ENETUNREACH",
         libc::ETIMEDOUT => "ETIMEDOUT",
         libc::ENOSPC => "ENOSPC",
@@ -581,4 +602,185 @@ fn netview() -> Result<String, String> {
     // SAFETY: our fd.
     unsafe { libc::close(unix) };
     Ok("socket(AF_INET) refused (EPERM), socket(AF_UNIX) works".into())
+}
+
+/// How long the `proxy` test waits for each answer.
+const PROXY_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The relay the call's `HTTPS_PROXY` names (`http://127.0.0.1:PORT`).
+fn proxy_addr() -> Result<std::net::SocketAddr, String> {
+    let v = std::env::var("HTTPS_PROXY")
+        .or_else(|_| std::env::var("https_proxy"))
+        .map_err(|_| {
+            "no HTTPS_PROXY in the call's environment: the proxy variables are not set".to_string()
+        })?;
+    let hp = v
+        .strip_prefix("http://")
+        .unwrap_or(&v)
+        .trim_end_matches('/');
+    hp.parse()
+        .map_err(|_| format!("HTTPS_PROXY={v:?} is not http://ADDRESS:PORT"))
+}
+
+/// Sends `CONNECT target` through the relay and reads the answer's head: `(status line,
+/// X-Efr-Block-Reason)`.
+fn connect_through(
+    relay: std::net::SocketAddr,
+    target: &str,
+) -> Result<(std::net::TcpStream, String, Option<String>), String> {
+    use std::io::Read;
+    let mut c = std::net::TcpStream::connect_timeout(&relay, PROXY_TIMEOUT).map_err(|e| {
+        format!(
+            "the proxy did not answer: its relay at {relay} (HTTPS_PROXY) refused the \
+             connection ({})",
+            errno_name(e.raw_os_error().unwrap_or(0))
+        )
+    })?;
+    let _ = c.set_read_timeout(Some(PROXY_TIMEOUT));
+    c.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes())
+        .map_err(|e| {
+            format!("the proxy did not answer: CONNECT {target} could not be sent: {e}")
+        })?;
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match c.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            Ok(_) if head.is_empty() => {
+                return Err(format!(
+                    "the proxy did not answer CONNECT {target}: the connection closed with no \
+                     answer (the relay could not reach the proxy socket)"
+                ));
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "the proxy's answer to CONNECT {target} was cut short: {:?}",
+                    String::from_utf8_lossy(&head)
+                ));
+            }
+            Err(e)
+                if head.is_empty()
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+            {
+                return Err(format!(
+                    "the proxy did not answer CONNECT {target} within {} s",
+                    PROXY_TIMEOUT.as_secs()
+                ));
+            }
+            Err(e) if head.is_empty() => {
+                return Err(format!(
+                    "the proxy did not answer CONNECT {target}: the connection ended with {} \
+                     and no answer (the relay could not reach the proxy socket)",
+                    errno_name(e.raw_os_error().unwrap_or(0))
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "the proxy's answer to CONNECT {target} was cut short ({e})"
+                ));
+            }
+        }
+        if head.len() > 16 * 1024 {
+            return Err(format!(
+                "the proxy's answer to CONNECT {target} is too long"
+            ));
+        }
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let mut lines = text.lines();
+    let status = lines.next().unwrap_or("").trim().to_string();
+    let reason = lines.find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case("X-Efr-Block-Reason")
+            .then(|| v.trim().to_string())
+    });
+    Ok((c, status, reason))
+}
+
+fn status_code(line: &str) -> u16 {
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The `proxy` test: (a) the granted test host is reached through the proxy variables
+/// (CONNECT 200, a ClientHello with its SNI and the nonce, the host's TLS alert back), (b)
+/// a name the call was not granted is refused (403, `X-Efr-Block-Reason: not_allowed`).
+fn proxy(granted: &str, denied: Option<&str>, nonce: Option<&str>) -> Result<String, String> {
+    use std::io::Read;
+    let nonce = nonce
+        .and_then(crate::testhost::unhex32)
+        .ok_or("no nonce for the test host (probe argument --nonce missing or malformed)")?;
+    let denied = denied.ok_or("no name to be refused (probe argument --denied missing)")?;
+    let name = granted
+        .rsplit_once(':')
+        .map(|(n, _)| n)
+        .ok_or_else(|| format!("--proxy {granted:?} is not NAME:PORT"))?;
+    let relay = proxy_addr()?;
+
+    // (a) The granted host, through the proxy.
+    let (mut c, status, reason) = connect_through(relay, granted)?;
+    if status_code(&status) != 200 {
+        return Err(format!(
+            "the proxy answered `{status}`{} to CONNECT {granted}, a granted name",
+            reason
+                .map(|r| format!(" (X-Efr-Block-Reason: {r})"))
+                .unwrap_or_default()
+        ));
+    }
+    c.write_all(&crate::testhost::client_hello(name, &nonce))
+        .map_err(|e| {
+            format!("CONNECT {granted} gave 200 but the ClientHello could not be sent: {e}")
+        })?;
+    let mut answer = [0u8; 7];
+    let mut got = 0;
+    while got < answer.len() {
+        match c.read(&mut answer[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(_) => break,
+        }
+    }
+    if got == 0 {
+        return Err(format!(
+            "CONNECT {granted} gave 200 but no answer to the ClientHello came back through the \
+             tunnel (the proxy dropped it, or the test host was not reached)"
+        ));
+    }
+    if answer[..got] != crate::testhost::ALERT_OK {
+        return Err(format!(
+            "CONNECT {granted} gave 200 but the answer to the ClientHello is not the test \
+             host's (bytes {})",
+            crate::testhost::hex(&answer[..got])
+        ));
+    }
+    drop(c);
+
+    // (b) A name the call was not granted.
+    let (_c, status, reason) = connect_through(relay, denied)?;
+    let code = status_code(&status);
+    if code == 200 {
+        return Err(format!(
+            "the proxy let CONNECT {denied} through (200), a name the call was not granted"
+        ));
+    }
+    if code != 403 || reason.as_deref() != Some("not_allowed") {
+        return Err(format!(
+            "CONNECT {denied}, a name the call was not granted, got `{status}` ({}) instead of \
+             403 with X-Efr-Block-Reason: not_allowed",
+            reason
+                .map(|r| format!("X-Efr-Block-Reason: {r}"))
+                .unwrap_or_else(|| "no block reason".into())
+        ));
+    }
+    Ok(format!(
+        "through HTTPS_PROXY ({relay}): CONNECT {granted} 200, a ClientHello with SNI {name} \
+         reached the loopback test host and its TLS alert came back (no full handshake); \
+         CONNECT {denied} 403 not_allowed"
+    ))
 }

@@ -4,10 +4,12 @@
 //! - [`inside`]: the tests the probe program runs inside a call (`efr-probe inside ...`,
 //!   or `efr-sandbox __probe inside ...`), reported as JSON on stdout;
 //! - [`check`]: runs the probe through the launcher on each backend and the network view,
-//!   explains known failures with [`host`], and builds the wire `SandboxCheck`.
+//!   explains known failures with [`host`], and builds the wire `SandboxCheck`;
+//! - [`testhost`]: the loopback TLS test host of the `proxy` check.
 //!
 //! docs/probe.md lists each check, what it proves, and what a failure means.
 
 pub mod check;
 pub mod host;
 pub mod inside;
+pub mod testhost;

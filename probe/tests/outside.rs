@@ -1,7 +1,8 @@
 //! Run outside any sandbox, every self-test of the probe must fail: no check passes by
 //! construction. (Restrictions are applied in a child, never here: this process has none.)
 
-use std::net::TcpListener;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 
 use efr_probe::inside::{InsideArgs, InsideReport};
@@ -11,6 +12,8 @@ const PROBE: &str = env!("CARGO_BIN_EXE_efr-probe");
 fn probe(args: &InsideArgs, env: &[(&str, &str)]) -> InsideReport {
     let o = Command::new(PROBE)
         .args(args.to_args())
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
         .envs(env.iter().copied())
         .output()
         .unwrap();
@@ -34,7 +37,7 @@ fn every_test_fails_outside_a_sandbox() {
         masked: Some(masked),
         hooks: Some(hooks.clone()),
         canary: Some("EFR_PROBE_TEST_CANARY_TOKEN".into()),
-        netview: false,
+        ..Default::default()
     };
     let r = probe(&args, &[("EFR_PROBE_TEST_CANARY_TOKEN", "x")]);
     let names: Vec<&str> = r.tests.iter().map(|t| t.name.as_str()).collect();
@@ -83,6 +86,75 @@ fn every_test_fails_outside_a_sandbox() {
         !t.pass && t.detail.contains("socket(AF_INET) worked"),
         "{t:?}"
     );
+}
+
+/// A fake proxy that lets every CONNECT through to `port` on loopback (a proxy that lets
+/// everything through).
+fn open_proxy(port: u16) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let me = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if c.read(&mut b).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(b[0]);
+                }
+                let up = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                c.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .unwrap();
+                let (mut r1, mut w1) = (c.try_clone().unwrap(), up.try_clone().unwrap());
+                std::thread::spawn(move || std::io::copy(&mut r1, &mut w1));
+                let (mut r2, mut w2) = (up, c);
+                let _ = std::io::copy(&mut r2, &mut w2);
+                let _ = w2.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    me
+}
+
+#[test]
+fn the_proxy_test_fails_without_a_proxy_and_with_an_open_one() {
+    use efr_probe::testhost::{TestHost, hex, nonce};
+    let n = nonce();
+    let host = TestHost::start("efr-check.test", n).unwrap();
+    let args = InsideArgs {
+        proxy: Some(format!("efr-check.test:{}", host.port())),
+        denied: Some(format!("efr-check-denied.invalid:{}", host.port())),
+        nonce: Some(hex(&n)),
+        ..Default::default()
+    };
+    // No proxy variables.
+    let r = probe(&args, &[]);
+    let t = r.get("proxy").unwrap();
+    assert!(!t.pass && t.detail.contains("no HTTPS_PROXY"), "{t:?}");
+    // Nobody on the relay port.
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let r = probe(&args, &[("HTTPS_PROXY", &dead_url)]);
+    let t = r.get("proxy").unwrap();
+    assert!(
+        !t.pass && t.detail.contains("the proxy did not answer"),
+        "{t:?}"
+    );
+    // A proxy that lets every name through: (a) holds, (b) fails.
+    let url = format!("http://127.0.0.1:{}", open_proxy(host.port()));
+    let r = probe(&args, &[("HTTPS_PROXY", &url)]);
+    let t = r.get("proxy").unwrap();
+    assert!(
+        !t.pass
+            && t.detail
+                .contains("the proxy let CONNECT efr-check-denied.invalid:"),
+        "{t:?}"
+    );
+    assert!(host.seen().iter().any(|s| s.nonce), "{:?}", host.seen());
 }
 
 #[test]

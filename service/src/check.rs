@@ -1,13 +1,14 @@
 //! `admin.sandbox_check`, `sandbox.status` and `efr-sandbox check`: the probe (efr-probe)
 //! run with the plans this service builds from the config.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use efr_launcher::api::{BackendChoice, resolve_backend};
 use efr_policy::config::{self, Config, Env};
-use efr_probe::check::{CheckOptions, ProbeCall};
+use efr_probe::check::{CheckOptions, PreparedProbe, ProbeCall};
 use efr_sandbox_wire::SandboxCheck;
 
 use crate::launch::{CallParams, launcher, prepare};
@@ -25,7 +26,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "BACKEND")]
     pub backend: Option<String>,
     /// TESTS ONLY: weaken a layer on purpose (no_landlock, no_masks, seccomp_drop=NAME,
-    /// bwrap=PATH); the launcher honors it only with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1.
+    /// bwrap=PATH, proxy_down, proxy_open); honored only with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1.
     #[arg(long = "test-weaken", value_name = "WHAT", hide = true)]
     pub test_weaken: Vec<String>,
 }
@@ -40,12 +41,63 @@ fn probe_command() -> Vec<String> {
     vec![me.to_string_lossy().into_owned(), PROBE_SUBCOMMAND.into()]
 }
 
-/// The options of a check with this config.
+/// Makes a plan for the check (as every call's plan is made) and, for a call with a host
+/// grant, starts its proxy on `handle` with a socket below `runtime`.
+fn make_plan(
+    c: &ProbeCall,
+    config: &Config,
+    env: &Env,
+    runtime: Option<&Path>,
+    handle: &tokio::runtime::Handle,
+) -> Result<PreparedProbe, String> {
+    let p = CallParams {
+        line: c.line.clone(),
+        cwd: Some(c.cwd.clone()),
+        projects: c.projects.clone(),
+        grants: c.grants.clone(),
+        backend: Some(c.backend.as_str().into()),
+        ..Default::default()
+    };
+    let mut plan = prepare(&p, config, env, None, None).map_err(|e| e.message)??;
+    if !crate::egress::wanted(&plan, config) {
+        return Ok(plan.into());
+    }
+    let mut pol = crate::egress::policy(&plan.grants, config, env, &c.projects);
+    for (name, addr) in &c.resolve {
+        pol.map(name, vec![*addr]);
+    }
+    let cp = crate::egress::CallProxy::attach(&mut plan, pol, runtime, handle)
+        .map_err(|e| format!("the call's proxy: {e}"))?;
+    if c.test_weaken.iter().any(|w| w == "proxy_down") {
+        // TESTS ONLY (the check honors it only with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1): the
+        // proxy stops serving; its socket stays, and nobody answers on it.
+        cp.stop_serving();
+        let sock = plan.proxy.as_ref().map(|p| PathBuf::from(&p.socket));
+        let t0 = Instant::now();
+        while let Some(s) = &sock {
+            if std::os::unix::net::UnixStream::connect(s).is_err()
+                || t0.elapsed() > Duration::from_secs(1)
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    Ok(PreparedProbe {
+        plan,
+        keep: Some(Box::new(cp)),
+    })
+}
+
+/// The options of a check with this config; the proxies of its calls are served on `handle`
+/// with their sockets below `runtime` (the temporary directory when `None`).
 pub fn options(
     config: Arc<Config>,
     env: Env,
     backend: Option<&str>,
     test_weaken: Vec<String>,
+    runtime: Option<PathBuf>,
+    handle: tokio::runtime::Handle,
 ) -> Result<CheckOptions, String> {
     let choice = match backend {
         None => match config.sandbox.backend.value {
@@ -60,20 +112,7 @@ pub fn options(
     };
     let netview = config.network.netview.value;
     let bus_filter = config.bus.filter.value;
-    let make_plan = move |c: &ProbeCall| {
-        let p = CallParams {
-            line: c.line.clone(),
-            cwd: Some(c.cwd.clone()),
-            projects: c.projects.clone(),
-            grants: c.grants.clone(),
-            backend: Some(c.backend.as_str().into()),
-            ..Default::default()
-        };
-        match prepare(&p, &config, &env, None, None) {
-            Ok(r) => r,
-            Err(e) => Err(e.message),
-        }
-    };
+    let make_plan = move |c: &ProbeCall| make_plan(c, &config, &env, runtime.as_deref(), &handle);
     Ok(CheckOptions {
         launcher: launcher(),
         probe: probe_command(),
@@ -89,8 +128,24 @@ pub fn options(
 pub fn check_cli(a: CheckArgs) -> anyhow::Result<i32> {
     let env = Env::from_process();
     let config = Config::load(&env)?;
-    let opts = options(Arc::new(config), env, a.backend.as_deref(), a.test_weaken)
-        .map_err(anyhow::Error::msg)?;
+    // The proxy of the check's call is served by a small runtime of its own.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(|d| PathBuf::from(d).join("efr"))
+        .filter(|d| crate::launch::private_dir(d).is_ok());
+    let opts = options(
+        Arc::new(config),
+        env,
+        a.backend.as_deref(),
+        a.test_weaken,
+        runtime,
+        rt.handle().clone(),
+    )
+    .map_err(anyhow::Error::msg)?;
     let c = efr_probe::check::run(&opts);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&c)?);
@@ -100,11 +155,13 @@ pub fn check_cli(a: CheckArgs) -> anyhow::Result<i32> {
     Ok(if efr_probe::check::verdict(&c) { 0 } else { 1 })
 }
 
-/// Runs a check for the service (blocking: call it off the async threads).
-pub fn service_check(svc: &crate::server::Service) -> SandboxCheck {
+/// Runs a check for the service (blocking: call it off the async threads, on a thread of
+/// the service's runtime, which serves the proxy of the check's call).
+pub fn service_check(svc: &crate::server::Service, handle: tokio::runtime::Handle) -> SandboxCheck {
     let config = svc.policy.config();
     let env = svc.policy.env().clone();
-    match options(config, env, None, Vec::new()) {
+    let runtime = Some(svc.paths.runtime_dir.clone());
+    match options(config, env, None, Vec::new(), runtime, handle) {
         Ok(o) => efr_probe::check::run(&o),
         Err(e) => SandboxCheck {
             status: efr_sandbox_wire::SandboxStatus {

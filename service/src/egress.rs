@@ -184,6 +184,12 @@ impl CallProxy {
         Some(host_record(n, r, line, self.proxy.policy()))
     }
 
+    /// TESTS ONLY (the check's `proxy_down`): the proxy stops serving, its socket file stays,
+    /// so a connection to it is refused.
+    pub fn stop_serving(&self) {
+        self.proxy.shutdown();
+    }
+
     /// Ends the proxy (listener and tunnels) and removes its directory.
     pub fn stop(&mut self) {
         if !self.stopped {

@@ -37,7 +37,8 @@ fn result<T: Serialize>(v: &T) -> Result<Value, ErrorBody> {
 /// Runs a check now (off the async threads) and caches it. The caller holds the lock.
 async fn run_check(svc: &Arc<Service>) -> Result<SandboxCheck, ErrorBody> {
     let s2 = svc.clone();
-    match tokio::task::spawn_blocking(move || crate::check::service_check(&s2)).await {
+    let handle = tokio::runtime::Handle::current();
+    match tokio::task::spawn_blocking(move || crate::check::service_check(&s2, handle)).await {
         Ok(c) => Ok(c),
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(ErrorBody::new(

@@ -83,20 +83,27 @@ fn check_passes_and_reports_every_layer() {
     assert_eq!(st["seccomp"], true);
     assert!(st["landlock_abi"].as_u64().unwrap() >= 1, "{st}");
     assert_eq!(st["netview"], true, "{v:#}");
-    assert_eq!(
-        st.get("proxy"),
-        None,
-        "the proxy check cannot pass on this branch"
-    );
+    // The proxy: reached the loopback test host from inside a call, refused another name.
+    let px = test(&v, "proxy");
+    assert_eq!(px["outcome"], "pass", "{px}");
+    assert_ne!(px["required"], true, "{px}");
+    let d = px["detail"].as_str().unwrap();
+    for want in [
+        "CONNECT efr-check.test:",
+        " 200, a ClientHello with SNI efr-check.test reached the loopback test host",
+        "CONNECT efr-check-denied.invalid:",
+        "403 not_allowed",
+    ] {
+        assert!(d.contains(want), "{d:?} lacks {want:?}");
+    }
+    assert_eq!(st["proxy"], true, "{st}");
+    // The bus filter is not built: its test is never a pass, and never makes the verdict
+    // fail (it is not required).
     assert_eq!(st.get("bus_proxy"), None);
     assert!(st["bus_proxy_off"].is_string());
-    assert_eq!(test(&v, "proxy")["outcome"], "skip");
-    assert!(
-        test(&v, "proxy")["detail"]
-            .as_str()
-            .unwrap()
-            .contains("not wired into contained calls yet")
-    );
+    let bus = test(&v, "bus_proxy");
+    assert_ne!(bus["outcome"], "pass", "{bus}");
+    assert_ne!(bus["required"], true, "{bus}");
     if common::is_root() {
         assert_eq!(st["fallback"], json!({"asked": "full", "reason": "root"}));
         assert_eq!(test(&v, "user")["outcome"], "fail");
@@ -108,6 +115,14 @@ fn check_passes_and_reports_every_layer() {
     assert_eq!(o.status.code(), Some(0));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("sandbox available: backend"), "{text}");
+    // A failed test that is not required is named, and the exit status stays 0.
+    if bus["outcome"] == "fail" {
+        assert!(
+            text.contains("not required, failed (the verdict does not count them): ")
+                && text.contains("bus_proxy"),
+            "{text}"
+        );
+    }
     assert!(
         text.lines()
             .any(|l| l.starts_with("pass") && l.contains("seccomp")),
@@ -198,6 +213,46 @@ fn a_net_view_that_allows_inet_fails_the_netview_check() {
 }
 
 #[test]
+fn a_proxy_that_is_down_fails_the_proxy_check() {
+    broken(
+        &["--test-weaken", "proxy_down"],
+        "proxy",
+        "the proxy did not answer CONNECT efr-check.test:",
+        false,
+    );
+    let dir = temp_env();
+    if !available(dir.path()) {
+        return;
+    }
+    let (v, o) = check(dir.path(), &["--test-weaken", "proxy_down"], true);
+    assert_eq!(o.status.code(), Some(0), "not required: {v:#}");
+    assert_eq!(v["status"].get("proxy"), None, "{v:#}");
+    assert_eq!(v["status"]["available"], true, "{v:#}");
+}
+
+#[test]
+fn a_proxy_that_lets_every_name_through_fails_the_proxy_check() {
+    broken(
+        &["--test-weaken", "proxy_open"],
+        "proxy",
+        "the proxy let CONNECT efr-check-denied.invalid:",
+        false,
+    );
+}
+
+#[test]
+fn the_proxy_knobs_need_the_variable_too() {
+    let dir = temp_env();
+    if !available(dir.path()) {
+        return;
+    }
+    let (v, _) = check(dir.path(), &["--test-weaken", "proxy_open"], false);
+    let t = test(&v, "proxy");
+    assert_eq!(t["outcome"], "fail", "{t}");
+    assert!(t["detail"].as_str().unwrap().contains(WEAKEN_ENV), "{t}");
+}
+
+#[test]
 fn a_backend_forced_to_fail_fails_its_check() {
     if !bwrap_installed() {
         return;
@@ -254,6 +309,8 @@ fn admin_sandbox_check_updates_the_status() {
     assert!(chk["tests"].as_array().unwrap().len() >= 12, "{r}");
     assert!(chk["ms"].is_u64());
     assert!(!must_work() || chk["status"]["available"] == true, "{r}");
+    // The service's own runtime serves the proxy of the check's call.
+    assert!(!must_work() || chk["status"]["proxy"] == true, "{r}");
     let st = c.call(2, "sandbox.status", Value::Null);
     assert_eq!(st["end"]["status"], chk["status"]);
     let r2 = c.call(3, "admin.sandbox_check", Value::Null);
