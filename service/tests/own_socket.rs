@@ -13,6 +13,7 @@ fn collect(c: &mut Client, id: u64) -> (Vec<Value>, Value) {
     let mut items = Vec::new();
     loop {
         let f = c.recv();
+        assert_eq!(f["id"], json!(id), "{f}");
         if let Some(i) = f.get("item") {
             items.push(i.clone());
         } else {
