@@ -58,22 +58,6 @@ pub fn policy(grants: &[Grant], config: &Config, env: &Env, projects: &[String])
     p
 }
 
-fn random_hex(n: usize) -> String {
-    let mut b = vec![0u8; n];
-    // SAFETY: getrandom writes at most b.len() bytes into the buffer we own.
-    let r = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if r != b.len() as isize {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        for (i, x) in b.iter_mut().enumerate() {
-            *x = (t >> ((i % 16) * 8)) as u8 ^ std::process::id() as u8;
-        }
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// The proxy of one call, serving until [`CallProxy::stop`] (or drop).
 #[derive(Debug)]
 pub struct CallProxy {
@@ -94,8 +78,9 @@ impl CallProxy {
         runtime: Option<&Path>,
         handle: &tokio::runtime::Handle,
     ) -> Result<CallProxy, String> {
-        let name = random_hex(8);
-        let uid = efr_uid();
+        let name = crate::sys::random_hex(8)
+            .map_err(|e| format!("no random name for the proxy socket: {e}"))?;
+        let uid = crate::sys::euid();
         let mut dir = match runtime {
             Some(r) => r.join("calls").join(&name),
             None => std::env::temp_dir().join(format!("efr-sandbox-{uid}/calls/{name}")),
@@ -228,11 +213,6 @@ impl Drop for CallProxy {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn efr_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
 }
 
 /// The exit record of one proxy refusal: kind `host` (`open_network` for an IP literal),

@@ -3,7 +3,7 @@
 //! records of its denials. Shared by `sandbox.launch`, `sandbox.plan`/`sandbox.finish` and
 //! `efr-sandbox run`.
 
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -391,33 +391,12 @@ pub struct PidFd(OwnedFd);
 
 impl PidFd {
     pub fn open(pid: u32) -> std::io::Result<PidFd> {
-        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: the fd was just returned to us and is owned by nothing else.
-        Ok(PidFd(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+        crate::sys::pidfd_open(pid).map(PidFd)
     }
 
     /// Sends `sig` (an error when the process is gone).
     pub fn signal(&self, sig: i32) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
-        // SAFETY: pidfd_send_signal on an fd we own, with no siginfo.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                self.0.as_raw_fd(),
-                sig,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
-        if r < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        crate::sys::pidfd_send_signal(&self.0, sig)
     }
 }
 

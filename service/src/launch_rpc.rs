@@ -309,20 +309,6 @@ struct PlanParams {
     status_fd: Option<i32>,
 }
 
-fn token() -> String {
-    let mut b = [0u8; 16];
-    // SAFETY: getrandom writes at most b.len() bytes into the buffer we own.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n != b.len() as isize {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        b = (t ^ (std::process::id() as u128) << 64).to_le_bytes();
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// `sandbox.plan`: the launcher command line and a plan file it reads (0600 in a 0700 dir
 /// of the runtime dir), the conversation's dirs made; `sandbox.finish` releases them.
 pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
@@ -355,7 +341,8 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
             }
             let dir = runtime.join("plans");
             private_dir(&dir).map_err(|e| internal(format!("{}: {e}", dir.display())))?;
-            let token = token();
+            let token = crate::sys::random_hex(16)
+                .map_err(|e| internal(format!("no random token: {e}")))?;
             let file = dir.join(format!("{token}.json"));
             let json = serde_json::to_vec(&plan).map_err(|e| internal(e.to_string()))?;
             let mut f = std::fs::OpenOptions::new()

@@ -14,6 +14,7 @@ mod paths;
 mod policy;
 mod run;
 mod server;
+mod sys;
 
 use std::process::ExitCode;
 

@@ -175,8 +175,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // The terminal's SIGINT and SIGQUIT reach the launcher (same process group), which
     // hands them to the line; this process waits for the launcher's verdict.
     for sig in [libc::SIGINT, libc::SIGQUIT] {
-        // SAFETY: setting a signal disposition to SIG_IGN has no other effect.
-        unsafe { libc::signal(sig, libc::SIG_IGN) };
+        crate::sys::ignore_signal(sig);
     }
     let view: Vec<String> = plan
         .as_ref()
