@@ -61,6 +61,26 @@ pub struct ServeOptions {
     pub max_connections: usize,
 }
 
+/// Removes the plan files (`<token>.json`) an earlier service left in `dir`; links and
+/// anything else are left alone.
+fn remove_stale_plans(dir: &std::path::Path) {
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    let mut n = 0;
+    for e in rd.flatten() {
+        let p = e.path();
+        let plain = e.file_type().is_ok_and(|t| t.is_file());
+        if plain && p.extension().is_some_and(|x| x == "json") && fs::remove_file(&p).is_ok() {
+            n += 1;
+        }
+    }
+    if n > 0 {
+        eprintln!(
+            "efr-sandbox: removed {n} plan file(s) an earlier service never saw finished in {}",
+            dir.display()
+        );
+    }
+}
+
 /// Runs the service until SIGINT or SIGTERM.
 pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
     let uid = nix::unistd::geteuid().as_raw();
@@ -70,6 +90,9 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
     env.scratch = Some(paths.scratch.clone());
     let policy = Policy::load(env);
     let std_listener = bind(&paths.socket)?;
+    // Bound, so no other service runs here: the plans an earlier one handed out and never
+    // saw finished can no longer be finished by anyone.
+    remove_stale_plans(&paths.runtime_dir.join("plans"));
     let bound = fs::symlink_metadata(&paths.socket)
         .map(|m| (m.dev(), m.ino()))
         .ok();
