@@ -215,8 +215,8 @@ fn run_probe(
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
         if done_rx.recv_timeout(PROBE_TIMEOUT).is_err() {
-            // SAFETY: our own child, not yet waited for (the sender is dropped after wait).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // Our own child, not yet waited for (the sender is dropped after wait).
+            let _ = crate::sys::kill(pid, libc::SIGKILL);
         }
     });
     let mut out = running.child.stdout.take();

@@ -75,8 +75,7 @@ pub fn own_seccomp_mode() -> u32 {
 
 /// Whether the service runs as root.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    crate::sys::geteuid() == 0
 }
 
 /// bubblewrap at `path`: its version text when it is new enough, else why not.

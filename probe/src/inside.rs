@@ -5,11 +5,13 @@
 //! Run outside a sandbox, every test fails: that is how the tests of this crate show that
 //! no check is a pass by construction.
 
-use std::ffi::CString;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+use crate::sys;
 
 /// One self-test's result as the probe reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,10 +174,6 @@ pub fn run(a: &InsideArgs) -> InsideReport {
     InsideReport { tests }
 }
 
-fn errno() -> i32 {
-    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
 /// `EPERM`-style name of an errno.
 pub fn errno_name(e: i32) -> String {
     let n = match e {
@@ -248,15 +246,16 @@ fn create_in(dir: &str) -> Result<(), i32> {
 
 fn mounts(project: Option<&str>, hooks: Option<&str>) -> Result<String, String> {
     // An anonymous file on the root: no name is left behind if it is created.
-    let root = CString::new("/").unwrap_or_default();
-    // SAFETY: a valid C string; the fd, if any, is closed right after.
-    let fd = unsafe { libc::open(root.as_ptr(), libc::O_TMPFILE | libc::O_WRONLY, 0o600) };
-    let e = errno();
-    if fd >= 0 {
-        // SAFETY: fd was just opened by us.
-        unsafe { libc::close(fd) };
-        return Err("a file could be created on / : the root is writable".into());
-    }
+    // open("/", O_TMPFILE | O_WRONLY, 0o600); the file, if any, is closed when dropped.
+    let e = match std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .mode(0o600)
+        .open("/")
+    {
+        Ok(_) => return Err("a file could be created on / : the root is writable".into()),
+        Err(e) => e.raw_os_error().unwrap_or(0),
+    };
     if e != libc::EROFS {
         return Err(format!(
             "a write on / failed with {} instead of EROFS: the root is not mounted read-only",
@@ -350,17 +349,7 @@ fn netns(port: Option<u16>) -> Result<String, String> {
 
 /// The kernel's Landlock ABI (0 when none).
 pub fn landlock_abi() -> u32 {
-    const VERSION: libc::c_uint = 1;
-    // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            VERSION,
-        )
-    };
-    if r < 0 { 0 } else { r as u32 }
+    crate::sys::landlock_abi_version().map_or(0, |r| r as u32)
 }
 
 fn landlock() -> Result<String, String> {
@@ -369,18 +358,19 @@ fn landlock() -> Result<String, String> {
         return Err("the kernel has no Landlock (ABI 0)".into());
     }
     // /proc is mounted writable, so only Landlock refuses this write.
-    let comm = CString::new("/proc/self/comm").unwrap_or_default();
-    // SAFETY: a valid C string; the fd, if any, is closed right after.
-    let fd = unsafe { libc::open(comm.as_ptr(), libc::O_WRONLY) };
-    let e = errno();
-    if fd >= 0 {
-        // SAFETY: fd was just opened by us.
-        unsafe { libc::close(fd) };
-        return Err(format!(
-            "ABI {abi}, but a write outside the writable roots (/proc/self/comm) was allowed: \
-             Landlock is not enforced"
-        ));
-    }
+    // open("/proc/self/comm", O_WRONLY); the file, if any, is closed when dropped.
+    let e = match std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/comm")
+    {
+        Ok(_) => {
+            return Err(format!(
+                "ABI {abi}, but a write outside the writable roots (/proc/self/comm) was allowed: \
+                 Landlock is not enforced"
+            ));
+        }
+        Err(e) => e.raw_os_error().unwrap_or(0),
+    };
     if e != libc::EACCES {
         return Err(format!(
             "ABI {abi}; a write to /proc/self/comm failed with {} instead of Landlock's EACCES",
@@ -392,14 +382,15 @@ fn landlock() -> Result<String, String> {
         // The parent is the init, outside the line's Landlock domain: the signal scope
         // refuses even a null signal to it.
         let parent = std::os::unix::process::parent_id() as libc::pid_t;
-        // SAFETY: signal 0 only checks permission.
-        let r = unsafe { libc::kill(parent, 0) };
-        let e = errno();
-        if r == 0 {
-            return Err(format!(
-                "ABI {abi}, but the call could signal its init: Landlock's signal scope is not enforced"
-            ));
-        }
+        // Signal 0 only checks the permission.
+        let e = match crate::sys::kill(parent, 0) {
+            Ok(()) => {
+                return Err(format!(
+                    "ABI {abi}, but the call could signal its init: Landlock's signal scope is not enforced"
+                ));
+            }
+            Err(e) => e.raw_os_error().unwrap_or(0),
+        };
         if e != libc::EPERM {
             return Err(format!(
                 "ABI {abi}; a null signal to the init failed with {} instead of EPERM",
@@ -420,46 +411,44 @@ struct Refusal {
     got: i32,
 }
 
+/// The errno of a refused call, 0 when it worked.
+fn refused(r: sys::Raw) -> i32 {
+    r.map_or_else(|e| e, |_| 0)
+}
+
 fn seccomp_calls() -> Vec<Refusal> {
-    let mut v = Vec::new();
-    // unshare with an invalid flag: EINVAL without the filter, EPERM with it.
-    // SAFETY: bit 0 is not a valid unshare flag: the call changes nothing.
-    let r = unsafe { libc::unshare(1) };
-    v.push(Refusal {
-        what: "unshare(invalid flag)",
-        entry: "unshare",
-        want: libc::EPERM,
-        got: if r == 0 { 0 } else { errno() },
-    });
-    // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_THREAD_KEYRING, create=0): ENOKEY or an id
-    // without the filter.
-    // SAFETY: a read-only query of the thread keyring that does not create it.
-    let r = unsafe { libc::syscall(libc::SYS_keyctl, 0 as libc::c_long, -1 as libc::c_long, 0) };
-    v.push(Refusal {
-        what: "keyctl(GET_KEYRING_ID)",
-        entry: "keyctl",
-        want: libc::EPERM,
-        got: if r >= 0 { 0 } else { errno() },
-    });
-    // ioctl(-1, TIOCSTI): EBADF without the filter.
-    // SAFETY: fd -1 is never valid; the kernel reads nothing.
-    let r = unsafe { libc::ioctl(-1, libc::TIOCSTI, std::ptr::null::<u8>()) };
-    v.push(Refusal {
-        what: "ioctl(-1, TIOCSTI)",
-        entry: "ioctl",
-        want: libc::EPERM,
-        got: if r == 0 { 0 } else { errno() },
-    });
-    // clone3(NULL, 0): EINVAL without the filter (size too small), ENOSYS with it.
-    // SAFETY: a size of 0 is refused before anything is read or created.
-    let r = unsafe { libc::syscall(libc::SYS_clone3, std::ptr::null::<u8>(), 0usize) };
-    v.push(Refusal {
-        what: "clone3(NULL, 0)",
-        entry: "clone3",
-        want: libc::ENOSYS,
-        got: if r == 0 { 0 } else { errno() },
-    });
-    v
+    vec![
+        // unshare with an invalid flag: EINVAL without the filter, EPERM with it.
+        // Bit 0 is not a valid unshare flag: the call changes nothing.
+        Refusal {
+            what: "unshare(invalid flag)",
+            entry: "unshare",
+            want: libc::EPERM,
+            got: refused(sys::unshare(1)),
+        },
+        // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_THREAD_KEYRING, create=0): ENOKEY or an id
+        // without the filter.
+        Refusal {
+            what: "keyctl(GET_KEYRING_ID)",
+            entry: "keyctl",
+            want: libc::EPERM,
+            got: refused(sys::keyctl_thread_keyring_id()),
+        },
+        // ioctl(-1, TIOCSTI): EBADF without the filter.
+        Refusal {
+            what: "ioctl(-1, TIOCSTI)",
+            entry: "ioctl",
+            want: libc::EPERM,
+            got: refused(sys::ioctl_tiocsti_bad_fd()),
+        },
+        // clone3(NULL, 0): EINVAL without the filter (size too small), ENOSYS with it.
+        Refusal {
+            what: "clone3(NULL, 0)",
+            entry: "clone3",
+            want: libc::ENOSYS,
+            got: refused(sys::clone3_null()),
+        },
+    ]
 }
 
 fn seccomp() -> Result<String, String> {
@@ -576,31 +565,25 @@ fn env(canary: Option<&str>) -> Result<String, String> {
 }
 
 fn netview() -> Result<String, String> {
-    // SAFETY: plain socket calls; the fds are closed right after.
-    let inet = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    let inet_err = errno();
-    if inet >= 0 {
-        // SAFETY: our fd.
-        unsafe { libc::close(inet) };
-        return Err("socket(AF_INET) worked: a net_view call could reach the network".into());
-    }
+    // The sockets, if any, are closed when dropped.
+    let inet_err = match sys::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC) {
+        Ok(_) => {
+            return Err("socket(AF_INET) worked: a net_view call could reach the network".into());
+        }
+        Err(e) => e.raw_os_error().unwrap_or(0),
+    };
     if inet_err != libc::EPERM {
         return Err(format!(
             "socket(AF_INET) failed with {} instead of EPERM",
             errno_name(inet_err)
         ));
     }
-    // SAFETY: as above.
-    let unix = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    let unix_err = errno();
-    if unix < 0 {
+    if let Err(e) = sys::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC) {
         return Err(format!(
             "socket(AF_UNIX) failed with {}: net_view breaks local tools",
-            errno_name(unix_err)
+            errno_name(e.raw_os_error().unwrap_or(0))
         ));
     }
-    // SAFETY: our fd.
-    unsafe { libc::close(unix) };
     Ok("socket(AF_INET) refused (EPERM), socket(AF_UNIX) works".into())
 }
 

@@ -5,11 +5,13 @@
 //!   or `efr-sandbox __probe inside ...`), reported as JSON on stdout;
 //! - [`check`]: runs the probe through the launcher on each backend and the network view,
 //!   explains known failures with [`host`], and builds the wire `SandboxCheck`;
-//! - [`testhost`]: the loopback TLS test host of the `proxy` check.
+//! - [`testhost`]: the loopback TLS test host of the `proxy` check;
+//! - [`sys`]: the safe wrappers of every system call the modules above make.
 //!
 //! docs/probe.md lists each check, what it proves, and what a failure means.
 
 pub mod check;
 pub mod host;
 pub mod inside;
+pub mod sys;
 pub mod testhost;

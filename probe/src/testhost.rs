@@ -138,9 +138,7 @@ pub fn client_hello(sni: &str, nonce: &[u8; 32]) -> Vec<u8> {
 /// 32 random bytes (getrandom; the time and pid when it fails).
 pub fn nonce() -> [u8; 32] {
     let mut b = [0u8; 32];
-    // SAFETY: getrandom writes at most b.len() bytes into the buffer we own.
-    let r = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if r != b.len() as isize {
+    if crate::sys::getrandom(&mut b).ok() != Some(b.len()) {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
