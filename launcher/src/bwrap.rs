@@ -132,6 +132,11 @@ impl Drop for Stage {
     }
 }
 
+/// Where the launcher's own executable is bound inside bubblewrap's view, to run as the
+/// sandbox's init (`--inner`): bubblewrap's `/dev` is a tmpfs private to the call, and not
+/// mounted noexec.
+pub const INSIDE_INIT: &str = "/dev/efr/init";
+
 /// Starts bwrap; returns its pid. `info_w` receives bwrap's `--info-fd` JSON (whose
 /// `child-pid` is our inner init's pid).
 #[allow(clippy::too_many_arguments)]
@@ -159,13 +164,17 @@ pub fn spawn(
     }
     let mut argv = vec![bwrap.to_string()];
     argv.extend(args(view, &stage.empty, Some(&stage.resolv)));
+    // Our init runs inside bubblewrap's view, where the host path of this executable may
+    // not exist (under /tmp, which the call has its own of, or in a masked path): bind it
+    // read-only at a fixed path in the call's private /dev and run it from there.
+    argv.extend(["--ro-bind".into(), exe.clone(), INSIDE_INIT.into()]);
     argv.extend(["--info-fd".into(), info_w.to_string()]);
     for fd in &prog_fds {
         argv.extend(["--add-seccomp-fd".into(), fd.to_string()]);
     }
     argv.extend([
         "--".into(),
-        exe,
+        INSIDE_INIT.into(),
         "--inner".into(),
         spec_fd.to_string(),
         report_w.to_string(),

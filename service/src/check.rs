@@ -1,6 +1,7 @@
 //! `admin.sandbox_check`, `sandbox.status` and `efr-sandbox check`: the probe (efr-probe)
 //! run with the plans this service builds from the config.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +40,66 @@ fn probe_command() -> Vec<String> {
     }
     let me = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("efr-sandbox"));
     vec![me.to_string_lossy().into_owned(), PROBE_SUBCOMMAND.into()]
+}
+
+/// The probe's executable staged where a contained call sees it: a private host directory
+/// that the check's calls get as their `/tmp`. Removed when dropped.
+#[derive(Debug)]
+struct StagedProbe {
+    dir: PathBuf,
+}
+
+impl Drop for StagedProbe {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether a contained call sees `exe` where the host has it: not under `/tmp` (a call
+/// has its own) and not in a path the config masks.
+fn visible_inside(exe: &Path, config: &Config, env: &Env) -> bool {
+    if exe.starts_with("/tmp") {
+        return false;
+    }
+    efr_policy::explain::explain_path(exe, None, &[], config, env)
+        .is_ok_and(|e| e.access != efr_sandbox_wire::Access::None)
+}
+
+/// The probe command as a contained call can run it, and the staged copy it needs, if any:
+/// an executable under `/tmp` or in a masked path (a build in a checkout under `/tmp`) is
+/// hard-linked (or copied) into a fresh directory that becomes the call's `/tmp`.
+fn probe_for_calls(
+    config: &Config,
+    env: &Env,
+    runtime: Option<&Path>,
+) -> Result<(Vec<String>, Option<StagedProbe>), String> {
+    let mut cmd = probe_command();
+    let exe = PathBuf::from(&cmd[0]);
+    if visible_inside(&exe, config, env) {
+        return Ok((cmd, None));
+    }
+    let base = runtime
+        .map(Path::to_path_buf)
+        .unwrap_or_else(std::env::temp_dir);
+    let name = crate::sys::random_hex(8).map_err(|e| format!("no random name: {e}"))?;
+    let dir = base.join(format!("efr-probe-{name}"));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let staged = StagedProbe { dir };
+    let to = staged.dir.join("efr-probe");
+    if std::fs::hard_link(&exe, &to).is_err() {
+        std::fs::copy(&exe, &to).map_err(|e| {
+            format!(
+                "cannot stage the probe {} in {}: {e}",
+                exe.display(),
+                to.display()
+            )
+        })?;
+    }
+    cmd[0] = "/tmp/efr-probe".into();
+    Ok((cmd, Some(staged)))
 }
 
 /// Makes a plan for the check (as every call's plan is made) and, for a call with a host
@@ -112,10 +173,18 @@ pub fn options(
     };
     let netview = config.network.netview.value;
     let bus_filter = config.bus.filter.value;
-    let make_plan = move |c: &ProbeCall| make_plan(c, &config, &env, runtime.as_deref(), &handle);
+    let (probe, staged) = probe_for_calls(&config, &env, runtime.as_deref())?;
+    let make_plan = move |c: &ProbeCall| {
+        let mut p = make_plan(c, &config, &env, runtime.as_deref(), &handle)?;
+        if let Some(st) = &staged {
+            // The staged probe's directory is the call's /tmp.
+            p.plan.tmp = Some(st.dir.to_string_lossy().into_owned());
+        }
+        Ok(p)
+    };
     Ok(CheckOptions {
         launcher: launcher(),
-        probe: probe_command(),
+        probe,
         make_plan: Box::new(make_plan),
         backend: resolve_backend(choice),
         netview,
