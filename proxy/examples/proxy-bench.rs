@@ -1,8 +1,13 @@
 //! Throughput and connection setup through the efr proxy, against a direct loopback
 //! connection and (optionally) another HTTP CONNECT proxy such as tinyproxy.
 //!
-//! `proxy-bench [--bytes N] [--conns N] [--http-proxy ADDR]`; `proxy/bench.sh` builds it in
-//! release mode, starts tinyproxy and prints the ratios.
+//! `proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR]`; `proxy/bench.sh`
+//! builds it in release mode, starts tinyproxy and prints the ratios.
+//!
+//! Every mode uses the same client code. The modes run interleaved: each round runs every
+//! mode once (the order rotated per round), and a mode's ratio in a round is against the
+//! direct run of that same round; the table gives the median of the per-round ratios (and
+//! the median absolute figures), so load from other work on the machine hits all modes alike.
 //!
 //! The upstream is a sink on loopback. Each connection starts with a ClientHello for
 //! `sink.test` (so the efr proxy's TLS check passes) and a mode byte: `S` (setup: the sink
@@ -127,14 +132,20 @@ fn setup_rate(via: &Via, hello: &[u8], conns: u32) -> f64 {
 fn main() {
     let mut bytes: u64 = 1 << 30;
     let mut conns: u32 = 2000;
+    let mut rounds: usize = 5;
+    let mut only: Option<String> = None;
     let mut other: Option<SocketAddr> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--bytes" => bytes = args.next().unwrap().parse().unwrap(),
             "--conns" => conns = args.next().unwrap().parse().unwrap(),
+            "--only" => only = args.next(),
+            "--rounds" => rounds = args.next().unwrap().parse().unwrap(),
             "--http-proxy" => other = Some(args.next().unwrap().parse().unwrap()),
-            _ => panic!("usage: proxy-bench [--bytes N] [--conns N] [--http-proxy ADDR]"),
+            _ => panic!(
+                "usage: proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR] [--only MODE]"
+            ),
         }
     }
     let hello = build_client_hello(Some("sink.test"));
@@ -190,23 +201,59 @@ fn main() {
     if let Some(o) = other {
         modes.push(("http-proxy", Via::Proxy(o, format!("127.0.0.1:{port}"))));
     }
-    println!(
-        "{:<16} {:>12} {:>10} {:>12} {:>10}",
-        "mode", "MB/s", "vs direct", "conns/s", "vs direct"
-    );
-    let mut base = (0.0, 0.0);
-    for (name, via) in &modes {
-        // Warm up, then measure.
-        throughput(via, &hello, bytes.min(16 << 20));
-        let mbps = throughput(via, &hello, bytes);
-        let cps = setup_rate(via, &hello, conns);
-        if *name == "direct" {
-            base = (mbps, cps);
+    if let Some(o) = &only {
+        // Profiling: one mode, no table.
+        let (_, via) = modes
+            .iter()
+            .find(|(n, _)| n == o)
+            .expect("--only: no such mode");
+        for _ in 0..rounds {
+            println!("{o}: {:.0} MB/s", throughput(via, &hello, bytes));
+            println!("{o}: {:.0} conns/s", setup_rate(via, &hello, conns));
         }
+        return;
+    }
+    for (_, via) in &modes {
+        throughput(via, &hello, bytes.min(16 << 20)); // warm up
+    }
+    // results[mode][round] = (MB/s, conns/s)
+    let mut results = vec![Vec::new(); modes.len()];
+    for r in 0..rounds {
+        for i in 0..modes.len() {
+            let m = (i + r) % modes.len();
+            let via = &modes[m].1;
+            let mbps = throughput(via, &hello, bytes);
+            let cps = setup_rate(via, &hello, conns);
+            results[m].push((mbps, cps));
+        }
+        eprint!("round {}/{rounds}\r", r + 1);
+    }
+    eprintln!();
+    println!(
+        "{:<16} {:>10} {:>10} {:>17} {:>10} {:>10} {:>17}",
+        "mode", "MB/s", "vs direct", "(min..max)", "conns/s", "vs direct", "(min..max)"
+    );
+    for (m, (name, _)) in modes.iter().enumerate() {
+        let col = |f: &dyn Fn(&(f64, f64)) -> f64| -> (f64, Vec<f64>) {
+            let abs = median(results[m].iter().map(f).collect());
+            let ratios = (0..rounds)
+                .map(|r| f(&results[m][r]) / f(&results[0][r]))
+                .collect::<Vec<_>>();
+            (abs, ratios)
+        };
+        let (mbps, tr) = col(&|x| x.0);
+        let (cps, sr) = col(&|x| x.1);
+        let range = |v: &[f64]| {
+            let lo = v.iter().cloned().fold(f64::MAX, f64::min);
+            let hi = v.iter().cloned().fold(0.0, f64::max);
+            format!("({lo:.2}..{hi:.2})")
+        };
         println!(
-            "{name:<16} {mbps:>12.1} {:>10.3} {cps:>12.0} {:>10.3}",
-            mbps / base.0,
-            cps / base.1
+            "{name:<16} {mbps:>10.0} {:>10.3} {:>17} {cps:>10.0} {:>10.3} {:>17}",
+            median(tr.clone()),
+            range(&tr),
+            median(sr.clone()),
+            range(&sr)
         );
     }
     let st = proxy.stats();
@@ -215,4 +262,17 @@ fn main() {
         st.tunnels, st.refused, st.bytes
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        return 0.0;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
