@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -162,7 +163,21 @@ impl Half for UnixStream {
     }
 }
 
-fn copy_half<A: Half, B: Half>(mut from: A, mut to: B) {
+/// Copy one way until EOF with `splice(2)` (socket -> pipe -> socket, no user-space copy),
+/// falling back to a buffer copy where splice does not apply; then pass the half-close on.
+fn copy_half<A: Half + AsRawFd, B: Half + AsRawFd>(from: A, to: B) {
+    let spliced = crate::splice::Pipe::blocking()
+        .and_then(|p| crate::splice::blocking_one_way(from.as_raw_fd(), to.as_raw_fd(), &p));
+    match spliced {
+        Ok(None) => copy_buffered(from, to),
+        Ok(Some(_)) | Err(_) => {
+            to.shut(Shutdown::Write);
+            from.shut(Shutdown::Read);
+        }
+    }
+}
+
+fn copy_buffered<A: Half, B: Half>(mut from: A, mut to: B) {
     let mut buf = vec![0u8; PIPE_BUF];
     loop {
         match from.read(&mut buf) {
@@ -181,7 +196,7 @@ fn copy_half<A: Half, B: Half>(mut from: A, mut to: B) {
 }
 
 /// Copy both ways until both ends closed; half-close passed on.
-fn pipe<A: Half, B: Half>(a: A, b: B) {
+fn pipe<A: Half + AsRawFd, B: Half + AsRawFd>(a: A, b: B) {
     let (Ok(a2), Ok(b2)) = (a.dup(), b.dup()) else {
         return;
     };
@@ -573,5 +588,92 @@ mod tests {
             parse_response(&answer(&t, &bad).0.unwrap()).unwrap().0,
             FORMERR
         );
+    }
+
+    /// A pseudo-random payload (xorshift), different per seed.
+    fn payload(len: usize, mut seed: u64) -> Vec<u8> {
+        let mut v = Vec::with_capacity(len + 8);
+        while v.len() < len {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            v.extend_from_slice(&seed.to_le_bytes());
+        }
+        v.truncate(len);
+        v
+    }
+
+    /// The relay's spliced copy (TCP <-> Unix) passes every byte both ways, and each
+    /// half-close on to the other side while the other direction keeps flowing.
+    #[test]
+    fn spliced_pipe_integrity_and_half_close() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (served, _) = l.accept().unwrap();
+        let (relay_side, mut far) = UnixStream::pair().unwrap();
+        let relay = std::thread::spawn(move || pipe(served, relay_side));
+
+        let up = payload((9 << 20) + 4321, 0x9e37_79b9_7f4a_7c15);
+        let down = payload((7 << 20) + 123, 0x2545_f491_4f6c_dd1d);
+
+        // Client -> far: all of `up`, then a half-close; the far side sees EOF.
+        let up2 = up.clone();
+        let mut c2 = client.try_clone().unwrap();
+        let w = std::thread::spawn(move || {
+            c2.write_all(&up2).unwrap();
+            c2.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        far.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert_eq!(got.len(), up.len());
+        assert!(got == up, "client -> far bytes differ");
+
+        // Far -> client still flows after that half-close, then its own half-close.
+        let down2 = down.clone();
+        let mut f2 = far.try_clone().unwrap();
+        let w = std::thread::spawn(move || {
+            f2.write_all(&down2).unwrap();
+            f2.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert_eq!(got.len(), down.len());
+        assert!(got == down, "far -> client bytes differ");
+        relay.join().unwrap();
+    }
+
+    /// The same the other way round: the far side closes first, the client keeps sending.
+    #[test]
+    fn spliced_pipe_far_closes_first() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (served, _) = l.accept().unwrap();
+        let (relay_side, mut far) = UnixStream::pair().unwrap();
+        let relay = std::thread::spawn(move || pipe(served, relay_side));
+        let down = payload(3 << 20, 7);
+        let down2 = down.clone();
+        let mut f2 = far.try_clone().unwrap();
+        let w = std::thread::spawn(move || {
+            f2.write_all(&down2).unwrap();
+            f2.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert!(got == down);
+        let up = payload(5 << 20, 11);
+        let up2 = up.clone();
+        let mut c2 = client.try_clone().unwrap();
+        let w = std::thread::spawn(move || {
+            c2.write_all(&up2).unwrap();
+            c2.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        far.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert!(got == up);
+        relay.join().unwrap();
     }
 }
