@@ -91,10 +91,13 @@ impl NameTable {
     }
 }
 
-/// Accept TCP connections and pipe each to the proxy's Unix socket at `proxy`. Runs until
-/// the listener fails; connections over [`MAX_RELAY_CONNS`] are closed at once.
+/// Accept TCP connections and hand each, as it is, to the proxy at `proxy`: the accepted
+/// socket is passed over the proxy's Unix socket (`SCM_RIGHTS`, see [`crate::fdpass`]) and
+/// the proxy serves it like any client (every check of the proxy applies); the relay keeps
+/// no copy and copies no byte. One Unix connection carries every socket, reopened when it
+/// fails. Runs until the listener fails. A connection the proxy cannot take is closed.
 pub fn run_relay(listener: TcpListener, proxy: &Path) -> io::Result<()> {
-    let active = Arc::new(AtomicUsize::new(0));
+    let mut conn: Option<UnixStream> = None;
     loop {
         let (c, _) = match listener.accept() {
             Ok(x) => x,
@@ -106,17 +109,18 @@ pub fn run_relay(listener: TcpListener, proxy: &Path) -> io::Result<()> {
             }
             Err(e) => return Err(e),
         };
-        let Some(guard) = Slot::take(&active) else {
-            continue;
-        };
-        let path = proxy.to_path_buf();
-        std::thread::spawn(move || {
-            let _guard = guard;
-            if let Ok(u) = UnixStream::connect(&path) {
-                let _ = c.set_nodelay(true);
-                pipe(c, u);
+        let _ = c.set_nodelay(true);
+        for _ in 0..2 {
+            if conn.is_none() {
+                conn = UnixStream::connect(proxy).ok();
             }
-        });
+            let Some(u) = &conn else { break };
+            if crate::fdpass::send_fd(u.as_raw_fd(), c.as_raw_fd()).is_ok() {
+                break;
+            }
+            conn = None;
+        }
+        drop(c);
     }
 }
 
