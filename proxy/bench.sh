@@ -39,7 +39,7 @@ CONF
     (exec 3<>"/dev/tcp/127.0.0.1/$TP_PORT") 2>/dev/null && break
     sleep 0.1
   done
-  ARGS+=(--http-proxy "127.0.0.1:$TP_PORT")
+  ARGS+=(--http-proxy "127.0.0.1:$TP_PORT" --http-proxy-pid "$TP_PID")
 else
   echo "tinyproxy not installed: its row is left out" >&2
 fi

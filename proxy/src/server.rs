@@ -496,18 +496,18 @@ impl Proxy {
         self.inner.epoch.elapsed().as_millis() as u64
     }
 
+    /// Returns once no byte went either way for `idle`. One timer per tunnel, set for when
+    /// the tunnel would be idle (not a periodic tick): no wakeup while bytes flow.
     async fn watch_idle(&self, st: &TunnelState, idle: Duration) {
         let idle_ms = idle.as_millis() as u64;
-        let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
         loop {
-            tokio::time::sleep(tick).await;
-            if self
+            let quiet = self
                 .now_ms()
-                .saturating_sub(st.last.load(Ordering::Relaxed))
-                >= idle_ms
-            {
+                .saturating_sub(st.last.load(Ordering::Relaxed));
+            if quiet >= idle_ms {
                 return;
             }
+            tokio::time::sleep(Duration::from_millis(idle_ms - quiet)).await;
         }
     }
 }
