@@ -2,17 +2,19 @@
 # Benchmark of the egress proxy: one transfer of BYTES (default 1 GiB) and CONNS sequential
 # connection setups (default 2000), direct on loopback vs through the efr proxy (TCP
 # listener, and the in-namespace path: TCP relay -> Unix socket -> proxy) vs tinyproxy.
-# Usage: proxy/bench.sh [BYTES] [CONNS]. Needs tinyproxy (apt-get install -y tinyproxy);
+# Usage: proxy/bench.sh [BYTES] [CONNS] [ROUNDS] (default 5 interleaved rounds; medians of
+# the per-round ratios). Needs tinyproxy (apt-get install -y tinyproxy);
 # without it the tinyproxy row is left out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BYTES=${1:-1073741824}
 CONNS=${2:-2000}
+ROUNDS=${3:-5}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-proxy}
 cargo build --quiet --release -p efr-proxy --example proxy-bench
 BIN=$CARGO_TARGET_DIR/release/examples/proxy-bench
 
-ARGS=(--bytes "$BYTES" --conns "$CONNS")
+ARGS=(--bytes "$BYTES" --conns "$CONNS" --rounds "$ROUNDS")
 TP_PID=
 WORK=$(mktemp -d)
 cleanup() {
@@ -37,7 +39,7 @@ CONF
     (exec 3<>"/dev/tcp/127.0.0.1/$TP_PORT") 2>/dev/null && break
     sleep 0.1
   done
-  ARGS+=(--http-proxy "127.0.0.1:$TP_PORT")
+  ARGS+=(--http-proxy "127.0.0.1:$TP_PORT" --http-proxy-pid "$TP_PID")
 else
   echo "tinyproxy not installed: its row is left out" >&2
 fi

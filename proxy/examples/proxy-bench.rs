@@ -1,8 +1,17 @@
 //! Throughput and connection setup through the efr proxy, against a direct loopback
 //! connection and (optionally) another HTTP CONNECT proxy such as tinyproxy.
 //!
-//! `proxy-bench [--bytes N] [--conns N] [--http-proxy ADDR]`; `proxy/bench.sh` builds it in
-//! release mode, starts tinyproxy and prints the ratios.
+//! `proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR]`; `proxy/bench.sh`
+//! builds it in release mode, starts tinyproxy and prints the ratios.
+//!
+//! Every mode uses the same client code. The modes run interleaved: each round runs every
+//! mode once (the order rotated per round), and a mode's ratio in a round is against the
+//! direct run of that same round; the table gives the median of the per-round ratios (and
+//! the median absolute figures), so load from other work on the machine hits all modes alike.
+//! `CPU s/GiB`: CPU time (user + system) of the whole transfer per GiB, client, sink and
+//! proxy together (this process, plus the other proxy's process given by
+//! `--http-proxy-pid`): what the proxy hop costs, less sensitive to load than MB/s.
+//! `EFR_BENCH_WORKERS`: tokio workers of the in-process proxy (default 2, as the service).
 //!
 //! The upstream is a sink on loopback. Each connection starts with a ClientHello for
 //! `sink.test` (so the efr proxy's TLS check passes) and a mode byte: `S` (setup: the sink
@@ -76,11 +85,14 @@ fn open(via: &Via) -> TcpStream {
             let mut s = TcpStream::connect(a).unwrap();
             s.set_nodelay(true).unwrap();
             write!(s, "CONNECT {auth} HTTP/1.1\r\nHost: {auth}\r\n\r\n").unwrap();
+            // The proxy sends nothing after its answer until the client speaks, so a read
+            // may take the whole answer at once (as curl does), not byte by byte.
             let mut head = Vec::new();
-            let mut b = [0u8; 1];
+            let mut b = [0u8; 1024];
             while !head.ends_with(b"\r\n\r\n") {
-                s.read_exact(&mut b).unwrap();
-                head.push(b[0]);
+                let n = s.read(&mut b).unwrap();
+                assert!(n > 0, "proxy closed");
+                head.extend_from_slice(&b[..n]);
             }
             let line = String::from_utf8_lossy(&head);
             assert!(
@@ -92,8 +104,33 @@ fn open(via: &Via) -> TcpStream {
     }
 }
 
-fn throughput(via: &Via, hello: &[u8], bytes: u64) -> f64 {
+/// CPU seconds (user + system) used so far by this process and, when given, another one
+/// (the other proxy: `/proc/PID/stat`, its threads and reaped children).
+fn cpu_secs(other: Option<u32>) -> f64 {
+    // SAFETY: an all-zero rusage is valid; getrusage writes it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let mut secs = tv(ru.ru_utime) + tv(ru.ru_stime);
+    if let Some(pid) = other
+        && let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        && let Some(rest) = stat.rsplit_once(") ").map(|x| x.1)
+    {
+        // Fields 14..17 of stat (utime stime cutime cstime) are 12..15 after "(comm) ".
+        let f: Vec<&str> = rest.split(' ').collect();
+        // SAFETY: sysconf has no memory effects.
+        let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let ticks: f64 = (11..15).filter_map(|i| f.get(i)?.parse::<f64>().ok()).sum();
+        secs += ticks / tck;
+    }
+    secs
+}
+
+/// (MB/s, CPU seconds per GiB of every process involved).
+fn throughput(via: &Via, hello: &[u8], bytes: u64, other: Option<u32>) -> (f64, f64) {
     let mut s = open(via);
+    let cpu = cpu_secs(other);
     let t = Instant::now();
     s.write_all(hello).unwrap();
     s.write_all(b"T").unwrap();
@@ -108,8 +145,12 @@ fn throughput(via: &Via, hello: &[u8], bytes: u64) -> f64 {
     let mut n = [0u8; 8];
     s.read_exact(&mut n).unwrap();
     let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_secs(other) - cpu;
     assert_eq!(u64::from_be_bytes(n), bytes, "the sink got every byte");
-    bytes as f64 / secs / 1e6
+    (
+        bytes as f64 / secs / 1e6,
+        cpu * (1u64 << 30) as f64 / bytes as f64,
+    )
 }
 
 fn setup_rate(via: &Via, hello: &[u8], conns: u32) -> f64 {
@@ -127,14 +168,22 @@ fn setup_rate(via: &Via, hello: &[u8], conns: u32) -> f64 {
 fn main() {
     let mut bytes: u64 = 1 << 30;
     let mut conns: u32 = 2000;
+    let mut rounds: usize = 5;
+    let mut only: Option<String> = None;
     let mut other: Option<SocketAddr> = None;
+    let mut other_pid: Option<u32> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--bytes" => bytes = args.next().unwrap().parse().unwrap(),
             "--conns" => conns = args.next().unwrap().parse().unwrap(),
+            "--only" => only = args.next(),
+            "--rounds" => rounds = args.next().unwrap().parse().unwrap(),
+            "--http-proxy-pid" => other_pid = Some(args.next().unwrap().parse().unwrap()),
             "--http-proxy" => other = Some(args.next().unwrap().parse().unwrap()),
-            _ => panic!("usage: proxy-bench [--bytes N] [--conns N] [--http-proxy ADDR]"),
+            _ => panic!(
+                "usage: proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR [--http-proxy-pid PID]] [--only MODE]"
+            ),
         }
     }
     let hello = build_client_hello(Some("sink.test"));
@@ -150,7 +199,12 @@ fn main() {
     policy.limits.max_bytes = u64::MAX;
     policy.limits.idle_timeout = Duration::from_secs(60);
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(
+            std::env::var("EFR_BENCH_WORKERS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(2),
+        )
         .enable_all()
         .build()
         .unwrap();
@@ -190,23 +244,73 @@ fn main() {
     if let Some(o) = other {
         modes.push(("http-proxy", Via::Proxy(o, format!("127.0.0.1:{port}"))));
     }
-    println!(
-        "{:<16} {:>12} {:>10} {:>12} {:>10}",
-        "mode", "MB/s", "vs direct", "conns/s", "vs direct"
-    );
-    let mut base = (0.0, 0.0);
-    for (name, via) in &modes {
-        // Warm up, then measure.
-        throughput(via, &hello, bytes.min(16 << 20));
-        let mbps = throughput(via, &hello, bytes);
-        let cps = setup_rate(via, &hello, conns);
-        if *name == "direct" {
-            base = (mbps, cps);
+    if let Some(o) = &only {
+        // Profiling: one mode, no table.
+        let (_, via) = modes
+            .iter()
+            .find(|(n, _)| n == o)
+            .expect("--only: no such mode");
+        for _ in 0..rounds {
+            let (mbps, cpu) = throughput(via, &hello, bytes, None);
+            println!("{o}: {mbps:.0} MB/s, {cpu:.3} CPU s/GiB");
+            println!("{o}: {:.0} conns/s", setup_rate(via, &hello, conns));
         }
+        return;
+    }
+    for (_, via) in &modes {
+        throughput(via, &hello, bytes.min(16 << 20), None); // warm up
+    }
+    // results[mode][round] = (MB/s, conns/s, CPU s/GiB)
+    let mut results = vec![Vec::new(); modes.len()];
+    for r in 0..rounds {
+        for i in 0..modes.len() {
+            let m = (i + r) % modes.len();
+            let (name, via) = &modes[m];
+            let pid = if *name == "http-proxy" {
+                other_pid
+            } else {
+                None
+            };
+            let (mbps, cpu) = throughput(via, &hello, bytes, pid);
+            let cps = setup_rate(via, &hello, conns);
+            results[m].push((mbps, cps, cpu));
+        }
+        eprint!("round {}/{rounds}\r", r + 1);
+    }
+    eprintln!();
+    println!(
+        "{:<16} {:>8} {:>9} {:>13} {:>8} {:>9} {:>13} {:>9}",
+        "mode",
+        "MB/s",
+        "vs direct",
+        "(min..max)",
+        "conns/s",
+        "vs direct",
+        "(min..max)",
+        "CPU s/GiB"
+    );
+    for (m, (name, _)) in modes.iter().enumerate() {
+        let col = |f: &dyn Fn(&(f64, f64, f64)) -> f64| -> (f64, Vec<f64>) {
+            let abs = median(results[m].iter().map(f).collect());
+            let ratios = (0..rounds)
+                .map(|r| f(&results[m][r]) / f(&results[0][r]))
+                .collect::<Vec<_>>();
+            (abs, ratios)
+        };
+        let (mbps, tr) = col(&|x| x.0);
+        let (cps, sr) = col(&|x| x.1);
+        let (cpu, _) = col(&|x| x.2);
+        let range = |v: &[f64]| {
+            let lo = v.iter().cloned().fold(f64::MAX, f64::min);
+            let hi = v.iter().cloned().fold(0.0, f64::max);
+            format!("({lo:.2}..{hi:.2})")
+        };
         println!(
-            "{name:<16} {mbps:>12.1} {:>10.3} {cps:>12.0} {:>10.3}",
-            mbps / base.0,
-            cps / base.1
+            "{name:<16} {mbps:>8.0} {:>9.3} {:>13} {cps:>8.0} {:>9.3} {:>13} {cpu:>9.3}",
+            median(tr.clone()),
+            range(&tr),
+            median(sr.clone()),
+            range(&sr)
         );
     }
     let st = proxy.stats();
@@ -215,4 +319,17 @@ fn main() {
         st.tunnels, st.refused, st.bytes
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        return 0.0;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }

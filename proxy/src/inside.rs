@@ -13,6 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -90,10 +91,13 @@ impl NameTable {
     }
 }
 
-/// Accept TCP connections and pipe each to the proxy's Unix socket at `proxy`. Runs until
-/// the listener fails; connections over [`MAX_RELAY_CONNS`] are closed at once.
+/// Accept TCP connections and hand each, as it is, to the proxy at `proxy`: the accepted
+/// socket is passed over the proxy's Unix socket (`SCM_RIGHTS`, see [`crate::fdpass`]) and
+/// the proxy serves it like any client (every check of the proxy applies); the relay keeps
+/// no copy and copies no byte. One Unix connection carries every socket, reopened when it
+/// fails. Runs until the listener fails. A connection the proxy cannot take is closed.
 pub fn run_relay(listener: TcpListener, proxy: &Path) -> io::Result<()> {
-    let active = Arc::new(AtomicUsize::new(0));
+    let mut conn: Option<UnixStream> = None;
     loop {
         let (c, _) = match listener.accept() {
             Ok(x) => x,
@@ -105,17 +109,18 @@ pub fn run_relay(listener: TcpListener, proxy: &Path) -> io::Result<()> {
             }
             Err(e) => return Err(e),
         };
-        let Some(guard) = Slot::take(&active) else {
-            continue;
-        };
-        let path = proxy.to_path_buf();
-        std::thread::spawn(move || {
-            let _guard = guard;
-            if let Ok(u) = UnixStream::connect(&path) {
-                let _ = c.set_nodelay(true);
-                pipe(c, u);
+        let _ = c.set_nodelay(true);
+        for _ in 0..2 {
+            if conn.is_none() {
+                conn = UnixStream::connect(proxy).ok();
             }
-        });
+            let Some(u) = &conn else { break };
+            if crate::fdpass::send_fd(u.as_raw_fd(), c.as_raw_fd()).is_ok() {
+                break;
+            }
+            conn = None;
+        }
+        drop(c);
     }
 }
 
@@ -162,7 +167,21 @@ impl Half for UnixStream {
     }
 }
 
-fn copy_half<A: Half, B: Half>(mut from: A, mut to: B) {
+/// Copy one way until EOF with `splice(2)` (socket -> pipe -> socket, no user-space copy),
+/// falling back to a buffer copy where splice does not apply; then pass the half-close on.
+fn copy_half<A: Half + AsRawFd, B: Half + AsRawFd>(from: A, to: B) {
+    let spliced = crate::splice::Pipe::blocking()
+        .and_then(|p| crate::splice::blocking_one_way(from.as_raw_fd(), to.as_raw_fd(), &p));
+    match spliced {
+        Ok(None) => copy_buffered(from, to),
+        Ok(Some(_)) | Err(_) => {
+            to.shut(Shutdown::Write);
+            from.shut(Shutdown::Read);
+        }
+    }
+}
+
+fn copy_buffered<A: Half, B: Half>(mut from: A, mut to: B) {
     let mut buf = vec![0u8; PIPE_BUF];
     loop {
         match from.read(&mut buf) {
@@ -181,7 +200,7 @@ fn copy_half<A: Half, B: Half>(mut from: A, mut to: B) {
 }
 
 /// Copy both ways until both ends closed; half-close passed on.
-fn pipe<A: Half, B: Half>(a: A, b: B) {
+fn pipe<A: Half + AsRawFd, B: Half + AsRawFd>(a: A, b: B) {
     let (Ok(a2), Ok(b2)) = (a.dup(), b.dup()) else {
         return;
     };
@@ -573,5 +592,92 @@ mod tests {
             parse_response(&answer(&t, &bad).0.unwrap()).unwrap().0,
             FORMERR
         );
+    }
+
+    /// A pseudo-random payload (xorshift), different per seed.
+    fn payload(len: usize, mut seed: u64) -> Vec<u8> {
+        let mut v = Vec::with_capacity(len + 8);
+        while v.len() < len {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            v.extend_from_slice(&seed.to_le_bytes());
+        }
+        v.truncate(len);
+        v
+    }
+
+    /// The relay's spliced copy (TCP <-> Unix) passes every byte both ways, and each
+    /// half-close on to the other side while the other direction keeps flowing.
+    #[test]
+    fn spliced_pipe_integrity_and_half_close() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (served, _) = l.accept().unwrap();
+        let (relay_side, mut far) = UnixStream::pair().unwrap();
+        let relay = std::thread::spawn(move || pipe(served, relay_side));
+
+        let up = payload((9 << 20) + 4321, 0x9e37_79b9_7f4a_7c15);
+        let down = payload((7 << 20) + 123, 0x2545_f491_4f6c_dd1d);
+
+        // Client -> far: all of `up`, then a half-close; the far side sees EOF.
+        let up2 = up.clone();
+        let mut c2 = client.try_clone().unwrap();
+        let w = std::thread::spawn(move || {
+            c2.write_all(&up2).unwrap();
+            c2.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        far.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert_eq!(got.len(), up.len());
+        assert!(got == up, "client -> far bytes differ");
+
+        // Far -> client still flows after that half-close, then its own half-close.
+        let down2 = down.clone();
+        let mut f2 = far.try_clone().unwrap();
+        let w = std::thread::spawn(move || {
+            f2.write_all(&down2).unwrap();
+            f2.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert_eq!(got.len(), down.len());
+        assert!(got == down, "far -> client bytes differ");
+        relay.join().unwrap();
+    }
+
+    /// The same the other way round: the far side closes first, the client keeps sending.
+    #[test]
+    fn spliced_pipe_far_closes_first() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (served, _) = l.accept().unwrap();
+        let (relay_side, mut far) = UnixStream::pair().unwrap();
+        let relay = std::thread::spawn(move || pipe(served, relay_side));
+        let down = payload(3 << 20, 7);
+        let down2 = down.clone();
+        let mut f2 = far.try_clone().unwrap();
+        let w = std::thread::spawn(move || {
+            f2.write_all(&down2).unwrap();
+            f2.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert!(got == down);
+        let up = payload(5 << 20, 11);
+        let up2 = up.clone();
+        let mut c2 = client.try_clone().unwrap();
+        let w = std::thread::spawn(move || {
+            c2.write_all(&up2).unwrap();
+            c2.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        far.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert!(got == up);
+        relay.join().unwrap();
     }
 }

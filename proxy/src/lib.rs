@@ -12,6 +12,7 @@
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
 
 pub mod addr;
+pub mod fdpass;
 pub mod head;
 pub mod inside;
 pub mod name;

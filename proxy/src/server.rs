@@ -3,18 +3,21 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use efr_sandbox_wire::summary::{BlockReason, Blocked, SandboxSummary};
+use tokio::io::Interest;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::time::timeout;
 
 use crate::addr::special_range;
+use crate::fdpass;
 use crate::head::{Head, HeadError, HeadLimits, parse_head};
 use crate::policy::{Decision, Kind, ProxyPolicy};
 use crate::report::{Refusal, Report};
@@ -166,7 +169,15 @@ impl Proxy {
         loop {
             tokio::select! {
                 r = listener.accept() => match r {
-                    Ok((s, _)) => self.spawn(s),
+                    Ok((s, _)) => {
+                        let p = self.clone();
+                        tokio::spawn(async move {
+                            tokio::select! {
+                                _ = p.handle_unix(s) => {}
+                                _ = p.closed() => {}
+                            }
+                        });
+                    }
                     Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
                 },
                 _ = self.closed() => return,
@@ -204,8 +215,64 @@ impl Proxy {
         S: Stream,
     {
         tokio::select! {
-            _ = self.handle_inner(s) => {}
+            _ = self.handle_inner(s, Vec::new()) => {}
             _ = self.closed() => {}
+        }
+    }
+
+    /// A connection on the Unix socket: either an HTTP proxy request on the connection
+    /// itself, or (first byte [`fdpass::PASS_FD`]) client TCP sockets passed by the relay,
+    /// each then served like a client of [`Proxy::serve_tcp`] (see [`crate::fdpass`]).
+    async fn handle_unix(&self, mut s: UnixStream) {
+        let inner = &self.inner;
+        let first = {
+            // The wait for the first byte holds a head slot, as reading a head does.
+            let Ok(_pending) = inner.pending.clone().try_acquire_owned() else {
+                bump(&inner.counters.dropped);
+                return;
+            };
+            match timeout(inner.policy.limits.handshake_timeout, recv_byte(&s)).await {
+                Err(_) => {
+                    bump(&inner.counters.timeouts);
+                    let body = "efr sandbox proxy: request head timeout\n";
+                    return answer(&mut s, 408, None, body).await;
+                }
+                Ok(Err(_) | Ok(None)) => return,
+                Ok(Ok(Some(x))) => x,
+            }
+        };
+        let mut fds = match first {
+            (fdpass::PASS_FD, fds) => fds,
+            (b, fds) => {
+                drop(fds); // an fd sent with an HTTP request: closed unread
+                return self.handle_inner(s, vec![b]).await;
+            }
+        };
+        loop {
+            let fd = match fds.pop() {
+                Some(fd) if fds.is_empty() && fdpass::is_client_socket(&fd) => fd,
+                _ => {
+                    bump(&inner.counters.malformed);
+                    return;
+                }
+            };
+            let std = std::net::TcpStream::from(fd);
+            let Ok(t) = std
+                .set_nonblocking(true)
+                .and_then(|()| TcpStream::from_std(std))
+            else {
+                return;
+            };
+            let _ = t.set_nodelay(true);
+            self.spawn(t);
+            fds = match recv_byte(&s).await {
+                Ok(Some((fdpass::PASS_FD, fds))) => fds,
+                Ok(Some(_)) => {
+                    bump(&inner.counters.malformed);
+                    return;
+                }
+                Ok(None) | Err(_) => return,
+            };
         }
     }
 
@@ -245,7 +312,7 @@ impl Proxy {
         linger(s).await;
     }
 
-    async fn handle_inner<S>(&self, mut s: S)
+    async fn handle_inner<S>(&self, mut s: S, prefix: Vec<u8>)
     where
         S: Stream,
     {
@@ -261,7 +328,8 @@ impl Proxy {
             max_headers: lim.max_headers,
             max_head: lim.max_head,
         };
-        let (head, rest) = match timeout(lim.handshake_timeout, read_head(&mut s, hl)).await {
+        let (head, rest) = match timeout(lim.handshake_timeout, read_head(&mut s, hl, prefix)).await
+        {
             Err(_) => {
                 bump(&inner.counters.timeouts);
                 answer(
@@ -428,18 +496,29 @@ impl Proxy {
         self.inner.epoch.elapsed().as_millis() as u64
     }
 
+    /// Returns once no byte went either way for `idle`. One timer per tunnel, set for when
+    /// the tunnel would be idle (not a periodic tick): no wakeup while bytes flow.
     async fn watch_idle(&self, st: &TunnelState, idle: Duration) {
         let idle_ms = idle.as_millis() as u64;
-        let tick = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
         loop {
-            tokio::time::sleep(tick).await;
-            if self
+            let quiet = self
                 .now_ms()
-                .saturating_sub(st.last.load(Ordering::Relaxed))
-                >= idle_ms
-            {
+                .saturating_sub(st.last.load(Ordering::Relaxed));
+            if quiet >= idle_ms {
                 return;
             }
+            tokio::time::sleep(Duration::from_millis(idle_ms - quiet)).await;
+        }
+    }
+}
+
+/// One byte and its fds from a Unix connection (see [`crate::fdpass`]); `None` at EOF.
+async fn recv_byte(s: &UnixStream) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
+    loop {
+        s.ready(Interest::READABLE).await?;
+        match s.try_io(Interest::READABLE, || fdpass::recv_byte(s.as_raw_fd())) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            r => return r,
         }
     }
 }
@@ -448,8 +527,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn read_head<S: AsyncRead + Unpin>(s: &mut S, hl: HeadLimits) -> ReadHead {
-    let mut buf = Vec::with_capacity(2048);
+async fn read_head<S: AsyncRead + Unpin>(s: &mut S, hl: HeadLimits, prefix: Vec<u8>) -> ReadHead {
+    let mut buf = prefix;
+    buf.reserve(2048);
     let mut chunk = [0u8; 4096];
     loop {
         match parse_head(&buf, hl) {

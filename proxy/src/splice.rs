@@ -42,11 +42,26 @@ pub(crate) struct Pipe {
     cap: usize,
 }
 
+/// The pipe size asked for; `/proc/sys/fs/pipe-max-size` (1 MiB by default) caps it for an
+/// unprivileged user, and past `pipe-user-pages-soft` the kernel refuses any growth: then the
+/// pipe keeps the size it got, read back with `F_GETPIPE_SZ`.
+const PIPE_SIZE: libc::c_int = 1 << 20;
+
 impl Pipe {
+    /// A non-blocking pipe (for tokio readiness).
     pub(crate) fn new() -> io::Result<Pipe> {
+        Pipe::with_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+    }
+
+    /// A blocking pipe (for the relay's threads).
+    pub(crate) fn blocking() -> io::Result<Pipe> {
+        Pipe::with_flags(libc::O_CLOEXEC)
+    }
+
+    fn with_flags(flags: libc::c_int) -> io::Result<Pipe> {
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: `fds` is a writable array of two ints, as pipe2 requires.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -54,14 +69,54 @@ impl Pipe {
         let r = unsafe { OwnedFd::from_raw_fd(fds[0]) };
         // SAFETY: the same for fds[1].
         let w = unsafe { OwnedFd::from_raw_fd(fds[1]) };
-        // SAFETY: fcntl on an fd we own; a failure leaves the default size.
-        let cap = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-        let cap = if cap > 0 { cap as usize } else { 64 << 10 };
+        // SAFETY: fcntl on an fd we own; a failure leaves the size the pipe has.
+        let mut cap = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+        if cap <= 0 {
+            // SAFETY: as above.
+            cap = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        }
+        let cap = if cap > 0 { cap as usize } else { 4096 };
         Ok(Pipe { r, w, cap })
     }
 }
 
+/// Blocking copy `from` -> `to` through `pipe` with `splice(2)` until EOF; `Ok(None)` when
+/// splice does not take these fds before the first byte (the caller copies instead).
+/// `to` is not shut here.
+pub(crate) fn blocking_one_way(from: RawFd, to: RawFd, pipe: &Pipe) -> io::Result<Option<u64>> {
+    let mut total: u64 = 0;
+    loop {
+        let n = match splice_blocking(from, pipe.w.as_raw_fd(), pipe.cap) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && total == 0 => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(Some(total));
+        }
+        let mut left = n;
+        while left > 0 {
+            match splice_blocking(pipe.r.as_raw_fd(), to, left) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(k) => left -= k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        total += n as u64;
+    }
+}
+
+fn splice_blocking(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
+    splice_flags(from, to, len, libc::SPLICE_F_MOVE)
+}
+
 fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
+    splice_flags(from, to, len, libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK)
+}
+
+fn splice_flags(from: RawFd, to: RawFd, len: usize, flags: libc::c_uint) -> io::Result<usize> {
     // SAFETY: null offsets are what splice takes for pipes and sockets; both fds are open for
     // the duration of the call (borrowed from live owners).
     let n = unsafe {
@@ -71,7 +126,7 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
             to,
             std::ptr::null_mut(),
             len,
-            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+            flags,
         )
     };
     if n < 0 {

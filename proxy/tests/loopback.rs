@@ -782,3 +782,153 @@ fn dns_and_synthetic_relay() {
 
     assert_eq!(tp.blocked(), vec![e("registry.test", sp, BadRequest, 1)]);
 }
+
+/// A pseudo-random payload (xorshift).
+fn payload(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        v.extend_from_slice(&seed.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// The relay passes each accepted socket to the proxy (SCM_RIGHTS): a large payload goes
+/// through the tunnel and back intact, half-closes pass, refusals are answered on the
+/// client's own connection, and many connections share the relay's one Unix connection.
+#[test]
+fn relay_passes_sockets() {
+    let ep = echo_server();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("proxy.sock");
+    let mut p = policy(&[&format!("sink.test:{ep}")]);
+    map_local(&mut p, "sink.test");
+    let tp = TestProxy::start(p, Some(&sock));
+    let rl = TcpListener::bind("127.0.0.1:0").unwrap();
+    let raddr = rl.local_addr().unwrap();
+    let sock2 = sock.clone();
+    std::thread::spawn(move || inside::run_relay(rl, &sock2));
+
+    for round in 0..3u64 {
+        let (code, _, mut s) = connect(raddr, "sink.test", ep);
+        assert_eq!(code, 200);
+        let mut data = build_client_hello(Some("sink.test"));
+        data.extend_from_slice(&payload((6 << 20) + 77, 0x1234_5678 + round));
+        let (d2, mut w) = (data.clone(), s.try_clone().unwrap());
+        let t = std::thread::spawn(move || {
+            w.write_all(&d2).unwrap();
+            w.shutdown(Shutdown::Write).unwrap();
+        });
+        let back = read_to_end(&mut s);
+        t.join().unwrap();
+        assert_eq!(back.len(), data.len());
+        assert!(back == data, "the echo differs");
+    }
+    let (code, head, _) = connect(raddr, "nope.test", 443);
+    assert_eq!(code, 403, "{head:?}");
+    assert_eq!(tp.blocked(), vec![e("nope.test", 443, NotAllowed, 1)]);
+    assert_eq!(tp.proxy.stats().tunnels, 3);
+}
+
+/// What a contained process could send on the proxy socket instead of a client socket:
+/// no fd, a pipe, a listening socket, an unconnected socket, a Unix socket, two sockets.
+/// Each ends that Unix connection (counted malformed, every fd closed); an HTTP request
+/// with an fd attached is served and the fd dropped; the proxy keeps serving.
+#[test]
+fn passed_fds_are_checked() {
+    use std::os::fd::{AsRawFd, OwnedFd};
+    use std::os::unix::net::UnixStream;
+    let ep = echo_server();
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("proxy.sock");
+    let mut p = policy(&[&format!("sink.test:{ep}")]);
+    map_local(&mut p, "sink.test");
+    let tp = TestProxy::start(p, Some(&sock));
+    let ended = |u: &mut UnixStream| {
+        u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut b = Vec::new();
+        let _ = u.read_to_end(&mut b);
+        b
+    };
+    // No fd with the byte.
+    let mut u = UnixStream::connect(&sock).unwrap();
+    u.write_all(&[efr_proxy::fdpass::PASS_FD]).unwrap();
+    u.write_all(b"CONNECT sink.test:1 HTTP/1.1\r\n\r\n")
+        .unwrap();
+    assert_eq!(ended(&mut u), b"");
+    // A pipe, a listening socket, a Unix socket, an unconnected TCP socket.
+    let (pr, _pw) = std::io::pipe().unwrap();
+    let listening = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (ua, _ub) = UnixStream::pair().unwrap();
+    // SAFETY: socket(2) with constant arguments; the fd is new and owned here.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+    assert!(raw >= 0);
+    // SAFETY: `raw` is a new fd nobody else owns.
+    let unconnected = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    let bad: [&dyn AsRawFd; 4] = [&pr, &listening, &ua, &unconnected];
+    for fd in bad {
+        let mut u = UnixStream::connect(&sock).unwrap();
+        efr_proxy::fdpass::send_fd(u.as_raw_fd(), fd.as_raw_fd()).unwrap();
+        assert_eq!(ended(&mut u), b"");
+    }
+    // A good socket, then a bad one on the same connection: the first is served.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (served, _) = l.accept().unwrap();
+    let mut u = UnixStream::connect(&sock).unwrap();
+    efr_proxy::fdpass::send_fd(u.as_raw_fd(), served.as_raw_fd()).unwrap();
+    drop(served);
+    efr_proxy::fdpass::send_fd(u.as_raw_fd(), pr.as_raw_fd()).unwrap();
+    assert_eq!(ended(&mut u), b"");
+    write!(client, "CONNECT nope.test:443 HTTP/1.1\r\n\r\n").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = client.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    // An HTTP request on the Unix connection with an fd attached: served, fd dropped.
+    let mut u = UnixStream::connect(&sock).unwrap();
+    let (x, _y) = UnixStream::pair().unwrap();
+    // Send "C" with the fd, then the rest of the request.
+    send_byte_with_fd(&u, b'C', x.as_raw_fd());
+    u.write_all(b"ONNECT nope.test:443 HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let answer = String::from_utf8(ended(&mut u)).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert_eq!(tp.proxy.stats().malformed, 6);
+    assert_eq!(tp.blocked(), vec![e("nope.test", 443, NotAllowed, 2)]);
+}
+
+/// sendmsg of one byte `b` with `fd` (SCM_RIGHTS), for the test above.
+fn send_byte_with_fd(u: &std::os::unix::net::UnixStream, b: u8, fd: std::os::fd::RawFd) {
+    use std::os::fd::AsRawFd;
+    #[repr(C)]
+    struct Ctl {
+        hdr: libc::cmsghdr,
+        fd: libc::c_int,
+    }
+    let mut byte = [b];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: plain integers: all-zero is valid.
+    let mut ctl: Ctl = unsafe { std::mem::zeroed() };
+    ctl.hdr.cmsg_level = libc::SOL_SOCKET;
+    ctl.hdr.cmsg_type = libc::SCM_RIGHTS;
+    ctl.hdr.cmsg_len = (std::mem::size_of::<libc::cmsghdr>() + 4) as _;
+    ctl.fd = fd;
+    // SAFETY: all-zero msghdr is valid; pointers below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = (&raw mut ctl).cast();
+    msg.msg_controllen = std::mem::size_of::<Ctl>() as _;
+    // SAFETY: valid msghdr for the call.
+    let n = unsafe { libc::sendmsg(u.as_raw_fd(), &msg, 0) };
+    assert_eq!(n, 1);
+}
