@@ -11,9 +11,8 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
-use std::process::Command;
 
-use common::{Fixture, launcher};
+use common::Fixture;
 use efr_launcher::api::BackendChoice;
 
 #[test]
@@ -41,16 +40,7 @@ fn a_socket_that_vanishes_before_bwrap_mounts_does_not_fail_the_launch() {
 
     let mut plan = fx.plan("echo launched", BackendChoice::Bwrap, Vec::new());
     plan.test_weaken = vec![format!("bwrap={}", wrapper.display())];
-    let plan_file = base.join("plan.json");
-    std::fs::write(&plan_file, serde_json::to_vec(&plan).unwrap()).unwrap();
-    let l = launcher();
-    let out = Command::new(&l.exe)
-        .args(&l.pre_args)
-        .arg("--plan")
-        .arg(&plan_file)
-        .env(efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV, "1")
-        .output()
-        .unwrap();
+    let out = common::run_weakened(&plan, &base, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -3,9 +3,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{Fixture, launcher};
+use common::Fixture;
 use efr_launcher::api::BackendChoice;
 
 #[test]
@@ -16,17 +14,7 @@ fn a_missing_backend_is_a_setup_error_and_nothing_runs() {
     let mut plan = fx.plan(&format!("touch {marker}"), BackendChoice::Bwrap, Vec::new());
     // bubblewrap "installed" at a path where there is none.
     plan.test_weaken = vec![format!("bwrap={}/no-such-bwrap", base.display())];
-    let plan_file = base.join("plan.json");
-    std::fs::write(&plan_file, serde_json::to_vec(&plan).unwrap()).unwrap();
-    let l = launcher();
-    let out = Command::new(&l.exe)
-        .args(&l.pre_args)
-        .arg("--plan")
-        .arg(&plan_file)
-        .args(["--status-fd", "1"])
-        .env(efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV, "1")
-        .output()
-        .unwrap();
+    let out = common::run_weakened(&plan, &base, &["--status-fd", "1"]);
     assert_eq!(out.status.code(), Some(125), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<serde_json::Value> = stdout

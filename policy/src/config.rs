@@ -433,6 +433,16 @@ impl Config {
         render::json(self)
     }
 
+    /// The build output directory names (`sandbox.build_output`): where no repository is
+    /// looked for.
+    pub fn build_output_names(&self) -> Vec<String> {
+        self.sandbox
+            .build_output
+            .iter()
+            .map(|e| e.value.clone())
+            .collect()
+    }
+
     /// The floor line kinds in force, by name.
     pub fn floor_lines(&self) -> impl Iterator<Item = &str> {
         self.floors.lines.iter().map(|e| e.value.as_str())

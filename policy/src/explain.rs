@@ -571,12 +571,7 @@ fn read_only_hit(c: &Path, roots: &[PathBuf], config: &Config, env: &Env) -> Opt
     }
     // Repositories below a writable root (where the launcher looks for them): the git rules
     // hold in each as in the root.
-    let skip: Vec<String> = config
-        .sandbox
-        .build_output
-        .iter()
-        .map(|e| e.value.clone())
-        .collect();
+    let skip = config.build_output_names();
     let mut nested: Vec<PathBuf> = Vec::new();
     for r in roots.iter().filter(|r| c.starts_with(r)) {
         for a in c.ancestors() {

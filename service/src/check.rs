@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use efr_launcher::api::{BackendChoice, resolve_backend};
-use efr_policy::config::{self, Config, Env};
+use efr_launcher::api::resolve_backend;
+use efr_policy::config::{Config, Env};
 use efr_probe::check::{CheckOptions, PreparedProbe, ProbeCall};
 use efr_sandbox_wire::SandboxCheck;
 
@@ -160,17 +160,7 @@ pub fn options(
     runtime: Option<PathBuf>,
     handle: tokio::runtime::Handle,
 ) -> Result<CheckOptions, String> {
-    let choice = match backend {
-        None => match config.sandbox.backend.value {
-            config::BackendChoice::Auto => BackendChoice::Auto,
-            config::BackendChoice::Native => BackendChoice::Native,
-            config::BackendChoice::Bwrap => BackendChoice::Bwrap,
-        },
-        Some("auto") => BackendChoice::Auto,
-        Some("native") => BackendChoice::Native,
-        Some("bwrap") => BackendChoice::Bwrap,
-        Some(o) => return Err(format!("backend {o:?}: expected auto, native or bwrap")),
-    };
+    let choice = crate::launch::backend_choice(backend, &config).map_err(|e| e.message)?;
     let netview = config.network.netview.value;
     let bus_filter = config.bus.filter.value;
     let (probe, staged) = probe_for_calls(&config, &env, runtime.as_deref())?;

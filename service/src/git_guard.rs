@@ -71,12 +71,7 @@ pub fn after_call(
     since_ms: u64,
     config: &Config,
 ) -> Vec<String> {
-    let skip: Vec<String> = config
-        .sandbox
-        .build_output
-        .iter()
-        .map(|e| e.value.clone())
-        .collect();
+    let skip = config.build_output_names();
     let mut out = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
     for root in roots {

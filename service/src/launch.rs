@@ -69,7 +69,8 @@ pub fn launcher() -> Launcher {
     }
 }
 
-fn backend_choice(p: Option<&str>, config: &Config) -> Result<BackendChoice, ErrorBody> {
+/// The backend a call asks for (`auto`, `native`, `bwrap`), else the config's.
+pub fn backend_choice(p: Option<&str>, config: &Config) -> Result<BackendChoice, ErrorBody> {
     Ok(match p {
         None => match config.sandbox.backend.value {
             config::BackendChoice::Auto => BackendChoice::Auto,

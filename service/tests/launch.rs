@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Client, Server, code, command, temp_env};
+use common::{BIN, Server, code, collect, command, temp_env};
 use serde_json::{Value, json};
 
 /// A project with a git dir whose hooks and config stay read-only.
@@ -17,20 +17,6 @@ fn project(home: &Path) -> PathBuf {
     std::fs::create_dir_all(p.join(".git/hooks")).unwrap();
     std::fs::write(p.join(".git/config"), "[core]\n").unwrap();
     p
-}
-
-/// The items of request `id`, then its last frame.
-fn collect(c: &mut Client, id: u64) -> (Vec<Value>, Value) {
-    let mut items = Vec::new();
-    loop {
-        let f = c.recv();
-        assert_eq!(f["id"], json!(id), "{f}");
-        if let Some(i) = f.get("item") {
-            items.push(i.clone());
-        } else {
-            return (items, f);
-        }
-    }
 }
 
 fn output(items: &[Value], stream: &str) -> String {

@@ -6,21 +6,8 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{Client, Server, command, temp_env};
-use serde_json::{Value, json};
-
-fn collect(c: &mut Client, id: u64) -> (Vec<Value>, Value) {
-    let mut items = Vec::new();
-    loop {
-        let f = c.recv();
-        assert_eq!(f["id"], json!(id), "{f}");
-        if let Some(i) = f.get("item") {
-            items.push(i.clone());
-        } else {
-            return (items, f);
-        }
-    }
-}
+use common::{Server, collect, command, temp_env};
+use serde_json::json;
 
 #[test]
 fn a_contained_call_cannot_reach_the_service_socket() {

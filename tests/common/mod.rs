@@ -277,3 +277,20 @@ pub fn python() -> &'static str {
         "python3"
     }
 }
+
+/// Runs `efr-launch --plan FILE` (plus `extra`) on `plan` written to `dir`, with the test
+/// knob (`test_weaken`) allowed; its output. For tests that weaken one layer on purpose.
+#[allow(dead_code)]
+pub fn run_weakened(plan: &Plan, dir: &Path, extra: &[&str]) -> std::process::Output {
+    let plan_file = dir.join("plan.json");
+    std::fs::write(&plan_file, serde_json::to_vec(plan).unwrap()).unwrap();
+    let l = launcher();
+    std::process::Command::new(&l.exe)
+        .args(&l.pre_args)
+        .arg("--plan")
+        .arg(&plan_file)
+        .args(extra)
+        .env(efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV, "1")
+        .output()
+        .unwrap()
+}

@@ -321,12 +321,7 @@ impl Config {
         }
         // Repositories below a writable root: their hooks and config are as dangerous as
         // the root's (a root such as ~/work holds many repositories).
-        let skip: Vec<String> = self
-            .sandbox
-            .build_output
-            .iter()
-            .map(|e| e.value.clone())
-            .collect();
+        let skip = self.build_output_names();
         let mut repos: Vec<PathBuf> = Vec::new();
         for r in &roots {
             for n in nested_repos(r, &skip) {

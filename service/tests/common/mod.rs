@@ -224,3 +224,18 @@ pub const LIMIT: usize = MAX_FRAME;
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
+
+/// The items of request `id`, then its last frame (an `end` or an `error`).
+#[allow(dead_code)]
+pub fn collect(c: &mut Client, id: u64) -> (Vec<Value>, Value) {
+    let mut items = Vec::new();
+    loop {
+        let f = c.recv();
+        assert_eq!(f["id"], serde_json::json!(id), "{f}");
+        if let Some(i) = f.get("item") {
+            items.push(i.clone());
+        } else {
+            return (items, f);
+        }
+    }
+}
