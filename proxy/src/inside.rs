@@ -620,31 +620,24 @@ mod tests {
         let up = payload((9 << 20) + 4321, 0x9e37_79b9_7f4a_7c15);
         let down = payload((7 << 20) + 123, 0x2545_f491_4f6c_dd1d);
 
-        // Client -> far: all of `up`, then a half-close; the far side sees EOF.
-        let up2 = up.clone();
-        let mut c2 = client.try_clone().unwrap();
-        let w = std::thread::spawn(move || {
-            c2.write_all(&up2).unwrap();
-            c2.shutdown(Shutdown::Write).unwrap();
-        });
-        let mut got = Vec::new();
-        far.read_to_end(&mut got).unwrap();
-        w.join().unwrap();
-        assert_eq!(got.len(), up.len());
-        assert!(got == up, "client -> far bytes differ");
-
-        // Far -> client still flows after that half-close, then its own half-close.
-        let down2 = down.clone();
-        let mut f2 = far.try_clone().unwrap();
-        let w = std::thread::spawn(move || {
-            f2.write_all(&down2).unwrap();
-            f2.shutdown(Shutdown::Write).unwrap();
-        });
-        let mut got = Vec::new();
-        client.read_to_end(&mut got).unwrap();
-        w.join().unwrap();
-        assert_eq!(got.len(), down.len());
-        assert!(got == down, "far -> client bytes differ");
+        // Sends all of `data` from `from`, half-closes it, and checks that `to` reads exactly
+        // that, then EOF.
+        fn one_way<A: Half, B: Half>(from: &A, to: &mut B, data: &[u8], what: &str) {
+            let data2 = data.to_vec();
+            let mut f = from.dup().unwrap();
+            let w = std::thread::spawn(move || {
+                f.write_all(&data2).unwrap();
+                f.shut(Shutdown::Write);
+            });
+            let mut got = Vec::new();
+            to.read_to_end(&mut got).unwrap();
+            w.join().unwrap();
+            assert_eq!(got.len(), data.len(), "{what}");
+            assert!(got == data, "{what}: bytes differ");
+        }
+        // Client -> far, then a half-close; far -> client still flows after it.
+        one_way(&client, &mut far, &up, "client -> far");
+        one_way(&far, &mut client, &down, "far -> client");
         relay.join().unwrap();
     }
 
