@@ -79,6 +79,32 @@ pub fn after_call(
             let Some(dirs) = find_git_dir(&repo) else {
                 continue;
             };
+            // Only git dirs inside the project roots are touched. A `.git` file that names
+            // one elsewhere (a worktree or submodule points inside the project) would have
+            // this check rewrite files that are not the project's: a `.git` file the call
+            // made that way is moved aside instead, and reported.
+            let inside = |g: &Path| roots.iter().any(|r| g.starts_with(r));
+            if !inside(&dirs.git_dir) || !inside(&dirs.common) {
+                let dotgit = repo.join(".git");
+                let is_file = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| !m.is_dir());
+                if is_file && !protected(&dotgit, view) && changed_since(&dotgit, since_ms) {
+                    let to = free_name(&repo, ".git.efr-quarantine");
+                    match std::fs::rename(&dotgit, &to) {
+                        Ok(()) => out.push(format!(
+                            "{}: made by the call, names the git dir {} outside the project; moved to {}",
+                            dotgit.display(),
+                            dirs.git_dir.display(),
+                            to.display()
+                        )),
+                        Err(e) => out.push(format!(
+                            "{}: made by the call, names the git dir {} outside the project; not moved: {e}",
+                            dotgit.display(),
+                            dirs.git_dir.display()
+                        )),
+                    }
+                }
+                continue;
+            }
             for g in [dirs.git_dir, dirs.common] {
                 if seen.contains(&g) {
                     continue;

@@ -134,3 +134,43 @@ fn a_call_that_leaves_no_git_code_reports_nothing() {
     assert!(v.get("quarantined").is_none(), "{v}");
     assert!(!proj.join(".git/efr-quarantine").exists());
 }
+
+#[test]
+fn a_git_file_that_names_a_dir_outside_the_project_is_moved_aside_and_nothing_there_is_touched() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("p");
+    std::fs::create_dir_all(&proj).unwrap();
+    // An application's own directory with a file named config that changes during the call.
+    let app = home.join("app");
+    std::fs::create_dir_all(app.join("hooks")).unwrap();
+    std::fs::create_dir_all(app.join("objects")).unwrap();
+    std::fs::create_dir_all(app.join("refs")).unwrap();
+    std::fs::write(app.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    let app_config = "[core]\n\teditor = vim\n\tpager = less\n";
+    std::fs::write(app.join("config"), app_config).unwrap();
+    let line = format!(
+        "printf 'gitdir: {}\\n' > .git && sleep 0.3 && echo ok",
+        app.display()
+    );
+    // The application rewrites its config while the call runs, so its ctime is new.
+    let app2 = app.clone();
+    let toucher = std::thread::spawn(move || {
+        for _ in 0..30 {
+            let _ = std::fs::write(app2.join("config"), app_config);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    });
+    let v = run(d.path(), &proj, &line);
+    toucher.join().unwrap();
+    let q = quarantined(&v);
+    assert_eq!(q.len(), 1, "{v}");
+    assert!(q[0].contains("outside the project"), "{q:?}");
+    assert!(!proj.join(".git").exists());
+    assert!(proj.join(".git.efr-quarantine").exists());
+    assert_eq!(
+        std::fs::read_to_string(app.join("config")).unwrap(),
+        app_config
+    );
+    assert!(!app.join("efr-quarantine").exists());
+}
