@@ -83,9 +83,13 @@ pub fn after_call(
             // one elsewhere (a worktree or submodule points inside the project) would have
             // this check rewrite files that are not the project's: a `.git` file the call
             // made that way is moved aside instead, and reported.
-            let inside = |g: &Path| roots.iter().any(|r| g.starts_with(r));
+            // Compared with every link resolved: `.git` (or a dir on the way) may be a link.
+            let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+            let roots_c: Vec<PathBuf> = roots.iter().map(|r| canon(r)).collect();
+            let inside = |g: &Path| roots_c.iter().any(|r| canon(g).starts_with(r));
             if !inside(&dirs.git_dir) || !inside(&dirs.common) {
                 let dotgit = repo.join(".git");
+                // A `.git` file or link (not a real dir) that the call made.
                 let is_file = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| !m.is_dir());
                 if is_file && !protected(&dotgit, view) && changed_since(&dotgit, since_ms) {
                     let to = free_name(&repo, ".git.efr-quarantine");

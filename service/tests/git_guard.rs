@@ -174,3 +174,39 @@ fn a_git_file_that_names_a_dir_outside_the_project_is_moved_aside_and_nothing_th
     );
     assert!(!app.join("efr-quarantine").exists());
 }
+
+#[test]
+fn a_git_link_to_a_dir_outside_the_project_is_moved_aside_and_nothing_there_is_touched() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("p");
+    std::fs::create_dir_all(&proj).unwrap();
+    let app = home.join("app");
+    std::fs::create_dir_all(app.join("hooks")).unwrap();
+    std::fs::create_dir_all(app.join("objects")).unwrap();
+    std::fs::create_dir_all(app.join("refs")).unwrap();
+    std::fs::write(app.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    let app_config = "[core]\n\teditor = vim\n";
+    std::fs::write(app.join("config"), app_config).unwrap();
+    let app2 = app.clone();
+    let toucher = std::thread::spawn(move || {
+        for _ in 0..30 {
+            let _ = std::fs::write(app2.join("config"), app_config);
+            let _ = std::fs::write(app2.join("hooks/post-commit"), "#!/bin/sh\n");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    });
+    let line = format!("ln -s {} .git && sleep 0.3 && echo ok", app.display());
+    let v = run(d.path(), &proj, &line);
+    toucher.join().unwrap();
+    let q = quarantined(&v);
+    assert_eq!(q.len(), 1, "{v}");
+    assert!(q[0].contains("outside the project"), "{q:?}");
+    assert!(std::fs::symlink_metadata(proj.join(".git")).is_err());
+    assert_eq!(
+        std::fs::read_to_string(app.join("config")).unwrap(),
+        app_config
+    );
+    assert!(app.join("hooks/post-commit").exists());
+    assert!(!app.join("efr-quarantine").exists());
+}
