@@ -7,11 +7,14 @@
 //! the user's next git command. So after the call, every repository under the project
 //! roots is looked at: a hook, or a config file holding such keys, that changed during the
 //! call (its ctime, which a call cannot set back) and that the view did not protect, is
-//! taken out of git's way. Nothing is deleted: a hook moves to `efr-quarantine/hooks/` in
-//! its git dir, a config keeps every other line and its original is copied there. Each
-//! one is reported in the summary's `quarantined`.
+//! taken out of git's way. Nothing is deleted: a hook moves to a new
+//! `efr-quarantine-<random>/` in its git dir, a config keeps every other line and its
+//! original is copied there. Each one is reported in the summary's `quarantined`. Nothing
+//! the call left (links named like our files) can steer where these writes go: the
+//! quarantine is a fresh directory, files are made with O_EXCL, and git dirs outside the
+//! project roots are never touched.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use efr_policy::classify::git::{find_git_dir, strip_code};
@@ -49,15 +52,30 @@ fn free_name(dir: &Path, name: &str) -> PathBuf {
         .unwrap_or(first)
 }
 
-/// Moves `p` into `<git dir>/efr-quarantine/<sub>/`; the new path.
-fn move_aside(git_dir: &Path, sub: &str, p: &Path) -> std::io::Result<PathBuf> {
-    let dir = git_dir.join(QUARANTINE).join(sub);
-    std::fs::create_dir_all(&dir)?;
+/// A new quarantine directory in `git_dir`: `efr-quarantine-<random>`, made with mkdir
+/// (which never follows a link), so that nothing the call planted in the git dir (a link
+/// named like the quarantine, pointing anywhere) decides where its files go.
+fn quarantine_dir(git_dir: &Path) -> std::io::Result<PathBuf> {
+    for _ in 0..8 {
+        let dir = git_dir.join(format!("{QUARANTINE}-{}", crate::sys::random_hex(6)?));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("no free quarantine directory name"))
+}
+
+/// Moves `p` into a new quarantine directory of `git_dir`; the new path. The rename moves
+/// the entry itself (a link stays a link; its target is not touched).
+fn move_aside(git_dir: &Path, p: &Path) -> std::io::Result<PathBuf> {
+    let dir = quarantine_dir(git_dir)?;
     let name = p
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "item".into());
-    let to = free_name(&dir, &name);
+    let to = dir.join(name);
     std::fs::rename(p, &to)?;
     Ok(to)
 }
@@ -133,7 +151,7 @@ fn hooks(g: &Path, view: &[String], since_ms: u64, out: &mut Vec<String>) {
     if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink())
         && changed_since(&dir, since_ms)
     {
-        match move_aside(g, "hooks-link", &dir) {
+        match move_aside(g, &dir) {
             Ok(to) => out.push(format!(
                 "{}: a link made by the call, moved to {}",
                 dir.display(),
@@ -155,7 +173,7 @@ fn hooks(g: &Path, view: &[String], since_ms: u64, out: &mut Vec<String>) {
         if name.ends_with(".sample") || protected(&p, view) || !changed_since(&p, since_ms) {
             continue;
         }
-        match move_aside(g, "hooks", &p) {
+        match move_aside(g, &p) {
             Ok(to) => out.push(format!(
                 "{}: a hook written by the call, moved to {}",
                 p.display(),
@@ -169,6 +187,18 @@ fn hooks(g: &Path, view: &[String], since_ms: u64, out: &mut Vec<String>) {
     }
 }
 
+/// Writes a file that must not exist yet (O_EXCL: a link in its place is refused).
+fn new_file(p: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(p)?;
+    f.write_all(data)?;
+    f.sync_all()
+}
+
 fn config_file(g: &Path, p: &Path, view: &[String], since_ms: u64, out: &mut Vec<String>) {
     if protected(p, view) || !changed_since(p, since_ms) {
         return;
@@ -178,7 +208,7 @@ fn config_file(g: &Path, p: &Path, view: &[String], since_ms: u64, out: &mut Vec
     };
     if meta.file_type().is_symlink() {
         // A config that is a link made by the call: git would read whatever it names.
-        match move_aside(g, "config-link", p) {
+        match move_aside(g, p) {
             Ok(to) => out.push(format!(
                 "{}: a link made by the call, moved to {}",
                 p.display(),
@@ -202,17 +232,17 @@ fn config_file(g: &Path, p: &Path, view: &[String], since_ms: u64, out: &mut Vec
         return;
     }
     let copy = (|| -> std::io::Result<PathBuf> {
-        let dir = g.join(QUARANTINE);
-        std::fs::create_dir_all(&dir)?;
+        let dir = quarantine_dir(g)?;
         let name = p
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let to = free_name(&dir, &name);
-        std::fs::write(&to, &text)?;
-        let tmp = p.with_extension("efr-tmp");
-        std::fs::write(&tmp, &kept)?;
-        std::fs::set_permissions(&tmp, meta.permissions())?;
+        let to = dir.join(&name);
+        new_file(&to, text.as_bytes(), 0o600)?;
+        // The new config goes into a file of ours (create_new: never through a link the
+        // call left), then over the old one.
+        let tmp = dir.join(format!("{name}.new"));
+        new_file(&tmp, kept.as_bytes(), meta.permissions().mode() & 0o777)?;
         std::fs::rename(&tmp, p)?;
         Ok(to)
     })();

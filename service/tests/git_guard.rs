@@ -38,6 +38,38 @@ fn run(dir: &Path, proj: &Path, line: &str) -> Value {
     serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap()
 }
 
+/// The files in the quarantine directories (`efr-quarantine-*`) of a git dir.
+fn in_quarantine(git_dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(git_dir).unwrap().flatten() {
+        if e.file_name()
+            .to_string_lossy()
+            .starts_with("efr-quarantine-")
+            && e.file_type().unwrap().is_dir()
+        {
+            for f in std::fs::read_dir(e.path()).unwrap().flatten() {
+                out.push(f.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn quarantine_file(git_dir: &Path, name: &str) -> std::path::PathBuf {
+    std::fs::read_dir(git_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("efr-quarantine-")
+        })
+        .map(|e| e.path().join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{name} is in no quarantine of {}", git_dir.display()))
+}
+
 fn quarantined(v: &Value) -> Vec<String> {
     serde_json::from_value(v["quarantined"].clone()).unwrap_or_default()
 }
@@ -69,10 +101,10 @@ fn a_repository_made_by_the_call_loses_its_hook_and_code_keys() {
     );
     // The hook is kept, out of git's way; the config keeps everything else.
     assert!(!proj.join(".git/hooks/pre-commit").exists());
-    assert!(proj.join(".git/efr-quarantine/hooks/pre-commit").exists());
+    assert_eq!(in_quarantine(&proj.join(".git")), ["config", "pre-commit"]);
     let cfg = std::fs::read_to_string(proj.join(".git/config")).unwrap();
     assert!(!cfg.contains("PWNED") && cfg.contains("Kept Name"), "{cfg}");
-    let orig = std::fs::read_to_string(proj.join(".git/efr-quarantine/config")).unwrap();
+    let orig = std::fs::read_to_string(quarantine_file(&proj.join(".git"), "config")).unwrap();
     assert!(orig.contains("fsmonitor"), "{orig}");
     // git outside runs nothing of it, and the repository still works.
     let st = git(&proj, &home, &["status"]);
@@ -132,7 +164,7 @@ fn a_call_that_leaves_no_git_code_reports_nothing() {
         "git init -q . && git config user.name x && echo a > a && git add a && echo ok",
     );
     assert!(v.get("quarantined").is_none(), "{v}");
-    assert!(!proj.join(".git/efr-quarantine").exists());
+    assert!(in_quarantine(&proj.join(".git")).is_empty());
 }
 
 #[test]
@@ -172,7 +204,7 @@ fn a_git_file_that_names_a_dir_outside_the_project_is_moved_aside_and_nothing_th
         std::fs::read_to_string(app.join("config")).unwrap(),
         app_config
     );
-    assert!(!app.join("efr-quarantine").exists());
+    assert!(in_quarantine(&app).is_empty());
 }
 
 #[test]
@@ -208,5 +240,36 @@ fn a_git_link_to_a_dir_outside_the_project_is_moved_aside_and_nothing_there_is_t
         app_config
     );
     assert!(app.join("hooks/post-commit").exists());
-    assert!(!app.join("efr-quarantine").exists());
+    assert!(in_quarantine(&app).is_empty());
+}
+
+#[test]
+fn links_the_call_plants_where_the_check_writes_steer_nothing() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("p");
+    let outside = home.join("outside");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("precious"), "keep me\n").unwrap();
+    // Links where an older check would have written: its quarantine dir, its temp file.
+    let line = format!(
+        "git init -q . && ln -s {o} .git/efr-quarantine && ln -s {o}/precious .git/config.efr-tmp && \
+         ln -s {o} .git/efr-quarantine-000000000000 && \
+         printf '#!/bin/sh\\n' > .git/hooks/pre-commit && git config core.fsmonitor evil && echo ok",
+        o = outside.display()
+    );
+    let v = run(d.path(), &proj, &line);
+    assert_eq!(quarantined(&v).len(), 2, "{v}");
+    let listing: Vec<String> = std::fs::read_dir(&outside)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(listing, ["precious"], "something was written outside");
+    assert_eq!(
+        std::fs::read_to_string(outside.join("precious")).unwrap(),
+        "keep me\n"
+    );
+    assert_eq!(in_quarantine(&proj.join(".git")), ["config", "pre-commit"]);
 }
