@@ -399,7 +399,7 @@ pub fn all() -> Vec<Fixture> {
                 cache_deletes_more: 0,
                 denied_writes: vec!["/etc/hosts".into()],
                 quarantined: vec![
-                    "/home/ada/src/app/vendor/x/.git/hooks/pre-commit: a hook written by the call, moved to /home/ada/src/app/vendor/x/.git/efr-quarantine/hooks/pre-commit".into(),
+                    "/home/ada/src/app/vendor/x/.git/hooks/pre-commit: a hook written by the call, moved to /home/ada/src/app/vendor/x/.git/efr-quarantine-3f9a1c22b07e/pre-commit".into(),
                 ],
                 survivors: vec!["sudo".into()],
                 setup_error: Some("project root /home/ada/gone does not exist".into()),
