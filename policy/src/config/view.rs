@@ -13,6 +13,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::rules::{is_pattern, pattern_covers};
@@ -95,6 +96,11 @@ fn repositories_below(root: &Path, depth: usize, skip: &[String]) -> Vec<PathBuf
         if seen > MAX_WALK {
             break;
         }
+        // A directory whose link count is 2 has no subdirectory (the file systems that keep
+        // the count: ext4, xfs, tmpfs; btrfs says 1 and is read): nothing to list.
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.nlink() == 2) {
+            continue;
+        }
         let Ok(rd) = std::fs::read_dir(&dir) else {
             continue;
         };
@@ -110,7 +116,15 @@ fn repositories_below(root: &Path, depth: usize, skip: &[String]) -> Vec<PathBuf
             if std::fs::symlink_metadata(p.join(".git")).is_ok() {
                 out.push(p.clone());
             }
-            queue.push_back(p);
+            // A directory at the last level is checked for its own `.git` but not listed:
+            // its children would all be too deep (and a big one costs a long read).
+            let level = p
+                .strip_prefix(root)
+                .map(|r| r.iter().count())
+                .unwrap_or(depth);
+            if level < depth {
+                queue.push_back(p);
+            }
         }
     }
     out.sort();
