@@ -44,7 +44,7 @@ fn compilers_git_python_make() {
             );
             assert!(out.contains("hi-cc"), "{out}");
         } else {
-            eprintln!("SKIP: cc is not installed for this user");
+            efr_sandbox_tests::common::skip("cc is not installed for this user");
         }
         let out = ok(
             &fx,
@@ -71,7 +71,7 @@ fn compilers_git_python_make() {
             let out = ok(&fx, "cargo --version", b);
             assert!(out.contains("cargo"), "{out}");
         } else {
-            eprintln!("SKIP: cargo is not installed for this user");
+            efr_sandbox_tests::common::skip("cargo is not installed for this user");
         }
         if has("node") {
             let out = ok(
@@ -81,7 +81,7 @@ fn compilers_git_python_make() {
             );
             assert!(out.contains("node-ok"), "{out}");
         } else {
-            eprintln!("SKIP: node is not installed for this user");
+            efr_sandbox_tests::common::skip("node is not installed for this user");
         }
         let out = ok(
             &fx,
