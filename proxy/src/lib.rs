@@ -21,6 +21,7 @@ pub mod report;
 pub mod server;
 mod splice;
 mod standalone;
+mod sys;
 pub mod tls;
 
 pub use policy::{Decision, HostRule, Kind, Limits, ProxyPolicy};

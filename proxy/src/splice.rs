@@ -3,10 +3,12 @@
 
 use std::future::Future;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use tokio::io::{AsyncRead, AsyncWrite, Interest, Ready};
 use tokio::net::{TcpStream, UnixStream};
+
+use crate::sys;
 
 /// A client connection the proxy can serve: a tokio TCP or Unix stream.
 pub trait Stream: AsyncRead + AsyncWrite + AsRawFd + Unpin + Send + Sync + 'static {
@@ -59,23 +61,8 @@ impl Pipe {
     }
 
     fn with_flags(flags: libc::c_int) -> io::Result<Pipe> {
-        let mut fds = [0 as libc::c_int; 2];
-        // SAFETY: `fds` is a writable array of two ints, as pipe2 requires.
-        let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags) };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded: fds[0] is new, open, and owned by nobody else.
-        let r = unsafe { OwnedFd::from_raw_fd(fds[0]) };
-        // SAFETY: the same for fds[1].
-        let w = unsafe { OwnedFd::from_raw_fd(fds[1]) };
-        // SAFETY: fcntl on an fd we own; a failure leaves the size the pipe has.
-        let mut cap = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
-        if cap <= 0 {
-            // SAFETY: as above.
-            cap = unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETPIPE_SZ) };
-        }
-        let cap = if cap > 0 { cap as usize } else { 4096 };
+        let (r, w) = sys::pipe2(flags)?;
+        let cap = sys::set_pipe_size(&w, PIPE_SIZE).unwrap_or(4096);
         Ok(Pipe { r, w, cap })
     }
 }
@@ -109,31 +96,11 @@ pub(crate) fn blocking_one_way(from: RawFd, to: RawFd, pipe: &Pipe) -> io::Resul
 }
 
 fn splice_blocking(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
-    splice_flags(from, to, len, libc::SPLICE_F_MOVE)
+    sys::splice(from, to, len, libc::SPLICE_F_MOVE)
 }
 
 fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
-    splice_flags(from, to, len, libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK)
-}
-
-fn splice_flags(from: RawFd, to: RawFd, len: usize, flags: libc::c_uint) -> io::Result<usize> {
-    // SAFETY: null offsets are what splice takes for pipes and sockets; both fds are open for
-    // the duration of the call (borrowed from live owners).
-    let n = unsafe {
-        libc::splice(
-            from,
-            std::ptr::null_mut(),
-            to,
-            std::ptr::null_mut(),
-            len,
-            flags,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    sys::splice(from, to, len, libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK)
 }
 
 async fn with_ready<S: Stream>(
@@ -165,8 +132,7 @@ pub(crate) async fn one_way<A: Stream, B: Stream>(
         })
         .await?;
         if n == 0 {
-            // SAFETY: shutdown on a socket fd owned by `to`, alive for the call.
-            unsafe { libc::shutdown(to.as_raw_fd(), libc::SHUT_WR) };
+            sys::shutdown_write(to.as_raw_fd());
             return Ok(());
         }
         if !account(n) {

@@ -1,0 +1,196 @@
+//! The crate's only `unsafe`: small safe wrappers over the Linux calls the proxy makes
+//! (pipes and `splice(2)` for the tunnel copy, `SCM_RIGHTS` fd passing, socket checks).
+//! Each wrapper is one call or one fixed pattern; the logic lives in `splice` and `fdpass`.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// `pipe2(2)` with `flags`: the read end, then the write end.
+pub(crate) fn pipe2(flags: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a writable array of two ints, as pipe2 requires.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), flags) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded: fds[0] is new, open, and owned by nobody else.
+    let r = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    // SAFETY: the same for fds[1].
+    let w = unsafe { OwnedFd::from_raw_fd(fds[1]) };
+    Ok((r, w))
+}
+
+/// Ask for a pipe of `size` bytes (`F_SETPIPE_SZ`); when refused, read back the size it has
+/// (`F_GETPIPE_SZ`). `None` when both fail.
+pub(crate) fn set_pipe_size(pipe: &OwnedFd, size: libc::c_int) -> Option<usize> {
+    // SAFETY: fcntl on an fd owned by `pipe`, open for the call; a failure leaves the size
+    // the pipe has.
+    let mut cap = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
+    if cap <= 0 {
+        // SAFETY: as above; F_GETPIPE_SZ only reads.
+        cap = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    }
+    (cap > 0).then_some(cap as usize)
+}
+
+/// `splice(2)` of at most `len` bytes `from` -> `to` (no offsets: pipes and sockets).
+/// The caller keeps both fds open for the call (borrowed from live owners).
+pub(crate) fn splice(from: RawFd, to: RawFd, len: usize, flags: libc::c_uint) -> io::Result<usize> {
+    // SAFETY: null offsets are what splice takes for pipes and sockets; splice touches no
+    // memory of ours, and on a closed or reused fd it fails or moves bytes between fds the
+    // caller named (no memory unsafety).
+    let n = unsafe {
+        libc::splice(
+            from,
+            std::ptr::null_mut(),
+            to,
+            std::ptr::null_mut(),
+            len,
+            flags,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// `shutdown(fd, SHUT_WR)`, result ignored (as the copy's EOF path always did).
+pub(crate) fn shutdown_write(fd: RawFd) {
+    // SAFETY: shutdown takes no pointers; the caller's fd is open for the call.
+    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}
+
+/// A control message with room for `N` fds. On Linux the data of a `cmsghdr` starts right
+/// after it (`CMSG_ALIGN(sizeof(struct cmsghdr)) == sizeof(struct cmsghdr)`), so this
+/// `repr(C)` layout is what `CMSG_FIRSTHDR`/`CMSG_DATA` would walk.
+#[repr(C)]
+struct Cmsg<const N: usize> {
+    hdr: libc::cmsghdr,
+    fds: [RawFd; N],
+}
+
+impl<const N: usize> Cmsg<N> {
+    fn new() -> Self {
+        // SAFETY: both fields are plain integers (and padding): all-zero is valid.
+        unsafe { zeroed() }
+    }
+}
+
+/// A zeroed `msghdr` pointing at one one-byte `iov` and the control buffer `ctl`.
+fn msghdr<const N: usize>(iov: &mut libc::iovec, ctl: &mut Cmsg<N>) -> libc::msghdr {
+    // SAFETY: msghdr is plain integers and pointers: all-zero (null pointers) is valid.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = (ctl as *mut Cmsg<N>).cast();
+    msg.msg_controllen = size_of::<Cmsg<N>>() as _;
+    msg
+}
+
+/// Send the one byte `byte` with `fd` attached (`SCM_RIGHTS`, `MSG_NOSIGNAL`), retrying on
+/// `EINTR`; blocking unless `sock` is non-blocking.
+pub(crate) fn send_fd(sock: RawFd, byte: u8, fd: RawFd) -> io::Result<()> {
+    let mut byte = [byte];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut ctl = Cmsg::<1>::new();
+    ctl.hdr.cmsg_level = libc::SOL_SOCKET;
+    ctl.hdr.cmsg_type = libc::SCM_RIGHTS;
+    ctl.hdr.cmsg_len = (size_of::<libc::cmsghdr>() + size_of::<RawFd>()) as _;
+    ctl.fds[0] = fd;
+    let msg = msghdr(&mut iov, &mut ctl);
+    loop {
+        // SAFETY: `msg` points at `iov` (-> `byte`) and `ctl`, all alive and unmoved for the
+        // call; sendmsg only reads them.
+        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        if n == 1 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if n < 0 && e.kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return Err(if n < 0 {
+            e
+        } else {
+            io::ErrorKind::WriteZero.into()
+        });
+    }
+}
+
+/// Receive into `buf` with at most `N` fds (`MSG_CMSG_CLOEXEC | MSG_DONTWAIT`, retrying on
+/// `EINTR`): the bytes read, every fd received (each owned at once, so none leaks whatever
+/// the caller does next), and whether the control data was truncated (`MSG_CTRUNC`: more
+/// fds were sent than room here; the kernel closed the rest).
+pub(crate) fn recv_fds<const N: usize>(
+    sock: RawFd,
+    buf: &mut [u8],
+) -> io::Result<(usize, Vec<OwnedFd>, bool)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut ctl = Cmsg::<N>::new();
+    let mut msg = msghdr(&mut iov, &mut ctl);
+    let n = loop {
+        // SAFETY: `msg` points at `iov` (-> `buf`, `buf.len()` writable bytes) and `ctl`
+        // (`msg_controllen` writable bytes), all alive and unmoved for the call.
+        let n =
+            unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    // Linux puts all fds of a message in one SCM_RIGHTS header (no SO_PASSCRED here).
+    let mut fds = Vec::new();
+    let hdr = size_of::<libc::cmsghdr>();
+    #[allow(clippy::unnecessary_cast)] // msg_controllen is socklen_t on some libcs (musl)
+    let controllen = msg.msg_controllen as usize;
+    if controllen >= hdr
+        && ctl.hdr.cmsg_level == libc::SOL_SOCKET
+        && ctl.hdr.cmsg_type == libc::SCM_RIGHTS
+    {
+        #[allow(clippy::unnecessary_cast)] // cmsg_len is u32 on some libcs (musl)
+        let count = (ctl.hdr.cmsg_len as usize).saturating_sub(hdr) / size_of::<RawFd>();
+        for &fd in &ctl.fds[..count.min(N)] {
+            // SAFETY: the kernel installed this fd for us just now; nothing else owns it.
+            fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+        }
+    }
+    Ok((n, fds, msg.msg_flags & libc::MSG_CTRUNC != 0))
+}
+
+/// `getsockopt(fd, SOL_SOCKET, opt)` of an int option; `None` on failure.
+pub(crate) fn getsockopt_int(fd: RawFd, opt: libc::c_int) -> Option<libc::c_int> {
+    let mut v: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for getsockopt to write an int (`len` bytes at most).
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, opt, (&raw mut v).cast(), &mut len) };
+    (rc == 0).then_some(v)
+}
+
+/// Whether `fstat` succeeds on `fd` and says it is a socket.
+pub(crate) fn is_socket(fd: RawFd) -> bool {
+    // SAFETY: an all-zero stat (plain integers) is valid; fstat writes it.
+    let mut st: libc::stat = unsafe { zeroed() };
+    // SAFETY: `st` is writable for fstat; a bad fd only fails.
+    (unsafe { libc::fstat(fd, &mut st) }) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+}
+
+/// Whether the socket `fd` has a peer (`getpeername` succeeds).
+pub(crate) fn is_connected(fd: RawFd) -> bool {
+    // SAFETY: an all-zero sockaddr_storage (plain integers) is valid.
+    let mut sa: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `sa` and `len` are valid for getpeername, which writes at most `len` bytes.
+    (unsafe { libc::getpeername(fd, (&raw mut sa).cast(), &mut len) }) == 0
+}
