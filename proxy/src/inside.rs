@@ -609,6 +609,22 @@ mod tests {
 
     /// The relay's spliced copy (TCP <-> Unix) passes every byte both ways, and each
     /// half-close on to the other side while the other direction keeps flowing.
+    // Sends all of `data` from `from`, half-closes it, and checks that `to` reads exactly
+    // that, then EOF.
+    fn one_way<A: Half, B: Half>(from: &A, to: &mut B, data: &[u8], what: &str) {
+        let data2 = data.to_vec();
+        let mut f = from.dup().unwrap();
+        let w = std::thread::spawn(move || {
+            f.write_all(&data2).unwrap();
+            f.shut(Shutdown::Write);
+        });
+        let mut got = Vec::new();
+        to.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert_eq!(got.len(), data.len(), "{what}");
+        assert!(got == data, "{what}: bytes differ");
+    }
+
     #[test]
     fn spliced_pipe_integrity_and_half_close() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -620,21 +636,6 @@ mod tests {
         let up = payload((9 << 20) + 4321, 0x9e37_79b9_7f4a_7c15);
         let down = payload((7 << 20) + 123, 0x2545_f491_4f6c_dd1d);
 
-        // Sends all of `data` from `from`, half-closes it, and checks that `to` reads exactly
-        // that, then EOF.
-        fn one_way<A: Half, B: Half>(from: &A, to: &mut B, data: &[u8], what: &str) {
-            let data2 = data.to_vec();
-            let mut f = from.dup().unwrap();
-            let w = std::thread::spawn(move || {
-                f.write_all(&data2).unwrap();
-                f.shut(Shutdown::Write);
-            });
-            let mut got = Vec::new();
-            to.read_to_end(&mut got).unwrap();
-            w.join().unwrap();
-            assert_eq!(got.len(), data.len(), "{what}");
-            assert!(got == data, "{what}: bytes differ");
-        }
         // Client -> far, then a half-close; far -> client still flows after it.
         one_way(&client, &mut far, &up, "client -> far");
         one_way(&far, &mut client, &down, "far -> client");
@@ -649,28 +650,9 @@ mod tests {
         let (served, _) = l.accept().unwrap();
         let (relay_side, mut far) = UnixStream::pair().unwrap();
         let relay = std::thread::spawn(move || pipe(served, relay_side));
-        let down = payload(3 << 20, 7);
-        let down2 = down.clone();
-        let mut f2 = far.try_clone().unwrap();
-        let w = std::thread::spawn(move || {
-            f2.write_all(&down2).unwrap();
-            f2.shutdown(Shutdown::Write).unwrap();
-        });
-        let mut got = Vec::new();
-        client.read_to_end(&mut got).unwrap();
-        w.join().unwrap();
-        assert!(got == down);
-        let up = payload(5 << 20, 11);
-        let up2 = up.clone();
-        let mut c2 = client.try_clone().unwrap();
-        let w = std::thread::spawn(move || {
-            c2.write_all(&up2).unwrap();
-            c2.shutdown(Shutdown::Write).unwrap();
-        });
-        let mut got = Vec::new();
-        far.read_to_end(&mut got).unwrap();
-        w.join().unwrap();
-        assert!(got == up);
+        // Far -> client, then a half-close; client -> far still flows after it.
+        one_way(&far, &mut client, &payload(3 << 20, 7), "far -> client");
+        one_way(&client, &mut far, &payload(5 << 20, 11), "client -> far");
         relay.join().unwrap();
     }
 }

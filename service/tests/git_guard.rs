@@ -70,6 +70,34 @@ fn quarantine_file(git_dir: &Path, name: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| panic!("{name} is in no quarantine of {}", git_dir.display()))
 }
 
+/// A directory outside the project that looks like a git dir (an application's own dir
+/// with a file named config), and a thread that rewrites its config (and, with `hook`,
+/// a hook) for about 300 ms, as an application would while a call runs, so their ctimes
+/// are new.
+fn outside_git_like_dir(
+    home: &Path,
+    config: &'static str,
+    hook: bool,
+) -> (std::path::PathBuf, std::thread::JoinHandle<()>) {
+    let app = home.join("app");
+    for d in ["hooks", "objects", "refs"] {
+        std::fs::create_dir_all(app.join(d)).unwrap();
+    }
+    std::fs::write(app.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(app.join("config"), config).unwrap();
+    let app2 = app.clone();
+    let toucher = std::thread::spawn(move || {
+        for _ in 0..30 {
+            let _ = std::fs::write(app2.join("config"), config);
+            if hook {
+                let _ = std::fs::write(app2.join("hooks/post-commit"), "#!/bin/sh\n");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    });
+    (app, toucher)
+}
+
 fn quarantined(v: &Value) -> Vec<String> {
     serde_json::from_value(v["quarantined"].clone()).unwrap_or_default()
 }
@@ -173,26 +201,12 @@ fn a_git_file_that_names_a_dir_outside_the_project_is_moved_aside_and_nothing_th
     let home = d.path().join("home");
     let proj = home.join("p");
     std::fs::create_dir_all(&proj).unwrap();
-    // An application's own directory with a file named config that changes during the call.
-    let app = home.join("app");
-    std::fs::create_dir_all(app.join("hooks")).unwrap();
-    std::fs::create_dir_all(app.join("objects")).unwrap();
-    std::fs::create_dir_all(app.join("refs")).unwrap();
-    std::fs::write(app.join("HEAD"), "ref: refs/heads/main\n").unwrap();
     let app_config = "[core]\n\teditor = vim\n\tpager = less\n";
-    std::fs::write(app.join("config"), app_config).unwrap();
+    let (app, toucher) = outside_git_like_dir(&home, app_config, false);
     let line = format!(
         "printf 'gitdir: {}\\n' > .git && sleep 0.3 && echo ok",
         app.display()
     );
-    // The application rewrites its config while the call runs, so its ctime is new.
-    let app2 = app.clone();
-    let toucher = std::thread::spawn(move || {
-        for _ in 0..30 {
-            let _ = std::fs::write(app2.join("config"), app_config);
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-    });
     let v = run(d.path(), &proj, &line);
     toucher.join().unwrap();
     let q = quarantined(&v);
@@ -213,21 +227,8 @@ fn a_git_link_to_a_dir_outside_the_project_is_moved_aside_and_nothing_there_is_t
     let home = d.path().join("home");
     let proj = home.join("p");
     std::fs::create_dir_all(&proj).unwrap();
-    let app = home.join("app");
-    std::fs::create_dir_all(app.join("hooks")).unwrap();
-    std::fs::create_dir_all(app.join("objects")).unwrap();
-    std::fs::create_dir_all(app.join("refs")).unwrap();
-    std::fs::write(app.join("HEAD"), "ref: refs/heads/main\n").unwrap();
     let app_config = "[core]\n\teditor = vim\n";
-    std::fs::write(app.join("config"), app_config).unwrap();
-    let app2 = app.clone();
-    let toucher = std::thread::spawn(move || {
-        for _ in 0..30 {
-            let _ = std::fs::write(app2.join("config"), app_config);
-            let _ = std::fs::write(app2.join("hooks/post-commit"), "#!/bin/sh\n");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-    });
+    let (app, toucher) = outside_git_like_dir(&home, app_config, true);
     let line = format!("ln -s {} .git && sleep 0.3 && echo ok", app.display());
     let v = run(d.path(), &proj, &line);
     toucher.join().unwrap();
