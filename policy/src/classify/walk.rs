@@ -283,6 +283,12 @@ impl Walker<'_> {
         f
     }
 
+    /// A finding whose summary is the command, quoted and shortened, then what it does:
+    /// "`sudo apt install x` gains root".
+    fn said(&self, kind: ExitKind, what: &str, cmd: &Cmd) -> Finding {
+        self.finding(kind, format!("`{}` {what}", short(&cmd.display)), cmd)
+    }
+
     fn floor(
         &mut self,
         name: &str,
@@ -1227,32 +1233,20 @@ impl Walker<'_> {
             let applies =
                 o.install_only.is_empty() || rest.iter().any(|a| o.install_only.contains(&a.text));
             if applies {
-                let mut f = self.finding(
-                    ExitKind::Outside,
-                    format!("`{}` {}", short(&cmd.display), o.reason),
-                    &cmd,
-                );
+                let mut f = self.said(ExitKind::Outside, &o.reason, &cmd);
                 f.runs_outside(&cmd.display);
                 self.push(f);
             }
         }
         if let Some(pi) = roles.privilege {
             let why = self.k.file.privilege[pi].reason.clone();
-            let mut f = self.finding(
-                ExitKind::Privilege,
-                format!("`{}` {why}", short(&cmd.display)),
-                &cmd,
-            );
+            let mut f = self.said(ExitKind::Privilege, &why, &cmd);
             f.runs_outside(&cmd.display);
             self.push(f);
         }
         if let Some(bi) = roles.background {
             let why = self.k.file.background[bi].reason.clone();
-            let mut f = self.finding(
-                ExitKind::Background,
-                format!("`{}` {why}", short(&cmd.display)),
-                &cmd,
-            );
+            let mut f = self.said(ExitKind::Background, &why, &cmd);
             f.background = true;
             self.push(f);
         }
@@ -1271,11 +1265,7 @@ impl Walker<'_> {
             } else {
                 Grant::Bus { bus }
             };
-            let mut f = self.finding(
-                ExitKind::Bus,
-                format!("`{}` {}", short(&cmd.display), b.reason),
-                &cmd,
-            );
+            let mut f = self.said(ExitKind::Bus, &b.reason, &cmd);
             f.needs = Needs::Contained {
                 grants: vec![grant],
             };
@@ -1302,11 +1292,7 @@ impl Walker<'_> {
                             || a.text == "--batch"
                             || a.text == "action"
                     });
-            let mut f = self.finding(
-                ExitKind::Desktop,
-                format!("`{}` {}", short(&cmd.display), d.reason),
-                &cmd,
-            );
+            let mut f = self.said(ExitKind::Desktop, &d.reason, &cmd);
             f.facts.desktop_read = read;
             f.needs = Needs::Contained {
                 grants: vec![Grant::Desktop { desktop }],
@@ -1808,11 +1794,7 @@ impl Walker<'_> {
             }
         }
         if w.privilege {
-            let mut f = self.finding(
-                ExitKind::Privilege,
-                format!("`{}` {}", short(&cmd.display), w.reason),
-                cmd,
-            );
+            let mut f = self.said(ExitKind::Privilege, &w.reason, cmd);
             f.runs_outside(&cmd.display);
             self.push(f);
         }
@@ -2623,11 +2605,7 @@ impl Walker<'_> {
             .find(|a| !is_opt(&a.text))
             .map(|a| a.text.as_str())
             .unwrap_or("");
-        let mut f = self.finding(
-            ExitKind::Socket,
-            format!("`{}` {}", short(&cmd.display), spec.reason),
-            cmd,
-        );
+        let mut f = self.said(ExitKind::Socket, &spec.reason, cmd);
         f.facts.sockets.push(socket.clone());
         f.needs = Needs::Contained {
             grants: vec![Grant::Socket { path: socket }],
