@@ -236,6 +236,29 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
             Expect::Host(|f| !std::path::Path::new(&format!("{}/.vscode", f.proj)).exists()),
         ),
         a(
+            "remove the .envrc placeholder and recreate it",
+            try_(&format!(
+                "rm -f {p}/.envrc; mv {p}/.envrc {p}/.envrc-old; echo evil > {p}/.envrc && grep -q evil {p}/.envrc"
+            )),
+            Expect::Host(|f| {
+                !std::path::Path::new(&format!("{}/.envrc", f.proj)).exists()
+                    && !std::path::Path::new(&format!("{}/.envrc-old", f.proj)).exists()
+            }),
+        ),
+        a(
+            // The placeholders go as soon as the line ends: a writer left behind that keeps
+            // trying must be dead by then, or it would plant the file on the host.
+            "daemon racing the placeholder removal",
+            format!(
+                "setsid sh -c 'while :; do echo evil > {p}/.envrc 2>/dev/null; mkdir {p}/.idea 2>/dev/null; done' </dev/null >/dev/null 2>&1 & sleep 0.2"
+            ),
+            Expect::Host(|f| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                !std::path::Path::new(&format!("{}/.envrc", f.proj)).exists()
+                    && !std::path::Path::new(&format!("{}/.idea", f.proj)).exists()
+            }),
+        ),
+        a(
             "gitmodules",
             try_(&format!("echo x > {p}/.gitmodules")),
             Expect::Host(|f| !std::path::Path::new(&format!("{}/.gitmodules", f.proj)).exists()),

@@ -191,6 +191,31 @@ fn denials_reported_and_setup_errors() {
             "[{b:?}] {:?}",
             r.outcome.denials
         );
+        // A missing protected directory is an empty read-only file while the call runs:
+        // making it, or a file in it, is a refused write the approval flow hears of.
+        let r = run(
+            &fx,
+            "mkdir -p .vscode; echo '{}' > .vscode/tasks.json; mkdir .idea",
+            b,
+        );
+        assert!(!r.status.success());
+        for want in ["/.vscode", "/.vscode/tasks.json", "/.idea"] {
+            assert!(
+                r.outcome
+                    .denials
+                    .iter()
+                    .any(|d| d == &format!("{}{want}", fx.proj)),
+                "[{b:?}] {want}: {:?} {}",
+                r.outcome.denials,
+                r.stderr
+            );
+        }
+        for gone in [".vscode", ".idea", ".envrc"] {
+            assert!(
+                !std::path::Path::new(&format!("{}/{gone}", fx.proj)).exists(),
+                "[{b:?}] placeholder {gone} left behind"
+            );
+        }
         // Missing project root.
         let mut plan = fx.plan("echo ran", b, vec![]);
         plan.projects.push(format!("{}/missing", fx.proj));

@@ -126,7 +126,8 @@ pub struct LaunchRequest {
     pub home: Option<String>,
     pub backend: BackendChoice,
     /// Read-only paths inside the writable roots: absolute paths, or names relative to each
-    /// project root (a trailing `/` asks for a directory placeholder when missing). When
+    /// project root (a trailing `/` marks a directory; a missing path of either kind gets an
+    /// empty read-only file as its placeholder, which refuses a directory there too). When
     /// `None`: [`DEFAULT_READ_ONLY_INSIDE`] in each root, the git dirs a `.git` file points
     /// to, and [`HOME_FLOORS`] when a root is the home. The service passes the lists of
     /// `efr_policy::config::Config::launch_view`.

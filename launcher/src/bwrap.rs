@@ -154,14 +154,9 @@ pub fn spawn(
     let spec_json = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
     let spec_fd =
         sys::memfd_with("efr-inner-spec", &spec_json).map_err(|e| format!("memfd: {e}"))?;
-    let progs = crate::seccomp::programs_without(view.landlock.deny_tcp, &spec.seccomp_drop)?;
-    let mut prog_fds = Vec::new();
-    for p in &progs {
-        prog_fds.push(
-            sys::memfd_with("efr-seccomp", &crate::seccomp::program_bytes(p))
-                .map_err(|e| format!("memfd: {e}"))?,
-        );
-    }
+    let prog = crate::seccomp::program_without(view.landlock.deny_tcp, &spec.seccomp_drop)?;
+    let prog_fd = sys::memfd_with("efr-seccomp", &crate::seccomp::program_bytes(&prog))
+        .map_err(|e| format!("memfd: {e}"))?;
     let mut argv = vec![bwrap.to_string()];
     argv.extend(args(view, &stage.empty, Some(&stage.resolv)));
     // Our init runs inside bubblewrap's view, where the host path of this executable may
@@ -169,9 +164,7 @@ pub fn spawn(
     // read-only at a fixed path in the call's private /dev and run it from there.
     argv.extend(["--ro-bind".into(), exe.clone(), INSIDE_INIT.into()]);
     argv.extend(["--info-fd".into(), info_w.to_string()]);
-    for fd in &prog_fds {
-        argv.extend(["--add-seccomp-fd".into(), fd.to_string()]);
-    }
+    argv.extend(["--add-seccomp-fd".into(), prog_fd.to_string()]);
     argv.extend([
         "--".into(),
         INSIDE_INIT.into(),
@@ -191,16 +184,14 @@ pub fn spawn(
         if let Some(fd) = stderr_w {
             let _ = sys::dup2(fd, 2);
         }
-        for fd in prog_fds.iter().chain([&spec_fd, &report_w, &info_w]) {
-            let _ = sys::set_inheritable(*fd);
+        for fd in [prog_fd, spec_fd, report_w, info_w] {
+            let _ = sys::set_inheritable(fd);
         }
         let e = sys::execve(bwrap, &argv, &[]);
         crate::inner::report(report_w, &format!("setup_error exec {bwrap}: {e}"));
         sys::exit_now(126);
     }
-    for fd in prog_fds {
-        sys::close(fd);
-    }
+    sys::close(prog_fd);
     sys::close(spec_fd);
     Ok(pid)
 }

@@ -1,5 +1,7 @@
 //! Refused writes seen in a contained line's stderr: the paths of EROFS and EACCES messages,
-//! as the usual tools print them (coreutils, shells, python, node, git, make, cc).
+//! as the usual tools print them (coreutils, shells, python, node, git, make, cc); and, for
+//! the paths a placeholder covers (an empty read-only file where a protected path was
+//! missing), ENOTDIR and EEXIST messages too (`mkdir .vscode`, `.vscode/tasks.json`).
 
 const PHRASES: &[&str] = &[
     "Read-only file system",
@@ -11,6 +13,19 @@ const PHRASES: &[&str] = &[
 ];
 
 /// At most this many paths are kept.
+/// What a write under a placeholder fails with: the placeholder is a file, so making the
+/// directory it stands for says it exists, and a path below it says it is not a directory.
+const COVERED_PHRASES: &[&str] = &[
+    "Not a directory",
+    // dash's word for ENOTDIR on a redirection.
+    "Directory nonexistent",
+    "not a directory",
+    "File exists",
+    "file exists",
+    "ENOTDIR",
+    "EEXIST",
+];
+
 pub const MAX_DENIALS: usize = 64;
 
 /// Collects denial paths from stderr as it streams by.
@@ -18,6 +33,8 @@ pub const MAX_DENIALS: usize = 64;
 pub struct Scanner {
     partial: Vec<u8>,
     cwd: String,
+    /// Placeholder paths (see [`COVERED_PHRASES`]).
+    covered: Vec<String>,
     pub paths: Vec<String>,
 }
 
@@ -36,7 +53,13 @@ fn path_like(s: &str) -> bool {
 
 /// The paths one stderr line blames.
 pub fn paths_in_line(line: &str) -> Vec<String> {
-    if !PHRASES.iter().any(|p| line.contains(p)) {
+    paths_for(line, PHRASES, true)
+}
+
+/// The paths a line names next to one of `phrases`; a quoted path must hold a `/` when
+/// `quoted_need_slash` (a bare quoted word is too often not a path).
+fn paths_for(line: &str, phrases: &[&str], quoted_need_slash: bool) -> Vec<String> {
+    if !phrases.iter().any(|p| line.contains(p)) {
         return Vec::new();
     }
     let mut out = Vec::new();
@@ -54,7 +77,7 @@ pub fn paths_in_line(line: &str) -> Vec<String> {
             let after = &rest[i + q.len_utf8()..];
             let Some(j) = after.find(close) else { break };
             let cand = &after[..j];
-            if path_like(cand) && cand.contains('/') {
+            if path_like(cand) && (cand.contains('/') || !quoted_need_slash) {
                 out.push(cand.to_string());
             }
             rest = &after[j + close.len_utf8()..];
@@ -63,7 +86,7 @@ pub fn paths_in_line(line: &str) -> Vec<String> {
     // `prog: [verb ]PATH: Read-only file system` (coreutils, shells).
     let parts: Vec<&str> = line.split(": ").collect();
     for w in parts.windows(2) {
-        if PHRASES.iter().any(|p| w[1].trim_start().starts_with(p)) {
+        if phrases.iter().any(|p| w[1].trim_start().starts_with(p)) {
             let mut cand = strip_quotes(w[0]);
             for pre in [
                 "cannot create ",
@@ -107,6 +130,24 @@ impl Scanner {
         }
     }
 
+    /// Also reports ENOTDIR and EEXIST messages on paths at or under `placeholders`.
+    pub fn covering(mut self, placeholders: Vec<String>) -> Scanner {
+        self.covered = placeholders;
+        self
+    }
+
+    fn absolute(&self, p: String) -> String {
+        if p.starts_with('/') {
+            p
+        } else {
+            format!(
+                "{}/{}",
+                self.cwd.trim_end_matches('/'),
+                p.trim_start_matches("./")
+            )
+        }
+    }
+
     /// Feeds a chunk of stderr.
     pub fn feed(&mut self, data: &[u8]) {
         self.partial.extend_from_slice(data);
@@ -126,19 +167,29 @@ impl Scanner {
     }
 
     fn line(&mut self, l: &str) {
-        for p in paths_in_line(l.trim_end()) {
+        let l = l.trim_end();
+        let mut found: Vec<String> = paths_in_line(l)
+            .into_iter()
+            .map(|p| self.absolute(p))
+            .collect();
+        if !self.covered.is_empty() {
+            for p in paths_for(l, COVERED_PHRASES, false) {
+                let abs = self.absolute(p);
+                let abs = abs.trim_end_matches('/');
+                if self.covered.iter().any(|c| {
+                    abs == c
+                        || abs
+                            .strip_prefix(c.as_str())
+                            .is_some_and(|r| r.starts_with('/'))
+                }) {
+                    found.push(abs.to_string());
+                }
+            }
+        }
+        for abs in found {
             if self.paths.len() >= MAX_DENIALS {
                 return;
             }
-            let abs = if p.starts_with('/') {
-                p
-            } else {
-                format!(
-                    "{}/{}",
-                    self.cwd.trim_end_matches('/'),
-                    p.trim_start_matches("./")
-                )
-            };
             if !self.paths.contains(&abs) {
                 self.paths.push(abs);
             }
@@ -184,6 +235,37 @@ mod tests {
             assert!(got.iter().any(|g| g == want), "{line}: {got:?}");
         }
         assert!(paths_in_line("all good /x").is_empty());
+    }
+
+    #[test]
+    fn placeholder_messages_only_for_covered_paths() {
+        let mut s = Scanner::new("/p").covering(vec!["/p/.vscode".into(), "/p/.envrc".into()]);
+        for l in [
+            "mkdir: cannot create directory ‘.vscode’: File exists",
+            "sh: 1: cannot create .vscode/tasks.json: Not a directory",
+            "/bin/sh: 1: cannot create .vscode/a.json: Directory nonexistent",
+            "FileExistsError: [Errno 17] File exists: '.vscode'",
+            "NotADirectoryError: [Errno 20] Not a directory: '/p/.vscode/launch.json'",
+            "Error: ENOTDIR: not a directory, open '.vscode/settings.json'",
+            // Not covered: an ordinary EEXIST is no denial.
+            "mkdir: cannot create directory ‘src’: File exists",
+            "mkdir: cannot create directory ‘/p/.vscodex’: File exists",
+        ] {
+            s.feed(format!("{l}\n").as_bytes());
+        }
+        assert_eq!(
+            s.paths,
+            vec![
+                "/p/.vscode",
+                "/p/.vscode/tasks.json",
+                "/p/.vscode/a.json",
+                "/p/.vscode/launch.json",
+                "/p/.vscode/settings.json"
+            ]
+        );
+        let mut plain = Scanner::new("/p");
+        plain.feed("sh: 1: cannot create .vscode/tasks.json: Not a directory\n".as_bytes());
+        assert!(plain.paths.is_empty());
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
     }
     let progs = match spec.seccomp {
-        Some(nv) => match crate::seccomp::programs_without(nv, &spec.seccomp_drop) {
+        Some(nv) => match crate::seccomp::program_without(nv, &spec.seccomp_drop) {
             Ok(p) => Some(p),
             Err(e) => fail(e),
         },
@@ -194,8 +194,16 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
     }
     // The line's main process ended: end the rest of the namespace.
+    // Only once every other process of the call is reaped does the init report the end:
+    // the launcher then removes the placeholders at once (see `run`).
     let _ = sys::kill(-1, libc::SIGKILL);
-    while let Ok(Some(_)) = sys::waitpid(-1, 0) {}
+    loop {
+        match sys::waitpid(-1, 0) {
+            Ok(Some(_)) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => break,
+        }
+    }
     let st = status.unwrap_or(0);
     if libc::WIFSIGNALED(st) {
         let s = libc::WTERMSIG(st);

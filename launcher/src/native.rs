@@ -141,7 +141,7 @@ fn resolv_conf() -> Result<(), String> {
 
 /// Builds the view under `/newroot` and pivots into it. Runs in the child, as root of the
 /// new user namespace.
-fn build_root(view: &View) -> Result<(), String> {
+fn build_root(view: &View, sync_r: RawFd) -> Result<(), String> {
     mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|e| err("private /", e))?;
     // A base tmpfs (over /tmp of this mount namespace only) holds the old and new roots.
@@ -191,6 +191,13 @@ fn build_root(view: &View) -> Result<(), String> {
     if let Some(s) = &view.scratch {
         bind(&format!("{O}{s}"), &format!("{N}{s}"), false)?;
     }
+    // The launcher makes the placeholders on the host while the steps above run; the
+    // second byte says they are in place (EOF: it failed or died).
+    let mut b = [0u8; 1];
+    if !matches!(sys::read(sync_r, &mut b), Ok(1)) {
+        return Err("the launcher ended during setup".into());
+    }
+    sys::close(sync_r);
     for op in &view.ops {
         match op {
             Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)
@@ -203,8 +210,18 @@ fn build_root(view: &View) -> Result<(), String> {
             }
             Op::ReadOnly { path } => {
                 let p = format!("{N}{path}");
-                mount(Some(&p), &p, None, libc::MS_BIND | libc::MS_REC, None)
-                    .map_err(|e| err("read-only inside", e))?;
+                match mount(Some(&p), &p, None, libc::MS_BIND | libc::MS_REC, None) {
+                    Ok(_) => {}
+                    // A placeholder the launcher could not make, and nobody else did: this
+                    // user (so the call) cannot create it either.
+                    Err(e)
+                        if e.kind() == io::ErrorKind::NotFound
+                            && view.placeholders.iter().any(|q| q.path == *path) =>
+                    {
+                        continue;
+                    }
+                    Err(e) => return Err(err("read-only inside", e)),
+                }
                 sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
                     .map_err(|e| err("read-only inside", e))?;
             }
@@ -260,12 +277,15 @@ fn build_root(view: &View) -> Result<(), String> {
 }
 
 /// Starts the contained tree; returns the init's pid (in the launcher's pid namespace).
-/// `stderr_w` replaces the tree's stderr when the launcher tees it.
+/// `stderr_w` replaces the tree's stderr when the launcher tees it. `between` runs in the
+/// launcher while the child builds the base of its view, before it binds the view's
+/// operations (it makes the placeholders).
 pub fn spawn(
     view: &View,
     spec: &InnerSpec,
     report_w: RawFd,
     stderr_w: Option<RawFd>,
+    between: impl FnOnce(),
 ) -> Result<libc::pid_t, String> {
     let (uid, gid) = sys::ids();
     let (sync_r, sync_w) = sys::pipe().map_err(|e| err("pipe", e))?;
@@ -287,11 +307,10 @@ pub fn spawn(
         if !matches!(sys::read(sync_r, &mut b), Ok(1)) {
             sys::exit_now(126);
         }
-        sys::close(sync_r);
         if let Some(fd) = stderr_w {
             let _ = sys::dup2(fd, 2);
         }
-        if let Err(e) = build_root(view) {
+        if let Err(e) = build_root(view, sync_r) {
             report(report_w, &format!("setup_error {e}"));
             sys::exit_now(126);
         }
@@ -314,6 +333,9 @@ pub fn spawn(
     match maps {
         Ok(()) => {
             let _ = sys::write_all(sync_w, b"1");
+            // The child builds the base of its view meanwhile.
+            between();
+            let _ = sys::write_all(sync_w, b"2");
             sys::close(sync_w);
             Ok(pid)
         }

@@ -126,6 +126,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         (None, None)
     };
     let mut info: Option<(RawFd, RawFd)> = None;
+    let mut made: Vec<crate::view::Placeholder> = Vec::new();
     let mut view = None;
     let mut stage = None;
     let mut cgroup = None;
@@ -167,7 +168,9 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
             Backend::Native => {
                 backend_name = "native";
                 spec.seccomp = Some(v.landlock.deny_tcp);
-                crate::native::spawn(&v, &spec, report_w, err_w)
+                crate::native::spawn(&v, &spec, report_w, err_w, || {
+                    made = crate::view::make_placeholders(&v.placeholders);
+                })
             }
             Backend::Bwrap => {
                 backend_name = "bwrap";
@@ -178,6 +181,17 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         "backend bwrap unavailable: {bwrap_path} is missing"
                     ))
                 } else {
+                    made = crate::view::make_placeholders(&v.placeholders);
+                    // bwrap fails on a missing source: leave out a placeholder that could
+                    // not be made and does not exist (the call cannot create it either).
+                    v.ops.retain(|op| match op {
+                        Op::ReadOnly { path } => {
+                            !v.placeholders.iter().any(|q| q.path == *path)
+                                || made.iter().any(|q| q.path == *path)
+                                || std::fs::symlink_metadata(path).is_ok()
+                        }
+                        _ => true,
+                    });
                     match (crate::bwrap::Stage::new(), sys::pipe()) {
                         (Ok(st), Ok((ir, iw))) => {
                             info = Some((ir, iw));
@@ -225,20 +239,29 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     if let Some((_, iw)) = info {
         sys::close(iw);
     }
-    let cleanup = |view: &Option<crate::view::View>| {
-        if let Some(v) = view {
-            crate::view::remove_placeholders(&v.placeholders);
+    // Removes the placeholders once; called as soon as the init reports the line's end (it
+    // reports only after every other process of the call is killed and reaped, so nothing
+    // of the call can create the paths any more), which overlaps the removal with the
+    // sandbox's own teardown, and again (a no-op then) when the launcher is done.
+    let mut cleaned = false;
+    let mut cleanup = || {
+        if !std::mem::replace(&mut cleaned, true) {
+            crate::view::remove_placeholders(&made);
         }
     };
     let child = match spawned {
         Ok(p) => p,
         Err(e) => {
-            cleanup(&view);
+            cleanup();
             return Try::Done(out.setup_error(e));
         }
     };
     let mut sig_target = child;
-    let mut scanner = crate::denials::Scanner::new(&plan.cwd);
+    let mut scanner = crate::denials::Scanner::new(&plan.cwd).covering(
+        view.iter()
+            .flat_map(|v| v.placeholders.iter().map(|p| p.path.clone()))
+            .collect(),
+    );
     let mut report_buf = Vec::new();
     let mut report_open = true;
     let mut err_open = err_r.is_some();
@@ -252,6 +275,29 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     let mut buf = vec![0u8; 65536];
     loop {
         if child_status.is_some() && !report_open && !err_open {
+            break;
+        }
+        // A contained line's end is final once the init reports it: the init reports only
+        // after every other process of the call is killed and reaped, so what the call
+        // wrote to stderr is in the pipe already. Read that without waiting for the init's
+        // own exit (the kernel tearing down the call's namespaces, which bubblewrap's
+        // monitor does not wait for either).
+        if contained && line_status.is_some() {
+            if let (true, Some(r)) = (err_open, err_r) {
+                let _ = sys::set_nonblocking(r);
+                loop {
+                    match sys::read(r, &mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            let _ = sys::write_all(2, &buf[..n]);
+                            scanner.feed(&buf[..n]);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+                scanner.finish();
+            }
             break;
         }
         if let Some(d) = drain_deadline {
@@ -332,8 +378,10 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         setup_error.get_or_insert_with(|| m.to_string());
                     } else if let Some(c) = l.strip_prefix("exit code ") {
                         line_status = Some((c.parse().ok(), None));
+                        cleanup();
                     } else if let Some(s) = l.strip_prefix("exit signal ") {
                         line_status = Some((None, s.parse().ok()));
+                        cleanup();
                     } else if l.starts_with("cgroup_failed") {
                         cg_kind = Some(CgroupKind::None);
                     }
@@ -356,14 +404,22 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         }
     }
     if child_status.is_none() {
-        let _ = sys::kill(child, libc::SIGKILL);
-        child_status = sys::waitpid(child, 0).ok().flatten().map(|x| x.1);
+        if contained && line_status.is_some() {
+            // Ending on its own (see above); whoever inherits it reaps it.
+            child_status = sys::waitpid(child, libc::WNOHANG)
+                .ok()
+                .flatten()
+                .map(|x| x.1);
+        } else {
+            let _ = sys::kill(child, libc::SIGKILL);
+            child_status = sys::waitpid(child, 0).ok().flatten().map(|x| x.1);
+        }
     }
     let survivors = match &cgroup {
         Some(cg) => crate::unsandboxed::end_tree(cg),
         None => Vec::new(),
     };
-    cleanup(&view);
+    cleanup();
     drop(stage);
     if !contained {
         if let Some(st) = child_status {

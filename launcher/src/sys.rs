@@ -396,15 +396,19 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
     }
 }
 
+/// Makes `fd` non-blocking (it replaces the file status flags: for pipes this launcher made).
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl(F_SETFL) takes integers; a bad fd is an error, not undefined behaviour.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) }).map(|_| ())
+}
+
 /// Routes `sigs` to a self-pipe: each delivery writes `[signal, from_kernel]` to the pipe
 /// whose read end is returned (non-blocking both ends). `from_kernel` is 1 when the kernel
 /// (e.g. a terminal's ^C) sent it rather than a process.
 pub fn signal_pipe(sigs: &[libc::c_int]) -> io::Result<RawFd> {
     let (r, w) = pipe()?;
-    for fd in [r, w] {
-        // SAFETY: fcntl on fds just created.
-        check(unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) })?;
-    }
+    set_nonblocking(r)?;
+    set_nonblocking(w)?;
     SIG_PIPE_W.store(w, Ordering::Relaxed);
     for &s in sigs {
         // SAFETY: sigaction is plain data; all-zero is a valid value before filling it in.

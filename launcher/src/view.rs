@@ -2,7 +2,7 @@
 //! host and applied by either backend (our own mounts, or bubblewrap arguments).
 
 use std::collections::BTreeSet;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 use efr_sandbox_wire::{Bus, Desktop, Grant};
@@ -30,12 +30,14 @@ pub enum Op {
     SealDir { path: String },
 }
 
-/// A path the launcher created on the host so a missing protected path can be covered;
-/// removed after the line ends if it is still empty.
+/// An empty file (mode 0444) the launcher creates on the host where a protected path is
+/// missing, so a read-only bind can cover it; removed once the line has ended, if still
+/// empty. A file even where the protected path is a directory (`.vscode/`): bound read-only,
+/// it refuses the directory and anything below it just as well, and a file costs a
+/// fraction of a directory to make and remove (the removal is on every call's path).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placeholder {
     pub path: String,
-    pub dir: bool,
 }
 
 /// The view of one contained call.
@@ -162,53 +164,52 @@ pub fn system_masks(plan: &Plan) -> Vec<String> {
     v
 }
 
-/// Creates a placeholder for a missing protected path: the first missing component below
-/// the existing part (a directory when more components follow or the path ends in `/`).
-fn placeholder(path: &str, want_dir: bool) -> Option<Placeholder> {
-    let p = Path::new(path);
+/// The placeholder a missing protected path needs: its first missing component below the
+/// existing part. Nothing is created here: see [`make_placeholders`].
+fn placeholder_for(path: &str) -> Option<Placeholder> {
     let mut cur = std::path::PathBuf::from("/");
-    let comps: Vec<_> = p.components().skip(1).collect();
-    for (i, c) in comps.iter().enumerate() {
+    for c in Path::new(path).components().skip(1) {
         cur.push(c);
         if std::fs::symlink_metadata(&cur).is_err() {
-            let dir = want_dir || i + 1 < comps.len();
-            let ok = if dir {
-                std::fs::create_dir(&cur).is_ok()
-            } else {
-                std::fs::File::create_new(&cur).is_ok()
-            };
-            if ok {
-                let mode = if dir { 0o555 } else { 0o444 };
-                let _ = std::fs::set_permissions(&cur, std::fs::Permissions::from_mode(mode));
-                return Some(Placeholder {
-                    path: cur.to_string_lossy().into_owned(),
-                    dir,
-                });
-            }
-            return None;
+            return Some(Placeholder {
+                path: cur.to_string_lossy().into_owned(),
+            });
         }
     }
     None
 }
 
-/// Removes placeholders that are still empty.
+/// Creates the view's placeholders on the host; returns the ones it created, the only ones
+/// [`remove_placeholders`] may remove. One that cannot be created (it appeared meanwhile,
+/// or its directory is not writable) is left out: the bind of an existing path then covers
+/// it, and a path this user cannot create the call cannot create either.
+pub fn make_placeholders(ph: &[Placeholder]) -> Vec<Placeholder> {
+    let mut made = Vec::new();
+    for p in ph {
+        let made_one = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .open(&p.path)
+            .is_ok();
+        if made_one {
+            made.push(p.clone());
+        }
+    }
+    made
+}
+
+/// Removes placeholders that are still empty files (what is not ours to remove stays).
 pub fn remove_placeholders(ph: &[Placeholder]) {
     for p in ph.iter().rev() {
-        if p.dir {
-            let _ = std::fs::set_permissions(&p.path, std::fs::Permissions::from_mode(0o755));
-            if std::fs::remove_dir(&p.path).is_err() {
-                let _ = std::fs::set_permissions(&p.path, std::fs::Permissions::from_mode(0o555));
-            }
-        } else if std::fs::metadata(&p.path)
-            .map(|m| m.len() == 0)
-            .unwrap_or(false)
-        {
+        if std::fs::symlink_metadata(&p.path).is_ok_and(|m| m.is_file() && m.len() == 0) {
             let _ = std::fs::remove_file(&p.path);
         }
     }
 }
 
-/// Computes the view (and creates placeholders on the host).
+/// Computes the view. The placeholders it lists are made by the caller
+/// ([`make_placeholders`]) before the backend binds them.
 pub fn build(plan: &Plan) -> View {
     let mut v = View {
         tmp: plan.tmp.clone(),
@@ -238,7 +239,6 @@ pub fn build(plan: &Plan) -> View {
     // Read-only inside writable roots: pin the parents, cover the path.
     let mut pinned = BTreeSet::new();
     for r in &plan.read_only_inside {
-        let want_dir = r.ends_with('/');
         let r = r.trim_end_matches('/').to_string();
         let Some(root) = roots
             .iter()
@@ -254,7 +254,9 @@ pub fn build(plan: &Plan) -> View {
         let target = if exists {
             r.clone()
         } else {
-            match placeholder(&r, want_dir) {
+            match placeholder_for(&r) {
+                // Covered already by the placeholder of another path (`a/` for `a/b`).
+                Some(ph) if v.placeholders.iter().any(|q| under(&ph.path, &q.path)) => continue,
                 Some(ph) => {
                     let t = ph.path.clone();
                     v.placeholders.push(ph);

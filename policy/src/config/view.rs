@@ -9,7 +9,8 @@
 //! to and its common dir. A pattern (`*`, `**`) is expanded against what exists at launch
 //! (bounded walk). A path that does not exist yet is listed when its parent exists (the
 //! launcher covers it with a placeholder), except `commondir` and `gitdir` files, whose
-//! empty placeholder would break git; a trailing `/` asks for a directory placeholder.
+//! empty placeholder would break git; a trailing `/` marks a directory (the placeholder of a
+//! missing one is an empty read-only file all the same: it refuses the directory too).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -24,7 +25,7 @@ const MAX_WALK: usize = 4096;
 /// How deep a `**` walks.
 const MAX_DEPTH: usize = 8;
 
-/// Names whose missing placeholder is a directory.
+/// Names that are directories when present (listed with a trailing `/`).
 const DIR_NAMES: &[&str] = &[
     "hooks",
     ".vscode",
@@ -140,7 +141,7 @@ pub struct LaunchView {
     /// Absolute paths to mask (present but empty).
     pub masks: Vec<String>,
     /// Absolute paths kept read-only inside writable roots (`/`-terminated: a directory
-    /// placeholder when missing).
+    /// when present).
     pub read_only_inside: Vec<String>,
     /// Extra writable paths (`sandbox.writable`), absolute.
     pub writable: Vec<String>,
