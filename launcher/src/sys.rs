@@ -519,3 +519,24 @@ fn place_fds<T>(_keep: &T, raw: &[(RawFd, RawFd)]) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Loads a seccomp filter into the calling thread (`SECCOMP_SET_MODE_FILTER`; no_new_privs
+/// must be set, or the caller must hold CAP_SYS_ADMIN).
+pub fn seccomp_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
+    let len = u16::try_from(prog.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `prog`, which outlives the call, and holds its length; the
+    // kernel copies the program and never writes through the pointer.
+    check_l(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0,
+            &fprog as *const libc::sock_fprog,
+        )
+    })
+    .map(|_| ())
+}
