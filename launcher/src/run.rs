@@ -239,10 +239,9 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     if let Some((_, iw)) = info {
         sys::close(iw);
     }
-    // Removes the placeholders once; called as soon as the init reports the line's end (it
-    // reports only after every other process of the call is killed and reaped, so nothing
-    // of the call can create the paths any more), which overlaps the removal with the
-    // sandbox's own teardown, and again (a no-op then) when the launcher is done.
+    // Removes the placeholders once: as soon as the init reports the line's end (it reports
+    // only after every other process of the call is killed and reaped, so nothing of the
+    // call can create the paths any more), or when the launcher is done otherwise.
     let mut cleaned = false;
     let mut cleanup = || {
         if !std::mem::replace(&mut cleaned, true) {
