@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use efr_proxy::inside::{NameTable, SYNTHETIC_BASE, answer};
+use efr_proxy::dns::{NameTable, SYNTHETIC_BASE, answer};
 use efr_proxy::tls::parse_client_hello;
 use efr_proxy::{HostRule, ProxyPolicy};
 use libfuzzer_sys::fuzz_target;

@@ -11,7 +11,8 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use efr_proxy::inside::{DnsServer, NameTable, SYNTHETIC_BASE, run_relay, run_synthetic_relay};
+use efr_proxy::dns::{NameTable, SYNTHETIC_BASE};
+use efr_proxy::inside::{DnsServer, run_relay, run_synthetic_relay};
 use efr_proxy::{HostRule, ProxyPolicy};
 use serde::{Deserialize, Serialize};
 

@@ -4,15 +4,16 @@
 //! - [`run_relay`]: TCP on `127.0.0.1:<port>` (the proxy variables name it) piped to the
 //!   call's proxy socket;
 //! - [`DnsServer`]: a DNS server on `127.0.0.1:53` that answers allowed names with synthetic
-//!   loopback addresses from a [`NameTable`] and refuses the rest, never forwarding;
+//!   loopback addresses from a [`NameTable`] and refuses the rest, never forwarding
+//!   ([`crate::dns`]);
 //! - [`run_synthetic_relay`]: TCP to a synthetic address, handed to the proxy as
 //!   `CONNECT name:port` so the proxy's checks (TLS, SNI, limits) still hold.
 //!
 //! Every function takes explicit addresses, so tests run them on ordinary loopback.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -20,75 +21,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::name::{self, Host};
-use crate::policy::ProxyPolicy;
+use crate::dns::{DnsOutcome, NameTable, answer};
 
 /// Most relayed connections at once per relay (each takes two threads).
 pub const MAX_RELAY_CONNS: usize = 256;
 const PIPE_BUF: usize = 128 << 10;
 
-/// The first synthetic address: names get 127.77.0.1, 127.77.0.2, ... in the order they
-/// are first looked up.
-pub const SYNTHETIC_BASE: Ipv4Addr = Ipv4Addr::new(127, 77, 0, 0);
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Names the call may look up, and their synthetic addresses. Shared by the DNS server and
-/// the synthetic relay.
-#[derive(Debug)]
-pub struct NameTable {
-    policy: ProxyPolicy,
-    base: u32,
-    inner: Mutex<Names>,
-}
-
-#[derive(Debug, Default)]
-struct Names {
-    by_name: HashMap<String, Ipv4Addr>,
-    by_ip: HashMap<Ipv4Addr, String>,
-}
-
-impl NameTable {
-    /// Names that `policy` allows (grants and allow list, minus deny list and token hosts),
-    /// with addresses from `base` + 1 on (a /16: at most 65534 names).
-    pub fn new(policy: ProxyPolicy, base: Ipv4Addr) -> NameTable {
-        NameTable {
-            policy,
-            base: u32::from(base) & 0xffff_0000,
-            inner: Mutex::new(Names::default()),
-        }
-    }
-
-    /// The synthetic address of `raw` (normalised here), allocated on first use; `None` when
-    /// the name is not allowed (or the table is full).
-    pub fn lookup(&self, raw: &str) -> Option<Ipv4Addr> {
-        let n = match name::normalize(raw) {
-            Ok(Host::Name(n)) => n,
-            _ => return None,
-        };
-        if !self.policy.name_allowed(&n) {
-            return None;
-        }
-        let mut t = lock(&self.inner);
-        if let Some(ip) = t.by_name.get(&n) {
-            return Some(*ip);
-        }
-        let idx = t.by_name.len() as u32 + 1;
-        if idx >= 0xffff {
-            return None;
-        }
-        let ip = Ipv4Addr::from(self.base + idx);
-        t.by_name.insert(n.clone(), ip);
-        t.by_ip.insert(ip, n);
-        Some(ip)
-    }
-
-    /// The name a synthetic address was given to.
-    pub fn name_of(&self, ip: Ipv4Addr) -> Option<String> {
-        lock(&self.inner).by_ip.get(&ip).cloned()
-    }
 }
 
 /// Accept TCP connections and hand each, as it is, to the proxy at `proxy`: the accepted
@@ -284,13 +224,6 @@ pub fn connect_via_proxy(proxy: &Path, name: &str, port: u16) -> io::Result<Unix
     }
 }
 
-/// DNS response codes used.
-const NOERROR: u8 = 0;
-const FORMERR: u8 = 1;
-const NXDOMAIN: u8 = 3;
-const NOTIMP: u8 = 4;
-const REFUSED: u8 = 5;
-
 /// Most distinct refused names remembered (the rest only counted).
 pub const MAX_REFUSED_NAMES: usize = 1024;
 
@@ -302,17 +235,6 @@ pub struct DnsServer {
     refused: Mutex<BTreeMap<String, u32>>,
     refused_other: AtomicU64,
     answered: AtomicU64,
-}
-
-/// What [`DnsServer::answer`] did with one query.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DnsOutcome {
-    /// An allowed name: `A` answered with its synthetic address, other types empty.
-    Allowed(String),
-    /// A name refused (NXDOMAIN) or a query refused (REFUSED, NOTIMP, FORMERR).
-    Refused(Option<String>),
-    /// Not a query: no answer.
-    Dropped,
 }
 
 impl DnsServer {
@@ -385,214 +307,9 @@ impl DnsServer {
     }
 }
 
-/// The answer to one DNS query datagram (pure apart from the table's allocation).
-pub fn answer(table: &NameTable, q: &[u8]) -> (Option<Vec<u8>>, DnsOutcome) {
-    if q.len() < 12 {
-        return (None, DnsOutcome::Dropped);
-    }
-    let flags = u16::from_be_bytes([q[2], q[3]]);
-    if flags & 0x8000 != 0 {
-        return (None, DnsOutcome::Dropped);
-    }
-    let opcode = ((flags >> 11) & 0xf) as u8;
-    let rd = flags & 0x0100;
-    let qd = u16::from_be_bytes([q[4], q[5]]);
-    let reply = |rcode: u8, question: Option<&[u8]>, answer: Option<Ipv4Addr>| -> Vec<u8> {
-        let mut r = Vec::with_capacity(64);
-        r.extend_from_slice(&q[..2]);
-        let f: u16 = 0x8000 | ((opcode as u16) << 11) | 0x0400 | rd | rcode as u16;
-        r.extend_from_slice(&f.to_be_bytes());
-        r.extend_from_slice(&(question.is_some() as u16).to_be_bytes());
-        r.extend_from_slice(&(answer.is_some() as u16).to_be_bytes());
-        r.extend_from_slice(&[0, 0, 0, 0]);
-        if let Some(qs) = question {
-            r.extend_from_slice(qs);
-        }
-        if let Some(ip) = answer {
-            r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
-            r.extend_from_slice(&ip.octets());
-        }
-        r
-    };
-    if opcode != 0 {
-        return (Some(reply(NOTIMP, None, None)), DnsOutcome::Refused(None));
-    }
-    if qd != 1 {
-        return (Some(reply(FORMERR, None, None)), DnsOutcome::Refused(None));
-    }
-    // The question: labels (no compression), type, class.
-    let mut pos = 12;
-    let mut labels: Vec<String> = Vec::new();
-    let mut ok_name = true;
-    loop {
-        let Some(&len) = q.get(pos) else {
-            return (Some(reply(FORMERR, None, None)), DnsOutcome::Refused(None));
-        };
-        pos += 1;
-        if len == 0 {
-            break;
-        }
-        if len & 0xc0 != 0 || pos + len as usize > q.len() || pos > 12 + 255 {
-            return (Some(reply(FORMERR, None, None)), DnsOutcome::Refused(None));
-        }
-        let l = &q[pos..pos + len as usize];
-        if !l.iter().all(|&b| b.is_ascii_graphic() && b != b'.') {
-            ok_name = false;
-        }
-        labels.push(String::from_utf8_lossy(l).to_ascii_lowercase());
-        pos += len as usize;
-    }
-    if pos + 4 > q.len() {
-        return (Some(reply(FORMERR, None, None)), DnsOutcome::Refused(None));
-    }
-    let qtype = u16::from_be_bytes([q[pos], q[pos + 1]]);
-    let qclass = u16::from_be_bytes([q[pos + 2], q[pos + 3]]);
-    let question = &q[12..pos + 4];
-    let qname = labels.join(".");
-    let mut cut = qname.len().min(253);
-    while !qname.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let shown = qname[..cut].to_string();
-    if qclass != 1 {
-        return (
-            Some(reply(REFUSED, Some(question), None)),
-            DnsOutcome::Refused(Some(shown)),
-        );
-    }
-    let ip = if ok_name && !qname.is_empty() {
-        table.lookup(&qname)
-    } else {
-        None
-    };
-    match ip {
-        None => (
-            Some(reply(NXDOMAIN, Some(question), None)),
-            DnsOutcome::Refused(Some(shown)),
-        ),
-        Some(ip) => {
-            let a = if qtype == 1 { Some(ip) } else { None };
-            (
-                Some(reply(NOERROR, Some(question), a)),
-                DnsOutcome::Allowed(qname),
-            )
-        }
-    }
-}
-
-/// A DNS query for `name` and `qtype` (tests and probes).
-pub fn build_query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
-    let mut q = Vec::with_capacity(32 + name.len());
-    q.extend_from_slice(&id.to_be_bytes());
-    q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
-    for l in name.split('.').filter(|l| !l.is_empty()) {
-        q.push(l.len() as u8);
-        q.extend_from_slice(l.as_bytes());
-    }
-    q.push(0);
-    q.extend_from_slice(&qtype.to_be_bytes());
-    q.extend_from_slice(&[0, 1]);
-    q
-}
-
-/// Read an answer: `(rcode, A addresses)`.
-pub fn parse_response(r: &[u8]) -> Option<(u8, Vec<Ipv4Addr>)> {
-    if r.len() < 12 {
-        return None;
-    }
-    let rcode = r[3] & 0xf;
-    let qd = u16::from_be_bytes([r[4], r[5]]);
-    let an = u16::from_be_bytes([r[6], r[7]]);
-    let mut pos = 12;
-    for _ in 0..qd {
-        while *r.get(pos)? != 0 {
-            pos += 1 + *r.get(pos)? as usize;
-        }
-        pos += 5;
-    }
-    let mut out = Vec::new();
-    for _ in 0..an {
-        if r.get(pos)? & 0xc0 == 0xc0 {
-            pos += 2;
-        } else {
-            while *r.get(pos)? != 0 {
-                pos += 1 + *r.get(pos)? as usize;
-            }
-            pos += 1;
-        }
-        let ty = u16::from_be_bytes([*r.get(pos)?, *r.get(pos + 1)?]);
-        let len = u16::from_be_bytes([*r.get(pos + 8)?, *r.get(pos + 9)?]) as usize;
-        pos += 10;
-        if ty == 1 && len == 4 {
-            let b = r.get(pos..pos + 4)?;
-            out.push(Ipv4Addr::new(b[0], b[1], b[2], b[3]));
-        }
-        pos += len;
-    }
-    Some((rcode, out))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::HostRule;
-
-    fn table() -> NameTable {
-        let mut p = ProxyPolicy::default();
-        p.grants.push(HostRule::parse_cli("registry.test").unwrap());
-        p.grants.push(HostRule::parse_cli("*.wild.test").unwrap());
-        p.grants.push(HostRule::parse_cli("tok.test").unwrap());
-        p.token_host("tok.test");
-        NameTable::new(p, SYNTHETIC_BASE)
-    }
-
-    #[test]
-    fn dns_answers() {
-        let t = table();
-        let (r, o) = answer(&t, &build_query(7, "Registry.Test", 1));
-        assert_eq!(o, DnsOutcome::Allowed("registry.test".into()));
-        let r = r.unwrap();
-        assert_eq!(&r[..2], &[0, 7]);
-        assert_eq!(
-            parse_response(&r),
-            Some((0, vec![Ipv4Addr::new(127, 77, 0, 1)]))
-        );
-        let (r, _) = answer(&t, &build_query(8, "a.wild.test", 1));
-        assert_eq!(
-            parse_response(&r.unwrap()),
-            Some((0, vec![Ipv4Addr::new(127, 77, 0, 2)]))
-        );
-        let (r, _) = answer(&t, &build_query(9, "registry.test", 28));
-        assert_eq!(parse_response(&r.unwrap()), Some((0, vec![])));
-        for n in ["wild.test", "tok.test", "evil.test", "127.0.0.1"] {
-            let (r, o) = answer(&t, &build_query(10, n, 1));
-            assert_eq!(parse_response(&r.unwrap()), Some((3, vec![])), "{n}");
-            assert_eq!(o, DnsOutcome::Refused(Some(n.into())));
-        }
-        assert_eq!(
-            t.name_of(Ipv4Addr::new(127, 77, 0, 1)).as_deref(),
-            Some("registry.test")
-        );
-        assert_eq!(answer(&t, b"short").1, DnsOutcome::Dropped);
-        let mut resp = build_query(1, "x.test", 1);
-        resp[2] |= 0x80;
-        assert_eq!(answer(&t, &resp).1, DnsOutcome::Dropped);
-        // A long name of non-UTF-8 labels (cut at a character boundary).
-        let mut q = build_query(2, "", 1);
-        q.truncate(12);
-        for _ in 0..4 {
-            q.push(63);
-            q.extend_from_slice(&[0xff; 63]);
-        }
-        q.extend_from_slice(&[0, 0, 1, 0, 1]);
-        assert!(matches!(answer(&t, &q).1, DnsOutcome::Refused(Some(_))));
-        let mut bad = build_query(1, "x.test", 1);
-        bad.truncate(15);
-        assert_eq!(
-            parse_response(&answer(&t, &bad).0.unwrap()).unwrap().0,
-            FORMERR
-        );
-    }
 
     /// A pseudo-random payload (xorshift), different per seed.
     fn payload(len: usize, mut seed: u64) -> Vec<u8> {

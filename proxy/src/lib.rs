@@ -5,6 +5,7 @@
 //! - [`ProxyPolicy`] and its pure [`ProxyPolicy::decide`]: the documented order of checks;
 //! - [`Proxy`]: the tokio server of one call (Unix listener; TCP for tests and benchmarks),
 //!   its [`Proxy::summary`] and refusal events ([`Proxy::subscribe`]);
+//! - [`dns`]: the DNS answers of the call (synthetic addresses for allowed names);
 //! - [`inside`]: the blocking pieces the launcher runs inside the call's network namespace
 //!   (TCP relay to the proxy socket, DNS server with synthetic addresses, synthetic relay);
 //! - [`run_standalone`]: `efr-sandbox proxy` / the `efr-proxy` binary.
@@ -12,6 +13,7 @@
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
 
 pub mod addr;
+pub mod dns;
 pub mod fdpass;
 pub mod head;
 pub mod inside;

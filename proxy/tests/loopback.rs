@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use efr_proxy::inside::{self, DnsServer, NameTable, SYNTHETIC_BASE};
+use efr_proxy::dns::{self, NameTable, SYNTHETIC_BASE};
+use efr_proxy::inside::{self, DnsServer};
 use efr_proxy::tls::build_client_hello;
 use efr_proxy::{HostRule, Proxy, ProxyPolicy, Refusal};
 use efr_sandbox_wire::summary::{BlockReason, Blocked};
@@ -722,12 +723,12 @@ fn dns_and_synthetic_relay() {
     let c = UdpSocket::bind("127.0.0.1:0").unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let ask = |name: &str, ty: u16| {
-        c.send_to(&inside::build_query(0x1234, name, ty), daddr)
+        c.send_to(&dns::build_query(0x1234, name, ty), daddr)
             .unwrap();
         let mut buf = [0u8; 512];
         let (n, _) = c.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..2], &[0x12, 0x34]);
-        inside::parse_response(&buf[..n]).unwrap()
+        dns::parse_response(&buf[..n]).unwrap()
     };
     let synth = Ipv4Addr::new(127, 77, 0, 1);
     assert_eq!(ask("registry.test", 1), (0, vec![synth]));
