@@ -7,6 +7,10 @@ use efr_sandbox_wire::summary::{BlockReason, Blocked, SandboxSummary};
 /// Most `blocked` entries in a summary.
 pub const MAX_BLOCKED: usize = 32;
 
+/// Most distinct (host, port, reason) a report remembers; refusals of further ones are only
+/// counted (in `blocked_more`), so a flood of made-up names cannot grow the service's memory.
+pub const MAX_ENTRIES: usize = 1024;
+
 /// One refusal, as it happened (for the service to turn into a `host` exit record with
 /// source `denial`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,14 +25,21 @@ pub struct Refusal {
 pub struct Report {
     entries: Vec<Blocked>,
     index: HashMap<(String, u16, BlockReason), usize>,
+    /// Refusals of entries past [`MAX_ENTRIES`].
+    unlisted: u32,
 }
 
 impl Report {
-    /// Count one refusal.
-    pub fn add(&mut self, r: &Refusal) {
+    /// Count one refusal; `false` when it has no entry (past [`MAX_ENTRIES`] distinct ones:
+    /// only counted in `blocked_more`).
+    pub fn add(&mut self, r: &Refusal) -> bool {
         let key = (r.host.clone(), r.port, r.reason);
         match self.index.get(&key) {
             Some(&i) => self.entries[i].count = self.entries[i].count.saturating_add(1),
+            None if self.entries.len() >= MAX_ENTRIES => {
+                self.unlisted = self.unlisted.saturating_add(1);
+                return false;
+            }
             None => {
                 self.index.insert(key, self.entries.len());
                 self.entries.push(Blocked {
@@ -39,19 +50,20 @@ impl Report {
                 });
             }
         }
+        true
     }
 
-    /// Every entry, first-seen order.
+    /// Every entry, first-seen order (at most [`MAX_ENTRIES`]).
     pub fn all(&self) -> &[Blocked] {
         &self.entries
     }
 
     /// `(blocked, blocked_more)`: at most 32 entries, those with the highest counts (ties in
     /// first-seen order), listed in first-seen order; `blocked_more` is the number of
-    /// refusals (sum of counts) of the entries left out.
+    /// refusals (sum of counts) of the entries left out, and of those past [`MAX_ENTRIES`].
     pub fn blocked(&self) -> (Vec<Blocked>, u32) {
         if self.entries.len() <= MAX_BLOCKED {
-            return (self.entries.clone(), 0);
+            return (self.entries.clone(), self.unlisted);
         }
         let mut order: Vec<usize> = (0..self.entries.len()).collect();
         order.sort_by(|&a, &b| {
@@ -63,9 +75,9 @@ impl Report {
         let (keep, drop) = order.split_at(MAX_BLOCKED);
         let mut keep = keep.to_vec();
         keep.sort_unstable();
-        let more = drop
-            .iter()
-            .fold(0u32, |acc, &i| acc.saturating_add(self.entries[i].count));
+        let more = drop.iter().fold(self.unlisted, |acc, &i| {
+            acc.saturating_add(self.entries[i].count)
+        });
         (
             keep.into_iter().map(|i| self.entries[i].clone()).collect(),
             more,
@@ -107,5 +119,29 @@ mod tests {
         assert_eq!(s.blocked.last().unwrap().host, "h39.test");
         assert_eq!(s.blocked.last().unwrap().count, 5);
         assert_eq!(s.blocked[0].host, "h0.test");
+    }
+
+    #[test]
+    fn distinct_entries_are_bounded() {
+        let mut r = Report::default();
+        let refusal = |i: usize| Refusal {
+            host: format!("n{i}.test"),
+            port: 443,
+            reason: BlockReason::NotAllowed,
+        };
+        for i in 0..MAX_ENTRIES + 10 {
+            assert_eq!(r.add(&refusal(i)), i < MAX_ENTRIES, "{i}");
+        }
+        // A known entry still counts; a new one past the bound does not get one.
+        assert!(r.add(&refusal(0)));
+        assert!(!r.add(&refusal(MAX_ENTRIES + 20)));
+        assert_eq!(r.all().len(), MAX_ENTRIES);
+        let s = r.summary();
+        assert_eq!(s.blocked.len(), MAX_BLOCKED);
+        assert_eq!(s.blocked[0].host, "n0.test");
+        assert_eq!(s.blocked[0].count, 2);
+        // Every refusal is in the summary: 32 listed (one of them twice), the rest more.
+        let listed: u32 = s.blocked.iter().map(|b| b.count).sum();
+        assert_eq!(listed + s.blocked_more, (MAX_ENTRIES + 10 + 2) as u32);
     }
 }

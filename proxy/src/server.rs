@@ -282,8 +282,11 @@ impl Proxy {
             port,
             reason,
         };
-        lock(&self.inner.report).add(&r);
+        let listed = lock(&self.inner.report).add(&r);
         bump(&self.inner.counters.refused);
+        if !listed {
+            return; // past the report's bound: counted, no event (no exit record)
+        }
         if let Some(tx) = lock(&self.inner.events).as_ref()
             && tx.try_send(r).is_err()
         {
