@@ -85,7 +85,10 @@ const REFUSED: u8 = 5;
 pub enum DnsOutcome {
     /// An allowed name: `A` answered with its synthetic address, other types empty.
     Allowed(String),
-    /// A name refused (NXDOMAIN) or a query refused (REFUSED, NOTIMP, FORMERR).
+    /// Refused: `Some(name)` for a lookup of a name the table refuses (class `IN`,
+    /// NXDOMAIN; the name as asked, lower case, cut to 253 bytes), `None` for a query refused
+    /// without a name to report (another class: REFUSED; another opcode: NOTIMP; no name,
+    /// or a malformed query: FORMERR or NXDOMAIN).
     Refused(Option<String>),
     /// Not a query: no answer.
     Dropped,
@@ -163,7 +166,7 @@ pub fn answer(table: &NameTable, q: &[u8]) -> (Option<Vec<u8>>, DnsOutcome) {
     if qclass != 1 {
         return (
             Some(reply(REFUSED, Some(question), None)),
-            DnsOutcome::Refused(Some(shown)),
+            DnsOutcome::Refused(None),
         );
     }
     let ip = if ok_name && !qname.is_empty() {
@@ -174,7 +177,7 @@ pub fn answer(table: &NameTable, q: &[u8]) -> (Option<Vec<u8>>, DnsOutcome) {
     match ip {
         None => (
             Some(reply(NXDOMAIN, Some(question), None)),
-            DnsOutcome::Refused(Some(shown)),
+            DnsOutcome::Refused((!shown.is_empty()).then_some(shown)),
         ),
         Some(ip) => {
             let a = if qtype == 1 { Some(ip) } else { None };
@@ -292,6 +295,16 @@ mod tests {
         }
         q.extend_from_slice(&[0, 0, 1, 0, 1]);
         assert!(matches!(answer(&t, &q).1, DnsOutcome::Refused(Some(_))));
+        // Another class (CHAOS): REFUSED, no name to report; the root: NXDOMAIN, no name.
+        let mut ch = build_query(3, "version.bind", 16);
+        let n = ch.len();
+        ch[n - 1] = 3;
+        let (r, o) = answer(&t, &ch);
+        assert_eq!(parse_response(&r.unwrap()).unwrap().0, REFUSED);
+        assert_eq!(o, DnsOutcome::Refused(None));
+        let (r, o) = answer(&t, &build_query(4, ".", 2));
+        assert_eq!(parse_response(&r.unwrap()).unwrap().0, NXDOMAIN);
+        assert_eq!(o, DnsOutcome::Refused(None));
         let mut bad = build_query(1, "x.test", 1);
         bad.truncate(15);
         assert_eq!(

@@ -64,6 +64,79 @@ pub fn run_relay(listener: TcpListener, proxy: &Path) -> io::Result<()> {
     }
 }
 
+/// Why a hand-over failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandOverError {
+    #[error("no socket to hand over")]
+    Nothing,
+    #[error("{0} sockets to hand over, at most {max}", max = crate::fdpass::MAX_HANDED)]
+    TooMany(usize),
+    #[error("connect {path}: {source}", path = .path.display())]
+    Connect { path: PathBuf, source: io::Error },
+    #[error("sending the sockets: {0}")]
+    Send(io::Error),
+    #[error("the proxy did not take the sockets: {0}")]
+    NoAnswer(io::Error),
+    #[error("the proxy refused the sockets")]
+    Refused,
+}
+
+/// The sockets the init binds in the call's network namespace, for [`hand_over`].
+#[derive(Debug, Default)]
+pub struct Sockets {
+    /// The TCP listener the proxy variables name.
+    pub relay: Option<TcpListener>,
+    /// The DNS server's UDP socket.
+    pub dns: Option<UdpSocket>,
+    /// The listeners for connections to synthetic addresses (port 443 and the ports grants
+    /// name).
+    pub synthetic: Vec<TcpListener>,
+}
+
+/// Hands `socks` to the call's proxy at `proxy`, once (see [`crate::fdpass`]), and waits
+/// up to `wait` for the proxy to say it took them; the sockets (our copies) are closed when
+/// this returns, either way. From then on the proxy accepts on the listeners and answers on
+/// the DNS socket itself: nothing of the call's traffic passes through the caller.
+pub fn hand_over(proxy: &Path, socks: Sockets, wait: Duration) -> Result<(), HandOverError> {
+    use crate::fdpass::{self, Role};
+    let mut list: Vec<(Role, std::os::fd::RawFd)> = Vec::new();
+    if let Some(l) = &socks.relay {
+        list.push((Role::Relay, l.as_raw_fd()));
+    }
+    if let Some(u) = &socks.dns {
+        list.push((Role::Dns, u.as_raw_fd()));
+    }
+    list.extend(
+        socks
+            .synthetic
+            .iter()
+            .map(|l| (Role::Synthetic, l.as_raw_fd())),
+    );
+    if list.is_empty() {
+        return Err(HandOverError::Nothing);
+    }
+    if list.len() > fdpass::MAX_HANDED {
+        return Err(HandOverError::TooMany(list.len()));
+    }
+    let mut u = UnixStream::connect(proxy).map_err(|source| HandOverError::Connect {
+        path: proxy.to_path_buf(),
+        source,
+    })?;
+    u.set_write_timeout(Some(wait))
+        .and_then(|()| u.set_read_timeout(Some(wait)))
+        .map_err(HandOverError::Send)?;
+    fdpass::send_hand_over(u.as_raw_fd(), &list).map_err(HandOverError::Send)?;
+    let mut b = [0u8];
+    loop {
+        return match u.read(&mut b) {
+            Ok(1) if b[0] == fdpass::HAND_OVER => Ok(()),
+            Ok(_) => Err(HandOverError::Refused),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => Err(HandOverError::NoAnswer(e)),
+        };
+    }
+}
+
 struct Slot(Arc<AtomicUsize>);
 
 impl Slot {

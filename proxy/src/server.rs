@@ -13,11 +13,12 @@ use efr_sandbox_wire::summary::{BlockReason, Blocked, SandboxSummary};
 use tokio::io::Interest;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::timeout;
 
 use crate::addr::special_range;
-use crate::fdpass;
+use crate::dns::{self, DnsOutcome, NameTable, SYNTHETIC_BASE};
+use crate::fdpass::{self, Role};
 use crate::head::{Head, HeadError, HeadLimits, parse_head};
 use crate::policy::{Decision, Kind, ProxyPolicy};
 use crate::report::{Refusal, Report};
@@ -26,6 +27,11 @@ use crate::tls::{HelloError, MAX_HELLO, parse_client_hello, sni_matches};
 
 /// Name of the response header that carries the `block_reason` of a refusal.
 pub const REASON_HEADER: &str = "X-Efr-Block-Reason";
+
+/// The port a refused DNS lookup is reported on (a lookup has none): 443, the port a tool
+/// that ignores the proxy variables dials next, and the port a host grant without one opens
+/// (so the refusal and a CONNECT refused for the same name are one entry).
+pub const LOOKUP_PORT: u16 = 443;
 
 /// Counters of one proxy (beyond the refusals of [`Proxy::summary`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,6 +55,8 @@ pub struct Stats {
     pub bytes: u64,
     /// Refusal events lost because the receiver lagged.
     pub events_dropped: u64,
+    /// DNS queries answered for an allowed name (on the handed DNS socket).
+    pub lookups: u64,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +69,7 @@ struct Counters {
     dropped: AtomicU64,
     upstream_errors: AtomicU64,
     events_dropped: AtomicU64,
+    lookups: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -78,6 +87,8 @@ struct Inner {
     counters: Counters,
     epoch: Instant,
     closed: watch::Sender<bool>,
+    /// A hand-over came (only the first is ever taken).
+    handed: AtomicBool,
 }
 
 /// The proxy of one contained call. Cheap to clone (shared state).
@@ -108,6 +119,7 @@ impl Proxy {
                 counters: Counters::default(),
                 epoch: Instant::now(),
                 closed: watch::channel(false).0,
+                handed: AtomicBool::new(false),
                 policy,
             }),
         }
@@ -151,6 +163,7 @@ impl Proxy {
             upstream_errors: g(&c.upstream_errors),
             bytes: g(&self.inner.bytes),
             events_dropped: g(&c.events_dropped),
+            lookups: g(&c.lookups),
         }
     }
 
@@ -220,9 +233,10 @@ impl Proxy {
         }
     }
 
-    /// A connection on the Unix socket: either an HTTP proxy request on the connection
-    /// itself, or (first byte [`fdpass::PASS_FD`]) client TCP sockets passed by the relay,
-    /// each then served like a client of [`Proxy::serve_tcp`] (see [`crate::fdpass`]).
+    /// A connection on the Unix socket: an HTTP proxy request on the connection itself, the
+    /// hand-over of the namespace's sockets (first byte [`fdpass::HAND_OVER`]), or (first byte
+    /// [`fdpass::PASS_FD`]) client TCP sockets, each then served like a client of
+    /// [`Proxy::serve_tcp`] (see [`crate::fdpass`]).
     async fn handle_unix(&self, mut s: UnixStream) {
         let inner = &self.inner;
         let first = {
@@ -243,6 +257,7 @@ impl Proxy {
         };
         let mut fds = match first {
             (fdpass::PASS_FD, fds) => fds,
+            (fdpass::HAND_OVER, fds) => return self.take_hand_over(s, fds).await,
             (b, fds) => {
                 drop(fds); // an fd sent with an HTTP request: closed unread
                 return self.handle_inner(s, vec![b]).await;
@@ -273,6 +288,171 @@ impl Proxy {
                 }
                 Ok(None) | Err(_) => return,
             };
+        }
+    }
+
+    /// The hand-over (see [`crate::fdpass`]): only the first this proxy gets, every socket
+    /// checked against its role; then each is served here (the relay like
+    /// [`Proxy::serve_tcp`], the synthetic listeners by [`Proxy::serve_synthetic`], DNS by
+    /// [`Proxy::serve_dns`], all with one [`NameTable`] of this proxy's policy) and the
+    /// sender gets the byte [`fdpass::HAND_OVER`]. Anything else: no answer, fds closed.
+    async fn take_hand_over(&self, mut s: UnixStream, fds: Vec<OwnedFd>) {
+        let inner = &self.inner;
+        let first = !inner.handed.swap(true, Ordering::SeqCst);
+        // The roles are read even when refusing, so the sender sees a close, not a reset.
+        let roles = timeout(inner.policy.limits.handshake_timeout, async {
+            let n = s.read_u8().await? as usize;
+            let mut roles = vec![0u8; n];
+            s.read_exact(&mut roles).await?;
+            io::Result::Ok(roles)
+        })
+        .await;
+        let (true, Ok(Ok(roles))) = (first, roles) else {
+            bump(&inner.counters.malformed);
+            return;
+        };
+        let Some(socks) = fdpass::sort_hand_over(&roles, fds) else {
+            bump(&inner.counters.malformed);
+            return;
+        };
+        let table = Arc::new(NameTable::new(inner.policy.clone(), SYNTHETIC_BASE));
+        let mut serve = Vec::new();
+        for (role, fd) in socks {
+            let r = match role {
+                Role::Relay | Role::Synthetic => {
+                    let l = std::net::TcpListener::from(fd);
+                    l.set_nonblocking(true)
+                        .and_then(|()| TcpListener::from_std(l))
+                        .map(|l| Handed::Tcp(role, l))
+                }
+                Role::Dns => {
+                    let u = std::net::UdpSocket::from(fd);
+                    u.set_nonblocking(true)
+                        .and_then(|()| tokio::net::UdpSocket::from_std(u))
+                        .map(Handed::Dns)
+                }
+            };
+            match r {
+                Ok(h) => serve.push(h),
+                Err(_) => {
+                    bump(&inner.counters.malformed);
+                    return;
+                }
+            }
+        }
+        for h in serve {
+            let (p, t) = (self.clone(), table.clone());
+            match h {
+                Handed::Tcp(Role::Relay, l) => tokio::spawn(async move { p.serve_tcp(l).await }),
+                Handed::Tcp(_, l) => tokio::spawn(async move { p.serve_synthetic(l, t).await }),
+                Handed::Dns(u) => tokio::spawn(async move { p.serve_dns(u, t).await }),
+            };
+        }
+        let _ = s.write_all(&[fdpass::HAND_OVER]).await;
+    }
+
+    /// Serve a TCP listener whose connections go to synthetic addresses (given out by
+    /// `table`'s DNS answers) until shutdown: each connection is a `CONNECT` to the name its
+    /// address was given to, on the port dialled, with every check of a `CONNECT` (the
+    /// client speaks TLS at once, so a refusal closes the connection without an answer). A
+    /// connection to an address the table never gave out is closed at once
+    /// ([`Stats::malformed`]).
+    pub async fn serve_synthetic(&self, listener: TcpListener, table: Arc<NameTable>) {
+        loop {
+            tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((s, _)) => {
+                        let _ = s.set_nodelay(true);
+                        let (p, t) = (self.clone(), table.clone());
+                        tokio::spawn(async move {
+                            tokio::select! {
+                                _ = p.handle_synthetic(s, &t) => {}
+                                _ = p.closed() => {}
+                            }
+                        });
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                },
+                _ = self.closed() => return,
+            }
+        }
+    }
+
+    async fn handle_synthetic(&self, s: TcpStream, table: &NameTable) {
+        let Some(pending) = self.take_pending() else {
+            return;
+        };
+        let name = match s.local_addr() {
+            Ok(SocketAddr::V4(a)) => table.name_of(*a.ip()).map(|n| (n, a.port())),
+            _ => None,
+        };
+        let Some((name, port)) = name else {
+            bump(&self.inner.counters.malformed);
+            return;
+        };
+        self.pass(s, Kind::Connect, &name, port, Vec::new(), None, pending)
+            .await;
+    }
+
+    /// Answer DNS queries on a UDP socket until shutdown, from `table` only (see
+    /// [`crate::dns::answer`]): nothing is ever forwarded. Each lookup of a name refused is
+    /// counted as a refusal of that name on [`LOOKUP_PORT`], with the reason a `CONNECT` to
+    /// it would get (`not_allowed`, `denied`, ...; `limit` when the table is full).
+    pub async fn serve_dns(&self, sock: tokio::net::UdpSocket, table: Arc<NameTable>) {
+        let mut buf = vec![0u8; 4096];
+        loop {
+            let (n, from) = tokio::select! {
+                r = sock.recv_from(&mut buf) => match r {
+                    Ok(x) => x,
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                },
+                _ = self.closed() => return,
+            };
+            let (resp, outcome) = dns::answer(&table, &buf[..n]);
+            match outcome {
+                DnsOutcome::Allowed(_) => bump(&self.inner.counters.lookups),
+                DnsOutcome::Refused(Some(name)) => self.refuse_lookup(&name),
+                DnsOutcome::Refused(None) | DnsOutcome::Dropped => {
+                    bump(&self.inner.counters.malformed)
+                }
+            }
+            if let Some(r) = resp {
+                // Never wait on a client: an answer that does not fit now is dropped.
+                let _ = sock.try_send_to(&r, from);
+            }
+        }
+    }
+
+    /// Count the refused lookup of `name` (as asked).
+    fn refuse_lookup(&self, name: &str) {
+        let policy = &self.inner.policy;
+        let (host, reason) = match policy.decide(Kind::Connect, name, LOOKUP_PORT) {
+            // The name passes on some port, yet the table refused it: it is full.
+            Decision::Refuse { host, .. } if policy.name_allowed(&host) => {
+                (host, BlockReason::Limit)
+            }
+            Decision::Refuse { host, reason, .. } => (host, reason),
+            Decision::Allow { host, .. } => (host, BlockReason::Limit),
+        };
+        self.refuse_record(&host, LOOKUP_PORT, reason);
+    }
+
+    /// A head slot (`max_pending`), the connection counted as accepted; `None` (counted as
+    /// dropped) when every slot is taken.
+    fn take_pending(&self) -> Option<OwnedSemaphorePermit> {
+        let inner = &self.inner;
+        match inner.pending.clone().try_acquire_owned() {
+            Ok(p) => {
+                bump(&inner.counters.accepted);
+                Some(p)
+            }
+            Err(_) => {
+                bump(&inner.counters.dropped);
+                None
+            }
         }
     }
 
@@ -320,11 +500,9 @@ impl Proxy {
         S: Stream,
     {
         let inner = &self.inner;
-        let Ok(pending) = inner.pending.clone().try_acquire_owned() else {
-            bump(&inner.counters.dropped);
+        let Some(pending) = self.take_pending() else {
             return;
         };
-        bump(&inner.counters.accepted);
         let lim = &inner.policy.limits;
         let hl = HeadLimits {
             max_line: lim.max_line,
@@ -370,17 +548,69 @@ impl Proxy {
             }
             Ok(ReadHead::Head(h, rest)) => (h, rest),
         };
-        let (host, port, mapped) = match inner.policy.decide(head.kind, &head.host, head.port) {
+        self.pass(
+            s,
+            head.kind,
+            &head.host,
+            head.port,
+            rest,
+            Some(&head),
+            pending,
+        )
+        .await;
+    }
+
+    /// A refusal before the tunnel: answered when the client sent a request head (`http`),
+    /// else only counted (the connection then ends).
+    async fn refuse_on<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        s: &mut S,
+        http: bool,
+        host: &str,
+        port: u16,
+        reason: BlockReason,
+    ) {
+        if http {
+            self.refuse(s, host, port, reason).await;
+        } else {
+            self.refuse_record(host, port, reason);
+        }
+    }
+
+    /// Steps 2 to 10 for a request for `raw_host:port` of `kind`: from its head (`head`;
+    /// `rest` the bytes after it), or from a synthetic address (no head: no HTTP answer, no
+    /// `200`, the ClientHello comes at once).
+    #[allow(clippy::too_many_arguments)]
+    async fn pass<S>(
+        &self,
+        mut s: S,
+        kind: Kind,
+        raw_host: &str,
+        port: u16,
+        rest: Vec<u8>,
+        head: Option<&Head>,
+        pending: OwnedSemaphorePermit,
+    ) where
+        S: Stream,
+    {
+        let inner = &self.inner;
+        let lim = &inner.policy.limits;
+        let http = head.is_some();
+        let (host, port, mapped) = match inner.policy.decide(kind, raw_host, port) {
             Decision::Refuse { host, port, reason } => {
-                return self.refuse(&mut s, &host, port, reason).await;
+                return self.refuse_on(&mut s, http, &host, port, reason).await;
             }
             Decision::Allow { host, port, addrs } => (host, port, addrs),
         };
         if inner.bytes.load(Ordering::Relaxed) >= lim.max_bytes {
-            return self.refuse(&mut s, &host, port, BlockReason::Limit).await;
+            return self
+                .refuse_on(&mut s, http, &host, port, BlockReason::Limit)
+                .await;
         }
         let Ok(_slot) = inner.conns.clone().try_acquire_owned() else {
-            return self.refuse(&mut s, &host, port, BlockReason::Limit).await;
+            return self
+                .refuse_on(&mut s, http, &host, port, BlockReason::Limit)
+                .await;
         };
         drop(pending);
 
@@ -399,38 +629,35 @@ impl Proxy {
         };
         if addrs.is_empty() {
             bump(&inner.counters.upstream_errors);
-            answer(
-                &mut s,
-                502,
-                None,
-                &format!("efr sandbox proxy: cannot resolve {host}\n"),
-            )
-            .await;
+            if http {
+                let body = format!("efr sandbox proxy: cannot resolve {host}\n");
+                answer(&mut s, 502, None, &body).await;
+            }
             return;
         }
         if !inner.policy.resolve.contains_key(&host)
             && addrs.iter().any(|a| special_range(*a).is_some())
         {
-            return self.refuse(&mut s, &host, port, BlockReason::Denied).await;
+            return self
+                .refuse_on(&mut s, http, &host, port, BlockReason::Denied)
+                .await;
         }
         let Some(mut up) = dial(&addrs, port, lim.handshake_timeout).await else {
             bump(&inner.counters.upstream_errors);
-            answer(
-                &mut s,
-                502,
-                None,
-                &format!("efr sandbox proxy: cannot connect to {host}:{port}\n"),
-            )
-            .await;
+            if http {
+                let body = format!("efr sandbox proxy: cannot connect to {host}:{port}\n");
+                answer(&mut s, 502, None, &body).await;
+            }
             return;
         };
         let _ = up.set_nodelay(true);
 
-        match head.kind {
-            Kind::Connect => {
-                if s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                    .await
-                    .is_err()
+        match (kind, head) {
+            (Kind::Connect, _) => {
+                if http
+                    && s.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                        .await
+                        .is_err()
                 {
                     return;
                 }
@@ -458,13 +685,15 @@ impl Proxy {
                     return;
                 }
             }
-            Kind::PlainHttp => {
+            (Kind::PlainHttp, Some(head)) => {
                 let mut req = head.origin_request(&host);
                 req.extend_from_slice(&rest);
                 if up.write_all(&req).await.is_err() {
                     return;
                 }
             }
+            // Only a request head asks for plain HTTP.
+            (Kind::PlainHttp, None) => return,
         }
         bump(&inner.counters.tunnels);
         let state = Arc::new(TunnelState {
@@ -632,6 +861,12 @@ async fn linger<S: AsyncRead + AsyncWrite + Unpin>(s: &mut S) {
         }
     })
     .await;
+}
+
+/// A socket of a hand-over, ready for tokio.
+enum Handed {
+    Tcp(Role, TcpListener),
+    Dns(tokio::net::UdpSocket),
 }
 
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 //! Each wrapper is one call or one fixed pattern; the logic lives in `splice` and `fdpass`.
 
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::{size_of, size_of_val, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// `pipe2(2)` with `flags`: the read end, then the write end.
@@ -90,26 +90,44 @@ fn msghdr<const N: usize>(iov: &mut libc::iovec, ctl: &mut Cmsg<N>) -> libc::msg
     msg
 }
 
-/// Send the one byte `byte` with `fd` attached (`SCM_RIGHTS`, `MSG_NOSIGNAL`), retrying on
-/// `EINTR`; blocking unless `sock` is non-blocking.
-pub(crate) fn send_fd(sock: RawFd, byte: u8, fd: RawFd) -> io::Result<()> {
-    let mut byte = [byte];
+/// Send `data` with `fds` attached (`SCM_RIGHTS`, at most `N`, none: no control message;
+/// `MSG_NOSIGNAL`), retrying on
+/// `EINTR`; blocking unless `sock` is non-blocking. The bytes sent (the fds go with the
+/// first of them; the caller sends the rest, if any, without fds).
+pub(crate) fn send_with_fds<const N: usize>(
+    sock: RawFd,
+    data: &[u8],
+    fds: &[RawFd],
+) -> io::Result<usize> {
+    if fds.len() > N || data.is_empty() {
+        return Err(io::ErrorKind::InvalidInput.into());
+    }
     let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
+        // sendmsg only reads through iov_base.
+        iov_base: data.as_ptr().cast_mut().cast(),
+        iov_len: data.len(),
     };
-    let mut ctl = Cmsg::<1>::new();
+    let mut ctl = Cmsg::<N>::new();
     ctl.hdr.cmsg_level = libc::SOL_SOCKET;
     ctl.hdr.cmsg_type = libc::SCM_RIGHTS;
-    ctl.hdr.cmsg_len = (size_of::<libc::cmsghdr>() + size_of::<RawFd>()) as _;
-    ctl.fds[0] = fd;
-    let msg = msghdr(&mut iov, &mut ctl);
+    ctl.hdr.cmsg_len = (size_of::<libc::cmsghdr>() + size_of_val(fds)) as _;
+    ctl.fds[..fds.len()].copy_from_slice(fds);
+    let mut msg = msghdr(&mut iov, &mut ctl);
+    // Exactly the space of this one header (CMSG_SPACE): the kernel would read zeroed room
+    // after it as a second, invalid header.
+    let space = size_of::<libc::cmsghdr>() + size_of_val(fds).next_multiple_of(size_of::<usize>());
+    msg.msg_controllen = space as _;
+    if fds.is_empty() {
+        msg.msg_control = std::ptr::null_mut();
+        msg.msg_controllen = 0;
+    }
     loop {
-        // SAFETY: `msg` points at `iov` (-> `byte`) and `ctl`, all alive and unmoved for the
-        // call; sendmsg only reads them.
+        // SAFETY: `msg` points at `iov` (-> `data`, `data.len()` readable bytes) and `ctl`
+        // (`msg_controllen` <= its size), all alive and unmoved for the call; sendmsg only
+        // reads them.
         let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
-        if n == 1 {
-            return Ok(());
+        if n > 0 {
+            return Ok(n as usize);
         }
         let e = io::Error::last_os_error();
         if n < 0 && e.kind() == io::ErrorKind::Interrupted {
@@ -121,6 +139,11 @@ pub(crate) fn send_fd(sock: RawFd, byte: u8, fd: RawFd) -> io::Result<()> {
             io::ErrorKind::WriteZero.into()
         });
     }
+}
+
+/// Send the one byte `byte` with `fd` attached (see [`send_with_fds`]).
+pub(crate) fn send_fd(sock: RawFd, byte: u8, fd: RawFd) -> io::Result<()> {
+    send_with_fds::<1>(sock, &[byte], &[fd]).map(|_| ())
 }
 
 /// Receive into `buf` with at most `N` fds (`MSG_CMSG_CLOEXEC | MSG_DONTWAIT`, retrying on
@@ -184,6 +207,25 @@ pub(crate) fn is_socket(fd: RawFd) -> bool {
     let mut st: libc::stat = unsafe { zeroed() };
     // SAFETY: `st` is writable for fstat; a bad fd only fails.
     (unsafe { libc::fstat(fd, &mut st) }) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+}
+
+/// The local port of the socket `fd` (`getsockname`, IPv4 or IPv6); `None` when it fails
+/// or the socket is of another family.
+pub(crate) fn local_port(fd: RawFd) -> Option<u16> {
+    // A sockaddr_in6 holds a sockaddr_in too, and both have the port (network order) at
+    // the same offset, right after the family.
+    // SAFETY: an all-zero sockaddr_in6 (plain integers) is valid.
+    let mut sa: libc::sockaddr_in6 = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+    // SAFETY: `sa` and `len` are valid for getsockname, which writes at most `len` bytes.
+    if unsafe { libc::getsockname(fd, (&raw mut sa).cast(), &mut len) } != 0 {
+        return None;
+    }
+    matches!(
+        sa.sin6_family as libc::c_int,
+        libc::AF_INET | libc::AF_INET6
+    )
+    .then(|| u16::from_be(sa.sin6_port))
 }
 
 /// Whether the socket `fd` has a peer (`getpeername` succeeds).

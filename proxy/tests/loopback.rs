@@ -784,6 +784,300 @@ fn dns_and_synthetic_relay() {
     assert_eq!(tp.blocked(), vec![e("registry.test", sp, BadRequest, 1)]);
 }
 
+/// A proxy serving a Unix socket in a fresh directory: (proxy, socket path, directory).
+fn unix_proxy(p: ProxyPolicy) -> (TestProxy, PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("proxy.sock");
+    let tp = TestProxy::start(p, Some(&sock));
+    (tp, sock, dir)
+}
+
+/// Python's ssl to `ip:port` with `sni` as the server name: `OK` when the s_server page came
+/// back, else `FAIL ...`.
+fn py_tls(ip: Ipv4Addr, port: u16, sni: &str, certs: &Certs) -> String {
+    let script = format!(
+        "import socket, ssl\n\
+         ctx = ssl.create_default_context(cafile={cafile:?})\n\
+         s = socket.create_connection(('{ip}', {port}), timeout=20)\n\
+         try:\n\
+         \x20   t = ctx.wrap_socket(s, server_hostname='{sni}')\n\
+         \x20   t.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n\
+         \x20   data = b''\n\
+         \x20   while True:\n\
+         \x20       d = t.recv(65536)\n\
+         \x20       if not d: break\n\
+         \x20       data += d\n\
+         \x20   print('OK' if b's_server' in data else 'NODATA')\n\
+         except (ssl.SSLError, OSError) as e:\n\
+         \x20   print('FAIL', e)\n",
+        cafile = certs.cert.to_str().unwrap(),
+    );
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The hand-over: the sockets the init binds (relay, DNS, synthetic listeners) go to the
+/// proxy once, and the proxy serves them itself with every check: the relay like its own
+/// TCP listener, DNS from the call's name table (refused names reported on port 443 with the
+/// reason a CONNECT would get), a synthetic address as a CONNECT to its name on the port
+/// dialled. A second hand-over is refused; garbage on the DNS socket changes nothing.
+#[test]
+fn handed_sockets_are_served() {
+    let srv = s_server();
+    let sp = srv.port;
+    let mut p = policy(&[&format!("registry.test:{sp}"), "tokens.test"]);
+    map_local(&mut p, "registry.test");
+    let (mut tp, sock, _dir) = unix_proxy(p);
+
+    // What the init binds: names get 127.77.0.1, ... in lookup order, so registry.test (the
+    // first looked up) is 127.77.0.1; its listener on the registry's own port, another on a
+    // port no grant names, one on an address never given out.
+    let synth = Ipv4Addr::new(127, 77, 0, 1);
+    let other_port = free_port();
+    let relay = TcpListener::bind("127.0.0.1:0").unwrap();
+    let raddr = relay.local_addr().unwrap();
+    let dns_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let daddr = dns_sock.local_addr().unwrap();
+    let unknown = TcpListener::bind("127.77.0.99:0").unwrap();
+    let uaddr = unknown.local_addr().unwrap();
+    let socks = inside::Sockets {
+        relay: Some(relay),
+        dns: Some(dns_sock),
+        synthetic: vec![
+            TcpListener::bind((synth, sp)).unwrap(),
+            TcpListener::bind((synth, other_port)).unwrap(),
+            unknown,
+        ],
+    };
+    inside::hand_over(&sock, socks, Duration::from_secs(10)).unwrap();
+    // Only the first hand-over is taken.
+    let again = inside::Sockets {
+        relay: Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        ..Default::default()
+    };
+    let err = inside::hand_over(&sock, again, Duration::from_secs(10)).unwrap_err();
+    assert!(
+        matches!(err, inside::HandOverError::Refused),
+        "a second hand-over: {err}"
+    );
+
+    // DNS, answered by the proxy from the name table; nothing forwarded.
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // The answer with the query's id (garbage sent before may have been answered too).
+    let ask_raw = |q: &[u8]| {
+        c.send_to(q, daddr).unwrap();
+        loop {
+            let mut buf = [0u8; 512];
+            let (n, _) = c.recv_from(&mut buf).unwrap();
+            if buf[..2] == q[..2] {
+                break buf[..n].to_vec();
+            }
+        }
+    };
+    let ask = |name: &str, ty: u16| {
+        let r = ask_raw(&dns::build_query(0x1234, name, ty));
+        assert_eq!(&r[..2], &[0x12, 0x34]);
+        dns::parse_response(&r).unwrap()
+    };
+    assert_eq!(ask("registry.test", 1), (0, vec![synth]));
+    assert_eq!(ask("REGISTRY.test", 1), (0, vec![synth]));
+    assert_eq!(ask("registry.test", 28), (0, vec![]));
+    assert_eq!(ask("evil.test", 1), (3, vec![]));
+    assert_eq!(ask("evil.test", 28), (3, vec![]));
+    assert_eq!(ask("tokens.test", 1), (3, vec![]));
+    assert_eq!(ask("Metadata.Google.Internal.", 1), (3, vec![]));
+    // Garbage: a response, a short datagram, random bytes; then still answering.
+    let mut resp = dns::build_query(1, "registry.test", 1);
+    resp[2] |= 0x80;
+    c.send_to(&resp, daddr).unwrap();
+    c.send_to(b"short", daddr).unwrap();
+    c.send_to(&payload(300, 99), daddr).unwrap();
+    let mut bad = dns::build_query(2, "x.test", 1);
+    bad.truncate(15);
+    assert_eq!(dns::parse_response(&ask_raw(&bad)).unwrap().0, 1); // FORMERR
+    assert_eq!(ask("registry.test", 1), (0, vec![synth]));
+
+    // The relay: curl through it, as through the proxy's own listener.
+    let (rc, body) = curl(raddr, &srv.certs, &format!("https://registry.test:{sp}/"));
+    assert_eq!(rc, 0, "{body}");
+    assert!(body.contains("s_server"));
+    let (code, reason, _) = connect(raddr, "nope.test", sp);
+    assert_eq!((code, reason.as_deref()), (403, Some("not_allowed")));
+
+    // Synthetic: TLS straight to the name's address, the CONNECT checks on the port dialled.
+    assert_eq!(py_tls(synth, sp, "registry.test", &srv.certs), "OK");
+    assert!(py_tls(synth, sp, "other.test", &srv.certs).starts_with("FAIL"));
+    let mut s = TcpStream::connect((synth, sp)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+    assert_eq!(read_to_end(&mut s), b"", "not TLS: closed");
+    assert!(py_tls(synth, other_port, "registry.test", &srv.certs).starts_with("FAIL"));
+    // An address the table never gave out: closed at once.
+    let mut s = TcpStream::connect(uaddr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(read_to_end(&mut s), b"");
+
+    let want = vec![
+        e("evil.test", 443, NotAllowed, 2),
+        e("tokens.test", 443, Denied, 1),
+        e("metadata.google.internal", 443, Denied, 1),
+        e("nope.test", sp, NotAllowed, 1),
+        e("registry.test", sp, BadRequest, 1),
+        e("registry.test", sp, NotTls, 1),
+        e("registry.test", other_port, NotAllowed, 1),
+    ];
+    // The refusals after a closed connection are counted once the proxy saw the close.
+    let t = Instant::now();
+    while tp.blocked() != want && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(tp.blocked(), want);
+    let ev = tp.events();
+    assert_eq!(ev.len(), 8, "{ev:?}");
+    assert_eq!(ev[0], ("evil.test".to_string(), 443, NotAllowed));
+    let st = tp.proxy.stats();
+    assert_eq!(st.lookups, 4, "{st:?}");
+    // The second hand-over, 3 DNS datagrams, the FORMERR query, the unknown address.
+    assert_eq!(st.malformed, 6, "{st:?}");
+    assert_eq!(st.tunnels, 2, "{st:?}");
+}
+
+/// What else could come as a hand-over (a contained process can connect to the proxy
+/// socket too, though never before the init's hand-over): each bad one is refused with no
+/// answer and every fd closed, and it uses up the proxy's one hand-over; the proxy keeps
+/// serving ordinary requests.
+#[test]
+fn hand_over_is_checked() {
+    use efr_proxy::fdpass::{self, HAND_OVER};
+    use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+    use std::os::unix::net::UnixStream;
+    let ep = echo_server();
+    let mut p = policy(&[&format!("sink.test:{ep}")]);
+    map_local(&mut p, "sink.test");
+    p.limits.handshake_timeout = Duration::from_secs(1);
+    let listener = || -> OwnedFd { TcpListener::bind("127.0.0.1:0").unwrap().into() };
+    let udp = || -> OwnedFd { UdpSocket::bind("127.0.0.1:0").unwrap().into() };
+    let srv = TcpListener::bind("127.0.0.1:0").unwrap();
+    let connected: OwnedFd = TcpStream::connect(srv.local_addr().unwrap())
+        .unwrap()
+        .into();
+    let (pipe_r, _pipe_w) = std::io::pipe().unwrap();
+    let pipe_r: OwnedFd = pipe_r.into();
+    let (unix_a, _unix_b) = UnixStream::pair().unwrap();
+    let unix_a: OwnedFd = unix_a.into();
+    // Each case owns its fds (the message carries copies; ours close with the case).
+    let cases: Vec<(&str, Vec<u8>, Vec<OwnedFd>)> = vec![
+        ("no fd", vec![HAND_OVER, 1, b'r'], vec![]),
+        ("a pipe", vec![HAND_OVER, 1, b'r'], vec![pipe_r]),
+        ("a Unix socket", vec![HAND_OVER, 1, b's'], vec![unix_a]),
+        (
+            "a connected socket",
+            vec![HAND_OVER, 1, b'r'],
+            vec![connected],
+        ),
+        ("UDP as a listener", vec![HAND_OVER, 1, b'r'], vec![udp()]),
+        (
+            "a listener as DNS",
+            vec![HAND_OVER, 1, b'd'],
+            vec![listener()],
+        ),
+        (
+            "an unknown role",
+            vec![HAND_OVER, 1, b'x'],
+            vec![listener()],
+        ),
+        (
+            "two relays",
+            vec![HAND_OVER, 2, b'r', b'r'],
+            vec![listener(), listener()],
+        ),
+        (
+            "two DNS sockets",
+            vec![HAND_OVER, 2, b'd', b'd'],
+            vec![udp(), udp()],
+        ),
+        (
+            "more roles than fds",
+            vec![HAND_OVER, 2, b'r', b's'],
+            vec![listener()],
+        ),
+        (
+            "roles cut short",
+            vec![HAND_OVER, 3, b'r'],
+            vec![listener()],
+        ),
+    ];
+    for (what, bytes, fds) in cases {
+        let (tp, sock, _dir) = unix_proxy(p.clone());
+        let mut u = UnixStream::connect(&sock).unwrap();
+        u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        if fds.is_empty() {
+            u.write_all(&bytes).unwrap();
+        } else {
+            let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+            fdpass::send_fds(u.as_raw_fd(), &bytes, &raw).unwrap();
+        }
+        if what == "roles cut short" {
+            u.shutdown(Shutdown::Write).unwrap();
+        }
+        let mut back = Vec::new();
+        let _ = u.read_to_end(&mut back);
+        assert_eq!(back, b"", "{what}: no answer");
+        // The one hand-over is used up: a good one now is refused too.
+        let good = inside::Sockets {
+            relay: Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+            ..Default::default()
+        };
+        let err = inside::hand_over(&sock, good, Duration::from_secs(10)).unwrap_err();
+        assert!(
+            matches!(err, inside::HandOverError::Refused),
+            "{what}: {err}"
+        );
+        // Ordinary requests are still served.
+        let (code, _, _) = connect(tp.addr, "nope.test", 443);
+        assert_eq!(code, 403, "{what}");
+        assert_eq!(tp.proxy.stats().malformed, 2, "{what}");
+    }
+    // A hand-over that never sends its roles: closed after the handshake timeout.
+    let (tp, sock, _dir) = unix_proxy(p.clone());
+    let mut u = UnixStream::connect(&sock).unwrap();
+    u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let l = listener();
+    fdpass::send_fds(u.as_raw_fd(), &[HAND_OVER], &[l.as_raw_fd()]).unwrap();
+    let t = Instant::now();
+    let mut back = Vec::new();
+    let _ = u.read_to_end(&mut back);
+    assert_eq!(back, b"");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(tp.proxy.stats().malformed, 1);
+    // The hand-over helper refuses what it cannot send.
+    let (_tp, sock, _dir) = unix_proxy(p.clone());
+    let none = inside::hand_over(&sock, inside::Sockets::default(), Duration::from_secs(1));
+    assert!(matches!(none, Err(inside::HandOverError::Nothing)));
+    let many = inside::Sockets {
+        synthetic: (0..fdpass::MAX_HANDED + 1)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect(),
+        ..Default::default()
+    };
+    let many = inside::hand_over(&sock, many, Duration::from_secs(1));
+    assert!(matches!(many, Err(inside::HandOverError::TooMany(_))));
+    // ... and the whole set of a real call goes over in one message.
+    let full = inside::Sockets {
+        relay: Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        dns: Some(UdpSocket::bind("127.0.0.1:0").unwrap()),
+        synthetic: (0..65)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect(),
+    };
+    inside::hand_over(&sock, full, Duration::from_secs(10)).unwrap();
+}
+
 /// A pseudo-random payload (xorshift).
 fn payload(len: usize, mut seed: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(len + 8);
