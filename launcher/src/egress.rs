@@ -1,25 +1,27 @@
-//! The proxy pieces the init runs inside the call's network namespace (design section 7):
-//! the TCP relay the proxy variables name, the DNS server on `127.0.0.1:53` and the
-//! synthetic relay on port 443, each a thread of the init, all reaching the call's proxy
-//! through its socket bound at [`crate::plan::INSIDE_PROXY_SOCKET`].
+//! The proxy's sockets inside the call's network namespace (design section 7): the TCP
+//! listener the proxy variables name, the DNS server's UDP socket on `127.0.0.1:53` and the
+//! listeners for synthetic addresses (port 443 and the ports grants name).
 //!
-//! The sockets are bound by [`Egress::bind`] before the init forks the line (so the line
-//! finds them listening, and never holds their fds: it closes every fd but 0-2), the threads
-//! start in [`Egress::start`] after the fork (a fork of a threaded process is avoided).
+//! The init binds them before it forks the line ([`Egress::bind`]) and hands them, listening,
+//! to the call's proxy through its socket at [`crate::plan::INSIDE_PROXY_SOCKET`]
+//! ([`Egress::hand_over`], `efr_proxy::inside::hand_over`); the proxy accepts and answers on
+//! them itself (they stay in the call's namespace), so the init runs no thread and no byte of
+//! the call passes through it. The init's copies are closed once the proxy took them, before
+//! the line exists: the line never holds them.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::time::Duration;
 
-use efr_proxy::dns::{NameTable, SYNTHETIC_BASE};
-use efr_proxy::inside::{DnsServer, run_relay, run_synthetic_relay};
-use efr_proxy::{HostRule, ProxyPolicy};
+use efr_proxy::inside::{Sockets, hand_over};
 use serde::{Deserialize, Serialize};
 
 /// The DNS server's port (resolv.conf cannot name another).
 pub const DNS_PORT: u16 = 53;
 /// The port tools that ignore the proxy variables dial on a synthetic address.
 pub const SYNTHETIC_PORT: u16 = 443;
+/// How long the init waits for the proxy to take the sockets.
+pub const HAND_OVER_WAIT: Duration = Duration::from_secs(10);
 
 /// What the init needs of the proxy plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,51 +29,28 @@ pub const SYNTHETIC_PORT: u16 = 443;
 pub struct EgressSpec {
     /// The proxy socket as the init sees it.
     pub socket: String,
-    pub names: Vec<String>,
-    pub deny: Vec<String>,
     pub relay_port: u16,
-    /// Ports besides 443 of the synthetic relay.
+    /// Ports besides 443 of the synthetic listeners.
     #[serde(default)]
     pub ports: Vec<u16>,
 }
 
-impl EgressSpec {
-    /// The name table of the DNS server: `names` allowed, `deny` refused.
-    pub fn table(&self) -> NameTable {
-        let mut p = ProxyPolicy {
-            grants: self
-                .names
-                .iter()
-                .filter_map(|n| HostRule::new(n, None, false))
-                .collect(),
-            ..Default::default()
-        };
-        for d in &self.deny {
-            p.deny(d);
-        }
-        NameTable::new(p, SYNTHETIC_BASE)
-    }
-}
-
-/// The bound sockets, until [`Egress::start`].
+/// The bound sockets, until [`Egress::hand_over`].
 #[derive(Debug)]
 pub struct Egress {
     socket: PathBuf,
-    relay: TcpListener,
-    dns: DnsServer,
-    synthetic: Vec<TcpListener>,
-    table: Arc<NameTable>,
+    socks: Sockets,
 }
 
 impl Egress {
-    /// Binds the relay on `127.0.0.1:relay_port`, the DNS server on `127.0.0.1:53` and the
-    /// synthetic relay on `0.0.0.0:443` (only loopback exists in the namespace).
+    /// Binds the relay on `127.0.0.1:relay_port`, the DNS socket on `127.0.0.1:53` and the
+    /// synthetic listeners on `0.0.0.0:443` and each extra port (only loopback exists in the
+    /// namespace).
     pub fn bind(spec: &EgressSpec) -> Result<Egress, String> {
-        let table = Arc::new(spec.table());
         let lo = Ipv4Addr::LOCALHOST;
         let relay = TcpListener::bind(SocketAddr::from((lo, spec.relay_port)))
             .map_err(|e| format!("proxy relay on 127.0.0.1:{}: {e}", spec.relay_port))?;
-        let dns = DnsServer::bind(SocketAddr::from((lo, DNS_PORT)), table.clone())
+        let dns = UdpSocket::bind(SocketAddr::from((lo, DNS_PORT)))
             .map_err(|e| format!("dns server on 127.0.0.1:{DNS_PORT}: {e}"))?;
         let mut synthetic = Vec::new();
         for port in std::iter::once(SYNTHETIC_PORT).chain(spec.ports.iter().copied()) {
@@ -82,28 +61,18 @@ impl Egress {
         }
         Ok(Egress {
             socket: PathBuf::from(&spec.socket),
-            relay,
-            dns,
-            synthetic,
-            table,
+            socks: Sockets {
+                relay: Some(relay),
+                dns: Some(dns),
+                synthetic,
+            },
         })
     }
 
-    /// Starts the three threads; they live as long as the init.
-    pub fn start(self) {
-        let Egress {
-            socket,
-            relay,
-            dns,
-            synthetic,
-            table,
-        } = self;
-        let s1 = socket.clone();
-        std::thread::spawn(move || run_relay(relay, &s1));
-        std::thread::spawn(move || dns.run());
-        for l in synthetic {
-            let (t, s) = (table.clone(), socket.clone());
-            std::thread::spawn(move || run_synthetic_relay(l, t, &s, None));
-        }
+    /// Hands every socket to the call's proxy and waits until it took them; our copies are
+    /// closed when this returns.
+    pub fn hand_over(self) -> Result<(), String> {
+        hand_over(&self.socket, self.socks, HAND_OVER_WAIT)
+            .map_err(|e| format!("the call's proxy did not take its sockets: {e}"))
     }
 }

@@ -37,7 +37,8 @@ pub struct InnerSpec {
     /// Our seccomp programs were loaded before this process started (by bwrap).
     #[serde(default)]
     pub seccomp_preloaded: bool,
-    /// The init runs the proxy's relays and DNS server (a call with a proxy).
+    /// The init binds the proxy's sockets and hands them to the call's proxy (a call with
+    /// a proxy).
     #[serde(default)]
     pub egress: Option<crate::egress::EgressSpec>,
     /// TESTS ONLY (the plan's `test_weaken`): entries left out of the EPERM program.
@@ -137,18 +138,15 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             sys::exit_now(127)
         }
     };
-    // The proxy's sockets are bound before the line exists (it finds them listening) and
-    // served by threads started after the fork (the line is forked from a single thread).
-    let egress = match &spec.egress {
-        Some(e) => match crate::egress::Egress::bind(e) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                report(report_fd, &format!("setup_error {e}"));
-                sys::exit_now(127)
-            }
-        },
-        None => None,
-    };
+    // The proxy's sockets are bound in the call's network namespace and handed to the
+    // call's proxy before the line exists: the line finds them served, and never holds them
+    // (the init's copies are closed by then).
+    if let Some(e) = &spec.egress {
+        if let Err(e) = crate::egress::Egress::bind(e).and_then(|b| b.hand_over()) {
+            report(report_fd, &format!("setup_error {e}"));
+            sys::exit_now(127)
+        }
+    }
     let main = match sys::fork() {
         Ok(0) => exec_line(spec, report_fd),
         Ok(p) => p,
@@ -157,13 +155,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             sys::exit_now(127)
         }
     };
-    if let Some(e) = egress {
+    if spec.egress.is_some() && spec.drop_caps {
         // The ports below 1024 are bound: the init needs no capability any more (under
         // bwrap it has none to drop).
-        if spec.drop_caps {
-            let _ = sys::drop_all_caps();
-        }
-        e.start();
+        let _ = sys::drop_all_caps();
     }
     let mut status: Option<libc::c_int> = None;
     loop {

@@ -118,26 +118,20 @@ pub const MAX_SOCKET_PATH: usize = 107;
 
 /// The call's egress proxy (design section 7): the launcher binds its socket into the view
 /// at [`INSIDE_PROXY_SOCKET`], points `/etc/resolv.conf` at the call's DNS server, sets the
-/// proxy variables, and the init runs (as threads, inside the call's network namespace) the
-/// TCP relay on `127.0.0.1:relay_port`, the DNS server on `127.0.0.1:53` and the synthetic
-/// relay on port 443.
+/// proxy variables, and the init binds (inside the call's network namespace) the relay's
+/// listener on `127.0.0.1:relay_port`, the DNS socket on `127.0.0.1:53` and the synthetic
+/// listeners on port 443 and `ports`, and hands them to the proxy, which serves them (the
+/// names the DNS answers are the proxy's, from its own policy).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProxyPlan {
     /// The host path of the call's proxy socket (the service's proxy listens there).
     pub socket: String,
-    /// Names the in-call DNS server answers (exact names or `*.suffix`): the call's host
-    /// grants and the config's allow list.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub names: Vec<String>,
-    /// Names it never answers (exact or `*.suffix`): the deny list and the token hosts.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deny: Vec<String>,
     /// The relay's TCP port on 127.0.0.1 (the proxy variables name it).
     #[serde(default = "default_relay_port")]
     pub relay_port: u16,
-    /// Ports besides 443 the synthetic relay carries (the ports host grants name), so a
-    /// tool that ignores the proxy variables reaches `name:port` too.
+    /// Ports besides 443 of the synthetic listeners (the ports host grants name), so a tool
+    /// that ignores the proxy variables reaches `name:port` too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<u16>,
 }
@@ -151,8 +145,6 @@ impl ProxyPlan {
     pub fn new(socket: impl Into<String>) -> ProxyPlan {
         ProxyPlan {
             socket: socket.into(),
-            names: Vec::new(),
-            deny: Vec::new(),
             relay_port: DEFAULT_RELAY_PORT,
             ports: Vec::new(),
         }
@@ -164,14 +156,6 @@ impl ProxyPlan {
             return Err(invalid(format!(
                 "proxy socket: path longer than {MAX_SOCKET_PATH} bytes"
             )));
-        }
-        if self.names.len() > MAX_LIST || self.deny.len() > MAX_LIST {
-            return Err(invalid("proxy: too many names"));
-        }
-        for n in self.names.iter().chain(&self.deny) {
-            if n.is_empty() || n.len() > 255 || n.contains('\0') {
-                return Err(invalid(format!("proxy: bad name {n:?}")));
-            }
         }
         if self.ports.len() > 64
             || self
@@ -539,7 +523,7 @@ mod tests {
     #[test]
     fn proxy_checked() {
         let mut v = ok_plan();
-        v["proxy"] = serde_json::json!({"socket": "/run/x/proxy.sock", "names": ["a.test"]});
+        v["proxy"] = serde_json::json!({"socket": "/run/x/proxy.sock", "ports": [8443]});
         let p = Plan::from_json(v.to_string().as_bytes()).unwrap();
         assert_eq!(p.proxy.unwrap().relay_port, DEFAULT_RELAY_PORT);
         for bad in [
@@ -547,6 +531,8 @@ mod tests {
             serde_json::json!({"socket": format!("/{}", "x".repeat(200))}),
             serde_json::json!({"socket": "/s", "relay_port": 53}),
             serde_json::json!({"socket": "/s", "bogus": 1}),
+            serde_json::json!({"socket": "/s", "names": ["a.test"]}),
+            serde_json::json!({"socket": "/s", "ports": [443]}),
         ] {
             let mut v = ok_plan();
             v["proxy"] = bad.clone();

@@ -158,8 +158,6 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         if let (Some(_), Some(p)) = (&v.proxy_socket, &plan.proxy) {
             spec.egress = Some(crate::egress::EgressSpec {
                 socket: crate::plan::INSIDE_PROXY_SOCKET.into(),
-                names: p.names.clone(),
-                deny: p.deny.clone(),
                 relay_port: p.relay_port,
                 ports: p.ports.clone(),
             });

@@ -632,7 +632,7 @@ fn connect_through(
             Ok(_) if head.is_empty() => {
                 return Err(format!(
                     "the proxy did not answer CONNECT {target}: the connection closed with no \
-                     answer (the relay could not reach the proxy socket)"
+                     answer (the proxy closed it, or stopped serving)"
                 ));
             }
             Ok(_) => {
@@ -656,7 +656,7 @@ fn connect_through(
             Err(e) if head.is_empty() => {
                 return Err(format!(
                     "the proxy did not answer CONNECT {target}: the connection ended with {} \
-                     and no answer (the relay could not reach the proxy socket)",
+                     and no answer (the proxy closed it, or stopped serving)",
                     errno_name(e.raw_os_error().unwrap_or(0))
                 ));
             }

@@ -101,18 +101,6 @@ impl CallProxy {
         }
         private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let sock = dir.join(SOCKET_NAME);
-        let names: Vec<String> = policy
-            .grants
-            .iter()
-            .chain(&policy.allow)
-            .map(|r| r.pattern.clone())
-            .collect();
-        let deny: Vec<String> = policy
-            .deny
-            .iter()
-            .chain(&policy.token_hosts)
-            .cloned()
-            .collect();
         let mut ports: Vec<u16> = policy
             .grants
             .iter()
@@ -139,8 +127,6 @@ impl CallProxy {
         let p = proxy.clone();
         handle.spawn(async move { p.serve_unix(listener).await });
         let mut pp = ProxyPlan::new(sock.to_string_lossy().into_owned());
-        pp.names = names;
-        pp.deny = deny;
         pp.ports = ports;
         plan.proxy = Some(pp);
         Ok(CallProxy {
@@ -170,7 +156,7 @@ impl CallProxy {
     }
 
     /// TESTS ONLY (the check's `proxy_down`): the proxy stops serving, its socket file stays,
-    /// so a connection to it is refused.
+    /// so a connection to it (the init's hand-over) is refused.
     pub fn stop_serving(&self) {
         self.proxy.shutdown();
     }

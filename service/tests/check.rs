@@ -217,7 +217,8 @@ fn a_proxy_that_is_down_fails_the_proxy_check() {
     broken(
         &["--test-weaken", "proxy_down"],
         "proxy",
-        "the proxy did not answer CONNECT efr-check.test:",
+        "the sandbox did not start: the call's proxy did not take its sockets: connect \
+         /dev/efr/proxy.sock:",
         false,
     );
     let dir = temp_env();

@@ -145,6 +145,14 @@ fn contained_calls_through_the_proxy() {
          except socket.gaierror:\n    print('bad.test nxdomain')\n",
     )
     .unwrap();
+    // A lookup of a name not granted, through the call's DNS server (refused, reported).
+    std::fs::write(
+        proj.join("lookup.py"),
+        "import socket\n\
+         try:\n    socket.getaddrinfo('not-granted.test', 443); print('not-granted.test resolved')\n\
+         except socket.gaierror:\n    print('not-granted.test refused')\n",
+    )
+    .unwrap();
     let line = format!(
         "curl -sS -o /dev/null -w 'ok=%{{http_code}}\\n' --cacert cert.pem https://registry.test:{port}/; \
          curl -sS https://nope.test/; \
@@ -156,6 +164,7 @@ fn contained_calls_through_the_proxy() {
          env -u HTTPS_PROXY -u https_proxy -u HTTP_PROXY -u http_proxy -u ALL_PROXY -u all_proxy \
            python3 direct.py {port}; \
          python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((\"127.0.0.1\", 53))' 2>&1 | tail -1; \
+         python3 lookup.py; \
          true"
     );
     for backend in ["native", "bwrap"] {
@@ -185,15 +194,31 @@ fn contained_calls_through_the_proxy() {
             "{backend}: {out}\n{err}"
         );
         assert!(out.contains("bad.test nxdomain"), "{backend}: {out}\n{err}");
+        assert!(
+            out.contains("not-granted.test refused"),
+            "{backend}: {out}\n{err}"
+        );
         // The line cannot take the DNS server's port (UDP 127.0.0.1:53 is the init's).
         assert!(out.contains("Error"), "{backend}: {out}\n{err}");
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
         assert_eq!(v["proxied"], json!(true), "{v}");
         let ps = port as u64;
+        // A lookup has no port: a refused one counts on 443 (bad.test: curl's CONNECT and
+        // direct.py's lookup, one entry). getaddrinfo asks A and AAAA: 2 lookups, but a
+        // resolver may ask once.
+        let mut got = blocked(&v);
+        let lookups = got
+            .iter()
+            .position(|b| b.0 == "not-granted.test")
+            .map(|i| got.remove(i));
+        assert!(
+            matches!(&lookups, Some((_, 443, r, 1..=2)) if r == "not_allowed"),
+            "{backend}: {lookups:?} in {v}"
+        );
         let want = {
             let mut w = vec![
                 ("127.0.0.1".to_string(), ps, "ip_literal".to_string(), 1),
-                ("bad.test".into(), 443, "denied".into(), 1),
+                ("bad.test".into(), 443, "denied".into(), 2),
                 ("localhost".into(), ps, "denied".into(), 1),
                 ("nope.test".into(), 443, "not_allowed".into(), 1),
                 ("registry.test".into(), ps, "bad_request".into(), 1),
@@ -202,10 +227,10 @@ fn contained_calls_through_the_proxy() {
             w.sort();
             w
         };
-        assert_eq!(blocked(&v), want, "{backend}: {v}\n{err}");
+        assert_eq!(got, want, "{backend}: {v}\n{err}");
         assert!(v.get("blocked_more").is_none(), "{v}");
-        // Each refusal is a denial exit record (printed by `run`).
-        for (h, p, r, _) in &want {
+        // Each refusal is a denial exit record (printed by `run`), the lookup's too.
+        for (h, p, r, _) in want.iter().chain(&lookups) {
             let l = format!("reach {h}:{p} (refused by the proxy: {r})");
             assert!(err.contains(&l), "{backend}: no {l:?} in {err}");
         }
@@ -223,7 +248,8 @@ fn launch_stream_carries_host_exits() {
     c.request(
         1,
         "sandbox.launch",
-        json!({"line": "curl -sS https://nope.test/; curl -sS https://allowed.test:1/; true", "cwd": "/",
+        json!({"line": "curl -sS https://nope.test/; curl -sS https://allowed.test:1/; \
+                         python3 -c \"import socket; socket.getaddrinfo('not-granted.test', 443)\"; true", "cwd": "/",
                "grants": [{"kind": "host", "host": "allowed.test", "port": 1}]}),
     );
     let mut items = Vec::new();
@@ -235,26 +261,54 @@ fn launch_stream_carries_host_exits() {
             break f;
         }
     };
+    // The proxy's refusal of nope.test, and the DNS server's of not-granted.test (a lookup
+    // is reported on port 443): one exit record each, as they happen.
     let exits: Vec<&Value> = items.iter().filter(|i| i["kind"] == "exit").collect();
-    assert_eq!(exits.len(), 1, "{items:?}\n{end}");
-    let r = &exits[0]["record"];
-    assert_eq!(r["kind"], "host");
-    assert_eq!(r["source"], "denial");
-    assert_eq!(
-        r["needs"]["grants"],
-        json!([{"kind": "host", "host": "nope.test"}]),
-        "{r}"
-    );
+    assert_eq!(exits.len(), 2, "{items:?}\n{end}");
+    for (r, host) in exits
+        .iter()
+        .map(|e| &e["record"])
+        .zip(["nope.test", "not-granted.test"])
+    {
+        assert_eq!(r["kind"], "host", "{r}");
+        assert_eq!(r["source"], "denial", "{r}");
+        assert_eq!(
+            r["needs"]["grants"],
+            json!([{"kind": "host", "host": host}]),
+            "{r}"
+        );
+        assert_eq!(
+            r["summary"],
+            json!(format!(
+                "reach {host}:443 (refused by the proxy: not_allowed)"
+            )),
+            "{r}"
+        );
+    }
     let sum = &end["end"]["sandbox_summary"];
     assert_eq!(sum["proxied"], json!(true), "{end}");
+    let blocked = sum["blocked"].as_array().unwrap();
+    assert_eq!(blocked.len(), 2, "{end}");
     assert_eq!(
-        sum["blocked"],
-        json!([{"host": "nope.test", "port": 443, "reason": "not_allowed"}]),
+        blocked[0],
+        json!({"host": "nope.test", "port": 443, "reason": "not_allowed"}),
         "{end}"
     );
+    // getaddrinfo asks A and AAAA (a resolver may ask once): each refused query counts.
+    let b = &blocked[1];
+    assert_eq!(
+        (&b["host"], &b["port"], &b["reason"]),
+        (
+            &json!("not-granted.test"),
+            &json!(443),
+            &json!("not_allowed")
+        ),
+        "{end}"
+    );
+    assert!(matches!(b["count"].as_u64().unwrap_or(1), 1..=2), "{end}");
     assert_eq!(
         end["end"]["exits"].as_array().map(|a| a.len()),
-        Some(1),
+        Some(2),
         "{end}"
     );
 }
