@@ -1,5 +1,5 @@
 //! Feeds arbitrary bytes to the ClientHello parser (the first bytes of a tunnel) and to the
-//! in-namespace DNS server. None of it may panic; a parsed hello never claims more bytes
+//! call's DNS answers. None of it may panic; a parsed hello never claims more bytes
 //! than it was given.
 
 #![no_main]

@@ -20,7 +20,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -70,7 +69,7 @@ enum Via {
     Direct(SocketAddr),
     /// An HTTP proxy at this address; CONNECT to this authority.
     Proxy(SocketAddr, String),
-    /// The in-namespace relay's path: TCP relay -> Unix socket -> efr proxy.
+    /// The contained call's path: a listener handed to the efr proxy.
     Relay(SocketAddr, String),
 }
 
@@ -224,11 +223,15 @@ fn main() {
         let p = proxy.clone();
         rt.spawn(async move { p.serve_unix(ul).await });
     }
+    // The contained call's path: a listener bound elsewhere (the call's namespace) and handed
+    // to the proxy over its Unix socket, as the launcher's init does.
     let rl = TcpListener::bind("127.0.0.1:0").unwrap();
     let relay = rl.local_addr().unwrap();
-    let s2 = sock.clone();
-    std::thread::spawn(move || efr_proxy::inside::run_relay(rl, &s2));
-    drop(UnixStream::connect(&sock)); // warm
+    let socks = efr_proxy::inside::Sockets {
+        relay: Some(rl),
+        ..Default::default()
+    };
+    efr_proxy::inside::hand_over(&sock, socks, Duration::from_secs(10)).unwrap();
 
     let mut modes = vec![
         (

@@ -10,20 +10,13 @@
 //! the one byte [`HAND_OVER`]. Anything else ends the connection with no answer, every fd
 //! closed unread.
 //!
-//! **Client sockets** (first byte [`PASS_FD`]): with that byte and each later one, exactly one
-//! fd: a connected TCP socket (IPv4 or IPv6, stream, not listening), served as if the client
-//! had connected to the proxy. No fd, several, or not such a socket ends the connection.
-//!
-//! Any other first byte starts an ordinary HTTP proxy request on the Unix connection itself.
+//! Any other first byte starts an ordinary HTTP proxy request on the Unix connection itself
+//! (an fd sent with it is closed unread).
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::sys;
-
-/// First byte of a connection that passes client sockets (never the start of an HTTP
-/// request).
-pub const PASS_FD: u8 = 0;
 
 /// First byte of the hand-over of the namespace's sockets, and the proxy's answer when it
 /// took them (never the start of an HTTP request).
@@ -32,10 +25,6 @@ pub const HAND_OVER: u8 = 1;
 /// Most sockets in one hand-over: the relay, the DNS socket, port 443 and the 64 ports a
 /// plan may add, with room to spare.
 pub const MAX_HANDED: usize = 80;
-
-/// Most fds taken from one message of client sockets (more are closed; the message is
-/// refused).
-const MAX_FDS: usize = MAX_HANDED;
 
 /// What a handed socket is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,11 +57,6 @@ impl Role {
             _ => None,
         }
     }
-}
-
-/// Send one byte `PASS_FD` with `fd` attached (blocking unless `sock` is non-blocking).
-pub fn send_fd(sock: RawFd, fd: RawFd) -> io::Result<()> {
-    sys::send_fd(sock, PASS_FD, fd)
 }
 
 /// The bytes of a hand-over of sockets with these roles: `[HAND_OVER, n, role...]`.
@@ -114,12 +98,12 @@ pub fn send_hand_over(sock: RawFd, socks: &[(Role, RawFd)]) -> io::Result<()> {
 pub(crate) fn recv_byte(sock: RawFd) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
     let mut byte = [0u8];
     // Every fd received is owned from here on, so each is closed whatever happens next.
-    let (n, fds, truncated) = sys::recv_fds::<MAX_FDS>(sock, &mut byte)?;
+    let (n, fds, truncated) = sys::recv_fds::<MAX_HANDED>(sock, &mut byte)?;
     if n == 0 {
         return Ok(None);
     }
     if truncated {
-        // More fds than MAX_FDS (the rest closed by the kernel): refused; ours close here.
+        // More fds than MAX_HANDED (the rest closed by the kernel): refused; ours close here.
         return Err(io::Error::new(io::ErrorKind::InvalidData, "too many fds"));
     }
     Ok(Some((byte[0], fds)))
@@ -133,15 +117,6 @@ fn inet(raw: RawFd, ty: libc::c_int, proto: libc::c_int) -> bool {
             Some(libc::AF_INET | libc::AF_INET6)
         )
         && sys::getsockopt_int(raw, libc::SO_PROTOCOL) == Some(proto)
-}
-
-/// Whether `fd` is a connected TCP (IPv4/IPv6) stream socket, not listening: the only kind
-/// of fd the proxy serves as a client.
-pub(crate) fn is_client_socket(fd: &OwnedFd) -> bool {
-    let raw = fd.as_raw_fd();
-    inet(raw, libc::SOCK_STREAM, libc::IPPROTO_TCP)
-        && sys::getsockopt_int(raw, libc::SO_ACCEPTCONN) == Some(0)
-        && sys::is_connected(raw)
 }
 
 /// Whether `fd` is what a socket of `role` must be: a listening TCP (IPv4/IPv6) socket for

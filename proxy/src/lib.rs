@@ -3,11 +3,12 @@
 //! with a reason.
 //!
 //! - [`ProxyPolicy`] and its pure [`ProxyPolicy::decide`]: the documented order of checks;
-//! - [`Proxy`]: the tokio server of one call (Unix listener; TCP for tests and benchmarks),
-//!   its [`Proxy::summary`] and refusal events ([`Proxy::subscribe`]);
+//! - [`Proxy`]: the tokio server of one call (Unix listener; TCP for tests and benchmarks;
+//!   the sockets a call's init hands it), its [`Proxy::summary`] and refusal events
+//!   ([`Proxy::subscribe`]);
 //! - [`dns`]: the DNS answers of the call (synthetic addresses for allowed names);
-//! - [`inside`]: the blocking pieces the launcher runs inside the call's network namespace
-//!   (TCP relay to the proxy socket, DNS server with synthetic addresses, synthetic relay);
+//! - [`fdpass`] and [`inside`]: the hand-over of the sockets the launcher's init binds in the
+//!   call's network namespace (relay listener, DNS socket, synthetic listeners);
 //! - [`run_standalone`]: `efr-sandbox proxy` / the `efr-proxy` binary.
 //!
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.

@@ -233,10 +233,9 @@ impl Proxy {
         }
     }
 
-    /// A connection on the Unix socket: an HTTP proxy request on the connection itself, the
-    /// hand-over of the namespace's sockets (first byte [`fdpass::HAND_OVER`]), or (first byte
-    /// [`fdpass::PASS_FD`]) client TCP sockets, each then served like a client of
-    /// [`Proxy::serve_tcp`] (see [`crate::fdpass`]).
+    /// A connection on the Unix socket: an HTTP proxy request on the connection itself, or
+    /// the hand-over of a call's sockets (first byte [`fdpass::HAND_OVER`], see
+    /// [`crate::fdpass`]).
     async fn handle_unix(&self, mut s: UnixStream) {
         let inner = &self.inner;
         let first = {
@@ -255,39 +254,12 @@ impl Proxy {
                 Ok(Ok(Some(x))) => x,
             }
         };
-        let mut fds = match first {
-            (fdpass::PASS_FD, fds) => fds,
-            (fdpass::HAND_OVER, fds) => return self.take_hand_over(s, fds).await,
+        match first {
+            (fdpass::HAND_OVER, fds) => self.take_hand_over(s, fds).await,
             (b, fds) => {
                 drop(fds); // an fd sent with an HTTP request: closed unread
-                return self.handle_inner(s, vec![b]).await;
+                self.handle_inner(s, vec![b]).await
             }
-        };
-        loop {
-            let fd = match fds.pop() {
-                Some(fd) if fds.is_empty() && fdpass::is_client_socket(&fd) => fd,
-                _ => {
-                    bump(&inner.counters.malformed);
-                    return;
-                }
-            };
-            let std = std::net::TcpStream::from(fd);
-            let Ok(t) = std
-                .set_nonblocking(true)
-                .and_then(|()| TcpStream::from_std(std))
-            else {
-                return;
-            };
-            let _ = t.set_nodelay(true);
-            self.spawn(t);
-            fds = match recv_byte(&s).await {
-                Ok(Some((fdpass::PASS_FD, fds))) => fds,
-                Ok(Some(_)) => {
-                    bump(&inner.counters.malformed);
-                    return;
-                }
-                Ok(None) | Err(_) => return,
-            };
         }
     }
 

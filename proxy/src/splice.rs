@@ -52,51 +52,10 @@ const PIPE_SIZE: libc::c_int = 1 << 20;
 impl Pipe {
     /// A non-blocking pipe (for tokio readiness).
     pub(crate) fn new() -> io::Result<Pipe> {
-        Pipe::with_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-    }
-
-    /// A blocking pipe (for the relay's threads).
-    pub(crate) fn blocking() -> io::Result<Pipe> {
-        Pipe::with_flags(libc::O_CLOEXEC)
-    }
-
-    fn with_flags(flags: libc::c_int) -> io::Result<Pipe> {
-        let (r, w) = sys::pipe2(flags)?;
+        let (r, w) = sys::pipe2(libc::O_NONBLOCK | libc::O_CLOEXEC)?;
         let cap = sys::set_pipe_size(&w, PIPE_SIZE).unwrap_or(4096);
         Ok(Pipe { r, w, cap })
     }
-}
-
-/// Blocking copy `from` -> `to` through `pipe` with `splice(2)` until EOF; `Ok(None)` when
-/// splice does not take these fds before the first byte (the caller copies instead).
-/// `to` is not shut here.
-pub(crate) fn blocking_one_way(from: RawFd, to: RawFd, pipe: &Pipe) -> io::Result<Option<u64>> {
-    let mut total: u64 = 0;
-    loop {
-        let n = match splice_blocking(from, pipe.w.as_raw_fd(), pipe.cap) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && total == 0 => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        if n == 0 {
-            return Ok(Some(total));
-        }
-        let mut left = n;
-        while left > 0 {
-            match splice_blocking(pipe.r.as_raw_fd(), to, left) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(k) => left -= k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        total += n as u64;
-    }
-}
-
-fn splice_blocking(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
-    sys::splice(from, to, len, libc::SPLICE_F_MOVE)
 }
 
 fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {

@@ -9,13 +9,16 @@ use crate::policy::{HostRule, ProxyPolicy};
 use crate::server::Proxy;
 
 const USAGE: &str = "\
-usage: efr-proxy [--listen PATH] [--listen-tcp ADDR] [--relay-tcp ADDR]
+usage: efr-proxy [--listen PATH] [--listen-tcp ADDR]
+                 [--relay-tcp ADDR] [--dns-udp ADDR] [--synthetic-tcp ADDR]...
                  [--grant host=NAME[:PORT][:http]]... [--allow NAME[:PORT][:http]]...
                  [--deny PATTERN]... [--token-host PATTERN]... [--resolve NAME=IP[,IP...]]...
                  [--max-conns N] [--max-bytes N] [--idle-timeout SECS] [--handshake-timeout SECS]
 Serves until SIGINT or SIGTERM, logs each refusal on stderr, then prints the summary
-(sandbox_summary JSON) and the counters on stdout. --relay-tcp also runs the in-namespace
-TCP relay from ADDR to the --listen socket.";
+(sandbox_summary JSON) and the counters on stdout. --relay-tcp, --dns-udp and
+--synthetic-tcp bind those sockets and hand them to the proxy over the --listen socket, as
+the launcher's init does in a call's network namespace (a relay listener, the DNS server,
+listeners for synthetic addresses 127.77.x.y).";
 
 /// Parsed options of the standalone runner.
 #[derive(Debug, Clone, Default)]
@@ -23,6 +26,8 @@ pub struct StandaloneArgs {
     pub listen: Option<PathBuf>,
     pub listen_tcp: Option<SocketAddr>,
     pub relay_tcp: Option<SocketAddr>,
+    pub dns_udp: Option<SocketAddr>,
+    pub synthetic_tcp: Vec<SocketAddr>,
     pub policy: ProxyPolicy,
 }
 
@@ -61,6 +66,12 @@ impl StandaloneArgs {
                 "--relay-tcp" => {
                     out.relay_tcp = Some(val()?.parse().map_err(|e| format!("{flag}: {e}"))?)
                 }
+                "--dns-udp" => {
+                    out.dns_udp = Some(val()?.parse().map_err(|e| format!("{flag}: {e}"))?)
+                }
+                "--synthetic-tcp" => out
+                    .synthetic_tcp
+                    .push(val()?.parse().map_err(|e| format!("{flag}: {e}"))?),
                 "--grant" => {
                     let v = val()?;
                     let spec = v.strip_prefix("host=").unwrap_or(&v);
@@ -101,11 +112,39 @@ impl StandaloneArgs {
         if out.listen.is_none() && out.listen_tcp.is_none() {
             return Err(format!("give --listen PATH or --listen-tcp ADDR\n{USAGE}"));
         }
-        if out.relay_tcp.is_some() && out.listen.is_none() {
-            return Err("--relay-tcp needs --listen PATH".into());
+        let hand_over =
+            out.relay_tcp.is_some() || out.dns_udp.is_some() || !out.synthetic_tcp.is_empty();
+        if hand_over && out.listen.is_none() {
+            return Err("--relay-tcp, --dns-udp and --synthetic-tcp need --listen PATH".into());
         }
         Ok(out)
     }
+}
+
+/// The sockets of `--relay-tcp`, `--dns-udp` and `--synthetic-tcp`, bound.
+fn bind_handed(a: &StandaloneArgs) -> Result<crate::inside::Sockets, String> {
+    let tcp = |addr: SocketAddr| {
+        let l = std::net::TcpListener::bind(addr).map_err(|e| format!("bind {addr}: {e}"))?;
+        eprintln!("efr-proxy: handing over a listener on {addr}");
+        Ok::<_, String>(l)
+    };
+    let dns = match a.dns_udp {
+        Some(addr) => {
+            let u = std::net::UdpSocket::bind(addr).map_err(|e| format!("bind {addr}: {e}"))?;
+            eprintln!("efr-proxy: handing over the DNS socket on {addr}");
+            Some(u)
+        }
+        None => None,
+    };
+    Ok(crate::inside::Sockets {
+        relay: a.relay_tcp.map(tcp).transpose()?,
+        dns,
+        synthetic: a
+            .synthetic_tcp
+            .iter()
+            .map(|&addr| tcp(addr))
+            .collect::<Result<_, _>>()?,
+    })
 }
 
 /// Run a standalone proxy until SIGINT or SIGTERM; print its summary as JSON.
@@ -146,10 +185,15 @@ pub fn run_standalone(args: impl IntoIterator<Item = String>) -> Result<(), Stri
             let p = proxy.clone();
             tokio::spawn(async move { p.serve_tcp(l).await });
         }
-        if let (Some(addr), Some(path)) = (a.relay_tcp, a.listen.clone()) {
-            let l = std::net::TcpListener::bind(addr).map_err(|e| format!("bind {addr}: {e}"))?;
-            eprintln!("efr-proxy: relay {addr} -> {}", path.display());
-            std::thread::spawn(move || crate::inside::run_relay(l, &path));
+        if let Some(path) = a.listen.clone() {
+            let socks = bind_handed(&a)?;
+            if socks.relay.is_some() || socks.dns.is_some() || !socks.synthetic.is_empty() {
+                let wait = Duration::from_secs(10);
+                tokio::task::spawn_blocking(move || crate::inside::hand_over(&path, socks, wait))
+                    .await
+                    .map_err(|e| format!("hand-over: {e}"))?
+                    .map_err(|e| format!("hand-over: {e}"))?;
+            }
         }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|e| format!("signal: {e}"))?;
@@ -188,5 +232,10 @@ mod tests {
         assert!(parse("--grant a.test").is_err());
         assert!(parse("--listen /x --grant host=1.2.3.4").is_err());
         assert!(parse("--listen /x --bogus").is_err());
+        assert!(parse("--listen-tcp 127.0.0.1:0 --relay-tcp 127.0.0.1:0").is_err());
+        let a = parse("--listen /x --dns-udp 127.0.0.1:53 --synthetic-tcp 0.0.0.0:443 --synthetic-tcp 0.0.0.0:8443")
+            .unwrap();
+        assert_eq!(a.synthetic_tcp.len(), 2);
+        assert!(a.dns_udp.is_some());
     }
 }

@@ -141,11 +141,6 @@ pub(crate) fn send_with_fds<const N: usize>(
     }
 }
 
-/// Send the one byte `byte` with `fd` attached (see [`send_with_fds`]).
-pub(crate) fn send_fd(sock: RawFd, byte: u8, fd: RawFd) -> io::Result<()> {
-    send_with_fds::<1>(sock, &[byte], &[fd]).map(|_| ())
-}
-
 /// Receive into `buf` with at most `N` fds (`MSG_CMSG_CLOEXEC | MSG_DONTWAIT`, retrying on
 /// `EINTR`): the bytes read, every fd received (each owned at once, so none leaks whatever
 /// the caller does next), and whether the control data was truncated (`MSG_CTRUNC`: more

@@ -3,13 +3,14 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use efr_proxy::dns::{self, NameTable, SYNTHETIC_BASE};
-use efr_proxy::inside::{self, DnsServer};
+use efr_proxy::dns;
+use efr_proxy::inside;
 use efr_proxy::tls::build_client_hello;
 use efr_proxy::{HostRule, Proxy, ProxyPolicy, Refusal};
 use efr_sandbox_wire::summary::{BlockReason, Blocked};
@@ -398,36 +399,42 @@ fn plain_http_when_granted() {
     assert_eq!(tp.blocked(), vec![]);
 }
 
+/// `CONNECT name:port` on the proxy's Unix socket: the stream once answered 200, else the
+/// answer's status line.
+fn unix_connect(sock: &Path, name: &str, port: u16) -> Result<UnixStream, String> {
+    let mut u = UnixStream::connect(sock).unwrap();
+    u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        u,
+        "CONNECT {name}:{port} HTTP/1.1\r\nHost: {name}:{port}\r\n\r\n"
+    )
+    .unwrap();
+    let (code, reason) = read_answer(&mut u);
+    if code == 200 {
+        Ok(u)
+    } else {
+        Err(format!("{code} {reason:?}"))
+    }
+}
+
 #[test]
-fn unix_listener_and_tcp_relay() {
+fn unix_listener() {
     let srv = s_server();
     let sp = srv.port;
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("proxy.sock");
     let mut p = policy(&[&format!("registry.test:{sp}")]);
     map_local(&mut p, "registry.test");
-    let tp = TestProxy::start(p, Some(&sock));
+    let (tp, sock, _dir) = unix_proxy(p);
 
-    // A Rust client on the Unix socket: CONNECT, a ClientHello, a TLS answer back.
-    let mut u = inside::connect_via_proxy(&sock, "registry.test", sp).unwrap();
-    u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    // A client on the Unix socket: CONNECT, a ClientHello, a TLS answer back.
+    let mut u = unix_connect(&sock, "registry.test", sp).unwrap();
     u.write_all(&build_client_hello(Some("registry.test")))
         .unwrap();
     let mut b = [0u8; 1];
     u.read_exact(&mut b).unwrap();
     assert!(b[0] == 0x16 || b[0] == 0x15, "a TLS record back, got {b:?}");
     drop(u);
-    let err = inside::connect_via_proxy(&sock, "nope.test", sp).unwrap_err();
-    assert!(err.to_string().contains("403"), "{err}");
-
-    // The in-namespace relay: TCP on loopback -> the Unix socket; curl through it.
-    let rl = TcpListener::bind("127.0.0.1:0").unwrap();
-    let raddr = rl.local_addr().unwrap();
-    let sock2 = sock.clone();
-    std::thread::spawn(move || inside::run_relay(rl, &sock2));
-    let (rc, body) = curl(raddr, &srv.certs, &format!("https://registry.test:{sp}/"));
-    assert_eq!(rc, 0, "{body}");
-    assert!(body.contains("s_server"));
+    let err = unix_connect(&sock, "nope.test", sp).unwrap_err();
+    assert!(err.starts_with("403"), "{err}");
     assert_eq!(tp.blocked(), vec![e("nope.test", sp, NotAllowed, 1)]);
 }
 
@@ -702,86 +709,6 @@ fn malformed_requests() {
             e("sink.test", 0, BadRequest, 1)
         ]
     );
-}
-
-#[test]
-fn dns_and_synthetic_relay() {
-    let srv = s_server();
-    let sp = srv.port;
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("proxy.sock");
-    let mut p = policy(&[&format!("registry.test:{sp}"), "tokens.test"]);
-    map_local(&mut p, "registry.test");
-    let tp = TestProxy::start(p.clone(), Some(&sock));
-
-    let table = Arc::new(NameTable::new(p, SYNTHETIC_BASE));
-    let dns = Arc::new(DnsServer::bind("127.0.0.1:0".parse().unwrap(), table.clone()).unwrap());
-    let daddr = dns.local_addr().unwrap();
-    let d2 = dns.clone();
-    std::thread::spawn(move || d2.run());
-
-    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let ask = |name: &str, ty: u16| {
-        c.send_to(&dns::build_query(0x1234, name, ty), daddr)
-            .unwrap();
-        let mut buf = [0u8; 512];
-        let (n, _) = c.recv_from(&mut buf).unwrap();
-        assert_eq!(&buf[..2], &[0x12, 0x34]);
-        dns::parse_response(&buf[..n]).unwrap()
-    };
-    let synth = Ipv4Addr::new(127, 77, 0, 1);
-    assert_eq!(ask("registry.test", 1), (0, vec![synth]));
-    assert_eq!(ask("REGISTRY.test", 1), (0, vec![synth]));
-    assert_eq!(ask("registry.test", 28), (0, vec![]));
-    assert_eq!(ask("evil.test", 1), (3, vec![]));
-    assert_eq!(ask("evil.test", 28), (3, vec![]));
-    assert_eq!(ask("tokens.test", 1), (3, vec![]));
-    let (refused, other) = dns.refused();
-    assert_eq!(
-        refused.into_iter().collect::<Vec<_>>(),
-        vec![("evil.test".into(), 2), ("tokens.test".into(), 1)]
-    );
-    assert_eq!(other, 0);
-
-    // The synthetic relay: python ssl to 127.77.0.1 with server_hostname registry.test.
-    let rl = TcpListener::bind("0.0.0.0:0").unwrap();
-    let rport = rl.local_addr().unwrap().port();
-    let (t2, s2) = (table.clone(), sock.clone());
-    std::thread::spawn(move || inside::run_synthetic_relay(rl, t2, &s2, Some(sp)));
-    let py = |sni: &str| {
-        let script = format!(
-            "import socket, ssl\n\
-             ctx = ssl.create_default_context(cafile={cafile:?})\n\
-             s = socket.create_connection(('{synth}', {rport}), timeout=20)\n\
-             try:\n\
-             \x20   t = ctx.wrap_socket(s, server_hostname='{sni}')\n\
-             \x20   t.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n\
-             \x20   data = b''\n\
-             \x20   while True:\n\
-             \x20       d = t.recv(65536)\n\
-             \x20       if not d: break\n\
-             \x20       data += d\n\
-             \x20   print('OK' if b's_server' in data else 'NODATA')\n\
-             except (ssl.SSLError, OSError) as e:\n\
-             \x20   print('FAIL', e)\n",
-            cafile = srv.certs.cert.to_str().unwrap(),
-        );
-        let out = Command::new("python3")
-            .arg("-c")
-            .arg(script)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    assert_eq!(py("registry.test"), "OK");
-    assert!(py("other.test").starts_with("FAIL"));
-    // An address the table never gave out: closed at once.
-    let mut s = TcpStream::connect(("127.77.0.99", rport)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    assert_eq!(read_to_end(&mut s), b"");
-
-    assert_eq!(tp.blocked(), vec![e("registry.test", sp, BadRequest, 1)]);
 }
 
 /// A proxy serving a Unix socket in a fresh directory: (proxy, socket path, directory).
@@ -1091,21 +1018,21 @@ fn payload(len: usize, mut seed: u64) -> Vec<u8> {
     v
 }
 
-/// The relay passes each accepted socket to the proxy (SCM_RIGHTS): a large payload goes
-/// through the tunnel and back intact, half-closes pass, refusals are answered on the
-/// client's own connection, and many connections share the relay's one Unix connection.
+/// Through a handed relay listener: a large payload goes through the tunnel and back
+/// intact, half-closes pass, refusals are answered on the client's own connection.
 #[test]
-fn relay_passes_sockets() {
+fn handed_relay_integrity() {
     let ep = echo_server();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("proxy.sock");
     let mut p = policy(&[&format!("sink.test:{ep}")]);
     map_local(&mut p, "sink.test");
-    let tp = TestProxy::start(p, Some(&sock));
+    let (tp, sock, _dir) = unix_proxy(p);
     let rl = TcpListener::bind("127.0.0.1:0").unwrap();
     let raddr = rl.local_addr().unwrap();
-    let sock2 = sock.clone();
-    std::thread::spawn(move || inside::run_relay(rl, &sock2));
+    let socks = inside::Sockets {
+        relay: Some(rl),
+        ..Default::default()
+    };
+    inside::hand_over(&sock, socks, Duration::from_secs(10)).unwrap();
 
     for round in 0..3u64 {
         let (code, _, mut s) = connect(raddr, "sink.test", ep);
@@ -1128,102 +1055,35 @@ fn relay_passes_sockets() {
     assert_eq!(tp.proxy.stats().tunnels, 3);
 }
 
-/// What a contained process could send on the proxy socket instead of a client socket:
-/// no fd, a pipe, a listening socket, an unconnected socket, a Unix socket, two sockets.
-/// Each ends that Unix connection (counted malformed, every fd closed); an HTTP request
-/// with an fd attached is served and the fd dropped; the proxy keeps serving.
+/// Fds sent with anything but a hand-over: closed unread. The old client-socket pass (first
+/// byte 0) is a bad request head now; an HTTP request with an fd attached is served.
 #[test]
-fn passed_fds_are_checked() {
-    use std::os::fd::{AsRawFd, OwnedFd};
-    use std::os::unix::net::UnixStream;
+fn other_fds_are_dropped() {
     let ep = echo_server();
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("proxy.sock");
     let mut p = policy(&[&format!("sink.test:{ep}")]);
     map_local(&mut p, "sink.test");
-    let tp = TestProxy::start(p, Some(&sock));
+    let (tp, sock, _dir) = unix_proxy(p);
     let ended = |u: &mut UnixStream| {
         u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut b = Vec::new();
         let _ = u.read_to_end(&mut b);
-        b
+        String::from_utf8_lossy(&b).into_owned()
     };
-    // No fd with the byte.
-    let mut u = UnixStream::connect(&sock).unwrap();
-    u.write_all(&[efr_proxy::fdpass::PASS_FD]).unwrap();
-    u.write_all(b"CONNECT sink.test:1 HTTP/1.1\r\n\r\n")
-        .unwrap();
-    assert_eq!(ended(&mut u), b"");
-    // A pipe, a listening socket, a Unix socket, an unconnected TCP socket.
-    let (pr, _pw) = std::io::pipe().unwrap();
-    let listening = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (ua, _ub) = UnixStream::pair().unwrap();
-    // SAFETY: socket(2) with constant arguments; the fd is new and owned here.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
-    assert!(raw >= 0);
-    // SAFETY: `raw` is a new fd nobody else owns.
-    let unconnected = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-    let bad: [&dyn AsRawFd; 4] = [&pr, &listening, &ua, &unconnected];
-    for fd in bad {
-        let mut u = UnixStream::connect(&sock).unwrap();
-        efr_proxy::fdpass::send_fd(u.as_raw_fd(), fd.as_raw_fd()).unwrap();
-        assert_eq!(ended(&mut u), b"");
-    }
-    // A good socket, then a bad one on the same connection: the first is served.
+    // A byte 0 with a connected client socket, as the relay once passed them.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let _client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (served, _) = l.accept().unwrap();
     let mut u = UnixStream::connect(&sock).unwrap();
-    efr_proxy::fdpass::send_fd(u.as_raw_fd(), served.as_raw_fd()).unwrap();
-    drop(served);
-    efr_proxy::fdpass::send_fd(u.as_raw_fd(), pr.as_raw_fd()).unwrap();
-    assert_eq!(ended(&mut u), b"");
-    write!(client, "CONNECT nope.test:443 HTTP/1.1\r\n\r\n").unwrap();
-    client
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut answer = String::new();
-    let _ = client.read_to_string(&mut answer);
-    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    efr_proxy::fdpass::send_fds(u.as_raw_fd(), &[0], &[served.as_raw_fd()]).unwrap();
+    u.write_all(b"\r\n\r\n").unwrap();
+    assert!(ended(&mut u).starts_with("HTTP/1.1 400"));
     // An HTTP request on the Unix connection with an fd attached: served, fd dropped.
     let mut u = UnixStream::connect(&sock).unwrap();
     let (x, _y) = UnixStream::pair().unwrap();
-    // Send "C" with the fd, then the rest of the request.
-    send_byte_with_fd(&u, b'C', x.as_raw_fd());
+    efr_proxy::fdpass::send_fds(u.as_raw_fd(), b"C", &[x.as_raw_fd()]).unwrap();
     u.write_all(b"ONNECT nope.test:443 HTTP/1.1\r\n\r\n")
         .unwrap();
-    let answer = String::from_utf8(ended(&mut u)).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
-    assert_eq!(tp.proxy.stats().malformed, 6);
-    assert_eq!(tp.blocked(), vec![e("nope.test", 443, NotAllowed, 2)]);
-}
-
-/// sendmsg of one byte `b` with `fd` (SCM_RIGHTS), for the test above.
-fn send_byte_with_fd(u: &std::os::unix::net::UnixStream, b: u8, fd: std::os::fd::RawFd) {
-    use std::os::fd::AsRawFd;
-    #[repr(C)]
-    struct Ctl {
-        hdr: libc::cmsghdr,
-        fd: libc::c_int,
-    }
-    let mut byte = [b];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: plain integers: all-zero is valid.
-    let mut ctl: Ctl = unsafe { std::mem::zeroed() };
-    ctl.hdr.cmsg_level = libc::SOL_SOCKET;
-    ctl.hdr.cmsg_type = libc::SCM_RIGHTS;
-    ctl.hdr.cmsg_len = (std::mem::size_of::<libc::cmsghdr>() + 4) as _;
-    ctl.fd = fd;
-    // SAFETY: all-zero msghdr is valid; pointers below outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = (&raw mut ctl).cast();
-    msg.msg_controllen = std::mem::size_of::<Ctl>() as _;
-    // SAFETY: valid msghdr for the call.
-    let n = unsafe { libc::sendmsg(u.as_raw_fd(), &msg, 0) };
-    assert_eq!(n, 1);
+    assert!(ended(&mut u).starts_with("HTTP/1.1 403"));
+    assert_eq!(tp.proxy.stats().malformed, 1);
+    assert_eq!(tp.blocked(), vec![e("nope.test", 443, NotAllowed, 1)]);
 }
