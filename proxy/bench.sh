@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Benchmark of the egress proxy: one transfer of BYTES (default 1 GiB) and CONNS sequential
-# connection setups (default 2000), direct on loopback vs through the efr proxy (TCP
-# listener, and the in-namespace path: TCP relay -> Unix socket -> proxy) vs tinyproxy.
+# connection setups (default 2000), direct on loopback vs through the efr proxy (its TCP
+# listener, and the contained call's path: a listener handed to the proxy) vs tinyproxy;
+# and one TLS download of BYTES (openssl s_server -WWW -> curl --cacert) direct, through
+# the efr proxy's handed listener and through tinyproxy.
 # Usage: proxy/bench.sh [BYTES] [CONNS] [ROUNDS] (default 5 interleaved rounds; medians of
-# the per-round ratios). Needs tinyproxy (apt-get install -y tinyproxy);
-# without it the tinyproxy row is left out.
+# the per-round ratios). Needs tinyproxy (apt-get install -y tinyproxy), openssl and curl;
+# without tinyproxy its rows are left out, without openssl or curl the TLS table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BYTES=${1:-1073741824}
@@ -14,7 +16,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-proxy}
 cargo build --quiet --release -p efr-proxy --example proxy-bench
 BIN=$CARGO_TARGET_DIR/release/examples/proxy-bench
 
-ARGS=(--bytes "$BYTES" --conns "$CONNS" --rounds "$ROUNDS")
+ARGS=(--bytes "$BYTES" --conns "$CONNS" --rounds "$ROUNDS" --tls)
 TP_PID=
 WORK=$(mktemp -d)
 cleanup() {

@@ -1,26 +1,36 @@
 //! Throughput and connection setup through the efr proxy, against a direct loopback
 //! connection and (optionally) another HTTP CONNECT proxy such as tinyproxy.
 //!
-//! `proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR]`; `proxy/bench.sh`
-//! builds it in release mode, starts tinyproxy and prints the ratios.
+//! `proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR [--http-proxy-pid
+//! PID]] [--tls [--tls-bytes N]]`; `proxy/bench.sh` builds it in release mode, starts
+//! tinyproxy and prints the ratios.
 //!
 //! Every mode uses the same client code. The modes run interleaved: each round runs every
 //! mode once (the order rotated per round), and a mode's ratio in a round is against the
 //! direct run of that same round; the table gives the median of the per-round ratios (and
 //! the median absolute figures), so load from other work on the machine hits all modes alike.
-//! `CPU s/GiB`: CPU time (user + system) of the whole transfer per GiB, client, sink and
-//! proxy together (this process, plus the other proxy's process given by
-//! `--http-proxy-pid`): what the proxy hop costs, less sensitive to load than MB/s.
-//! `EFR_BENCH_WORKERS`: tokio workers of the in-process proxy (default 2, as the service).
+//! `CPU s/GiB`: CPU time (user + system) of the whole transfer per GiB, every process of it
+//! together (this process: client, sink and efr proxy; the other proxy's process given by
+//! `--http-proxy-pid`; for TLS also the server and curl): what the proxy hop costs, less
+//! sensitive to load than MB/s. `EFR_BENCH_WORKERS`: tokio workers of the in-process proxy
+//! (default 2, as the service).
 //!
-//! The upstream is a sink on loopback. Each connection starts with a ClientHello for
-//! `sink.test` (so the efr proxy's TLS check passes) and a mode byte: `S` (setup: the sink
-//! answers one byte and closes) or `T` (throughput: 8 bytes of length follow; the sink reads
-//! that many and answers the count as 8 bytes; no half-close, which some proxies do not pass).
+//! Raw modes: the upstream is a sink on loopback. Each connection starts with a ClientHello
+//! for `sink.test` (so the efr proxy's TLS check passes) and a mode byte: `S` (setup: the
+//! sink answers one byte and closes) or `T` (throughput: 8 bytes of length follow; the sink
+//! reads that many and answers the count as 8 bytes; no half-close, which some proxies do
+//! not pass). `efr-handed` is the contained call's path: a listener bound here and handed to
+//! the proxy over its Unix socket (`efr_proxy::inside::hand_over`), as the launcher's init
+//! does; the proxy accepts on it.
+//!
+//! `--tls`: a real TLS transfer too: `openssl s_server -WWW` (a certificate for `localhost`
+//! made here) sends a file of `--tls-bytes` (default `--bytes`; sparse) to `curl --cacert`,
+//! directly, through the handed listener of the efr proxy, and through the other proxy.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use efr_proxy::tls::build_client_hello;
@@ -103,33 +113,32 @@ fn open(via: &Via) -> TcpStream {
     }
 }
 
-/// CPU seconds (user + system) used so far by this process and, when given, another one
-/// (the other proxy: `/proc/PID/stat`, its threads and reaped children).
-fn cpu_secs(other: Option<u32>) -> f64 {
-    // SAFETY: an all-zero rusage is valid; getrusage writes it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    let mut secs = tv(ru.ru_utime) + tv(ru.ru_stime);
-    if let Some(pid) = other
-        && let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        && let Some(rest) = stat.rsplit_once(") ").map(|x| x.1)
-    {
-        // Fields 14..17 of stat (utime stime cutime cstime) are 12..15 after "(comm) ".
-        let f: Vec<&str> = rest.split(' ').collect();
-        // SAFETY: sysconf has no memory effects.
-        let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        let ticks: f64 = (11..15).filter_map(|i| f.get(i)?.parse::<f64>().ok()).sum();
-        secs += ticks / tck;
-    }
-    secs
+/// CPU seconds (user + system) a process used so far, its threads and its waited-for
+/// children included (`/proc/PID/stat` fields 14 to 17, in clock ticks: `USER_HZ`, 100 on
+/// Linux); 0 when it cannot be read.
+fn cpu_of(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let Some(rest) = stat.rsplit_once(") ").map(|x| x.1) else {
+        return 0.0;
+    };
+    // Fields 14..17 of stat (utime stime cutime cstime) are 12..15 after "(comm) ".
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = (11..15).filter_map(|i| f.get(i)?.parse::<f64>().ok()).sum();
+    ticks / 100.0
+}
+
+/// CPU seconds used so far by this process (with the curl runs it waited for) and the
+/// other processes given.
+fn cpu_secs(others: &[u32]) -> f64 {
+    cpu_of("self") + others.iter().map(|p| cpu_of(&p.to_string())).sum::<f64>()
 }
 
 /// (MB/s, CPU seconds per GiB of every process involved).
-fn throughput(via: &Via, hello: &[u8], bytes: u64, other: Option<u32>) -> (f64, f64) {
+fn throughput(via: &Via, hello: &[u8], bytes: u64, others: &[u32]) -> (f64, f64) {
     let mut s = open(via);
-    let cpu = cpu_secs(other);
+    let cpu = cpu_secs(others);
     let t = Instant::now();
     s.write_all(hello).unwrap();
     s.write_all(b"T").unwrap();
@@ -144,7 +153,7 @@ fn throughput(via: &Via, hello: &[u8], bytes: u64, other: Option<u32>) -> (f64, 
     let mut n = [0u8; 8];
     s.read_exact(&mut n).unwrap();
     let secs = t.elapsed().as_secs_f64();
-    let cpu = cpu_secs(other) - cpu;
+    let cpu = cpu_secs(others) - cpu;
     assert_eq!(u64::from_be_bytes(n), bytes, "the sink got every byte");
     (
         bytes as f64 / secs / 1e6,
@@ -164,8 +173,178 @@ fn setup_rate(via: &Via, hello: &[u8], conns: u32) -> f64 {
     conns as f64 / t.elapsed().as_secs_f64()
 }
 
+/// `openssl s_server -WWW` for `localhost` on 127.0.0.1, serving `big` (a sparse file) from
+/// a directory of its own.
+struct TlsServer {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl TlsServer {
+    fn start(bytes: u64) -> TlsServer {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let ok = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+            .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+            .args([
+                "-subj",
+                "/CN=localhost",
+                "-addext",
+                "subjectAltName=DNS:localhost",
+            ])
+            .arg("-keyout")
+            .arg(d.join("key.pem"))
+            .arg("-out")
+            .arg(d.join("cert.pem"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(ok.success(), "openssl req");
+        std::fs::File::create(d.join("big"))
+            .unwrap()
+            .set_len(bytes)
+            .unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("openssl")
+            .args(["s_server", "-quiet", "-WWW", "-accept"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["-cert", "cert.pem", "-key", "key.pem"])
+            .current_dir(d)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "s_server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        TlsServer { child, port, dir }
+    }
+
+    fn cert(&self) -> PathBuf {
+        self.dir.path().join("cert.pem")
+    }
+}
+
+/// One TLS download of `bytes` by curl (through the HTTP proxy at `proxy`, if any): (MB/s,
+/// CPU s/GiB of this process, curl, the server and `others`).
+fn tls_transfer(
+    srv: &TlsServer,
+    proxy: Option<SocketAddr>,
+    bytes: u64,
+    others: &[u32],
+) -> (f64, f64) {
+    let mut all = others.to_vec();
+    all.push(srv.child.id());
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-sS",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{size_download}",
+        "--cacert",
+    ])
+    .arg(srv.cert());
+    if let Some(p) = proxy {
+        cmd.arg("--proxy").arg(format!("http://{p}"));
+    }
+    cmd.arg(format!("https://localhost:{}/big", srv.port));
+    let cpu = cpu_secs(&all);
+    let t = Instant::now();
+    let out = cmd.output().unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_secs(&all) - cpu;
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && got.trim() == bytes.to_string(),
+        "curl via {proxy:?}: got {got} bytes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        bytes as f64 / secs / 1e6,
+        cpu * (1u64 << 30) as f64 / bytes as f64,
+    )
+}
+
+/// Whether `tool arg` runs and succeeds.
+fn have(tool: &str, arg: &str) -> bool {
+    Command::new(tool)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Per mode and round `(MB/s, conns/s or 0, CPU s/GiB)`; prints the table (medians of the
+/// per-round ratios against the first mode, their range).
+fn table(title: &str, names: &[&str], results: &[Vec<(f64, f64, f64)>], setups: bool) {
+    println!("{title}");
+    println!(
+        "{:<16} {:>8} {:>9} {:>13} {:>8} {:>9} {:>13} {:>9}",
+        "mode",
+        "MB/s",
+        "vs direct",
+        "(min..max)",
+        "conns/s",
+        "vs direct",
+        "(min..max)",
+        "CPU s/GiB"
+    );
+    let rounds = results[0].len();
+    for (m, name) in names.iter().enumerate() {
+        let col = |f: &dyn Fn(&(f64, f64, f64)) -> f64| -> (f64, Vec<f64>) {
+            let abs = median(results[m].iter().map(f).collect());
+            let ratios = (0..rounds)
+                .map(|r| f(&results[m][r]) / f(&results[0][r]))
+                .collect::<Vec<_>>();
+            (abs, ratios)
+        };
+        let range = |v: &[f64]| {
+            let lo = v.iter().cloned().fold(f64::MAX, f64::min);
+            let hi = v.iter().cloned().fold(0.0, f64::max);
+            format!("({lo:.2}..{hi:.2})")
+        };
+        let (mbps, tr) = col(&|x| x.0);
+        let (cpu, _) = col(&|x| x.2);
+        let setup = if setups {
+            let (cps, sr) = col(&|x| x.1);
+            format!("{cps:>8.0} {:>9.3} {:>13}", median(sr.clone()), range(&sr))
+        } else {
+            format!("{:>8} {:>9} {:>13}", "-", "-", "-")
+        };
+        println!(
+            "{name:<16} {mbps:>8.0} {:>9.3} {:>13} {setup} {cpu:>9.3}",
+            median(tr.clone()),
+            range(&tr),
+        );
+    }
+}
+
 fn main() {
     let mut bytes: u64 = 1 << 30;
+    let mut tls_bytes: Option<u64> = None;
+    let mut tls = false;
     let mut conns: u32 = 2000;
     let mut rounds: usize = 5;
     let mut only: Option<String> = None;
@@ -175,25 +354,39 @@ fn main() {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--bytes" => bytes = args.next().unwrap().parse().unwrap(),
+            "--tls-bytes" => tls_bytes = Some(args.next().unwrap().parse().unwrap()),
+            "--tls" => tls = true,
             "--conns" => conns = args.next().unwrap().parse().unwrap(),
             "--only" => only = args.next(),
             "--rounds" => rounds = args.next().unwrap().parse().unwrap(),
             "--http-proxy-pid" => other_pid = Some(args.next().unwrap().parse().unwrap()),
             "--http-proxy" => other = Some(args.next().unwrap().parse().unwrap()),
             _ => panic!(
-                "usage: proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR [--http-proxy-pid PID]] [--only MODE]"
+                "usage: proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR [--http-proxy-pid PID]] [--tls [--tls-bytes N]] [--only MODE]"
             ),
         }
     }
+    let tls_bytes = tls_bytes.unwrap_or(bytes);
+    if tls && !(have("openssl", "version") && have("curl", "--version")) {
+        eprintln!("openssl or curl missing: no TLS transfer");
+        tls = false;
+    }
     let hello = build_client_hello(Some("sink.test"));
     let port = sink(hello.len());
+    let server = tls.then(|| TlsServer::start(tls_bytes));
 
-    // The efr proxy, in process, on TCP and on a Unix socket (+ the in-namespace relay).
+    // The efr proxy, in process, on TCP and on a Unix socket (+ a handed listener).
     let mut policy = ProxyPolicy::default();
     policy
         .grants
         .push(HostRule::new("sink.test", Some(port), false).unwrap());
     policy.map("sink.test", vec!["127.0.0.1".parse().unwrap()]);
+    if let Some(srv) = &server {
+        policy
+            .grants
+            .push(HostRule::new("localhost", Some(srv.port), false).unwrap());
+        policy.map("localhost", vec!["127.0.0.1".parse().unwrap()]);
+    }
     policy.limits.max_conns = 4096;
     policy.limits.max_bytes = u64::MAX;
     policy.limits.idle_timeout = Duration::from_secs(60);
@@ -214,24 +407,15 @@ fn main() {
     let efr = l.local_addr().unwrap();
     let p = proxy.clone();
     rt.spawn(async move { p.serve_tcp(l).await });
-    let dir = std::env::temp_dir().join(format!("efr-proxy-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock: PathBuf = dir.join("proxy.sock");
+    let dir = tempfile::tempdir().unwrap();
+    let sock: PathBuf = dir.path().join("proxy.sock");
     {
         let _g = rt.enter();
         let ul = Proxy::bind_unix(&sock).unwrap();
         let p = proxy.clone();
         rt.spawn(async move { p.serve_unix(ul).await });
     }
-    // The contained call's path: a listener bound elsewhere (the call's namespace) and handed
-    // to the proxy over its Unix socket, as the launcher's init does.
-    let rl = TcpListener::bind("127.0.0.1:0").unwrap();
-    let relay = rl.local_addr().unwrap();
-    let socks = efr_proxy::inside::Sockets {
-        relay: Some(rl),
-        ..Default::default()
-    };
-    efr_proxy::inside::hand_over(&sock, socks, Duration::from_secs(10)).unwrap();
+    let handed = hand_over_listener(&sock);
 
     let mut modes = vec![
         (
@@ -240,80 +424,91 @@ fn main() {
         ),
         ("efr-proxy", Via::Proxy(efr, format!("sink.test:{port}"))),
         (
-            "efr-relay+proxy",
-            Via::Relay(relay, format!("sink.test:{port}")),
+            "efr-handed",
+            Via::Relay(handed, format!("sink.test:{port}")),
         ),
     ];
     if let Some(o) = other {
         modes.push(("http-proxy", Via::Proxy(o, format!("127.0.0.1:{port}"))));
     }
+    // TLS: curl direct, through the handed listener, through the other proxy.
+    let mut tls_modes: Vec<(&str, Option<SocketAddr>)> =
+        vec![("tls direct", None), ("tls efr-handed", Some(handed))];
+    if let Some(o) = other {
+        tls_modes.push(("tls http-proxy", Some(o)));
+    }
+    let pids = |name: &str| -> Vec<u32> {
+        match (name.ends_with("http-proxy"), other_pid) {
+            (true, Some(p)) => vec![p],
+            _ => vec![],
+        }
+    };
     if let Some(o) = &only {
         // Profiling: one mode, no table.
+        if let Some((_, p)) = tls_modes.iter().find(|(n, _)| n == o) {
+            let srv = server.as_ref().expect("--only tls ...: needs --tls");
+            for _ in 0..rounds {
+                let (mbps, cpu) = tls_transfer(srv, *p, tls_bytes, &[]);
+                println!("{o}: {mbps:.0} MB/s, {cpu:.3} CPU s/GiB");
+            }
+            return;
+        }
         let (_, via) = modes
             .iter()
             .find(|(n, _)| n == o)
             .expect("--only: no such mode");
         for _ in 0..rounds {
-            let (mbps, cpu) = throughput(via, &hello, bytes, None);
+            let (mbps, cpu) = throughput(via, &hello, bytes, &[]);
             println!("{o}: {mbps:.0} MB/s, {cpu:.3} CPU s/GiB");
             println!("{o}: {:.0} conns/s", setup_rate(via, &hello, conns));
         }
         return;
     }
     for (_, via) in &modes {
-        throughput(via, &hello, bytes.min(16 << 20), None); // warm up
+        throughput(via, &hello, bytes.min(16 << 20), &[]); // warm up
+    }
+    if let Some(srv) = &server {
+        for (_, p) in &tls_modes {
+            tls_transfer(srv, *p, tls_bytes, &[]); // warm up (the whole file)
+        }
     }
     // results[mode][round] = (MB/s, conns/s, CPU s/GiB)
     let mut results = vec![Vec::new(); modes.len()];
+    let mut tls_results = vec![Vec::new(); tls_modes.len()];
     for r in 0..rounds {
         for i in 0..modes.len() {
             let m = (i + r) % modes.len();
             let (name, via) = &modes[m];
-            let pid = if *name == "http-proxy" {
-                other_pid
-            } else {
-                None
-            };
-            let (mbps, cpu) = throughput(via, &hello, bytes, pid);
+            let (mbps, cpu) = throughput(via, &hello, bytes, &pids(name));
             let cps = setup_rate(via, &hello, conns);
             results[m].push((mbps, cps, cpu));
+        }
+        if let Some(srv) = &server {
+            for i in 0..tls_modes.len() {
+                let m = (i + r) % tls_modes.len();
+                let (name, p) = tls_modes[m];
+                let (mbps, cpu) = tls_transfer(srv, p, tls_bytes, &pids(name));
+                tls_results[m].push((mbps, 0.0, cpu));
+            }
         }
         eprint!("round {}/{rounds}\r", r + 1);
     }
     eprintln!();
-    println!(
-        "{:<16} {:>8} {:>9} {:>13} {:>8} {:>9} {:>13} {:>9}",
-        "mode",
-        "MB/s",
-        "vs direct",
-        "(min..max)",
-        "conns/s",
-        "vs direct",
-        "(min..max)",
-        "CPU s/GiB"
+    let names: Vec<&str> = modes.iter().map(|m| m.0).collect();
+    table(
+        &format!("raw: {bytes} bytes, {conns} setups, {rounds} rounds"),
+        &names,
+        &results,
+        true,
     );
-    for (m, (name, _)) in modes.iter().enumerate() {
-        let col = |f: &dyn Fn(&(f64, f64, f64)) -> f64| -> (f64, Vec<f64>) {
-            let abs = median(results[m].iter().map(f).collect());
-            let ratios = (0..rounds)
-                .map(|r| f(&results[m][r]) / f(&results[0][r]))
-                .collect::<Vec<_>>();
-            (abs, ratios)
-        };
-        let (mbps, tr) = col(&|x| x.0);
-        let (cps, sr) = col(&|x| x.1);
-        let (cpu, _) = col(&|x| x.2);
-        let range = |v: &[f64]| {
-            let lo = v.iter().cloned().fold(f64::MAX, f64::min);
-            let hi = v.iter().cloned().fold(0.0, f64::max);
-            format!("({lo:.2}..{hi:.2})")
-        };
-        println!(
-            "{name:<16} {mbps:>8.0} {:>9.3} {:>13} {cps:>8.0} {:>9.3} {:>13} {cpu:>9.3}",
-            median(tr.clone()),
-            range(&tr),
-            median(sr.clone()),
-            range(&sr)
+    if server.is_some() {
+        let names: Vec<&str> = tls_modes.iter().map(|m| m.0).collect();
+        println!();
+        table(
+            &format!("tls (openssl s_server -WWW -> curl): {tls_bytes} bytes, {rounds} rounds"),
+            &names,
+            &tls_results,
+            false,
         );
     }
     let st = proxy.stats();
@@ -321,7 +516,19 @@ fn main() {
         "efr proxy: tunnels {} refused {} bytes {}",
         st.tunnels, st.refused, st.bytes
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A listener bound here and handed to the proxy at `sock`, as the launcher's init does in
+/// a call's network namespace; its address.
+fn hand_over_listener(sock: &Path) -> SocketAddr {
+    let rl = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = rl.local_addr().unwrap();
+    let socks = efr_proxy::inside::Sockets {
+        relay: Some(rl),
+        ..Default::default()
+    };
+    efr_proxy::inside::hand_over(sock, socks, Duration::from_secs(10)).unwrap();
+    addr
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
