@@ -21,7 +21,9 @@
 //! reads that many and answers the count as 8 bytes; no half-close, which some proxies do
 //! not pass). `efr-handed` is the contained call's path: a listener bound here and handed to
 //! the proxy over its Unix socket (`efr_proxy::inside::hand_over`), as the launcher's init
-//! does; the proxy accepts on it.
+//! does; the proxy accepts on it. `efr-synthetic` is the DNS path of a tool that ignores the
+//! proxy variables: `sink.test` looked up on the handed DNS socket, then a connection
+//! straight to its synthetic address, whose handed listener the proxy serves as a `CONNECT`.
 //!
 //! `--tls`: a real TLS transfer too: `openssl s_server -WWW` (a certificate for `localhost`
 //! made here) sends a file of `--tls-bytes` (default `--bytes`; sparse) to `curl --cacert`,
@@ -76,6 +78,8 @@ fn sink(hello_len: usize) -> u16 {
 
 #[derive(Clone)]
 enum Via {
+    /// Straight to this address: the sink itself, or a synthetic address whose handed
+    /// listener the efr proxy serves (the DNS path: no CONNECT, the ClientHello at once).
     Direct(SocketAddr),
     /// An HTTP proxy at this address; CONNECT to this authority.
     Proxy(SocketAddr, String),
@@ -415,7 +419,7 @@ fn main() {
         let p = proxy.clone();
         rt.spawn(async move { p.serve_unix(ul).await });
     }
-    let handed = hand_over_listener(&sock);
+    let (handed, synthetic) = hand_over_sockets(&sock, port);
 
     let mut modes = vec![
         (
@@ -427,6 +431,7 @@ fn main() {
             "efr-handed",
             Via::Relay(handed, format!("sink.test:{port}")),
         ),
+        ("efr-synthetic", Via::Direct(synthetic)),
     ];
     if let Some(o) = other {
         modes.push(("http-proxy", Via::Proxy(o, format!("127.0.0.1:{port}"))));
@@ -518,17 +523,31 @@ fn main() {
     );
 }
 
-/// A listener bound here and handed to the proxy at `sock`, as the launcher's init does in
-/// a call's network namespace; its address.
-fn hand_over_listener(sock: &Path) -> SocketAddr {
+/// What the launcher's init hands the proxy at `sock`, bound here: a relay listener, the DNS
+/// socket and a listener on the synthetic address of `sink.test` (127.77.0.1, the first name
+/// looked up) on the sink's `port`; then `sink.test` is looked up. The relay's address and
+/// the synthetic one.
+fn hand_over_sockets(sock: &Path, port: u16) -> (SocketAddr, SocketAddr) {
+    let synth = SocketAddr::from(([127, 77, 0, 1], port));
     let rl = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = rl.local_addr().unwrap();
+    let relay = rl.local_addr().unwrap();
+    let dns = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dns_addr = dns.local_addr().unwrap();
     let socks = efr_proxy::inside::Sockets {
         relay: Some(rl),
-        ..Default::default()
+        dns: Some(dns),
+        synthetic: vec![TcpListener::bind(synth).unwrap()],
     };
     efr_proxy::inside::hand_over(sock, socks, Duration::from_secs(10)).unwrap();
-    addr
+    let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.send_to(&efr_proxy::dns::build_query(1, "sink.test", 1), dns_addr)
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = c.recv(&mut buf).unwrap();
+    let answer = efr_proxy::dns::parse_response(&buf[..n]);
+    assert_eq!(answer, Some((0, vec![[127, 77, 0, 1].into()])), "sink.test");
+    (relay, synth)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
