@@ -145,6 +145,23 @@ fn contained_calls_through_the_proxy() {
          except socket.gaierror:\n    print('bad.test nxdomain')\n",
     )
     .unwrap();
+    // The line holds none of the handed sockets (its shell has fds 0-2 only), and a
+    // hand-over of its own (a listener it bound) is refused: the proxy took the init's,
+    // before the line existed, and takes no other.
+    std::fs::write(
+        proj.join("handover.py"),
+        "import os, socket\n\
+         d = '/proc/%d/fd' % os.getppid()\n\
+         print('line fds', sorted(int(f) for f in os.listdir(d)))\n\
+         l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen()\n\
+         try:\n\
+         \x20   u = socket.socket(socket.AF_UNIX); u.settimeout(20); u.connect('/dev/efr/proxy.sock')\n\
+         \x20   socket.send_fds(u, [bytes([1, 1]) + b'r'], [l.fileno()])\n\
+         \x20   print('handover', 'TAKEN' if u.recv(1) else 'refused (no answer)')\n\
+         except OSError as e:\n\
+         \x20   print('handover refused (%s)' % e)\n",
+    )
+    .unwrap();
     // A lookup of a name not granted, through the call's DNS server (refused, reported).
     std::fs::write(
         proj.join("lookup.py"),
@@ -154,7 +171,8 @@ fn contained_calls_through_the_proxy() {
     )
     .unwrap();
     let line = format!(
-        "curl -sS -o /dev/null -w 'ok=%{{http_code}}\\n' --cacert cert.pem https://registry.test:{port}/; \
+        "python3 handover.py; \
+         curl -sS -o /dev/null -w 'ok=%{{http_code}}\\n' --cacert cert.pem https://registry.test:{port}/; \
          curl -sS https://nope.test/; \
          curl -sS https://bad.test/; \
          curl -sS --noproxy '' -k https://127.0.0.1:{port}/; \
@@ -187,6 +205,12 @@ fn contained_calls_through_the_proxy() {
         let out = String::from_utf8_lossy(&o.stdout);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(0), "{backend}: {out}\n{err}");
+        assert!(
+            out.contains("line fds [0, 1, 2]\n"),
+            "{backend}: {out}\n{err}"
+        );
+        assert!(out.contains("handover refused"), "{backend}: {out}\n{err}");
+        // ... and the proxy keeps serving the call (the checks below).
         assert!(out.contains("ok=200"), "{backend}: {out}\n{err}");
         assert!(out.contains("sni refused"), "{backend}: {out}\n{err}");
         assert!(
