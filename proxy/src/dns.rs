@@ -174,7 +174,17 @@ pub fn answer(table: &NameTable, q: &[u8]) -> (Option<Vec<u8>>, DnsOutcome) {
     } else {
         None
     };
+    // A reverse lookup names an address, not a host a grant could name: refused like any
+    // other name, but reported without one (a `host` record for `1.0.0.127.in-addr.arpa`
+    // would only be noise in the approval flow).
+    let reverse = ["in-addr.arpa", "ip6.arpa"]
+        .iter()
+        .any(|z| qname == *z || qname.ends_with(&format!(".{z}")));
     match ip {
+        None if reverse => (
+            Some(reply(NXDOMAIN, Some(question), None)),
+            DnsOutcome::Refused(None),
+        ),
         None => (
             Some(reply(NXDOMAIN, Some(question), None)),
             DnsOutcome::Refused((!shown.is_empty()).then_some(shown)),
@@ -281,6 +291,17 @@ mod tests {
         assert_eq!(
             t.name_of(Ipv4Addr::new(127, 77, 0, 1)).as_deref(),
             Some("registry.test")
+        );
+        // Reverse lookups: refused, with no host to report.
+        for n in ["1.0.0.127.in-addr.arpa", "b.a.ip6.arpa", "in-addr.arpa"] {
+            let (r, o) = answer(&t, &build_query(11, n, 12));
+            assert_eq!(parse_response(&r.unwrap()), Some((3, vec![])), "{n}");
+            assert_eq!(o, DnsOutcome::Refused(None), "{n}");
+        }
+        let (_, o) = answer(&t, &build_query(12, "in-addr.arpa.evil.test", 1));
+        assert_eq!(
+            o,
+            DnsOutcome::Refused(Some("in-addr.arpa.evil.test".into()))
         );
         assert_eq!(answer(&t, b"short").1, DnsOutcome::Dropped);
         let mut resp = build_query(1, "x.test", 1);
