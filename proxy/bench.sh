@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 BYTES=${1:-1073741824}
 CONNS=${2:-2000}
 ROUNDS=${3:-5}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-proxy}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 cargo build --quiet --release -p efr-proxy --example proxy-bench
 BIN=$CARGO_TARGET_DIR/release/examples/proxy-bench
 

@@ -10,7 +10,8 @@
 # Usage: scripts/bench-launch.sh [N]   (builds efr-launch and efr-sandbox in release first)
 set -eu
 N=${1:-50}
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-/work/target-launch}
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 cargo build -q --release -p efr-launcher --bin efr-launch -p efr-sandbox --bin efr-sandbox
 EXE=$CARGO_TARGET_DIR/release/efr-launch
 SBX=$CARGO_TARGET_DIR/release/efr-sandbox

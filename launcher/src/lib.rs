@@ -29,6 +29,7 @@ pub mod cli;
 pub mod denials;
 pub mod egress;
 pub mod env;
+pub mod handoff;
 pub mod inner;
 pub mod lockdown;
 pub mod native;

@@ -6,9 +6,13 @@ use std::os::fd::RawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use crate::handoff::Rest;
 use crate::inner::{InnerSpec, report, run_init};
 use crate::sys::{self, MOUNT_ATTR_RDONLY, mount};
 use crate::view::{Op, View};
+
+/// The most the child reads of a [`Rest`] (a view of many thousand paths fits).
+const MAX_REST: usize = 64 << 20;
 
 const O: &str = "/oldroot";
 const N: &str = "/newroot";
@@ -141,7 +145,7 @@ fn resolv_conf() -> Result<(), String> {
 
 /// Builds the view under `/newroot` and pivots into it. Runs in the child, as root of the
 /// new user namespace.
-fn build_root(view: &View, sync_r: RawFd) -> Result<(), String> {
+fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
     mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|e| err("private /", e))?;
     // A base tmpfs (over /tmp of this mount namespace only) holds the old and new roots.
@@ -191,14 +195,11 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<(), String> {
     if let Some(s) = &view.scratch {
         bind(&format!("{O}{s}"), &format!("{N}{s}"), false)?;
     }
-    // The launcher makes the placeholders on the host while the steps above run; the
-    // second byte says they are in place (EOF: it failed or died).
-    let mut b = [0u8; 1];
-    if !matches!(sys::read(sync_r, &mut b), Ok(1)) {
-        return Err("the launcher ended during setup".into());
-    }
+    // The launcher computes the rest of the view, and makes its placeholders on the host,
+    // while the steps above run: a length, then a [`Rest`] (EOF: it failed or died).
+    let rest = read_rest(sync_r)?;
     sys::close(sync_r);
-    for op in &view.ops {
+    for op in &rest.ops {
         match op {
             Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)
                 .map_err(|e| format!("{dst}: {e}"))?,
@@ -216,7 +217,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<(), String> {
                     // user (so the call) cannot create it either.
                     Err(e)
                         if e.kind() == io::ErrorKind::NotFound
-                            && view.placeholders.iter().any(|q| q.path == *path) =>
+                            && rest.placeholders.iter().any(|q| q.path == *path) =>
                     {
                         continue;
                     }
@@ -273,19 +274,53 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<(), String> {
     sys::pivot_root(".", ".").map_err(|e| err("pivot_root", e))?;
     sys::umount2(".", libc::MNT_DETACH).map_err(|e| err("detach base", e))?;
     sys::chdir("/").map_err(|e| err("chdir /", e))?;
-    Ok(())
+    Ok(rest)
+}
+
+/// Fills `buf` from `fd`; false at EOF or on an error.
+fn read_full(fd: RawFd, buf: &mut [u8]) -> bool {
+    let mut at = 0;
+    while at < buf.len() {
+        match sys::read(fd, &mut buf[at..]) {
+            Ok(0) => return false,
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// The [`Rest`] the launcher writes on the sync pipe: its length (u32, little-endian),
+/// then its bytes.
+fn read_rest(fd: RawFd) -> Result<Rest, String> {
+    let ended = || "the launcher ended during setup".to_string();
+    let mut len = [0u8; 4];
+    if !read_full(fd, &mut len) {
+        return Err(ended());
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_REST {
+        return Err(format!("view of {len} bytes, over {MAX_REST}"));
+    }
+    let mut buf = vec![0u8; len];
+    if !read_full(fd, &mut buf) {
+        return Err(ended());
+    }
+    crate::handoff::decode(&buf).map_err(|e| format!("view from the launcher: {e}"))
 }
 
 /// Starts the contained tree; returns the init's pid (in the launcher's pid namespace).
-/// `stderr_w` replaces the tree's stderr when the launcher tees it. `between` runs in the
-/// launcher while the child builds the base of its view, before it binds the view's
-/// operations (it makes the placeholders).
+/// `view` is the base of the view ([`crate::view::base`]); `rest` runs in the launcher while
+/// the child builds that base, and gives what the child applies next (so computing the view
+/// and making the placeholders cost no time of their own). `stderr_w` replaces the tree's
+/// stderr when the launcher tees it.
 pub fn spawn(
     view: &View,
     spec: &InnerSpec,
     report_w: RawFd,
     stderr_w: Option<RawFd>,
-    between: impl FnOnce(),
+    rest: impl FnOnce() -> Rest,
 ) -> Result<libc::pid_t, String> {
     let (uid, gid) = sys::ids();
     let (sync_r, sync_w) = sys::pipe().map_err(|e| err("pipe", e))?;
@@ -310,10 +345,13 @@ pub fn spawn(
         if let Some(fd) = stderr_w {
             let _ = sys::dup2(fd, 2);
         }
-        if let Err(e) = build_root(view, sync_r) {
-            report(report_w, &format!("setup_error {e}"));
-            sys::exit_now(126);
-        }
+        let rest = match build_root(view, sync_r) {
+            Ok(r) => r,
+            Err(e) => {
+                report(report_w, &format!("setup_error {e}"));
+                sys::exit_now(126);
+            }
+        };
         let _ = sys::sethostname("efr-sandbox");
         if !view.host_net {
             if let Err(e) = sys::loopback_up() {
@@ -321,7 +359,9 @@ pub fn spawn(
                 sys::exit_now(126);
             }
         }
-        run_init(spec, report_w)
+        let mut spec = spec.clone();
+        spec.landlock = rest.landlock;
+        run_init(&spec, report_w)
     }
     sys::close(sync_r);
     let maps = (|| -> io::Result<()> {
@@ -334,10 +374,19 @@ pub fn spawn(
         Ok(()) => {
             let _ = sys::write_all(sync_w, b"1");
             // The child builds the base of its view meanwhile.
-            between();
-            let _ = sys::write_all(sync_w, b"2");
+            let bytes = crate::handoff::encode(&rest());
+            let mut msg = (bytes.len() as u32).to_le_bytes().to_vec();
+            msg.extend_from_slice(&bytes);
+            let sent = sys::write_all(sync_w, &msg).map_err(|e| err("view to the child", e));
             sys::close(sync_w);
-            Ok(pid)
+            match sent {
+                Ok(()) => Ok(pid),
+                Err(e) => {
+                    let _ = sys::kill(pid, libc::SIGKILL);
+                    let _ = sys::waitpid(pid, 0);
+                    Err(e)
+                }
+            }
         }
         Err(e) => {
             sys::close(sync_w);

@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use efr_sandbox_wire::Backend;
 
 use crate::inner::InnerSpec;
-use crate::plan::{Plan, PlanMode};
+use crate::plan::{NetMode, Plan, PlanMode};
 use crate::status::{CgroupKind, LandlockReport, StatusLine};
 use crate::sys;
 use crate::view::Op;
@@ -132,18 +132,22 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     let mut cgroup = None;
     let backend_name;
     let spawned: Result<libc::pid_t, String> = if contained {
-        let mut v = crate::view::build(plan);
-        if !plan.weaken_values("no_masks").is_empty() {
-            v.ops.retain(|op| {
-                !matches!(
-                    op,
-                    Op::MaskDir { .. } | Op::MaskFile { .. } | Op::SealDir { .. }
-                )
-            });
-        }
-        if plan.weaken_values("no_landlock").is_empty() {
-            spec.landlock = Some(v.landlock.clone());
-        }
+        let no_masks = !plan.weaken_values("no_masks").is_empty();
+        let with_landlock = plan.weaken_values("no_landlock").is_empty();
+        // The whole view, its placeholders made on the host (and weakened when a test asks).
+        let finish = |made: &mut Vec<crate::view::Placeholder>| {
+            let mut v = crate::view::build(plan);
+            if no_masks {
+                v.ops.retain(|op| {
+                    !matches!(
+                        op,
+                        Op::MaskDir { .. } | Op::MaskFile { .. } | Op::SealDir { .. }
+                    )
+                });
+            }
+            *made = crate::view::make_placeholders(&v.placeholders);
+            v
+        };
         spec.seccomp_drop = plan
             .weaken_values("seccomp_drop")
             .into_iter()
@@ -155,20 +159,32 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
             .map(|s| s.to_string())
             .unwrap_or_else(|| crate::bwrap::BWRAP.to_string());
         spec.drop_caps = true;
-        if let (Some(_), Some(p)) = (&v.proxy_socket, &plan.proxy) {
+        let base = crate::view::base(plan);
+        if let (Some(_), Some(p)) = (&base.proxy_socket, &plan.proxy) {
             spec.egress = Some(crate::egress::EgressSpec {
                 socket: crate::plan::INSIDE_PROXY_SOCKET.into(),
                 relay_port: p.relay_port,
                 ports: p.ports.clone(),
             });
         }
-        let r = match plan.backend {
+        match plan.backend {
             Backend::Native => {
                 backend_name = "native";
-                spec.seccomp = Some(v.landlock.deny_tcp);
-                crate::native::spawn(&v, &spec, report_w, err_w, || {
-                    made = crate::view::make_placeholders(&v.placeholders);
-                })
+                spec.seccomp = Some(plan.net() == NetMode::View);
+                // The view is computed while the child builds its base (see native::spawn).
+                let mut full = None;
+                let r = crate::native::spawn(&base, &spec, report_w, err_w, || {
+                    let v = finish(&mut made);
+                    let rest = crate::handoff::Rest {
+                        ops: v.ops.clone(),
+                        placeholders: v.placeholders.clone(),
+                        landlock: with_landlock.then(|| v.landlock.clone()),
+                    };
+                    full = Some(v);
+                    rest
+                });
+                view = full;
+                r
             }
             Backend::Bwrap => {
                 backend_name = "bwrap";
@@ -179,7 +195,10 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         "backend bwrap unavailable: {bwrap_path} is missing"
                     ))
                 } else {
-                    made = crate::view::make_placeholders(&v.placeholders);
+                    let mut v = finish(&mut made);
+                    if with_landlock {
+                        spec.landlock = Some(v.landlock.clone());
+                    }
                     // bwrap fails on a missing source: leave out a placeholder that could
                     // not be made and does not exist (the call cannot create it either).
                     v.ops.retain(|op| match op {
@@ -190,7 +209,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         }
                         _ => true,
                     });
-                    match (crate::bwrap::Stage::new(), sys::pipe()) {
+                    let r = match (crate::bwrap::Stage::new(), sys::pipe()) {
                         (Ok(st), Ok((ir, iw))) => {
                             info = Some((ir, iw));
                             let r = crate::bwrap::spawn(
@@ -206,12 +225,12 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                             r
                         }
                         (Err(e), _) | (_, Err(e)) => Err(format!("bwrap stage: {e}")),
-                    }
+                    };
+                    view = Some(v);
+                    r
                 }
             }
-        };
-        view = Some(v);
-        r
+        }
     } else {
         backend_name = "unsandboxed";
         let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);

@@ -208,19 +208,35 @@ pub fn remove_placeholders(ph: &[Placeholder]) {
     }
 }
 
-/// Computes the view. The placeholders it lists are made by the caller
-/// ([`make_placeholders`]) before the backend binds them.
-pub fn build(plan: &Plan) -> View {
+/// The part of the view a native child needs before the rest is known (the launcher
+/// computes the rest while the child builds the base of its view): `/tmp`, the scratch
+/// dir, the network mode, the proxy socket and the granted devices ([`Op::Dev`] only; the
+/// same as [`build`] gives).
+pub fn base(plan: &Plan) -> View {
     let mut v = View {
         tmp: plan.tmp.clone(),
         scratch: plan.scratch.clone(),
         ..Default::default()
     };
-    let net = plan.net();
-    v.host_net = net != NetMode::Own;
+    v.host_net = plan.net() != NetMode::Own;
     if !v.host_net {
         v.proxy_socket = plan.proxy.as_ref().map(|p| p.socket.clone());
     }
+    for g in &plan.grants {
+        if let Grant::Device { path } = g {
+            v.ops.push(Op::Dev { path: path.clone() });
+        }
+    }
+    v
+}
+
+/// Computes the view. The placeholders it lists are made by the caller
+/// ([`make_placeholders`]) before the backend binds them.
+pub fn build(plan: &Plan) -> View {
+    let mut v = base(plan);
+    // The devices come again below, in their place among the binds.
+    v.ops.clear();
+    let net = plan.net();
     let mut writable: Vec<String> = plan.projects.clone();
     for g in &plan.grants {
         if let Grant::Write { path } = g {
