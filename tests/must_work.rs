@@ -1,7 +1,6 @@
 //! The must-work suite: real work a contained call must be able to do, on each backend.
 
 use std::io::Write;
-use std::os::fd::FromRawFd;
 
 use efr_launcher::api::BackendChoice;
 use efr_sandbox_tests::common::{Fixture, backends, python, run, run_plan};
@@ -115,24 +114,7 @@ fn output_exit_codes_signals() {
 fn prompt_on_a_pty() {
     for b in backends() {
         let fx = Fixture::new();
-        let mut master: libc::c_int = -1;
-        let mut slave: libc::c_int = -1;
-        // SAFETY: openpty writes two fds into the pointers given; name, termios and winsize
-        // may be NULL.
-        let r = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(r, 0);
-        // SAFETY: openpty just returned this fd, owned here only.
-        let mut m = unsafe { std::fs::File::from_raw_fd(master) };
-        // SAFETY: as above.
-        let s = unsafe { std::fs::File::from_raw_fd(slave) };
+        let (mut m, s) = efr_sandbox_tests::common::sys::openpty().unwrap();
         m.write_all(b"answer42\n").unwrap();
         let plan = fx.plan("test -t 0 && read x && echo got:$x", b, vec![]);
         let r = run_plan(&plan, Some(std::process::Stdio::from(s)));

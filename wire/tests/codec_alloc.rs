@@ -1,33 +1,40 @@
 //! An oversized frame is refused without allocating its length: a counting allocator
 //! records the largest single allocation while the codec reads the header.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use efr_sandbox_wire::frame::{self, FrameDecoder, MAX_FRAME};
 
-struct Counting;
+/// The counting allocator (the only `unsafe` of this test).
+mod sys {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
+    pub struct Counting;
 
-// SAFETY: every call forwards to the system allocator with the same layout and pointer;
-// the counter has no effect on the memory handed out.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
-        // SAFETY: the caller's layout contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LARGEST.fetch_max(new_size, Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System` with this layout; the caller checked new_size.
-        unsafe { System.realloc(ptr, layout, new_size) }
+    pub static LARGEST: AtomicUsize = AtomicUsize::new(0);
+
+    // SAFETY: every call forwards to the system allocator with the same layout and pointer;
+    // the counter has no effect on the memory handed out.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            LARGEST.fetch_max(layout.size(), Ordering::Relaxed);
+            // SAFETY: the caller's layout contract is passed on unchanged.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: `ptr` came from `System.alloc` with this layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            LARGEST.fetch_max(new_size, Ordering::Relaxed);
+            // SAFETY: `ptr` came from `System` with this layout; the caller checked new_size.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
     }
 }
+
+use sys::{Counting, LARGEST};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
