@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use efr_launcher::api::BackendChoice;
-use efr_sandbox_tests::common::{Fixture, backends, python, run, run_plan};
+use efr_sandbox_tests::common::{Fixture, SECRET, backends, python, run, run_plan};
 
 fn ok(fx: &Fixture, line: &str, b: BackendChoice) -> String {
     let r = run(fx, line, b);
@@ -146,6 +146,49 @@ fn tmp_home_sockets_fifos() {
             b,
         );
         assert!(out.contains("s\np"), "{out}");
+    }
+}
+
+/// Git in a call does not see the placeholders of missing protected paths: `git status`
+/// is clean and `git add -A` takes none of them (the repository's `info/exclude` is shown
+/// with their names added, the file on the host untouched).
+#[test]
+fn placeholders_are_invisible_to_git() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let exclude = format!("{}/.git/info/exclude", fx.proj);
+        std::fs::write(&exclude, "target/\n").unwrap();
+        let r = run(
+            &fx,
+            "git add -A -- . :!vendor && git -c user.email=t@t -c user.name=t commit -qm c && \
+             git status --porcelain -- . :!vendor && echo status-done && git ls-files && \
+             grep -c '^/.envrc$' .git/info/exclude",
+            b,
+        );
+        assert!(r.status.success(), "[{b:?}] {r:?}");
+        let (status, files) = r.stdout.split_once("status-done\n").unwrap();
+        assert_eq!(status, "", "[{b:?}] untracked in the call: {status}");
+        for ph in [".envrc", ".vscode", ".idea", ".efr", ".gitmodules"] {
+            assert!(
+                !files.lines().any(|l| l == ph),
+                "[{b:?}] {ph} committed: {files}"
+            );
+        }
+        assert!(files.contains("README"), "[{b:?}] {files}");
+        assert_eq!(std::fs::read_to_string(&exclude).unwrap(), "target/\n");
+        // A link planted where the exclude file was (an earlier call could) is not read:
+        // git then lists the placeholders, and the target's content stays hidden.
+        std::fs::remove_file(&exclude).unwrap();
+        std::os::unix::fs::symlink(format!("{}/.ssh/id_rsa", fx.home), &exclude).unwrap();
+        let r = run(&fx, "cat .git/info/exclude; git status --porcelain", b);
+        assert!(!r.all_output().contains(SECRET), "[{b:?}] {r:?}");
+        std::fs::remove_file(&exclude).unwrap();
+        std::fs::hard_link(format!("{}/README", fx.proj), &exclude).unwrap();
+        let r = run(&fx, "cat .git/info/exclude", b);
+        assert!(
+            !r.stdout.contains("efr sandbox"),
+            "[{b:?}] hard link read: {r:?}"
+        );
     }
 }
 

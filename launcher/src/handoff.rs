@@ -4,7 +4,8 @@
 //!
 //! Records, one after the other: a tag byte, then the fields, each ended by a NUL (no path
 //! holds one). Bind `B src dst w|r`; devices `D`, pins `p`, read-only paths `R`, masks `M`
-//! (directory) and `F` (file), seals `S`, each one path; placeholders `P path`; `L` says
+//! (directory) and `F` (file), seals `S`, each one path; a repository's exclude file
+//! `X path content`; placeholders `P path`; `L` says
 //! the line gets Landlock rules, whose lists follow as `r`, `w`, `d`, `s` paths, with `T`
 //! (TCP refused) and `C` (scopes).
 
@@ -41,6 +42,7 @@ pub fn encode(rest: &Rest) -> Vec<u8> {
             Op::MaskDir { path } => put(&mut out, b'M', &[path]),
             Op::MaskFile { path } => put(&mut out, b'F', &[path]),
             Op::SealDir { path } => put(&mut out, b'S', &[path]),
+            Op::Exclude { path, content } => put(&mut out, b'X', &[path, content]),
         }
     }
     for p in &rest.placeholders {
@@ -112,6 +114,10 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
             b'S' => rest.ops.push(Op::SealDir {
                 path: field(&mut at)?,
             }),
+            b'X' => {
+                let (path, content) = (field(&mut at)?, field(&mut at)?);
+                rest.ops.push(Op::Exclude { path, content });
+            }
             b'P' => rest.placeholders.push(Placeholder {
                 path: field(&mut at)?,
             }),
@@ -170,6 +176,10 @@ mod tests {
                 },
                 Op::SealDir {
                     path: "/h/.ssh".into(),
+                },
+                Op::Exclude {
+                    path: "/p/.git/info/exclude".into(),
+                    content: "target/\n# x\n/.envrc\n".into(),
                 },
             ],
             placeholders: vec![Placeholder {

@@ -199,6 +199,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
     // while the steps above run: a length, then a [`Rest`] (EOF: it failed or died).
     let rest = read_rest(sync_r)?;
     sys::close(sync_r);
+    let mut excludes = 0;
     for op in &rest.ops {
         match op {
             Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)
@@ -247,6 +248,12 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                 }
                 sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
                     .map_err(|e| err("mask", e))?;
+            }
+            Op::Exclude { path, content } => {
+                let staged = format!("/stage/exclude-{excludes}");
+                excludes += 1;
+                std::fs::write(&staged, content).map_err(|e| err("exclude", e))?;
+                bind(&staged, &format!("{N}{path}"), true).map_err(|e| format!("{path}: {e}"))?;
             }
             Op::SealDir { path } => {
                 let p = format!("{N}{path}");

@@ -28,6 +28,10 @@ pub enum Op {
     MaskFile { path: String },
     /// Make a [`Op::MaskDir`] read-only once what is bound inside it is in place.
     SealDir { path: String },
+    /// A repository's `info/exclude` shown read-only with `content`: the file as it is, and
+    /// the placeholders in that repository's root, so git in the call neither lists them
+    /// as untracked nor adds them (`git add -A`).
+    Exclude { path: String, content: String },
 }
 
 /// An empty file (mode 0444) the launcher creates on the host where a protected path is
@@ -199,6 +203,76 @@ pub fn make_placeholders(ph: &[Placeholder]) -> Vec<Placeholder> {
     made
 }
 
+/// The most of a repository's `info/exclude` shown with the placeholders added (a bigger
+/// one is left alone: the call's git then lists the placeholders).
+const MAX_EXCLUDE: usize = 64 << 10;
+/// The most repositories whose `info/exclude` is shown so.
+const MAX_EXCLUDES: usize = 16;
+
+/// A real directory, not a link to one.
+fn real_dir(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
+}
+
+/// [`Op::Exclude`] for each repository whose worktree root holds a placeholder. Only a
+/// plain `.git` directory with a plain `info/exclude` file of one link is read (a link
+/// planted by an earlier call must not show another file's content in this one).
+fn excludes(placeholders: &[Placeholder]) -> Vec<Op> {
+    use std::os::unix::fs::MetadataExt;
+    let mut by_repo: Vec<(std::path::PathBuf, Vec<String>)> = Vec::new();
+    for ph in placeholders {
+        let p = Path::new(&ph.path);
+        let (Some(root), Some(name)) = (p.parent(), p.file_name()) else {
+            continue;
+        };
+        let git = root.join(".git");
+        if !real_dir(&git) || !real_dir(&git.join("info")) {
+            continue;
+        }
+        // `/name`, with git's pattern characters escaped.
+        let mut pat = String::from("/");
+        for c in name.to_string_lossy().chars() {
+            if matches!(c, '*' | '?' | '[' | '\\') {
+                pat.push('\\');
+            }
+            pat.push(c);
+        }
+        let file = git.join("info/exclude");
+        if let Some((_, names)) = by_repo.iter_mut().find(|(f, _)| *f == file) {
+            names.push(pat);
+        } else if by_repo.len() < MAX_EXCLUDES {
+            by_repo.push((file, vec![pat]));
+        }
+    }
+    let mut ops = Vec::new();
+    for (file, names) in by_repo {
+        let plain = std::fs::symlink_metadata(&file)
+            .is_ok_and(|m| m.is_file() && m.nlink() == 1 && m.len() <= MAX_EXCLUDE as u64);
+        if !plain {
+            continue;
+        }
+        let Ok(mut content) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        if content.contains('\0') || content.len() > MAX_EXCLUDE {
+            continue;
+        }
+        if !content.is_empty() && !content.ends_with('\n') {
+            content.push('\n');
+        }
+        content.push_str("# efr sandbox: this call's placeholders for missing protected paths\n");
+        for n in names {
+            content.push_str(&n);
+            content.push('\n');
+        }
+        ops.push(Op::Exclude {
+            path: file.to_string_lossy().into_owned(),
+            content,
+        });
+    }
+    ops
+}
+
 /// Removes placeholders that are still empty files (what is not ours to remove stays).
 pub fn remove_placeholders(ph: &[Placeholder]) {
     for p in ph.iter().rev() {
@@ -299,6 +373,7 @@ pub fn build(plan: &Plan) -> View {
         }
         v.ops.push(Op::ReadOnly { path: target });
     }
+    v.ops.extend(excludes(&v.placeholders));
     // Masks.
     let unmasked: Vec<&String> = plan
         .grants
