@@ -86,6 +86,19 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
     while at < b.len() {
         let tag = b[at];
         at += 1;
+        let one_path: Option<fn(String) -> Op> = match tag {
+            b'D' => Some(|path| Op::Dev { path }),
+            b'p' => Some(|path| Op::Pin { path }),
+            b'R' => Some(|path| Op::ReadOnly { path }),
+            b'M' => Some(|path| Op::MaskDir { path }),
+            b'F' => Some(|path| Op::MaskFile { path }),
+            b'S' => Some(|path| Op::SealDir { path }),
+            _ => None,
+        };
+        if let Some(make) = one_path {
+            rest.ops.push(make(field(&mut at)?));
+            continue;
+        }
         match tag {
             b'B' => {
                 let (src, dst) = (field(&mut at)?, field(&mut at)?);
@@ -96,24 +109,6 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
                 };
                 rest.ops.push(Op::Bind { src, dst, rw });
             }
-            b'D' => rest.ops.push(Op::Dev {
-                path: field(&mut at)?,
-            }),
-            b'p' => rest.ops.push(Op::Pin {
-                path: field(&mut at)?,
-            }),
-            b'R' => rest.ops.push(Op::ReadOnly {
-                path: field(&mut at)?,
-            }),
-            b'M' => rest.ops.push(Op::MaskDir {
-                path: field(&mut at)?,
-            }),
-            b'F' => rest.ops.push(Op::MaskFile {
-                path: field(&mut at)?,
-            }),
-            b'S' => rest.ops.push(Op::SealDir {
-                path: field(&mut at)?,
-            }),
             b'X' => {
                 let (path, content) = (field(&mut at)?, field(&mut at)?);
                 rest.ops.push(Op::Exclude { path, content });
