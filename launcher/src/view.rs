@@ -214,11 +214,37 @@ fn real_dir(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
 }
 
-/// [`Op::Exclude`] for each repository whose worktree root holds a placeholder. Only a
-/// plain `.git` directory with a plain `info/exclude` file of one link is read (a link
-/// planted by an earlier call must not show another file's content in this one).
-fn excludes(placeholders: &[Placeholder]) -> Vec<Op> {
+/// The content of `ROOT/.git/info/exclude` when each of `.git`, `info` and `exclude` is what
+/// it should be and no link: opened one component at a time without following links (a
+/// link planted by a call, even one swapped in while this runs, must not show another
+/// file's content to a call), the file a regular file of one link and at most
+/// [`MAX_EXCLUDE`] bytes (opened non-blocking: a FIFO there must not hang the launcher).
+fn read_exclude(file: &Path) -> Option<String> {
+    use std::io::Read;
     use std::os::unix::fs::MetadataExt;
+    let root = file.parent()?.parent()?.parent()?;
+    let root = std::fs::File::open(root).ok()?;
+    let git =
+        crate::sys::openat_nofollow(&root, ".git", libc::O_DIRECTORY | libc::O_RDONLY).ok()?;
+    let info =
+        crate::sys::openat_nofollow(&git, "info", libc::O_DIRECTORY | libc::O_RDONLY).ok()?;
+    let mut f =
+        crate::sys::openat_nofollow(&info, "exclude", libc::O_RDONLY | libc::O_NONBLOCK).ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.nlink() != 1 || m.len() > MAX_EXCLUDE as u64 {
+        return None;
+    }
+    let mut s = String::new();
+    f.by_ref()
+        .take(MAX_EXCLUDE as u64 + 1)
+        .read_to_string(&mut s)
+        .ok()?;
+    Some(s)
+}
+
+/// [`Op::Exclude`] for each repository whose worktree root holds a placeholder (see
+/// [`read_exclude`] for what is read).
+fn excludes(placeholders: &[Placeholder]) -> Vec<Op> {
     let mut by_repo: Vec<(std::path::PathBuf, Vec<String>)> = Vec::new();
     for ph in placeholders {
         let p = Path::new(&ph.path);
@@ -246,12 +272,7 @@ fn excludes(placeholders: &[Placeholder]) -> Vec<Op> {
     }
     let mut ops = Vec::new();
     for (file, names) in by_repo {
-        let plain = std::fs::symlink_metadata(&file)
-            .is_ok_and(|m| m.is_file() && m.nlink() == 1 && m.len() <= MAX_EXCLUDE as u64);
-        if !plain {
-            continue;
-        }
-        let Ok(mut content) = std::fs::read_to_string(&file) else {
+        let Some(mut content) = read_exclude(&file) else {
             continue;
         };
         if content.contains('\0') || content.len() > MAX_EXCLUDE {
