@@ -189,6 +189,12 @@ fn placeholders_are_invisible_to_git() {
             !r.stdout.contains("efr sandbox"),
             "[{b:?}] hard link read: {r:?}"
         );
+        // A FIFO there must not hang the launch.
+        std::fs::remove_file(&exclude).unwrap();
+        let fifo = std::process::Command::new("mkfifo").arg(&exclude).status();
+        assert!(fifo.unwrap().success());
+        let r = run(&fx, "echo fifo-ok", b);
+        assert!(r.stdout.contains("fifo-ok"), "[{b:?}] {r:?}");
     }
 }
 
