@@ -206,8 +206,10 @@ pub fn make_placeholders(ph: &[Placeholder]) -> Vec<Placeholder> {
 /// The most of a repository's `info/exclude` shown with the placeholders added (a bigger
 /// one is left alone: the call's git then lists the placeholders).
 const MAX_EXCLUDE: usize = 64 << 10;
-/// The most repositories whose `info/exclude` is shown so.
+/// The most repositories whose `info/exclude` is shown so, and the most bytes of them all
+/// (the native child stages them in its 1 MiB base tmpfs).
 const MAX_EXCLUDES: usize = 16;
+const MAX_EXCLUDE_TOTAL: usize = 512 << 10;
 
 /// A real directory, not a link to one.
 fn real_dir(p: &Path) -> bool {
@@ -271,6 +273,7 @@ fn excludes(placeholders: &[Placeholder]) -> Vec<Op> {
         }
     }
     let mut ops = Vec::new();
+    let mut total = 0;
     for (file, names) in by_repo {
         let Some(mut content) = read_exclude(&file) else {
             continue;
@@ -285,6 +288,10 @@ fn excludes(placeholders: &[Placeholder]) -> Vec<Op> {
         for n in names {
             content.push_str(&n);
             content.push('\n');
+        }
+        total += content.len();
+        if total > MAX_EXCLUDE_TOTAL {
+            break;
         }
         ops.push(Op::Exclude {
             path: file.to_string_lossy().into_owned(),
