@@ -521,3 +521,83 @@ pub fn build(plan: &Plan) -> View {
     };
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo(root: &Path, exclude: &str) {
+        std::fs::create_dir_all(root.join(".git/info")).unwrap();
+        std::fs::write(root.join(".git/info/exclude"), exclude).unwrap();
+    }
+
+    fn ph(p: &Path) -> Placeholder {
+        Placeholder {
+            path: p.to_string_lossy().into_owned(),
+        }
+    }
+
+    #[test]
+    fn excludes_add_the_placeholders_of_each_repository_root() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        repo(&a, "target/");
+        repo(&b, "");
+        let ops = excludes(&[
+            ph(&a.join(".envrc")),
+            ph(&a.join(".vscode")),
+            ph(&a.join("we*ird[1]")),
+            ph(&a.join(".git/config.worktree")),
+            ph(&b.join(".idea")),
+            ph(&d.path().join("norepo/.envrc")),
+        ]);
+        let mut got: Vec<(String, String)> = ops
+            .into_iter()
+            .map(|o| match o {
+                Op::Exclude { path, content } => (path, content),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        got.sort();
+        let head = "# efr sandbox: this call's placeholders for missing protected paths\n";
+        assert_eq!(
+            got,
+            vec![
+                (
+                    a.join(".git/info/exclude").to_string_lossy().into_owned(),
+                    format!("target/\n{head}/.envrc\n/.vscode\n/we\\*ird\\[1]\n")
+                ),
+                (
+                    b.join(".git/info/exclude").to_string_lossy().into_owned(),
+                    format!("{head}/.idea\n")
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn excludes_are_bounded() {
+        let d = tempfile::tempdir().unwrap();
+        let big = "x".repeat(60 << 10);
+        let mut phs = Vec::new();
+        for i in 0..20 {
+            let r = d.path().join(format!("r{i}"));
+            repo(&r, &big);
+            phs.push(ph(&r.join(".envrc")));
+        }
+        let ops = excludes(&phs);
+        let total: usize = ops
+            .iter()
+            .map(|o| match o {
+                Op::Exclude { content, .. } => content.len(),
+                _ => 0,
+            })
+            .sum();
+        assert!(!ops.is_empty() && ops.len() < 16, "{}", ops.len());
+        assert!(total <= MAX_EXCLUDE_TOTAL, "{total}");
+        // Over the per-file bound: left alone.
+        let r = d.path().join("huge");
+        repo(&r, &"y".repeat(MAX_EXCLUDE + 1));
+        assert!(excludes(&[ph(&r.join(".envrc"))]).is_empty());
+    }
+}
