@@ -250,6 +250,10 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                     .map_err(|e| err("mask", e))?;
             }
             Op::Exclude { path, content } => {
+                // Gone since the launcher read it: nothing to show instead.
+                if std::fs::symlink_metadata(format!("{N}{path}")).is_err() {
+                    continue;
+                }
                 let staged = format!("/stage/exclude-{excludes}");
                 excludes += 1;
                 std::fs::write(&staged, content).map_err(|e| err("exclude", e))?;
