@@ -176,12 +176,7 @@ impl Scanner {
             for p in paths_for(l, COVERED_PHRASES, false) {
                 let abs = self.absolute(p);
                 let abs = abs.trim_end_matches('/');
-                if self.covered.iter().any(|c| {
-                    abs == c
-                        || abs
-                            .strip_prefix(c.as_str())
-                            .is_some_and(|r| r.starts_with('/'))
-                }) {
+                if self.covered.iter().any(|c| crate::view::under(abs, c)) {
                     found.push(abs.to_string());
                 }
             }

@@ -276,24 +276,19 @@ fn leaf(nr: u32, rule: &Rule) -> Option<Program> {
             stmt(RET_K, RET_ALLOW),
             stmt(RET_K, RET_EPERM),
         ],
-        Rule::OneOf { arg, values } => {
+        Rule::OneOf { arg, values } | Rule::NoneOf { arg, values } => {
+            // Each listed value jumps to the last return; the others fall to the one before.
+            let (other, listed) = match rule {
+                Rule::OneOf { .. } => (RET_ALLOW, RET_EPERM),
+                _ => (RET_EPERM, RET_ALLOW),
+            };
             let n = values.len();
             let mut b = vec![stmt(LD_W_ABS, off_arg_low(*arg))];
             for (i, v) in values.iter().enumerate() {
                 b.push(jump(JEQ_K, *v, n - i, 0)?);
             }
-            b.push(stmt(RET_K, RET_ALLOW));
-            b.push(stmt(RET_K, RET_EPERM));
-            b
-        }
-        Rule::NoneOf { arg, values } => {
-            let n = values.len();
-            let mut b = vec![stmt(LD_W_ABS, off_arg_low(*arg))];
-            for (i, v) in values.iter().enumerate() {
-                b.push(jump(JEQ_K, *v, n - i, 0)?);
-            }
-            b.push(stmt(RET_K, RET_EPERM));
-            b.push(stmt(RET_K, RET_ALLOW));
+            b.push(stmt(RET_K, other));
+            b.push(stmt(RET_K, listed));
             b
         }
     };

@@ -67,7 +67,8 @@ pub struct View {
 pub const RESOLV_CONF: &str =
     "# efr sandbox: the call's own DNS server (allowed names only)\nnameserver 127.0.0.1\n";
 
-fn under(p: &str, root: &str) -> bool {
+/// `p` is `root` or below it.
+pub(crate) fn under(p: &str, root: &str) -> bool {
     let root = root.trim_end_matches('/');
     root.is_empty() || p == root || p.starts_with(&format!("{root}/"))
 }
@@ -211,20 +212,14 @@ const MAX_EXCLUDE: usize = 64 << 10;
 const MAX_EXCLUDES: usize = 16;
 const MAX_EXCLUDE_TOTAL: usize = 512 << 10;
 
-/// A real directory, not a link to one.
-fn real_dir(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
-}
-
 /// The content of `ROOT/.git/info/exclude` when each of `.git`, `info` and `exclude` is what
 /// it should be and no link: opened one component at a time without following links (a
 /// link planted by a call, even one swapped in while this runs, must not show another
-/// file's content to a call), the file a regular file of one link and at most
-/// [`MAX_EXCLUDE`] bytes (opened non-blocking: a FIFO there must not hang the launcher).
-fn read_exclude(file: &Path) -> Option<String> {
+/// file's content to a call), the file a regular file of one link, at most [`MAX_EXCLUDE`]
+/// bytes and no NUL (opened non-blocking: a FIFO there must not hang the launcher).
+fn read_exclude(root: &Path) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
-    let root = file.parent()?.parent()?.parent()?;
     let root = std::fs::File::open(root).ok()?;
     let git =
         crate::sys::openat_nofollow(&root, ".git", libc::O_DIRECTORY | libc::O_RDONLY).ok()?;
@@ -241,23 +236,20 @@ fn read_exclude(file: &Path) -> Option<String> {
         .take(MAX_EXCLUDE as u64 + 1)
         .read_to_string(&mut s)
         .ok()?;
-    Some(s)
+    (s.len() <= MAX_EXCLUDE && !s.contains('\0')).then_some(s)
 }
 
 /// [`Op::Exclude`] for each repository whose worktree root holds a placeholder (see
-/// [`read_exclude`] for what is read).
+/// [`read_exclude`] for what is read), at most [`MAX_EXCLUDES`] of them.
 fn excludes(placeholders: &[Placeholder]) -> Vec<Op> {
-    let mut by_repo: Vec<(std::path::PathBuf, Vec<String>)> = Vec::new();
+    // The placeholders by the directory that holds them, as `/name` patterns with git's
+    // pattern characters escaped.
+    let mut by_root: Vec<(&Path, Vec<String>)> = Vec::new();
     for ph in placeholders {
         let p = Path::new(&ph.path);
         let (Some(root), Some(name)) = (p.parent(), p.file_name()) else {
             continue;
         };
-        let git = root.join(".git");
-        if !real_dir(&git) || !real_dir(&git.join("info")) {
-            continue;
-        }
-        // `/name`, with git's pattern characters escaped.
         let mut pat = String::from("/");
         for c in name.to_string_lossy().chars() {
             if matches!(c, '*' | '?' | '[' | '\\') {
@@ -265,22 +257,20 @@ fn excludes(placeholders: &[Placeholder]) -> Vec<Op> {
             }
             pat.push(c);
         }
-        let file = git.join("info/exclude");
-        if let Some((_, names)) = by_repo.iter_mut().find(|(f, _)| *f == file) {
-            names.push(pat);
-        } else if by_repo.len() < MAX_EXCLUDES {
-            by_repo.push((file, vec![pat]));
+        match by_root.iter_mut().find(|(r, _)| *r == root) {
+            Some((_, names)) => names.push(pat),
+            None => by_root.push((root, vec![pat])),
         }
     }
     let mut ops = Vec::new();
     let mut total = 0;
-    for (file, names) in by_repo {
-        let Some(mut content) = read_exclude(&file) else {
+    for (root, names) in by_root {
+        if ops.len() == MAX_EXCLUDES {
+            break;
+        }
+        let Some(mut content) = read_exclude(root) else {
             continue;
         };
-        if content.contains('\0') || content.len() > MAX_EXCLUDE {
-            continue;
-        }
         if !content.is_empty() && !content.ends_with('\n') {
             content.push('\n');
         }
@@ -294,7 +284,10 @@ fn excludes(placeholders: &[Placeholder]) -> Vec<Op> {
             break;
         }
         ops.push(Op::Exclude {
-            path: file.to_string_lossy().into_owned(),
+            path: root
+                .join(".git/info/exclude")
+                .to_string_lossy()
+                .into_owned(),
             content,
         });
     }
