@@ -23,6 +23,26 @@ pub const DEFAULT_READ_ONLY_INSIDE: &[&str] = &[
     ".efr/",
 ];
 
+/// Name patterns kept read-only relative to every writable root and every repository below
+/// one, whether or not they exist at launch (the init refuses their creation). The service
+/// passes the relative entries of the config's `sandbox.read_only_inside` instead.
+pub const DEFAULT_PROTECT_NAMES: &[&str] = &[
+    ".git/hooks",
+    ".git/config",
+    ".git/config.worktree",
+    ".git/commondir",
+    ".git/info/attributes",
+    ".git/modules/**/hooks",
+    ".git/modules/**/config",
+    ".git/worktrees/*/config.worktree",
+    ".git/worktrees/*/commondir",
+    ".gitmodules",
+    ".envrc",
+    ".vscode",
+    ".idea",
+    ".efr",
+];
+
 /// Floor files, read-only when a project root is the home itself.
 pub const HOME_FLOORS: &[&str] = &[
     ".bashrc",
@@ -132,6 +152,9 @@ pub struct LaunchRequest {
     /// to, and [`HOME_FLOORS`] when a root is the home. The service passes the lists of
     /// `efr_policy::config::Config::launch_view`.
     pub read_only_inside: Option<Vec<String>>,
+    /// Name patterns protected relative to every writable root and repository below one
+    /// (see [`crate::plan::Plan::protect_names`]); [`DEFAULT_PROTECT_NAMES`] when `None`.
+    pub protect_names: Option<Vec<String>>,
     /// Absolute paths or `~/...`; [`HOME_MASKS`] below the home when `None`.
     pub masks: Option<Vec<String>>,
     /// The environment the line starts from; the caller's own when `None`.
@@ -157,6 +180,7 @@ impl LaunchRequest {
             home: std::env::var("HOME").ok(),
             backend: BackendChoice::Auto,
             read_only_inside: None,
+            protect_names: None,
             masks: None,
             env: None,
             env_set: Vec::new(),
@@ -264,6 +288,10 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         scratch: req.scratch.clone(),
         tmp: req.tmp.clone(),
         read_only_inside: ro,
+        protect_names: match &req.protect_names {
+            Some(v) => v.clone(),
+            None => DEFAULT_PROTECT_NAMES.iter().map(|s| s.to_string()).collect(),
+        },
         masks,
         grants: req.grants.clone(),
         env: req.env.as_ref().map(|v| {

@@ -41,10 +41,8 @@ pub fn available() -> bool {
 
 /// The arguments (after `bwrap`), up to and excluding the command.
 /// `resolv` is the host file shown as `/etc/resolv.conf` of a call with a proxy.
-/// The bwrap arguments of a view; `stage_dir` holds `exclude-N` for the N-th
-/// [`Op::Exclude`] ([`Stage::write_excludes`]).
-pub fn args(view: &View, empty_file: &str, resolv: Option<&str>, stage_dir: &str) -> Vec<String> {
-    let mut excludes = 0;
+/// The bwrap arguments of a view.
+pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
     let mut push = |x: &[&str]| a.extend(x.iter().map(|s| s.to_string()));
     push(&[
@@ -87,16 +85,9 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>, stage_dir: &str
                 push(&[if *rw { "--bind" } else { "--ro-bind" }, src, dst])
             }
             Op::Dev { path } => push(&["--dev-bind", path, path]),
-            Op::Pin { path } => push(&["--bind", path, path]),
-            Op::ReadOnly { path } => push(&["--ro-bind", path, path]),
             Op::MaskDir { path } => push(&["--tmpfs", path]),
             Op::MaskFile { path } => push(&["--ro-bind", empty_file, path]),
             Op::SealDir { path } => push(&["--remount-ro", path]),
-            Op::Exclude { path, .. } => {
-                let staged = format!("{stage_dir}/exclude-{excludes}");
-                excludes += 1;
-                push(&["--ro-bind", &staged, path]);
-            }
         }
     }
     a
@@ -132,21 +123,6 @@ impl Stage {
         std::fs::set_permissions(&resolv, std::fs::Permissions::from_mode(0o444))?;
         Ok(Stage { dir, empty, resolv })
     }
-
-    /// Writes the content of each [`Op::Exclude`] of `view` as `exclude-N` (read-only).
-    pub fn write_excludes(&self, view: &View) -> std::io::Result<()> {
-        use std::os::unix::fs::PermissionsExt;
-        let mut n = 0;
-        for op in &view.ops {
-            if let Op::Exclude { content, .. } = op {
-                let f = format!("{}/exclude-{n}", self.dir);
-                std::fs::write(&f, content)?;
-                std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444))?;
-                n += 1;
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Drop for Stage {
@@ -181,10 +157,7 @@ pub fn spawn(
     let prog_fd = sys::memfd_with("efr-seccomp", &crate::seccomp::program_bytes(&prog))
         .map_err(|e| format!("memfd: {e}"))?;
     let mut argv = vec![bwrap.to_string()];
-    stage
-        .write_excludes(view)
-        .map_err(|e| format!("bwrap stage: {e}"))?;
-    argv.extend(args(view, &stage.empty, Some(&stage.resolv), &stage.dir));
+    argv.extend(args(view, &stage.empty, Some(&stage.resolv)));
     // Our init runs inside bubblewrap's view, where the host path of this executable may
     // not exist (under /tmp, which the call has its own of, or in a masked path): bind it
     // read-only at a fixed path in the call's private /dev and run it from there.

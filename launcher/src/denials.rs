@@ -1,7 +1,6 @@
 //! Refused writes seen in a contained line's stderr: the paths of EROFS and EACCES messages,
-//! as the usual tools print them (coreutils, shells, python, node, git, make, cc); and, for
-//! the paths a placeholder covers (an empty read-only file where a protected path was
-//! missing), ENOTDIR and EEXIST messages too (`mkdir .vscode`, `.vscode/tasks.json`).
+//! as the usual tools print them (coreutils, shells, python, node, git, make, cc). (The
+//! writes the init's supervisor refuses reach the launcher on the report pipe instead.)
 
 const PHRASES: &[&str] = &[
     "Read-only file system",
@@ -13,19 +12,6 @@ const PHRASES: &[&str] = &[
 ];
 
 /// At most this many paths are kept.
-/// What a write under a placeholder fails with: the placeholder is a file, so making the
-/// directory it stands for says it exists, and a path below it says it is not a directory.
-const COVERED_PHRASES: &[&str] = &[
-    "Not a directory",
-    // dash's word for ENOTDIR on a redirection.
-    "Directory nonexistent",
-    "not a directory",
-    "File exists",
-    "file exists",
-    "ENOTDIR",
-    "EEXIST",
-];
-
 pub const MAX_DENIALS: usize = 64;
 
 /// Collects denial paths from stderr as it streams by.
@@ -33,8 +19,6 @@ pub const MAX_DENIALS: usize = 64;
 pub struct Scanner {
     partial: Vec<u8>,
     cwd: String,
-    /// Placeholder paths (see [`COVERED_PHRASES`]).
-    covered: Vec<String>,
     pub paths: Vec<String>,
 }
 
@@ -130,12 +114,6 @@ impl Scanner {
         }
     }
 
-    /// Also reports ENOTDIR and EEXIST messages on paths at or under `placeholders`.
-    pub fn covering(mut self, placeholders: Vec<String>) -> Scanner {
-        self.covered = placeholders;
-        self
-    }
-
     fn absolute(&self, p: String) -> String {
         if p.starts_with('/') {
             p
@@ -168,19 +146,10 @@ impl Scanner {
 
     fn line(&mut self, l: &str) {
         let l = l.trim_end();
-        let mut found: Vec<String> = paths_in_line(l)
+        let found: Vec<String> = paths_in_line(l)
             .into_iter()
             .map(|p| self.absolute(p))
             .collect();
-        if !self.covered.is_empty() {
-            for p in paths_for(l, COVERED_PHRASES, false) {
-                let abs = self.absolute(p);
-                let abs = abs.trim_end_matches('/');
-                if self.covered.iter().any(|c| crate::view::under(abs, c)) {
-                    found.push(abs.to_string());
-                }
-            }
-        }
         for abs in found {
             if self.paths.len() >= MAX_DENIALS {
                 return;
@@ -230,37 +199,6 @@ mod tests {
             assert!(got.iter().any(|g| g == want), "{line}: {got:?}");
         }
         assert!(paths_in_line("all good /x").is_empty());
-    }
-
-    #[test]
-    fn placeholder_messages_only_for_covered_paths() {
-        let mut s = Scanner::new("/p").covering(vec!["/p/.vscode".into(), "/p/.envrc".into()]);
-        for l in [
-            "mkdir: cannot create directory ‘.vscode’: File exists",
-            "sh: 1: cannot create .vscode/tasks.json: Not a directory",
-            "/bin/sh: 1: cannot create .vscode/a.json: Directory nonexistent",
-            "FileExistsError: [Errno 17] File exists: '.vscode'",
-            "NotADirectoryError: [Errno 20] Not a directory: '/p/.vscode/launch.json'",
-            "Error: ENOTDIR: not a directory, open '.vscode/settings.json'",
-            // Not covered: an ordinary EEXIST is no denial.
-            "mkdir: cannot create directory ‘src’: File exists",
-            "mkdir: cannot create directory ‘/p/.vscodex’: File exists",
-        ] {
-            s.feed(format!("{l}\n").as_bytes());
-        }
-        assert_eq!(
-            s.paths,
-            vec![
-                "/p/.vscode",
-                "/p/.vscode/tasks.json",
-                "/p/.vscode/a.json",
-                "/p/.vscode/launch.json",
-                "/p/.vscode/settings.json"
-            ]
-        );
-        let mut plain = Scanner::new("/p");
-        plain.feed("sh: 1: cannot create .vscode/tasks.json: Not a directory\n".as_bytes());
-        assert!(plain.paths.is_empty());
     }
 
     #[test]

@@ -3,20 +3,18 @@
 //! freshly cloned process (JSON through serde cost the child about 0.2 ms there).
 //!
 //! Records, one after the other: a tag byte, then the fields, each ended by a NUL (no path
-//! holds one). Bind `B src dst w|r`; devices `D`, pins `p`, read-only paths `R`, masks `M`
-//! (directory) and `F` (file), seals `S`, each one path; a repository's exclude file
-//! `X path content`; placeholders `P path`; `L` says
+//! holds one). Bind `B src dst w|r`; devices `D`, masks `M` (directory) and `F` (file),
+//! seals `S`, each one path; `L` says
 //! the line gets Landlock rules, whose lists follow as `r`, `w`, `d`, `s` paths, with `T`
 //! (TCP refused) and `C` (scopes).
 
 use crate::lockdown::LandlockSpec;
-use crate::view::{Op, Placeholder};
+use crate::view::Op;
 
 /// What the child applies after the base of its view.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rest {
     pub ops: Vec<Op>,
-    pub placeholders: Vec<Placeholder>,
     pub landlock: Option<LandlockSpec>,
 }
 
@@ -37,16 +35,10 @@ pub fn encode(rest: &Rest) -> Vec<u8> {
                 put(&mut out, b'B', &[src, dst, if *rw { "w" } else { "r" }])
             }
             Op::Dev { path } => put(&mut out, b'D', &[path]),
-            Op::Pin { path } => put(&mut out, b'p', &[path]),
-            Op::ReadOnly { path } => put(&mut out, b'R', &[path]),
             Op::MaskDir { path } => put(&mut out, b'M', &[path]),
             Op::MaskFile { path } => put(&mut out, b'F', &[path]),
             Op::SealDir { path } => put(&mut out, b'S', &[path]),
-            Op::Exclude { path, content } => put(&mut out, b'X', &[path, content]),
         }
-    }
-    for p in &rest.placeholders {
-        put(&mut out, b'P', &[&p.path]);
     }
     if let Some(l) = &rest.landlock {
         put(&mut out, b'L', &[]);
@@ -88,8 +80,6 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
         at += 1;
         let one_path: Option<fn(String) -> Op> = match tag {
             b'D' => Some(|path| Op::Dev { path }),
-            b'p' => Some(|path| Op::Pin { path }),
-            b'R' => Some(|path| Op::ReadOnly { path }),
             b'M' => Some(|path| Op::MaskDir { path }),
             b'F' => Some(|path| Op::MaskFile { path }),
             b'S' => Some(|path| Op::SealDir { path }),
@@ -109,13 +99,6 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
                 };
                 rest.ops.push(Op::Bind { src, dst, rw });
             }
-            b'X' => {
-                let (path, content) = (field(&mut at)?, field(&mut at)?);
-                rest.ops.push(Op::Exclude { path, content });
-            }
-            b'P' => rest.placeholders.push(Placeholder {
-                path: field(&mut at)?,
-            }),
             b'L' => rest.landlock = Some(LandlockSpec::default()),
             b'r' | b'w' | b'd' | b's' | b'T' | b'C' => {
                 let l = rest
@@ -157,12 +140,6 @@ mod tests {
                 Op::Dev {
                     path: "/dev/kvm".into(),
                 },
-                Op::Pin {
-                    path: "/p/.git".into(),
-                },
-                Op::ReadOnly {
-                    path: "/p/.git/hooks".into(),
-                },
                 Op::MaskDir {
                     path: "/h/.ssh".into(),
                 },
@@ -172,14 +149,7 @@ mod tests {
                 Op::SealDir {
                     path: "/h/.ssh".into(),
                 },
-                Op::Exclude {
-                    path: "/p/.git/info/exclude".into(),
-                    content: "target/\n# x\n/.envrc\n".into(),
-                },
             ],
-            placeholders: vec![Placeholder {
-                path: "/p/.envrc".into(),
-            }],
             landlock: Some(LandlockSpec {
                 read: vec!["/".into()],
                 write: vec!["/p".into(), "/tmp".into()],

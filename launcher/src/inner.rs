@@ -41,6 +41,9 @@ pub struct InnerSpec {
     /// a proxy).
     #[serde(default)]
     pub egress: Option<crate::egress::EgressSpec>,
+    /// The writes the init supervises (a contained line); see [`crate::supervise`].
+    #[serde(default)]
+    pub supervise: Option<crate::supervise::SuperviseSpec>,
     /// TESTS ONLY (the plan's `test_weaken`): entries left out of the EPERM program.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seccomp_drop: Vec<String>,
@@ -55,9 +58,18 @@ pub fn report(fd: RawFd, msg: &str) {
 
 const FWD: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
+/// What the init did for the line before forking it.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// The Landlock domain the init entered (the line nests its own in it).
+    pub landlock: Option<crate::status::LandlockReport>,
+    /// The line's end of the socket its seccomp listener goes to the init over.
+    pub supervise_sock: Option<RawFd>,
+}
+
 /// The line's process: closes every fd but 0-2 (and the report fd, close-on-exec), applies
 /// the restrictions, reports `ready` and execs `SHELL -c LINE`. Never returns.
-pub fn exec_line(spec: &InnerSpec, report_fd: RawFd) -> ! {
+pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     sys::default_signals(&[
         libc::SIGINT,
         libc::SIGTERM,
@@ -74,7 +86,16 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd) -> ! {
         3
     };
     let _ = sys::set_cloexec(rfd);
-    sys::close_from(4);
+    let sup_fd = match pre.supervise_sock {
+        Some(fd) if fd != 4 => {
+            if sys::dup2(fd, 4).is_err() {
+                sys::exit_now(127);
+            }
+            Some(4)
+        }
+        other => other,
+    };
+    sys::close_from(if sup_fd.is_some() { 5 } else { 4 });
     let fail = |msg: String| -> ! {
         report(rfd, &format!("setup_error {msg}"));
         sys::exit_now(127)
@@ -82,12 +103,15 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd) -> ! {
     if let Err(e) = sys::chdir(&spec.cwd) {
         fail(format!("cwd {}: {e}", spec.cwd));
     }
-    if spec.landlock.is_some() || spec.seccomp.is_some() || spec.drop_caps {
+    if spec.landlock.is_some() || spec.seccomp.is_some() || spec.drop_caps || sup_fd.is_some()
+    {
         if let Err(e) = sys::no_new_privs() {
             fail(format!("no_new_privs: {e}"));
         }
     }
-    let mut ll = None;
+    // The line enters a domain of its own, nested in the init's (see `run_init`): it
+    // cannot signal the init, which can still signal it and read its memory.
+    let mut ll = pre.landlock;
     if let Some(l) = &spec.landlock {
         match crate::lockdown::restrict(l) {
             Ok(r) => {
@@ -116,8 +140,17 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd) -> ! {
             fail(e);
         }
     }
-    let ready =
-        serde_json::json!({"landlock": ll, "seccomp": progs.is_some() || spec.seccomp_preloaded});
+    // Last: from here on, every supervised call waits for the init.
+    if let Some(fd) = sup_fd {
+        if let Err(e) = crate::supervise::install(fd) {
+            fail(e);
+        }
+    }
+    let ready = serde_json::json!({
+        "landlock": ll,
+        "seccomp": progs.is_some() || spec.seccomp_preloaded,
+        "supervised": sup_fd.is_some(),
+    });
     report(rfd, &format!("ready {ready}"));
     let argv = vec![spec.shell.clone(), "-c".into(), spec.line.clone()];
     let e = sys::execve(&spec.shell, &argv, &spec.env);
@@ -147,14 +180,76 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             sys::exit_now(127)
         }
     }
+    // The init enters the line's Landlock domain before forking it: the supervisor then
+    // can do nothing the line could not.
+    let mut pre = Prepared::default();
+    let fail = |m: String| -> ! {
+        report(report_fd, &format!("setup_error {m}"));
+        sys::exit_now(127)
+    };
+    let mut sup_pair = None;
+    if let Some(sv) = &spec.supervise {
+        if !crate::supervise::available() {
+            fail("the kernel cannot supervise writes (seccomp user notification)".into());
+        }
+        if let Err(e) = crate::supervise::Rules::new(&sv.roots, &sv.paths, &sv.names) {
+            fail(e);
+        }
+        match crate::supervise::pair() {
+            Ok(p) => sup_pair = Some(p),
+            Err(e) => fail(e),
+        }
+        if let Some(l) = &spec.landlock {
+            if let Err(e) = sys::no_new_privs() {
+                fail(format!("no_new_privs: {e}"));
+            }
+            match crate::lockdown::restrict(l) {
+                Ok(r) => {
+                    if spec.require_landlock && r.status == "not_enforced" {
+                        fail("landlock is required but not enforced".into());
+                    }
+                    pre.landlock = Some(r);
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+    pre.supervise_sock = sup_pair
+        .as_ref()
+        .map(|(_, line_end)| std::os::fd::AsRawFd::as_raw_fd(line_end));
     let main = match sys::fork() {
-        Ok(0) => exec_line(spec, report_fd),
+        Ok(0) => exec_line(spec, report_fd, pre),
         Ok(p) => p,
         Err(e) => {
             report(report_fd, &format!("setup_error fork: {e}"));
             sys::exit_now(127)
         }
     };
+    let mut supervisor = None;
+    if let Some((init_end, line_end)) = sup_pair {
+        drop(line_end);
+        match crate::supervise::receive(&init_end) {
+            Ok(Some(l)) => match crate::supervise::Supervisor::new(
+                spec.supervise.as_ref().expect("supervised"),
+                l,
+                report_fd,
+            ) {
+                Ok(s) => supervisor = Some(s),
+                Err(e) => {
+                    // The line waits on its first write; end it rather than let it run
+                    // unsupervised.
+                    let _ = sys::kill(main, libc::SIGKILL);
+                    report(report_fd, &format!("setup_error {e}"));
+                }
+            },
+            // The line ended before handing over (it reported why).
+            Ok(None) => {}
+            Err(e) => {
+                let _ = sys::kill(main, libc::SIGKILL);
+                report(report_fd, &format!("setup_error {e}"));
+            }
+        }
+    }
     if spec.egress.is_some() && spec.drop_caps {
         // The ports below 1024 are bound: the init needs no capability any more (under
         // bwrap it has none to drop).
@@ -177,7 +272,22 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         if status.is_some() {
             break;
         }
-        let _ = sys::poll(&[(sig_r, libc::POLLIN)], -1);
+        let mut fds = vec![(sig_r, libc::POLLIN)];
+        if let Some(s) = &supervisor {
+            fds.push((s.fd(), libc::POLLIN));
+        }
+        let rev = sys::poll(&fds, -1).unwrap_or_default();
+        if rev.get(1).is_some_and(|r| r & libc::POLLIN != 0) {
+            if let Some(s) = &mut supervisor {
+                s.serve_one();
+            }
+        } else if rev.get(1).is_some_and(|r| r & (libc::POLLHUP | libc::POLLERR) != 0) {
+            // Every process that had the filter is gone.
+            supervisor = None;
+        }
+        if !rev.first().is_some_and(|r| r & libc::POLLIN != 0) {
+            continue;
+        }
         let mut buf = [0u8; 64];
         if let Ok(n) = sys::read(sig_r, &mut buf) {
             for pair in buf[..n].chunks_exact(2) {

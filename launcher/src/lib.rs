@@ -37,6 +37,7 @@ pub mod plan;
 pub mod run;
 pub mod seccomp;
 pub mod status;
+pub mod supervise;
 mod sys;
 pub mod unsandboxed;
 pub mod view;

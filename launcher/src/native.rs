@@ -195,38 +195,14 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
     if let Some(s) = &view.scratch {
         bind(&format!("{O}{s}"), &format!("{N}{s}"), false)?;
     }
-    // The launcher computes the rest of the view, and makes its placeholders on the host,
-    // while the steps above run: a length, then a [`Rest`] (EOF: it failed or died).
+    // The launcher computes the rest of the view while the steps above run: a length, then a [`Rest`] (EOF: it failed or died).
     let rest = read_rest(sync_r)?;
     sys::close(sync_r);
-    let mut excludes = 0;
     for op in &rest.ops {
         match op {
             Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)
                 .map_err(|e| format!("{dst}: {e}"))?,
             Op::Dev { .. } => {}
-            Op::Pin { path } => {
-                let p = format!("{N}{path}");
-                mount(Some(&p), &p, None, libc::MS_BIND | libc::MS_REC, None)
-                    .map_err(|e| err("pin", e))?;
-            }
-            Op::ReadOnly { path } => {
-                let p = format!("{N}{path}");
-                match mount(Some(&p), &p, None, libc::MS_BIND | libc::MS_REC, None) {
-                    Ok(_) => {}
-                    // A placeholder the launcher could not make, and nobody else did: this
-                    // user (so the call) cannot create it either.
-                    Err(e)
-                        if e.kind() == io::ErrorKind::NotFound
-                            && rest.placeholders.iter().any(|q| q.path == *path) =>
-                    {
-                        continue;
-                    }
-                    Err(e) => return Err(err("read-only inside", e)),
-                }
-                sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
-                    .map_err(|e| err("read-only inside", e))?;
-            }
             Op::MaskDir { path } => {
                 mount(
                     Some("tmpfs"),
@@ -248,16 +224,6 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                 }
                 sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
                     .map_err(|e| err("mask", e))?;
-            }
-            Op::Exclude { path, content } => {
-                // Gone since the launcher read it: nothing to show instead.
-                if std::fs::symlink_metadata(format!("{N}{path}")).is_err() {
-                    continue;
-                }
-                let staged = format!("/stage/exclude-{excludes}");
-                excludes += 1;
-                std::fs::write(&staged, content).map_err(|e| err("exclude", e))?;
-                bind(&staged, &format!("{N}{path}"), true).map_err(|e| format!("{path}: {e}"))?;
             }
             Op::SealDir { path } => {
                 let p = format!("{N}{path}");

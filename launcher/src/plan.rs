@@ -71,6 +71,11 @@ pub struct Plan {
     /// Paths inside writable roots that stay read-only (existing or not).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_inside: Vec<String>,
+    /// Name patterns (`*` within a component, `**` across) kept read-only relative to each
+    /// writable root and each repository below one, existing or not, whatever the host does
+    /// to them during the call (the init supervises the writes; see `crate::supervise`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protect_names: Vec<String>,
     /// Paths shown present but empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub masks: Vec<String>,
@@ -269,6 +274,7 @@ impl Plan {
             scratch: None,
             tmp: None,
             read_only_inside: Vec::new(),
+            protect_names: Vec::new(),
             masks: Vec::new(),
             grants: Vec::new(),
             env: None,
@@ -337,6 +343,17 @@ impl Plan {
         }
         check_list("projects", &self.projects)?;
         check_list("read_only_inside", &self.read_only_inside)?;
+        if self.protect_names.len() > MAX_LIST {
+            return Err(invalid("protect_names: too many entries"));
+        }
+        for n in &self.protect_names {
+            if n.is_empty() || n.len() > MAX_PATH || n.contains('\0') || n.starts_with('/') {
+                return Err(invalid(format!(
+                    "protect_names: {n:?} is not a relative pattern"
+                )));
+            }
+        }
+        crate::supervise::Rules::new(&[], &[], &self.protect_names).map_err(invalid)?;
         check_list("masks", &self.masks)?;
         if self.env_keep.len() > MAX_LIST {
             return Err(invalid("env_keep: too many entries"));

@@ -126,7 +126,6 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         (None, None)
     };
     let mut info: Option<(RawFd, RawFd)> = None;
-    let mut made: Vec<crate::view::Placeholder> = Vec::new();
     let mut view = None;
     let mut stage = None;
     let mut cgroup = None;
@@ -134,8 +133,8 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     let spawned: Result<libc::pid_t, String> = if contained {
         let no_masks = !plan.weaken_values("no_masks").is_empty();
         let with_landlock = plan.weaken_values("no_landlock").is_empty();
-        // The whole view, its placeholders made on the host (and weakened when a test asks).
-        let finish = |made: &mut Vec<crate::view::Placeholder>| {
+        // The whole view (weakened when a test asks).
+        let finish = || {
             let mut v = crate::view::build(plan);
             if no_masks {
                 v.ops.retain(|op| {
@@ -145,7 +144,6 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                     )
                 });
             }
-            *made = crate::view::make_placeholders(&v.placeholders);
             v
         };
         spec.seccomp_drop = plan
@@ -159,6 +157,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
             .map(|s| s.to_string())
             .unwrap_or_else(|| crate::bwrap::BWRAP.to_string());
         spec.drop_caps = true;
+        spec.supervise = Some(crate::view::supervise_spec(plan));
         let base = crate::view::base(plan);
         if let (Some(_), Some(p)) = (&base.proxy_socket, &plan.proxy) {
             spec.egress = Some(crate::egress::EgressSpec {
@@ -174,10 +173,9 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                 // The view is computed while the child builds its base (see native::spawn).
                 let mut full = None;
                 let r = crate::native::spawn(&base, &spec, report_w, err_w, || {
-                    let v = finish(&mut made);
+                    let v = finish();
                     let rest = crate::handoff::Rest {
                         ops: v.ops.clone(),
-                        placeholders: v.placeholders.clone(),
                         landlock: with_landlock.then(|| v.landlock.clone()),
                     };
                     full = Some(v);
@@ -195,20 +193,10 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         "backend bwrap unavailable: {bwrap_path} is missing"
                     ))
                 } else {
-                    let mut v = finish(&mut made);
+                    let v = finish();
                     if with_landlock {
                         spec.landlock = Some(v.landlock.clone());
                     }
-                    // bwrap fails on a missing source: leave out a placeholder that could
-                    // not be made and does not exist (the call cannot create it either).
-                    v.ops.retain(|op| match op {
-                        Op::ReadOnly { path } => {
-                            !v.placeholders.iter().any(|q| q.path == *path)
-                                || made.iter().any(|q| q.path == *path)
-                                || std::fs::symlink_metadata(path).is_ok()
-                        }
-                        _ => true,
-                    });
                     let r = match (crate::bwrap::Stage::new(), sys::pipe()) {
                         (Ok(st), Ok((ir, iw))) => {
                             info = Some((ir, iw));
@@ -241,7 +229,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                 if let Err(e) = crate::unsandboxed::join(&cg) {
                     crate::inner::report(report_w, &format!("cgroup_failed {e}"));
                 }
-                crate::inner::exec_line(&spec, report_w)
+                crate::inner::exec_line(&spec, report_w, Default::default())
             }
             Ok(p) => Ok(p),
             Err(e) => Err(format!("fork: {e}")),
@@ -256,34 +244,20 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     if let Some((_, iw)) = info {
         sys::close(iw);
     }
-    // Removes the placeholders once: as soon as the init reports the line's end (it reports
-    // only after every other process of the call is killed and reaped, so nothing of the
-    // call can create the paths any more), or when the launcher is done otherwise.
-    let mut cleaned = false;
-    let mut cleanup = || {
-        if !std::mem::replace(&mut cleaned, true) {
-            crate::view::remove_placeholders(&made);
-        }
-    };
     let child = match spawned {
         Ok(p) => p,
-        Err(e) => {
-            cleanup();
-            return Try::Done(out.setup_error(e));
-        }
+        Err(e) => return Try::Done(out.setup_error(e)),
     };
     let mut sig_target = child;
-    let mut scanner = crate::denials::Scanner::new(&plan.cwd).covering(
-        view.iter()
-            .flat_map(|v| v.placeholders.iter().map(|p| p.path.clone()))
-            .collect(),
-    );
+    let mut scanner = crate::denials::Scanner::new(&plan.cwd);
     let mut report_buf = Vec::new();
     let mut report_open = true;
     let mut err_open = err_r.is_some();
     let mut info_open = info.is_some();
     let mut setup_error: Option<String> = None;
     let mut started = false;
+    // Paths the init's supervisor refused (a source the line cannot forge).
+    let mut supervised_denials: Vec<String> = Vec::new();
     let mut line_status: Option<(Option<i32>, Option<i32>)> = None;
     let mut child_status: Option<libc::c_int> = None;
     let mut cg_kind = cgroup.as_ref().map(|c| c.kind);
@@ -394,10 +368,13 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         setup_error.get_or_insert_with(|| m.to_string());
                     } else if let Some(c) = l.strip_prefix("exit code ") {
                         line_status = Some((c.parse().ok(), None));
-                        cleanup();
                     } else if let Some(s) = l.strip_prefix("exit signal ") {
                         line_status = Some((None, s.parse().ok()));
-                        cleanup();
+                    } else if let Some(d) = l.strip_prefix("denied ") {
+                        let path = d.split('\t').next().unwrap_or(d).to_string();
+                        if !supervised_denials.contains(&path) {
+                            supervised_denials.push(path);
+                        }
                     } else if l.starts_with("cgroup_failed") {
                         cg_kind = Some(CgroupKind::None);
                     }
@@ -435,7 +412,6 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         Some(cg) => crate::unsandboxed::end_tree(cg),
         None => Vec::new(),
     };
-    cleanup();
     drop(stage);
     if !contained {
         if let Some(st) = child_status {
@@ -470,11 +446,16 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         )));
     };
     let failed = code != Some(0);
-    let denials = if contained && failed {
+    let mut denials = if contained && failed {
         scanner.paths
     } else {
         Vec::new()
     };
+    for d in supervised_denials {
+        if !denials.contains(&d) {
+            denials.push(d);
+        }
+    }
     out.emit(&StatusLine::Exited {
         code,
         signal,

@@ -160,28 +160,28 @@ fn short(name: &str) -> &str {
 
 /// The audit arch of the build target (what `seccomp_data.arch` holds for a native call).
 #[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH_NATIVE: u32 = 0xc000_003e;
+pub(crate) const AUDIT_ARCH_NATIVE: u32 = 0xc000_003e;
 #[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH_NATIVE: u32 = 0xc000_00b7;
+pub(crate) const AUDIT_ARCH_NATIVE: u32 = 0xc000_00b7;
 
-const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+pub(crate) const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+pub(crate) const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+pub(crate) const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
 const JA: u16 = 0x05; // BPF_JMP | BPF_JA
-const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-const RET_ALLOW: u32 = 0x7fff_0000;
-const RET_ERRNO: u32 = 0x0005_0000;
-const RET_KILL_PROCESS: u32 = 0x8000_0000;
+pub(crate) const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+pub(crate) const RET_ALLOW: u32 = 0x7fff_0000;
+pub(crate) const RET_ERRNO: u32 = 0x0005_0000;
+pub(crate) const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_EPERM: u32 = RET_ERRNO | libc::EPERM as u32;
 const RET_ENOSYS: u32 = RET_ERRNO | libc::ENOSYS as u32;
 
 /// `seccomp_data` offsets: the number, the arch, and the low 32 bits of an argument (the
 /// only bits the rules read: ioctl requests and socket families are 32-bit in the kernel,
 /// and every clone flag refused is below bit 32).
-const OFF_NR: u32 = 0;
-const OFF_ARCH: u32 = 4;
-fn off_arg_low(i: u32) -> u32 {
+pub(crate) const OFF_NR: u32 = 0;
+pub(crate) const OFF_ARCH: u32 = 4;
+pub(crate) fn off_arg_low(i: u32) -> u32 {
     if cfg!(target_endian = "little") {
         16 + 8 * i
     } else {
@@ -189,7 +189,7 @@ fn off_arg_low(i: u32) -> u32 {
     }
 }
 
-fn stmt(code: u16, k: u32) -> libc::sock_filter {
+pub(crate) fn stmt(code: u16, k: u32) -> libc::sock_filter {
     libc::sock_filter {
         code,
         jt: 0,
@@ -199,7 +199,7 @@ fn stmt(code: u16, k: u32) -> libc::sock_filter {
 }
 
 /// A conditional jump; `None` when an offset does not fit the instruction's 8 bits.
-fn jump(code: u16, k: u32, jt: usize, jf: usize) -> Option<libc::sock_filter> {
+pub(crate) fn jump(code: u16, k: u32, jt: usize, jf: usize) -> Option<libc::sock_filter> {
     Some(libc::sock_filter {
         code,
         jt: u8::try_from(jt).ok()?,

@@ -540,26 +540,3 @@ pub fn seccomp_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
     })
     .map(|_| ())
 }
-
-/// Opens `name`, one path component, in the directory `dir` without following a link
-/// there (`O_NOFOLLOW | O_CLOEXEC | flags`).
-pub fn openat_nofollow(
-    dir: &impl std::os::fd::AsRawFd,
-    name: &str,
-    flags: libc::c_int,
-) -> io::Result<std::fs::File> {
-    if name.contains('/') {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    let c = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: `c` is a NUL-terminated string that outlives the call; `dir` is an open fd.
-    let fd = check(unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    })?;
-    // SAFETY: openat just returned this fd, owned by nobody else.
-    Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
-}

@@ -227,6 +227,7 @@ pub fn prepare(
         home: Some(env.home.to_string_lossy().into_owned()),
         backend,
         read_only_inside: Some(view.read_only_inside),
+        protect_names: Some(view.protect_names),
         masks: Some(view.masks),
         env: process_env,
         env_set: Vec::new(),

@@ -145,6 +145,10 @@ pub struct LaunchView {
     pub read_only_inside: Vec<String>,
     /// Extra writable paths (`sandbox.writable`), absolute.
     pub writable: Vec<String>,
+    /// The relative entries of `sandbox.read_only_inside` as name patterns: the launcher's
+    /// supervisor keeps them read-only relative to every writable root and every repository
+    /// below one, existing at launch or not.
+    pub protect_names: Vec<String>,
 }
 
 fn s(p: &Path) -> String {
@@ -277,6 +281,14 @@ impl Config {
     /// The path lists of a contained call with these project roots (see the module doc).
     pub fn launch_view(&self, env: &Env, projects: &[PathBuf]) -> LaunchView {
         let mut v = LaunchView::default();
+        for e in &self.sandbox.read_only_inside {
+            if let RulePath::InRoot(rel) = RulePath::expand(&e.value, env) {
+                let n = rel.to_string_lossy().trim_end_matches('/').to_string();
+                if !n.is_empty() && !v.protect_names.contains(&n) {
+                    v.protect_names.push(n);
+                }
+            }
+        }
         let projects: Vec<PathBuf> = projects.iter().map(|p| canonical(p)).collect();
         for e in &self.sandbox.writable {
             if let Some(p) = env.expand(&e.value) {

@@ -1,0 +1,185 @@
+//! The line's last seccomp filter: the calls the init supervises, as a reviewed table with a
+//! reason per entry. The kernel runs every filter of a process and takes the strictest
+//! answer, so the EPERM filter (`crate::seccomp`) still refuses what it refuses.
+
+use crate::seccomp::{
+    AUDIT_ARCH_NATIVE, JEQ_K, JSET_K, LD_W_ABS, OFF_ARCH, OFF_NR, Program, RET_ALLOW, RET_ERRNO,
+    RET_K, RET_KILL_PROCESS, jump, off_arg_low, stmt,
+};
+
+/// What the filter does with a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Always sent to the supervisor.
+    Notify,
+    /// Sent when argument `n` (open flags) asks to write, create or truncate.
+    NotifyIfWriteFlags(u32),
+    /// Refused with ENOSYS (libc falls back to a call the table has).
+    Enosys,
+}
+
+/// One supervised call.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    pub name: &'static str,
+    pub nr: libc::c_long,
+    pub kind: Kind,
+    pub reason: &'static str,
+}
+
+macro_rules! entry {
+    ($nr:ident, $kind:expr, $reason:expr) => {
+        Entry {
+            name: stringify!($nr),
+            nr: libc::$nr,
+            kind: $kind,
+            reason: $reason,
+        }
+    };
+}
+
+/// The open flags that make an open a write: O_WRONLY, O_RDWR, O_CREAT, O_TRUNC.
+pub const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
+
+/// The supervised calls.
+pub const TABLE: &[Entry] = &[
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_open, Kind::NotifyIfWriteFlags(1), "opening a path to write or create it"),
+    entry!(SYS_openat, Kind::NotifyIfWriteFlags(2), "opening a path to write or create it"),
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_creat, Kind::Notify, "creating a file"),
+    entry!(
+        SYS_openat2,
+        Kind::Enosys,
+        "its flags sit in memory the filter cannot read; libc falls back to openat"
+    ),
+    entry!(SYS_truncate, Kind::Notify, "truncating a path"),
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_rename, Kind::Notify, "renaming over or away a protected path"),
+    entry!(SYS_renameat, Kind::Notify, "renaming over or away a protected path"),
+    entry!(SYS_renameat2, Kind::Notify, "renaming over or away a protected path"),
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_link, Kind::Notify, "a second name for a protected file"),
+    entry!(SYS_linkat, Kind::Notify, "a second name for a protected file"),
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_unlink, Kind::Notify, "removing a protected path"),
+    entry!(SYS_unlinkat, Kind::Notify, "removing a protected path"),
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_rmdir, Kind::Notify, "removing a protected directory"),
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_mkdir, Kind::Notify, "making a directory (remembered under .git)"),
+    entry!(SYS_mkdirat, Kind::Notify, "making a directory (remembered under .git)"),
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_mknod, Kind::Notify, "making a FIFO or device at a protected path"),
+    entry!(SYS_mknodat, Kind::Notify, "making a FIFO or device at a protected path"),
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_symlink, Kind::Notify, "a link at a protected path"),
+    entry!(SYS_symlinkat, Kind::Notify, "a link at a protected path"),
+    #[cfg(target_arch = "x86_64")]
+    entry!(SYS_chmod, Kind::Notify, "making a protected file executable"),
+    entry!(SYS_fchmodat, Kind::Notify, "making a protected file executable"),
+    entry!(SYS_fchmodat2, Kind::Notify, "making a protected file executable"),
+    entry!(
+        SYS_fchmod,
+        Kind::Notify,
+        "making a protected file executable through a read-only fd"
+    ),
+];
+
+/// The return value of a notified call.
+const RET_USER_NOTIF: u32 = 0x7fc0_0000;
+
+/// The filter: another arch is killed (the EPERM filter does so too), then one `jeq` per
+/// table entry; every other call is allowed.
+pub fn program() -> Program {
+    let mut p = vec![
+        stmt(LD_W_ABS, OFF_ARCH),
+        jump(JEQ_K, AUDIT_ARCH_NATIVE, 1, 0).expect("small jump"),
+        stmt(RET_K, RET_KILL_PROCESS),
+    ];
+    for e in TABLE {
+        let body: Vec<libc::sock_filter> = match e.kind {
+            Kind::Notify => vec![stmt(RET_K, RET_USER_NOTIF)],
+            Kind::Enosys => vec![stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32)],
+            Kind::NotifyIfWriteFlags(arg) => vec![
+                stmt(LD_W_ABS, off_arg_low(arg)),
+                jump(JSET_K, WRITE_FLAGS, 0, 1).expect("small jump"),
+                stmt(RET_K, RET_USER_NOTIF),
+                stmt(RET_K, RET_ALLOW),
+            ],
+        };
+        p.push(stmt(LD_W_ABS, OFF_NR));
+        p.push(jump(JEQ_K, e.nr as u32, 0, body.len()).expect("small jump"));
+        p.extend(body);
+    }
+    p.push(stmt(RET_K, RET_ALLOW));
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A classic-BPF interpreter for the few instructions the filter uses.
+    fn run(p: &Program, nr: u32, arch: u32, args: [u64; 6]) -> u32 {
+        let mut data = vec![0u8; 64];
+        data[0..4].copy_from_slice(&nr.to_ne_bytes());
+        data[4..8].copy_from_slice(&arch.to_ne_bytes());
+        for (i, a) in args.iter().enumerate() {
+            data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
+        }
+        let (mut pc, mut acc) = (0usize, 0u32);
+        loop {
+            let ins = p[pc];
+            match ins.code {
+                LD_W_ABS => {
+                    let k = ins.k as usize;
+                    acc = u32::from_ne_bytes(data[k..k + 4].try_into().unwrap());
+                    pc += 1;
+                }
+                JEQ_K | JSET_K => {
+                    let hit = if ins.code == JEQ_K {
+                        acc == ins.k
+                    } else {
+                        acc & ins.k != 0
+                    };
+                    pc += 1 + usize::from(if hit { ins.jt } else { ins.jf });
+                }
+                RET_K => return ins.k,
+                c => panic!("unexpected instruction {c:#x}"),
+            }
+        }
+    }
+
+    #[test]
+    fn reasons_and_no_duplicates() {
+        let mut seen = std::collections::BTreeSet::new();
+        for e in TABLE {
+            assert!(!e.reason.is_empty(), "{}", e.name);
+            assert!(seen.insert(e.nr), "{} twice", e.name);
+        }
+    }
+
+    #[test]
+    fn writes_are_notified_and_reads_are_not() {
+        let p = program();
+        let a = AUDIT_ARCH_NATIVE;
+        let openat = libc::SYS_openat as u32;
+        let rd = libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64 | libc::O_DIRECTORY as u64;
+        assert_eq!(run(&p, openat, a, [0, 0, rd, 0, 0, 0]), RET_ALLOW);
+        for f in [libc::O_WRONLY, libc::O_RDWR, libc::O_CREAT, libc::O_TRUNC] {
+            assert_eq!(run(&p, openat, a, [0, 0, f as u64, 0, 0, 0]), RET_USER_NOTIF);
+        }
+        assert_eq!(
+            run(&p, libc::SYS_openat2 as u32, a, [0; 6]),
+            RET_ERRNO | libc::ENOSYS as u32
+        );
+        for e in TABLE.iter().filter(|e| e.kind == Kind::Notify) {
+            assert_eq!(run(&p, e.nr as u32, a, [0; 6]), RET_USER_NOTIF, "{}", e.name);
+        }
+        for nr in [libc::SYS_read, libc::SYS_write, libc::SYS_close, libc::SYS_execve] {
+            assert_eq!(run(&p, nr as u32, a, [0; 6]), RET_ALLOW);
+        }
+        assert_eq!(run(&p, openat, 0x4000_0003, [0; 6]), RET_KILL_PROCESS);
+    }
+}

@@ -1,0 +1,133 @@
+//! The supervisor of a contained call's writes inside its writable roots.
+//!
+//! A read-only bind on a protected path (`.git/config`, `.envrc`, ...) holds only as long
+//! as the host keeps the dentry it is mounted on: a rename over it, an unlink, another
+//! call's end detach it in every mount namespace, and the path is open for the rest of the
+//! call. So the calls that create, write, rename, link, remove or chmod a path are not left
+//! to the mount view: the line's last seccomp filter sends them to the init
+//! (`SECCOMP_RET_USER_NOTIF`), which decides by the path as the call names it *now*
+//! ([`rules`]) and then makes the call itself, on the directory fd it resolved, and hands
+//! the result back (an opened file through `SECCOMP_IOCTL_NOTIF_ADDFD`). Nothing is read
+//! twice from the call's memory and the kernel never runs the original call, so a thread
+//! that rewrites the path meanwhile changes nothing. The init runs under the same Landlock
+//! domain and mount view as the line: it can do nothing the line could not, except refuse.
+//!
+//! Reads are not supervised (an `open` without a write flag never reaches the init).
+
+pub mod filter;
+mod ops;
+pub mod rules;
+mod sys;
+
+use std::collections::HashSet;
+use std::os::fd::{AsFd, OwnedFd, RawFd};
+
+use serde::{Deserialize, Serialize};
+
+pub use rules::Rules;
+
+/// What the init needs to supervise a call: the writable roots, the absolute protected
+/// paths and the relative protected name patterns.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuperviseSpec {
+    pub roots: Vec<String>,
+    pub paths: Vec<String>,
+    pub names: Vec<String>,
+}
+
+/// At most this many refusals are reported (the rest only counted).
+const MAX_REPORTED: usize = 256;
+/// At most this many directories made by the call are remembered (for the exceptions of
+/// [`rules`]: the config of a git dir the call made).
+const MAX_MADE: usize = 1 << 16;
+
+/// The supervisor of one call, run by its init.
+#[derive(Debug)]
+pub struct Supervisor {
+    listener: OwnedFd,
+    rules: Rules,
+    /// (dev, ino) of the directories this call made under a `.git`.
+    made: HashSet<(u64, u64)>,
+    /// (dev, ino) of the protected files that had more than one link at launch.
+    linked: HashSet<(u64, u64)>,
+    report_fd: RawFd,
+    reported: HashSet<Vec<u8>>,
+    refused: usize,
+}
+
+/// Whether this kernel can supervise: user notification with ADDFD_FLAG_SEND (5.14).
+pub fn available() -> bool {
+    sys::notif_sizes_fit()
+}
+
+/// The line's side: loads the notification filter and sends its listener to the init over
+/// `sock` (an fd the init made for this process, owned by the caller and closed here). Call
+/// it last before exec (no_new_privs set).
+pub fn install(sock: RawFd) -> Result<(), String> {
+    let sock = crate::sys::owned(sock).map_err(|e| format!("supervisor socket: {e}"))?;
+    let prog = filter::program();
+    let l = sys::seccomp_listener(&prog).map_err(|e| format!("seccomp listener: {e}"))?;
+    sys::send_fd(sock.as_fd(), l.as_fd())
+        .map_err(|e| format!("sending the seccomp listener: {e}"))
+}
+
+/// The init's side of the hand-over: a socket pair, one end for the line.
+pub fn pair() -> Result<(OwnedFd, OwnedFd), String> {
+    sys::socketpair().map_err(|e| format!("supervisor socket pair: {e}"))
+}
+
+/// Waits for the line's listener on `sock`; `None` when the line ended without sending.
+pub fn receive(sock: &OwnedFd) -> Result<Option<OwnedFd>, String> {
+    sys::recv_fd(sock.as_fd()).map_err(|e| format!("receiving the seccomp listener: {e}"))
+}
+
+impl Supervisor {
+    /// The supervisor of `spec`, serving `listener`; refusals go to `report_fd` as
+    /// `denied PATH` lines.
+    pub fn new(spec: &SuperviseSpec, listener: OwnedFd, report_fd: RawFd) -> Result<Self, String> {
+        let rules = Rules::new(&spec.roots, &spec.paths, &spec.names)?;
+        let linked = ops::linked_protected(&rules);
+        Ok(Supervisor {
+            listener,
+            rules,
+            made: HashSet::new(),
+            linked,
+            report_fd,
+            reported: HashSet::new(),
+            refused: 0,
+        })
+    }
+
+    /// The listener's fd, for the init's poll.
+    pub fn fd(&self) -> RawFd {
+        use std::os::fd::AsRawFd;
+        self.listener.as_raw_fd()
+    }
+
+    /// Serves one pending notification.
+    pub fn serve_one(&mut self) {
+        let Ok(n) = sys::notif_recv(self.listener.as_fd()) else {
+            return;
+        };
+        ops::serve(self, &n);
+    }
+
+    fn refuse(&mut self, what: &str, path: &[u8], why: &rules::Refusal) {
+        self.refused += 1;
+        if self.reported.len() >= MAX_REPORTED || !self.reported.insert(path.to_vec()) {
+            return;
+        }
+        let why = match why {
+            rules::Refusal::Protected(r) => format!("protected by {r}"),
+            rules::Refusal::HoldsProtected(r) => format!("holds the protected {r}"),
+            rules::Refusal::GitLink => "a .git that is not a directory".to_string(),
+        };
+        // One line per refusal: `denied PATH\tOP\tWHY` (the path as bytes, lossily).
+        let line = format!(
+            "denied {}\t{what}\t{why}",
+            String::from_utf8_lossy(path).replace(['\n', '\t'], " ")
+        );
+        crate::inner::report(self.report_fd, &line);
+    }
+}

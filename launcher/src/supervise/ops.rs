@@ -1,0 +1,837 @@
+//! The supervised calls, made by the init on the caller's behalf.
+//!
+//! Each call's path is read once from the caller's memory, resolved here to a directory
+//! fd and a last component (links followed the way the call would follow them, the last
+//! one by hand so that the rules see where it leads), checked by [`Rules`], and the call is
+//! then made on that fd with `O_NOFOLLOW` (a link swapped in meanwhile fails, it is not
+//! followed). `/proc/self`, `/dev/fd` and `/dev/std*` are the caller's, not the init's.
+
+use std::collections::HashSet;
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+
+use super::rules::{Act, Fs, Refusal, Rules};
+use super::{MAX_MADE, Supervisor, sys};
+
+/// What a handler answers.
+enum Reply {
+    Val(i64),
+    Err(i32),
+    Fd(OwnedFd, bool),
+    /// The caller is gone (or the answer was sent already).
+    None,
+}
+
+/// The longest path read from a caller.
+const PATH_MAX: usize = 4096;
+/// The most links followed in one resolution (the kernel's limit).
+const MAX_LINKS: usize = 40;
+
+/// A resolved target: a directory fd, the last component, and the absolute path.
+struct At {
+    dir: OwnedFd,
+    name: CString,
+    path: Vec<u8>,
+}
+
+/// Where a resolution ended.
+enum Target {
+    At(At),
+    /// `/proc/PID/fd/N` of a process of the call: its open file.
+    ProcFd(OwnedFd),
+}
+
+fn errno(e: std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
+
+fn c(b: &[u8]) -> Result<CString, i32> {
+    CString::new(b).map_err(|_| libc::EINVAL)
+}
+
+fn dot() -> CString {
+    CString::new(".").expect("no NUL")
+}
+
+/// The caller's process (thread group) id.
+fn tgid(tid: libc::pid_t) -> Option<libc::pid_t> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The caller's umask.
+fn umask_of(tid: libc::pid_t) -> u32 {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
+/// Runs `f` with the caller's umask in force.
+fn with_umask<T>(tid: libc::pid_t, f: impl FnOnce() -> T) -> T {
+    let old = sys::umask(umask_of(tid));
+    let r = f();
+    sys::umask(old);
+    r
+}
+
+struct Call<'a> {
+    sup: &'a mut Supervisor,
+    n: &'a libc::seccomp_notif,
+}
+
+impl Fs for HashSet<(u64, u64)> {
+    fn has_git(&self, dir: &[u8]) -> bool {
+        let mut p = dir.to_vec();
+        p.extend_from_slice(b"/.git");
+        std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(&p)).is_ok()
+    }
+    fn made_by_call(&self, dir: &[u8]) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(dir))
+            .is_ok_and(|m| m.is_dir() && self.contains(&(m.dev(), m.ino())))
+    }
+}
+
+impl Call<'_> {
+    fn tid(&self) -> libc::pid_t {
+        self.n.pid as libc::pid_t
+    }
+
+    fn arg(&self, i: usize) -> u64 {
+        self.n.data.args[i]
+    }
+
+    fn valid(&self) -> bool {
+        sys::notif_id_valid(self.sup.listener.as_fd(), self.n.id)
+    }
+
+    /// The NUL-terminated string at `addr` in the caller.
+    fn string(&self, addr: u64) -> Result<Vec<u8>, i32> {
+        if addr == 0 {
+            return Err(libc::EFAULT);
+        }
+        let mut out = Vec::new();
+        let mut at = addr;
+        while out.len() < PATH_MAX {
+            // Up to the end of the page: the next one may not be mapped.
+            let room = (4096 - (at % 4096)) as usize;
+            let mut buf = vec![0u8; room.min(PATH_MAX - out.len()).max(1)];
+            let n = sys::read_mem(self.tid(), at, &mut buf).map_err(|_| libc::EFAULT)?;
+            if n == 0 {
+                return Err(libc::EFAULT);
+            }
+            if let Some(z) = buf[..n].iter().position(|&b| b == 0) {
+                out.extend_from_slice(&buf[..z]);
+                return Ok(out);
+            }
+            out.extend_from_slice(&buf[..n]);
+            at += n as u64;
+        }
+        Err(libc::ENAMETOOLONG)
+    }
+
+    /// The caller's directory fd `dirfd` (its cwd for AT_FDCWD).
+    fn dir(&self, dirfd: i32) -> Result<OwnedFd, i32> {
+        if dirfd == libc::AT_FDCWD {
+            let p = c(format!("/proc/{}/cwd", self.tid()).as_bytes())?;
+            return sys::openat(
+                root_fd()?.as_fd(),
+                &p,
+                libc::O_PATH | libc::O_DIRECTORY,
+                0,
+            )
+            .map_err(errno);
+        }
+        self.fd(dirfd)
+    }
+
+    /// The caller's open file `fd`.
+    fn fd(&self, fd: i32) -> Result<OwnedFd, i32> {
+        let pidfd = sys::pidfd_open(self.tid()).map_err(|_| libc::ESRCH)?;
+        sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|e| match errno(e) {
+            libc::EBADF => libc::EBADF,
+            _ => libc::EACCES,
+        })
+    }
+
+    /// `path` with the caller's `/proc/self`, `/proc/thread-self`, `/dev/fd` and
+    /// `/dev/std*` in place of the init's.
+    fn own_proc(&self, path: &[u8]) -> Vec<u8> {
+        let Some(pid) = tgid(self.tid()) else {
+            return path.to_vec();
+        };
+        let tid = self.tid();
+        let table: [(&[u8], String); 6] = [
+            (b"/proc/self", format!("/proc/{pid}")),
+            (b"/proc/thread-self", format!("/proc/{pid}/task/{tid}")),
+            (b"/dev/fd", format!("/proc/{pid}/fd")),
+            (b"/dev/stdin", format!("/proc/{pid}/fd/0")),
+            (b"/dev/stdout", format!("/proc/{pid}/fd/1")),
+            (b"/dev/stderr", format!("/proc/{pid}/fd/2")),
+        ];
+        for (from, to) in table {
+            if path.starts_with(from) && (path.len() == from.len() || path[from.len()] == b'/') {
+                let mut v = to.into_bytes();
+                v.extend_from_slice(&path[from.len()..]);
+                return v;
+            }
+        }
+        path.to_vec()
+    }
+
+    /// Resolves `path` from the caller's `dirfd`; `follow` follows a link in the last place.
+    fn resolve(&self, dirfd: i32, path: &[u8], follow: bool) -> Result<Target, i32> {
+        if path.is_empty() {
+            return Err(libc::ENOENT);
+        }
+        let mut path = self.own_proc(path);
+        let mut start = if path[0] == b'/' {
+            root_fd()?
+        } else {
+            self.dir(dirfd)?
+        };
+        for _ in 0..=MAX_LINKS {
+            let trailing = path.len() > 1 && path.ends_with(b"/");
+            let trimmed: &[u8] = {
+                let mut t: &[u8] = &path;
+                while t.len() > 1 && t.ends_with(b"/") {
+                    t = &t[..t.len() - 1];
+                }
+                t
+            };
+            let (dirpart, name): (&[u8], &[u8]) = match trimmed.iter().rposition(|&b| b == b'/') {
+                Some(0) => (b"/", &trimmed[1..]),
+                Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+                None => (b".", trimmed),
+            };
+            let name: &[u8] = if name.is_empty() { b"." } else { name };
+            let dir = sys::openat2(
+                start.as_fd(),
+                &c(dirpart)?,
+                libc::O_PATH | libc::O_DIRECTORY,
+                0,
+                libc::RESOLVE_NO_MAGICLINKS,
+            )
+            .map_err(errno)?;
+            if name == b"." || name == b".." {
+                let d = sys::openat2(
+                    dir.as_fd(),
+                    &c(name)?,
+                    libc::O_PATH | libc::O_DIRECTORY,
+                    0,
+                    libc::RESOLVE_NO_MAGICLINKS,
+                )
+                .map_err(errno)?;
+                let p = sys::fd_path(d.as_fd()).map_err(errno)?;
+                return Ok(Target::At(At {
+                    dir: d,
+                    name: dot(),
+                    path: p,
+                }));
+            }
+            let cname = c(name)?;
+            if follow || trailing {
+                if let Ok(st) = sys::fstatat(dir.as_fd(), &cname, libc::AT_SYMLINK_NOFOLLOW) {
+                    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                        if sys::fs_type(dir.as_fd()).ok() == Some(libc::PROC_SUPER_MAGIC) {
+                            return self.proc_fd(&dir, name).map(Target::ProcFd);
+                        }
+                        let target = sys::readlinkat(dir.as_fd(), &cname).map_err(errno)?;
+                        if target.is_empty() {
+                            return Err(libc::ENOENT);
+                        }
+                        let mut next = target;
+                        if trailing {
+                            next.push(b'/');
+                        }
+                        start = if next[0] == b'/' { root_fd()? } else { dir };
+                        path = self.own_proc(&next);
+                        continue;
+                    }
+                }
+            }
+            let mut p = sys::fd_path(dir.as_fd()).map_err(errno)?;
+            if p != b"/" {
+                p.push(b'/');
+            }
+            p.extend_from_slice(name);
+            return Ok(Target::At(At {
+                dir,
+                name: cname,
+                path: p,
+            }));
+        }
+        Err(libc::ELOOP)
+    }
+
+    /// The open file behind `/proc/PID/fd/N` (`dir` is `/proc/PID/fd`), when PID is a
+    /// process of the call other than the init.
+    fn proc_fd(&self, dir: &OwnedFd, name: &[u8]) -> Result<OwnedFd, i32> {
+        let p = sys::fd_path(dir.as_fd()).map_err(errno)?;
+        let s = std::str::from_utf8(&p).map_err(|_| libc::EACCES)?;
+        let fd: i32 = std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .ok_or(libc::EACCES)?;
+        let parts: Vec<&str> = s.trim_start_matches('/').split('/').collect();
+        let pid: libc::pid_t = match parts.as_slice() {
+            ["proc", pid, "fd"] | ["proc", _, "task", pid, "fd"] => {
+                pid.parse().map_err(|_| libc::EACCES)?
+            }
+            _ => return Err(libc::EACCES),
+        };
+        if pid <= 1 || pid == std::process::id() as libc::pid_t {
+            return Err(libc::EACCES);
+        }
+        let pidfd = sys::pidfd_open(pid).map_err(|_| libc::ENOENT)?;
+        sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|_| libc::ENOENT)
+    }
+
+    fn check(&mut self, what: &str, path: &[u8], act: Act) -> Result<(), i32> {
+        match self.sup.rules.check(path, act, &self.sup.made) {
+            Ok(()) => Ok(()),
+            Err(r) => {
+                self.sup.refuse(what, path, &r);
+                Err(libc::EROFS)
+            }
+        }
+    }
+
+    /// The check of an open file: by its path now, and by inode for a protected file with
+    /// several links.
+    fn check_file(&mut self, what: &str, f: BorrowedFd<'_>) -> Result<(), i32> {
+        let st = sys::fstat(f).map_err(errno)?;
+        let kind = st.st_mode & libc::S_IFMT;
+        if kind == libc::S_IFREG
+            && st.st_nlink > 1
+            && self.sup.linked.contains(&(st.st_dev, st.st_ino))
+        {
+            let p = sys::fd_path(f).unwrap_or_default();
+            self.sup.refuse(
+                what,
+                &p,
+                &Refusal::Protected("a hard link to a protected file".into()),
+            );
+            return Err(libc::EROFS);
+        }
+        if kind == libc::S_IFREG || kind == libc::S_IFDIR {
+            if let Ok(p) = sys::fd_path(f) {
+                if p.first() == Some(&b'/') && !p.ends_with(b" (deleted)") {
+                    return self.check(what, &p, Act::Write);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, dirfd: i32, addr: u64, flags: i32, mode: u32) -> Reply {
+        let path = match self.string(addr) {
+            Ok(p) => p,
+            Err(e) => return Reply::Err(e),
+        };
+        if !self.valid() {
+            return Reply::None;
+        }
+        let cloexec = flags & libc::O_CLOEXEC != 0;
+        if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+            // An unnamed file in a directory: it gets a name only through linkat, which
+            // is checked.
+            let r = self.dir_or_root(dirfd, &path).and_then(|d| {
+                let cp = c(&path)?;
+                with_umask(self.tid(), || sys::openat(d.as_fd(), &cp, flags, mode)).map_err(errno)
+            });
+            return match r {
+                Ok(f) => Reply::Fd(f, cloexec),
+                Err(e) => Reply::Err(e),
+            };
+        }
+        let creat = flags & libc::O_CREAT != 0;
+        let follow = flags & libc::O_NOFOLLOW == 0 && !(creat && flags & libc::O_EXCL != 0);
+        let reopen_flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOFOLLOW);
+        match self.resolve(dirfd, &path, follow) {
+            Err(e) => Reply::Err(e),
+            Ok(Target::ProcFd(f)) => {
+                if let Err(e) = self.check_file("open", f.as_fd()) {
+                    return Reply::Err(e);
+                }
+                match sys::reopen(f.as_fd(), reopen_flags | libc::O_NOCTTY) {
+                    Ok(g) => {
+                        if flags & libc::O_TRUNC != 0 && is_reg(g.as_fd()) {
+                            if let Err(e) = sys::ftruncate(g.as_fd(), 0) {
+                                return Reply::Err(errno(e));
+                            }
+                        }
+                        Reply::Fd(g, cloexec)
+                    }
+                    Err(e) => Reply::Err(errno(e)),
+                }
+            }
+            Ok(Target::At(at)) => {
+                let st = sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW).ok();
+                let act = if st.is_none() && creat { Act::Create } else { Act::Write };
+                if let Err(e) = self.check("open", &at.path, act) {
+                    return Reply::Err(e);
+                }
+                let kind = st.map(|s| s.st_mode & libc::S_IFMT);
+                if matches!(kind, Some(libc::S_IFIFO) | Some(libc::S_IFCHR) | Some(libc::S_IFBLK))
+                    && !quick_device(&at.path)
+                {
+                    // May block until a peer opens it: opened on a thread of its own.
+                    return self.open_on_thread(at, flags, mode, cloexec);
+                }
+                let open_flags = (flags & !libc::O_TRUNC) | libc::O_NOFOLLOW | libc::O_NOCTTY;
+                let r = with_umask(self.tid(), || {
+                    sys::openat(at.dir.as_fd(), &at.name, open_flags, mode)
+                });
+                let f = match r {
+                    Ok(f) => f,
+                    Err(e) => return Reply::Err(errno(e)),
+                };
+                if let Err(e) = self.check_file("open", f.as_fd()) {
+                    return Reply::Err(e);
+                }
+                if flags & libc::O_TRUNC != 0 && is_reg(f.as_fd()) {
+                    if let Err(e) = sys::ftruncate(f.as_fd(), 0) {
+                        return Reply::Err(errno(e));
+                    }
+                }
+                Reply::Fd(f, cloexec)
+            }
+        }
+    }
+
+    fn dir_or_root(&self, dirfd: i32, path: &[u8]) -> Result<OwnedFd, i32> {
+        if path.first() == Some(&b'/') {
+            root_fd()
+        } else {
+            self.dir(dirfd)
+        }
+    }
+
+    fn open_on_thread(&mut self, at: At, flags: i32, mode: u32, cloexec: bool) -> Reply {
+        let Ok(listener) = self.sup.listener.try_clone() else {
+            return Reply::Err(libc::EMFILE);
+        };
+        let id = self.n.id;
+        let spawned = std::thread::Builder::new()
+            .name("efr-open".into())
+            .spawn(move || {
+                let r = sys::openat(
+                    at.dir.as_fd(),
+                    &at.name,
+                    flags | libc::O_NOFOLLOW | libc::O_NOCTTY,
+                    mode,
+                );
+                let _ = match r {
+                    Ok(f) => sys::notif_addfd_send(listener.as_fd(), id, f.as_fd(), cloexec).map(|_| ()),
+                    Err(e) => sys::notif_send(listener.as_fd(), id, 0, errno(e)),
+                };
+            });
+        match spawned {
+            Ok(_) => Reply::None,
+            Err(_) => Reply::Err(libc::EAGAIN),
+        }
+    }
+
+    fn truncate(&mut self, addr: u64, len: i64) -> Reply {
+        let path = match self.string(addr) {
+            Ok(p) => p,
+            Err(e) => return Reply::Err(e),
+        };
+        if !self.valid() {
+            return Reply::None;
+        }
+        let f = match self.resolve(libc::AT_FDCWD, &path, true) {
+            Err(e) => return Reply::Err(e),
+            Ok(Target::ProcFd(f)) => sys::reopen(f.as_fd(), libc::O_WRONLY | libc::O_NONBLOCK),
+            Ok(Target::At(at)) => {
+                if let Err(e) = self.check("truncate", &at.path, Act::Write) {
+                    return Reply::Err(e);
+                }
+                sys::openat(
+                    at.dir.as_fd(),
+                    &at.name,
+                    libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+                    0,
+                )
+            }
+        };
+        let f = match f {
+            Ok(f) => f,
+            Err(e) => return Reply::Err(errno(e)),
+        };
+        if let Err(e) = self.check_file("truncate", f.as_fd()) {
+            return Reply::Err(e);
+        }
+        if !is_reg(f.as_fd()) {
+            return Reply::Err(libc::EINVAL);
+        }
+        result(sys::ftruncate(f.as_fd(), len))
+    }
+
+    /// A path argument resolved without following its last link (the object itself).
+    fn at_nofollow(&self, dirfd: i32, addr: u64) -> Result<At, i32> {
+        let path = self.string(addr)?;
+        match self.resolve(dirfd, &path, false)? {
+            Target::At(at) => Ok(at),
+            Target::ProcFd(_) => Err(libc::EPERM),
+        }
+    }
+
+    fn rename(&mut self, od: i32, oa: u64, nd: i32, na: u64, flags: u32) -> Reply {
+        let (o, n) = match (self.at_nofollow(od, oa), self.at_nofollow(nd, na)) {
+            (Ok(o), Ok(n)) => (o, n),
+            (Err(e), _) | (_, Err(e)) => return Reply::Err(e),
+        };
+        if !self.valid() {
+            return Reply::None;
+        }
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        let n_exists = sys::fstatat(n.dir.as_fd(), &n.name, libc::AT_SYMLINK_NOFOLLOW).is_ok();
+        let checks = [
+            (o.path.as_slice(), Act::Remove, true),
+            (n.path.as_slice(), Act::Create, true),
+            (n.path.as_slice(), Act::Remove, n_exists),
+            (o.path.as_slice(), Act::Create, exchange),
+        ];
+        for (p, act, wanted) in checks {
+            if wanted {
+                if let Err(e) = self.check("rename", p, act) {
+                    return Reply::Err(e);
+                }
+            }
+        }
+        result(sys::renameat2(
+            o.dir.as_fd(),
+            &o.name,
+            n.dir.as_fd(),
+            &n.name,
+            flags,
+        ))
+    }
+
+    fn link(&mut self, od: i32, oa: u64, nd: i32, na: u64, flags: i32) -> Reply {
+        let n = match self.at_nofollow(nd, na) {
+            Ok(n) => n,
+            Err(e) => return Reply::Err(e),
+        };
+        if flags & libc::AT_EMPTY_PATH != 0 {
+            let path = match self.string(oa) {
+                Ok(p) => p,
+                Err(e) => return Reply::Err(e),
+            };
+            if path.is_empty() {
+                let f = match self.fd(od) {
+                    Ok(f) => f,
+                    Err(e) => return Reply::Err(e),
+                };
+                if !self.valid() {
+                    return Reply::None;
+                }
+                if let Err(e) = self
+                    .check_file("link", f.as_fd())
+                    .and_then(|()| self.check("link", &n.path, Act::Create))
+                {
+                    return Reply::Err(e);
+                }
+                let empty = CString::default();
+                return result(sys::linkat(
+                    f.as_fd(),
+                    &empty,
+                    n.dir.as_fd(),
+                    &n.name,
+                    libc::AT_EMPTY_PATH,
+                ));
+            }
+        }
+        let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
+        let path = match self.string(oa) {
+            Ok(p) => p,
+            Err(e) => return Reply::Err(e),
+        };
+        if !self.valid() {
+            return Reply::None;
+        }
+        let o = match self.resolve(od, &path, follow) {
+            Ok(Target::At(o)) => o,
+            Ok(Target::ProcFd(_)) => return Reply::Err(libc::EPERM),
+            Err(e) => return Reply::Err(e),
+        };
+        if let Err(e) = self
+            .check("link", &o.path, Act::Write)
+            .and_then(|()| self.check("link", &n.path, Act::Create))
+        {
+            return Reply::Err(e);
+        }
+        // The source's inode too: a second name of a protected file with several links.
+        if let Ok(st) = sys::fstatat(o.dir.as_fd(), &o.name, libc::AT_SYMLINK_NOFOLLOW) {
+            if self.sup.linked.contains(&(st.st_dev, st.st_ino)) {
+                self.sup.refuse(
+                    "link",
+                    &o.path,
+                    &Refusal::Protected("a hard link to a protected file".into()),
+                );
+                return Reply::Err(libc::EROFS);
+            }
+        }
+        result(sys::linkat(o.dir.as_fd(), &o.name, n.dir.as_fd(), &n.name, 0))
+    }
+
+    fn unlink(&mut self, dirfd: i32, addr: u64, flags: i32) -> Reply {
+        let at = match self.at_nofollow(dirfd, addr) {
+            Ok(a) => a,
+            Err(e) => return Reply::Err(e),
+        };
+        if !self.valid() {
+            return Reply::None;
+        }
+        if let Err(e) = self.check("remove", &at.path, Act::Remove) {
+            return Reply::Err(e);
+        }
+        let r = sys::unlinkat(at.dir.as_fd(), &at.name, flags & libc::AT_REMOVEDIR);
+        result(r)
+    }
+
+    fn mkdir(&mut self, dirfd: i32, addr: u64, mode: u32) -> Reply {
+        let at = match self.at_nofollow(dirfd, addr) {
+            Ok(a) => a,
+            Err(e) => return Reply::Err(e),
+        };
+        if !self.valid() {
+            return Reply::None;
+        }
+        if let Err(e) = self.check("mkdir", &at.path, Act::Mkdir) {
+            return Reply::Err(e);
+        }
+        let r = with_umask(self.tid(), || sys::mkdirat(at.dir.as_fd(), &at.name, mode));
+        if r.is_ok() && self.sup.made.len() < MAX_MADE && under_git(&at.path) {
+            if let Ok(st) = sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW) {
+                self.sup.made.insert((st.st_dev, st.st_ino));
+            }
+        }
+        result(r)
+    }
+
+    fn mknod(&mut self, dirfd: i32, addr: u64, mode: u32, dev: u64) -> Reply {
+        let at = match self.at_nofollow(dirfd, addr) {
+            Ok(a) => a,
+            Err(e) => return Reply::Err(e),
+        };
+        if !self.valid() {
+            return Reply::None;
+        }
+        if let Err(e) = self.check("mknod", &at.path, Act::Create) {
+            return Reply::Err(e);
+        }
+        result(with_umask(self.tid(), || {
+            sys::mknodat(at.dir.as_fd(), &at.name, mode, dev)
+        }))
+    }
+
+    fn symlink(&mut self, taddr: u64, dirfd: i32, addr: u64) -> Reply {
+        let target = match self.string(taddr).and_then(|t| c(&t)) {
+            Ok(t) => t,
+            Err(e) => return Reply::Err(e),
+        };
+        let at = match self.at_nofollow(dirfd, addr) {
+            Ok(a) => a,
+            Err(e) => return Reply::Err(e),
+        };
+        if !self.valid() {
+            return Reply::None;
+        }
+        if let Err(e) = self.check("symlink", &at.path, Act::Create) {
+            return Reply::Err(e);
+        }
+        result(sys::symlinkat(&target, at.dir.as_fd(), &at.name))
+    }
+
+    fn chmod(&mut self, dirfd: i32, addr: u64, mode: u32, flags: i32) -> Reply {
+        let path = match self.string(addr) {
+            Ok(p) => p,
+            Err(e) => return Reply::Err(e),
+        };
+        if path.is_empty() && flags & libc::AT_EMPTY_PATH != 0 {
+            return self.fchmod(dirfd, mode);
+        }
+        if !self.valid() {
+            return Reply::None;
+        }
+        let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+        match self.resolve(dirfd, &path, follow) {
+            Err(e) => Reply::Err(e),
+            Ok(Target::ProcFd(f)) => {
+                if let Err(e) = self.check_file("chmod", f.as_fd()) {
+                    return Reply::Err(e);
+                }
+                result(sys::fchmod(f.as_fd(), mode))
+            }
+            Ok(Target::At(at)) => {
+                if let Err(e) = self.check("chmod", &at.path, Act::Write) {
+                    return Reply::Err(e);
+                }
+                let f = if at.name.as_bytes() == b"." { libc::AT_EMPTY_PATH } else { 0 };
+                if f != 0 {
+                    let empty = CString::default();
+                    return result(sys::fchmodat(at.dir.as_fd(), &empty, mode, f));
+                }
+                let nofollow = if follow { 0 } else { libc::AT_SYMLINK_NOFOLLOW };
+                result(sys::fchmodat(at.dir.as_fd(), &at.name, mode, nofollow))
+            }
+        }
+    }
+
+    fn fchmod(&mut self, fd: i32, mode: u32) -> Reply {
+        let f = match self.fd(fd) {
+            Ok(f) => f,
+            Err(e) => return Reply::Err(e),
+        };
+        if !self.valid() {
+            return Reply::None;
+        }
+        if let Err(e) = self.check_file("chmod", f.as_fd()) {
+            return Reply::Err(e);
+        }
+        // An O_PATH fd cannot fchmod; through /proc/self/fd it can (as fchmodat2 does).
+        match sys::fchmod(f.as_fd(), mode) {
+            Err(e) if e.raw_os_error() == Some(libc::EBADF) => {
+                let p = CString::new(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f)))
+                    .expect("no NUL");
+                result(sys::fchmodat(root_fd_borrow(), &p, mode, 0))
+            }
+            r => result(r),
+        }
+    }
+}
+
+fn root_fd_borrow() -> BorrowedFd<'static> {
+    // AT_FDCWD is ignored for an absolute path.
+    sys::at_fdcwd()
+}
+
+fn result(r: std::io::Result<()>) -> Reply {
+    match r {
+        Ok(()) => Reply::Val(0),
+        Err(e) => Reply::Err(errno(e)),
+    }
+}
+
+fn is_reg(f: BorrowedFd<'_>) -> bool {
+    sys::fstat(f).is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFREG)
+}
+
+/// Devices that open at once, whoever opens them (or fail at once).
+fn quick_device(p: &[u8]) -> bool {
+    matches!(
+        p,
+        b"/dev/null" | b"/dev/zero" | b"/dev/full" | b"/dev/random" | b"/dev/urandom" | b"/dev/tty"
+    )
+}
+
+/// Whether `p` has a `.git` component (the directories remembered as made by the call).
+fn under_git(p: &[u8]) -> bool {
+    p.split(|&b| b == b'/').any(|c| c == b".git")
+}
+
+fn root_fd() -> Result<OwnedFd, i32> {
+    let slash = CStr::from_bytes_with_nul(b"/\0").expect("static");
+    sys::openat(sys::at_fdcwd(), slash, libc::O_PATH | libc::O_DIRECTORY, 0).map_err(errno)
+}
+
+/// (dev, ino) of the protected files that have more than one link (a second name of one,
+/// made before it was protected, would be written through).
+pub fn linked_protected(rules: &Rules) -> HashSet<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = HashSet::new();
+    let mut budget = 4096usize;
+    let mut stack: Vec<std::path::PathBuf> = rules
+        .paths()
+        .iter()
+        .map(|p| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(p)))
+        .collect();
+    while let Some(p) = stack.pop() {
+        if budget == 0 {
+            break;
+        }
+        budget -= 1;
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if m.is_file() && m.nlink() > 1 {
+            out.insert((m.dev(), m.ino()));
+        } else if m.is_dir() {
+            if let Ok(rd) = std::fs::read_dir(&p) {
+                stack.extend(rd.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    out
+}
+
+/// Serves notification `n`.
+pub fn serve(sup: &mut Supervisor, n: &libc::seccomp_notif) {
+    let nr = i64::from(n.data.nr);
+    let mut call = Call { sup, n };
+    let a = |i: usize| call.arg(i);
+    let (a0, a1, a2, a3, a4) = (a(0), a(1), a(2), a(3), a(4));
+    let i = |v: u64| v as i32;
+    let reply = match nr {
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_open => call.open(libc::AT_FDCWD, a0, i(a1), a2 as u32),
+        libc::SYS_openat => call.open(i(a0), a1, i(a2), a3 as u32),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_creat => call.open(
+            libc::AT_FDCWD,
+            a0,
+            libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+            a1 as u32,
+        ),
+        libc::SYS_truncate => call.truncate(a0, a1 as i64),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_rename => call.rename(libc::AT_FDCWD, a0, libc::AT_FDCWD, a1, 0),
+        libc::SYS_renameat => call.rename(i(a0), a1, i(a2), a3, 0),
+        libc::SYS_renameat2 => call.rename(i(a0), a1, i(a2), a3, a4 as u32),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_link => call.link(libc::AT_FDCWD, a0, libc::AT_FDCWD, a1, 0),
+        libc::SYS_linkat => call.link(i(a0), a1, i(a2), a3, i(a4)),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_unlink => call.unlink(libc::AT_FDCWD, a0, 0),
+        libc::SYS_unlinkat => call.unlink(i(a0), a1, i(a2)),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_rmdir => call.unlink(libc::AT_FDCWD, a0, libc::AT_REMOVEDIR),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_mkdir => call.mkdir(libc::AT_FDCWD, a0, a1 as u32),
+        libc::SYS_mkdirat => call.mkdir(i(a0), a1, a2 as u32),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_mknod => call.mknod(libc::AT_FDCWD, a0, a1 as u32, a2),
+        libc::SYS_mknodat => call.mknod(i(a0), a1, a2 as u32, a3),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_symlink => call.symlink(a0, libc::AT_FDCWD, a1),
+        libc::SYS_symlinkat => call.symlink(a0, i(a1), a2),
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_chmod => call.chmod(libc::AT_FDCWD, a0, a1 as u32, 0),
+        libc::SYS_fchmodat => call.chmod(i(a0), a1, a2 as u32, 0),
+        libc::SYS_fchmodat2 => call.chmod(i(a0), a1, a2 as u32, i(a3)),
+        libc::SYS_fchmod => call.fchmod(i(a0), a1 as u32),
+        _ => Reply::Err(libc::ENOSYS),
+    };
+    let l = call.sup.listener.as_fd();
+    let _ = match reply {
+        Reply::Val(v) => sys::notif_send(l, n.id, v, 0),
+        Reply::Err(e) => sys::notif_send(l, n.id, 0, e),
+        Reply::Fd(f, cloexec) => match sys::notif_addfd_send(l, n.id, f.as_fd(), cloexec) {
+            Ok(_) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            Err(e) => sys::notif_send(l, n.id, 0, errno(e)),
+        },
+        Reply::None => Ok(()),
+    };
+}

@@ -1,0 +1,421 @@
+//! Which paths a contained call may not create, write, rename, link, remove or chmod: the
+//! protected paths inside its writable roots, decided by name when the call acts (not by
+//! the inode that was there at launch, which the host may replace at any time).
+//!
+//! A path is protected when it is, or is below, one of the plan's absolute protected paths
+//! (`read_only_inside`), or when, taken relative to a writable root or to any directory
+//! between that root and the path that holds a `.git` (a nested repository), one of its
+//! prefixes matches a protected name pattern (`protect_names`: `.git/hooks`, `.envrc`,
+//! `.git/modules/**/config`, ...). `NAME.lock` is protected with `NAME` (git writes its
+//! files by lock file and rename). A removal or rename also may not take away a directory
+//! that holds protected paths (`.git`, `.git/modules`, ...), and only `mkdir` may make a
+//! `.git` (a `.git` file or link points git at another directory).
+//!
+//! Exceptions, each safe by construction: `*.sample` files in a `hooks` directory (git
+//! runs hooks by their exact names only); the config files of a git dir this call made
+//! with `mkdir` (`git init`, `git clone` inside the call; the post-call guard checks them);
+//! removing a directory this call made; `mkdir` of a protected path (an empty directory
+//! runs nothing, and everything put in it stays protected).
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+/// What a call does to a path, as far as the rules care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    /// Opens it for writing, truncates it or changes its mode.
+    Write,
+    /// Creates a file, device, FIFO or link there.
+    Create,
+    /// Creates a directory there.
+    Mkdir,
+    /// Removes it, or renames it away, or renames something over it.
+    Remove,
+}
+
+/// Why a path is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The path is protected (the rule that says so).
+    Protected(String),
+    /// The path holds protected paths below it.
+    HoldsProtected(String),
+    /// A `.git` that is not a directory made by mkdir.
+    GitLink,
+}
+
+/// The rules of one call.
+#[derive(Debug)]
+pub struct Rules {
+    roots: Vec<Vec<u8>>,
+    paths: Vec<Vec<u8>>,
+    names: Vec<String>,
+    name_set: GlobSet,
+    ancestor_set: GlobSet,
+}
+
+/// What the rules ask of the file system while they decide (the supervisor answers from
+/// the call's view; tests answer from a table).
+pub trait Fs {
+    /// Whether directory `dir` holds an entry `.git` (file, directory or link).
+    fn has_git(&self, dir: &[u8]) -> bool;
+    /// Whether directory `dir` was made by this call's `mkdir`.
+    fn made_by_call(&self, dir: &[u8]) -> bool;
+}
+
+fn trim(p: &str) -> Vec<u8> {
+    let t = p.trim_end_matches('/');
+    if t.is_empty() { b"/".to_vec() } else { t.as_bytes().to_vec() }
+}
+
+/// `p` is `root` or below it.
+pub fn under(p: &[u8], root: &[u8]) -> bool {
+    if root == b"/" {
+        return p.first() == Some(&b'/');
+    }
+    p.starts_with(root) && (p.len() == root.len() || p[root.len()] == b'/')
+}
+
+fn glob(p: &str) -> Result<Glob, String> {
+    globset::GlobBuilder::new(p)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| format!("protected name pattern {p}: {e}"))
+}
+
+/// The globs of the directories that hold what `pattern` matches (`.git` and
+/// `.git/modules` and everything below `.git/modules/` for `.git/modules/**/hooks`).
+fn ancestor_globs(pattern: &str) -> Vec<String> {
+    let comps: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
+    let mut out = Vec::new();
+    for i in 1..comps.len() {
+        if comps[i - 1] == "**" {
+            out.push(comps[..i].join("/"));
+            break;
+        }
+        out.push(comps[..i].join("/"));
+    }
+    out
+}
+
+impl Rules {
+    /// The rules for writable `roots`, absolute protected `paths` and relative protected
+    /// name patterns `names`.
+    pub fn new(roots: &[String], paths: &[String], names: &[String]) -> Result<Rules, String> {
+        let mut nb = GlobSetBuilder::new();
+        let mut ab = GlobSetBuilder::new();
+        let mut kept = Vec::new();
+        for n in names {
+            let n = n.trim_matches('/');
+            if n.is_empty() || n.starts_with("..") {
+                continue;
+            }
+            nb.add(glob(n)?);
+            for a in ancestor_globs(n) {
+                ab.add(glob(&a)?);
+            }
+            kept.push(n.to_string());
+        }
+        Ok(Rules {
+            roots: roots.iter().map(|r| trim(r)).collect(),
+            paths: paths.iter().map(|p| trim(p)).collect(),
+            names: kept,
+            name_set: nb.build().map_err(|e| format!("protected names: {e}"))?,
+            ancestor_set: ab.build().map_err(|e| format!("protected names: {e}"))?,
+        })
+    }
+
+    /// The absolute protected paths.
+    pub fn paths(&self) -> &[Vec<u8>] {
+        &self.paths
+    }
+
+    /// Whether `p` is inside a writable root (only there do the rules refuse anything).
+    pub fn in_roots(&self, p: &[u8]) -> bool {
+        self.roots.iter().any(|r| under(p, r))
+    }
+
+    /// The decision for `act` on the absolute path `p` (its parent resolved, its last
+    /// component as the call named it).
+    pub fn check(&self, p: &[u8], act: Act, fs: &dyn Fs) -> Result<(), Refusal> {
+        let Some(root) = self
+            .roots
+            .iter()
+            .filter(|r| under(p, r))
+            .max_by_key(|r| r.len())
+        else {
+            return Ok(());
+        };
+        if p == root.as_slice() {
+            return Ok(());
+        }
+        let (parent, name) = split(p);
+        // Making a `.git` that is not a directory, or writing one (a `.git` file names the
+        // git dir git uses); removing or renaming one is for the holder rule below.
+        if name == b".git" && matches!(act, Act::Create | Act::Write) {
+            return Err(Refusal::GitLink);
+        }
+        let made = |d: &[u8]| fs.made_by_call(d);
+        let sample = name.ends_with(b".sample") && split(parent).1 == b"hooks";
+        let config_of_new_git_dir = matches!(
+            name,
+            b"config" | b"config.lock" | b"config.worktree" | b"config.worktree.lock"
+        ) && made(parent);
+        let removable = act == Act::Remove && made(p);
+        let exempt = sample || config_of_new_git_dir || removable || act == Act::Mkdir;
+        // The absolute paths.
+        for q in &self.paths {
+            let hit = under(p, q) || strip_lock(p).is_some_and(|s| under(s, q));
+            if hit && !exempt {
+                return Err(Refusal::Protected(String::from_utf8_lossy(q).into_owned()));
+            }
+            if act == Act::Remove && !removable && q.len() > p.len() && under(q, p) {
+                return Err(Refusal::HoldsProtected(
+                    String::from_utf8_lossy(q).into_owned(),
+                ));
+            }
+        }
+        // The names, from the root and from every repository between it and the path.
+        let mut bases: Vec<&[u8]> = vec![root];
+        let mut i = root.len();
+        while let Some(off) = p[i + 1..].iter().position(|&b| b == b'/') {
+            let d = &p[..i + 1 + off];
+            if fs.has_git(d) {
+                bases.push(d);
+            }
+            i += 1 + off;
+        }
+        for b in bases {
+            let rel = &p[b.len() + 1..];
+            let Ok(rel) = std::str::from_utf8(rel) else {
+                // A non-UTF-8 name matches no pattern (they are UTF-8), but a prefix of it
+                // may: check the valid prefix's components.
+                let valid = valid_prefix(rel);
+                if let Some(r) = self.match_prefixes(valid, true) {
+                    if !exempt {
+                        return Err(Refusal::Protected(r));
+                    }
+                }
+                continue;
+            };
+            if let Some(r) = self.match_prefixes(rel, true) {
+                if !exempt {
+                    return Err(Refusal::Protected(r));
+                }
+            }
+            if let Some(s) = rel.strip_suffix(".lock") {
+                if let Some(r) = self.match_prefixes(s, true) {
+                    if !exempt {
+                        return Err(Refusal::Protected(r));
+                    }
+                }
+            }
+            if act == Act::Remove && !removable && self.ancestor_set.is_match(rel) {
+                return Err(Refusal::HoldsProtected(rel.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The first pattern matching a prefix of `rel` (whole components; the whole of `rel`
+    /// only when `whole`).
+    fn match_prefixes(&self, rel: &str, whole: bool) -> Option<String> {
+        let mut end = 0;
+        let bytes = rel.as_bytes();
+        loop {
+            let next = bytes[end..].iter().position(|&b| b == b'/').map(|o| end + o);
+            let prefix = match next {
+                Some(n) => &rel[..n],
+                None if whole => rel,
+                None => return None,
+            };
+            if !prefix.is_empty() && self.name_set.is_match(prefix) {
+                let i = self.name_set.matches(prefix)[0];
+                return Some(self.names[i].clone());
+            }
+            match next {
+                Some(n) => end = n + 1,
+                None => return None,
+            }
+        }
+    }
+}
+
+/// `p` without a trailing `.lock` on its last component.
+fn strip_lock(p: &[u8]) -> Option<&[u8]> {
+    p.strip_suffix(b".lock")
+        .filter(|s| !s.is_empty() && s.last() != Some(&b'/'))
+}
+
+/// The longest prefix of `b` that ends a component and is valid UTF-8.
+fn valid_prefix(b: &[u8]) -> &str {
+    let upto = match std::str::from_utf8(b) {
+        Ok(s) => return s,
+        Err(e) => e.valid_up_to(),
+    };
+    let cut = b[..upto].iter().rposition(|&c| c == b'/').unwrap_or(0);
+    // The bytes up to `cut` are valid UTF-8 (a prefix of the valid part).
+    std::str::from_utf8(&b[..cut]).unwrap_or("")
+}
+
+/// The parent and last component of an absolute path.
+pub fn split(p: &[u8]) -> (&[u8], &[u8]) {
+    match p.iter().rposition(|&b| b == b'/') {
+        Some(0) => (b"/", &p[1..]),
+        Some(i) => (&p[..i], &p[i + 1..]),
+        None => (b"", p),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    struct T {
+        git: BTreeSet<Vec<u8>>,
+        made: BTreeSet<Vec<u8>>,
+    }
+    impl Fs for T {
+        fn has_git(&self, d: &[u8]) -> bool {
+            self.git.contains(d)
+        }
+        fn made_by_call(&self, d: &[u8]) -> bool {
+            self.made.contains(d)
+        }
+    }
+    fn fs(git: &[&str], made: &[&str]) -> T {
+        T {
+            git: git.iter().map(|s| s.as_bytes().to_vec()).collect(),
+            made: made.iter().map(|s| s.as_bytes().to_vec()).collect(),
+        }
+    }
+    fn rules() -> Rules {
+        Rules::new(
+            &["/p".into(), "/w/".into()],
+            &["/p/.husky/_".into(), "/h/.bashrc".into()],
+            &[
+                ".git/hooks".into(),
+                ".git/config".into(),
+                ".git/modules/**/hooks".into(),
+                ".git/modules/**/config".into(),
+                ".git/worktrees/*/commondir".into(),
+                ".envrc".into(),
+                ".vscode/".into(),
+            ],
+        )
+        .unwrap()
+    }
+    fn ok(r: &Rules, p: &str, a: Act, f: &T) -> bool {
+        r.check(p.as_bytes(), a, f).is_ok()
+    }
+
+    #[test]
+    fn names_at_the_root_and_below() {
+        let r = rules();
+        let f = fs(&[], &[]);
+        assert!(!ok(&r, "/p/.envrc", Act::Create, &f));
+        assert!(!ok(&r, "/p/.envrc.lock", Act::Create, &f));
+        assert!(!ok(&r, "/p/.vscode/tasks.json", Act::Write, &f));
+        assert!(!ok(&r, "/p/.git/hooks/pre-commit", Act::Create, &f));
+        assert!(!ok(&r, "/p/.git/config", Act::Write, &f));
+        assert!(!ok(&r, "/p/.git/config.lock", Act::Create, &f));
+        assert!(!ok(&r, "/p/.git/modules/a/b/hooks/post-checkout", Act::Create, &f));
+        assert!(!ok(&r, "/p/.git/modules/a/config", Act::Write, &f));
+        assert!(!ok(&r, "/p/.git/worktrees/x/commondir", Act::Create, &f));
+        assert!(ok(&r, "/p/src/main.rs", Act::Write, &f));
+        assert!(ok(&r, "/p/.git/index", Act::Write, &f));
+        assert!(ok(&r, "/p/.git/objects/ab/cd", Act::Create, &f));
+        assert!(ok(&r, "/p/.envrc.d/x", Act::Create, &f));
+        assert!(ok(&r, "/p/sub/.envrc", Act::Create, &f), "not a repository");
+        assert!(ok(&r, "/elsewhere/.envrc", Act::Create, &f), "outside the roots");
+        assert!(ok(&r, "/w/x", Act::Write, &f));
+        assert!(!ok(&r, "/w/.envrc", Act::Write, &f));
+    }
+
+    #[test]
+    fn nested_repositories_get_the_same_names() {
+        let r = rules();
+        let f = fs(&["/p/a/b/c/d/e/f/g/h", "/p/dist/x"], &[]);
+        assert!(!ok(&r, "/p/a/b/c/d/e/f/g/h/.envrc", Act::Create, &f));
+        assert!(!ok(&r, "/p/a/b/c/d/e/f/g/h/.git/hooks/pre-push", Act::Create, &f));
+        assert!(!ok(&r, "/p/dist/x/.vscode/tasks.json", Act::Create, &f));
+        assert!(ok(&r, "/p/a/b/c/.envrc", Act::Create, &f));
+    }
+
+    #[test]
+    fn absolute_paths_and_their_holders() {
+        let r = rules();
+        let f = fs(&[], &[]);
+        assert!(!ok(&r, "/p/.husky/_/pre-commit", Act::Create, &f));
+        assert!(!ok(&r, "/p/.husky/_", Act::Remove, &f));
+        assert!(!ok(&r, "/p/.husky", Act::Remove, &f), "holds a protected path");
+        assert!(ok(&r, "/p/.husky/pre-commit", Act::Create, &f));
+        assert!(ok(&r, "/h/.bashrc", Act::Write, &f), "not in a writable root");
+    }
+
+    #[test]
+    fn holders_of_protected_names_stay() {
+        let r = rules();
+        let f = fs(&[], &[]);
+        assert!(!ok(&r, "/p/.git", Act::Remove, &f));
+        assert!(!ok(&r, "/p/.git/modules", Act::Remove, &f));
+        assert!(!ok(&r, "/p/.git/modules/sub", Act::Remove, &f));
+        assert!(!ok(&r, "/p/.git/worktrees/x", Act::Remove, &f));
+        assert!(!ok(&r, "/p/.vscode", Act::Remove, &f));
+        assert!(ok(&r, "/p/.git/objects", Act::Remove, &f));
+        assert!(ok(&r, "/p", Act::Remove, &f), "the root itself is the kernel's matter");
+    }
+
+    #[test]
+    fn dot_git_only_by_mkdir() {
+        let r = rules();
+        let f = fs(&[], &[]);
+        assert!(!ok(&r, "/p/.git", Act::Create, &f));
+        assert!(!ok(&r, "/p/sub/.git", Act::Create, &f));
+        assert!(!ok(&r, "/p/sub/.git", Act::Write, &f));
+        assert!(ok(&r, "/p/sub/.git", Act::Mkdir, &f));
+    }
+
+    #[test]
+    fn exceptions() {
+        let r = rules();
+        let f = fs(&[], &["/p/.git", "/p/.git/modules/new", "/p/.git/hooks"]);
+        assert!(ok(&r, "/p/.git/hooks/pre-commit.sample", Act::Create, &f));
+        assert!(!ok(&r, "/p/.git/hooks/pre-commit", Act::Create, &f));
+        assert!(ok(&r, "/p/.git/config.lock", Act::Create, &f));
+        assert!(ok(&r, "/p/.git/config", Act::Remove, &f));
+        assert!(ok(&r, "/p/.git/modules/new/config", Act::Create, &f));
+        assert!(!ok(&r, "/p/.git/modules/old/config", Act::Create, &f));
+        assert!(ok(&r, "/p/.git/hooks", Act::Remove, &f));
+        assert!(ok(&r, "/p/.git", Act::Remove, &f));
+        assert!(ok(&r, "/p/.vscode", Act::Mkdir, &f));
+        assert!(ok(&r, "/p/.vscode/x", Act::Mkdir, &f));
+        assert!(!ok(&r, "/p/.vscode/x/y", Act::Create, &f));
+    }
+
+    #[test]
+    fn non_utf8_names() {
+        let r = rules();
+        let f = fs(&[], &[]);
+        let mut p = b"/p/.git/hooks/\xff\xfe".to_vec();
+        assert!(r.check(&p, Act::Create, &f).is_err());
+        p = b"/p/\xff/.envrc".to_vec();
+        assert!(r.check(&p, Act::Create, &f).is_ok());
+        p = b"/p/\xff".to_vec();
+        assert!(r.check(&p, Act::Create, &f).is_ok());
+    }
+
+    #[test]
+    fn ancestor_globs_of_patterns() {
+        assert_eq!(
+            ancestor_globs(".git/modules/**/hooks"),
+            vec![".git", ".git/modules", ".git/modules/**"]
+        );
+        assert_eq!(
+            ancestor_globs(".git/worktrees/*/commondir"),
+            vec![".git", ".git/worktrees", ".git/worktrees/*"]
+        );
+        assert!(ancestor_globs(".envrc").is_empty());
+    }
+}

@@ -1,0 +1,490 @@
+//! The system calls of the supervisor: the seccomp listener and its notifications, reading
+//! a path from a caller's memory, its fds through a pidfd, and the `*at` calls the
+//! supervisor makes on the caller's behalf. Every `unsafe` block of the supervisor lives
+//! here, each with the invariant that makes it sound.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn check_l(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn own(fd: libc::c_long) -> io::Result<OwnedFd> {
+    let fd = RawFd::try_from(check_l(fd)?).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: the kernel just returned this fd to this process; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Loads `prog` as a seccomp filter with a user-notification listener
+/// (`SECCOMP_FILTER_FLAG_NEW_LISTENER`); the listener's fd. no_new_privs must be set.
+pub fn seccomp_listener(prog: &[libc::sock_filter]) -> io::Result<OwnedFd> {
+    let len = u16::try_from(prog.len()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `prog`, which outlives the call, and holds its length; the
+    // kernel copies the program and never writes through the pointer.
+    own(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &fprog as *const libc::sock_fprog,
+        )
+    })
+}
+
+/// Whether the kernel's notification structs are no bigger than ours (the kernel refuses a
+/// receive into a buffer of another size only when its struct is bigger).
+pub fn notif_sizes_fit() -> bool {
+    let mut s = libc::seccomp_notif_sizes {
+        seccomp_notif: 0,
+        seccomp_notif_resp: 0,
+        seccomp_data: 0,
+    };
+    // SAFETY: SECCOMP_GET_NOTIF_SIZES writes one `seccomp_notif_sizes` through the pointer,
+    // which points at a live, writable one.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_NOTIF_SIZES,
+            0,
+            &mut s as *mut libc::seccomp_notif_sizes,
+        )
+    };
+    r == 0
+        && usize::from(s.seccomp_notif) <= std::mem::size_of::<libc::seccomp_notif>()
+        && usize::from(s.seccomp_notif_resp) <= std::mem::size_of::<libc::seccomp_notif_resp>()
+}
+
+/// Receives one notification (blocks until one is pending).
+pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
+    // SAFETY: `seccomp_notif` is plain data; all zeroes is a valid value, and the kernel
+    // requires the buffer zeroed.
+    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: the ioctl writes one `seccomp_notif` through the pointer, which points at a
+    // live one of the size the kernel checked with `notif_sizes_fit`.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &mut n as *mut libc::seccomp_notif,
+        )
+    })?;
+    Ok(n)
+}
+
+/// Answers notification `id`: the call returns `val`, or fails with `errno` when not 0.
+pub fn notif_send(listener: BorrowedFd<'_>, id: u64, val: i64, errno: i32) -> io::Result<()> {
+    let mut r = libc::seccomp_notif_resp {
+        id,
+        val,
+        error: -errno,
+        flags: 0,
+    };
+    // SAFETY: the ioctl reads one `seccomp_notif_resp` through the pointer, a live one.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &mut r as *mut libc::seccomp_notif_resp,
+        )
+    })
+    .map(|_| ())
+}
+
+/// Whether notification `id` is still pending (its caller still waits in the same call).
+pub fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: the ioctl reads one u64 through the pointer, a live one.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &mut id as *mut u64,
+        ) == 0
+    }
+}
+
+/// Installs `fd` in the caller of notification `id` and answers the call with the new fd's
+/// number in one step (`SECCOMP_ADDFD_FLAG_SEND`). `cloexec` sets O_CLOEXEC on it.
+pub fn notif_addfd_send(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    fd: BorrowedFd<'_>,
+    cloexec: bool,
+) -> io::Result<i32> {
+    let mut a = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+        srcfd: fd.as_raw_fd() as u32,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the ioctl reads one `seccomp_notif_addfd` through the pointer, a live one.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &mut a as *mut libc::seccomp_notif_addfd,
+        )
+    })
+}
+
+/// Reads from `addr` in process `pid` into `buf`; how many bytes were read (fewer at the
+/// end of the caller's mapped memory).
+pub fn read_mem(pid: libc::pid_t, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, live and writable for its whole length; the remote
+    // address is only read by the kernel, in the other process, with its own checks.
+    let r = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// A pidfd of thread `tid` (`PIDFD_THREAD`), or of its process on a kernel without it.
+pub fn pidfd_open(tid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
+    let r = own(unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_open,
+            tid,
+            libc::PIDFD_THREAD as libc::c_uint,
+        )
+    });
+    match r {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            // SAFETY: as above, without flags.
+            own(unsafe { libc::syscall(libc::SYS_pidfd_open, tid, 0) })
+        }
+        r => r,
+    }
+}
+
+/// A duplicate of fd `fd` of the process behind `pidfd` (its open file, not a new open).
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd takes three integers and returns a new fd or -1.
+    own(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) })
+}
+
+/// `openat2(dir, path, flags, mode, resolve)`.
+pub fn openat2(
+    dir: BorrowedFd<'_>,
+    path: &CStr,
+    flags: i32,
+    mode: u32,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
+    // SAFETY: `open_how` is plain data; all zeroes is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    how.mode = u64::from(mode);
+    how.resolve = resolve;
+    // SAFETY: `path` is NUL-terminated and `how` a live `open_how` whose size is passed;
+    // the kernel only reads both.
+    own(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    })
+}
+
+/// `openat(dir, name, flags | O_CLOEXEC, mode)`.
+pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is NUL-terminated and outlives the call.
+    own(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    }
+    .into())
+}
+
+/// `fstatat(dir, name, flags)`; an empty `name` with AT_EMPTY_PATH is `dir` itself.
+pub fn fstatat(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> io::Result<libc::stat> {
+    // SAFETY: `stat` is plain data; all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is NUL-terminated; the kernel writes one `stat` through the pointer.
+    check(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, flags) })?;
+    Ok(st)
+}
+
+/// The file system magic of the file behind `fd`.
+pub fn fs_type(fd: BorrowedFd<'_>) -> io::Result<i64> {
+    // SAFETY: `statfs` is plain data; all zeroes is a valid value.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes one `statfs` through the pointer, a live one.
+    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut s) })?;
+    Ok(s.f_type as i64)
+}
+
+/// The target of the link `name` in `dir` (bytes, at most 4096).
+pub fn readlinkat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; 4097];
+    // SAFETY: `name` is NUL-terminated; the kernel writes at most `buf.len()` bytes into
+    // `buf`, which is live and writable.
+    let n = unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    if n >= buf.len() {
+        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn cst(b: &[u8]) -> io::Result<CString> {
+    CString::new(b).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// The path of an fd of this process as the kernel names it (`/proc/self/fd/N`).
+pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map(|p| std::os::unix::ffi::OsStringExt::into_vec(p.into_os_string()))
+}
+
+/// Opens this process's `fd` again through `/proc/self/fd/N` with `flags` (the same file,
+/// a new open file description).
+pub fn reopen(fd: BorrowedFd<'_>, flags: i32) -> io::Result<OwnedFd> {
+    let p = cst(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_bytes())?;
+    // SAFETY: `p` is NUL-terminated and outlives the call.
+    own(unsafe { libc::open(p.as_ptr(), flags | libc::O_CLOEXEC) }.into())
+}
+
+pub fn renameat2(
+    od: BorrowedFd<'_>,
+    on: &CStr,
+    nd: BorrowedFd<'_>,
+    nn: &CStr,
+    flags: u32,
+) -> io::Result<()> {
+    // SAFETY: both names are NUL-terminated and outlive the call.
+    check_l(unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            od.as_raw_fd(),
+            on.as_ptr(),
+            nd.as_raw_fd(),
+            nn.as_ptr(),
+            flags,
+        )
+    })
+    .map(|_| ())
+}
+
+pub fn linkat(
+    od: BorrowedFd<'_>,
+    on: &CStr,
+    nd: BorrowedFd<'_>,
+    nn: &CStr,
+    flags: i32,
+) -> io::Result<()> {
+    // SAFETY: both names are NUL-terminated and outlive the call.
+    check(unsafe { libc::linkat(od.as_raw_fd(), on.as_ptr(), nd.as_raw_fd(), nn.as_ptr(), flags) })
+        .map(|_| ())
+}
+
+pub fn unlinkat(d: BorrowedFd<'_>, n: &CStr, flags: i32) -> io::Result<()> {
+    // SAFETY: `n` is NUL-terminated and outlives the call.
+    check(unsafe { libc::unlinkat(d.as_raw_fd(), n.as_ptr(), flags) }).map(|_| ())
+}
+
+pub fn mkdirat(d: BorrowedFd<'_>, n: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: `n` is NUL-terminated and outlives the call.
+    check(unsafe { libc::mkdirat(d.as_raw_fd(), n.as_ptr(), mode as libc::mode_t) }).map(|_| ())
+}
+
+pub fn mknodat(d: BorrowedFd<'_>, n: &CStr, mode: u32, dev: u64) -> io::Result<()> {
+    // SAFETY: `n` is NUL-terminated and outlives the call.
+    check(unsafe { libc::mknodat(d.as_raw_fd(), n.as_ptr(), mode as libc::mode_t, dev) })
+        .map(|_| ())
+}
+
+pub fn symlinkat(target: &CStr, d: BorrowedFd<'_>, n: &CStr) -> io::Result<()> {
+    // SAFETY: both strings are NUL-terminated and outlive the call.
+    check(unsafe { libc::symlinkat(target.as_ptr(), d.as_raw_fd(), n.as_ptr()) }).map(|_| ())
+}
+
+/// `fchmodat2(d, n, mode, flags)`, or `fchmodat` when `flags` is 0.
+pub fn fchmodat(d: BorrowedFd<'_>, n: &CStr, mode: u32, flags: i32) -> io::Result<()> {
+    // SAFETY: `n` is NUL-terminated and outlives the call.
+    check_l(unsafe {
+        libc::syscall(
+            libc::SYS_fchmodat2,
+            d.as_raw_fd(),
+            n.as_ptr(),
+            mode as libc::mode_t,
+            flags,
+        )
+    })
+    .map(|_| ())
+}
+
+pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    // SAFETY: fchmod takes an fd and a mode.
+    check(unsafe { libc::fchmod(fd.as_raw_fd(), mode as libc::mode_t) }).map(|_| ())
+}
+
+pub fn ftruncate(fd: BorrowedFd<'_>, len: i64) -> io::Result<()> {
+    // SAFETY: ftruncate takes an fd and a length.
+    check(unsafe { libc::ftruncate(fd.as_raw_fd(), len) }).map(|_| ())
+}
+
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: `stat` is plain data; all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: the kernel writes one `stat` through the pointer, a live one.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
+/// Sets this process's umask; the old one.
+pub fn umask(m: u32) -> u32 {
+    // SAFETY: umask takes a mode and cannot fail.
+    unsafe { libc::umask(m as libc::mode_t) as u32 }
+}
+
+/// A connected pair of Unix stream sockets (close-on-exec).
+pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: the kernel writes two fds into `fds`, a live array of two.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: both fds were just made for this process and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sends `fd` over the Unix socket `sock` (one byte of data, the fd as SCM_RIGHTS).
+pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut byte = [1u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // u64 storage keeps the control buffer aligned for `cmsghdr`.
+    let mut cbuf = [0u64; 4];
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    // SAFETY: `msghdr` is plain data; all zeroes is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    // SAFETY: the control buffer is `space` bytes (at most 32), aligned, and zeroed, so
+    // CMSG_FIRSTHDR gives a header inside it with room for one fd after it.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd.as_raw_fd());
+    }
+    // SAFETY: `msg` points at the live iovec and control buffer above.
+    let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Receives one fd sent with [`send_fd`]; `None` when the peer closed without sending.
+pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut cbuf = [0u64; 4];
+    // SAFETY: `msghdr` is plain data; all zeroes is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cbuf);
+    loop {
+        // SAFETY: `msg` points at the live iovec and control buffer above; the kernel
+        // writes at most their sizes.
+        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        break;
+    }
+    // SAFETY: the kernel filled `msg` and its control buffer; CMSG_FIRSTHDR and CMSG_DATA
+    // stay inside the buffer, and an SCM_RIGHTS header of this length holds one fd.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        if c.is_null()
+            || (*c).cmsg_level != libc::SOL_SOCKET
+            || (*c).cmsg_type != libc::SCM_RIGHTS
+            || (*c).cmsg_len != libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize
+        {
+            return Ok(None);
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
+        Ok(Some(OwnedFd::from_raw_fd(fd)))
+    }
+}
+
+/// `AT_FDCWD` as a borrowed fd, for the `*at` calls given an absolute path.
+pub fn at_fdcwd() -> BorrowedFd<'static> {
+    // SAFETY: AT_FDCWD is no fd of this process but a value every `*at` call takes for the
+    // working directory; nothing closes it, so the borrow never dangles.
+    unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
+}
