@@ -414,7 +414,10 @@ fn tool_configs_that_run_commands_are_read_only() {
         );
     }
     let text = render_text(&w.ask(".mcp.json"));
-    assert!(text.contains("by sandbox.read_only_inside rule .mcp.json (claude code starts"), "{text}");
+    assert!(
+        text.contains("by sandbox.read_only_inside rule .mcp.json (claude code starts"),
+        "{text}"
+    );
 }
 
 /// Project commands the user runs on purpose stay writable (see defaults.toml), and so do
