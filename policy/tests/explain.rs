@@ -340,6 +340,112 @@ fn editor_and_direnv_files_are_read_only() {
     }
 }
 
+/// Editor, agent and tool configs that a program on the host runs later: each default
+/// entry is read-only inside a project root, by its own rule, whether it exists or not.
+#[test]
+fn tool_configs_that_run_commands_are_read_only() {
+    let w = world();
+    // Some exist (a file, a directory's file), most do not: both are covered.
+    touch(&w.proj.join(".claude/settings.json"));
+    touch(&w.proj.join(".mcp.json"));
+    touch(&w.proj.join(".husky/pre-commit"));
+    touch(&w.proj.join("lefthook.toml"));
+    // (path asked, rule that covers it)
+    let cases = [
+        (".claude/settings.json", ".claude"),
+        (".claude/settings.local.json", ".claude"),
+        (".claude/commands/deploy.md", ".claude"),
+        (".mcp.json", ".mcp.json"),
+        (".cursor/mcp.json", ".cursor"),
+        (".cursor/hooks.json", ".cursor"),
+        (".gemini/settings.json", ".gemini"),
+        (".codex/config.toml", ".codex"),
+        (".continue/mcpServers/server.yaml", ".continue"),
+        (".windsurf/hooks.json", ".windsurf"),
+        (".aider.conf.yml", ".aider.conf.yml"),
+        (".zed/tasks.json", ".zed"),
+        (".zed/settings.json", ".zed"),
+        (".helix/languages.toml", ".helix"),
+        (".nvim.lua", ".nvim.lua"),
+        (".nvimrc", ".nvimrc"),
+        (".exrc", ".exrc"),
+        (".vimrc", ".vimrc"),
+        (".lazy.lua", ".lazy.lua"),
+        (".dir-locals.el", ".dir-locals.el"),
+        (".dir-locals-2.el", ".dir-locals-2.el"),
+        (".devcontainer/devcontainer.json", ".devcontainer"),
+        (".devcontainer.json", ".devcontainer.json"),
+        (".husky/pre-commit", ".husky"),
+        (".pre-commit-config.yaml", ".pre-commit-config.yaml"),
+        ("lefthook.yml", "lefthook.yml"),
+        (".lefthook.yml", ".lefthook.yml"),
+        ("lefthook-local.yml", "lefthook-local.yml"),
+        (".lefthook-local.yml", ".lefthook-local.yml"),
+        (".lefthook/pre-commit/check.sh", ".lefthook"),
+        (".lefthook-local/pre-push/x.sh", ".lefthook-local"),
+        ("lefthook.toml", "lefthook.*"),
+        (".lefthook.json", ".lefthook.*"),
+        ("lefthook-local.yaml", "lefthook-local.*"),
+        (".lefthook-local.toml", ".lefthook-local.*"),
+        (".config/lefthook.yml", ".config/lefthook*"),
+        ("mise.toml", "mise.toml"),
+        (".mise.toml", ".mise.toml"),
+        ("mise.local.toml", "mise.local.toml"),
+        (".mise.local.toml", ".mise.local.toml"),
+        (".mise/config.toml", ".mise"),
+        ("mise/config.toml", "mise/config.toml"),
+        (".config/mise.toml", ".config/mise.toml"),
+        (".config/mise/conf.d/hooks.toml", ".config/mise"),
+        ("mise.dev.toml", "mise.*.toml"),
+        (".mise.dev.toml", ".mise.*.toml"),
+    ];
+    for (p, rule) in cases {
+        let r = w.ask(p);
+        assert_eq!(r.access, Access::Read, "{p}");
+        assert_eq!(r.class, TargetClass::Project, "{p}");
+        let ro = r.read_only.as_ref().unwrap_or_else(|| panic!("{p}"));
+        assert_eq!(ro.key, "sandbox.read_only_inside", "{p}");
+        assert_eq!(ro.rule, rule, "{p}");
+        assert!(!ro.reason.is_empty(), "{p}");
+        // A write needs a grant, as for .envrc.
+        assert!(
+            matches!(r.grant.as_ref().unwrap().grant, Grant::Write { .. }),
+            "{p}"
+        );
+    }
+    let text = render_text(&w.ask(".mcp.json"));
+    assert!(
+        text.contains("by sandbox.read_only_inside rule .mcp.json (claude code starts"),
+        "{text}"
+    );
+}
+
+/// Project commands the user runs on purpose stay writable (see defaults.toml), and so do
+/// ordinary files whose names only look like a protected one.
+#[test]
+fn project_command_files_stay_writable() {
+    let w = world();
+    for p in [
+        "Makefile",
+        "package.json",
+        "justfile",
+        "build.rs",
+        "tox.ini",
+        "AGENTS.md",
+        "CLAUDE.md",
+        "src/.mcp.json",
+        "docs/.claude/notes.md",
+        "src/mise.toml",
+        "lefthook",
+        ".config/other.toml",
+        ".mise-cache/x",
+    ] {
+        let r = w.ask(p);
+        assert_eq!(r.access, Access::Write, "{p}");
+        assert!(r.read_only.is_none(), "{p}: {:?}", r.read_only);
+    }
+}
+
 #[test]
 fn worktree_git_file_points_at_a_read_only_gitdir() {
     let w = world();
