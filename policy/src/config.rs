@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use env::Env;
 pub use rules::{RulePath, RuleShape};
-pub use view::{LaunchView, repositories};
+pub use view::{LaunchView, RepoGitDirs, repositories};
 
 /// The built-in defaults, as TOML (`policy/defaults.toml`).
 pub const DEFAULTS_TOML: &str = include_str!("../defaults.toml");

@@ -588,3 +588,29 @@ fn a_rebase_todo_with_an_exec_line_is_quarantined() {
     let _ = user_git(&proj, &home, &["rebase", "--continue"]);
     assert!(!marker.exists(), "the exec line ran");
 }
+
+#[test]
+fn the_core_hooks_path_of_a_project_root_is_read_only_in_the_call() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("p");
+    user_repo(&proj, &home);
+    assert!(
+        git(&proj, &home, &["config", "core.hooksPath", ".husky/_"])
+            .status
+            .success()
+    );
+    std::fs::create_dir_all(proj.join(".husky/_")).unwrap();
+    let v = run(
+        d.path(),
+        &proj,
+        "if printf '#!/bin/sh\\n' > .husky/_/pre-commit; then echo written; else echo refused; fi; \
+         echo x > other.txt",
+    );
+    assert!(!proj.join(".husky/_/pre-commit").exists(), "{v}");
+    assert!(
+        proj.join("other.txt").exists(),
+        "the rest of the root stays writable"
+    );
+    assert!(quarantined(&v).is_empty(), "{v}");
+}
