@@ -156,10 +156,8 @@ pub fn locate(repo: &Path) -> Option<Located> {
         }
     }
     if available() && std::fs::symlink_metadata(repo.join(".git")).is_ok() {
-        // Git runs and says this is no repository it would use.
-        if run(repo, &["rev-parse", "--git-dir"]).is_none() {
-            return None;
-        }
+        // Git runs: when it says this is no repository it would use, there is none.
+        run(repo, &["rev-parse", "--git-dir"])?;
     }
     let d = efr_policy::classify::git::find_git_dir(repo)?;
     let hooks = d.common.join("hooks");
