@@ -614,3 +614,52 @@ fn the_core_hooks_path_of_a_project_root_is_read_only_in_the_call() {
     );
     assert!(quarantined(&v).is_empty(), "{v}");
 }
+
+#[test]
+fn an_include_file_the_call_changed_and_hooks_with_odd_names_are_checked() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("w");
+    let repo = proj.join("a/b/c/r");
+    user_repo(&repo, &home);
+    // The user's own include, from before the call.
+    std::fs::write(repo.join(".git/inc"), "[user]\n\tname = Inc Name\n").unwrap();
+    assert!(
+        git(&repo, &home, &["config", "include.path", "inc"])
+            .status
+            .success()
+    );
+    let marker = home.join("PWNED");
+    let line = format!(
+        "cd a/b/c/r && printf '[core]\\n\\tfsmonitor = touch {m}\\n' >> .git/inc && \
+         mkdir -p .git/hooks/deep && printf '#!/bin/sh\\n' > \"$(printf '.git/hooks/x\\377')\" && \
+         printf '#!/bin/sh\\n' > .git/hooks/deep/pre-commit && echo ok",
+        m = marker.display()
+    );
+    let v = run(d.path(), &proj, &line);
+    let q = quarantined(&v);
+    assert!(
+        q.iter()
+            .any(|l| l.contains(".git/inc") && l.contains("core.fsmonitor")),
+        "{v}"
+    );
+    assert!(
+        q.iter().any(|l| l.contains("hooks/deep/pre-commit")),
+        "{q:?}"
+    );
+    assert!(q.iter().any(|l| l.contains("hooks/x")), "{q:?}");
+    let hooks: Vec<_> = std::fs::read_dir(repo.join(".git/hooks"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| !n.to_string_lossy().ends_with(".sample") && n != "deep")
+        .collect();
+    assert!(hooks.is_empty(), "{hooks:?}");
+    let inc = std::fs::read_to_string(repo.join(".git/inc")).unwrap();
+    assert!(
+        inc.contains("Inc Name") && !inc.contains("fsmonitor"),
+        "{inc}"
+    );
+    assert!(user_git(&repo, &home, &["status"]).status.success());
+    assert!(!marker.exists(), "the included fsmonitor ran");
+}
