@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 pub use env::Env;
 pub use rules::{RulePath, RuleShape};
-pub use view::{LaunchView, repositories};
+pub use view::{LaunchView, RepoGitDirs, repositories};
 
 /// The built-in defaults, as TOML (`policy/defaults.toml`).
 pub const DEFAULTS_TOML: &str = include_str!("../defaults.toml");
@@ -171,6 +171,15 @@ pub struct BusConfig {
     pub broadcast: Vec<Entry>,
 }
 
+/// `[git]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitConfig {
+    /// Git config keys known to make git run nothing (`section.name`, or
+    /// `section.*.name` for any subsection). After a contained call, a repository it made
+    /// or whose config it changed keeps only these keys (see `docs/threat-model.md`).
+    pub safe_config_keys: Vec<Entry>,
+}
+
 /// `[permissions]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PermissionsConfig {
@@ -185,6 +194,30 @@ pub struct FloorsConfig {
     pub paths: Vec<Entry>,
     /// Floor line kinds the classifier checks, by name (see [`FLOOR_LINES`]).
     pub lines: Vec<Entry>,
+}
+
+/// Whether the git config key `key` (section and name lower case, the subsection as
+/// written) matches `pattern` (`section.name`, `section.sub.name`, or `section.*.name`
+/// where `*` is any subsection; section and name compared without case).
+pub fn git_key_matches(pattern: &str, key: &str) -> bool {
+    fn split(k: &str) -> Option<(&str, Option<&str>, &str)> {
+        let (section, rest) = k.split_once('.')?;
+        match rest.rsplit_once('.') {
+            Some((sub, name)) => Some((section, Some(sub), name)),
+            None => Some((section, None, rest)),
+        }
+    }
+    let (Some((ps, psub, pn)), Some((ks, ksub, kn))) = (split(pattern), split(key)) else {
+        return false;
+    };
+    ps.eq_ignore_ascii_case(ks)
+        && pn.eq_ignore_ascii_case(kn)
+        && match (psub, ksub) {
+            (None, None) => true,
+            (Some("*"), Some(_)) => true,
+            (Some(a), Some(b)) => a == b,
+            _ => false,
+        }
 }
 
 /// The floor line kinds the classifier knows; `floors.lines` names a subset.
@@ -235,6 +268,7 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     pub network: NetworkConfig,
     pub bus: BusConfig,
+    pub git: GitConfig,
     pub permissions: PermissionsConfig,
     pub floors: FloorsConfig,
     pub always: Vec<AlwaysRule>,
@@ -350,6 +384,9 @@ impl Config {
                 call: Vec::new(),
                 broadcast: Vec::new(),
             },
+            git: GitConfig {
+                safe_config_keys: Vec::new(),
+            },
             permissions: PermissionsConfig {
                 allow_full: Setting::default_value(false),
             },
@@ -441,6 +478,27 @@ impl Config {
             .iter()
             .map(|e| e.value.clone())
             .collect()
+    }
+
+    /// Whether the git config key `key` (as `git config --list` writes it: section and name
+    /// lower case, the subsection as written) with `value` is on `git.safe_config_keys`. A
+    /// URL key whose value is an `ext::` URL (which runs a command when
+    /// `protocol.ext.allow` lets it) is never safe.
+    pub fn git_key_is_safe(&self, key: &str, value: &[u8]) -> bool {
+        let url_key = key.ends_with(".url")
+            || key.ends_with(".pushurl")
+            || key.ends_with(".insteadof")
+            || key.ends_with(".pushinsteadof");
+        if url_key && value.trim_ascii_start().len() >= 5 {
+            let head = &value.trim_ascii_start()[..5];
+            if head.eq_ignore_ascii_case(b"ext::") {
+                return false;
+            }
+        }
+        self.git
+            .safe_config_keys
+            .iter()
+            .any(|e| git_key_matches(&e.value, key))
     }
 
     /// The floor line kinds in force, by name.

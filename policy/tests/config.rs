@@ -66,6 +66,7 @@ fn defaults_parse_and_every_entry_has_a_reason() {
         &c.bus.talk,
         &c.floors.paths,
         &c.floors.lines,
+        &c.git.safe_config_keys,
     ];
     for list in lists {
         for e in list {
@@ -452,4 +453,109 @@ fn arbitrary_input_does_not_panic() {
     for s in samples {
         let _ = Config::from_toml_str(s, Path::new("/x.toml"));
     }
+}
+
+#[test]
+fn the_safe_git_keys_have_reasons_and_no_code_running_key_is_among_them() {
+    let c = Config::defaults();
+    assert!(!c.git.safe_config_keys.is_empty());
+    for e in &c.git.safe_config_keys {
+        assert!(!e.reason.is_empty(), "{}", e.value);
+        assert_eq!(e.source, Source::Default);
+    }
+    // Keys that make git run a program (a subsection where the key has one).
+    for key in [
+        "core.fsmonitor",
+        "core.sshcommand",
+        "core.pager",
+        "core.editor",
+        "core.askpass",
+        "core.gitproxy",
+        "alias.st",
+        "diff.x.textconv",
+        "diff.x.command",
+        "diff.external",
+        "filter.x.clean",
+        "filter.x.smudge",
+        "filter.x.process",
+        "include.path",
+        "includeIf.gitdir:/x/.path",
+        "credential.helper",
+        "credential.https://h.example.helper",
+        "protocol.ext.allow",
+        "protocol.allow",
+        "trailer.x.command",
+        "trailer.x.cmd",
+        "gpg.program",
+        "gpg.ssh.program",
+        "gpg.ssh.defaultKeyCommand",
+        "core.alternateRefsCommand",
+        "merge.x.driver",
+        "mergetool.x.path",
+        "mergetool.x.cmd",
+        "difftool.x.cmd",
+        "difftool.x.path",
+        "browser.x.cmd",
+        "browser.x.path",
+        "remote.origin.vcs",
+        "remote.origin.uploadpack",
+        "remote.origin.receivepack",
+        "uploadpack.packObjectsHook",
+        "sequence.editor",
+        "core.hooksPath",
+        "core.worktree",
+        "submodule.x.update",
+        "pager.log",
+        "man.x.cmd",
+        "sendemail.smtpserver",
+        "http.proxy",
+        "ssh.variant",
+    ] {
+        assert!(
+            !c.git_key_is_safe(key, b"x"),
+            "{key} is on git.safe_config_keys"
+        );
+        let lower = key.to_ascii_lowercase();
+        assert!(!c.git_key_is_safe(&lower, b"x"), "{lower}");
+    }
+    for (key, value) in [
+        ("core.bare", "false"),
+        ("user.name", "Kept Name"),
+        ("remote.origin.url", "https://h.example/r.git"),
+        ("branch.main.merge", "refs/heads/main"),
+        ("submodule.lib.url", "../lib.git"),
+    ] {
+        assert!(c.git_key_is_safe(key, value.as_bytes()), "{key}");
+    }
+    // An ext:: url runs a command when protocol.ext.allow lets it.
+    assert!(!c.git_key_is_safe("remote.origin.url", b"ext::sh -c touch% /tmp/x"));
+    assert!(!c.git_key_is_safe("submodule.x.url", b"  EXT::sh"));
+}
+
+#[test]
+fn git_key_patterns_match_a_subsection_with_a_star() {
+    use efr_policy::config::git_key_matches as m;
+    assert!(m("remote.*.url", "remote.origin.url"));
+    assert!(m("remote.*.url", "remote.a.b.url"));
+    assert!(m("REMOTE.*.URL", "remote.origin.url"));
+    assert!(!m("remote.*.url", "remote.url"));
+    assert!(!m("core.bare", "core.x.bare"));
+    assert!(m("core.bare", "core.bare"));
+    assert!(m("branch.main.merge", "branch.main.merge"));
+    assert!(!m("branch.main.merge", "branch.Main.merge"));
+}
+
+#[test]
+fn a_user_file_adds_and_removes_safe_git_keys() {
+    let (_d, path) = file_with(
+        "[git]\nsafe_config_keys = [{ key = \"color.*.meta\", reason = \"mine\" }]\nsafe_config_keys_remove = [\"user.name\"]\n",
+    );
+    let c = Config::load_file(&path).unwrap();
+    assert!(c.git_key_is_safe("color.diff.meta", b"blue"));
+    assert!(!c.git_key_is_safe("user.name", b"x"));
+    let (_d, path) = file_with("[git]\nsafe_config_keys = [\"not a key\"]\n");
+    let e = Config::load_file(&path).unwrap_err();
+    assert_eq!(e.key(), Some("git.safe_config_keys[0]"), "{e}");
+    let (_d, path) = file_with("[git]\nsafe_keys = []\n");
+    assert!(Config::load_file(&path).is_err());
 }

@@ -2,29 +2,76 @@
 //!
 //! The view keeps the hooks and config of every repository it finds at launch read-only
 //! (the project roots and repositories up to a few levels below them). A repository the
-//! call made itself (`git init`, a clone) or one deeper than the launch walk is writable,
-//! and a hook or a program-running config key put there would run outside the sandbox at
-//! the user's next git command. So after the call, every repository under the project
-//! roots is looked at: a hook, or a config file holding such keys, that changed during the
-//! call (its ctime, which a call cannot set back) and that the view did not protect, is
-//! taken out of git's way. Nothing is deleted: a hook moves to a new
-//! `efr-quarantine-<random>/` in its git dir, a config keeps every other line and its
-//! original is copied there. Each one is reported in the summary's `quarantined`. Nothing
-//! the call left (links named like our files) can steer where these writes go: the
-//! quarantine is a fresh directory, files are made with O_EXCL, and git dirs outside the
-//! project roots are never touched.
+//! call made itself (`git init`, a clone), one deeper than the launch walk, or one in a
+//! build output directory is writable, and a hook or a program-running config key put
+//! there would run outside the sandbox at the user's next git command. So after the call,
+//! every repository under the project roots (up to [`GUARD_DEPTH`] levels down; in a build
+//! output directory only one the call made) is looked at, its git dirs found the way git
+//! finds them ([`crate::git_dirs`]):
+//!
+//! - a repository the call made, or one whose config files (those git reads, includes
+//!   too) it changed: every key not on `git.safe_config_keys` is taken out of each config
+//!   file the view did not protect;
+//! - hooks: every file in the hooks dir git uses (`core.hooksPath` included), at any
+//!   depth and under any name but `*.sample`, that the call wrote, or all of them when the
+//!   call made the repository or pointed it at that git dir (a new `.git` file or
+//!   `commondir`);
+//! - a `commondir` the call wrote in a main repository (git honours it: the config and
+//!   hooks of the dir it names), or one naming a dir outside the project;
+//! - a rebase or sequencer todo list (`rebase-merge/git-rebase-todo`, `sequencer/todo`)
+//!   the call wrote that holds an `exec` line (`git rebase --continue` would run it);
+//! - the git dirs of submodules (`<common>/modules/**`), whether or not `.gitmodules`
+//!   names them: their hooks and config, as above.
+//!
+//! "The call wrote it" is read from the ctime (and, for "the call made it", the birth
+//! time) of the file: the kernel sets the ctime on every change and no call can set it
+//! back (utimensat sets the mtime and atime only), so a file written during the call has a
+//! ctime at or after its start. A snapshot of each repository at launch would need the
+//! service to walk and hash every repository under the roots before each call (up to
+//! thousands of directories on the launch path); the ctime gives the same answer for every
+//! write. Nothing is deleted: a hook moves to a new `efr-quarantine-<random>/` in its git
+//! dir, a config keeps every other line and its original is copied there. Each one is
+//! reported in the summary's `quarantined`. Nothing the call left (links named like our
+//! files) can steer where these writes go: the quarantine is a fresh directory, files are
+//! made with O_EXCL, and git dirs outside the project roots are never touched.
 
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
 
-use efr_policy::classify::git::{find_git_dir, strip_code};
-use efr_policy::config::{Config, repositories};
+use efr_policy::classify::git::strip_config;
+use efr_policy::config::Config;
 
-/// How deep below a project root repositories are looked for after a call.
-const DEPTH: usize = 6;
+use crate::git_dirs::{self, Located};
+
+/// How deep below a project root repositories are looked for after a call (the launch
+/// walk goes three levels; see docs/threat-model.md).
+pub const GUARD_DEPTH: usize = 12;
+
+/// How deep below a build output directory (`node_modules`, `dist`, ...) a repository the
+/// call made is looked for.
+const BUILD_OUTPUT_DEPTH: usize = 3;
+
+/// Directories walked at most below one root.
+const MAX_WALK: usize = 8192;
+
+/// How deep a hooks dir and `modules/` are walked, and how many entries at most.
+const HOOKS_DEPTH: usize = 8;
+const MAX_ENTRIES: usize = 4096;
+
+/// The largest config or todo file read.
+const MAX_FILE: u64 = 1 << 20;
 
 /// The quarantine directory inside a git dir.
 const QUARANTINE: &str = "efr-quarantine";
+
+fn ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
 
 /// Whether `p` changed at or after `since_ms` (milliseconds since the epoch), by ctime.
 fn changed_since(p: &Path, since_ms: u64) -> bool {
@@ -34,7 +81,20 @@ fn changed_since(p: &Path, since_ms: u64) -> bool {
     })
 }
 
+/// Whether `p` was made at or after `since_ms`: its birth time, or its ctime where the
+/// file system keeps no birth time (which can only say yes more often).
+fn made_since(p: &Path, since_ms: u64) -> bool {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) => match m.created() {
+            Ok(t) => ms(t) >= since_ms,
+            Err(_) => changed_since(p, since_ms),
+        },
+        Err(_) => false,
+    }
+}
+
 /// Whether the launch view kept `p` read-only (it, or a directory above it, is listed).
+/// A path that is not UTF-8 matches no listed path: it is checked.
 fn protected(p: &Path, view: &[String]) -> bool {
     view.iter()
         .any(|v| p.starts_with(Path::new(v.trim_end_matches('/'))))
@@ -67,124 +127,20 @@ fn quarantine_dir(git_dir: &Path) -> std::io::Result<PathBuf> {
     Err(std::io::Error::other("no free quarantine directory name"))
 }
 
+/// The file name of `p`, as bytes (a name that is not UTF-8 is kept as it is).
+fn name_of(p: &Path) -> OsString {
+    p.file_name()
+        .map(OsStr::to_os_string)
+        .unwrap_or_else(|| "item".into())
+}
+
 /// Moves `p` into a new quarantine directory of `git_dir`; the new path. The rename moves
 /// the entry itself (a link stays a link; its target is not touched).
 fn move_aside(git_dir: &Path, p: &Path) -> std::io::Result<PathBuf> {
     let dir = quarantine_dir(git_dir)?;
-    let name = p
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "item".into());
-    let to = dir.join(name);
+    let to = dir.join(name_of(p));
     std::fs::rename(p, &to)?;
     Ok(to)
-}
-
-/// The git code a contained call left in repositories under `roots`; what was done with
-/// each, one line per item. `since_ms` is when the call started; `view` the read-only
-/// paths of its launch view.
-pub fn after_call(
-    roots: &[PathBuf],
-    view: &[String],
-    since_ms: u64,
-    config: &Config,
-) -> Vec<String> {
-    let skip = config.build_output_names();
-    let mut out = Vec::new();
-    let mut seen: Vec<PathBuf> = Vec::new();
-    for root in roots {
-        for repo in repositories(root, DEPTH, &skip) {
-            let Some(dirs) = find_git_dir(&repo) else {
-                continue;
-            };
-            // Only git dirs inside the project roots are touched. A `.git` file that names
-            // one elsewhere (a worktree or submodule points inside the project) would have
-            // this check rewrite files that are not the project's: a `.git` file the call
-            // made that way is moved aside instead, and reported.
-            // Compared with every link resolved: `.git` (or a dir on the way) may be a link.
-            let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-            let roots_c: Vec<PathBuf> = roots.iter().map(|r| canon(r)).collect();
-            let inside = |g: &Path| roots_c.iter().any(|r| canon(g).starts_with(r));
-            if !inside(&dirs.git_dir) || !inside(&dirs.common) {
-                let dotgit = repo.join(".git");
-                // A `.git` file or link (not a real dir) that the call made.
-                let is_file = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| !m.is_dir());
-                if is_file && !protected(&dotgit, view) && changed_since(&dotgit, since_ms) {
-                    let to = free_name(&repo, ".git.efr-quarantine");
-                    match std::fs::rename(&dotgit, &to) {
-                        Ok(()) => out.push(format!(
-                            "{}: made by the call, names the git dir {} outside the project; moved to {}",
-                            dotgit.display(),
-                            dirs.git_dir.display(),
-                            to.display()
-                        )),
-                        Err(e) => out.push(format!(
-                            "{}: made by the call, names the git dir {} outside the project; not moved: {e}",
-                            dotgit.display(),
-                            dirs.git_dir.display()
-                        )),
-                    }
-                }
-                continue;
-            }
-            for g in [dirs.git_dir, dirs.common] {
-                if seen.contains(&g) {
-                    continue;
-                }
-                seen.push(g.clone());
-                hooks(&g, view, since_ms, &mut out);
-                for name in ["config", "config.worktree"] {
-                    config_file(&g, &g.join(name), view, since_ms, &mut out);
-                }
-            }
-        }
-    }
-    out
-}
-
-fn hooks(g: &Path, view: &[String], since_ms: u64, out: &mut Vec<String>) {
-    let dir = g.join("hooks");
-    if protected(&dir, view) {
-        return;
-    }
-    // A hooks dir that is itself a new link points git at hooks elsewhere.
-    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink())
-        && changed_since(&dir, since_ms)
-    {
-        match move_aside(g, &dir) {
-            Ok(to) => out.push(format!(
-                "{}: a link made by the call, moved to {}",
-                dir.display(),
-                to.display()
-            )),
-            Err(e) => out.push(format!(
-                "{}: a link made by the call, not moved: {e}",
-                dir.display()
-            )),
-        }
-        return;
-    }
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".sample") || protected(&p, view) || !changed_since(&p, since_ms) {
-            continue;
-        }
-        match move_aside(g, &p) {
-            Ok(to) => out.push(format!(
-                "{}: a hook written by the call, moved to {}",
-                p.display(),
-                to.display()
-            )),
-            Err(e) => out.push(format!(
-                "{}: a hook written by the call, not moved: {e}",
-                p.display()
-            )),
-        }
-    }
 }
 
 /// Writes a file that must not exist yet (O_EXCL: a link in its place is refused).
@@ -199,64 +155,447 @@ fn new_file(p: &Path, data: &[u8], mode: u32) -> std::io::Result<()> {
     f.sync_all()
 }
 
-fn config_file(g: &Path, p: &Path, view: &[String], since_ms: u64, out: &mut Vec<String>) {
-    if protected(p, view) || !changed_since(p, since_ms) {
-        return;
+/// A regular file's bytes, when it is one and at most [`MAX_FILE`] long.
+fn read_regular(p: &Path) -> Option<(Vec<u8>, std::fs::Metadata)> {
+    let meta = std::fs::symlink_metadata(p).ok()?;
+    if !meta.is_file() || meta.len() > MAX_FILE {
+        return None;
     }
-    let Ok(meta) = std::fs::symlink_metadata(p) else {
-        return;
-    };
-    if meta.file_type().is_symlink() {
-        // A config that is a link made by the call: git would read whatever it names.
-        match move_aside(g, p) {
-            Ok(to) => out.push(format!(
-                "{}: a link made by the call, moved to {}",
-                p.display(),
-                to.display()
-            )),
-            Err(e) => out.push(format!(
-                "{}: a link made by the call, not moved: {e}",
-                p.display()
-            )),
+    Some((std::fs::read(p).ok()?, meta))
+}
+
+/// A repository found below a root; `in_build_output` when a directory on the way is a
+/// build output name.
+struct Found {
+    dir: PathBuf,
+    in_build_output: bool,
+}
+
+/// The repositories at `root` and below it: up to [`GUARD_DEPTH`] levels down, and in a
+/// build output directory up to [`BUILD_OUTPUT_DEPTH`] levels below it; a walk of at most
+/// [`MAX_WALK`] directories that follows no link and skips `.git` dirs.
+fn find_repos(root: &Path, skip: &[String]) -> Vec<Found> {
+    let mut out = Vec::new();
+    if std::fs::symlink_metadata(root.join(".git")).is_ok() {
+        out.push(Found {
+            dir: root.to_path_buf(),
+            in_build_output: false,
+        });
+    }
+    // (dir, level, levels left below a build output name)
+    let mut queue = std::collections::VecDeque::from([(root.to_path_buf(), 0usize, None)]);
+    let mut walked = 0;
+    while let Some((dir, level, bo_left)) = queue.pop_front() {
+        walked += 1;
+        if walked > MAX_WALK {
+            break;
         }
-        return;
+        // A directory whose link count is 2 has no subdirectory (ext4, xfs, tmpfs keep the
+        // count; btrfs says 1 and is read).
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.nlink() == 2) {
+            continue;
+        }
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) || e.file_name() == ".git" {
+                continue;
+            }
+            let p = e.path();
+            let bo = match bo_left {
+                Some(n) => Some(n),
+                None if skip.iter().any(|n| OsStr::new(n) == e.file_name()) => {
+                    Some(BUILD_OUTPUT_DEPTH + 1)
+                }
+                None => None,
+            };
+            if std::fs::symlink_metadata(p.join(".git")).is_ok() {
+                out.push(Found {
+                    dir: p.clone(),
+                    in_build_output: bo.is_some(),
+                });
+            }
+            let below = bo.map(|n: usize| n.saturating_sub(1));
+            if level + 1 < GUARD_DEPTH && below != Some(0) {
+                queue.push_back((p, level + 1, below));
+            }
+        }
     }
-    if !meta.is_file() || meta.len() > 1 << 20 {
-        return;
-    }
-    let Ok(text) = std::fs::read_to_string(p) else {
-        return;
+    out
+}
+
+/// Whether a todo list holds an `exec` (`x`) line, as git reads it (leading blanks
+/// trimmed).
+fn has_exec(todo: &[u8]) -> bool {
+    todo.split(|b| *b == b'\n').any(|l| {
+        let l = l.trim_ascii_start();
+        let word = l
+            .iter()
+            .position(|b| b.is_ascii_whitespace())
+            .map_or(l, |i| &l[..i]);
+        word == b"exec" || word == b"x"
+    })
+}
+
+struct Guard<'a> {
+    roots: Vec<PathBuf>,
+    view: &'a [String],
+    since_ms: u64,
+    config: &'a Config,
+    out: Vec<String>,
+    seen: Vec<PathBuf>,
+    fallback: bool,
+}
+
+/// The git code a contained call left in repositories under `roots`; what was done with
+/// each, one line per item. `since_ms` is when the call started; `view` the read-only
+/// paths of its launch view.
+pub fn after_call(
+    roots: &[PathBuf],
+    view: &[String],
+    since_ms: u64,
+    config: &Config,
+) -> Vec<String> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut g = Guard {
+        roots: roots.iter().map(|r| canon(r)).collect(),
+        view,
+        since_ms,
+        config,
+        out: Vec::new(),
+        seen: Vec::new(),
+        fallback: false,
     };
-    let (kept, removed) = strip_code(&text);
-    if removed.is_empty() {
-        return;
+    let skip = config.build_output_names();
+    for root in roots {
+        for found in find_repos(root, &skip) {
+            // In build output, only a repository the call made.
+            if found.in_build_output && !made_since(&found.dir.join(".git"), since_ms) {
+                continue;
+            }
+            g.repository(&found.dir);
+        }
     }
-    let copy = (|| -> std::io::Result<PathBuf> {
-        let dir = quarantine_dir(g)?;
-        let name = p
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let to = dir.join(&name);
-        new_file(&to, text.as_bytes(), 0o600)?;
-        // The new config goes into a file of ours (create_new: never through a link the
-        // call left), then over the old one.
-        let tmp = dir.join(format!("{name}.new"));
-        new_file(&tmp, kept.as_bytes(), meta.permissions().mode() & 0o777)?;
-        std::fs::rename(&tmp, p)?;
-        Ok(to)
-    })();
-    match copy {
-        Ok(to) => out.push(format!(
-            "{}: {} set by the call, taken out (the original is {})",
-            p.display(),
-            removed.join(", "),
-            to.display()
-        )),
-        Err(e) => out.push(format!(
-            "{}: {} set by the call, could not be taken out: {e}",
-            p.display(),
-            removed.join(", ")
-        )),
+    if g.fallback {
+        g.out.push(
+            "git could not be run: git dirs were found by efr's own reader of .git files, \
+             commondir and config (which may differ from git's)"
+                .into(),
+        );
+    }
+    g.out
+}
+
+impl Guard<'_> {
+    fn canon(p: &Path) -> PathBuf {
+        std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+    }
+
+    /// Whether `p` (with every link resolved) is inside a project root.
+    fn inside(&self, p: &Path) -> bool {
+        let c = Self::canon(p);
+        self.roots.iter().any(|r| c.starts_with(r))
+    }
+
+    fn locate(&mut self, repo: &Path) -> Option<Located> {
+        let loc = git_dirs::locate(repo)?;
+        if !loc.by_git {
+            self.fallback = true;
+        }
+        Some(loc)
+    }
+
+    fn report(&mut self, what: &Path, done: std::io::Result<PathBuf>, why: &str) {
+        self.out.push(match done {
+            Ok(to) => format!("{}: {why}, moved to {}", what.display(), to.display()),
+            Err(e) => format!("{}: {why}, not moved: {e}", what.display()),
+        });
+    }
+
+    fn repository(&mut self, repo: &Path) {
+        let dotgit = repo.join(".git");
+        let Some(mut loc) = self.locate(repo) else {
+            return;
+        };
+        // A `commondir` the call wrote points git at another dir's config and hooks. In a
+        // main repository (a `.git` dir) git has no use for one; in any git dir, one that
+        // names a dir outside the project would have this check skip the repository.
+        let commondir = loc.git_dir.join("commondir");
+        let main_repo = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_dir());
+        if self.inside(&loc.git_dir)
+            && std::fs::symlink_metadata(&commondir).is_ok()
+            && !protected(&commondir, self.view)
+            && changed_since(&commondir, self.since_ms)
+            && (main_repo || !self.inside(&loc.common))
+        {
+            let done = move_aside(&loc.git_dir, &commondir);
+            let moved = done.is_ok();
+            let why = format!(
+                "written by the call, pointed git at the config and hooks of {}",
+                loc.common.display()
+            );
+            self.report(&commondir, done, &why);
+            if moved {
+                let Some(l) = self.locate(repo) else { return };
+                loc = l;
+            }
+        }
+        // Only git dirs inside the project roots are touched. A `.git` file that names one
+        // elsewhere (a worktree or submodule points inside the project) would have this
+        // check rewrite files that are not the project's: a `.git` file the call made that
+        // way is moved aside instead, and reported.
+        if !self.inside(&loc.git_dir) || !self.inside(&loc.common) {
+            // A `.git` file or link (not a real dir) that the call made.
+            let is_file = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| !m.is_dir());
+            if is_file && !protected(&dotgit, self.view) && changed_since(&dotgit, self.since_ms) {
+                let to = free_name(repo, ".git.efr-quarantine");
+                self.out.push(match std::fs::rename(&dotgit, &to) {
+                    Ok(()) => format!(
+                        "{}: made by the call, names the git dir {} outside the project; moved to {}",
+                        dotgit.display(),
+                        loc.git_dir.display(),
+                        to.display()
+                    ),
+                    Err(e) => format!(
+                        "{}: made by the call, names the git dir {} outside the project; not moved: {e}",
+                        dotgit.display(),
+                        loc.git_dir.display()
+                    ),
+                });
+            }
+            return;
+        }
+        if self.seen.contains(&loc.git_dir) && self.seen.contains(&loc.common) {
+            return;
+        }
+        // Pointed at this git dir by the call: a `.git` file (or link) or a `commondir` it
+        // wrote. Then every hook there is the call's to answer for.
+        let pointed = (!main_repo && changed_since(&dotgit, self.since_ms))
+            || changed_since(&loc.git_dir.join("commondir"), self.since_ms);
+        let made = made_since(&loc.git_dir, self.since_ms);
+        let made_common = made_since(&loc.common, self.since_ms);
+        let (files, list) = git_dirs::config_files(repo, &loc);
+        let changed = files
+            .iter()
+            .any(|f| !protected(f, self.view) && self.inside(f) && changed_since(f, self.since_ms));
+        if made || made_common || pointed || changed {
+            for f in &files {
+                self.config_file(&loc.common, f, list.as_deref());
+            }
+            // Taking out `core.hooksPath` changes where git looks for hooks.
+            if let Some(l) = self.locate(repo) {
+                loc = l;
+            }
+        }
+        let all_hooks = pointed || made_common || made_since(&loc.hooks, self.since_ms);
+        self.hooks(&loc.common, &loc.hooks, all_hooks);
+        self.todo(&loc.git_dir);
+        for g in [loc.git_dir.clone(), loc.common.clone()] {
+            if !self.seen.contains(&g) {
+                self.seen.push(g);
+            }
+        }
+        self.modules(&loc.common);
+    }
+
+    /// The git dirs below `<common>/modules` (submodules, initialised or not): their
+    /// config and hooks, as a repository's.
+    fn modules(&mut self, common: &Path) {
+        let base = common.join("modules");
+        let mut stack = vec![(base, 0usize)];
+        let mut walked = 0;
+        while let Some((dir, depth)) = stack.pop() {
+            walked += 1;
+            if walked > MAX_ENTRIES || depth > HOOKS_DEPTH {
+                break;
+            }
+            let Ok(rd) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                let name = e.file_name();
+                let p = e.path();
+                let looks_git = ["HEAD", "config", "hooks"]
+                    .iter()
+                    .any(|n| std::fs::symlink_metadata(p.join(n)).is_ok());
+                if looks_git && !self.seen.contains(&p) && self.inside(&p) {
+                    self.seen.push(p.clone());
+                    let made = made_since(&p, self.since_ms);
+                    let cfg = p.join("config");
+                    if made || changed_since(&cfg, self.since_ms) {
+                        self.config_file(&p, &cfg, None);
+                    }
+                    self.hooks(&p, &p.join("hooks"), made);
+                    self.todo(&p);
+                }
+                // A submodule's name may hold `/`: look further down, but not into the
+                // parts of a git dir.
+                if !["objects", "refs", "logs", "hooks", "info", "lfs"]
+                    .iter()
+                    .any(|n| name == *n)
+                {
+                    stack.push((p, depth + 1));
+                }
+            }
+        }
+    }
+
+    /// The hooks in `dir` (the hooks dir git uses), at any depth: each one the call wrote,
+    /// or every one with `all`, is moved into a quarantine of `git_dir`.
+    fn hooks(&mut self, git_dir: &Path, dir: &Path, all: bool) {
+        if protected(dir, self.view) || !self.inside(dir) {
+            return;
+        }
+        // A hooks dir that is itself a new link points git at hooks elsewhere.
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            if all || changed_since(dir, self.since_ms) {
+                let done = move_aside(git_dir, dir);
+                self.report(dir, done, "a link made by the call");
+            }
+            return;
+        }
+        let mut found = Vec::new();
+        let mut stack = vec![(dir.to_path_buf(), 0usize)];
+        let mut entries = 0;
+        while let Some((d, depth)) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                entries += 1;
+                if entries > MAX_ENTRIES {
+                    break;
+                }
+                let p = e.path();
+                if e.file_type().is_ok_and(|t| t.is_dir()) && depth < HOOKS_DEPTH {
+                    stack.push((p, depth + 1));
+                    continue;
+                }
+                if e.file_name().as_bytes().ends_with(b".sample") || protected(&p, self.view) {
+                    continue;
+                }
+                if all || changed_since(&p, self.since_ms) {
+                    found.push(p);
+                }
+            }
+        }
+        found.sort();
+        for p in found {
+            let done = move_aside(git_dir, &p);
+            self.report(&p, done, "a hook written by the call");
+        }
+    }
+
+    /// A rebase or sequencer todo list the call wrote that runs a command.
+    fn todo(&mut self, git_dir: &Path) {
+        for rel in ["rebase-merge/git-rebase-todo", "sequencer/todo"] {
+            let p = git_dir.join(rel);
+            if protected(&p, self.view) || !changed_since(&p, self.since_ms) {
+                continue;
+            }
+            let Some((text, _)) = read_regular(&p) else {
+                continue;
+            };
+            if has_exec(&text) {
+                let done = move_aside(git_dir, &p);
+                self.report(
+                    &p,
+                    done,
+                    "a todo list written by the call with an exec line (git rebase --continue runs it)",
+                );
+            }
+        }
+    }
+
+    /// Takes every key not on `git.safe_config_keys` out of the config file `p`. `list`
+    /// is what git reads from each file, when git said: a key git reads from `p` that the
+    /// line reader did not take out has the whole file moved aside.
+    fn config_file(&mut self, git_dir: &Path, p: &Path, list: Option<&[git_dirs::ConfigValue]>) {
+        if protected(p, self.view) || !self.inside(p) {
+            return;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(p) else {
+            return;
+        };
+        if meta.file_type().is_symlink() {
+            // A config that is a link: git would read whatever it names.
+            if changed_since(p, self.since_ms) {
+                let done = move_aside(git_dir, p);
+                self.report(p, done, "a link made by the call");
+            }
+            return;
+        }
+        let Some((text, meta)) = read_regular(p) else {
+            return;
+        };
+        let config = self.config;
+        let (kept, mut removed) = strip_config(&text, |k, v| !config.git_key_is_safe(k, v));
+        // What git reads from this file that the line reader kept: read differently,
+        // so the file goes as a whole.
+        let canon = Self::canon(p);
+        let missed: Vec<String> = list
+            .unwrap_or_default()
+            .iter()
+            .filter(|v| Self::canon(&v.file) == canon)
+            .filter(|v| !config.git_key_is_safe(&v.key, &v.value))
+            .filter(|v| !removed.iter().any(|r| r.eq_ignore_ascii_case(&v.key)))
+            .map(|v| v.key.clone())
+            .collect();
+        if !missed.is_empty() {
+            let done = move_aside(git_dir, p);
+            let why = format!(
+                "git reads {} from it where efr's reader does not see them, the whole file",
+                missed.join(", ")
+            );
+            self.report(p, done, &why);
+            return;
+        }
+        if removed.is_empty() {
+            return;
+        }
+        removed.dedup();
+        let copy = (|| -> std::io::Result<PathBuf> {
+            let dir = quarantine_dir(git_dir)?;
+            let name = name_of(p);
+            let to = dir.join(&name);
+            new_file(&to, &text, 0o600)?;
+            // The new config goes into a file of ours (create_new: never through a link the
+            // call left), then over the old one.
+            let mut tmp_name = name.clone();
+            tmp_name.push(".new");
+            let tmp = dir.join(tmp_name);
+            new_file(&tmp, &kept, meta.permissions().mode() & 0o777)?;
+            std::fs::rename(&tmp, p)?;
+            Ok(to)
+        })();
+        self.out.push(match copy {
+            Ok(to) => format!(
+                "{}: {} set by the call or in a repository it changed, not on git.safe_config_keys, taken out (the original is {})",
+                p.display(),
+                removed.join(", "),
+                to.display()
+            ),
+            Err(e) => format!(
+                "{}: {} not on git.safe_config_keys, could not be taken out: {e}",
+                p.display(),
+                removed.join(", ")
+            ),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_lines_as_git_reads_them() {
+        assert!(has_exec(b"pick 1 a\n   exec touch x\n"));
+        assert!(has_exec(b"\tx touch x\n"));
+        assert!(!has_exec(b"pick 1 exec\n# exec x\nexecute\n"));
     }
 }

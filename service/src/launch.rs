@@ -209,7 +209,17 @@ pub fn prepare(
         scratch = Some(s.to_string_lossy().into_owned());
     }
     let projects: Vec<PathBuf> = p.projects.iter().map(PathBuf::from).collect();
-    let view = config.launch_view(env, &projects);
+    // Git says where each repository's git dirs and hooks are ([`crate::git_dirs`]); where
+    // git cannot (missing, or a repository it refuses), the policy's own reader decides.
+    let view = config.launch_view_with(env, &projects, &|r| {
+        crate::git_dirs::locate(r)
+            .filter(|l| l.by_git)
+            .map(|l| efr_policy::config::RepoGitDirs {
+                git_dir: l.git_dir,
+                common: l.common,
+                hooks: l.hooks,
+            })
+    });
     let mut grants = grants;
     for w in &view.writable {
         if Path::new(w).exists() {

@@ -6,6 +6,7 @@ mod cli;
 mod conn;
 mod dispatch;
 mod egress;
+mod git_dirs;
 mod git_guard;
 mod launch;
 mod launch_rpc;

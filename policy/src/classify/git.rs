@@ -482,6 +482,100 @@ pub fn strip_code(text: &str) -> (String, Vec<String>) {
     (out, removed)
 }
 
+/// Whether a config line (without its newline) ends in a `\` that continues the value on
+/// the next line (an odd number of trailing backslashes).
+fn continues(line: &[u8]) -> bool {
+    line.iter().rev().take_while(|b| **b == b'\\').count() % 2 == 1
+}
+
+/// `text` (a git config file, as bytes: git does not require UTF-8) without every key
+/// `remove(key, value)` says to take out, and without the continuation lines of those
+/// keys. Every other line is kept byte for byte (a kept value's continuation lines too),
+/// and section headers stay. `key` is `section[.sub].name`, section and name lower case
+/// (the subsection as written); `value` is the raw text after `=`, trimmed, its quotes
+/// left on. Returns the new text and the keys taken out, in file order.
+pub fn strip_config(
+    text: &[u8],
+    mut remove: impl FnMut(&str, &[u8]) -> bool,
+) -> (Vec<u8>, Vec<String>) {
+    let mut out = Vec::with_capacity(text.len());
+    let mut removed = Vec::new();
+    let mut section = String::new();
+    // Inside a value continued from the line before: Some(dropping).
+    let mut cont: Option<bool> = None;
+    for raw in text.split_inclusive(|b| *b == b'\n') {
+        let line = raw.strip_suffix(b"\n").unwrap_or(raw);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if let Some(dropping) = cont {
+            cont = continues(line).then_some(dropping);
+            if !dropping {
+                out.extend_from_slice(raw);
+            }
+            continue;
+        }
+        let t = line.trim_ascii();
+        if t.is_empty() || t.starts_with(b"#") || t.starts_with(b";") {
+            out.extend_from_slice(raw);
+            continue;
+        }
+        let mut rest = t;
+        let mut header: &[u8] = b"";
+        if t.starts_with(b"[") {
+            let Some(end) = t.iter().position(|b| *b == b']') else {
+                // Not a header git reads: a key line of its own (taken out unless
+                // `remove` keeps it).
+                if remove(&String::from_utf8_lossy(t), b"") {
+                    removed.push(String::from_utf8_lossy(t).into_owned());
+                } else {
+                    out.extend_from_slice(raw);
+                }
+                continue;
+            };
+            let head = String::from_utf8_lossy(&t[1..end]);
+            section = match head.split_once(char::is_whitespace) {
+                Some((s, sub)) => format!(
+                    "{}.{}",
+                    s.to_ascii_lowercase(),
+                    sub.trim().trim_matches('"').replace("\\\"", "\"")
+                ),
+                None => match head.split_once('.') {
+                    // The old `[section.sub]` form: git lower-cases the subsection.
+                    Some((s, sub)) => {
+                        format!("{}.{}", s.to_ascii_lowercase(), sub.to_ascii_lowercase())
+                    }
+                    None => head.to_ascii_lowercase(),
+                },
+            };
+            header = &t[..=end];
+            rest = t[end + 1..].trim_ascii();
+            if rest.is_empty() || rest.starts_with(b"#") || rest.starts_with(b";") {
+                out.extend_from_slice(raw);
+                continue;
+            }
+        }
+        let (k, v) = match rest.iter().position(|b| *b == b'=') {
+            Some(i) => (rest[..i].trim_ascii(), rest[i + 1..].trim_ascii()),
+            None => (rest, &b""[..]),
+        };
+        let key = format!(
+            "{section}.{}",
+            String::from_utf8_lossy(k).to_ascii_lowercase()
+        );
+        let dropping = remove(&key, v);
+        if dropping {
+            removed.push(key);
+            if !header.is_empty() {
+                out.extend_from_slice(header);
+                out.push(b'\n');
+            }
+        } else {
+            out.extend_from_slice(raw);
+        }
+        cont = continues(line).then_some(dropping);
+    }
+    (out, removed)
+}
+
 /// The git code a git line in `repo` would run outside: hooks and program-running config
 /// keys, keeping only those a contained call could write.
 pub fn git_code(ctx: &Context, roots: &[PathBuf], repo: &Path) -> GitCode {
@@ -612,6 +706,19 @@ mod tests {
                 ("remote.origin.url", "https://u:p@github.com/a/b"),
                 ("alias.x", "!rm -rf /")
             ]
+        );
+    }
+
+    #[test]
+    fn strip_config_keeps_other_lines_as_bytes() {
+        let text = b"[core]\n\tbare = false\n\tfsmonitor = \"x\"\n[user]\n\tname = a\\\n b\n[alias] st = !x \\\n  y\n[remote \"o\xffx\"]\n\turl = h\n";
+        let (kept, removed) = strip_config(text, |k, _| {
+            !matches!(k, "core.bare" | "user.name") && !k.starts_with("remote.")
+        });
+        assert_eq!(removed, ["core.fsmonitor", "alias.st"]);
+        assert_eq!(
+            kept,
+            b"[core]\n\tbare = false\n[user]\n\tname = a\\\n b\n[alias]\n[remote \"o\xffx\"]\n\turl = h\n"
         );
     }
 }

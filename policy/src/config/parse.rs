@@ -10,7 +10,8 @@ use toml::de::{DeTable, DeValue};
 use super::rules::{RuleShape, check_path};
 use super::{
     AlwaysRule, BackendChoice, BusConfig, Config, DEFAULTS_NAME, Entry, FLOOR_LINES, FloorsConfig,
-    LoadError, NetworkConfig, PermissionsConfig, Resolve, SandboxConfig, Setting, Source,
+    GitConfig, LoadError, NetworkConfig, PermissionsConfig, Resolve, SandboxConfig, Setting,
+    Source,
 };
 
 type Check = fn(&str) -> Result<(), String>;
@@ -118,6 +119,7 @@ pub(crate) fn apply(text: &str, path: Option<&Path>, config: &mut Config) -> Res
             "sandbox" => sandbox(&ctx, table(&ctx, name, v)?, &mut config.sandbox)?,
             "network" => network(&ctx, table(&ctx, name, v)?, &mut config.network)?,
             "bus" => bus(&ctx, table(&ctx, name, v)?, &mut config.bus)?,
+            "git" => git(&ctx, table(&ctx, name, v)?, &mut config.git)?,
             "permissions" => permissions(&ctx, table(&ctx, name, v)?, &mut config.permissions)?,
             "floors" => floors(&ctx, table(&ctx, name, v)?, &mut config.floors)?,
             "always" => always(&ctx, v, &mut config.always)?,
@@ -558,6 +560,45 @@ fn bus(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut BusConfig) -> Result<(), LoadEr
             *filter = boolean(ctx, "bus.filter", v)?;
         } else if !lists(ctx, "bus", name, v, &mut fields)? {
             return Err(unknown_in(ctx, "bus", k, &known_keys(&["filter"], &fields)));
+        }
+    }
+    Ok(())
+}
+
+/// A git config key pattern: `section.name`, `section.sub.name` or `section.*.name`;
+/// section and name of letters, digits and `-` (as git allows).
+fn check_git_key(s: &str) -> Result<(), String> {
+    let word = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let ok = match s.split_once('.') {
+        Some((section, rest)) => {
+            let name = rest.rsplit_once('.').map_or(rest, |(_, n)| n);
+            let sub = rest.rsplit_once('.').map(|(sub, _)| sub);
+            word(section)
+                && word(name)
+                && sub.is_none_or(|sub| !sub.is_empty() && !sub.contains(['\n', '\0']))
+        }
+        None => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s:?}: not a git config key (section.name, section.sub.name or section.*.name)"
+        ))
+    }
+}
+
+fn git(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut GitConfig) -> Result<(), LoadError> {
+    let mut fields = [ListField {
+        name: "safe_config_keys",
+        field: "key",
+        check: check_git_key,
+        list: &mut cfg.safe_config_keys,
+    }];
+    for (k, v) in ordered(t) {
+        let name: &str = k.get_ref();
+        if !lists(ctx, "git", name, v, &mut fields)? {
+            return Err(unknown_in(ctx, "git", k, &known_keys(&[], &fields)));
         }
     }
     Ok(())

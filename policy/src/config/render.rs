@@ -59,6 +59,7 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
     list(&mut out, "bus.see", &c.bus.see);
     list(&mut out, "bus.call", &c.bus.call);
     list(&mut out, "bus.broadcast", &c.bus.broadcast);
+    list(&mut out, "git.safe_config_keys", &c.git.safe_config_keys);
     out.push(scalar("permissions.allow_full", &c.permissions.allow_full));
     list(&mut out, "floors.paths", &c.floors.paths);
     list(&mut out, "floors.lines", &c.floors.lines);

@@ -277,9 +277,58 @@ fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The git dirs of a repository as git itself finds them (`git rev-parse`), for
+/// [`Config::launch_view_with`]. This crate runs no command: the service asks git and
+/// hands the answer in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoGitDirs {
+    /// `--absolute-git-dir`.
+    pub git_dir: PathBuf,
+    /// `--git-common-dir` (what a `commondir` names, git's way: blanks kept, links
+    /// followed before `..`, bytes as they are).
+    pub common: PathBuf,
+    /// `--git-path hooks`: the hooks dir git uses (`core.hooksPath` included).
+    pub hooks: PathBuf,
+}
+
+/// The git dirs of the repository at `r` to protect besides `r/.git`: from git's answer
+/// when there is one (the git dir when it is not `r/.git`, the common dir when it is not
+/// the git dir), else as [`linked_git_dirs`] reads them.
+fn repo_git_dirs(r: &Path, git: Option<&RepoGitDirs>) -> Vec<PathBuf> {
+    let Some(g) = git else {
+        return linked_git_dirs(r);
+    };
+    let own = canonical(&r.join(".git"));
+    let gd = canonical(&g.git_dir);
+    let common = canonical(&g.common);
+    let mut out = Vec::new();
+    if gd != own {
+        out.push(gd.clone());
+    }
+    if common != gd && common != own {
+        out.push(common);
+    }
+    out
+}
+
 impl Config {
-    /// The path lists of a contained call with these project roots (see the module doc).
+    /// The path lists of a contained call with these project roots (see the module doc),
+    /// the git dirs of repositories read by the built-in reader.
     pub fn launch_view(&self, env: &Env, projects: &[PathBuf]) -> LaunchView {
+        self.launch_view_with(env, projects, &|_| None)
+    }
+
+    /// [`Config::launch_view`], with `git` saying where the git dirs of a repository (a
+    /// directory holding `.git`) are as git finds them; where it says None, the built-in
+    /// reader decides. With git's answer, the common dir a `commondir` names gets the
+    /// `.git/` rules too, and the hooks dir `core.hooksPath` names is kept read-only when
+    /// it is inside a writable root (husky's `.husky/_`).
+    pub fn launch_view_with(
+        &self,
+        env: &Env,
+        projects: &[PathBuf],
+        git: &dyn Fn(&Path) -> Option<RepoGitDirs>,
+    ) -> LaunchView {
         let mut v = LaunchView::default();
         for e in &self.sandbox.read_only_inside {
             if let RulePath::InRoot(rel) = RulePath::expand(&e.value, env) {
@@ -365,11 +414,26 @@ impl Config {
         }
         // The `.git` file of a worktree or submodule, and the `.git/` rules in its git dirs.
         for r in roots.iter().chain(&repos) {
-            let dirs = linked_git_dirs(r);
+            let found = if std::fs::symlink_metadata(r.join(".git")).is_ok() {
+                git(r)
+            } else {
+                None
+            };
+            if let Some(g) = &found {
+                // A hooks dir of `core.hooksPath` inside a writable root.
+                let hooks = canonical(&g.hooks);
+                let default = canonical(&g.common.join("hooks"));
+                if hooks != default && roots.iter().any(|w| hooks.starts_with(w) && hooks != *w) {
+                    ro.push(hooks);
+                }
+            }
+            let dirs = repo_git_dirs(r, found.as_ref());
             if dirs.is_empty() {
                 continue;
             }
-            ro.push(r.join(".git"));
+            if std::fs::symlink_metadata(r.join(".git")).is_ok_and(|m| !m.is_dir()) {
+                ro.push(r.join(".git"));
+            }
             for d in dirs {
                 for e in &self.sandbox.read_only_inside {
                     if let Some(rel) = e.value.strip_prefix(".git/") {
@@ -426,5 +490,45 @@ mod tests {
         let v = Config::defaults().launch_view(&env, std::slice::from_ref(&home));
         assert!(v.read_only_inside.contains(&s(&home.join(".bashrc"))));
         assert!(v.read_only_inside.contains(&s(&home.join(".gitconfig"))));
+    }
+
+    #[test]
+    fn git_s_answer_adds_the_hooks_path_and_the_common_dir() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        let proj = home.join("p");
+        std::fs::create_dir_all(proj.join(".git/hooks")).unwrap();
+        std::fs::create_dir_all(proj.join(".husky/_")).unwrap();
+        std::fs::create_dir_all(proj.join("  c/hooks")).unwrap();
+        std::fs::write(proj.join("  c/config"), "").unwrap();
+        let mut env = Env::new(&home);
+        env.runtime_dir = Some(d.path().join("run"));
+        let p = |r: &str| s(&proj.join(r));
+        let answer = RepoGitDirs {
+            git_dir: proj.join(".git"),
+            common: proj.join("  c"),
+            hooks: proj.join(".husky/_"),
+        };
+        let v = Config::defaults().launch_view_with(&env, std::slice::from_ref(&proj), &|r| {
+            (r == proj).then(|| answer.clone())
+        });
+        assert!(v.read_only_inside.contains(&p(".husky/_")), "{v:?}");
+        assert!(v.read_only_inside.contains(&p("  c/hooks")), "{v:?}");
+        assert!(v.read_only_inside.contains(&p("  c/config")), "{v:?}");
+        // A main repository's `.git` dir itself stays writable.
+        assert!(!v.read_only_inside.contains(&p(".git")), "{v:?}");
+        // Without git's answer neither is known.
+        let v = Config::defaults().launch_view(&env, std::slice::from_ref(&proj));
+        assert!(!v.read_only_inside.contains(&p(".husky/_")));
+        assert!(!v.read_only_inside.contains(&p("  c/hooks")));
+        // A hooks path outside the writable roots is not listed.
+        let outside = RepoGitDirs {
+            hooks: home.join("hooks"),
+            ..answer.clone()
+        };
+        let v = Config::defaults().launch_view_with(&env, std::slice::from_ref(&proj), &|_| {
+            Some(outside.clone())
+        });
+        assert!(!v.read_only_inside.contains(&s(&home.join("hooks"))));
     }
 }

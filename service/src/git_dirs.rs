@@ -1,0 +1,238 @@
+//! Where a repository's git dirs are and which config it reads, as git itself says.
+//!
+//! Git's own rules decide which directory a `.git` file, a `commondir` or `core.hooksPath`
+//! names (it keeps blanks, follows links before `..`, reads bytes that are not UTF-8), and
+//! which files its config includes. A reader of our own gets these wrong in ways a call
+//! can use, so git is asked:
+//!
+//! - `git rev-parse --path-format=absolute --absolute-git-dir --git-common-dir --git-path
+//!   hooks`: the git dir, the common dir and the hooks dir git runs hooks from
+//!   (`core.hooksPath` included);
+//! - `git config --list --show-origin -z`: every key git reads for the repository, with the
+//!   file it comes from (includes and `includeIf` decided by git), as bytes.
+//!
+//! Both run with every code-running feature off: no system or global config
+//! (`GIT_CONFIG_NOSYSTEM=1`, `GIT_CONFIG_GLOBAL=/dev/null`), `-c core.fsmonitor=` (no
+//! fsmonitor daemon or hook), `GIT_OPTIONAL_LOCKS=0`, no pager, no prompt, a clean
+//! environment (no `GIT_DIR` and the like from ours), `GIT_CEILING_DIRECTORIES` set to the
+//! repository's parent so that git looks at that directory only, stdin closed and a time
+//! limit (a config that is a FIFO must not hang the service). Checked by experiment with
+//! git 2.39.5 and 2.47.3: in a repository whose config sets `core.fsmonitor`,
+//! `core.pager`, `core.editor` (through an `include.path`), `core.sshCommand`, an alias
+//! named `rev-parse`, `diff.*.textconv` with a matching `.gitattributes`, and whose hooks
+//! dir (`core.hooksPath=.husky/_`) and `.git/hooks` hold `post-checkout` and
+//! `reference-transaction` hooks that write a marker, neither command wrote a marker.
+//! (`core.hooksPath` is not overridden for `rev-parse`: its answer is the point, and
+//! `rev-parse` runs no hook.)
+//!
+//! When git is missing or fails (not a repository git accepts, a repository owned by
+//! someone else), [`locate`] and [`config_files`] fall back to the built-in reader of
+//! `efr_policy::classify::git` and say so.
+
+use std::ffi::OsStr;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long one git command may take.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The git dirs of a repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// Its own git dir.
+    pub git_dir: PathBuf,
+    /// The common dir (the main repository's git dir for a linked worktree).
+    pub common: PathBuf,
+    /// The directory git runs hooks from.
+    pub hooks: PathBuf,
+    /// Found by git itself (false: by the built-in reader, git being missing or failing).
+    pub by_git: bool,
+}
+
+/// One key git reads, and the file it comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigValue {
+    pub file: PathBuf,
+    /// `section[.sub].name` as git writes it (section and name lower case).
+    pub key: String,
+    pub value: Vec<u8>,
+}
+
+/// Whether `git` runs here.
+pub fn available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        run(Path::new("/"), &["--version"]).is_some_and(|o| o.starts_with(b"git version"))
+    })
+}
+
+/// The stdout of `git -C dir <args>` run as the module doc says; None when git is missing,
+/// fails or takes too long.
+fn run(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
+    let mut c = Command::new("git");
+    c.env_clear();
+    for k in ["PATH", "HOME"] {
+        if let Some(v) = std::env::var_os(k) {
+            c.env(k, v);
+        }
+    }
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_PAGER", "cat")
+        .env("LC_ALL", "C");
+    if let Some(parent) = dir.parent() {
+        c.env("GIT_CEILING_DIRECTORIES", parent);
+    }
+    c.arg("-C")
+        .arg(dir)
+        .args(["--no-pager", "-c", "core.fsmonitor="])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().ok()?;
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = (&mut stdout).take(8 << 20).read_to_end(&mut buf);
+        buf
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if start.elapsed() < TIMEOUT => std::thread::sleep(Duration::from_millis(2)),
+            _ => {
+                // Our own child: ended by its handle.
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let out = reader.join().ok()?;
+    status.filter(|s| s.success()).map(|_| out)
+}
+
+fn path_of(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+/// The git dirs of the repository at `repo` (a directory holding `.git`), as git finds
+/// them; by the built-in reader when git cannot say.
+pub fn locate(repo: &Path) -> Option<Located> {
+    if let Some(out) = run(
+        repo,
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--absolute-git-dir",
+            "--git-common-dir",
+            "--git-path",
+            "hooks",
+        ],
+    ) {
+        let lines: Vec<&[u8]> = out
+            .strip_suffix(b"\n")
+            .unwrap_or(&out)
+            .split(|b| *b == b'\n')
+            .collect();
+        // A path with a newline in it makes more lines: then git's answer cannot be read.
+        if let [g, c, h] = lines[..] {
+            if g.starts_with(b"/") && c.starts_with(b"/") && h.starts_with(b"/") {
+                return Some(Located {
+                    git_dir: path_of(g),
+                    common: path_of(c),
+                    hooks: path_of(h),
+                    by_git: true,
+                });
+            }
+        }
+    }
+    if available() && std::fs::symlink_metadata(repo.join(".git")).is_ok() {
+        // Git runs: when it says this is no repository it would use, there is none.
+        run(repo, &["rev-parse", "--git-dir"])?;
+    }
+    let d = efr_policy::classify::git::find_git_dir(repo)?;
+    let hooks = d.common.join("hooks");
+    Some(Located {
+        git_dir: d.git_dir,
+        common: d.common,
+        hooks,
+        by_git: false,
+    })
+}
+
+/// Every key git reads for the repository at `repo` from its own files (not the system or
+/// global ones), each with its file; None when git cannot say.
+pub fn config_list(repo: &Path) -> Option<Vec<ConfigValue>> {
+    let out = run(repo, &["config", "--list", "--show-origin", "-z"])?;
+    let mut items = Vec::new();
+    let mut parts = out.split(|b| *b == 0);
+    while let Some(origin) = parts.next() {
+        if origin.is_empty() {
+            continue;
+        }
+        let kv = parts.next()?;
+        let Some(file) = origin.strip_prefix(b"file:") else {
+            // `command line:` (our own -c), `blob:`, ...
+            continue;
+        };
+        let (k, v) = match kv.iter().position(|b| *b == b'\n') {
+            Some(i) => (&kv[..i], kv[i + 1..].to_vec()),
+            None => (kv, Vec::new()),
+        };
+        let f = path_of(file);
+        items.push(ConfigValue {
+            file: if f.is_absolute() { f } else { repo.join(f) },
+            key: String::from_utf8_lossy(k).into_owned(),
+            value: v,
+        });
+    }
+    Some(items)
+}
+
+/// The config files git reads for the repository (its own, not the system or global ones),
+/// with the keys git reads from each (`None` when git could not say: the built-in reader
+/// found the files).
+pub fn config_files(repo: &Path, loc: &Located) -> (Vec<PathBuf>, Option<Vec<ConfigValue>>) {
+    let mut files = vec![
+        loc.common.join("config"),
+        loc.git_dir.join("config"),
+        loc.git_dir.join("config.worktree"),
+    ];
+    let list = if loc.by_git { config_list(repo) } else { None };
+    match &list {
+        Some(list) => files.extend(list.iter().map(|v| v.file.clone())),
+        None => {
+            // Includes as the built-in reader follows them.
+            let mut entries = Vec::new();
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_default();
+            for f in files.clone() {
+                efr_policy::classify::git::read_config(
+                    &f,
+                    &home,
+                    Some(&loc.git_dir),
+                    &mut entries,
+                    0,
+                );
+            }
+            files.extend(entries.into_iter().map(|e| e.file));
+        }
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for f in files {
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    (out, list)
+}
