@@ -70,7 +70,7 @@ fn ran_ok(r: &Ran) {
 }
 
 /// The protected files a call tries to plant, with where the user's tools would read them.
-const PLANTS: &str = r#"
+const PLANTS: &str = r##"
 w() { printf '%s\n' "$2" > "$1" 2>/dev/null; printf '%s\n' "$2" >> "$1" 2>/dev/null; }
 w .envrc "echo EFR-PAYLOAD > /tmp/x"
 mkdir -p .vscode 2>/dev/null; w .vscode/tasks.json '{"EFR-PAYLOAD":1}'
@@ -81,7 +81,7 @@ w .git/config "[core]
 	fsmonitor = echo EFR-PAYLOAD"
 w vendor/lib/.envrc "EFR-PAYLOAD"
 w vendor/lib/.git/hooks/post-checkout "EFR-PAYLOAD"
-"#;
+"##;
 
 #[test]
 fn twelve_calls_at_once_on_one_project() {
@@ -92,7 +92,7 @@ fn twelve_calls_at_once_on_one_project() {
         return;
     }
     let line = format!(
-        "end=$(($(date +%s)+2)); while [ $(date +%s) -lt $end ]; do {PLANTS}; done; echo finished"
+        "end=$(($(date +%s)+2)); while [ $(date +%s) -lt $end ]; do {PLANTS} done; echo finished"
     );
     let mut threads = Vec::new();
     for i in 0..12 {
@@ -133,7 +133,7 @@ fn the_host_replacing_protected_paths_opens_nothing() {
         std::fs::create_dir_all(format!("{proj}/.vscode")).unwrap();
         let marker = format!("{proj}/started");
         let line = format!(
-            "touch started; end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do {PLANTS}; done; echo finished"
+            "touch started; end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do {PLANTS} done; echo finished"
         );
         let fx2 = Arc::new(fx);
         let runner = {
@@ -203,9 +203,10 @@ fn links_renames_and_fds_reach_no_protected_path() {
         mv .git .git-moved; mkdir -p .git-new/hooks; mv .git-new .git
         exec 3< .git/config; echo '[alias] x = !echo {PAYLOAD}' >> /proc/self/fd/3
         echo '[alias] y = !echo {PAYLOAD}' >> /dev/fd/3
-        truncate -s 0 .git/config; : > .git/config.lock
+        truncate -s 0 .git/config; true > .git/config.lock
         ln .git/config cfg; echo {PAYLOAD} >> cfg
-        exec 4< .git/hooks/pre-commit.sample; chmod +x .git/hooks/pre-commit.sample
+        chmod +x .git/hooks/post-checkout
+        python3 -c "import os; os.fchmod(os.open('.git/hooks/post-checkout', os.O_RDONLY), 0o755)"
         printf 'gitdir: /elsewhere\n' > sub.git; mv sub.git .git
         printf '%s\n' ' ../../x' > .git/commondir
         mkdir -p .git/modules/newsub/hooks; echo {PAYLOAD} > .git/modules/newsub/hooks/post-checkout
@@ -215,17 +216,19 @@ fn links_renames_and_fds_reach_no_protected_path() {
     );
     each(
         |fx| {
-            std::fs::write(format!("{}/.git/hooks/pre-commit.sample", fx.proj), "#!/bin/sh\n")
+            // A hook that is there but not executable: git skips it until it is.
+            std::fs::write(format!("{}/.git/hooks/post-checkout", fx.proj), "#!/bin/sh\n")
                 .unwrap();
         },
         &line,
         |fx, r, b| {
             assert!(r.stdout.contains("done"), "{b:?}: {}", r.all_output());
             let planted = payload_files(Path::new(&fx.proj));
-            // `f` and `x` are the call's own files: fine where they are.
+            // The call's own files, where the refused moves left them: fine there.
+            let own = ["/f", "/x", "/cfg", "/d/tasks.json"];
             let planted: Vec<_> = planted
                 .into_iter()
-                .filter(|p| !p.ends_with("/f") && !p.ends_with("/x") && !p.ends_with("/l1"))
+                .filter(|p| !own.iter().any(|o| p.ends_with(o)))
                 .collect();
             assert!(planted.is_empty(), "{b:?}: planted {planted:?}");
             let p = &fx.proj;
@@ -238,11 +241,11 @@ fn links_renames_and_fds_reach_no_protected_path() {
             let cfg = std::fs::read_to_string(format!("{p}/.git/config")).unwrap();
             assert!(cfg.contains("[core]"), "{b:?}: config truncated: {cfg:?}");
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(format!("{p}/.git/hooks/pre-commit.sample"))
+            let mode = std::fs::metadata(format!("{p}/.git/hooks/post-checkout"))
                 .unwrap()
                 .permissions()
                 .mode();
-            assert_eq!(mode & 0o111, 0, "{b:?}: the sample made executable... ({mode:o})");
+            assert_eq!(mode & 0o111, 0, "{b:?}: the hook made executable ({mode:o})");
             let st = git(p, &fx.home, &["status", "--porcelain"]);
             assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
         },
