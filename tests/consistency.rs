@@ -125,15 +125,18 @@ fn explain_matches_what_a_contained_call_gets() {
         format!("{}/new", fx.scratch),
         "/tmp/new-in-tmp".into(),
     ];
-    // The nested repository's hooks and config are protected like the root's; the deeper
-    // one and the one in build output are not (the launcher does not look there).
+    // Every nested repository's protected paths are protected like the root's, at any depth
+    // and in build output too (the launcher's supervisor looks at every directory on the
+    // way to a path).
     for (rel, want) in [
         ("libs/a/.git/hooks/pre-commit", Access::Read),
         ("libs/a/.git/config", Access::Read),
         ("libs/a/.gitmodules", Access::Read),
         ("libs/a/README", Access::Write),
-        ("x/y/z/w/.git/config", Access::Write),
-        ("node_modules/pkg/.git/config", Access::Write),
+        ("x/y/z/w/.git/config", Access::Read),
+        ("node_modules/pkg/.git/config", Access::Read),
+        ("node_modules/pkg/.envrc", Access::Read),
+        ("node_modules/pkg/index.js", Access::Write),
     ] {
         let ex = explain_path(p(rel).as_ref(), None, &projects, &config, &env).unwrap();
         assert_eq!(ex.access, want, "{rel}: {ex:?}");

@@ -217,8 +217,11 @@ fn links_renames_and_fds_reach_no_protected_path() {
     each(
         |fx| {
             // A hook that is there but not executable: git skips it until it is.
-            std::fs::write(format!("{}/.git/hooks/post-checkout", fx.proj), "#!/bin/sh\n")
-                .unwrap();
+            std::fs::write(
+                format!("{}/.git/hooks/post-checkout", fx.proj),
+                "#!/bin/sh\n",
+            )
+            .unwrap();
         },
         &line,
         |fx, r, b| {
@@ -232,10 +235,16 @@ fn links_renames_and_fds_reach_no_protected_path() {
                 .collect();
             assert!(planted.is_empty(), "{b:?}: planted {planted:?}");
             let p = &fx.proj;
-            assert!(Path::new(&format!("{p}/.git/HEAD")).is_file(), "{b:?}: .git moved");
+            assert!(
+                Path::new(&format!("{p}/.git/HEAD")).is_file(),
+                "{b:?}: .git moved"
+            );
             assert!(!Path::new(&format!("{p}/.git-moved")).exists());
             assert!(!Path::new(&format!("{p}/.git/commondir")).exists());
-            assert!(!Path::new(&format!("{p}/.envrc")).exists(), "{b:?}: .envrc made");
+            assert!(
+                !Path::new(&format!("{p}/.envrc")).exists(),
+                "{b:?}: .envrc made"
+            );
             assert!(std::fs::symlink_metadata(format!("{p}/.vscode")).is_err());
             assert!(!Path::new(&format!("{p}/.git/modules/newsub/hooks/post-checkout")).exists());
             let cfg = std::fs::read_to_string(format!("{p}/.git/config")).unwrap();
@@ -245,9 +254,17 @@ fn links_renames_and_fds_reach_no_protected_path() {
                 .unwrap()
                 .permissions()
                 .mode();
-            assert_eq!(mode & 0o111, 0, "{b:?}: the hook made executable ({mode:o})");
+            assert_eq!(
+                mode & 0o111,
+                0,
+                "{b:?}: the hook made executable ({mode:o})"
+            );
             let st = git(p, &fx.home, &["status", "--porcelain"]);
-            assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+            assert!(
+                st.status.success(),
+                "{}",
+                String::from_utf8_lossy(&st.stderr)
+            );
         },
     );
 }
@@ -264,8 +281,15 @@ fn a_hard_link_made_before_is_not_written_through() {
         },
         &format!("echo '[core] fsmonitor = echo {PAYLOAD}' >> config-link; echo rc=$?"),
         |fx, r, b| {
-            assert!(!contains(&format!("{}/.git/config", fx.proj), PAYLOAD), "{b:?}");
-            assert!(r.stdout.contains("rc=1") || r.stdout.contains("rc=2"), "{}", r.all_output());
+            assert!(
+                !contains(&format!("{}/.git/config", fx.proj), PAYLOAD),
+                "{b:?}"
+            );
+            assert!(
+                r.stdout.contains("rc=1") || r.stdout.contains("rc=2"),
+                "{}",
+                r.all_output()
+            );
             assert!(
                 r.outcome.denials.iter().any(|d| d.ends_with("config-link")),
                 "{b:?}: {:?}",
@@ -321,11 +345,19 @@ fn a_new_repository_in_a_plain_project_leaves_git_status_clean() {
         ran_ok(&r);
         assert_eq!(r.outcome.code, Some(0), "{b:?}: {}", r.all_output());
         for name in [".envrc", ".vscode", ".idea", ".efr", ".gitmodules"] {
-            assert!(!r.stdout.contains(name), "{b:?}: {name} seen inside: {}", r.stdout);
+            assert!(
+                !r.stdout.contains(name),
+                "{b:?}: {name} seen inside: {}",
+                r.stdout
+            );
             assert!(std::fs::symlink_metadata(format!("{plain}/{name}")).is_err());
         }
         let st = git(&plain, &fx.home, &["status", "--porcelain"]);
-        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
         assert_eq!(String::from_utf8_lossy(&st.stdout), "", "{b:?}: git status");
         let files = git(&plain, &fx.home, &["ls-files"]);
         assert_eq!(String::from_utf8_lossy(&files.stdout), "main.c\n");
@@ -339,7 +371,11 @@ fn mkdir_of_a_protected_directory_is_honest() {
         "mkdir .vscode && echo made; echo '{}' > .vscode/settings.json; echo rc=$?",
         |fx, r, b| {
             assert!(r.stdout.contains("made"), "{b:?}: {}", r.all_output());
-            assert!(r.stdout.contains("rc=2") || r.stdout.contains("rc=1"), "{}", r.all_output());
+            assert!(
+                r.stdout.contains("rc=2") || r.stdout.contains("rc=1"),
+                "{}",
+                r.all_output()
+            );
             assert!(r.stderr.contains("Read-only file system"), "{}", r.stderr);
             assert!(!Path::new(&format!("{}/.vscode/settings.json", fx.proj)).exists());
         },

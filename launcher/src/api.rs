@@ -290,7 +290,10 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         read_only_inside: ro,
         protect_names: match &req.protect_names {
             Some(v) => v.clone(),
-            None => DEFAULT_PROTECT_NAMES.iter().map(|s| s.to_string()).collect(),
+            None => DEFAULT_PROTECT_NAMES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
         },
         masks,
         grants: req.grants.clone(),

@@ -103,8 +103,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     if let Err(e) = sys::chdir(&spec.cwd) {
         fail(format!("cwd {}: {e}", spec.cwd));
     }
-    if spec.landlock.is_some() || spec.seccomp.is_some() || spec.drop_caps || sup_fd.is_some()
-    {
+    if spec.landlock.is_some() || spec.seccomp.is_some() || spec.drop_caps || sup_fd.is_some() {
         if let Err(e) = sys::no_new_privs() {
             fail(format!("no_new_privs: {e}"));
         }
@@ -281,7 +280,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             if let Some(s) = &mut supervisor {
                 s.serve_one();
             }
-        } else if rev.get(1).is_some_and(|r| r & (libc::POLLHUP | libc::POLLERR) != 0) {
+        } else if rev
+            .get(1)
+            .is_some_and(|r| r & (libc::POLLHUP | libc::POLLERR) != 0)
+        {
             // Every process that had the filter is gone.
             supervisor = None;
         }

@@ -186,8 +186,19 @@ pub const ALLOW_TEST_WEAKEN_ENV: &str = "EFR_LAUNCH_ALLOW_TEST_WEAKEN";
 /// The `test_weaken` entries known: `no_landlock` (Landlock is not applied), `no_masks`
 /// (masks are not mounted), `seccomp_drop=NAME` (the EPERM program loses the entry of that
 /// system call, such as `keyctl`, or the `socket` rule), `bwrap=PATH` (bubblewrap is run
-/// from PATH, such as `/bin/false`).
-pub const TEST_WEAKEN_KINDS: &[&str] = &["no_landlock", "no_masks", "seccomp_drop=", "bwrap="];
+/// from PATH, such as `/bin/false`), `no_supervise` (the init does not supervise writes:
+/// the tests of the post-call guard, the layer behind it).
+pub const TEST_WEAKEN_KINDS: &[&str] = &[
+    "no_landlock",
+    "no_masks",
+    "seccomp_drop=",
+    "bwrap=",
+    "no_supervise",
+];
+
+/// The variable the service copies into a plan's `test_weaken` (comma-separated; tests
+/// only, and honoured by the launcher only with [`ALLOW_TEST_WEAKEN_ENV`]).
+pub const TEST_WEAKEN_ENV: &str = "EFR_SANDBOX_TEST_WEAKEN";
 
 fn yes() -> bool {
     true

@@ -157,7 +157,9 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
             .map(|s| s.to_string())
             .unwrap_or_else(|| crate::bwrap::BWRAP.to_string());
         spec.drop_caps = true;
-        spec.supervise = Some(crate::view::supervise_spec(plan));
+        if plan.weaken_values("no_supervise").is_empty() {
+            spec.supervise = Some(crate::view::supervise_spec(plan));
+        }
         let base = crate::view::base(plan);
         if let (Some(_), Some(p)) = (&base.proxy_socket, &plan.proxy) {
             spec.egress = Some(crate::egress::EgressSpec {

@@ -569,29 +569,20 @@ fn read_only_hit(c: &Path, roots: &[PathBuf], config: &Config, env: &Env) -> Opt
             }
         }
     }
-    // Repositories below a writable root (where the launcher looks for them): the git rules
-    // hold in each as in the root.
-    let skip = config.build_output_names();
+    // Repositories below a writable root, at any depth and under any name: the launcher's
+    // supervisor takes every relative rule in each as in the root.
     let mut nested: Vec<PathBuf> = Vec::new();
     for r in roots.iter().filter(|r| c.starts_with(r)) {
         for a in c.ancestors() {
             if a == r.as_path() || !a.starts_with(r) {
                 break;
             }
-            if crate::config::view::nested_repo_place(r, a, &skip)
-                && std::fs::symlink_metadata(a.join(".git")).is_ok()
-                && !nested.iter().any(|n| n == a)
-            {
+            if std::fs::symlink_metadata(a.join(".git")).is_ok() && !nested.iter().any(|n| n == a) {
                 nested.push(a.to_path_buf());
             }
         }
     }
-    for e in config
-        .sandbox
-        .read_only_inside
-        .iter()
-        .filter(|e| crate::config::view::is_git_rule(&e.value))
-    {
+    for e in &config.sandbox.read_only_inside {
         for n in &nested {
             for m in matchers(&e.value, env, std::slice::from_ref(n)) {
                 if m.matched(c).is_some() {

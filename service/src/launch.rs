@@ -245,7 +245,19 @@ pub fn prepare(
         // Filled by `egress::CallProxy::attach` once the call's proxy listens.
         proxy: None,
     };
-    Ok(build_plan(&req).map_err(|e| format!("plan: {e}")))
+    let mut plan = build_plan(&req).map_err(|e| format!("plan: {e}"));
+    // Tests only: the launcher refuses a weakened plan unless its own variable allows it.
+    if let (Ok(plan), Ok(w)) = (
+        &mut plan,
+        std::env::var(efr_launcher::plan::TEST_WEAKEN_ENV),
+    ) {
+        plan.test_weaken = w
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+    }
+    Ok(plan)
 }
 
 /// What a call ended with: the `end` of `sandbox.launch`, the result of `sandbox.finish`.

@@ -20,10 +20,19 @@ fn git(dir: &Path, home: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Runs `line` in a call with the init's supervisor off (a test knob): the guard is the
+/// layer behind the supervisor, which would refuse these writes.
 fn run(dir: &Path, proj: &Path, line: &str) -> Value {
+    run_with(dir, proj, line, "no_supervise")
+}
+
+/// Runs `line` in a call weakened by `weaken` (`""`: as users get it).
+fn run_with(dir: &Path, proj: &Path, line: &str, weaken: &str) -> Value {
     let summary = dir.join("summary.json");
     let p = proj.to_str().unwrap();
     let out = command(dir)
+        .env(efr_launcher::plan::TEST_WEAKEN_ENV, weaken)
+        .env(efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV, "1")
         .args(["run", "--project", p, "--cwd", p, "--summary"])
         .arg(&summary)
         .args(["--", line])
@@ -601,11 +610,12 @@ fn the_core_hooks_path_of_a_project_root_is_read_only_in_the_call() {
             .success()
     );
     std::fs::create_dir_all(proj.join(".husky/_")).unwrap();
-    let v = run(
+    let v = run_with(
         d.path(),
         &proj,
         "if printf '#!/bin/sh\\n' > .husky/_/pre-commit; then echo written; else echo refused; fi; \
          echo x > other.txt",
+        "",
     );
     assert!(!proj.join(".husky/_/pre-commit").exists(), "{v}");
     assert!(

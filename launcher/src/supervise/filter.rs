@@ -44,8 +44,16 @@ pub const WRITE_FLAGS: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | li
 /// The supervised calls.
 pub const TABLE: &[Entry] = &[
     #[cfg(target_arch = "x86_64")]
-    entry!(SYS_open, Kind::NotifyIfWriteFlags(1), "opening a path to write or create it"),
-    entry!(SYS_openat, Kind::NotifyIfWriteFlags(2), "opening a path to write or create it"),
+    entry!(
+        SYS_open,
+        Kind::NotifyIfWriteFlags(1),
+        "opening a path to write or create it"
+    ),
+    entry!(
+        SYS_openat,
+        Kind::NotifyIfWriteFlags(2),
+        "opening a path to write or create it"
+    ),
     #[cfg(target_arch = "x86_64")]
     entry!(SYS_creat, Kind::Notify, "creating a file"),
     entry!(
@@ -55,30 +63,74 @@ pub const TABLE: &[Entry] = &[
     ),
     entry!(SYS_truncate, Kind::Notify, "truncating a path"),
     #[cfg(target_arch = "x86_64")]
-    entry!(SYS_rename, Kind::Notify, "renaming over or away a protected path"),
-    entry!(SYS_renameat, Kind::Notify, "renaming over or away a protected path"),
-    entry!(SYS_renameat2, Kind::Notify, "renaming over or away a protected path"),
+    entry!(
+        SYS_rename,
+        Kind::Notify,
+        "renaming over or away a protected path"
+    ),
+    entry!(
+        SYS_renameat,
+        Kind::Notify,
+        "renaming over or away a protected path"
+    ),
+    entry!(
+        SYS_renameat2,
+        Kind::Notify,
+        "renaming over or away a protected path"
+    ),
     #[cfg(target_arch = "x86_64")]
     entry!(SYS_link, Kind::Notify, "a second name for a protected file"),
-    entry!(SYS_linkat, Kind::Notify, "a second name for a protected file"),
+    entry!(
+        SYS_linkat,
+        Kind::Notify,
+        "a second name for a protected file"
+    ),
     #[cfg(target_arch = "x86_64")]
     entry!(SYS_unlink, Kind::Notify, "removing a protected path"),
     entry!(SYS_unlinkat, Kind::Notify, "removing a protected path"),
     #[cfg(target_arch = "x86_64")]
     entry!(SYS_rmdir, Kind::Notify, "removing a protected directory"),
     #[cfg(target_arch = "x86_64")]
-    entry!(SYS_mkdir, Kind::Notify, "making a directory (remembered under .git)"),
-    entry!(SYS_mkdirat, Kind::Notify, "making a directory (remembered under .git)"),
+    entry!(
+        SYS_mkdir,
+        Kind::Notify,
+        "making a directory (remembered under .git)"
+    ),
+    entry!(
+        SYS_mkdirat,
+        Kind::Notify,
+        "making a directory (remembered under .git)"
+    ),
     #[cfg(target_arch = "x86_64")]
-    entry!(SYS_mknod, Kind::Notify, "making a FIFO or device at a protected path"),
-    entry!(SYS_mknodat, Kind::Notify, "making a FIFO or device at a protected path"),
+    entry!(
+        SYS_mknod,
+        Kind::Notify,
+        "making a FIFO or device at a protected path"
+    ),
+    entry!(
+        SYS_mknodat,
+        Kind::Notify,
+        "making a FIFO or device at a protected path"
+    ),
     #[cfg(target_arch = "x86_64")]
     entry!(SYS_symlink, Kind::Notify, "a link at a protected path"),
     entry!(SYS_symlinkat, Kind::Notify, "a link at a protected path"),
     #[cfg(target_arch = "x86_64")]
-    entry!(SYS_chmod, Kind::Notify, "making a protected file executable"),
-    entry!(SYS_fchmodat, Kind::Notify, "making a protected file executable"),
-    entry!(SYS_fchmodat2, Kind::Notify, "making a protected file executable"),
+    entry!(
+        SYS_chmod,
+        Kind::Notify,
+        "making a protected file executable"
+    ),
+    entry!(
+        SYS_fchmodat,
+        Kind::Notify,
+        "making a protected file executable"
+    ),
+    entry!(
+        SYS_fchmodat2,
+        Kind::Notify,
+        "making a protected file executable"
+    ),
     entry!(
         SYS_fchmod,
         Kind::Notify,
@@ -168,16 +220,29 @@ mod tests {
         let rd = libc::O_RDONLY as u64 | libc::O_CLOEXEC as u64 | libc::O_DIRECTORY as u64;
         assert_eq!(run(&p, openat, a, [0, 0, rd, 0, 0, 0]), RET_ALLOW);
         for f in [libc::O_WRONLY, libc::O_RDWR, libc::O_CREAT, libc::O_TRUNC] {
-            assert_eq!(run(&p, openat, a, [0, 0, f as u64, 0, 0, 0]), RET_USER_NOTIF);
+            assert_eq!(
+                run(&p, openat, a, [0, 0, f as u64, 0, 0, 0]),
+                RET_USER_NOTIF
+            );
         }
         assert_eq!(
             run(&p, libc::SYS_openat2 as u32, a, [0; 6]),
             RET_ERRNO | libc::ENOSYS as u32
         );
         for e in TABLE.iter().filter(|e| e.kind == Kind::Notify) {
-            assert_eq!(run(&p, e.nr as u32, a, [0; 6]), RET_USER_NOTIF, "{}", e.name);
+            assert_eq!(
+                run(&p, e.nr as u32, a, [0; 6]),
+                RET_USER_NOTIF,
+                "{}",
+                e.name
+            );
         }
-        for nr in [libc::SYS_read, libc::SYS_write, libc::SYS_close, libc::SYS_execve] {
+        for nr in [
+            libc::SYS_read,
+            libc::SYS_write,
+            libc::SYS_close,
+            libc::SYS_execve,
+        ] {
             assert_eq!(run(&p, nr as u32, a, [0; 6]), RET_ALLOW);
         }
         assert_eq!(run(&p, openat, 0x4000_0003, [0; 6]), RET_KILL_PROCESS);

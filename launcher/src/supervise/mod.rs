@@ -68,8 +68,7 @@ pub fn install(sock: RawFd) -> Result<(), String> {
     let sock = crate::sys::owned(sock).map_err(|e| format!("supervisor socket: {e}"))?;
     let prog = filter::program();
     let l = sys::seccomp_listener(&prog).map_err(|e| format!("seccomp listener: {e}"))?;
-    sys::send_fd(sock.as_fd(), l.as_fd())
-        .map_err(|e| format!("sending the seccomp listener: {e}"))
+    sys::send_fd(sock.as_fd(), l.as_fd()).map_err(|e| format!("sending the seccomp listener: {e}"))
 }
 
 /// The init's side of the hand-over: a socket pair, one end for the line.

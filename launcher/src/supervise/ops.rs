@@ -142,13 +142,8 @@ impl Call<'_> {
     fn dir(&self, dirfd: i32) -> Result<OwnedFd, i32> {
         if dirfd == libc::AT_FDCWD {
             let p = c(format!("/proc/{}/cwd", self.tid()).as_bytes())?;
-            return sys::openat(
-                root_fd()?.as_fd(),
-                &p,
-                libc::O_PATH | libc::O_DIRECTORY,
-                0,
-            )
-            .map_err(errno);
+            return sys::openat(root_fd()?.as_fd(), &p, libc::O_PATH | libc::O_DIRECTORY, 0)
+                .map_err(errno);
         }
         self.fd(dirfd)
     }
@@ -355,7 +350,8 @@ impl Call<'_> {
         }
         let creat = flags & libc::O_CREAT != 0;
         let follow = flags & libc::O_NOFOLLOW == 0 && !(creat && flags & libc::O_EXCL != 0);
-        let reopen_flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOFOLLOW);
+        let reopen_flags =
+            flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOFOLLOW);
         match self.resolve(dirfd, &path, follow) {
             Err(e) => Reply::Err(e),
             Ok(Target::ProcFd(f)) => {
@@ -376,13 +372,19 @@ impl Call<'_> {
             }
             Ok(Target::At(at)) => {
                 let st = sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW).ok();
-                let act = if st.is_none() && creat { Act::Create } else { Act::Write };
+                let act = if st.is_none() && creat {
+                    Act::Create
+                } else {
+                    Act::Write
+                };
                 if let Err(e) = self.check("open", &at.path, act) {
                     return Reply::Err(e);
                 }
                 let kind = st.map(|s| s.st_mode & libc::S_IFMT);
-                if matches!(kind, Some(libc::S_IFIFO) | Some(libc::S_IFCHR) | Some(libc::S_IFBLK))
-                    && !quick_device(&at.path)
+                if matches!(
+                    kind,
+                    Some(libc::S_IFIFO) | Some(libc::S_IFCHR) | Some(libc::S_IFBLK)
+                ) && !quick_device(&at.path)
                 {
                     // May block until a peer opens it: opened on a thread of its own.
                     return self.open_on_thread(at, flags, mode, cloexec);
@@ -431,7 +433,9 @@ impl Call<'_> {
                     mode,
                 );
                 let _ = match r {
-                    Ok(f) => sys::notif_addfd_send(listener.as_fd(), id, f.as_fd(), cloexec).map(|_| ()),
+                    Ok(f) => {
+                        sys::notif_addfd_send(listener.as_fd(), id, f.as_fd(), cloexec).map(|_| ())
+                    }
                     Err(e) => sys::notif_send(listener.as_fd(), id, 0, errno(e)),
                 };
             });
@@ -582,7 +586,13 @@ impl Call<'_> {
                 return Reply::Err(libc::EROFS);
             }
         }
-        result(sys::linkat(o.dir.as_fd(), &o.name, n.dir.as_fd(), &n.name, 0))
+        result(sys::linkat(
+            o.dir.as_fd(),
+            &o.name,
+            n.dir.as_fd(),
+            &n.name,
+            0,
+        ))
     }
 
     fn unlink(&mut self, dirfd: i32, addr: u64, flags: i32) -> Reply {
@@ -678,7 +688,11 @@ impl Call<'_> {
                 if let Err(e) = self.check("chmod", &at.path, Act::Write) {
                     return Reply::Err(e);
                 }
-                let f = if at.name.as_bytes() == b"." { libc::AT_EMPTY_PATH } else { 0 };
+                let f = if at.name.as_bytes() == b"." {
+                    libc::AT_EMPTY_PATH
+                } else {
+                    0
+                };
                 if f != 0 {
                     let empty = CString::default();
                     return result(sys::fchmodat(at.dir.as_fd(), &empty, mode, f));
@@ -703,8 +717,11 @@ impl Call<'_> {
         // An O_PATH fd cannot fchmod; through /proc/self/fd it can (as fchmodat2 does).
         match sys::fchmod(f.as_fd(), mode) {
             Err(e) if e.raw_os_error() == Some(libc::EBADF) => {
-                let p = CString::new(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f)))
-                    .expect("no NUL");
+                let p = CString::new(format!(
+                    "/proc/self/fd/{}",
+                    std::os::fd::AsRawFd::as_raw_fd(&f)
+                ))
+                .expect("no NUL");
                 result(sys::fchmodat(root_fd_borrow(), &p, mode, 0))
             }
             r => result(r),

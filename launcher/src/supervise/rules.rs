@@ -64,7 +64,11 @@ pub trait Fs {
 
 fn trim(p: &str) -> Vec<u8> {
     let t = p.trim_end_matches('/');
-    if t.is_empty() { b"/".to_vec() } else { t.as_bytes().to_vec() }
+    if t.is_empty() {
+        b"/".to_vec()
+    } else {
+        t.as_bytes().to_vec()
+    }
 }
 
 /// `p` is `root` or below it.
@@ -223,7 +227,10 @@ impl Rules {
         let mut end = 0;
         let bytes = rel.as_bytes();
         loop {
-            let next = bytes[end..].iter().position(|&b| b == b'/').map(|o| end + o);
+            let next = bytes[end..]
+                .iter()
+                .position(|&b| b == b'/')
+                .map(|o| end + o);
             let prefix = match next {
                 Some(n) => &rel[..n],
                 None if whole => rel,
@@ -320,7 +327,12 @@ mod tests {
         assert!(!ok(&r, "/p/.git/hooks/pre-commit", Act::Create, &f));
         assert!(!ok(&r, "/p/.git/config", Act::Write, &f));
         assert!(!ok(&r, "/p/.git/config.lock", Act::Create, &f));
-        assert!(!ok(&r, "/p/.git/modules/a/b/hooks/post-checkout", Act::Create, &f));
+        assert!(!ok(
+            &r,
+            "/p/.git/modules/a/b/hooks/post-checkout",
+            Act::Create,
+            &f
+        ));
         assert!(!ok(&r, "/p/.git/modules/a/config", Act::Write, &f));
         assert!(!ok(&r, "/p/.git/worktrees/x/commondir", Act::Create, &f));
         assert!(ok(&r, "/p/src/main.rs", Act::Write, &f));
@@ -328,7 +340,10 @@ mod tests {
         assert!(ok(&r, "/p/.git/objects/ab/cd", Act::Create, &f));
         assert!(ok(&r, "/p/.envrc.d/x", Act::Create, &f));
         assert!(ok(&r, "/p/sub/.envrc", Act::Create, &f), "not a repository");
-        assert!(ok(&r, "/elsewhere/.envrc", Act::Create, &f), "outside the roots");
+        assert!(
+            ok(&r, "/elsewhere/.envrc", Act::Create, &f),
+            "outside the roots"
+        );
         assert!(ok(&r, "/w/x", Act::Write, &f));
         assert!(!ok(&r, "/w/.envrc", Act::Write, &f));
     }
@@ -338,7 +353,12 @@ mod tests {
         let r = rules();
         let f = fs(&["/p/a/b/c/d/e/f/g/h", "/p/dist/x"], &[]);
         assert!(!ok(&r, "/p/a/b/c/d/e/f/g/h/.envrc", Act::Create, &f));
-        assert!(!ok(&r, "/p/a/b/c/d/e/f/g/h/.git/hooks/pre-push", Act::Create, &f));
+        assert!(!ok(
+            &r,
+            "/p/a/b/c/d/e/f/g/h/.git/hooks/pre-push",
+            Act::Create,
+            &f
+        ));
         assert!(!ok(&r, "/p/dist/x/.vscode/tasks.json", Act::Create, &f));
         assert!(ok(&r, "/p/a/b/c/.envrc", Act::Create, &f));
     }
@@ -349,9 +369,15 @@ mod tests {
         let f = fs(&[], &[]);
         assert!(!ok(&r, "/p/.husky/_/pre-commit", Act::Create, &f));
         assert!(!ok(&r, "/p/.husky/_", Act::Remove, &f));
-        assert!(!ok(&r, "/p/.husky", Act::Remove, &f), "holds a protected path");
+        assert!(
+            !ok(&r, "/p/.husky", Act::Remove, &f),
+            "holds a protected path"
+        );
         assert!(ok(&r, "/p/.husky/pre-commit", Act::Create, &f));
-        assert!(ok(&r, "/h/.bashrc", Act::Write, &f), "not in a writable root");
+        assert!(
+            ok(&r, "/h/.bashrc", Act::Write, &f),
+            "not in a writable root"
+        );
     }
 
     #[test]
@@ -364,7 +390,10 @@ mod tests {
         assert!(!ok(&r, "/p/.git/worktrees/x", Act::Remove, &f));
         assert!(!ok(&r, "/p/.vscode", Act::Remove, &f));
         assert!(ok(&r, "/p/.git/objects", Act::Remove, &f));
-        assert!(ok(&r, "/p", Act::Remove, &f), "the root itself is the kernel's matter");
+        assert!(
+            ok(&r, "/p", Act::Remove, &f),
+            "the root itself is the kernel's matter"
+        );
     }
 
     #[test]

@@ -24,7 +24,8 @@ fn check_l(r: libc::c_long) -> io::Result<libc::c_long> {
 }
 
 fn own(fd: libc::c_long) -> io::Result<OwnedFd> {
-    let fd = RawFd::try_from(check_l(fd)?).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    let fd =
+        RawFd::try_from(check_l(fd)?).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     // SAFETY: the kernel just returned this fd to this process; nothing else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -321,8 +322,16 @@ pub fn linkat(
     flags: i32,
 ) -> io::Result<()> {
     // SAFETY: both names are NUL-terminated and outlive the call.
-    check(unsafe { libc::linkat(od.as_raw_fd(), on.as_ptr(), nd.as_raw_fd(), nn.as_ptr(), flags) })
-        .map(|_| ())
+    check(unsafe {
+        libc::linkat(
+            od.as_raw_fd(),
+            on.as_ptr(),
+            nd.as_raw_fd(),
+            nn.as_ptr(),
+            flags,
+        )
+    })
+    .map(|_| ())
 }
 
 pub fn unlinkat(d: BorrowedFd<'_>, n: &CStr, flags: i32) -> io::Result<()> {

@@ -48,13 +48,6 @@ pub(crate) fn is_git_rule(value: &str) -> bool {
     value.starts_with(".git/") || value == ".gitmodules"
 }
 
-/// Whether `dir`, below `root`, is a place where a nested repository is looked for: at
-/// most [`NESTED_REPO_DEPTH`] levels down, and not inside a `.git` dir or a build output
-/// directory (`skip`). The launcher's walk and explain use the same test.
-pub(crate) fn nested_repo_place(root: &Path, dir: &Path, skip: &[String]) -> bool {
-    repo_place(root, dir, NESTED_REPO_DEPTH, skip)
-}
-
 /// Whether `dir` is at most `depth` levels below `root`, and not inside a `.git` dir or a
 /// directory named in `skip`.
 fn repo_place(root: &Path, dir: &Path, depth: usize, skip: &[String]) -> bool {
