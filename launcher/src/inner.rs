@@ -287,7 +287,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             // Every process that had the filter is gone.
             supervisor = None;
         }
-        if !rev.first().is_some_and(|r| r & libc::POLLIN != 0) {
+        if rev.first().is_none_or(|r| r & libc::POLLIN == 0) {
             continue;
         }
         let mut buf = [0u8; 64];

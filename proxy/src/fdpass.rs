@@ -93,9 +93,9 @@ pub fn send_hand_over(sock: RawFd, socks: &[(Role, RawFd)]) -> io::Result<()> {
     send_fds(sock, &hand_over_bytes(&roles), &fds)
 }
 
-/// Receive one byte and the fds that came with it (non-blocking: `WouldBlock` when nothing
-/// is there). `Ok(None)` at EOF.
-pub(crate) fn recv_byte(sock: RawFd) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
+/// Receive one byte and the fds that came with it (on a non-blocking socket: `WouldBlock`
+/// when nothing is there). `Ok(None)` at EOF.
+pub fn recv_byte(sock: RawFd) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
     let mut byte = [0u8];
     // Every fd received is owned from here on, so each is closed whatever happens next.
     let (n, fds, truncated) = sys::recv_fds::<MAX_HANDED>(sock, &mut byte)?;

@@ -68,7 +68,9 @@ pub fn install(sock: RawFd) -> Result<(), String> {
     let sock = crate::sys::owned(sock).map_err(|e| format!("supervisor socket: {e}"))?;
     let prog = filter::program();
     let l = sys::seccomp_listener(&prog).map_err(|e| format!("seccomp listener: {e}"))?;
-    sys::send_fd(sock.as_fd(), l.as_fd()).map_err(|e| format!("sending the seccomp listener: {e}"))
+    use std::os::fd::AsRawFd;
+    efr_proxy::fdpass::send_fds(sock.as_raw_fd(), &[LISTENER], &[l.as_raw_fd()])
+        .map_err(|e| format!("sending the seccomp listener: {e}"))
 }
 
 /// The init's side of the hand-over: a socket pair, one end for the line.
@@ -78,8 +80,17 @@ pub fn pair() -> Result<(OwnedFd, OwnedFd), String> {
 
 /// Waits for the line's listener on `sock`; `None` when the line ended without sending.
 pub fn receive(sock: &OwnedFd) -> Result<Option<OwnedFd>, String> {
-    sys::recv_fd(sock.as_fd()).map_err(|e| format!("receiving the seccomp listener: {e}"))
+    use std::os::fd::AsRawFd;
+    match efr_proxy::fdpass::recv_byte(sock.as_raw_fd()) {
+        Ok(Some((LISTENER, mut fds))) if fds.len() == 1 => Ok(fds.pop()),
+        Ok(Some(_)) => Err("the line sent something else than its seccomp listener".into()),
+        Ok(None) => Ok(None),
+        Err(e) => Err(format!("receiving the seccomp listener: {e}")),
+    }
 }
+
+/// The byte the line sends its seccomp listener with.
+const LISTENER: u8 = b'L';
 
 impl Supervisor {
     /// The supervisor of `spec`, serving `listener`; refusals go to `report_fd` as

@@ -7,7 +7,7 @@
 //! followed). `/proc/self`, `/dev/fd` and `/dev/std*` are the caller's, not the init's.
 
 use std::collections::HashSet;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
@@ -759,8 +759,7 @@ fn under_git(p: &[u8]) -> bool {
 }
 
 fn root_fd() -> Result<OwnedFd, i32> {
-    let slash = CStr::from_bytes_with_nul(b"/\0").expect("static");
-    sys::openat(sys::at_fdcwd(), slash, libc::O_PATH | libc::O_DIRECTORY, 0).map_err(errno)
+    sys::openat(sys::at_fdcwd(), c"/", libc::O_PATH | libc::O_DIRECTORY, 0).map_err(errno)
 }
 
 /// (dev, ino) of the protected files that have more than one link (a second name of one,

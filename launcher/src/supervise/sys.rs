@@ -406,89 +406,11 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
             fds.as_mut_ptr(),
         )
     })?;
-    // SAFETY: both fds were just made for this process and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
-/// Sends `fd` over the Unix socket `sock` (one byte of data, the fd as SCM_RIGHTS).
-pub fn send_fd(sock: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
-    let mut byte = [1u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // u64 storage keeps the control buffer aligned for `cmsghdr`.
-    let mut cbuf = [0u64; 4];
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    // SAFETY: `msghdr` is plain data; all zeroes is a valid value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = space;
-    // SAFETY: the control buffer is `space` bytes (at most 32), aligned, and zeroed, so
-    // CMSG_FIRSTHDR gives a header inside it with room for one fd after it.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd.as_raw_fd());
-    }
-    // SAFETY: `msg` points at the live iovec and control buffer above.
-    let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// Receives one fd sent with [`send_fd`]; `None` when the peer closed without sending.
-pub fn recv_fd(sock: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
-    let mut byte = [0u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut cbuf = [0u64; 4];
-    // SAFETY: `msghdr` is plain data; all zeroes is a valid value.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&cbuf);
-    loop {
-        // SAFETY: `msg` points at the live iovec and control buffer above; the kernel
-        // writes at most their sizes.
-        let r = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if r == 0 {
-            return Ok(None);
-        }
-        break;
-    }
-    // SAFETY: the kernel filled `msg` and its control buffer; CMSG_FIRSTHDR and CMSG_DATA
-    // stay inside the buffer, and an SCM_RIGHTS header of this length holds one fd.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        if c.is_null()
-            || (*c).cmsg_level != libc::SOL_SOCKET
-            || (*c).cmsg_type != libc::SCM_RIGHTS
-            || (*c).cmsg_len != libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize
-        {
-            return Ok(None);
-        }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<RawFd>());
-        Ok(Some(OwnedFd::from_raw_fd(fd)))
-    }
+    // SAFETY: socketpair just made this fd for this process; nobody else owns it.
+    let a = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    // SAFETY: as above, the other end.
+    let b = unsafe { OwnedFd::from_raw_fd(fds[1]) };
+    Ok((a, b))
 }
 
 /// `AT_FDCWD` as a borrowed fd, for the `*at` calls given an absolute path.
