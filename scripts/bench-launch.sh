@@ -8,6 +8,9 @@
 # slow period of the machine hits all three alike. Prints medians (microseconds) and the
 # ratio to bare bwrap.
 # Usage: scripts/bench-launch.sh [N]   (builds efr-launch and efr-sandbox in release first)
+# With BEFORE=DIR (a directory holding another build's release efr-launch and efr-sandbox,
+# such as an older commit's target/release), that build's native launch runs in the same
+# rounds too, with its own plan, and is reported beside ours.
 set -eu
 N=${1:-50}
 cd "$(dirname "$0")/.."
@@ -23,28 +26,34 @@ for b in native bwrap; do
   (cd "$D/proj" && "$SBX" run --project . --backend "$b" --plan-out "$D/plan-$b.json" -- true)
 done
 echo "plan: $(grep -c '"/' "$D/plan-native.json") paths (masks, read-only-inside, project)" >&2
+if [ -n "${BEFORE:-}" ]; then
+  (cd "$D/proj" && "$BEFORE/efr-sandbox" run --project . --backend native --plan-out "$D/plan-before.json" -- true)
+fi
 bare() { bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true; }
 nat() { "$EXE" --plan "$D/plan-native.json"; }
 bw() { "$EXE" --plan "$D/plan-bwrap.json"; }
+old() { if [ -n "${BEFORE:-}" ]; then "$BEFORE/efr-launch" --plan "$D/plan-before.json"; fi; }
 one() { # name: appends one timing (us) to $D/name
+  if [ "$1" = old ] && [ -z "${BEFORE:-}" ]; then return; fi
   s=$(date +%s%N); "$1" >/dev/null 2>&1; e=$(date +%s%N)
   echo $(( (e - s) / 1000 )) >> "$D/t-$1"
 }
-for w in 1 2 3 4 5; do bare >/dev/null 2>&1; nat >/dev/null 2>&1; bw >/dev/null 2>&1; done
+for w in 1 2 3 4 5; do bare >/dev/null 2>&1; nat >/dev/null 2>&1; bw >/dev/null 2>&1; old >/dev/null 2>&1; done
 i=0
 while [ $i -lt "$N" ]; do
   case $((i % 3)) in
-    0) one bare; one nat; one bw ;;
-    1) one nat; one bw; one bare ;;
-    2) one bw; one bare; one nat ;;
+    0) one bare; one nat; one bw; one old ;;
+    1) one nat; one old; one bw; one bare ;;
+    2) one old; one bw; one bare; one nat ;;
   esac
   i=$((i + 1))
 done
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-b=$(median "$D/t-bare"); n=$(median "$D/t-nat"); w=$(median "$D/t-bw")
-awk -v b="$b" -v n="$n" -v w="$w" -v N="$N" 'BEGIN {
+b=$(median "$D/t-bare"); n=$(median "$D/t-nat"); w=$(median "$D/t-bw"); o=""; if [ -s "$D/t-old" ]; then o=$(median "$D/t-old"); fi
+awk -v b="$b" -v n="$n" -v w="$w" -v o="$o" -v N="$N" 'BEGIN {
   printf "runs: %d each, interleaved (median, microseconds)\n", N
   printf "bare bwrap            %8d  1.00\n", b
   printf "efr-launch native     %8d  %.2f\n", n, n / b
   printf "efr-launch bwrap      %8d  %.2f\n", w, w / b
+  if (o != "") printf "BEFORE native         %8d  %.2f  (ours/before %.2f)\n", o, o / b, n / o
 }'

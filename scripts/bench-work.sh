@@ -4,12 +4,14 @@
 #
 # Usage: scripts/bench-work.sh BEFORE_BIN AFTER_BIN [ROUNDS]     (ROUNDS defaults to 5)
 #
-# Two workloads, generated in a fresh temp dir that is also the one project root of every
+# Three workloads, generated in a fresh temp dir that is also the one project root of every
 # contained call (`$BIN run --project "$W" -- LINE`):
 #   cargo: `cargo build --offline` (debug) of a small crate with a few modules and two
 #          local path dependencies, `target/` removed before each build (a clean build);
 #   npm:   `npm install --offline` of 300 small local packages given as `file:` tarballs
-#          (the lockfile made once, untimed), `node_modules/` removed before each install.
+#          (the lockfile made once, untimed), `node_modules/` removed before each install;
+#   files: 2000 times create-and-write, rename, chmod and remove of a file (python3): the
+#          calls the init supervises, back to back.
 # Each round runs every workload bare, under BEFORE and under AFTER, interleaved in a
 # rotating order (bare/before/after, before/after/bare, after/bare/before), so a slow
 # moment of a shared machine costs all three alike. Wall time of the whole command
@@ -202,13 +204,40 @@ cd "$N"
 exec npm install --offline
 EOF
 
+# A third workload: the calls the init supervises, one after another (create and write,
+# rename, chmod, remove 2000 files, in the project), the worst case for its round trip.
+PY_BIN=$(command -v python3)
+cat > "$W/files.py" <<'EOF'
+import os
+os.makedirs("files-d", exist_ok=True)
+for i in range(2000):
+    p = "files-d/f%d" % i
+    with open(p, "w") as f:
+        f.write("x")
+    os.rename(p, p + ".r")
+    os.chmod(p + ".r", 0o600)
+    os.unlink(p + ".r")
+EOF
+cat > "$W/files.sh" <<EOF
+set -eu
+cd "$W"
+exec "$PY_BIN" "$W/files.py"
+EOF
+
 prep() { # workload: what comes before each timed run
   case $1 in
+    files) rm -rf "$W/files-d" ;;
     cargo) rm -rf "$R/target" ;;
     npm) chmod -R u+rwX "$N/node_modules" 2>/dev/null || true; rm -rf "$N/node_modules" ;;
   esac
 }
-script() { case $1 in cargo) echo "$W/cargo-build.sh" ;; npm) echo "$W/npm-install.sh" ;; esac; }
+script() {
+  case $1 in
+    cargo) echo "$W/cargo-build.sh" ;;
+    npm) echo "$W/npm-install.sh" ;;
+    files) echo "$W/files.sh" ;;
+  esac
+}
 
 run() { # runner workload: one run, output to a log; fails the benchmark when it fails
   log=$W/logs/$1-$2.log
@@ -233,7 +262,7 @@ timed() { # runner workload: appends one timing (ms) to $W/t-runner-workload
 
 # The first npm install makes the lockfile; every timed one installs from it.
 echo "warm-up: one untimed run of each workload, bare, before and after" >&2
-for wl in npm cargo; do
+for wl in npm cargo files; do
   for r in bare before after; do prep "$wl"; run "$r" "$wl"; done
 done
 
@@ -245,7 +274,7 @@ got=$(find "$N/node_modules" -mindepth 1 -maxdepth 1 -name 'p*' | wc -l)
 
 i=0
 while [ $i -lt "$ROUNDS" ]; do
-  for wl in cargo npm; do
+  for wl in cargo npm files; do
     case $((i % 3)) in
       0) timed bare "$wl"; timed before "$wl"; timed after "$wl" ;;
       1) timed before "$wl"; timed after "$wl"; timed bare "$wl" ;;
@@ -261,11 +290,12 @@ echo "before: $BEFORE"
 echo "after:  $AFTER"
 printf 'rounds: %d, interleaved; median wall time (ms)\n' "$ROUNDS"
 printf '%-28s %8s %8s %8s %12s %12s %13s\n' workload bare before after after/before after/bare before/bare
-for wl in cargo npm; do
+for wl in cargo npm files; do
   b=$(median "$W/t-bare-$wl"); x=$(median "$W/t-before-$wl"); y=$(median "$W/t-after-$wl")
   case $wl in
     cargo) name="cargo build (clean, debug)" ;;
     npm) name="npm install ($NPKG file: pkgs)" ;;
+    files) name="2000 x (write,mv,chmod,rm)" ;;
   esac
   awk -v n="$name" -v b="$b" -v x="$x" -v y="$y" 'BEGIN {
     printf "%-28s %8d %8d %8d %12.2f %12.2f %13.2f\n", n, b, x, y, y / x, y / b, x / b

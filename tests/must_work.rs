@@ -149,11 +149,11 @@ fn tmp_home_sockets_fifos() {
     }
 }
 
-/// Git in a call does not see the placeholders of missing protected paths: `git status`
-/// is clean and `git add -A` takes none of them (the repository's `info/exclude` is shown
-/// with their names added, the file on the host untouched).
+/// Git in a call sees nothing of the protection: no placeholder of a missing protected
+/// path exists, so `git status` is clean, `git add -A` takes none, and the repository's
+/// `info/exclude` is the user's own.
 #[test]
-fn placeholders_are_invisible_to_git() {
+fn protection_is_invisible_to_git() {
     for b in backends() {
         let fx = Fixture::new();
         let exclude = format!("{}/.git/info/exclude", fx.proj);
@@ -162,7 +162,7 @@ fn placeholders_are_invisible_to_git() {
             &fx,
             "git add -A -- . :!vendor && git -c user.email=t@t -c user.name=t commit -qm c && \
              git status --porcelain -- . :!vendor && echo status-done && git ls-files && \
-             grep -c '^/.envrc$' .git/info/exclude",
+             cat .git/info/exclude && ls -A",
             b,
         );
         assert!(r.status.success(), "[{b:?}] {r:?}");
@@ -171,30 +171,28 @@ fn placeholders_are_invisible_to_git() {
         for ph in [".envrc", ".vscode", ".idea", ".efr", ".gitmodules"] {
             assert!(
                 !files.lines().any(|l| l == ph),
-                "[{b:?}] {ph} committed: {files}"
+                "[{b:?}] {ph} committed or seen: {files}"
             );
         }
         assert!(files.contains("README"), "[{b:?}] {files}");
-        assert_eq!(std::fs::read_to_string(&exclude).unwrap(), "target/\n");
-        // A link planted where the exclude file was (an earlier call could) is not read:
-        // git then lists the placeholders, and the target's content stays hidden.
-        std::fs::remove_file(&exclude).unwrap();
-        std::os::unix::fs::symlink(format!("{}/.ssh/id_rsa", fx.home), &exclude).unwrap();
-        let r = run(&fx, "cat .git/info/exclude; git status --porcelain", b);
-        assert!(!r.all_output().contains(SECRET), "[{b:?}] {r:?}");
-        std::fs::remove_file(&exclude).unwrap();
-        std::fs::hard_link(format!("{}/README", fx.proj), &exclude).unwrap();
-        let r = run(&fx, "cat .git/info/exclude", b);
         assert!(
-            !r.stdout.contains("efr sandbox"),
-            "[{b:?}] hard link read: {r:?}"
+            files.contains("target/"),
+            "[{b:?}] the user's exclude: {files}"
         );
-        // A FIFO there must not hang the launch.
-        std::fs::remove_file(&exclude).unwrap();
-        let fifo = std::process::Command::new("mkfifo").arg(&exclude).status();
-        assert!(fifo.unwrap().success());
-        let r = run(&fx, "echo fifo-ok", b);
-        assert!(r.stdout.contains("fifo-ok"), "[{b:?}] {r:?}");
+        assert!(!files.contains("efr sandbox"), "[{b:?}] {files}");
+        assert_eq!(std::fs::read_to_string(&exclude).unwrap(), "target/\n");
+        // The host's git, after the call, sees the commit and nothing else.
+        let st = std::process::Command::new("git")
+            .args(["status", "--porcelain", "--", ".", ":!vendor"])
+            .current_dir(&fx.proj)
+            .env("HOME", &fx.home)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&st.stdout),
+            "",
+            "[{b:?}] host git status"
+        );
     }
 }
 
@@ -222,15 +220,15 @@ fn denials_reported_and_setup_errors() {
             "[{b:?}] {:?}",
             r.outcome.denials
         );
-        // A missing protected directory is an empty read-only file while the call runs:
-        // making it, or a file in it, is a refused write the approval flow hears of.
+        // A missing protected directory may be made (empty, it runs nothing); a file in it
+        // is a refused write the approval flow hears of.
         let r = run(
             &fx,
-            "mkdir -p .vscode; echo '{}' > .vscode/tasks.json; mkdir .idea",
+            "mkdir -p .vscode; echo '{}' > .vscode/tasks.json; echo x > .idea",
             b,
         );
         assert!(!r.status.success());
-        for want in ["/.vscode", "/.vscode/tasks.json", "/.idea"] {
+        for want in ["/.vscode/tasks.json", "/.idea"] {
             assert!(
                 r.outcome
                     .denials
@@ -241,10 +239,10 @@ fn denials_reported_and_setup_errors() {
                 r.stderr
             );
         }
-        for gone in [".vscode", ".idea", ".envrc"] {
+        for gone in [".vscode/tasks.json", ".idea", ".envrc"] {
             assert!(
                 !std::path::Path::new(&format!("{}/{gone}", fx.proj)).exists(),
-                "[{b:?}] placeholder {gone} left behind"
+                "[{b:?}] {gone} made"
             );
         }
         // Missing project root.

@@ -81,6 +81,14 @@ pub fn pair() -> Result<(OwnedFd, OwnedFd), String> {
 /// Waits for the line's listener on `sock`; `None` when the line ended without sending.
 pub fn receive(sock: &OwnedFd) -> Result<Option<OwnedFd>, String> {
     use std::os::fd::AsRawFd;
+    // The hand-over's receive does not block: wait until the line sent or ended.
+    loop {
+        match crate::sys::poll(&[(sock.as_raw_fd(), libc::POLLIN)], -1) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("waiting for the seccomp listener: {e}")),
+        }
+    }
     match efr_proxy::fdpass::recv_byte(sock.as_raw_fd()) {
         Ok(Some((LISTENER, mut fds))) if fds.len() == 1 => Ok(fds.pop()),
         Ok(Some(_)) => Err("the line sent something else than its seccomp listener".into()),

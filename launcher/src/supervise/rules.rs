@@ -154,16 +154,28 @@ impl Rules {
             return Ok(());
         }
         let (parent, name) = split(p);
-        // Making a `.git` that is not a directory, or writing one (a `.git` file names the
-        // git dir git uses); removing or renaming one is for the holder rule below.
-        if name == b".git" && matches!(act, Act::Create | Act::Write) {
+        let made = |d: &[u8]| fs.made_by_call(d);
+        // Making or writing a `.git` that is not a directory (a `.git` file names the git
+        // dir git uses) at a writable root (where the user's shell prompt runs git) or where
+        // a repository is; below, in a directory of the call's (`git worktree add`, a
+        // submodule), it is allowed and the guard checks the git dir it names after the
+        // call. Removing or renaming one is for the holder rule below.
+        if name == b".git"
+            && matches!(act, Act::Create | Act::Write)
+            && (parent == root.as_slice() || fs.has_git(parent) && !made(parent))
+        {
             return Err(Refusal::GitLink);
         }
-        let made = |d: &[u8]| fs.made_by_call(d);
         let sample = name.ends_with(b".sample") && split(parent).1 == b"hooks";
+        // What git writes in a git dir it makes (`git init`, a clone, `git worktree add`).
         let config_of_new_git_dir = matches!(
             name,
-            b"config" | b"config.lock" | b"config.worktree" | b"config.worktree.lock"
+            b"config"
+                | b"config.lock"
+                | b"config.worktree"
+                | b"config.worktree.lock"
+                | b"commondir"
+                | b"gitdir"
         ) && made(parent);
         let removable = act == Act::Remove && made(p);
         let exempt = sample || config_of_new_git_dir || removable || act == Act::Mkdir;
@@ -400,10 +412,18 @@ mod tests {
     fn dot_git_only_by_mkdir() {
         let r = rules();
         let f = fs(&[], &[]);
-        assert!(!ok(&r, "/p/.git", Act::Create, &f));
-        assert!(!ok(&r, "/p/sub/.git", Act::Create, &f));
-        assert!(!ok(&r, "/p/sub/.git", Act::Write, &f));
+        assert!(!ok(&r, "/p/.git", Act::Create, &f), "at a root");
+        assert!(!ok(&r, "/w/.git", Act::Write, &f), "at a root");
         assert!(ok(&r, "/p/sub/.git", Act::Mkdir, &f));
+        assert!(
+            ok(&r, "/p/wt/.git", Act::Create, &f),
+            "a worktree of the call's"
+        );
+        let repo = fs(&["/p/sub"], &[]);
+        assert!(
+            !ok(&r, "/p/sub/.git", Act::Write, &repo),
+            "a repository's own"
+        );
     }
 
     #[test]
