@@ -381,3 +381,40 @@ fn mkdir_of_a_protected_directory_is_honest() {
         },
     );
 }
+
+#[test]
+fn the_init_writes_nothing_the_line_could_not() {
+    let line = format!(
+        r#"
+        echo {PAYLOAD} >> ro-file 2>/dev/null && echo ESCAPED-dac
+        echo 1000 > /proc/1/oom_score_adj 2>/dev/null && echo ESCAPED-oom
+        python3 -c "open('/proc/1/mem', 'r+b')" 2>/dev/null && echo ESCAPED-mem
+        cd /proc/1 && {{ echo x > comm; }} 2>/dev/null && echo ESCAPED-comm; cd - >/dev/null
+        mkfifo ff; (echo x > ff &); sleep 0.3
+        for t in $(ls /proc/1/task 2>/dev/null); do for n in 0 1 2 3 4 5 6 7 8 9 10 11 12; do
+            {{ echo "exit code 0" > /proc/$t/fd/$n; }} 2>/dev/null && echo "ESCAPED-fd $t $n"
+        done; done
+        cat ff >/dev/null
+        echo {}
+    "#,
+        "RAN-TO-END"
+    );
+    each(
+        |fx| {
+            use std::os::unix::fs::PermissionsExt;
+            let p = format!("{}/ro-file", fx.proj);
+            std::fs::write(&p, "user's\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
+        },
+        &line,
+        |fx, r, b| {
+            assert!(r.stdout.contains("RAN-TO-END"), "{b:?}: {}", r.all_output());
+            assert!(!r.stdout.contains("ESCAPED"), "{b:?}: {}", r.all_output());
+            assert_eq!(
+                std::fs::read_to_string(format!("{}/ro-file", fx.proj)).unwrap(),
+                "user's\n"
+            );
+            assert_eq!(r.outcome.code, Some(0), "{b:?}: {}", r.all_output());
+        },
+    );
+}

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use efr_launcher::api::BackendChoice;
-use efr_sandbox_tests::common::{Fixture, SECRET, backends, python, run, run_plan};
+use efr_sandbox_tests::common::{Fixture, backends, python, run, run_plan};
 
 fn ok(fx: &Fixture, line: &str, b: BackendChoice) -> String {
     let r = run(fx, line, b);

@@ -224,6 +224,15 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             sys::exit_now(127)
         }
     };
+    // The ports below 1024 are bound and the line forked: the init needs no capability any
+    // more (under bwrap it has none to drop). The supervisor makes the line's writes: with
+    // a capability it could write what the line may not (CAP_DAC_OVERRIDE).
+    if spec.drop_caps {
+        if let Err(e) = sys::drop_all_caps() {
+            let _ = sys::kill(main, libc::SIGKILL);
+            fail(format!("init dropping capabilities: {e}"));
+        }
+    }
     let mut supervisor = None;
     if let Some((init_end, line_end)) = sup_pair {
         drop(line_end);
@@ -249,11 +258,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             }
         }
     }
-    if spec.egress.is_some() && spec.drop_caps {
-        // The ports below 1024 are bound: the init needs no capability any more (under
-        // bwrap it has none to drop).
-        let _ = sys::drop_all_caps();
-    }
+
     let mut status: Option<libc::c_int> = None;
     loop {
         // Reap whatever ended.

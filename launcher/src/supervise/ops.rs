@@ -160,6 +160,9 @@ impl Call<'_> {
     /// `path` with the caller's `/proc/self`, `/proc/thread-self`, `/dev/fd` and
     /// `/dev/std*` in place of the init's.
     fn own_proc(&self, path: &[u8]) -> Vec<u8> {
+        if !path.starts_with(b"/proc/") && !path.starts_with(b"/dev/") && path != b"/proc" {
+            return path.to_vec();
+        }
         let Some(pid) = tgid(self.tid()) else {
             return path.to_vec();
         };
@@ -225,6 +228,9 @@ impl Call<'_> {
                     libc::RESOLVE_NO_MAGICLINKS,
                 )
                 .map_err(errno)?;
+                if sys::fs_type(d.as_fd()).ok() == Some(libc::PROC_SUPER_MAGIC) {
+                    return Err(libc::EACCES);
+                }
                 let p = sys::fd_path(d.as_fd()).map_err(errno)?;
                 return Ok(Target::At(At {
                     dir: d,
@@ -252,6 +258,10 @@ impl Call<'_> {
                         continue;
                     }
                 }
+            }
+            // Nothing else in /proc: the init would open it as itself (`/proc/1/mem`).
+            if sys::fs_type(dir.as_fd()).ok() == Some(libc::PROC_SUPER_MAGIC) {
+                return Err(libc::EACCES);
             }
             let mut p = sys::fd_path(dir.as_fd()).map_err(errno)?;
             if p != b"/" {
@@ -283,8 +293,12 @@ impl Call<'_> {
             }
             _ => return Err(libc::EACCES),
         };
-        if pid <= 1 || pid == std::process::id() as libc::pid_t {
-            return Err(libc::EACCES);
+        // Never the init's own fds (its report pipe, its listener): not through pid 1, nor
+        // through a thread of it (a tid under /proc is reachable though not listed).
+        let me = std::process::id() as libc::pid_t;
+        match tgid(pid) {
+            Some(t) if t > 1 && t != me && pid > 1 && pid != me => {}
+            _ => return Err(libc::EACCES),
         }
         let pidfd = sys::pidfd_open(pid).map_err(|_| libc::ENOENT)?;
         sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|_| libc::ENOENT)
