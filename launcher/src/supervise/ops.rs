@@ -23,6 +23,11 @@ enum Reply {
     None,
 }
 
+/// At most this many opens that may block (FIFOs, devices) wait on threads of the init at
+/// once; past that a call is answered EAGAIN.
+const MAX_WAITING_OPENS: usize = 64;
+static WAITING_OPENS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// The longest path read from a caller.
 const PATH_MAX: usize = 4096;
 /// The most links followed in one resolution (the kernel's limit).
@@ -440,6 +445,11 @@ impl Call<'_> {
         let Ok(listener) = self.sup.listener.try_clone() else {
             return Reply::Err(libc::EMFILE);
         };
+        use std::sync::atomic::Ordering;
+        if WAITING_OPENS.fetch_add(1, Ordering::SeqCst) >= MAX_WAITING_OPENS {
+            WAITING_OPENS.fetch_sub(1, Ordering::SeqCst);
+            return Reply::Err(libc::EAGAIN);
+        }
         let id = self.n.id;
         let spawned = std::thread::Builder::new()
             .name("efr-open".into())
