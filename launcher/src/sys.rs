@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -14,7 +14,7 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn check_l(r: libc::c_long) -> io::Result<libc::c_long> {
+pub(crate) fn check_l(r: libc::c_long) -> io::Result<libc::c_long> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {

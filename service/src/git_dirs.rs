@@ -107,7 +107,7 @@ fn run(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
     let status = loop {
         match child.try_wait() {
             Ok(Some(st)) => break Some(st),
-            Ok(None) if start.elapsed() < TIMEOUT => std::thread::sleep(Duration::from_millis(2)),
+            Ok(None) if start.elapsed() < TIMEOUT => std::thread::sleep(Duration::from_micros(200)),
             _ => {
                 // Our own child: ended by its handle.
                 let _ = child.kill();
@@ -122,6 +122,33 @@ fn run(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
 
 fn path_of(bytes: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+/// Whether the repository at `repo` is one whose git dirs need no asking: `.git` is a
+/// directory (no link), without `commondir`, whose config (a regular file of at most
+/// 64 KiB, or none) names no `hooksPath`, `include`, `worktree` or `gitdir` anywhere (case
+/// aside). Git's answer for it is `.git`, `.git`, `.git/hooks`, as the built-in reader's.
+/// (What the launch asks for every root and nested repository: running git for each costs
+/// milliseconds on every call.)
+pub fn plain(repo: &Path) -> bool {
+    let dotgit = repo.join(".git");
+    if !std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_dir()) {
+        return false;
+    }
+    if std::fs::symlink_metadata(dotgit.join("commondir")).is_ok() {
+        return false;
+    }
+    let cfg = dotgit.join("config");
+    match std::fs::symlink_metadata(&cfg) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Ok(m) if m.is_file() && m.len() <= 64 << 10 => std::fs::read(&cfg).is_ok_and(|b| {
+            let lower = b.to_ascii_lowercase();
+            !["hookspath", "include", "worktree", "gitdir"]
+                .iter()
+                .any(|w| lower.windows(w.len()).any(|x| x == w.as_bytes()))
+        }),
+        _ => false,
+    }
 }
 
 /// The git dirs of the repository at `repo` (a directory holding `.git`), as git finds

@@ -211,7 +211,11 @@ pub fn prepare(
     let projects: Vec<PathBuf> = p.projects.iter().map(PathBuf::from).collect();
     // Git says where each repository's git dirs and hooks are ([`crate::git_dirs`]); where
     // git cannot (missing, or a repository it refuses), the policy's own reader decides.
+    // A plain repository (most are) needs no asking: the built-in reader answers as git.
     let view = config.launch_view_with(env, &projects, &|r| {
+        if crate::git_dirs::plain(r) {
+            return None;
+        }
         crate::git_dirs::locate(r)
             .filter(|l| l.by_git)
             .map(|l| efr_policy::config::RepoGitDirs {

@@ -623,32 +623,33 @@ impl Call<'_> {
         ))
     }
 
-    fn unlink(&mut self, dirfd: i32, addr: u64, flags: i32) -> Reply {
-        let at = match self.at_nofollow(dirfd, addr) {
-            Ok(a) => a,
-            Err(e) => return Reply::Err(e),
-        };
+    /// The path argument at `addr` (from `dirfd`, its last link not followed), checked for
+    /// `act`: what the simple calls (remove, mkdir, mknod, symlink) act on.
+    fn checked_at(&mut self, what: &str, dirfd: i32, addr: u64, act: Act) -> Result<At, Reply> {
+        let at = self.at_nofollow(dirfd, addr).map_err(Reply::Err)?;
         if !self.valid() {
-            return Reply::None;
+            return Err(Reply::None);
         }
-        if let Err(e) = self.check("remove", &at.path, Act::Remove) {
-            return Reply::Err(e);
+        self.check(what, &at.path, act).map_err(Reply::Err)?;
+        Ok(at)
+    }
+
+    fn unlink(&mut self, dirfd: i32, addr: u64, flags: i32) -> Reply {
+        match self.checked_at("remove", dirfd, addr, Act::Remove) {
+            Ok(at) => result(sys::unlinkat(
+                at.dir.as_fd(),
+                &at.name,
+                flags & libc::AT_REMOVEDIR,
+            )),
+            Err(r) => r,
         }
-        let r = sys::unlinkat(at.dir.as_fd(), &at.name, flags & libc::AT_REMOVEDIR);
-        result(r)
     }
 
     fn mkdir(&mut self, dirfd: i32, addr: u64, mode: u32) -> Reply {
-        let at = match self.at_nofollow(dirfd, addr) {
-            Ok(a) => a,
-            Err(e) => return Reply::Err(e),
+        let at = match self.checked_at("mkdir", dirfd, addr, Act::Mkdir) {
+            Ok(at) => at,
+            Err(r) => return r,
         };
-        if !self.valid() {
-            return Reply::None;
-        }
-        if let Err(e) = self.check("mkdir", &at.path, Act::Mkdir) {
-            return Reply::Err(e);
-        }
         let r = with_umask(self.tid(), || sys::mkdirat(at.dir.as_fd(), &at.name, mode));
         if r.is_ok() && self.sup.made.len() < MAX_MADE && under_git(&at.path) {
             if let Ok(st) = sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW) {
@@ -659,19 +660,12 @@ impl Call<'_> {
     }
 
     fn mknod(&mut self, dirfd: i32, addr: u64, mode: u32, dev: u64) -> Reply {
-        let at = match self.at_nofollow(dirfd, addr) {
-            Ok(a) => a,
-            Err(e) => return Reply::Err(e),
-        };
-        if !self.valid() {
-            return Reply::None;
+        match self.checked_at("mknod", dirfd, addr, Act::Create) {
+            Ok(at) => result(with_umask(self.tid(), || {
+                sys::mknodat(at.dir.as_fd(), &at.name, mode, dev)
+            })),
+            Err(r) => r,
         }
-        if let Err(e) = self.check("mknod", &at.path, Act::Create) {
-            return Reply::Err(e);
-        }
-        result(with_umask(self.tid(), || {
-            sys::mknodat(at.dir.as_fd(), &at.name, mode, dev)
-        }))
     }
 
     fn symlink(&mut self, taddr: u64, dirfd: i32, addr: u64) -> Reply {
@@ -679,17 +673,10 @@ impl Call<'_> {
             Ok(t) => t,
             Err(e) => return Reply::Err(e),
         };
-        let at = match self.at_nofollow(dirfd, addr) {
-            Ok(a) => a,
-            Err(e) => return Reply::Err(e),
-        };
-        if !self.valid() {
-            return Reply::None;
+        match self.checked_at("symlink", dirfd, addr, Act::Create) {
+            Ok(at) => result(sys::symlinkat(&target, at.dir.as_fd(), &at.name)),
+            Err(r) => r,
         }
-        if let Err(e) = self.check("symlink", &at.path, Act::Create) {
-            return Reply::Err(e);
-        }
-        result(sys::symlinkat(&target, at.dir.as_fd(), &at.name))
     }
 
     fn chmod(&mut self, dirfd: i32, addr: u64, mode: u32, flags: i32) -> Reply {
