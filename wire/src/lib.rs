@@ -13,6 +13,7 @@ pub mod fixtures;
 pub mod frame;
 pub mod launch;
 pub mod mode;
+pub mod pattern;
 pub mod rpc;
 pub mod schema;
 mod serde_util;

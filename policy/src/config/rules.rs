@@ -1,6 +1,5 @@
 //! Path rules of the config: how one is written, checked, expanded and matched.
 
-use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -89,26 +88,20 @@ pub(crate) fn check_path(text: &str, shape: RuleShape) -> Result<(), String> {
 
 /// Whether the relative pattern (components with `*` inside one component and `**` for
 /// any number of components) matches `rel` or one of its ancestors: a rule for a directory
-/// covers what is below it.
+/// covers what is below it (`efr_sandbox_wire::pattern`, the launcher's syntax too).
 pub(crate) fn pattern_covers(pattern: &Path, rel: &Path) -> bool {
-    let pat: Vec<&OsStr> = pattern
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect();
-    let rel: Vec<&OsStr> = rel
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n),
-            _ => None,
-        })
-        .collect();
-    if pat.is_empty() {
-        return false;
-    }
-    (1..=rel.len()).any(|n| match_components(&pat, &rel[..n]))
+    let normal = |p: &Path| -> Vec<Vec<u8>> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.as_bytes().to_vec()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (pat, rel) = (normal(pattern), normal(rel));
+    let pat: Vec<&[u8]> = pat.iter().map(Vec::as_slice).collect();
+    let rel: Vec<&[u8]> = rel.iter().map(Vec::as_slice).collect();
+    efr_sandbox_wire::pattern::covers_components(&pat, &rel)
 }
 
 /// Whether a pattern holds a wildcard.
@@ -116,45 +109,7 @@ pub(crate) fn is_pattern(text: &Path) -> bool {
     text.as_os_str().as_bytes().contains(&b'*')
 }
 
-fn match_components(pat: &[&OsStr], path: &[&OsStr]) -> bool {
-    match pat.split_first() {
-        None => path.is_empty(),
-        Some((first, rest)) if first.as_bytes() == b"**" => {
-            (0..=path.len()).any(|skip| match_components(rest, &path[skip..]))
-        }
-        Some((first, rest)) => match path.split_first() {
-            Some((p, prest)) => {
-                wildcard(first.as_bytes(), p.as_bytes()) && match_components(rest, prest)
-            }
-            None => false,
-        },
-    }
-}
-
-/// `*` matches any run of bytes; everything else matches itself.
-pub(crate) fn wildcard(pat: &[u8], text: &[u8]) -> bool {
-    let (mut p, mut t) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pat.len() && pat[p] == b'*' {
-            star = Some((p, t));
-            p += 1;
-        } else if p < pat.len() && pat[p] == text[t] {
-            p += 1;
-            t += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    while p < pat.len() && pat[p] == b'*' {
-        p += 1;
-    }
-    p == pat.len()
-}
+pub(crate) use efr_sandbox_wire::pattern::wildcard;
 
 #[cfg(test)]
 mod tests {
