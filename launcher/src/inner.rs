@@ -233,7 +233,6 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             fail(format!("init dropping capabilities: {e}"));
         }
     }
-    let mut supervisor = None;
     if let Some((init_end, line_end)) = sup_pair {
         drop(line_end);
         match crate::supervise::receive(&init_end) {
@@ -242,7 +241,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                 l,
                 report_fd,
             ) {
-                Ok(s) => supervisor = Some(s),
+                // Its own thread, blocked in the receive: one wake-up per supervised call
+                // and nothing else in its way (the init's loop below goes on as before).
+                Ok(s) => {
+                    if let Err(e) = s.spawn() {
+                        let _ = sys::kill(main, libc::SIGKILL);
+                        report(report_fd, &format!("setup_error {e}"));
+                    }
+                }
                 Err(e) => {
                     // The line waits on its first write; end it rather than let it run
                     // unsupervised.
@@ -276,25 +282,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         if status.is_some() {
             break;
         }
-        let mut fds = vec![(sig_r, libc::POLLIN)];
-        if let Some(s) = &supervisor {
-            fds.push((s.fd(), libc::POLLIN));
-        }
-        let rev = sys::poll(&fds, -1).unwrap_or_default();
-        if rev.get(1).is_some_and(|r| r & libc::POLLIN != 0) {
-            if let Some(s) = &mut supervisor {
-                s.serve_one();
-            }
-        } else if rev
-            .get(1)
-            .is_some_and(|r| r & (libc::POLLHUP | libc::POLLERR) != 0)
-        {
-            // Every process that had the filter is gone.
-            supervisor = None;
-        }
-        if rev.first().is_none_or(|r| r & libc::POLLIN == 0) {
-            continue;
-        }
+        let _ = sys::poll(&[(sig_r, libc::POLLIN)], -1);
         let mut buf = [0u8; 64];
         if let Ok(n) = sys::read(sig_r, &mut buf) {
             for pair in buf[..n].chunks_exact(2) {

@@ -36,7 +36,7 @@ pub struct SuperviseSpec {
     pub names: Vec<String>,
 }
 
-/// At most this many refusals are reported (the rest only counted).
+/// At most this many distinct refused paths are reported.
 const MAX_REPORTED: usize = 256;
 /// At most this many directories made by the call are remembered (for the exceptions of
 /// [`rules`]: the config of a git dir the call made).
@@ -46,6 +46,8 @@ const MAX_MADE: usize = 1 << 16;
 #[derive(Debug)]
 pub struct Supervisor {
     listener: OwnedFd,
+    /// `/` of the view, for absolute paths.
+    root: OwnedFd,
     rules: Rules,
     /// (dev, ino) of the directories this call made under a `.git`.
     made: HashSet<(u64, u64)>,
@@ -53,7 +55,6 @@ pub struct Supervisor {
     linked: HashSet<(u64, u64)>,
     report_fd: RawFd,
     reported: HashSet<Vec<u8>>,
-    refused: usize,
 }
 
 /// Whether this kernel can supervise: user notification with ADDFD_FLAG_SEND (5.14).
@@ -106,33 +107,40 @@ impl Supervisor {
     pub fn new(spec: &SuperviseSpec, listener: OwnedFd, report_fd: RawFd) -> Result<Self, String> {
         let rules = Rules::new(&spec.roots, &spec.paths, &spec.names)?;
         let linked = ops::linked_protected(&rules);
+        let root = ops::root_fd().map_err(|e| format!("the view's root: errno {e}"))?;
         Ok(Supervisor {
             listener,
+            root,
             rules,
             made: HashSet::new(),
             linked,
             report_fd,
             reported: HashSet::new(),
-            refused: 0,
         })
     }
 
-    /// The listener's fd, for the init's poll.
-    pub fn fd(&self) -> RawFd {
-        use std::os::fd::AsRawFd;
-        self.listener.as_raw_fd()
-    }
-
-    /// Serves one pending notification.
-    pub fn serve_one(&mut self) {
-        let Ok(n) = sys::notif_recv(self.listener.as_fd()) else {
-            return;
-        };
-        ops::serve(self, &n);
+    /// Serves the call's notifications on a thread of its own until the init ends. The
+    /// listener wakes that thread on the CPU of the caller
+    /// (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`, 6.6; without it, as any wake-up).
+    pub fn spawn(mut self) -> Result<(), String> {
+        sys::notif_sync_wake_up(self.listener.as_fd());
+        std::thread::Builder::new()
+            .name("efr-supervise".into())
+            .spawn(move || {
+                loop {
+                    match sys::notif_recv(self.listener.as_fd()) {
+                        Ok(n) => ops::serve(&mut self, &n),
+                        // The caller died before its call was read; go on.
+                        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => {}
+                        Err(_) => return,
+                    }
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| format!("supervisor thread: {e}"))
     }
 
     fn refuse(&mut self, what: &str, path: &[u8], why: &rules::Refusal) {
-        self.refused += 1;
         if self.reported.len() >= MAX_REPORTED || !self.reported.insert(path.to_vec()) {
             return;
         }

@@ -114,6 +114,11 @@ impl Call<'_> {
         self.n.data.args[i]
     }
 
+    /// The root of the call's view (the init's own: the call cannot change its root).
+    fn root(&self) -> Result<OwnedFd, i32> {
+        self.sup.root.try_clone().map_err(errno)
+    }
+
     fn valid(&self) -> bool {
         sys::notif_id_valid(self.sup.listener.as_fd(), self.n.id)
     }
@@ -147,7 +152,7 @@ impl Call<'_> {
     fn dir(&self, dirfd: i32) -> Result<OwnedFd, i32> {
         if dirfd == libc::AT_FDCWD {
             let p = c(format!("/proc/{}/cwd", self.tid()).as_bytes())?;
-            return sys::openat(root_fd()?.as_fd(), &p, libc::O_PATH | libc::O_DIRECTORY, 0)
+            return sys::openat(sys::at_fdcwd(), &p, libc::O_PATH | libc::O_DIRECTORY, 0)
                 .map_err(errno);
         }
         self.fd(dirfd)
@@ -197,7 +202,7 @@ impl Call<'_> {
         }
         let mut path = self.own_proc(path);
         let mut start = if path[0] == b'/' {
-            root_fd()?
+            self.root()?
         } else {
             self.dir(dirfd)?
         };
@@ -233,10 +238,10 @@ impl Call<'_> {
                     libc::RESOLVE_NO_MAGICLINKS,
                 )
                 .map_err(errno)?;
-                if sys::fs_type(d.as_fd()).ok() == Some(libc::PROC_SUPER_MAGIC) {
+                let p = sys::fd_path(d.as_fd()).map_err(errno)?;
+                if in_proc(&p) {
                     return Err(libc::EACCES);
                 }
-                let p = sys::fd_path(d.as_fd()).map_err(errno)?;
                 return Ok(Target::At(At {
                     dir: d,
                     name: dot(),
@@ -247,7 +252,7 @@ impl Call<'_> {
             if follow || trailing {
                 if let Ok(st) = sys::fstatat(dir.as_fd(), &cname, libc::AT_SYMLINK_NOFOLLOW) {
                     if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
-                        if sys::fs_type(dir.as_fd()).ok() == Some(libc::PROC_SUPER_MAGIC) {
+                        if sys::fd_path(dir.as_fd()).is_ok_and(|p| in_proc(&p)) {
                             return self.proc_fd(&dir, name).map(Target::ProcFd);
                         }
                         let target = sys::readlinkat(dir.as_fd(), &cname).map_err(errno)?;
@@ -258,17 +263,18 @@ impl Call<'_> {
                         if trailing {
                             next.push(b'/');
                         }
-                        start = if next[0] == b'/' { root_fd()? } else { dir };
+                        start = if next[0] == b'/' { self.root()? } else { dir };
                         path = self.own_proc(&next);
                         continue;
                     }
                 }
             }
-            // Nothing else in /proc: the init would open it as itself (`/proc/1/mem`).
-            if sys::fs_type(dir.as_fd()).ok() == Some(libc::PROC_SUPER_MAGIC) {
+            let mut p = sys::fd_path(dir.as_fd()).map_err(errno)?;
+            // Nothing else in /proc: the init would open it as itself (`/proc/1/mem`). (The
+            // call's only procfs is its /proc: it can mount none elsewhere.)
+            if in_proc(&p) {
                 return Err(libc::EACCES);
             }
-            let mut p = sys::fd_path(dir.as_fd()).map_err(errno)?;
             if p != b"/" {
                 p.push(b'/');
             }
@@ -435,7 +441,7 @@ impl Call<'_> {
 
     fn dir_or_root(&self, dirfd: i32, path: &[u8]) -> Result<OwnedFd, i32> {
         if path.first() == Some(&b'/') {
-            root_fd()
+            self.root()
         } else {
             self.dir(dirfd)
         }
@@ -760,6 +766,11 @@ fn is_reg(f: BorrowedFd<'_>) -> bool {
     sys::fstat(f).is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFREG)
 }
 
+/// Whether `p` is `/proc` or below it.
+fn in_proc(p: &[u8]) -> bool {
+    p == b"/proc" || p.starts_with(b"/proc/")
+}
+
 /// Devices that open at once, whoever opens them (or fail at once).
 fn quick_device(p: &[u8]) -> bool {
     matches!(
@@ -773,7 +784,7 @@ fn under_git(p: &[u8]) -> bool {
     p.split(|&b| b == b'/').any(|c| c == b".git")
 }
 
-fn root_fd() -> Result<OwnedFd, i32> {
+pub(super) fn root_fd() -> Result<OwnedFd, i32> {
     sys::openat(sys::at_fdcwd(), c"/", libc::O_PATH | libc::O_DIRECTORY, 0).map_err(errno)
 }
 

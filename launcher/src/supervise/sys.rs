@@ -76,6 +76,19 @@ pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
     Ok(n)
 }
 
+/// Asks the kernel to wake the receiver on the notifying task's CPU; ignored where the
+/// kernel does not know the flag.
+pub fn notif_sync_wake_up(listener: BorrowedFd<'_>) {
+    // SAFETY: SECCOMP_IOCTL_NOTIF_SET_FLAGS takes its flags as the integer argument.
+    let _ = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            1 as libc::c_ulong, // SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+        )
+    };
+}
+
 /// Answers notification `id`: the call returns `val`, or fails with `errno` when not 0.
 pub fn notif_send(listener: BorrowedFd<'_>, id: u64, val: i64, errno: i32) -> io::Result<()> {
     let mut r = libc::seccomp_notif_resp {
@@ -226,15 +239,6 @@ pub fn fstatat(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> io::Result<libc:
     // SAFETY: `name` is NUL-terminated; the kernel writes one `stat` through the pointer.
     check(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), &mut st, flags) })?;
     Ok(st)
-}
-
-/// The file system magic of the file behind `fd`.
-pub fn fs_type(fd: BorrowedFd<'_>) -> io::Result<i64> {
-    // SAFETY: `statfs` is plain data; all zeroes is a valid value.
-    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: the kernel writes one `statfs` through the pointer, a live one.
-    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut s) })?;
-    Ok(s.f_type as i64)
 }
 
 /// The target of the link `name` in `dir` (bytes, at most 4096).
