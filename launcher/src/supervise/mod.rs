@@ -20,6 +20,7 @@ pub mod rules;
 mod sys;
 
 use std::collections::HashSet;
+use std::sync::Mutex;
 use std::os::fd::{AsFd, OwnedFd, RawFd};
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,8 @@ pub struct SuperviseSpec {
     pub names: Vec<String>,
 }
 
+/// The threads that receive the call's notifications.
+const THREADS: usize = 2;
 /// At most this many distinct refused paths are reported.
 const MAX_REPORTED: usize = 256;
 /// At most this many directories made by the call are remembered (for the exceptions of
@@ -50,11 +53,11 @@ pub struct Supervisor {
     root: OwnedFd,
     rules: Rules,
     /// (dev, ino) of the directories this call made under a `.git`.
-    made: HashSet<(u64, u64)>,
+    made: Mutex<HashSet<(u64, u64)>>,
     /// (dev, ino) of the protected files that had more than one link at launch.
     linked: HashSet<(u64, u64)>,
     report_fd: RawFd,
-    reported: HashSet<Vec<u8>>,
+    reported: Mutex<HashSet<Vec<u8>>>,
 }
 
 /// Whether this kernel can supervise: user notification with ADDFD_FLAG_SEND (5.14).
@@ -112,37 +115,47 @@ impl Supervisor {
             listener,
             root,
             rules,
-            made: HashSet::new(),
+            made: Mutex::new(HashSet::new()),
             linked,
             report_fd,
-            reported: HashSet::new(),
+            reported: Mutex::new(HashSet::new()),
         })
     }
 
-    /// Serves the call's notifications on a thread of its own until the init ends. The
-    /// listener wakes that thread on the CPU of the caller
-    /// (`SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`, 6.6; without it, as any wake-up).
-    pub fn spawn(mut self) -> Result<(), String> {
+    /// Serves the call's notifications on [`THREADS`] threads of its own, each blocked in
+    /// the receive, until the init ends: calls made at once by several processes or threads
+    /// of the line (npm's thread pool, `make -j`) wait for no one else. The init's umask is
+    /// set to 0 first: modes are masked with each caller's own.
+    pub fn spawn(self) -> Result<(), String> {
+        sys::umask(0);
+        // A caller wakes a receiver on its own CPU (`SYNC_WAKE_UP`, 6.6; else as usual).
         sys::notif_sync_wake_up(self.listener.as_fd());
-        std::thread::Builder::new()
-            .name("efr-supervise".into())
-            .spawn(move || {
-                loop {
-                    match sys::notif_recv(self.listener.as_fd()) {
-                        Ok(n) => ops::serve(&mut self, &n),
-                        // The caller died before its call was read; go on.
-                        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => {}
-                        Err(_) => return,
+        let me = std::sync::Arc::new(self);
+        for i in 0..THREADS {
+            let me = me.clone();
+            std::thread::Builder::new()
+                .name(format!("efr-supervise-{i}"))
+                .spawn(move || {
+                    loop {
+                        match sys::notif_recv(me.listener.as_fd()) {
+                            Ok(n) => ops::serve(&me, &n),
+                            // The caller died before its call was read; go on.
+                            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => {}
+                            Err(_) => return,
+                        }
                     }
-                }
-            })
-            .map(|_| ())
-            .map_err(|e| format!("supervisor thread: {e}"))
+                })
+                .map_err(|e| format!("supervisor thread: {e}"))?;
+        }
+        Ok(())
     }
 
-    fn refuse(&mut self, what: &str, path: &[u8], why: &rules::Refusal) {
-        if self.reported.len() >= MAX_REPORTED || !self.reported.insert(path.to_vec()) {
-            return;
+    fn refuse(&self, what: &str, path: &[u8], why: &rules::Refusal) {
+        {
+            let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+            if reported.len() >= MAX_REPORTED || !reported.insert(path.to_vec()) {
+                return;
+            }
         }
         let why = match why {
             rules::Refusal::Protected(r) => format!("protected by {r}"),

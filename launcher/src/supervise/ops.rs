@@ -67,28 +67,30 @@ fn tgid(tid: libc::pid_t) -> Option<libc::pid_t> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// The caller's umask.
+/// The caller's umask, from the head of `/proc/TID/status` (one read; `Umask:` is its
+/// second line).
 fn umask_of(tid: libc::pid_t) -> u32 {
-    std::fs::read_to_string(format!("/proc/{tid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
+    use std::io::Read;
+    let mut buf = [0u8; 512];
+    let n = std::fs::File::open(format!("/proc/{tid}/status"))
+        .and_then(|mut f| f.read(&mut buf))
+        .unwrap_or(0);
+    buf[..n]
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"Umask:"))
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
         .unwrap_or(0o022)
 }
 
-/// Runs `f` with the caller's umask in force.
-fn with_umask<T>(tid: libc::pid_t, f: impl FnOnce() -> T) -> T {
-    let old = sys::umask(umask_of(tid));
-    let r = f();
-    sys::umask(old);
-    r
+/// `mode` as the caller's umask leaves it (the init's own umask is 0: its threads make
+/// calls for several callers at once, and a umask is the whole process's).
+fn masked(tid: libc::pid_t, mode: u32) -> u32 {
+    mode & !umask_of(tid)
 }
 
 struct Call<'a> {
-    sup: &'a mut Supervisor,
+    sup: &'a Supervisor,
     n: &'a libc::seccomp_notif,
 }
 
@@ -119,6 +121,9 @@ impl Call<'_> {
         self.sup.root.try_clone().map_err(errno)
     }
 
+    /// Whether the caller still waits in this call. (Only a caller that died since is
+    /// not: its path was read from a process of the same call, which could make the same
+    /// call itself, so this guards against wasted work, not against a privilege.)
     fn valid(&self) -> bool {
         sys::notif_id_valid(self.sup.listener.as_fd(), self.n.id)
     }
@@ -316,9 +321,11 @@ impl Call<'_> {
     }
 
     fn check(&mut self, what: &str, path: &[u8], act: Act) -> Result<(), i32> {
-        match self.sup.rules.check(path, act, &self.sup.made) {
+        let made = self.sup.made.lock().unwrap_or_else(|e| e.into_inner());
+        match self.sup.rules.check(path, act, &*made) {
             Ok(()) => Ok(()),
             Err(r) => {
+                drop(made);
                 self.sup.refuse(what, path, &r);
                 Err(libc::EROFS)
             }
@@ -366,7 +373,7 @@ impl Call<'_> {
             // is checked.
             let r = self.dir_or_root(dirfd, &path).and_then(|d| {
                 let cp = c(&path)?;
-                with_umask(self.tid(), || sys::openat(d.as_fd(), &cp, flags, mode)).map_err(errno)
+                sys::openat(d.as_fd(), &cp, flags, masked(self.tid(), mode)).map_err(errno)
             });
             return match r {
                 Ok(f) => Reply::Fd(f, cloexec),
@@ -415,9 +422,8 @@ impl Call<'_> {
                     return self.open_on_thread(at, flags, mode, cloexec);
                 }
                 let open_flags = (flags & !libc::O_TRUNC) | libc::O_NOFOLLOW | libc::O_NOCTTY;
-                let r = with_umask(self.tid(), || {
-                    sys::openat(at.dir.as_fd(), &at.name, open_flags, mode)
-                });
+                let mode = if creat { masked(self.tid(), mode) } else { mode };
+                let r = sys::openat(at.dir.as_fd(), &at.name, open_flags, mode);
                 let f = match r {
                     Ok(f) => f,
                     Err(e) => return Reply::Err(errno(e)),
@@ -656,10 +662,13 @@ impl Call<'_> {
             Ok(at) => at,
             Err(r) => return r,
         };
-        let r = with_umask(self.tid(), || sys::mkdirat(at.dir.as_fd(), &at.name, mode));
-        if r.is_ok() && self.sup.made.len() < MAX_MADE && under_git(&at.path) {
+        let r = sys::mkdirat(at.dir.as_fd(), &at.name, masked(self.tid(), mode));
+        if r.is_ok() && under_git(&at.path) {
             if let Ok(st) = sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW) {
-                self.sup.made.insert((st.st_dev, st.st_ino));
+                let mut made = self.sup.made.lock().unwrap_or_else(|e| e.into_inner());
+                if made.len() < MAX_MADE {
+                    made.insert((st.st_dev, st.st_ino));
+                }
             }
         }
         result(r)
@@ -667,9 +676,12 @@ impl Call<'_> {
 
     fn mknod(&mut self, dirfd: i32, addr: u64, mode: u32, dev: u64) -> Reply {
         match self.checked_at("mknod", dirfd, addr, Act::Create) {
-            Ok(at) => result(with_umask(self.tid(), || {
-                sys::mknodat(at.dir.as_fd(), &at.name, mode, dev)
-            })),
+            Ok(at) => result(sys::mknodat(
+                at.dir.as_fd(),
+                &at.name,
+                masked(self.tid(), mode),
+                dev,
+            )),
             Err(r) => r,
         }
     }
@@ -819,7 +831,7 @@ pub fn linked_protected(rules: &Rules) -> HashSet<(u64, u64)> {
 }
 
 /// Serves notification `n`.
-pub fn serve(sup: &mut Supervisor, n: &libc::seccomp_notif) {
+pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
     let nr = i64::from(n.data.nr);
     let mut call = Call { sup, n };
     let a = |i: usize| call.arg(i);
