@@ -902,6 +902,66 @@ mod tests {
     }
 
     #[test]
+    fn git_dirs_read_as_git_reads_them() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let b = std::fs::canonicalize(d.path()).unwrap_or_else(|e| panic!("{e}"));
+        let repo = |p: &Path| {
+            std::fs::create_dir_all(p.join("objects")).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(p.join("refs")).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(p.join("HEAD"), "ref: refs/heads/main\n")
+                .unwrap_or_else(|e| panic!("{e}"));
+        };
+        let w = b.join("w");
+        std::fs::create_dir_all(b.join("a/x/y")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("a/x/y", b.join("l")).unwrap_or_else(|e| panic!("{e}"));
+        // Git's dir and the one a wrong reading lands in.
+        for r in ["w/ in", "w/in", "a/x/t", "t", "t\u{fffd}"] {
+            repo(&b.join(r));
+        }
+        repo(&b.join(OsStr::from_bytes(b"t\xff")));
+        let dotgit = w.join(".git");
+        let found = |text: &[u8]| {
+            std::fs::write(&dotgit, text).unwrap_or_else(|e| panic!("{e}"));
+            match lookup_git_dir(&w) {
+                GitLookup::Found(g) => Some(g.git_dir),
+                _ => None,
+            }
+        };
+        // A leading blank is part of the path; only LF and CR come off the end.
+        assert_eq!(found(b"gitdir:  in\r\n"), Some(w.join(" in")));
+        // `..` after a link: where the link leads, not lexically.
+        assert_eq!(found(b"gitdir: ../l/../t\n"), Some(b.join("a/x/t")));
+        // Bytes that are not UTF-8.
+        assert_eq!(
+            found(b"gitdir: ../t\xff\n"),
+            Some(b.join(OsStr::from_bytes(b"t\xff")))
+        );
+        // What git refuses is unknown, never a dir.
+        for text in [
+            &b"gitdir:in\n"[..],
+            b"gitdir: in \n",
+            b"GITDIR: in",
+            b"",
+            b"gitdir: \n",
+        ] {
+            assert_eq!(found(text), None, "{}", String::from_utf8_lossy(text));
+            assert!(matches!(lookup_git_dir(&w), GitLookup::Unknown { .. }));
+        }
+        // A commondir: blanks kept, a dir that is not a git dir unknown.
+        std::fs::write(&dotgit, "gitdir: in\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(w.join("in/commondir"), " in\n").unwrap_or_else(|e| panic!("{e}"));
+        repo(&w.join("in/ in"));
+        let common = |l| match l {
+            GitLookup::Found(g) => Some(g.common),
+            _ => None,
+        };
+        assert_eq!(common(lookup_git_dir(&w)), Some(w.join("in/ in")));
+        std::fs::create_dir_all(b.join("plain")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(w.join("in/commondir"), "../../plain").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(common(lookup_git_dir(&w)), None);
+    }
+
+    #[test]
     fn strip_config_keeps_other_lines_as_bytes() {
         let text = b"[core]\n\tbare = false\n\tfsmonitor = \"x\"\n[user]\n\tname = a\\\n b\n[alias] st = !x \\\n  y\n[remote \"o\xffx\"]\n\turl = h\n";
         let (kept, removed) = strip_config(text, |k, _| {
