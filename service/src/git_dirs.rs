@@ -25,9 +25,11 @@
 //! (`core.hooksPath` is not overridden for `rev-parse`: its answer is the point, and
 //! `rev-parse` runs no hook.)
 //!
-//! When git is missing or fails (not a repository git accepts, a repository owned by
-//! someone else), [`locate`] and [`config_files`] fall back to the built-in reader of
-//! `efr_policy::classify::git` and say so.
+//! When git is missing or its answer cannot be read, [`lookup`] and [`config_files`] fall
+//! back to the built-in reader of `efr_policy::classify::git` and say so. That reader
+//! follows git's rules for `.git` files and `commondir` (checked against git by
+//! `tests/git_dirs_diff.rs` and the `git_dirs` fuzz target) and answers "unknown" where it
+//! cannot tell them as git would: never a different dir.
 
 use std::ffi::OsStr;
 use std::io::Read;
@@ -151,10 +153,11 @@ pub fn plain(repo: &Path) -> bool {
     }
 }
 
-/// The git dirs of the repository at `repo` (a directory holding `.git`), as git finds
-/// them; by the built-in reader when git cannot say.
-pub fn locate(repo: &Path) -> Option<Located> {
-    if let Some(out) = run(
+/// The git dirs of the repository at `repo` (a directory holding `.git`) as git itself
+/// says; None when git is missing, refuses the repository or its answer cannot be read (a
+/// path with a newline).
+pub fn ask_git(repo: &Path) -> Option<Located> {
+    let out = run(
         repo,
         &[
             "rev-parse",
@@ -164,36 +167,74 @@ pub fn locate(repo: &Path) -> Option<Located> {
             "--git-path",
             "hooks",
         ],
-    ) {
-        let lines: Vec<&[u8]> = out
-            .strip_suffix(b"\n")
-            .unwrap_or(&out)
-            .split(|b| *b == b'\n')
-            .collect();
-        // A path with a newline in it makes more lines: then git's answer cannot be read.
-        if let [g, c, h] = lines[..] {
-            if g.starts_with(b"/") && c.starts_with(b"/") && h.starts_with(b"/") {
-                return Some(Located {
-                    git_dir: path_of(g),
-                    common: path_of(c),
-                    hooks: path_of(h),
-                    by_git: true,
-                });
-            }
+    )?;
+    let lines: Vec<&[u8]> = out
+        .strip_suffix(b"\n")
+        .unwrap_or(&out)
+        .split(|b| *b == b'\n')
+        .collect();
+    // A path with a newline in it makes more lines: then git's answer cannot be read.
+    match lines[..] {
+        [g, c, h] if g.starts_with(b"/") && c.starts_with(b"/") && h.starts_with(b"/") => {
+            Some(Located {
+                git_dir: path_of(g),
+                common: path_of(c),
+                hooks: path_of(h),
+                by_git: true,
+            })
         }
+        _ => None,
     }
-    if available() && std::fs::symlink_metadata(repo.join(".git")).is_ok() {
+}
+
+/// What is known of the git dirs of a repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Its git dirs, by git or by the built-in reader (git's rules).
+    Found(Located),
+    /// A `.git` whose git dirs git could not say and the built-in reader cannot tell the
+    /// way git would: to be treated conservatively.
+    Unknown,
+    /// No repository git would use.
+    NotFound,
+}
+
+/// The git dirs of the repository at `repo` (a directory holding `.git`), as git finds
+/// them; by the built-in reader when git cannot say (and [`Lookup::Unknown`] where that
+/// reader cannot tell them as git would).
+pub fn lookup(repo: &Path) -> Lookup {
+    use efr_policy::classify::git::{GitLookup, lookup_git_dir};
+    if let Some(l) = ask_git(repo) {
+        return Lookup::Found(l);
+    }
+    if available()
+        && std::fs::symlink_metadata(repo.join(".git")).is_ok()
+        && run(repo, &["rev-parse", "--git-dir"]).is_none()
+    {
         // Git runs: when it says this is no repository it would use, there is none.
-        run(repo, &["rev-parse", "--git-dir"])?;
+        return Lookup::NotFound;
     }
-    let d = efr_policy::classify::git::find_git_dir(repo)?;
-    let hooks = d.common.join("hooks");
-    Some(Located {
-        git_dir: d.git_dir,
-        common: d.common,
-        hooks,
-        by_git: false,
-    })
+    match lookup_git_dir(repo) {
+        GitLookup::Found(d) => {
+            let hooks = d.common.join("hooks");
+            Lookup::Found(Located {
+                git_dir: d.git_dir,
+                common: d.common,
+                hooks,
+                by_git: false,
+            })
+        }
+        GitLookup::Unknown { .. } => Lookup::Unknown,
+        GitLookup::NotFound => Lookup::NotFound,
+    }
+}
+
+/// The git dirs of the repository at `repo`, when known ([`lookup`]).
+pub fn locate(repo: &Path) -> Option<Located> {
+    match lookup(repo) {
+        Lookup::Found(l) => Some(l),
+        Lookup::Unknown | Lookup::NotFound => None,
+    }
 }
 
 /// Every key git reads for the repository at `repo` from its own files (not the system or

@@ -306,6 +306,32 @@ impl Guard<'_> {
         Some(loc)
     }
 
+    /// A repository whose git dirs neither git nor the built-in reader can tell: a `.git`
+    /// file or link the call wrote is moved aside, as is a `commondir` it wrote in a `.git`
+    /// dir; else it is reported as not checked.
+    fn unknown(&mut self, repo: &Path) {
+        self.fallback = true;
+        let dotgit = repo.join(".git");
+        let is_dir = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_dir());
+        let commondir = dotgit.join("commondir");
+        let why = "git could not say which git dirs it names, nor can efr's reader";
+        if !is_dir && !protected(&dotgit, self.view) && changed_since(&dotgit, self.since_ms) {
+            let to = free_name(repo, ".git.efr-quarantine");
+            let done = std::fs::rename(&dotgit, &to).map(|()| to);
+            self.report(&dotgit, done, &format!("written by the call, {why}"));
+        } else if is_dir
+            && std::fs::symlink_metadata(&commondir).is_ok()
+            && !protected(&commondir, self.view)
+            && changed_since(&commondir, self.since_ms)
+        {
+            let done = move_aside(&dotgit, &commondir);
+            self.report(&commondir, done, &format!("written by the call, {why}"));
+        } else {
+            self.out
+                .push(format!("{}: {why}; not checked", dotgit.display()));
+        }
+    }
+
     fn report(&mut self, what: &Path, done: std::io::Result<PathBuf>, why: &str) {
         self.out.push(match done {
             Ok(to) => format!("{}: {why}, moved to {}", what.display(), to.display()),
@@ -315,8 +341,15 @@ impl Guard<'_> {
 
     fn repository(&mut self, repo: &Path) {
         let dotgit = repo.join(".git");
-        let Some(mut loc) = self.locate(repo) else {
-            return;
+        let mut loc = match git_dirs::lookup(repo) {
+            git_dirs::Lookup::Found(l) => {
+                if !l.by_git {
+                    self.fallback = true;
+                }
+                l
+            }
+            git_dirs::Lookup::Unknown => return self.unknown(repo),
+            git_dirs::Lookup::NotFound => return,
         };
         // A `commondir` the call wrote points git at another dir's config and hooks. In a
         // main repository (a `.git` dir) git has no use for one; in any git dir, one that

@@ -332,6 +332,21 @@ impl Call<'_> {
         }
     }
 
+    /// The inode check alone (see [`Self::check_file`]).
+    fn check_linked(&mut self, what: &str, f: BorrowedFd<'_>) -> Result<(), i32> {
+        let st = sys::fstat(f).map_err(errno)?;
+        if st.st_nlink > 1 && self.sup.linked.contains(&(st.st_dev, st.st_ino)) {
+            let p = sys::fd_path(f).unwrap_or_default();
+            self.sup.refuse(
+                what,
+                &p,
+                &Refusal::Protected("a hard link to a protected file".into()),
+            );
+            return Err(libc::EROFS);
+        }
+        Ok(())
+    }
+
     /// The check of an open file: by its path now, and by inode for a protected file with
     /// several links.
     fn check_file(&mut self, what: &str, f: BorrowedFd<'_>) -> Result<(), i32> {
@@ -428,10 +443,11 @@ impl Call<'_> {
                     Ok(f) => f,
                     Err(e) => return Reply::Err(errno(e)),
                 };
-                // A file that was there is checked again as opened (a link swapped in, a
-                // hard link); one made here now was checked by the name it got.
-                if st.is_some() {
-                    if let Err(e) = self.check_file("open", f.as_fd()) {
+                // The file opened is `name` in the directory checked (O_NOFOLLOW: a link
+                // swapped in fails). A protected file with several links at launch is also
+                // refused by inode, whatever name it is opened by.
+                if st.is_some() && !self.sup.linked.is_empty() {
+                    if let Err(e) = self.check_linked("open", f.as_fd()) {
                         return Reply::Err(e);
                     }
                 }

@@ -1,6 +1,8 @@
 //! Git: the git dir of a work tree, its config (with includes), its remotes, and the
 //! `git_code` a git line would run outside the sandbox (design section 6).
 
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use efr_sandbox_wire::{GitCode, GitCodeItem};
@@ -19,41 +21,231 @@ pub struct GitDirs {
     pub common: PathBuf,
 }
 
-/// The git dirs of the repository `path` is in (walking up).
+/// What the built-in reader makes of the repository a path is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitLookup {
+    /// No `.git` in the directory or any above it.
+    NotFound,
+    /// The git dirs git would use.
+    Found(GitDirs),
+    /// A `.git` at `worktree` whose git dirs the reader cannot tell the way git would (git
+    /// may refuse the repository, or read it in a way the reader does not follow): treat
+    /// the repository conservatively, never as one without git dirs. `candidates`: the
+    /// existing dirs its `.git` file and `commondir` could name, read git's way or
+    /// trimmed (for callers that protect them all).
+    Unknown {
+        worktree: PathBuf,
+        candidates: Vec<PathBuf>,
+    },
+}
+
+/// The git dirs of the repository `path` is in (walking up), when the built-in reader
+/// can tell them ([`lookup_git_dir`] says [`GitLookup::Found`]).
 pub fn find_git_dir(path: &Path) -> Option<GitDirs> {
+    match lookup_git_dir(path) {
+        GitLookup::Found(d) => Some(d),
+        _ => None,
+    }
+}
+
+/// The largest `.git` file git reads (`read_gitfile_gently`).
+const MAX_GITFILE: u64 = 1 << 20;
+
+/// The repository `path` is in (walking up to the first `.git`), read by git's rules
+/// (git 2.47 `setup.c`, `read_gitfile_gently` and `get_common_dir_noenv`, checked against
+/// git by `service/tests/git_dirs_diff.rs`):
+///
+/// - a `.git` file must start with exactly `gitdir: `; only trailing `\n` and `\r` are
+///   taken off (leading and other trailing blanks are part of the path); the path ends at
+///   a NUL byte; a relative one is taken from the directory holding `.git` (not from where
+///   a `.git` link points);
+/// - a `commondir` is read the same way (trailing `\n`/`\r` only, up to a NUL), a relative
+///   one from the git dir; an empty file, a directory or one that cannot be read is an
+///   error to git;
+/// - paths are bytes, not UTF-8, and are resolved as the kernel does (links followed
+///   before `..`: `realpath`), never lexically;
+/// - the git dir must look like one to git (`is_git_directory`): a valid `HEAD`, and
+///   `objects/` and `refs/` in the common dir.
+///
+/// Whatever falls outside these rules is [`GitLookup::Unknown`], never a guess.
+pub fn lookup_git_dir(path: &Path) -> GitLookup {
     let mut cur = Some(normalize(path));
     let mut steps = 0;
     while let Some(dir) = cur {
         steps += 1;
         if steps > 64 {
-            return None;
+            return GitLookup::NotFound;
         }
         let dotgit = dir.join(".git");
-        if let Ok(meta) = std::fs::symlink_metadata(&dotgit) {
-            let git_dir = if meta.is_file() {
-                let text = read_small(&dotgit)?;
-                let rel = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("gitdir:"))?
-                    .trim()
-                    .to_string();
-                normalize(&dir.join(rel))
-            } else {
-                dotgit
-            };
-            let common = match read_small(&git_dir.join("commondir")) {
-                Some(c) => normalize(&git_dir.join(c.trim())),
-                None => git_dir.clone(),
-            };
-            return Some(GitDirs {
-                worktree: dir,
-                git_dir,
-                common,
-            });
+        if std::fs::symlink_metadata(&dotgit).is_ok() {
+            return read_dotgit(dir, &dotgit);
         }
         cur = dir.parent().map(Path::to_path_buf);
     }
-    None
+    GitLookup::NotFound
+}
+
+/// `text` as git takes a path from a `.git` file or `commondir`: without trailing `\n` and
+/// `\r`, up to the first NUL.
+fn git_path_bytes(text: &[u8]) -> &[u8] {
+    let mut t = text;
+    while let Some(r) = t.strip_suffix(b"\n").or_else(|| t.strip_suffix(b"\r")) {
+        t = r;
+    }
+    match t.iter().position(|b| *b == 0) {
+        Some(i) => &t[..i],
+        None => t,
+    }
+}
+
+/// `rel` (bytes) taken from `base` as git does: as it is when absolute, else `base/rel`.
+fn git_join(base: &Path, rel: &[u8]) -> PathBuf {
+    if rel.starts_with(b"/") {
+        PathBuf::from(OsStr::from_bytes(rel))
+    } else {
+        let mut b = base.as_os_str().as_bytes().to_vec();
+        b.push(b'/');
+        b.extend_from_slice(rel);
+        PathBuf::from(OsStr::from_bytes(&b))
+    }
+}
+
+/// The existing dirs `rel` could name from `base`: git's reading and a trimmed one, each
+/// resolved and lexically.
+fn readings(base: &Path, rel: &[u8], out: &mut Vec<PathBuf>) {
+    let git = git_path_bytes(rel);
+    for r in [git, rel.trim_ascii()] {
+        let p = git_join(base, r);
+        for c in [std::fs::canonicalize(&p).ok(), Some(normalize(&p))]
+            .into_iter()
+            .flatten()
+        {
+            if c.is_dir() && !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+}
+
+fn read_dotgit(dir: PathBuf, dotgit: &Path) -> GitLookup {
+    let mut candidates = Vec::new();
+    let unknown = |worktree: PathBuf, mut candidates: Vec<PathBuf>, more: &[&Path]| {
+        for m in more {
+            if let Ok(c) = std::fs::canonicalize(m) {
+                if c.is_dir() && !candidates.contains(&c) {
+                    candidates.push(c);
+                }
+            }
+        }
+        GitLookup::Unknown {
+            worktree,
+            candidates,
+        }
+    };
+    // Git reads `.git` through a link (stat); a dangling one it passes over.
+    let Ok(meta) = std::fs::metadata(dotgit) else {
+        return unknown(dir, candidates, &[]);
+    };
+    let (git_dir, resolved) = if meta.is_file() {
+        if meta.len() > MAX_GITFILE {
+            return unknown(dir, candidates, &[]);
+        }
+        let Ok(text) = std::fs::read(dotgit) else {
+            return unknown(dir, candidates, &[]);
+        };
+        // Relative to the directory holding `.git`, as the kernel finds it.
+        let base = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+        let body = text
+            .strip_prefix(b"gitdir:")
+            .map(|t| t.strip_prefix(b" ").unwrap_or(t));
+        if let Some(b) = body {
+            readings(&base, b, &mut candidates);
+        }
+        let Some(rel) = text.strip_prefix(b"gitdir: ") else {
+            return unknown(dir, candidates, &[]);
+        };
+        if rel.iter().rev().all(|b| matches!(b, b'\n' | b'\r')) {
+            // "no path in gitfile"
+            return unknown(dir, candidates, &[]);
+        }
+        let p = git_join(&base, git_path_bytes(rel));
+        match std::fs::canonicalize(&p) {
+            Ok(c) => (c.clone(), c),
+            Err(_) => return unknown(dir, candidates, &[]),
+        }
+    } else if meta.is_dir() {
+        match std::fs::canonicalize(dotgit) {
+            Ok(c) => (dotgit.to_path_buf(), c),
+            Err(_) => return unknown(dir, candidates, &[]),
+        }
+    } else {
+        return unknown(dir, candidates, &[]);
+    };
+    let cd = resolved.join("commondir");
+    // Git looks for it with lstat (a dangling link is an error to it), reads it through
+    // a link.
+    let common = match std::fs::symlink_metadata(&cd).and_then(|_| std::fs::metadata(&cd)) {
+        Err(_) if std::fs::symlink_metadata(&cd).is_err() => None,
+        Ok(m) if m.is_file() && m.len() > 0 && m.len() <= MAX_GITFILE => match std::fs::read(&cd) {
+            Ok(text) if !text.is_empty() => {
+                readings(&resolved, &text, &mut candidates);
+                let p = git_join(&resolved, git_path_bytes(&text));
+                match std::fs::canonicalize(&p) {
+                    Ok(c) => Some(c),
+                    Err(_) => return unknown(dir, candidates, &[&resolved]),
+                }
+            }
+            _ => return unknown(dir, candidates, &[&resolved]),
+        },
+        _ => return unknown(dir, candidates, &[&resolved]),
+    };
+    let common_dir = common.clone().unwrap_or_else(|| resolved.clone());
+    if !is_git_directory(&resolved, &common_dir) {
+        return unknown(dir, candidates, &[&resolved, &common_dir]);
+    }
+    let common = match common {
+        Some(c) => c,
+        None => git_dir.clone(),
+    };
+    GitLookup::Found(GitDirs {
+        worktree: dir,
+        git_dir,
+        common,
+    })
+}
+
+/// Whether git takes `git_dir` (with common dir `common`) for a git dir
+/// (`is_git_directory`): a `HEAD` git accepts, `objects/` and `refs/` in the common dir.
+fn is_git_directory(git_dir: &Path, common: &Path) -> bool {
+    valid_head(&git_dir.join("HEAD"))
+        && common.join("objects").is_dir()
+        && common.join("refs").is_dir()
+}
+
+/// `validate_headref`: a link into `refs/`, or a file `ref: refs/...` (blanks allowed
+/// after `ref:`) or starting with an object id in hex.
+fn valid_head(head: &Path) -> bool {
+    if let Ok(t) = std::fs::read_link(head) {
+        if t.as_os_str().as_bytes().starts_with(b"refs/") {
+            return true;
+        }
+    }
+    let Ok(f) = std::fs::File::open(head) else {
+        return false;
+    };
+    let mut buf = Vec::new();
+    if std::io::Read::read_to_end(&mut std::io::Read::take(f, 255), &mut buf).is_err() {
+        return false;
+    }
+    if let Some(r) = buf.strip_prefix(b"ref:") {
+        let r = r.trim_ascii_start();
+        if r.starts_with(b"refs/") {
+            return true;
+        }
+    }
+    [40, 64]
+        .iter()
+        .any(|n| buf.len() >= *n && buf[..*n].iter().all(u8::is_ascii_hexdigit))
 }
 
 fn read_small(p: &Path) -> Option<String> {
@@ -707,6 +899,66 @@ mod tests {
                 ("alias.x", "!rm -rf /")
             ]
         );
+    }
+
+    #[test]
+    fn git_dirs_read_as_git_reads_them() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let b = std::fs::canonicalize(d.path()).unwrap_or_else(|e| panic!("{e}"));
+        let repo = |p: &Path| {
+            std::fs::create_dir_all(p.join("objects")).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::create_dir_all(p.join("refs")).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(p.join("HEAD"), "ref: refs/heads/main\n")
+                .unwrap_or_else(|e| panic!("{e}"));
+        };
+        let w = b.join("w");
+        std::fs::create_dir_all(b.join("a/x/y")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink("a/x/y", b.join("l")).unwrap_or_else(|e| panic!("{e}"));
+        // Git's dir and the one a wrong reading lands in.
+        for r in ["w/ in", "w/in", "a/x/t", "t", "t\u{fffd}"] {
+            repo(&b.join(r));
+        }
+        repo(&b.join(OsStr::from_bytes(b"t\xff")));
+        let dotgit = w.join(".git");
+        let found = |text: &[u8]| {
+            std::fs::write(&dotgit, text).unwrap_or_else(|e| panic!("{e}"));
+            match lookup_git_dir(&w) {
+                GitLookup::Found(g) => Some(g.git_dir),
+                _ => None,
+            }
+        };
+        // A leading blank is part of the path; only LF and CR come off the end.
+        assert_eq!(found(b"gitdir:  in\r\n"), Some(w.join(" in")));
+        // `..` after a link: where the link leads, not lexically.
+        assert_eq!(found(b"gitdir: ../l/../t\n"), Some(b.join("a/x/t")));
+        // Bytes that are not UTF-8.
+        assert_eq!(
+            found(b"gitdir: ../t\xff\n"),
+            Some(b.join(OsStr::from_bytes(b"t\xff")))
+        );
+        // What git refuses is unknown, never a dir.
+        for text in [
+            &b"gitdir:in\n"[..],
+            b"gitdir: in \n",
+            b"GITDIR: in",
+            b"",
+            b"gitdir: \n",
+        ] {
+            assert_eq!(found(text), None, "{}", String::from_utf8_lossy(text));
+            assert!(matches!(lookup_git_dir(&w), GitLookup::Unknown { .. }));
+        }
+        // A commondir: blanks kept, a dir that is not a git dir unknown.
+        std::fs::write(&dotgit, "gitdir: in\n").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(w.join("in/commondir"), " in\n").unwrap_or_else(|e| panic!("{e}"));
+        repo(&w.join("in/ in"));
+        let common = |l| match l {
+            GitLookup::Found(g) => Some(g.common),
+            _ => None,
+        };
+        assert_eq!(common(lookup_git_dir(&w)), Some(w.join("in/ in")));
+        std::fs::create_dir_all(b.join("plain")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(w.join("in/commondir"), "../../plain").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(common(lookup_git_dir(&w)), None);
     }
 
     #[test]

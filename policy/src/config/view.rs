@@ -239,32 +239,25 @@ fn in_root(value: &str, root: &Path, env: &Env) -> Vec<PathBuf> {
     }
 }
 
-/// The git dir a root's `.git` file points to, and its common dir.
+/// The git dirs of the repository at `root` besides `root/.git`, by the built-in reader
+/// (git's rules, `crate::classify::git::lookup_git_dir`): the git dir a `.git` file or
+/// link names and the common dir a `commondir` names. Where that reader cannot tell them
+/// as git would, every existing dir the files could name (read git's way or trimmed).
 fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
-    let dotgit = root.join(".git");
-    let Ok(md) = std::fs::symlink_metadata(&dotgit) else {
-        return Vec::new();
-    };
-    if !md.is_file() || md.len() > 64 * 1024 {
+    use crate::classify::git::{GitLookup, lookup_git_dir};
+    if std::fs::symlink_metadata(root.join(".git")).is_err() {
         return Vec::new();
     }
-    let Ok(text) = std::fs::read(&dotgit) else {
-        return Vec::new();
+    let own = canonical(&root.join(".git"));
+    let mut out: Vec<PathBuf> = Vec::new();
+    let found = match lookup_git_dir(root) {
+        GitLookup::Found(d) => vec![canonical(&d.git_dir), canonical(&d.common)],
+        GitLookup::Unknown { candidates, .. } => candidates.iter().map(|c| canonical(c)).collect(),
+        GitLookup::NotFound => Vec::new(),
     };
-    let Some(t) = text.strip_prefix(b"gitdir:") else {
-        return Vec::new();
-    };
-    let t = t.trim_ascii();
-    if t.is_empty() {
-        return Vec::new();
-    }
-    let gd = canonical(&root.join(OsStr::from_bytes(t)));
-    let mut out = vec![gd.clone()];
-    if let Ok(c) = std::fs::read(gd.join("commondir")) {
-        let c = String::from_utf8_lossy(&c);
-        let c = c.trim();
-        if !c.is_empty() {
-            out.push(canonical(&gd.join(c)));
+    for d in found {
+        if d != own && !out.contains(&d) {
+            out.push(d);
         }
     }
     out
@@ -421,11 +414,14 @@ impl Config {
                 }
             }
             let dirs = repo_git_dirs(r, found.as_ref());
+            // A `.git` file or link: read-only when it names a dir of its own, or when
+            // git did not say (the built-in reader may not know what it names).
+            let is_file = std::fs::symlink_metadata(r.join(".git")).is_ok_and(|m| !m.is_dir());
+            if is_file && (found.is_none() || !dirs.is_empty()) {
+                ro.push(r.join(".git"));
+            }
             if dirs.is_empty() {
                 continue;
-            }
-            if std::fs::symlink_metadata(r.join(".git")).is_ok_and(|m| !m.is_dir()) {
-                ro.push(r.join(".git"));
             }
             for d in dirs {
                 for e in &self.sandbox.read_only_inside {
