@@ -20,8 +20,8 @@ pub mod rules;
 mod sys;
 
 use std::collections::HashSet;
-use std::sync::Mutex;
 use std::os::fd::{AsFd, OwnedFd, RawFd};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
@@ -140,7 +140,9 @@ impl Supervisor {
                         match sys::notif_recv(me.listener.as_fd()) {
                             Ok(n) => ops::serve(&me, &n),
                             // The caller died before its call was read; go on.
-                            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => {}
+                            Err(e)
+                                if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => {
+                            }
                             Err(_) => return,
                         }
                     }

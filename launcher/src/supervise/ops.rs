@@ -437,7 +437,11 @@ impl Call<'_> {
                     return self.open_on_thread(at, flags, mode, cloexec);
                 }
                 let open_flags = (flags & !libc::O_TRUNC) | libc::O_NOFOLLOW | libc::O_NOCTTY;
-                let mode = if creat { masked(self.tid(), mode) } else { mode };
+                let mode = if creat {
+                    masked(self.tid(), mode)
+                } else {
+                    mode
+                };
                 let r = sys::openat(at.dir.as_fd(), &at.name, open_flags, mode);
                 let f = match r {
                     Ok(f) => f,
