@@ -108,11 +108,16 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             fail(format!("no_new_privs: {e}"));
         }
     }
-    // The line enters a domain of its own, nested in the init's (see `run_init`): it
-    // cannot signal the init, which can still signal it and read its memory.
+    // Under the init's domain (see `run_init`), the line nests one of its own with the
+    // scopes only: it cannot signal the init, which can still signal it and read its memory.
     let mut ll = pre.landlock;
-    if let Some(l) = &spec.landlock {
-        match crate::lockdown::restrict(l) {
+    match (&ll, &spec.landlock) {
+        (Some(_), Some(l)) if l.scopes => {
+            if let Err(e) = crate::lockdown::nest_scopes() {
+                fail(e);
+            }
+        }
+        (None, Some(l)) => match crate::lockdown::restrict(l) {
             Ok(r) => {
                 if spec.require_landlock && r.status == "not_enforced" {
                     fail("landlock is required but not enforced".into());
@@ -120,7 +125,8 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
                 ll = Some(r);
             }
             Err(e) => fail(e),
-        }
+        },
+        _ => {}
     }
     let progs = match spec.seccomp {
         Some(nv) => match crate::seccomp::program_without(nv, &spec.seccomp_drop) {

@@ -139,9 +139,14 @@ impl Supervisor {
                     loop {
                         match sys::notif_recv(me.listener.as_fd()) {
                             Ok(n) => ops::serve(&me, &n),
-                            // The caller died before its call was read; go on.
-                            Err(e)
-                                if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EINTR)) => {
+                            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                            // A caller that died before its call was read, or no process
+                            // left with the filter (the receive then fails at once: the
+                            // listener says POLLHUP, and the thread is done).
+                            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                                if sys::hung_up(me.listener.as_fd()) {
+                                    return;
+                                }
                             }
                             Err(_) => return,
                         }

@@ -76,6 +76,18 @@ pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
     Ok(n)
 }
 
+/// Whether the listener says every process with its filter is gone (POLLHUP).
+pub fn hung_up(listener: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one live pollfd, its count 1; a zero timeout never blocks.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & libc::POLLHUP != 0
+}
+
 /// Asks the kernel to wake the receiver on the notifying task's CPU; ignored where the
 /// kernel does not know the flag.
 pub fn notif_sync_wake_up(listener: BorrowedFd<'_>) {
