@@ -226,23 +226,9 @@ impl Call<'_> {
                 None => (b".", trimmed),
             };
             let name: &[u8] = if name.is_empty() { b"." } else { name };
-            let dir = sys::openat2(
-                start.as_fd(),
-                &c(dirpart)?,
-                libc::O_PATH | libc::O_DIRECTORY,
-                0,
-                libc::RESOLVE_NO_MAGICLINKS,
-            )
-            .map_err(errno)?;
+            let dir = open_dir(start.as_fd(), dirpart)?;
             if name == b"." || name == b".." {
-                let d = sys::openat2(
-                    dir.as_fd(),
-                    &c(name)?,
-                    libc::O_PATH | libc::O_DIRECTORY,
-                    0,
-                    libc::RESOLVE_NO_MAGICLINKS,
-                )
-                .map_err(errno)?;
+                let d = open_dir(dir.as_fd(), name)?;
                 let p = sys::fd_path(d.as_fd()).map_err(errno)?;
                 if in_proc(&p) {
                     return Err(libc::EACCES);
@@ -796,6 +782,18 @@ fn result(r: std::io::Result<()>) -> Reply {
 
 fn is_reg(f: BorrowedFd<'_>) -> bool {
     sys::fstat(f).is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFREG)
+}
+
+/// The directory `path` from `start` (O_PATH; links followed, magic links refused).
+fn open_dir(start: BorrowedFd<'_>, path: &[u8]) -> Result<OwnedFd, i32> {
+    sys::openat2(
+        start,
+        &c(path)?,
+        libc::O_PATH | libc::O_DIRECTORY,
+        0,
+        libc::RESOLVE_NO_MAGICLINKS,
+    )
+    .map_err(errno)
 }
 
 /// Whether `p` is `/proc` or below it.
