@@ -239,7 +239,7 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
             }),
         ),
         a(
-            "remove the .envrc placeholder and recreate it",
+            "remove a missing .envrc and create it",
             try_(&format!(
                 "rm -f {p}/.envrc; mv {p}/.envrc {p}/.envrc-old; echo evil > {p}/.envrc && grep -q evil {p}/.envrc"
             )),
@@ -249,8 +249,8 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
             }),
         ),
         a(
-            // The placeholders go as soon as the line ends: a writer left behind that keeps
-            // trying must be dead by then, or it would plant the file on the host.
+            // A writer left behind that keeps trying must be dead when the call ends, or it
+            // would plant the file on the host once nothing supervises it.
             "a daemon writing protected paths until the call ends",
             format!(
                 "setsid sh -c 'while :; do echo evil > {p}/.envrc 2>/dev/null; mkdir {p}/.idea 2>/dev/null; done' </dev/null >/dev/null 2>&1 & sleep 0.2"

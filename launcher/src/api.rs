@@ -11,7 +11,8 @@ use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanError, PlanMode, ProxyPlan};
 use crate::status::{Outcome, StatusLine};
 
 /// Inside every writable root, what later runs outside stays read-only (a trailing `/`
-/// marks a directory, created empty and read-only when missing).
+/// marks a directory), as absolute paths of the plan; [`DEFAULT_PROTECT_NAMES`] holds the
+/// same names as patterns, for every repository below a root and for paths made later.
 pub const DEFAULT_READ_ONLY_INSIDE: &[&str] = &[
     ".git/hooks/",
     ".git/config",
@@ -146,8 +147,8 @@ pub struct LaunchRequest {
     pub home: Option<String>,
     pub backend: BackendChoice,
     /// Read-only paths inside the writable roots: absolute paths, or names relative to each
-    /// project root (a trailing `/` marks a directory; a missing path of either kind gets an
-    /// empty read-only file as its placeholder, which refuses a directory there too). When
+    /// project root (a trailing `/` marks a directory; a missing path of either kind is
+    /// refused to the call by the init's supervisor, nothing is made for it). When
     /// `None`: [`DEFAULT_READ_ONLY_INSIDE`] in each root, the git dirs a `.git` file points
     /// to, and [`HOME_FLOORS`] when a root is the home. The service passes the lists of
     /// `efr_policy::config::Config::launch_view`.

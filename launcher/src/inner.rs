@@ -58,6 +58,19 @@ pub fn report(fd: RawFd, msg: &str) {
 
 const FWD: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
+/// Enters the Landlock domain of `l` (no_new_privs set by the caller); a domain that is
+/// not enforced is an error when the spec requires Landlock.
+fn enter_landlock(
+    spec: &InnerSpec,
+    l: &crate::lockdown::LandlockSpec,
+) -> Result<crate::status::LandlockReport, String> {
+    let r = crate::lockdown::restrict(l)?;
+    if spec.require_landlock && r.status == "not_enforced" {
+        return Err("landlock is required but not enforced".into());
+    }
+    Ok(r)
+}
+
 /// What the init did for the line before forking it.
 #[derive(Debug, Default)]
 pub struct Prepared {
@@ -117,13 +130,8 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
                 fail(e);
             }
         }
-        (None, Some(l)) => match crate::lockdown::restrict(l) {
-            Ok(r) => {
-                if spec.require_landlock && r.status == "not_enforced" {
-                    fail("landlock is required but not enforced".into());
-                }
-                ll = Some(r);
-            }
+        (None, Some(l)) => match enter_landlock(spec, l) {
+            Ok(r) => ll = Some(r),
             Err(e) => fail(e),
         },
         _ => {}
@@ -193,12 +201,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         sys::exit_now(127)
     };
     let mut sup_pair = None;
+    let mut rules = None;
     if let Some(sv) = &spec.supervise {
         if !crate::supervise::available() {
             fail("the kernel cannot supervise writes (seccomp user notification)".into());
         }
-        if let Err(e) = crate::supervise::Rules::new(&sv.roots, &sv.paths, &sv.names) {
-            fail(e);
+        match crate::supervise::Rules::new(&sv.roots, &sv.paths, &sv.names) {
+            Ok(r) => rules = Some(r),
+            Err(e) => fail(e),
         }
         match crate::supervise::pair() {
             Ok(p) => sup_pair = Some(p),
@@ -208,13 +218,8 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             if let Err(e) = sys::no_new_privs() {
                 fail(format!("no_new_privs: {e}"));
             }
-            match crate::lockdown::restrict(l) {
-                Ok(r) => {
-                    if spec.require_landlock && r.status == "not_enforced" {
-                        fail("landlock is required but not enforced".into());
-                    }
-                    pre.landlock = Some(r);
-                }
+            match enter_landlock(spec, l) {
+                Ok(r) => pre.landlock = Some(r),
                 Err(e) => fail(e),
             }
         }
@@ -239,14 +244,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             fail(format!("init dropping capabilities: {e}"));
         }
     }
-    if let Some((init_end, line_end)) = sup_pair {
+    if let (Some((init_end, line_end)), Some(rules)) = (sup_pair, rules) {
         drop(line_end);
         match crate::supervise::receive(&init_end) {
-            Ok(Some(l)) => match crate::supervise::Supervisor::new(
-                spec.supervise.as_ref().expect("supervised"),
-                l,
-                report_fd,
-            ) {
+            Ok(Some(l)) => match crate::supervise::Supervisor::new(rules, l, report_fd) {
                 // Its own thread, blocked in the receive: one wake-up per supervised call
                 // and nothing else in its way (the init's loop below goes on as before).
                 Ok(s) => {
@@ -301,7 +302,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     }
     // The line's main process ended: end the rest of the namespace.
     // Only once every other process of the call is reaped does the init report the end:
-    // the launcher then removes the placeholders at once (see `run`).
+    // the launcher then ends at once, without waiting for the init's exit (see `run`).
     let _ = sys::kill(-1, libc::SIGKILL);
     loop {
         match sys::waitpid(-1, 0) {

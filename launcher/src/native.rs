@@ -290,7 +290,7 @@ fn read_rest(fd: RawFd) -> Result<Rest, String> {
 /// Starts the contained tree; returns the init's pid (in the launcher's pid namespace).
 /// `view` is the base of the view ([`crate::view::base`]); `rest` runs in the launcher while
 /// the child builds that base, and gives what the child applies next (so computing the view
-/// and making the placeholders cost no time of their own). `stderr_w` replaces the tree's
+/// costs no time of its own). `stderr_w` replaces the tree's
 /// stderr when the launcher tees it.
 pub fn spawn(
     view: &View,

@@ -170,19 +170,24 @@ pub fn base(plan: &Plan) -> View {
     v
 }
 
-/// Computes the view. The placeholders it lists are made by the caller
-/// ([`make_placeholders`]) before the backend binds them.
+/// The writable paths of a plan: its project roots and write grants.
+fn writable(plan: &Plan) -> Vec<String> {
+    let mut w: Vec<String> = plan.projects.clone();
+    for g in &plan.grants {
+        if let Grant::Write { path } = g {
+            w.push(path.clone());
+        }
+    }
+    w
+}
+
+/// Computes the view.
 pub fn build(plan: &Plan) -> View {
     let mut v = base(plan);
     // The devices come again below, in their place among the binds.
     v.ops.clear();
     let net = plan.net();
-    let mut writable: Vec<String> = plan.projects.clone();
-    for g in &plan.grants {
-        if let Grant::Write { path } = g {
-            writable.push(path.clone());
-        }
-    }
+    let writable = writable(plan);
     for w in &writable {
         v.ops.push(Op::Bind {
             src: w.clone(),
@@ -304,12 +309,7 @@ pub fn build(plan: &Plan) -> View {
 /// What the init supervises for a contained plan: the writable roots (projects, write
 /// grants, scratch), the absolute protected paths and the protected name patterns.
 pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
-    let mut roots: Vec<String> = plan.projects.clone();
-    for g in &plan.grants {
-        if let Grant::Write { path } = g {
-            roots.push(path.clone());
-        }
-    }
+    let mut roots = writable(plan);
     roots.extend(plan.scratch.iter().cloned());
     // A protected path that is a link protects where it leads too (`.vscode` -> `conf/`):
     // the tool that reads it follows the link.

@@ -105,10 +105,9 @@ pub fn receive(sock: &OwnedFd) -> Result<Option<OwnedFd>, String> {
 const LISTENER: u8 = b'L';
 
 impl Supervisor {
-    /// The supervisor of `spec`, serving `listener`; refusals go to `report_fd` as
-    /// `denied PATH` lines.
-    pub fn new(spec: &SuperviseSpec, listener: OwnedFd, report_fd: RawFd) -> Result<Self, String> {
-        let rules = Rules::new(&spec.roots, &spec.paths, &spec.names)?;
+    /// The supervisor of `rules` (from a [`SuperviseSpec`]), serving `listener`; refusals
+    /// go to `report_fd` as `denied PATH` lines.
+    pub fn new(rules: Rules, listener: OwnedFd, report_fd: RawFd) -> Result<Self, String> {
         let linked = ops::linked_protected(&rules);
         let root = ops::root_fd().map_err(|e| format!("the view's root: errno {e}"))?;
         Ok(Supervisor {

@@ -318,14 +318,13 @@ impl Call<'_> {
         }
     }
 
-    /// The inode check alone (see [`Self::check_file`]).
-    fn check_linked(&mut self, what: &str, f: BorrowedFd<'_>) -> Result<(), i32> {
-        let st = sys::fstat(f).map_err(errno)?;
-        if st.st_nlink > 1 && self.sup.linked.contains(&(st.st_dev, st.st_ino)) {
-            let p = sys::fd_path(f).unwrap_or_default();
+    /// Refuses `st`, named `path`, when it is a protected file that had several links at
+    /// launch (its other names would write it).
+    fn check_inode(&mut self, what: &str, path: &[u8], st: &libc::stat) -> Result<(), i32> {
+        if self.sup.linked.contains(&(st.st_dev, st.st_ino)) {
             self.sup.refuse(
                 what,
-                &p,
+                path,
                 &Refusal::Protected("a hard link to a protected file".into()),
             );
             return Err(libc::EROFS);
@@ -333,29 +332,25 @@ impl Call<'_> {
         Ok(())
     }
 
+    /// The inode check of an open file alone (see [`Self::check_file`]).
+    fn check_linked(&mut self, what: &str, f: BorrowedFd<'_>) -> Result<(), i32> {
+        let st = sys::fstat(f).map_err(errno)?;
+        let p = sys::fd_path(f).unwrap_or_default();
+        self.check_inode(what, &p, &st)
+    }
+
     /// The check of an open file: by its path now, and by inode for a protected file with
     /// several links.
     fn check_file(&mut self, what: &str, f: BorrowedFd<'_>) -> Result<(), i32> {
         let st = sys::fstat(f).map_err(errno)?;
         let kind = st.st_mode & libc::S_IFMT;
-        if kind == libc::S_IFREG
-            && st.st_nlink > 1
-            && self.sup.linked.contains(&(st.st_dev, st.st_ino))
+        let p = sys::fd_path(f).unwrap_or_default();
+        self.check_inode(what, &p, &st)?;
+        if (kind == libc::S_IFREG || kind == libc::S_IFDIR)
+            && p.first() == Some(&b'/')
+            && !p.ends_with(b" (deleted)")
         {
-            let p = sys::fd_path(f).unwrap_or_default();
-            self.sup.refuse(
-                what,
-                &p,
-                &Refusal::Protected("a hard link to a protected file".into()),
-            );
-            return Err(libc::EROFS);
-        }
-        if kind == libc::S_IFREG || kind == libc::S_IFDIR {
-            if let Ok(p) = sys::fd_path(f) {
-                if p.first() == Some(&b'/') && !p.ends_with(b" (deleted)") {
-                    return self.check(what, &p, Act::Write);
-                }
-            }
+            return self.check(what, &p, Act::Write);
         }
         Ok(())
     }
@@ -623,13 +618,8 @@ impl Call<'_> {
         }
         // The source's inode too: a second name of a protected file with several links.
         if let Ok(st) = sys::fstatat(o.dir.as_fd(), &o.name, libc::AT_SYMLINK_NOFOLLOW) {
-            if self.sup.linked.contains(&(st.st_dev, st.st_ino)) {
-                self.sup.refuse(
-                    "link",
-                    &o.path,
-                    &Refusal::Protected("a hard link to a protected file".into()),
-                );
-                return Reply::Err(libc::EROFS);
+            if let Err(e) = self.check_inode("link", &o.path, &st) {
+                return Reply::Err(e);
             }
         }
         result(sys::linkat(

@@ -8,9 +8,9 @@
 //! `sandbox.writable`), a rule under `.git/` also inside the git dir a `.git` file points
 //! to and its common dir. A pattern (`*`, `**`) is expanded against what exists at launch
 //! (bounded walk). A path that does not exist yet is listed when its parent exists (the
-//! launcher covers it with a placeholder), except `commondir` and `gitdir` files, whose
-//! empty placeholder would break git; a trailing `/` marks a directory (the placeholder of a
-//! missing one is an empty read-only file all the same: it refuses the directory too).
+//! launcher's supervisor refuses its creation), except `commondir` and `gitdir` files (the
+//! list once gave each missing path an empty placeholder, which would have broken git; the
+//! name patterns `protect_names` cover them now); a trailing `/` marks a directory.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -125,7 +125,7 @@ fn repositories_below(root: &Path, depth: usize, skip: &[String]) -> Vec<PathBuf
     out
 }
 
-/// Names that must not get an empty placeholder (git reads them when present).
+/// Names left out of the list when missing (see the module doc).
 const NO_PLACEHOLDER: &[&str] = &["commondir", "gitdir"];
 
 /// The path lists of a launch plan, from the config.
@@ -194,7 +194,8 @@ fn expand_pattern(root: &Path, pattern: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Whether `p` may be listed: it exists, or its parent does and it may get a placeholder.
+/// Whether `p` may be listed: it exists, or its parent does and it is not in
+/// [`NO_PLACEHOLDER`].
 fn listable(p: &Path) -> bool {
     if std::fs::symlink_metadata(p).is_ok() {
         return true;
@@ -470,7 +471,7 @@ mod tests {
         assert!(v.read_only_inside.contains(&p(".git/modules/sub/hooks")));
         assert!(v.read_only_inside.contains(&format!("{}/", p(".vscode"))));
         assert!(v.read_only_inside.contains(&p(".envrc")));
-        // Missing commondir gets no placeholder.
+        // A missing commondir is not listed (the name patterns cover it).
         assert!(!v.read_only_inside.contains(&p(".git/commondir")));
         assert!(v.masks.contains(&s(&home.join(".ssh"))));
         assert!(v.masks.contains(&s(&d.path().join("run"))));
