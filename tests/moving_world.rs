@@ -418,3 +418,94 @@ fn the_init_writes_nothing_the_line_could_not() {
         },
     );
 }
+
+/// The attempts of [`links_renames_and_fds_reach_no_protected_path`] spelt as absolute
+/// paths, with `.`, `..` and doubled slashes, and from a subdirectory: the supervisor's
+/// short path (no link, no `..`) and its long one must judge them alike.
+#[test]
+fn every_spelling_of_a_protected_path_is_refused() {
+    let line = format!(
+        r#"
+        P=$(pwd); mkdir -p sub/deeper
+        echo {PAYLOAD} > "$P/.envrc"
+        echo {PAYLOAD} > "$P//.git//hooks/pre-commit"
+        echo {PAYLOAD} > "$P/./.git/./hooks/./post-merge"
+        echo {PAYLOAD} > "$P/sub/../.git/hooks/pre-push"
+        echo {PAYLOAD} > "$P/sub/deeper/../../.vscode/tasks.json" 2>/dev/null
+        (cd sub/deeper && echo {PAYLOAD} > ../../.envrc; echo {PAYLOAD} > ../../.git/hooks/update)
+        (cd .git && echo {PAYLOAD} > hooks/pre-rebase; echo {PAYLOAD} >> ./config)
+        (cd .git/hooks && echo {PAYLOAD} > post-rewrite; echo {PAYLOAD} > ./post-commit)
+        ln -s "$P/.git" sub/lnk; echo {PAYLOAD} > "$P/sub/lnk/hooks/pre-applypatch"
+        mkdir -p "$P/sub/.git/hooks" 2>/dev/null; echo {PAYLOAD} > "$P/sub/.git/hooks/x" 2>/dev/null
+        echo fine > "$P/sub/deeper/ok.txt"; echo fine > "$P//sub/./ok2.txt"
+        echo done
+    "#
+    );
+    each(
+        |_| {},
+        &line,
+        |fx, r, b| {
+            assert!(r.stdout.contains("done"), "{b:?}: {}", r.all_output());
+            let planted = payload_files(Path::new(&fx.proj));
+            assert!(planted.is_empty(), "{b:?}: planted {planted:?}");
+            for ok in ["sub/deeper/ok.txt", "sub/ok2.txt"] {
+                assert_eq!(
+                    std::fs::read_to_string(format!("{}/{ok}", fx.proj)).unwrap(),
+                    "fine\n",
+                    "{b:?}: {ok}"
+                );
+            }
+            let hooks: Vec<_> = std::fs::read_dir(format!("{}/.git/hooks", fx.proj))
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.ends_with(".sample"))
+                .collect();
+            assert!(hooks.is_empty(), "{b:?}: hooks made: {hooks:?}");
+        },
+    );
+}
+
+/// Files and directories the supervisor makes get the modes the caller's umask gives,
+/// also after the umask changes, in a subshell, and in another thread of the process.
+#[test]
+fn made_files_follow_the_callers_umask() {
+    let line = r#"
+        touch a; mkdir da
+        umask 077; touch b; mkdir db
+        (umask 002; touch c; mkdir dc)
+        touch d
+        umask 022
+        python3 -c '
+import os, threading
+os.umask(0o027)
+def t():
+    open("e", "w").close()
+    os.mkdir("de")
+th = threading.Thread(target=t); th.start(); th.join()
+old = os.umask(0)
+open("f", "w").close()
+os.umask(old)
+open("g", "w").close()
+'
+        touch h
+        stat -c '%n %a' a da b db c dc d e de f g h
+    "#;
+    each(
+        |_| {},
+        line,
+        |_fx, r, b| {
+            let want = [
+                "a 644", "da 755", "b 600", "db 700", "c 664", "dc 775", "d 600", "e 640",
+                "de 750", "f 666", "g 640", "h 644",
+            ];
+            for w in want {
+                assert!(
+                    r.stdout.lines().any(|l| l == w),
+                    "{b:?}: want {w}: {}",
+                    r.all_output()
+                );
+            }
+        },
+    );
+}

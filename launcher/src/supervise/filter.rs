@@ -136,6 +136,12 @@ pub const TABLE: &[Entry] = &[
         Kind::Notify,
         "making a protected file executable through a read-only fd"
     ),
+    entry!(
+        SYS_umask,
+        Kind::Notify,
+        "let through at once: it tells the supervisor, which makes files with each caller's \
+         umask, that its record of the umasks is stale"
+    ),
 ];
 
 /// The return value of a notified call.

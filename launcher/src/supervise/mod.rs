@@ -18,10 +18,12 @@ pub mod filter;
 mod ops;
 pub mod rules;
 mod sys;
+mod umask;
 
 use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -37,8 +39,10 @@ pub struct SuperviseSpec {
     pub names: Vec<String>,
 }
 
-/// The threads that receive the call's notifications.
-const THREADS: usize = 2;
+/// At most this many threads receive the call's notifications.
+const MAX_THREADS: usize = 8;
+/// Their stacks: the calls they make need little.
+const THREAD_STACK: usize = 256 * 1024;
 /// At most this many distinct refused paths are reported.
 const MAX_REPORTED: usize = 256;
 /// At most this many directories made by the call are remembered (for the exceptions of
@@ -58,6 +62,11 @@ pub struct Supervisor {
     linked: HashSet<(u64, u64)>,
     report_fd: RawFd,
     reported: Mutex<HashSet<Vec<u8>>>,
+    /// The receiving threads, and how many of them wait now.
+    threads: AtomicUsize,
+    idle: AtomicUsize,
+    /// The callers' umasks.
+    umasks: umask::Umasks,
 }
 
 /// Whether this kernel can supervise: user notification with ADDFD_FLAG_SEND (5.14).
@@ -118,42 +127,85 @@ impl Supervisor {
             linked,
             report_fd,
             reported: Mutex::new(HashSet::new()),
+            threads: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
+            umasks: umask::Umasks::default(),
         })
     }
 
-    /// Serves the call's notifications on [`THREADS`] threads of its own, each blocked in
-    /// the receive, until the init ends: calls made at once by several processes or threads
-    /// of the line (npm's thread pool, `make -j`) wait for no one else. The init's umask is
-    /// set to 0 first: modes are masked with each caller's own.
+    /// Serves the call's notifications until no process has the filter any more, on
+    /// threads of its own: one at first, and one more whenever a notification finds no
+    /// other thread waiting (up to [`MAX_THREADS`]), so that calls made at once by several
+    /// processes or threads of the line (npm's thread pool, `make -j`) each get a thread
+    /// while a slow one (a directory made on a busy disk) is under way, and a line that
+    /// makes its calls one after another costs one thread. The init's umask is set to 0
+    /// first: modes are masked with each caller's own.
     pub fn spawn(self) -> Result<(), String> {
         sys::umask(0);
         // A caller wakes a receiver on its own CPU (`SYNC_WAKE_UP`, 6.6; else as usual).
         sys::notif_sync_wake_up(self.listener.as_fd());
         let me = std::sync::Arc::new(self);
-        for i in 0..THREADS {
-            let me = me.clone();
-            std::thread::Builder::new()
-                .name(format!("efr-supervise-{i}"))
-                .spawn(move || {
-                    loop {
-                        match sys::notif_recv(me.listener.as_fd()) {
-                            Ok(n) => ops::serve(&me, &n),
-                            Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                            // A caller that died before its call was read, or no process
-                            // left with the filter (the receive then fails at once: the
-                            // listener says POLLHUP, and the thread is done).
-                            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                                if sys::hung_up(me.listener.as_fd()) {
-                                    return;
-                                }
-                            }
-                            Err(_) => return,
-                        }
+        me.threads.store(1, Ordering::SeqCst);
+        me.clone()
+            .start_thread()
+            .map_err(|e| format!("supervisor thread: {e}"))
+    }
+
+    fn start_thread(self: std::sync::Arc<Self>) -> std::io::Result<()> {
+        std::thread::Builder::new()
+            .name("efr-supervise".into())
+            .stack_size(THREAD_STACK)
+            .spawn(move || self.receive_loop())
+            .map(|_| ())
+    }
+
+    fn receive_loop(self: std::sync::Arc<Self>) {
+        loop {
+            self.idle.fetch_add(1, Ordering::SeqCst);
+            // Waiting in poll, not in the receive: a poller is woken on the caller's CPU
+            // (`SYNC_WAKE_UP`); a receive blocked in the ioctl is woken as usual.
+            let ready = sys::wait_readable(self.listener.as_fd());
+            let got = if ready {
+                sys::notif_recv(self.listener.as_fd())
+            } else {
+                Err(std::io::Error::from_raw_os_error(libc::ENOENT))
+            };
+            self.idle.fetch_sub(1, Ordering::SeqCst);
+            match got {
+                Ok(n) => {
+                    self.grow();
+                    ops::serve(&self, &n);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                // A caller that died before its call was read, or no process left with
+                // the filter (the listener says POLLHUP, and the thread is done).
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    if !ready || sys::hung_up(self.listener.as_fd()) {
+                        return;
                     }
-                })
-                .map_err(|e| format!("supervisor thread: {e}"))?;
+                }
+                Err(_) => return,
+            }
         }
-        Ok(())
+    }
+
+    /// Starts one more receiving thread when none is waiting now.
+    fn grow(self: &std::sync::Arc<Self>) {
+        if self.idle.load(Ordering::SeqCst) > 0 {
+            return;
+        }
+        let n = self.threads.load(Ordering::SeqCst);
+        if n >= MAX_THREADS
+            || self
+                .threads
+                .compare_exchange(n, n + 1, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+        {
+            return;
+        }
+        if self.clone().start_thread().is_err() {
+            self.threads.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     fn refuse(&self, what: &str, path: &[u8], why: &rules::Refusal) {

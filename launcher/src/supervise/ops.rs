@@ -38,6 +38,9 @@ struct At {
     dir: OwnedFd,
     name: CString,
     path: Vec<u8>,
+    /// What the resolution saw at `name` without following it, when it looked: `Some(None)`
+    /// for nothing there.
+    seen: Option<Option<libc::stat>>,
 }
 
 /// Where a resolution ended.
@@ -67,28 +70,6 @@ fn tgid(tid: libc::pid_t) -> Option<libc::pid_t> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// The caller's umask, from the head of `/proc/TID/status` (one read; `Umask:` is its
-/// second line).
-fn umask_of(tid: libc::pid_t) -> u32 {
-    use std::io::Read;
-    let mut buf = [0u8; 512];
-    let n = std::fs::File::open(format!("/proc/{tid}/status"))
-        .and_then(|mut f| f.read(&mut buf))
-        .unwrap_or(0);
-    buf[..n]
-        .split(|&b| b == b'\n')
-        .find_map(|l| l.strip_prefix(b"Umask:"))
-        .and_then(|v| std::str::from_utf8(v).ok())
-        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        .unwrap_or(0o022)
-}
-
-/// `mode` as the caller's umask leaves it (the init's own umask is 0: its threads make
-/// calls for several callers at once, and a umask is the whole process's).
-fn masked(tid: libc::pid_t, mode: u32) -> u32 {
-    mode & !umask_of(tid)
-}
-
 struct Call<'a> {
     sup: &'a Supervisor,
     n: &'a libc::seccomp_notif,
@@ -110,6 +91,12 @@ impl Fs for HashSet<(u64, u64)> {
 impl Call<'_> {
     fn tid(&self) -> libc::pid_t {
         self.n.pid as libc::pid_t
+    }
+
+    /// `mode` as the caller's umask leaves it (the init's own umask is 0: its threads make
+    /// calls for several callers at once, and a umask is the whole process's).
+    fn masked(&self, mode: u32) -> u32 {
+        mode & !self.sup.umasks.of(self.tid())
     }
 
     fn arg(&self, i: usize) -> u64 {
@@ -205,7 +192,96 @@ impl Call<'_> {
         if path.is_empty() {
             return Err(libc::ENOENT);
         }
-        let mut path = self.own_proc(path);
+        let path = self.own_proc(path);
+        match self.resolve_plain(dirfd, &path, follow) {
+            Some(r) => r.map(Target::At),
+            None => self.resolve_links(dirfd, path, follow),
+        }
+    }
+
+    /// The common case in a few calls: an absolute path, or one relative to the caller's
+    /// cwd, with no `..` and no link on the way (`RESOLVE_NO_SYMLINKS`), outside /proc.
+    /// Its absolute path is then the caller's words (joined to the cwd's path, which the
+    /// kernel gives without links), with no lookup of the directory's path afterwards.
+    /// `None` when it is not that case: [`Self::resolve_links`] decides.
+    fn resolve_plain(&self, dirfd: i32, path: &[u8], follow: bool) -> Option<Result<At, i32>> {
+        let mut full: Vec<u8> = if path[0] == b'/' {
+            Vec::with_capacity(path.len())
+        } else if dirfd == libc::AT_FDCWD {
+            let cwd = c(format!("/proc/{}/cwd", self.tid()).as_bytes()).ok()?;
+            let mut p = sys::readlinkat(sys::at_fdcwd(), &cwd).ok()?;
+            // A cwd removed or out of the view's reach has no path to join to.
+            if p.first() != Some(&b'/') || p.ends_with(b" (deleted)") {
+                return None;
+            }
+            if p == b"/" {
+                p.clear();
+            }
+            p
+        } else {
+            return None;
+        };
+        let trailing = path.ends_with(b"/");
+        let mut last = 0;
+        for comp in path.split(|&b| b == b'/') {
+            match comp {
+                b"" | b"." => {}
+                b".." => return None,
+                _ => {
+                    last = full.len() + 1;
+                    full.push(b'/');
+                    full.extend_from_slice(comp);
+                }
+            }
+        }
+        if last == 0 || in_proc(&full) {
+            return None;
+        }
+        // A last component that names a directory the path goes on in (`a/.`) was left
+        // out above; then the target is the directory itself, for the other path.
+        if path.ends_with(b"/.") {
+            return None;
+        }
+        let dirpart = &full[..last - 1];
+        let name = &full[last..];
+        let rel: &[u8] = if dirpart.is_empty() {
+            b"."
+        } else {
+            &dirpart[1..]
+        };
+        let dir = match sys::openat2(
+            self.sup.root.as_fd(),
+            &c(rel).ok()?,
+            libc::O_PATH | libc::O_DIRECTORY,
+            0,
+            libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+        ) {
+            Ok(d) => d,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return None,
+            Err(e) => return Some(Err(errno(e))),
+        };
+        let cname = c(name).ok()?;
+        let mut seen = None;
+        if follow || trailing {
+            match sys::fstatat(dir.as_fd(), &cname, libc::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => return None,
+                Ok(st) => seen = Some(Some(st)),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => seen = Some(None),
+                Err(_) => {}
+            }
+        }
+        Some(Ok(At {
+            dir,
+            name: cname,
+            path: full,
+            seen,
+        }))
+    }
+
+    /// Resolves `path` step by step, following links as the call would (the last one by
+    /// hand, so that the rules see where it leads).
+    fn resolve_links(&self, dirfd: i32, path: Vec<u8>, follow: bool) -> Result<Target, i32> {
+        let mut path = path;
         let mut start = if path[0] == b'/' {
             self.root()?
         } else {
@@ -237,6 +313,7 @@ impl Call<'_> {
                     dir: d,
                     name: dot(),
                     path: p,
+                    seen: None,
                 }));
             }
             let cname = c(name)?;
@@ -274,6 +351,7 @@ impl Call<'_> {
                 dir,
                 name: cname,
                 path: p,
+                seen: None,
             }));
         }
         Err(libc::ELOOP)
@@ -369,7 +447,7 @@ impl Call<'_> {
             // is checked.
             let r = self.dir_or_root(dirfd, &path).and_then(|d| {
                 let cp = c(&path)?;
-                sys::openat(d.as_fd(), &cp, flags, masked(self.tid(), mode)).map_err(errno)
+                sys::openat(d.as_fd(), &cp, flags, self.masked(mode)).map_err(errno)
             });
             return match r {
                 Ok(f) => Reply::Fd(f, cloexec),
@@ -399,7 +477,10 @@ impl Call<'_> {
                 }
             }
             Ok(Target::At(at)) => {
-                let st = sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW).ok();
+                let st = match at.seen {
+                    Some(seen) => seen,
+                    None => sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW).ok(),
+                };
                 let act = if st.is_none() && creat {
                     Act::Create
                 } else {
@@ -417,12 +498,13 @@ impl Call<'_> {
                     // May block until a peer opens it: opened on a thread of its own.
                     return self.open_on_thread(at, flags, mode, cloexec);
                 }
-                let open_flags = (flags & !libc::O_TRUNC) | libc::O_NOFOLLOW | libc::O_NOCTTY;
-                let mode = if creat {
-                    masked(self.tid(), mode)
-                } else {
-                    mode
-                };
+                // The kernel truncates with the open unless the file must be checked by
+                // inode first (a protected file with several links at launch). A separate
+                // ftruncate would also cost a flush on close on ext4 (`auto_da_alloc`).
+                let check_inode = st.is_some() && !self.sup.linked.is_empty();
+                let keep = if check_inode { !libc::O_TRUNC } else { !0 };
+                let open_flags = (flags & keep) | libc::O_NOFOLLOW | libc::O_NOCTTY;
+                let mode = if creat { self.masked(mode) } else { mode };
                 let r = sys::openat(at.dir.as_fd(), &at.name, open_flags, mode);
                 let f = match r {
                     Ok(f) => f,
@@ -431,14 +513,14 @@ impl Call<'_> {
                 // The file opened is `name` in the directory checked (O_NOFOLLOW: a link
                 // swapped in fails). A protected file with several links at launch is also
                 // refused by inode, whatever name it is opened by.
-                if st.is_some() && !self.sup.linked.is_empty() {
+                if check_inode {
                     if let Err(e) = self.check_linked("open", f.as_fd()) {
                         return Reply::Err(e);
                     }
-                }
-                if flags & libc::O_TRUNC != 0 && is_reg(f.as_fd()) {
-                    if let Err(e) = sys::ftruncate(f.as_fd(), 0) {
-                        return Reply::Err(errno(e));
+                    if flags & libc::O_TRUNC != 0 && is_reg(f.as_fd()) {
+                        if let Err(e) = sys::ftruncate(f.as_fd(), 0) {
+                            return Reply::Err(errno(e));
+                        }
                     }
                 }
                 Reply::Fd(f, cloexec)
@@ -658,7 +740,7 @@ impl Call<'_> {
             Ok(at) => at,
             Err(r) => return r,
         };
-        let r = sys::mkdirat(at.dir.as_fd(), &at.name, masked(self.tid(), mode));
+        let r = sys::mkdirat(at.dir.as_fd(), &at.name, self.masked(mode));
         if r.is_ok() && under_git(&at.path) {
             if let Ok(st) = sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW) {
                 let mut made = self.sup.made.lock().unwrap_or_else(|e| e.into_inner());
@@ -675,7 +757,7 @@ impl Call<'_> {
             Ok(at) => result(sys::mknodat(
                 at.dir.as_fd(),
                 &at.name,
-                masked(self.tid(), mode),
+                self.masked(mode),
                 dev,
             )),
             Err(r) => r,
@@ -883,6 +965,13 @@ pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
         libc::SYS_fchmodat => call.chmod(i(a0), a1, a2 as u32, 0),
         libc::SYS_fchmodat2 => call.chmod(i(a0), a1, a2 as u32, i(a3)),
         libc::SYS_fchmod => call.fchmod(i(a0), a1 as u32),
+        libc::SYS_umask => {
+            let l = sup.listener.as_fd();
+            sup.umasks.change(call.tid(), a0 as u32, || {
+                let _ = sys::notif_continue(l, n.id);
+            });
+            Reply::None
+        }
         _ => Reply::Err(libc::ENOSYS),
     };
     let l = call.sup.listener.as_fd();

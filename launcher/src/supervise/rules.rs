@@ -52,8 +52,19 @@ pub enum Refusal {
 pub struct Rules {
     roots: Vec<Vec<u8>>,
     paths: Vec<Vec<u8>>,
-    names: Vec<String>,
+    names: Vec<Name>,
     ancestors: Vec<String>,
+    /// The first components of the names (and so of their ancestors): a directory between
+    /// the root and a path is a base for the names only when the path's next component
+    /// matches one, so only then is it asked whether it holds a `.git`.
+    firsts: Vec<Vec<u8>>,
+}
+
+/// A protected name pattern, split once.
+#[derive(Debug)]
+struct Name {
+    text: String,
+    comps: Vec<Vec<u8>>,
 }
 
 /// What the rules ask of the file system while they decide (the supervisor answers from
@@ -118,11 +129,30 @@ impl Rules {
             }
             kept.push(n.to_string());
         }
+        let names: Vec<Name> = kept
+            .into_iter()
+            .map(|text| Name {
+                comps: pattern::components(text.as_bytes())
+                    .into_iter()
+                    .map(<[u8]>::to_vec)
+                    .collect(),
+                text,
+            })
+            .collect();
+        let mut firsts: Vec<Vec<u8>> = Vec::new();
+        for n in &names {
+            if let Some(f) = n.comps.first() {
+                if !firsts.contains(f) {
+                    firsts.push(f.clone());
+                }
+            }
+        }
         Ok(Rules {
             roots: roots.iter().map(|r| trim(r)).collect(),
             paths: paths.iter().map(|p| trim(p)).collect(),
-            names: kept,
+            names,
             ancestors,
+            firsts,
         })
     }
 
@@ -193,7 +223,8 @@ impl Rules {
         let mut i = root.len();
         while let Some(off) = p[i + 1..].iter().position(|&b| b == b'/') {
             let d = &p[..i + 1 + off];
-            if fs.has_git(d) {
+            let next = p[d.len() + 1..].split(|&b| b == b'/').next().unwrap_or(b"");
+            if self.may_start(next) && fs.has_git(d) {
                 bases.push(d);
             }
             i += 1 + off;
@@ -220,16 +251,33 @@ impl Rules {
         Ok(())
     }
 
+    /// Whether a relative path whose first component is `c` may match a name pattern or
+    /// the directory that holds one (`NAME.lock` with `NAME`).
+    fn may_start(&self, c: &[u8]) -> bool {
+        let bare = c.strip_suffix(b".lock");
+        self.firsts.iter().any(|f| {
+            f.as_slice() == b"**"
+                || pattern::wildcard(f, c)
+                || bare.is_some_and(|b| pattern::wildcard(f, b))
+        })
+    }
+
     /// The first pattern matching `rel` or one of its ancestors.
     fn match_prefixes(&self, rel: &[u8]) -> Option<String> {
         let comps = pattern::components(rel);
+        let first = comps.first()?;
         self.names
             .iter()
             .find(|n| {
-                let pat = pattern::components(n.as_bytes());
+                let pat: Vec<&[u8]> = match n.comps.first() {
+                    Some(f) if f.as_slice() == b"**" || pattern::wildcard(f, first) => {
+                        n.comps.iter().map(Vec::as_slice).collect()
+                    }
+                    _ => return false,
+                };
                 pattern::covers_components(&pat, &comps)
             })
-            .cloned()
+            .map(|n| n.text.clone())
     }
 }
 

@@ -76,6 +76,93 @@ pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
     Ok(n)
 }
 
+/// Waits until the listener has a notification; false when every process with its filter
+/// is gone (POLLHUP with nothing to read) or the wait fails.
+pub fn wait_readable(listener: BorrowedFd<'_>) -> bool {
+    loop {
+        let mut p = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `p` is one live pollfd, its count 1.
+        let r = unsafe { libc::poll(&mut p, 1, -1) };
+        if r < 0 {
+            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return false;
+        }
+        if p.revents & libc::POLLIN != 0 {
+            return true;
+        }
+        if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return false;
+        }
+    }
+}
+
+/// Whether the process or thread of `pidfd` has ended.
+pub fn pidfd_exited(pidfd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one live pollfd, its count 1; a zero timeout never blocks.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r != 0
+}
+
+/// Answers notification `id` by letting the call run as it is (only for calls whose
+/// arguments nothing reads again: the kernel reads them after this answer).
+pub fn notif_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    let mut r = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: the ioctl reads one `seccomp_notif_resp` through the pointer, a live one.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &mut r as *mut libc::seccomp_notif_resp,
+        )
+    })
+    .map(|_| ())
+}
+
+/// The calling thread's id.
+#[cfg(test)]
+pub fn gettid() -> libc::pid_t {
+    // SAFETY: gettid takes nothing and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
+}
+
+/// Runs `f` in a forked child and tells whether it returned true (for tests that change
+/// what is the whole process's, such as the umask).
+#[cfg(test)]
+pub fn in_child(f: impl FnOnce() -> bool) -> bool {
+    // SAFETY: the child runs `f` and leaves with _exit; the test binary's other threads
+    // are not in the child, and `f` takes no lock they could hold (it allocates: glibc's
+    // malloc is fork-safe).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = f();
+        // SAFETY: _exit ends the child at once, running no atexit handler.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    if pid < 0 {
+        return false;
+    }
+    let mut st = 0;
+    // SAFETY: waits for the child forked above; `st` is a live int.
+    let r = unsafe { libc::waitpid(pid, &mut st, 0) };
+    r == pid && libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0
+}
+
 /// Whether the listener says every process with its filter is gone (POLLHUP).
 pub fn hung_up(listener: BorrowedFd<'_>) -> bool {
     let mut p = libc::pollfd {
