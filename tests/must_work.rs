@@ -356,3 +356,45 @@ fn unsandboxed_tree_is_ended() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A write the view or Landlock refuses is a denial even when the line says nothing about
+/// it (stderr to /dev/null, a program that swallows the error): the supervisor made the call
+/// and saw it fail. A refusal inside the project by the file's own mode is not one.
+#[test]
+fn silent_refusals_are_denials() {
+    for b in backends() {
+        let fx = Fixture::new();
+        std::fs::write(format!("{}/ro.txt", fx.proj), "x").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            format!("{}/ro.txt", fx.proj),
+            std::fs::Permissions::from_mode(0o444),
+        )
+        .unwrap();
+        let r = run(
+            &fx,
+            r#"python3 -c '
+import os
+for f in (lambda: open("/etc/efr-silent", "w"), lambda: os.mkdir("/usr/efr-silent-dir"),
+          lambda: os.rename("/etc/hostname", "/etc/efr-moved"), lambda: open("ro.txt", "w")):
+    try: f()
+    except OSError: pass
+' 2>/dev/null; true"#,
+            b,
+        );
+        for want in ["/etc/efr-silent", "/usr/efr-silent-dir", "/etc/efr-moved"] {
+            assert!(
+                r.outcome.denials.iter().any(|d| d == want),
+                "[{b:?}] {want}: {:?}",
+                r.outcome.denials
+            );
+        }
+        // Root writes a 0444 file anyway (CAP_DAC_OVERRIDE in its user namespace is not
+        // the init's: the init has none), so only check that it is no denial.
+        assert!(
+            !r.outcome.denials.iter().any(|d| d.ends_with("/ro.txt")),
+            "[{b:?}] {:?}",
+            r.outcome.denials
+        );
+    }
+}

@@ -219,6 +219,7 @@ impl Supervisor {
             rules::Refusal::Protected(r) => format!("protected by {r}"),
             rules::Refusal::HoldsProtected(r) => format!("holds the protected {r}"),
             rules::Refusal::GitLink => "a .git that is not a directory".to_string(),
+            rules::Refusal::NotWritable => "not writable in this call".to_string(),
         };
         // One line per refusal: `denied PATH\tOP\tWHY` (the path as bytes, lossily).
         let line = format!(

@@ -73,6 +73,9 @@ fn tgid(tid: libc::pid_t) -> Option<libc::pid_t> {
 struct Call<'a> {
     sup: &'a Supervisor,
     n: &'a libc::seccomp_notif,
+    /// The last path the rules let through, and what was done to it: where a failure of
+    /// the call itself (the view's read-only mounts, Landlock) is reported.
+    acted: Option<(&'static str, Vec<u8>)>,
 }
 
 impl Fs for HashSet<(u64, u64)> {
@@ -384,10 +387,13 @@ impl Call<'_> {
         sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|_| libc::ENOENT)
     }
 
-    fn check(&mut self, what: &str, path: &[u8], act: Act) -> Result<(), i32> {
+    fn check(&mut self, what: &'static str, path: &[u8], act: Act) -> Result<(), i32> {
         let made = self.sup.made.lock().unwrap_or_else(|e| e.into_inner());
         match self.sup.rules.check(path, act, &*made) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.acted = Some((what, path.to_vec()));
+                Ok(())
+            }
             Err(r) => {
                 drop(made);
                 self.sup.refuse(what, path, &r);
@@ -398,7 +404,7 @@ impl Call<'_> {
 
     /// Refuses `st`, named `path`, when it is a protected file that had several links at
     /// launch (its other names would write it).
-    fn check_inode(&mut self, what: &str, path: &[u8], st: &libc::stat) -> Result<(), i32> {
+    fn check_inode(&mut self, what: &'static str, path: &[u8], st: &libc::stat) -> Result<(), i32> {
         if self.sup.linked.contains(&(st.st_dev, st.st_ino)) {
             self.sup.refuse(
                 what,
@@ -411,7 +417,7 @@ impl Call<'_> {
     }
 
     /// The inode check of an open file alone (see [`Self::check_file`]).
-    fn check_linked(&mut self, what: &str, f: BorrowedFd<'_>) -> Result<(), i32> {
+    fn check_linked(&mut self, what: &'static str, f: BorrowedFd<'_>) -> Result<(), i32> {
         let st = sys::fstat(f).map_err(errno)?;
         let p = sys::fd_path(f).unwrap_or_default();
         self.check_inode(what, &p, &st)
@@ -419,7 +425,7 @@ impl Call<'_> {
 
     /// The check of an open file: by its path now, and by inode for a protected file with
     /// several links.
-    fn check_file(&mut self, what: &str, f: BorrowedFd<'_>) -> Result<(), i32> {
+    fn check_file(&mut self, what: &'static str, f: BorrowedFd<'_>) -> Result<(), i32> {
         let st = sys::fstat(f).map_err(errno)?;
         let kind = st.st_mode & libc::S_IFMT;
         let p = sys::fd_path(f).unwrap_or_default();
@@ -715,7 +721,13 @@ impl Call<'_> {
 
     /// The path argument at `addr` (from `dirfd`, its last link not followed), checked for
     /// `act`: what the simple calls (remove, mkdir, mknod, symlink) act on.
-    fn checked_at(&mut self, what: &str, dirfd: i32, addr: u64, act: Act) -> Result<At, Reply> {
+    fn checked_at(
+        &mut self,
+        what: &'static str,
+        dirfd: i32,
+        addr: u64,
+        act: Act,
+    ) -> Result<At, Reply> {
         let at = self.at_nofollow(dirfd, addr).map_err(Reply::Err)?;
         if !self.valid() {
             return Err(Reply::None);
@@ -923,7 +935,11 @@ pub fn linked_protected(rules: &Rules) -> HashSet<(u64, u64)> {
 /// Serves notification `n`.
 pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
     let nr = i64::from(n.data.nr);
-    let mut call = Call { sup, n };
+    let mut call = Call {
+        sup,
+        n,
+        acted: None,
+    };
     let a = |i: usize| call.arg(i);
     let (a0, a1, a2, a3, a4) = (a(0), a(1), a(2), a(3), a(4));
     let i = |v: u64| v as i32;
@@ -974,6 +990,16 @@ pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
         }
         _ => Reply::Err(libc::ENOSYS),
     };
+    if let (Reply::Err(e @ (libc::EROFS | libc::EACCES)), Some((what, path))) =
+        (&reply, &call.acted)
+    {
+        // The call itself failed where the rules let it: a read-only mount of the view, or
+        // Landlock outside the writable roots (inside them an EACCES is the file's own
+        // mode, which no grant changes).
+        if *e == libc::EROFS || !sup.rules.in_roots(path) {
+            sup.refuse(what, path, &Refusal::NotWritable);
+        }
+    }
     let l = call.sup.listener.as_fd();
     let _ = match reply {
         Reply::Val(v) => sys::notif_send(l, n.id, v, 0),

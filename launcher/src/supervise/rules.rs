@@ -41,6 +41,9 @@ pub enum Refusal {
     HoldsProtected(String),
     /// A `.git` that is not a directory made by mkdir.
     GitLink,
+    /// Not writable in this call: outside its writable roots or on a read-only mount of
+    /// its view (the call was made and failed; only reported).
+    NotWritable,
 }
 
 /// The rules of one call.
