@@ -153,7 +153,18 @@ pub fn spawn(
     let spec_json = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
     let spec_fd =
         sys::memfd_with("efr-inner-spec", &spec_json).map_err(|e| format!("memfd: {e}"))?;
-    let prog = crate::seccomp::program_without(view.landlock.deny_tcp, &spec.seccomp_drop)?;
+    // The filter bubblewrap loads holds our init too; the supervisor in it takes fds from
+    // and writes results into the line's processes, so those two calls are refused to the
+    // line by a filter of its own instead (`supervise::filter::line_only`).
+    let mut drop = spec.seccomp_drop.clone();
+    if spec.supervise.is_some() {
+        drop.extend(
+            crate::supervise::filter::INIT_NEEDS
+                .iter()
+                .map(|s| s.to_string()),
+        );
+    }
+    let prog = crate::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
     let prog_fd = sys::memfd_with("efr-seccomp", &crate::seccomp::program_bytes(&prog))
         .map_err(|e| format!("memfd: {e}"))?;
     let mut argv = vec![bwrap.to_string()];

@@ -153,8 +153,20 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             fail(e);
         }
     }
+    // What the preloaded filter left out for the init's supervisor (bubblewrap backend).
+    if spec.seccomp_preloaded && sup_fd.is_some() {
+        if let Err(e) = crate::seccomp::load(&crate::supervise::filter::line_only()) {
+            fail(e);
+        }
+    }
     // Last: from here on, every supervised call waits for the init.
     if let Some(fd) = sup_fd {
+        // The init takes the listener from this process's fd table, which a process that
+        // is not dumpable (inherited from the init) refuses to one without capabilities.
+        // The exec just after makes it dumpable anyway.
+        if let Err(e) = sys::prctl(libc::PR_SET_DUMPABLE, 1, 0) {
+            fail(format!("making the line dumpable for the hand-over: {e}"));
+        }
         if let Err(e) = crate::supervise::install(fd) {
             fail(e);
         }
@@ -202,6 +214,11 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     };
     let mut sup_pair = None;
     let mut rules = None;
+    let sockets = spec
+        .supervise
+        .as_ref()
+        .map(|sv| crate::supervise::SocketRules::new(&sv.socket_dirs, &sv.sockets))
+        .unwrap_or_default();
     if let Some(sv) = &spec.supervise {
         if !crate::supervise::available() {
             fail("the kernel cannot supervise writes (seccomp user notification)".into());
@@ -246,8 +263,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     }
     if let (Some((init_end, line_end)), Some(rules)) = (sup_pair, rules) {
         drop(line_end);
-        match crate::supervise::receive(&init_end) {
-            Ok(Some(l)) => match crate::supervise::Supervisor::new(rules, l, report_fd) {
+        match crate::supervise::receive(&init_end, main) {
+            Ok(Some(l)) => match crate::supervise::Supervisor::new(rules, l, report_fd)
+                .map(|s| s.with_sockets(sockets))
+            {
                 // Its own thread, blocked in the receive: one wake-up per supervised call
                 // and nothing else in its way (the init's loop below goes on as before).
                 Ok(s) => {

@@ -260,6 +260,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
     let mut started = false;
     // Paths the init's supervisor refused (a source the line cannot forge).
     let mut supervised_denials: Vec<String> = Vec::new();
+    let mut socket_denials: Vec<String> = Vec::new();
     let mut line_status: Option<(Option<i32>, Option<i32>)> = None;
     let mut child_status: Option<libc::c_int> = None;
     let mut cg_kind = cgroup.as_ref().map(|c| c.kind);
@@ -364,6 +365,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                             backend: backend_name.into(),
                             landlock,
                             seccomp: v["seccomp"].as_bool().unwrap_or(false),
+                            supervised: v["supervised"].as_bool().unwrap_or(false),
                             cgroup: cg_kind,
                         });
                     } else if let Some(m) = l.strip_prefix("setup_error ") {
@@ -372,6 +374,11 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         line_status = Some((c.parse().ok(), None));
                     } else if let Some(s) = l.strip_prefix("exit signal ") {
                         line_status = Some((None, s.parse().ok()));
+                    } else if let Some(d) = l.strip_prefix("denied_socket ") {
+                        let path = d.split('\t').next().unwrap_or(d).to_string();
+                        if !socket_denials.contains(&path) {
+                            socket_denials.push(path);
+                        }
                     } else if let Some(d) = l.strip_prefix("denied ") {
                         let path = d.split('\t').next().unwrap_or(d).to_string();
                         if !supervised_denials.contains(&path) {
@@ -464,6 +471,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         duration_ms: start.elapsed().as_millis() as u64,
         denials,
         survivors,
+        socket_denials,
     });
     Try::Done(match (code, signal) {
         (Some(c), _) => c,

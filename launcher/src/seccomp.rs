@@ -189,6 +189,14 @@ pub(crate) fn off_arg_low(i: u32) -> u32 {
     }
 }
 
+pub(crate) fn off_arg_high(i: u32) -> u32 {
+    if cfg!(target_endian = "little") {
+        16 + 8 * i + 4
+    } else {
+        16 + 8 * i
+    }
+}
+
 pub(crate) fn stmt(code: u16, k: u32) -> libc::sock_filter {
     libc::sock_filter {
         code,

@@ -51,6 +51,9 @@ pub enum StatusLine {
         /// The seccomp filter is loaded.
         #[serde(default)]
         seccomp: bool,
+        /// The init supervises the line's writes and path sockets.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        supervised: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cgroup: Option<CgroupKind>,
     },
@@ -69,6 +72,9 @@ pub enum StatusLine {
         /// Programs of descendants the launcher could not end.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         survivors: Vec<String>,
+        /// Path sockets the call was refused (outside its own places, not granted).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        socket_denials: Vec<String>,
     },
 }
 
@@ -94,6 +100,7 @@ pub struct Outcome {
     pub duration_ms: u64,
     pub denials: Vec<String>,
     pub survivors: Vec<String>,
+    pub socket_denials: Vec<String>,
 }
 
 impl Outcome {
@@ -110,12 +117,14 @@ impl Outcome {
                     duration_ms,
                     denials,
                     survivors,
+                    socket_denials,
                 }) => {
                     o.code = code;
                     o.signal = signal;
                     o.duration_ms = duration_ms;
                     o.denials = denials;
                     o.survivors = survivors;
+                    o.socket_denials = socket_denials;
                 }
                 Err(_) => {}
             }

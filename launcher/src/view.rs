@@ -323,9 +323,19 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
             }
         }
     }
+    // Path sockets: the call's own places, and those its grants name.
+    let mut socket_dirs = roots.clone();
+    socket_dirs.extend(["/tmp".to_string(), "/dev".to_string()]);
+    let sockets = plan
+        .grants
+        .iter()
+        .flat_map(|g| grant_sockets(plan, g))
+        .collect();
     crate::supervise::SuperviseSpec {
         roots,
         paths,
         names: plan.protect_names.clone(),
+        socket_dirs,
+        sockets,
     }
 }
