@@ -100,7 +100,7 @@ fn caller(plan: &Path, status: &Path) -> Child {
         .arg(status)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(status.with_extension("err")).unwrap())
         .spawn()
         .unwrap()
 }
@@ -120,8 +120,9 @@ fn caller_killed(sig: i32) {
         let mut parent = caller(&plan, &status);
         assert!(
             wait_for_file(&proj.join("ready"), 20),
-            "[{mode:?}] the line never started: {:?}",
-            std::fs::read_to_string(&status)
+            "[{mode:?}] the line never started: {:?} {:?}",
+            std::fs::read_to_string(&status),
+            std::fs::read_to_string(status.with_extension("err"))
         );
         // The three sleeps run (the line wrote `ready` just before the last one).
         let deadline = Instant::now() + Duration::from_secs(10);
