@@ -316,7 +316,6 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
             .collect(),
         env_keep: Vec::new(),
         hide_sockets: true,
-        collect_denials: true,
         require_landlock: false,
         proxy: req.proxy.clone(),
         test_weaken: Vec::new(),
@@ -377,7 +376,9 @@ impl Launcher {
     }
 
     /// Spawns `efr-launch` for `plan` with the given stdio; the plan goes on a pipe (fd 3
-    /// of the launcher), status lines come back on another (fd 4).
+    /// of the launcher), status lines come back on another (fd 4). The launch ends with
+    /// this process (`--caller-pid`, see [`crate::caller`]): whatever it dies of, the call
+    /// is killed within a second.
     pub fn spawn(
         &self,
         plan: &Plan,
@@ -392,7 +393,8 @@ impl Launcher {
         let status_w = crate::sys::owned(status_w)?;
         let mut cmd = Command::new(&self.exe);
         cmd.args(&self.pre_args)
-            .args(["--plan-fd", "3", "--status-fd", "4"])
+            .args(["--plan-fd", "3", "--status-fd", "4", "--caller-pid"])
+            .arg(std::process::id().to_string())
             .stdin(stdin)
             .stdout(stdout)
             .stderr(stderr);

@@ -137,8 +137,7 @@ impl Drop for Stage {
 pub const INSIDE_INIT: &str = "/dev/efr/init";
 
 /// Starts bwrap; returns its pid. `info_w` receives bwrap's `--info-fd` JSON (whose
-/// `child-pid` is our inner init's pid).
-#[allow(clippy::too_many_arguments)]
+/// `child-pid` is our inner init's pid). The tree's stdio are the launcher's.
 pub fn spawn(
     bwrap: &str,
     view: &View,
@@ -146,7 +145,6 @@ pub fn spawn(
     stage: &Stage,
     report_w: RawFd,
     info_w: RawFd,
-    stderr_w: Option<RawFd>,
 ) -> Result<libc::pid_t, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let exe = exe.to_string_lossy().into_owned();
@@ -182,19 +180,32 @@ pub fn spawn(
         spec_fd.to_string(),
         report_w.to_string(),
     ]);
+    let me = sys::getpid();
     let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
         let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        // The launcher died before the death signal was set: nothing would end us.
+        if sys::getppid() != me {
+            sys::exit_now(126);
+        }
+        // bubblewrap's process is in the caller's process group too, and handles no
+        // signal: one sent to the group would kill it, and our init with it (it runs with
+        // `--die-with-parent`), before the init reports how the line ended. It ignores
+        // what the launcher ignores and forwards; the launcher ends it with SIGKILL.
+        for &(sig, _) in crate::run::IGNORED_SIGNALS {
+            sys::ignore_signals(&[sig]);
+        }
+        sys::ignore_signals(&crate::run::FORWARDED_SIGNALS);
         if view.proxy_socket.is_some() {
             if let Err(e) = own_net() {
                 crate::inner::report(report_w, &format!("setup_error network namespace: {e}"));
                 sys::exit_now(126);
             }
         }
-        if let Some(fd) = stderr_w {
-            let _ = sys::dup2(fd, 2);
-        }
-        for fd in [prog_fd, spec_fd, report_w, info_w] {
+        for fd in [prog_fd, spec_fd, report_w, info_w]
+            .into_iter()
+            .chain(spec.launcher_pidfd)
+        {
             let _ = sys::set_inheritable(fd);
         }
         let e = sys::execve(bwrap, &argv, &[]);

@@ -4,7 +4,10 @@
 //! The init (pid 1 of the sandbox's pid namespace) is not dumpable, forwards SIGINT, SIGTERM
 //! and SIGHUP sent by a process (a terminal's ^C reaches the line directly), reaps, and when
 //! the line's main process ends it kills everything else in the namespace, then reports the
-//! line's status on the report pipe: `exit code N` or `exit signal N`.
+//! line's status on the report pipe: `exit code N` or `exit signal N`. It dies with the
+//! launcher (PR_SET_PDEATHSIG), and where that signal cannot reach (the launcher died
+//! before the init set it, or bubblewrap's process in between) it sees the launcher's end on
+//! a pidfd of it and ends the call itself.
 
 use std::os::fd::RawFd;
 
@@ -44,6 +47,10 @@ pub struct InnerSpec {
     /// The writes the init supervises (a contained line); see [`crate::supervise`].
     #[serde(default)]
     pub supervise: Option<crate::supervise::SuperviseSpec>,
+    /// A pidfd of the launcher, open in the init (a contained line): the init ends the call
+    /// when the launcher has ended.
+    #[serde(default)]
+    pub launcher_pidfd: Option<i32>,
     /// TESTS ONLY (the plan's `test_weaken`): entries left out of the EPERM program.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seccomp_drop: Vec<String>,
@@ -56,7 +63,24 @@ pub fn report(fd: RawFd, msg: &str) {
     let _ = sys::write_all(fd, m.as_bytes());
 }
 
-const FWD: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+/// What the init forwards to the line (what the launcher forwards to the init).
+const FWD: [libc::c_int; 3] = crate::run::FORWARDED_SIGNALS;
+
+/// Every signal but SIGKILL and SIGSTOP: the line starts with all of them at their default
+/// (what the launcher, bubblewrap and the init ignored or handled is theirs, not the
+/// line's; libc refuses the numbers it keeps for itself, which is fine).
+fn all_signals() -> Vec<libc::c_int> {
+    (1..=64)
+        .filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP)
+        .collect()
+}
+
+/// The launcher has ended: nothing of the call may outlive it. Kills every process of the
+/// namespace and ends the init (its namespace goes with it).
+fn launcher_gone() -> ! {
+    let _ = sys::kill(-1, libc::SIGKILL);
+    sys::exit_now(128 + libc::SIGKILL)
+}
 
 /// Enters the Landlock domain of `l` (no_new_privs set by the caller); a domain that is
 /// not enforced is an error when the spec requires Landlock.
@@ -83,13 +107,7 @@ pub struct Prepared {
 /// The line's process: closes every fd but 0-2 (and the report fd, close-on-exec), applies
 /// the restrictions, reports `ready` and execs `SHELL -c LINE`. Never returns.
 pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
-    sys::default_signals(&[
-        libc::SIGINT,
-        libc::SIGTERM,
-        libc::SIGHUP,
-        libc::SIGCHLD,
-        libc::SIGPIPE,
-    ]);
+    sys::default_signals(&all_signals());
     let rfd = if report_fd != 3 {
         if sys::dup2(report_fd, 3).is_err() {
             sys::exit_now(127);
@@ -185,6 +203,10 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
 /// The init: forks the line, forwards signals, reaps, ends the rest when the line ends and
 /// reports its status. Never returns.
 pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
+    let launcher = spec.launcher_pidfd.filter(|&fd| sys::fd_open(fd));
+    if launcher.is_some_and(sys::pidfd_ended) {
+        launcher_gone();
+    }
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
     let mut sigs = FWD.to_vec();
@@ -308,7 +330,15 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         if status.is_some() {
             break;
         }
-        let _ = sys::poll(&[(sig_r, libc::POLLIN)], -1);
+        let mut fds = vec![(sig_r, libc::POLLIN)];
+        fds.extend(launcher.map(|fd| (fd, libc::POLLIN)));
+        if let Ok(r) = sys::poll(&fds, -1) {
+            if r.get(1)
+                .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
+            {
+                launcher_gone();
+            }
+        }
         let mut buf = [0u8; 64];
         if let Ok(n) = sys::read(sig_r, &mut buf) {
             for pair in buf[..n].chunks_exact(2) {

@@ -95,10 +95,6 @@ pub struct Plan {
     /// Hide the host's listening path sockets (true when absent).
     #[serde(default = "yes")]
     pub hide_sockets: bool,
-    /// Tee stderr through the launcher to find refused writes (true when absent). The tee is
-    /// skipped when stderr is a terminal, so prompts keep their terminal.
-    #[serde(default = "yes")]
-    pub collect_denials: bool,
     /// Fail the launch when Landlock cannot be enforced at all (false when absent).
     #[serde(default)]
     pub require_landlock: bool,
@@ -292,7 +288,6 @@ impl Plan {
             env_set: Vec::new(),
             env_keep: Vec::new(),
             hide_sockets: true,
-            collect_denials: true,
             require_landlock: false,
             proxy: None,
             test_weaken: Vec::new(),

@@ -226,12 +226,6 @@ pub fn poll(fds: &[(RawFd, libc::c_short)], timeout_ms: i32) -> io::Result<Vec<l
     Ok(p.iter().map(|x| x.revents).collect())
 }
 
-/// isatty(3).
-pub fn isatty(fd: RawFd) -> bool {
-    // SAFETY: isatty takes an integer.
-    unsafe { libc::isatty(fd) == 1 }
-}
-
 /// mount(2); `None` strings become NULL.
 pub fn mount(
     src: Option<&str>,
@@ -539,4 +533,37 @@ pub fn seccomp_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
         )
     })
     .map(|_| ())
+}
+
+/// The parent's pid (0 when the parent is outside the caller's pid namespace).
+pub fn getppid() -> libc::pid_t {
+    // SAFETY: getppid has no preconditions.
+    unsafe { libc::getppid() }
+}
+
+/// A pidfd of process `pid` (close-on-exec, as pidfd_open always makes it).
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<RawFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    check_l(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) })
+        .map(|fd| fd as RawFd)
+}
+
+/// Whether the process of a pidfd has ended (its pidfd is readable, or hung up once the
+/// process is reaped).
+pub fn pidfd_ended(fd: RawFd) -> bool {
+    matches!(poll(&[(fd, libc::POLLIN)], 0), Ok(r) if r[0] & (libc::POLLIN | libc::POLLHUP) != 0)
+}
+
+/// Whether `fd` is an open fd of this process.
+pub fn fd_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only queries the fd's flags; a closed fd gives EBADF.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// Ignores `sigs` (SIG_IGN, which an exec keeps).
+pub fn ignore_signals(sigs: &[libc::c_int]) {
+    for &s in sigs {
+        // SAFETY: SIG_IGN is always a valid disposition and installs no handler.
+        unsafe { libc::signal(s, libc::SIG_IGN) };
+    }
 }

@@ -27,3 +27,12 @@ pub fn openpty() -> std::io::Result<(File, File)> {
     let s = unsafe { File::from_raw_fd(slave) };
     Ok((m, s))
 }
+
+/// Sends `sig` to `pid` (a negative pid: to that process group).
+pub fn kill(pid: i32, sig: i32) -> std::io::Result<()> {
+    // SAFETY: kill takes plain integers.
+    if unsafe { libc::kill(pid, sig) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
