@@ -51,6 +51,13 @@ fn py(code: &str) -> String {
     format!("{} -c '{code}'", python())
 }
 
+/// Python's `socket.socket(...)` call `ctor`, printing its errno when it fails.
+fn socket_errno(ctor: &str) -> String {
+    py(&format!(
+        "import socket\ntry:\n  {ctor};print(\"ESCAPED\")\nexcept OSError as e: print(\"ERRNO=%d\"%e.errno)"
+    ))
+}
+
 fn connect_unix(path: &str) -> String {
     py(&format!(
         "import socket\ns=socket.socket(socket.AF_UNIX)\ns.settimeout(2)\ntry:\n  s.connect(\"{path}\");print(\"ESCAPED\")\nexcept OSError as e: print(\"ERRNO=%d\"%e.errno)"
@@ -323,19 +330,55 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
             connect_unix(&format!("\\0{}", hs.abstract_name)),
             Expect::Denied,
         ),
+        // Socket families by allow-list: every family but AF_UNIX, AF_INET, AF_INET6 and
+        // AF_NETLINK (NETLINK_ROUTE, NETLINK_SOCK_DIAG) is EAFNOSUPPORT, socket and
+        // socketpair alike.
         a(
             "AF_PACKET socket",
-            py(
-                "import socket\ntry:\n  socket.socket(17,3,0);print(\"ESCAPED\")\nexcept OSError as e: print(\"ERRNO=%d\"%e.errno)",
-            ),
-            Expect::Errno(libc::EPERM),
+            socket_errno("socket.socket(17,3,0)"),
+            Expect::Errno(libc::EAFNOSUPPORT),
         ),
         a(
             "AF_VSOCK socket",
+            socket_errno("socket.socket(40,1,0)"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "AF_BLUETOOTH socket",
+            socket_errno("socket.socket(31,3,0)"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "AF_ALG socket",
+            socket_errno("socket.socket(38,5,0)"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "AF_PACKET socket, high bits of the family",
+            sys(libc::SYS_socket, ",0x700000011,3,0"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "AF_PACKET socketpair",
+            sys(libc::SYS_socketpair, ",17,3,0,0"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "NETLINK_GENERIC socket",
+            socket_errno("socket.socket(16,3,16)"),
+            Expect::Errno(libc::EPROTONOSUPPORT),
+        ),
+        a(
+            "NETLINK_NETFILTER socket",
+            socket_errno("socket.socket(16,3,12)"),
+            Expect::Errno(libc::EPROTONOSUPPORT),
+        ),
+        a(
+            "the allowed families work",
             py(
-                "import socket\ntry:\n  socket.socket(40,1,0);print(\"ESCAPED\")\nexcept OSError as e: print(\"ERRNO=%d\"%e.errno)",
+                "import socket\nsocket.socket(socket.AF_UNIX);socket.socketpair()\nsocket.socket(socket.AF_INET).bind((\"127.0.0.1\",0))\nsocket.socket(socket.AF_INET6)\nn=socket.socket(16,3,0);n.bind((0,0))\nsocket.socket(16,3,4)\nprint(\"families-ok\")",
             ),
-            Expect::Errno(libc::EPERM),
+            Expect::Output("families-ok"),
         ),
         // Host processes.
         a(
@@ -381,6 +424,22 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
             "mount syscall",
             sys(libc::SYS_mount, ",0,0,0,0,0"),
             Expect::Errno(libc::EPERM),
+        ),
+        a(
+            "open_tree_attr",
+            sys(
+                efr_launcher::seccomp::newer::SYS_open_tree_attr,
+                ",-100,b\"/\",1,0,0",
+            ),
+            Expect::Errno(libc::EPERM),
+        ),
+        a(
+            "a call newer than the filter knows",
+            sys(
+                efr_launcher::seccomp::NEWEST_KNOWN as libc::c_long + 1,
+                ",0,0,0",
+            ),
+            Expect::Errno(libc::ENOSYS),
         ),
         a("chroot", try_("chroot / true"), Expect::Denied),
         a(
