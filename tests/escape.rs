@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use efr_launcher::api::BackendChoice;
 use efr_sandbox_tests::common::{Fixture, SECRET, backends, procs_with, python, run, run_plan};
+use efr_sandbox_wire::Grant;
 
 /// What must happen.
 enum Expect {
@@ -765,5 +766,284 @@ fn killed_launcher_tree_dies() {
         );
         let mut s = String::new();
         let _ = running.status.read_to_string(&mut s);
+    }
+}
+
+/// The default masks below the home, as paths of the fixture's home.
+fn home_masks(fx: &Fixture) -> Vec<String> {
+    efr_policy::config::Config::defaults()
+        .sandbox
+        .masks
+        .iter()
+        .filter_map(|e| {
+            e.value
+                .strip_prefix("~/")
+                .map(|r| format!("{}/{r}", fx.home))
+        })
+        .collect()
+}
+
+/// `cat` of every path and of every file below it, then the marker.
+fn read_all(paths: &[String]) -> String {
+    let list: Vec<String> = paths.iter().map(|p| format!("'{p}'")).collect();
+    format!(
+        "for p in {}; do cat \"$p\"; find \"$p\" -type f -exec cat {{}} + ; done 2>&1\necho {RAN}",
+        list.join(" ")
+    )
+}
+
+/// Every default mask below the home hides a store planted there, a file or a directory,
+/// with the home read-only and with the home as the project.
+#[test]
+fn every_default_mask_hides_its_store() {
+    for b in backends() {
+        for as_dir in [false, true] {
+            for home_project in [false, true] {
+                let fx = Fixture::new();
+                let masks = home_masks(&fx);
+                let mut planted = Vec::new();
+                for m in &masks {
+                    if std::path::Path::new(m).exists() {
+                        continue;
+                    }
+                    let target = if as_dir {
+                        format!("{m}/secret")
+                    } else {
+                        m.clone()
+                    };
+                    let parent = std::path::Path::new(&target).parent().unwrap();
+                    if std::fs::create_dir_all(parent).is_ok()
+                        && std::fs::write(&target, SECRET).is_ok()
+                    {
+                        planted.push(m.clone());
+                    }
+                }
+                assert!(planted.len() > 40, "{} planted", planted.len());
+                let mut req = fx.request(&read_all(&planted), b);
+                if home_project {
+                    req.projects = vec![fx.home.clone()];
+                    req.cwd = fx.home.clone();
+                    fx.set_view(&mut req);
+                }
+                let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+                let out = r.all_output();
+                let what = format!("[{b:?}] dirs {as_dir}, home as project {home_project}");
+                assert!(r.outcome.setup_error.is_none(), "{what}: {out}");
+                assert!(out.contains(RAN), "{what}: {out}");
+                assert!(!out.contains(SECRET), "{what}: a store leaked: {out}");
+            }
+        }
+    }
+}
+
+/// A store that does not exist at launch and that the host makes during the call (the
+/// user's `aws configure`), and one the host replaces under its mask, stay unreadable: the
+/// names may be seen, not what is in them.
+#[test]
+fn stores_made_on_the_host_during_the_call_stay_unreadable() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let h = &fx.home;
+        std::fs::remove_dir_all(format!("{h}/.aws")).unwrap();
+        std::fs::create_dir_all(format!("{h}/.config/other")).unwrap();
+        // Missing at launch: a directory store, a file in the home, one in an existing
+        // directory, one whose parent is missing too.
+        let made = [
+            format!("{h}/.aws/credentials"),
+            format!("{h}/.pgpass"),
+            format!("{h}/.config/gcloud/credentials.db"),
+            format!("{h}/.cache/huggingface/token"),
+        ];
+        // Replaced by the host under the view's masks (the mounts on them are detached).
+        let replaced = [format!("{h}/.netrc"), format!("{h}/.ssh/id_rsa")];
+        let p = &fx.proj;
+        let all: Vec<String> = made.iter().chain(&replaced).cloned().collect();
+        let line = format!(
+            "touch {p}/ready; while [ ! -e {p}/go ]; do sleep 0.02; done\n{}",
+            read_all(&all)
+        );
+        let plan = fx.plan(&line, b, vec![]);
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let mut running = efr_sandbox_tests::common::launcher()
+            .spawn(
+                &plan,
+                std::process::Stdio::null(),
+                std::process::Stdio::from(out.reopen().unwrap()),
+                std::process::Stdio::from(out.reopen().unwrap()),
+            )
+            .unwrap();
+        let t = Instant::now();
+        while !std::path::Path::new(&format!("{p}/ready")).exists()
+            && t.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for f in &made {
+            std::fs::create_dir_all(std::path::Path::new(f).parent().unwrap()).unwrap();
+            std::fs::write(f, SECRET).unwrap();
+        }
+        std::fs::write(format!("{h}/.netrc.new"), SECRET).unwrap();
+        std::fs::rename(format!("{h}/.netrc.new"), format!("{h}/.netrc")).unwrap();
+        std::fs::rename(format!("{h}/.ssh"), format!("{h}/.ssh-old")).unwrap();
+        std::fs::create_dir(format!("{h}/.ssh")).unwrap();
+        std::fs::write(format!("{h}/.ssh/id_rsa"), SECRET).unwrap();
+        std::fs::write(format!("{p}/go"), "").unwrap();
+        let mut status = String::new();
+        while let Some(s) = running.next_status() {
+            status.push_str(&s.to_line());
+        }
+        running.child.wait().unwrap();
+        let text = std::fs::read_to_string(out.path()).unwrap();
+        assert!(text.contains(RAN), "[{b:?}] {status} {text}");
+        assert!(!text.contains(SECRET), "[{b:?}] a store leaked: {text}");
+        // Each was there to be read, and refused.
+        for f in &all {
+            assert!(
+                text.contains(&format!("{f}: Permission denied")),
+                "[{b:?}] {f} not refused: {text}"
+            );
+        }
+    }
+}
+
+/// The Landlock layer of the masks holds alone: with the mask mounts weakened away, an
+/// existing store is still unreadable.
+#[test]
+fn masks_hold_in_landlock_without_their_mounts() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let h = &fx.home;
+        let mut plan = fx.plan(
+            &read_all(&[format!("{h}/.aws/credentials"), format!("{h}/.netrc")]),
+            b,
+            vec![],
+        );
+        plan.test_weaken = vec!["no_masks".into()];
+        let o = efr_sandbox_tests::common::run_weakened(&plan, fx.dir.path(), &[]);
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(out.contains(RAN), "[{b:?}] {out}");
+        assert!(
+            !out.contains(SECRET),
+            "[{b:?}] leaked without the mounts: {out}"
+        );
+    }
+}
+
+/// `unmask` of a path below a mask shows that path (read-only, nothing else of the mask);
+/// one of a path that does not exist there is refused, naming the mask to lift.
+#[test]
+fn unmask_below_a_mask() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let h = &fx.home;
+        let key = format!("{h}/.ssh/id_rsa");
+        let grant = vec![Grant::Unmask { path: key.clone() }];
+        let plan = fx.plan(
+            &format!("cat {key}; echo; ls -A {h}/.ssh; echo x >> {key}; echo {RAN}"),
+            b,
+            grant,
+        );
+        let r = run_plan(&plan, None);
+        let out = r.all_output();
+        assert!(r.outcome.setup_error.is_none(), "[{b:?}] {out}");
+        assert!(
+            r.stdout.contains(SECRET),
+            "[{b:?}] the key is not shown: {out}"
+        );
+        assert!(r.stdout.contains("id_rsa"), "[{b:?}] {out}");
+        assert!(
+            !r.stdout.contains("config"),
+            "[{b:?}] the rest of ~/.ssh shows: {out}"
+        );
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), SECRET, "[{b:?}]");
+        // A key that is not there: refused, with the mask it would have to lift.
+        let missing = format!("{h}/.ssh/id_ed25519");
+        let plan = fx.plan(
+            "true",
+            b,
+            vec![Grant::Unmask {
+                path: missing.clone(),
+            }],
+        );
+        let r = run_plan(&plan, None);
+        let e = r.outcome.setup_error.clone().unwrap_or_default();
+        assert!(
+            e.contains(&missing) && e.contains(&format!("the mask {h}/.ssh")),
+            "[{b:?}] {e:?} {r:?}"
+        );
+        assert_eq!(r.status.code(), Some(125), "[{b:?}]");
+    }
+}
+
+/// With the home as the project, every floor is read-only whether or not it or its parent
+/// exists, and so is a missing mask (a planted `~/.aws/config` runs `credential_process`).
+#[test]
+fn floors_and_masks_under_the_home_as_project() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let h = fx.home.clone();
+        // No ~/.ssh (so not ~/.ssh/authorized_keys's parent), no ~/.config, no ~/.aws.
+        std::fs::remove_dir_all(format!("{h}/.ssh")).unwrap();
+        std::fs::remove_dir_all(format!("{h}/.aws")).unwrap();
+        let mut targets: Vec<String> = efr_policy::config::Config::defaults()
+            .floors
+            .paths
+            .iter()
+            .filter_map(|e| e.value.strip_prefix("~/"))
+            .map(|r| {
+                format!(
+                    "{h}/{}",
+                    r.replace("python3*", "python3.11")
+                        .replace("*.pth", "evil.pth")
+                )
+            })
+            .collect();
+        targets.extend([
+            format!("{h}/.config/systemd/user/x.service"),
+            format!("{h}/.config/autostart/x.desktop"),
+            format!("{h}/.aws/config"),
+            format!("{h}/.kube/config"),
+            format!("{h}/.docker/config.json"),
+        ]);
+        // A file at the path, or one inside it when it is (or is made) a directory.
+        let attempts: Vec<String> = targets
+            .iter()
+            .map(|t| {
+                format!(
+                    "mkdir -p \"$(dirname '{t}')\"; echo evil >> '{t}'; mkdir -p '{t}' && echo evil > '{t}/x'"
+                )
+            })
+            .collect();
+        let mut req = fx.request(&format!("{}\necho {RAN}", attempts.join("\n")), b);
+        req.projects = vec![h.clone()];
+        req.cwd = h.clone();
+        fx.set_view(&mut req);
+        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        let out = r.all_output();
+        assert!(r.outcome.setup_error.is_none(), "[{b:?}] {out}");
+        assert!(out.contains(RAN), "[{b:?}] {out}");
+        let mut written = Vec::new();
+        for t in &targets {
+            let file = std::fs::read_to_string(t).unwrap_or_default();
+            if file.contains("evil") || std::path::Path::new(&format!("{t}/x")).exists() {
+                written.push(t.clone());
+            }
+        }
+        assert!(
+            written.is_empty(),
+            "[{b:?}] floors written: {written:?}\n{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(format!("{h}/.bashrc")).unwrap(),
+            "# rc\n"
+        );
+        // The home itself stays writable.
+        req.line = format!("echo ok > {h}/newfile && cat {h}/newfile");
+        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        assert!(r.stdout.contains("ok"), "[{b:?}] {r:?}");
     }
 }

@@ -449,6 +449,18 @@ impl Plan {
                     _ => {}
                 }
             }
+            // An `unmask` below a mask shows what exists there at launch; anything else it
+            // cannot do without lifting the mask above it.
+            for g in &self.grants {
+                if let Grant::Unmask { path } = g {
+                    if let Some(m) = crate::view::unmask_refused(self, path) {
+                        return Err(invalid(format!(
+                            "unmask grant {path}: it does not exist below the mask {m}, which \
+                             shows only what exists at launch; unmask {m} to lift the mask"
+                        )));
+                    }
+                }
+            }
             if let Some(p) = &self.proxy {
                 use std::os::unix::fs::FileTypeExt;
                 match std::fs::metadata(&p.socket) {

@@ -567,3 +567,27 @@ pub fn ignore_signals(sigs: &[libc::c_int]) {
         unsafe { libc::signal(s, libc::SIG_IGN) };
     }
 }
+
+/// Whether the file `fd` is open on (an `O_PATH` fd will do) is the root of a mount
+/// (`STATX_ATTR_MOUNT_ROOT`); an error when the kernel cannot say (before 5.8).
+pub fn is_mount_root(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: statx is a plain C struct of integers; all zeroes is a valid value.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH names `fd` itself; `st` is a
+    // valid, writable statx buffer that outlives the call.
+    check(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_BASIC_STATS,
+            &mut st,
+        )
+    })?;
+    let bit = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    if st.stx_attributes_mask & bit == 0 {
+        return Err(io::Error::other("the kernel does not report mount roots"));
+    }
+    Ok(st.stx_attributes & bit != 0)
+}

@@ -170,6 +170,70 @@ pub fn base(plan: &Plan) -> View {
     v
 }
 
+/// The paths of the plan's `unmask` grants, without a trailing `/`.
+fn unmasked(plan: &Plan) -> Vec<String> {
+    plan.grants
+        .iter()
+        .filter_map(|g| match g {
+            Grant::Unmask { path } => Some(path.trim_end_matches('/').to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The masks in force: the plan's and [`system_masks`], without a trailing `/`, once
+/// each, but those an `unmask` grant lifts (one naming the mask or a directory above it).
+pub fn masks_in_force(plan: &Plan) -> Vec<String> {
+    let lifted = unmasked(plan);
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for m in plan.masks.iter().cloned().chain(system_masks(plan)) {
+        let m = m.trim_end_matches('/').to_string();
+        if m.is_empty() || !seen.insert(m.clone()) || lifted.iter().any(|u| under(&m, u)) {
+            continue;
+        }
+        out.push(m);
+    }
+    out
+}
+
+/// The mask an `unmask` grant of `path` cannot show without lifting it: the mask above
+/// `path` when `path` does not exist (below a mask, only what exists at launch is bound
+/// back in), `None` when the grant works.
+pub fn unmask_refused(plan: &Plan, path: &str) -> Option<String> {
+    let u = path.trim_end_matches('/');
+    let above = masks_in_force(plan)
+        .into_iter()
+        .filter(|m| under(u, m) && u != m)
+        .min_by_key(|m| m.len())?;
+    let shown =
+        std::fs::symlink_metadata(u).is_ok() && std::fs::metadata(&above).is_ok_and(|m| m.is_dir());
+    (!shown).then_some(above)
+}
+
+/// `p` with its links resolved as far as it exists (the rest as written): the path the
+/// view's walk meets.
+fn resolved(p: &str) -> String {
+    let path = std::path::Path::new(p);
+    let mut base = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(mut c) = std::fs::canonicalize(base) {
+            for n in rest.iter().rev() {
+                c.push(n);
+            }
+            return c.to_string_lossy().into_owned();
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                base = parent;
+            }
+            _ => return p.to_string(),
+        }
+    }
+}
+
 /// The writable paths of a plan: its project roots and write grants.
 fn writable(plan: &Plan) -> Vec<String> {
     let mut w: Vec<String> = plan.projects.clone();
@@ -201,52 +265,40 @@ pub fn build(plan: &Plan) -> View {
     // host may replace (git rewrites its config by rename) is detached in every namespace
     // with it. The init refuses the writes instead (`crate::supervise`).
     // Masks.
-    let unmasked: Vec<&String> = plan
-        .grants
-        .iter()
-        .filter_map(|g| {
-            if let Grant::Unmask { path } = g {
-                Some(path)
-            } else {
-                None
-            }
-        })
-        .collect();
-    let mut masks: Vec<String> = plan.masks.clone();
-    masks.extend(system_masks(plan));
-    let mut seen = BTreeSet::new();
+    let masks = masks_in_force(plan);
     let mut mask_dirs = Vec::new();
-    for m in masks {
-        let m = m.trim_end_matches('/').to_string();
-        if m.is_empty()
-            || !seen.insert(m.clone())
-            || unmasked
-                .iter()
-                .any(|u| under(&m, u) || m == u.trim_end_matches('/'))
-        {
-            continue;
-        }
-        let Ok(md) = std::fs::metadata(&m) else {
+    for m in &masks {
+        let Ok(md) = std::fs::metadata(m) else {
             continue;
         };
         if md.is_dir() {
             v.ops.push(Op::MaskDir { path: m.clone() });
-            mask_dirs.push(m);
+            mask_dirs.push(m.clone());
         } else {
-            v.ops.push(Op::MaskFile { path: m });
+            v.ops.push(Op::MaskFile { path: m.clone() });
         }
     }
     // Writable roots (and the scratch dir) inside a masked directory are bound again on top
-    // of the mask (a conversation's scratch lives under the masked runtime dir).
-    for r in &roots {
-        let r = r.trim_end_matches('/');
-        if !mask_dirs.iter().any(|m| under(r, m) && r != m) {
+    // of the mask (a conversation's scratch lives under the masked runtime dir), and so is
+    // what an `unmask` grant names below a mask (read-only, as it is at launch; a missing
+    // one is refused by `Plan::check_host`).
+    let unmasked_below: Vec<String> = unmasked(plan)
+        .into_iter()
+        .filter(|u| mask_dirs.iter().any(|m| under(u, m) && u != m))
+        .filter(|u| std::fs::symlink_metadata(u).is_ok())
+        .collect();
+    for (r, rw) in roots
+        .iter()
+        .map(|r| (r.trim_end_matches('/').to_string(), true))
+        .chain(unmasked_below.into_iter().map(|u| (u, false)))
+    {
+        if !mask_dirs.iter().any(|m| under(&r, m) && r != *m) {
             continue;
         }
         v.ops.push(Op::Bind {
-            src: r.to_string(),
-            dst: r.to_string(),
-            rw: true,
+            src: r.clone(),
+            dst: r,
+            rw,
         });
     }
     // Grants that bind host objects back in.
@@ -291,6 +343,18 @@ pub fn build(plan: &Plan) -> View {
     let mut write = roots.clone();
     write.push("/tmp".into());
     write.push("/dev/shm".into());
+    // Every mask, existing or not, is left out of Landlock's read rules (see
+    // `crate::lockdown`), as the view resolves it; inside a writable path a write rule
+    // covers it (there the init refuses its creation instead: `supervise_spec`).
+    let mut hidden: Vec<String> = Vec::new();
+    for m in &masks {
+        for h in [m.clone(), resolved(m)] {
+            let private = ["/tmp", "/dev", "/proc"].iter().any(|d| under(&h, d));
+            if !private && !write.iter().any(|w| under(&h, w)) && !hidden.contains(&h) {
+                hidden.push(h);
+            }
+        }
+    }
     v.landlock = LandlockSpec {
         read: vec!["/".into()],
         write,
@@ -300,6 +364,7 @@ pub fn build(plan: &Plan) -> View {
             d
         },
         sockets,
+        hidden,
         deny_tcp: net == NetMode::View,
         scopes: true,
     };
@@ -321,6 +386,18 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
             if !paths.contains(&c) {
                 paths.push(c);
             }
+        }
+    }
+    // A mask inside a writable root (the home as a project): the call may not make it
+    // (a planted `~/.aws/config` or `~/.kube/config` runs commands), nor write one the
+    // host re-creates under the view's mask.
+    for m in masks_in_force(plan) {
+        if roots
+            .iter()
+            .any(|r| under(&m, r) && m != r.trim_end_matches('/'))
+            && !paths.contains(&m)
+        {
+            paths.push(m);
         }
     }
     // Path sockets: the call's own places, and those its grants name.

@@ -102,7 +102,7 @@ fn user_file_adds_removes_and_replaces() {
 backend = "bwrap"
 masks = [
   "~/.secrets",
-  { path = "~/.config/rclone", reason = "rclone remotes" },
+  { path = "~/.config/mytool", reason = "mytool tokens" },
 ]
 masks_remove = ["~/.npmrc"]
 writable = ["~/shared"]
@@ -152,13 +152,13 @@ kind = "upload"
     );
     assert!(secrets.reason.is_empty());
     assert!(secrets.reason_or_source().contains("config.toml:5"));
-    let rclone = c
+    let mytool = c
         .sandbox
         .masks
         .iter()
-        .find(|e| e.value == "~/.config/rclone")
+        .find(|e| e.value == "~/.config/mytool")
         .unwrap();
-    assert_eq!(rclone.reason, "rclone remotes");
+    assert_eq!(mytool.reason, "mytool tokens");
     assert!(has(&c.sandbox.writable, "~/shared"));
     assert!(has(&c.network.allow, "*.npmjs.org"));
     assert!(!c.network.netview.value);
@@ -194,10 +194,10 @@ kind = "upload"
     );
     let rc = out
         .lines()
-        .find(|l| l.contains("~/.config/rclone"))
+        .find(|l| l.contains("~/.config/mytool"))
         .unwrap();
     assert!(
-        rc.ends_with(&format!("({}:6: rclone remotes)", path.display())),
+        rc.ends_with(&format!("({}:6: mytool tokens)", path.display())),
         "{rc}"
     );
     assert!(out.contains("always[0]"), "{out}");
