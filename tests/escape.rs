@@ -1047,3 +1047,68 @@ fn floors_and_masks_under_the_home_as_project() {
         assert!(r.stdout.contains("ok"), "[{b:?}] {r:?}");
     }
 }
+
+/// The call's own /tmp and /dev/shm are bounded: a fill stops at the size the plan names
+/// (ENOSPC), and the summary says which was full; a call that fills nothing reports none.
+#[test]
+fn tmp_and_shm_fills_stop_at_their_bound_and_are_reported() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let mut req = fx.request("", b);
+        req.tmp = None;
+        req.tmp_size = Some("8M".into());
+        req.shm_size = Some("4M".into());
+        req.line = format!(
+            "df -k /tmp /dev/shm; dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1; \
+             dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>&1; \
+             du -k /tmp/fill /dev/shm/fill; echo {RAN}"
+        );
+        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        let out = r.all_output();
+        assert!(out.contains(RAN), "[{b:?}] {out}");
+        assert!(
+            out.matches("No space left on device").count() >= 2,
+            "[{b:?}] a fill did not stop: {out}"
+        );
+        let kib = |p: &str| -> u64 {
+            out.lines()
+                .find(|l| l.ends_with(p) && !l.contains('%'))
+                .and_then(|l| l.split_whitespace().next()?.parse().ok())
+                .unwrap_or(u64::MAX)
+        };
+        assert!(kib("/tmp/fill") <= 8 * 1024, "[{b:?}] {out}");
+        assert!(kib("/dev/shm/fill") <= 4 * 1024, "[{b:?}] {out}");
+        let mut full = r.outcome.full_tmpfs.clone();
+        full.sort();
+        assert_eq!(full, ["/dev/shm", "/tmp"], "[{b:?}] {out}");
+        assert_eq!(
+            r.outcome.summary().full_tmpfs,
+            r.outcome.full_tmpfs,
+            "[{b:?}]"
+        );
+        // Without a bound in the plan, the defaults bound them (a share of the memory).
+        req.tmp_size = None;
+        req.shm_size = None;
+        req.line = format!("df -k /tmp /dev/shm; echo {RAN}");
+        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        assert!(r.outcome.full_tmpfs.is_empty(), "[{b:?}] {r:?}");
+        let mem_kib: u64 = std::fs::read_to_string("/proc/meminfo")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap();
+        for (p, share) in [("/tmp", 4), ("/dev/shm", 10)] {
+            let size: u64 = r
+                .stdout
+                .lines()
+                .find(|l| l.ends_with(&format!(" {p}")))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+                .unwrap_or(u64::MAX);
+            assert!(
+                size <= mem_kib / share + 4,
+                "[{b:?}] {p}: {size} KiB of {mem_kib}"
+            );
+        }
+    }
+}

@@ -591,3 +591,18 @@ pub fn is_mount_root(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<bool> {
     }
     Ok(st.stx_attributes & bit != 0)
 }
+
+/// The size and the free bytes (for an unprivileged writer) of the file system at `path`.
+pub fn statfs_bytes(path: &str) -> io::Result<(u64, u64)> {
+    let c = cstr(path)?;
+    // SAFETY: statfs is a plain C struct of integers; all zeroes is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a writable buffer, both alive for the
+    // call.
+    check(unsafe { libc::statfs(c.as_ptr(), &mut st) })?;
+    let bsize = st.f_bsize as u64;
+    Ok((
+        (st.f_blocks as u64).saturating_mul(bsize),
+        (st.f_bavail as u64).saturating_mul(bsize),
+    ))
+}

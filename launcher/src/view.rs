@@ -27,8 +27,12 @@ pub enum Op {
 /// The view of one contained call.
 #[derive(Debug, Clone, Default)]
 pub struct View {
-    /// Host directory shown at `/tmp` (a fresh tmpfs when none).
+    /// Host directory shown at `/tmp` (a fresh tmpfs of `tmp_size` bytes when none).
     pub tmp: Option<String>,
+    /// The size in bytes of the fresh `/tmp` tmpfs.
+    pub tmp_size: u64,
+    /// The size in bytes of the `/dev/shm` tmpfs.
+    pub shm_size: u64,
     /// Scratch directory, at its own path.
     pub scratch: Option<String>,
     pub ops: Vec<Op>,
@@ -153,8 +157,11 @@ pub fn system_masks(plan: &Plan) -> Vec<String> {
 /// dir, the network mode, the proxy socket and the granted devices ([`Op::Dev`] only; the
 /// same as [`build`] gives).
 pub fn base(plan: &Plan) -> View {
+    let (tmp_size, shm_size) = plan.tmpfs_sizes();
     let mut v = View {
         tmp: plan.tmp.clone(),
+        tmp_size,
+        shm_size,
         scratch: plan.scratch.clone(),
         ..Default::default()
     };
