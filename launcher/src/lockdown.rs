@@ -131,18 +131,26 @@ fn add_read_rules(
         return Ok(created);
     };
     for e in entries.flatten() {
+        // The entry's type from the directory itself (no stat); a link gets no rule. (One
+        // replaced by a file since gets the file's rights: the crate trims them.)
+        let Ok(t) = e.file_type() else { continue };
+        if t.is_symlink() {
+            continue;
+        }
+        let acc = if t.is_dir() {
+            read
+        } else {
+            read & AccessFs::from_file(TARGET)
+        };
         let p = root.join(e.file_name());
         let Some(fd) = open_path(&p) else { continue };
-        let Some(acc) = rights_of(&fd, read) else {
-            continue;
-        };
         if hidden.contains(&p) {
             // Only the view's own mask (a mount over the path) may be read: it is empty.
             // Anything else here appeared after the view was made.
             if crate::sys::is_mount_root(fd.as_fd()).unwrap_or(false) {
                 created = rule(created, fd, acc, &p)?;
             }
-        } else if holds(&p) && acc.contains(AccessFs::ReadDir) {
+        } else if t.is_dir() && holds(&p) {
             drop(fd);
             created = add_read_rules(created, &p, hidden, read)?;
         } else {

@@ -218,26 +218,38 @@ pub fn unmask_refused(plan: &Plan, path: &str) -> Option<String> {
     (!shown).then_some(above)
 }
 
-/// `p` with its links resolved as far as it exists (the rest as written): the path the
-/// view's walk meets.
-fn resolved(p: &str) -> String {
-    let path = std::path::Path::new(p);
-    let mut base = path;
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(mut c) = std::fs::canonicalize(base) {
-            for n in rest.iter().rev() {
-                c.push(n);
-            }
-            return c.to_string_lossy().into_owned();
+/// Paths with their links resolved as far as they exist (the rest as written): the paths
+/// the view's walk meets. Directories are resolved once for all the paths below them.
+#[derive(Default)]
+struct Resolver {
+    dirs: std::collections::HashMap<std::path::PathBuf, std::path::PathBuf>,
+}
+
+impl Resolver {
+    fn dir(&mut self, d: &std::path::Path) -> std::path::PathBuf {
+        if let Some(c) = self.dirs.get(d) {
+            return c.clone();
         }
-        match (base.parent(), base.file_name()) {
+        let c = match (d.parent(), d.file_name()) {
             (Some(parent), Some(name)) => {
-                rest.push(name);
-                base = parent;
+                let here = self.dir(parent).join(name);
+                match std::fs::symlink_metadata(&here) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        std::fs::canonicalize(&here).unwrap_or(here)
+                    }
+                    _ => here,
+                }
             }
-            _ => return p.to_string(),
-        }
+            _ => d.to_path_buf(),
+        };
+        self.dirs.insert(d.to_path_buf(), c.clone());
+        c
+    }
+
+    fn resolve(&mut self, p: &str) -> String {
+        self.dir(std::path::Path::new(p))
+            .to_string_lossy()
+            .into_owned()
     }
 }
 
@@ -354,8 +366,9 @@ pub fn build(plan: &Plan) -> View {
     // `crate::lockdown`), as the view resolves it; inside a writable path a write rule
     // covers it (there the init refuses its creation instead: `supervise_spec`).
     let mut hidden: Vec<String> = Vec::new();
+    let mut resolver = Resolver::default();
     for m in &masks {
-        for h in [m.clone(), resolved(m)] {
+        for h in [m.clone(), resolver.resolve(m)] {
             let private = ["/tmp", "/dev", "/proc"].iter().any(|d| under(&h, d));
             if !private && !write.iter().any(|w| under(&h, w)) && !hidden.contains(&h) {
                 hidden.push(h);
