@@ -10,9 +10,10 @@
 //! (bounded walk); an anchored pattern inside a writable root (a floor such as
 //! `~/.local/lib/python3*/site-packages/*.pth` when the home is a project) is also given to
 //! the supervisor as a name pattern relative to that root, so that what is made later
-//! matches too. A path that does not exist yet is listed whether or not its parent exists
-//! (the launcher's supervisor refuses its creation by name, and refuses removing or
-//! renaming the directories that would hold it), except `commondir` and `gitdir` files (the
+//! matches too. A path that does not exist yet is listed (the launcher's supervisor refuses
+//! its creation by name, and refuses removing or renaming the directories that would hold
+//! it): a path of an anchored rule whether or not its parent exists, one of a relative rule
+//! when its parent exists (see [`listable`]), never `commondir` and `gitdir` files (the
 //! list once gave each missing path an empty placeholder, which would have broken git; the
 //! name patterns `protect_names` cover them now); a trailing `/` marks a directory.
 
@@ -199,14 +200,22 @@ fn expand_pattern(root: &Path, pattern: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Whether `p` may be listed: it exists, or it is not in [`NO_PLACEHOLDER`] (its parent
-/// need not exist: the supervisor refuses the creation of any path below a listed one).
-fn listable(p: &Path) -> bool {
+/// Whether `p` may be listed: it exists, or it is not in [`NO_PLACEHOLDER`] and, for a
+/// path of a relative rule, its parent exists. A path of an anchored rule (a floor such as
+/// `~/.config/systemd` when the home is a project) is listed whether or not its parent
+/// exists: the supervisor refuses the creation of any path below a listed one. A relative
+/// rule's missing paths need no listing (the name patterns cover them), and listing them
+/// would tell the git guard that the view protected a repository the call makes
+/// (`.git/config` of a `git init`), which the supervisor lets git write.
+fn listable(p: &Path, anchored: bool) -> bool {
     if std::fs::symlink_metadata(p).is_ok() {
         return true;
     }
     let name = p.file_name().unwrap_or(OsStr::new(""));
-    !NO_PLACEHOLDER.iter().any(|n| OsStr::new(n) == name)
+    if NO_PLACEHOLDER.iter().any(|n| OsStr::new(n) == name) {
+        return false;
+    }
+    anchored || p.parent().is_some_and(|d| d.is_dir())
 }
 
 fn listed(p: &Path) -> String {
@@ -391,6 +400,8 @@ impl Config {
         let mut roots = projects.clone();
         roots.extend(v.writable.iter().map(|w| canonical(Path::new(w))));
         let mut ro: Vec<PathBuf> = Vec::new();
+        // The paths of anchored rules (listed whether or not their parent exists).
+        let mut anchored: Vec<PathBuf> = Vec::new();
         let rules = self
             .sandbox
             .read_only_inside
@@ -398,7 +409,11 @@ impl Config {
             .chain(self.floors.paths.iter());
         for e in rules {
             for r in &roots {
-                ro.extend(in_root(&e.value, r, env, &mut v.protect_names));
+                let found = in_root(&e.value, r, env, &mut v.protect_names);
+                if matches!(RulePath::expand(&e.value, env), RulePath::Abs(_)) {
+                    anchored.extend(found.iter().cloned());
+                }
+                ro.extend(found);
             }
         }
         // Repositories below a writable root: their hooks and config are as dangerous as
@@ -457,7 +472,7 @@ impl Config {
             }
         }
         for p in ro {
-            if !listable(&p) {
+            if !listable(&p, anchored.contains(&p)) {
                 continue;
             }
             let l = listed(&p);
