@@ -839,9 +839,12 @@ fn stores_made_on_the_host_during_the_call_stay_unreadable() {
         let fx = Fixture::new();
         let h = &fx.home;
         std::fs::remove_dir_all(format!("{h}/.aws")).unwrap();
-        std::fs::create_dir_all(format!("{h}/.config/other")).unwrap();
+        // ~/.config is a link to a directory outside the home (dotfile managers do this).
+        let real_config = format!("{}/real-config", fx.dir.path().display());
+        std::fs::create_dir_all(format!("{real_config}/other")).unwrap();
+        std::os::unix::fs::symlink(&real_config, format!("{h}/.config")).unwrap();
         // Missing at launch: a directory store, a file in the home, one in an existing
-        // directory, one whose parent is missing too.
+        // directory (behind a link), one whose parent is missing too.
         let made = [
             format!("{h}/.aws/credentials"),
             format!("{h}/.pgpass"),

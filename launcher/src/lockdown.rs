@@ -20,8 +20,10 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
+use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 use landlock::BitFlags;
 use serde::{Deserialize, Serialize};
@@ -104,11 +106,47 @@ fn rights_of(fd: &OwnedFd, access: BitFlags<AccessFs>) -> Option<BitFlags<Access
     }
 }
 
+/// The masked paths and the directories on the way to them (their chains), looked up by
+/// the bytes of a path: a walk asks both of every entry of a chain directory (hundreds in a
+/// home), so each question is a hash lookup, not a scan of the list.
+struct Hidden {
+    paths: HashSet<Vec<u8>>,
+    chains: HashSet<Vec<u8>>,
+}
+
+impl Hidden {
+    fn new(hidden: &[String]) -> Hidden {
+        let mut paths = HashSet::new();
+        let mut chains = HashSet::new();
+        for h in hidden {
+            let p = Path::new(h.trim_end_matches('/'));
+            if !p.is_absolute() {
+                continue;
+            }
+            paths.insert(p.as_os_str().as_bytes().to_vec());
+            for a in p.ancestors().skip(1) {
+                chains.insert(a.as_os_str().as_bytes().to_vec());
+            }
+        }
+        Hidden { paths, chains }
+    }
+
+    /// `p` is a masked path.
+    fn is_masked(&self, p: &Path) -> bool {
+        self.paths.contains(p.as_os_str().as_bytes())
+    }
+
+    /// A masked path is below `p`.
+    fn holds(&self, p: &Path) -> bool {
+        self.chains.contains(p.as_os_str().as_bytes())
+    }
+}
+
 /// The read rules of `root` that leave out `hidden` (see the module doc).
 fn add_read_rules(
     mut created: landlock::RulesetCreated,
     root: &Path,
-    hidden: &[PathBuf],
+    hidden: &Hidden,
     read: BitFlags<AccessFs>,
 ) -> Result<landlock::RulesetCreated, String> {
     let rule = |c: landlock::RulesetCreated, fd: OwnedFd, acc, p: &Path| {
@@ -118,8 +156,7 @@ fn add_read_rules(
     let Some(fd) = open_path(root) else {
         return Ok(created);
     };
-    let holds = |p: &Path| hidden.iter().any(|h| h.starts_with(p) && h != p);
-    if !holds(root) {
+    if !hidden.holds(root) {
         if let Some(acc) = rights_of(&fd, read) {
             created = rule(created, fd, acc, root)?;
         }
@@ -144,13 +181,13 @@ fn add_read_rules(
         };
         let p = root.join(e.file_name());
         let Some(fd) = open_path(&p) else { continue };
-        if hidden.contains(&p) {
+        if hidden.is_masked(&p) {
             // Only the view's own mask (a mount over the path) may be read: it is empty.
             // Anything else here appeared after the view was made.
             if crate::sys::is_mount_root(fd.as_fd()).unwrap_or(false) {
                 created = rule(created, fd, acc, &p)?;
             }
-        } else if t.is_dir() && holds(&p) {
+        } else if t.is_dir() && hidden.holds(&p) {
             drop(fd);
             created = add_read_rules(created, &p, hidden, read)?;
         } else {
@@ -188,7 +225,7 @@ pub fn restrict(spec: &LandlockSpec) -> Result<LandlockReport, String> {
         rs = rs.scope(Scope::from_all(TARGET)).map_err(e)?;
     }
     let mut created = rs.create().map_err(e)?;
-    let hidden: Vec<PathBuf> = spec.hidden.iter().map(PathBuf::from).collect();
+    let hidden = Hidden::new(&spec.hidden);
     for r in &spec.read {
         created = add_read_rules(created, Path::new(r), &hidden, read)?;
     }

@@ -123,16 +123,9 @@ pub const DEFAULT_TMP_SIZE: &str = "25%";
 /// The size of a call's `/dev/shm` when the plan names none (`sandbox.shm_size`).
 pub const DEFAULT_SHM_SIZE: &str = "10%";
 
-/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`); 1 GiB when unreadable.
+/// The machine's memory in bytes (sysinfo's total RAM); 1 GiB when unknown.
 fn memory() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            let l = t.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kb: u64 = l.split_whitespace().nth(1)?.parse().ok()?;
-            kb.checked_mul(1024)
-        })
-        .unwrap_or(1 << 30)
+    crate::sys::total_ram().unwrap_or(1 << 30)
 }
 
 /// Where the call's proxy socket is bound inside the view: `/dev` is a tmpfs private to

@@ -606,3 +606,12 @@ pub fn statfs_bytes(path: &str) -> io::Result<(u64, u64)> {
         (st.f_bavail as u64).saturating_mul(bsize),
     ))
 }
+
+/// The machine's total RAM in bytes (sysinfo(2)).
+pub fn total_ram() -> io::Result<u64> {
+    // SAFETY: sysinfo is a plain C struct of integers; all zeroes is a valid value.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `si` is a valid, writable sysinfo buffer that outlives the call.
+    check(unsafe { libc::sysinfo(&mut si) })?;
+    Ok((si.totalram as u64).saturating_mul(u64::from(si.mem_unit.max(1))))
+}

@@ -246,10 +246,19 @@ impl Resolver {
         c
     }
 
-    fn resolve(&mut self, p: &str) -> String {
-        self.dir(std::path::Path::new(p))
-            .to_string_lossy()
-            .into_owned()
+    /// `p` resolved, its last component a link when `is_link` (its directories as
+    /// [`Resolver::dir`] finds them).
+    fn resolve(&mut self, p: &str, is_link: bool) -> String {
+        let path = std::path::Path::new(p);
+        let r = if is_link {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.into())
+        } else {
+            match (path.parent(), path.file_name()) {
+                (Some(parent), Some(name)) => self.dir(parent).join(name),
+                _ => path.to_path_buf(),
+            }
+        };
+        r.to_string_lossy().into_owned()
     }
 }
 
@@ -286,8 +295,16 @@ pub fn build(plan: &Plan) -> View {
     // Masks.
     let masks = masks_in_force(plan);
     let mut mask_dirs = Vec::new();
+    // Each mask as the view resolves it (for Landlock, below), from the one lookup of the
+    // mask itself and the directories above it (looked up once for all masks).
+    let mut resolver = Resolver::default();
+    let mut resolved = Vec::with_capacity(masks.len());
     for m in &masks {
-        let Ok(md) = std::fs::metadata(m) else {
+        let lmd = std::fs::symlink_metadata(m);
+        let is_link = lmd.as_ref().is_ok_and(|md| md.file_type().is_symlink());
+        resolved.push(resolver.resolve(m, is_link));
+        let md = if is_link { std::fs::metadata(m) } else { lmd };
+        let Ok(md) = md else {
             continue;
         };
         if md.is_dir() {
@@ -366,9 +383,8 @@ pub fn build(plan: &Plan) -> View {
     // `crate::lockdown`), as the view resolves it; inside a writable path a write rule
     // covers it (there the init refuses its creation instead: `supervise_spec`).
     let mut hidden: Vec<String> = Vec::new();
-    let mut resolver = Resolver::default();
-    for m in &masks {
-        for h in [m.clone(), resolver.resolve(m)] {
+    for (m, r) in masks.iter().zip(resolved) {
+        for h in [m.clone(), r] {
             let private = ["/tmp", "/dev", "/proc"].iter().any(|d| under(&h, d));
             if !private && !write.iter().any(|w| under(&h, w)) && !hidden.contains(&h) {
                 hidden.push(h);
