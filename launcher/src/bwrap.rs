@@ -66,6 +66,12 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
         "--disable-userns",
     ]);
     push(&["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]);
+    // bubblewrap's /dev/shm is a directory of its /dev tmpfs, which has no size: the
+    // call's gets a bounded tmpfs of its own, as /tmp does.
+    let (tmp_size, shm_size) = (view.tmp_size.to_string(), view.shm_size.to_string());
+    push(&[
+        "--perms", "01777", "--size", &shm_size, "--tmpfs", "/dev/shm",
+    ]);
     if let Some(s) = &view.proxy_socket {
         push(&["--ro-bind", s, crate::plan::INSIDE_PROXY_SOCKET]);
         if let Some(r) = resolv {
@@ -74,7 +80,7 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
     }
     match &view.tmp {
         Some(t) => push(&["--bind", t, "/tmp"]),
-        None => push(&["--tmpfs", "/tmp"]),
+        None => push(&["--perms", "01777", "--size", &tmp_size, "--tmpfs", "/tmp"]),
     }
     if let Some(s) = &view.scratch {
         push(&["--bind", s, s]);

@@ -51,6 +51,10 @@ pub struct InnerSpec {
     /// when the launcher has ended.
     #[serde(default)]
     pub launcher_pidfd: Option<i32>,
+    /// The call's own file systems (`/tmp`, `/dev/shm`) the init watches while the line
+    /// runs: each one found full is reported once (`full PATH`, see [`FullWatch`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watch_full: Vec<String>,
     /// TESTS ONLY (the plan's `test_weaken`): entries left out of the EPERM program.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seccomp_drop: Vec<String>,
@@ -80,6 +84,49 @@ fn all_signals() -> Vec<libc::c_int> {
 fn launcher_gone() -> ! {
     let _ = sys::kill(-1, libc::SIGKILL);
     sys::exit_now(128 + libc::SIGKILL)
+}
+
+/// How often the init looks at the watched file systems, in milliseconds.
+const FULL_POLL_MS: i32 = 100;
+
+/// The file systems of [`InnerSpec::watch_full`]: the init looks at each every
+/// [`FULL_POLL_MS`] while the line runs and once at its end, and reports `full PATH` the
+/// first time one has less than 0.5% of its size (at least 64 KiB) left: a write there
+/// failed, or the next one will. A fill that the line undoes within one look is not seen.
+#[derive(Debug)]
+struct FullWatch {
+    paths: Vec<(String, bool)>,
+}
+
+impl FullWatch {
+    fn new(paths: &[String]) -> FullWatch {
+        FullWatch {
+            paths: paths.iter().map(|p| (p.clone(), false)).collect(),
+        }
+    }
+
+    /// The poll timeout of the init's loop.
+    fn timeout(&self) -> i32 {
+        if self.paths.iter().any(|(_, seen)| !seen) {
+            FULL_POLL_MS
+        } else {
+            -1
+        }
+    }
+
+    fn check(&mut self, report_fd: RawFd) {
+        for (p, seen) in &mut self.paths {
+            if *seen {
+                continue;
+            }
+            if let Ok((size, free)) = sys::statfs_bytes(p) {
+                if free <= (size / 200).max(64 << 10) {
+                    *seen = true;
+                    report(report_fd, &format!("full {p}"));
+                }
+            }
+        }
+    }
 }
 
 /// Enters the Landlock domain of `l` (no_new_privs set by the caller); a domain that is
@@ -313,6 +360,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
     }
 
+    let mut full = FullWatch::new(&spec.watch_full);
     let mut status: Option<libc::c_int> = None;
     loop {
         // Reap whatever ended.
@@ -332,13 +380,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
         let mut fds = vec![(sig_r, libc::POLLIN)];
         fds.extend(launcher.map(|fd| (fd, libc::POLLIN)));
-        if let Ok(r) = sys::poll(&fds, -1) {
+        if let Ok(r) = sys::poll(&fds, full.timeout()) {
             if r.get(1)
                 .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
             {
                 launcher_gone();
             }
         }
+        full.check(report_fd);
         let mut buf = [0u8; 64];
         if let Ok(n) = sys::read(sig_r, &mut buf) {
             for pair in buf[..n].chunks_exact(2) {
@@ -349,6 +398,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             }
         }
     }
+    full.check(report_fd);
     // The line's main process ended: end the rest of the namespace.
     // Only once every other process of the call is reaped does the init report the end:
     // the launcher then ends at once, without waiting for the init's exit (see `run`).

@@ -79,7 +79,7 @@ fn setup_dev(view: &View) -> Result<(), String> {
         &format!("{dev}/shm"),
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
-        Some("mode=1777"),
+        Some(&format!("mode=1777,size={}", view.shm_size)),
     )
     .map_err(|e| err("/dev/shm", e))?;
     for (l, t) in [
@@ -188,7 +188,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
             &format!("{N}/tmp"),
             Some("tmpfs"),
             libc::MS_NOSUID | libc::MS_NODEV,
-            Some("mode=1777"),
+            Some(&format!("mode=1777,size={}", view.tmp_size)),
         )
         .map_err(|e| err("/tmp", e))?,
     }

@@ -267,6 +267,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
             .map(|s| s.to_string())
             .unwrap_or_else(|| crate::bwrap::BWRAP.to_string());
         spec.drop_caps = true;
+        spec.watch_full = vec!["/tmp".into(), "/dev/shm".into()];
         if plan.weaken_values("no_supervise").is_empty() {
             spec.supervise = Some(crate::view::supervise_spec(plan));
         }
@@ -368,6 +369,8 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     // Paths the init's supervisor refused (a source the line cannot forge).
     let mut supervised_denials: Vec<String> = Vec::new();
     let mut socket_denials: Vec<String> = Vec::new();
+    // The call's own file systems the init found full.
+    let mut full_tmpfs: Vec<String> = Vec::new();
     let mut line_status: Option<(Option<i32>, Option<i32>)> = None;
     let mut child_status: Option<libc::c_int> = None;
     let mut cg_kind = cgroup.as_ref().map(|c| c.kind);
@@ -414,6 +417,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 signal: Some(libc::SIGKILL),
                 duration_ms: start.elapsed().as_millis() as u64,
                 denials: supervised_denials,
+                full_tmpfs,
                 survivors,
                 socket_denials,
             });
@@ -491,6 +495,10 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                         let path = d.split('\t').next().unwrap_or(d).to_string();
                         if !supervised_denials.contains(&path) {
                             supervised_denials.push(path);
+                        }
+                    } else if let Some(p) = l.strip_prefix("full ") {
+                        if !full_tmpfs.iter().any(|f| f == p) {
+                            full_tmpfs.push(p.to_string());
                         }
                     } else if l.starts_with("cgroup_failed") {
                         cg_kind = Some(CgroupKind::None);
@@ -581,6 +589,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         signal,
         duration_ms: start.elapsed().as_millis() as u64,
         denials: supervised_denials,
+        full_tmpfs,
         survivors,
         socket_denials,
     });

@@ -238,6 +238,8 @@ pub fn prepare(
         grants,
         scratch,
         tmp,
+        tmp_size: Some(config.sandbox.tmp_size.value.to_string()),
+        shm_size: Some(config.sandbox.shm_size.value.to_string()),
         home: Some(env.home.to_string_lossy().into_owned()),
         backend,
         read_only_inside: Some(view.read_only_inside),

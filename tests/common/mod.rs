@@ -144,7 +144,7 @@ impl Fixture {
     }
 
     /// A request for `line` in the project.
-    /// Fills the request's masks and read-only paths with the view the service would ask
+    /// Fills the request's masks, read-only paths and protected names with the view the service would ask
     /// for its project roots (`Config::launch_view` of the defaults), not the launcher's
     /// fallback lists. Call it again after changing `projects`.
     pub fn set_view(&self, r: &mut LaunchRequest) {
@@ -153,6 +153,7 @@ impl Fixture {
         let roots: Vec<PathBuf> = r.projects.iter().map(PathBuf::from).collect();
         let view = efr_policy::config::Config::defaults().launch_view(&env, &roots);
         r.read_only_inside = Some(view.read_only_inside);
+        r.protect_names = Some(view.protect_names);
         r.masks = Some(view.masks);
     }
 
