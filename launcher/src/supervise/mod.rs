@@ -208,12 +208,11 @@ impl Supervisor {
             self.idle.fetch_add(1, Ordering::SeqCst);
             // Waiting in poll, not in the receive: a poller is woken on the caller's CPU
             // (`SYNC_WAKE_UP`); a receive blocked in the ioctl is woken as usual.
-            let ready = sys::wait_readable(self.listener.as_fd());
-            let got = if ready {
-                sys::notif_recv(self.listener.as_fd())
-            } else {
-                Err(std::io::Error::from_raw_os_error(libc::ENOENT))
-            };
+            if !sys::wait_readable(self.listener.as_fd()) {
+                self.idle.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            let got = sys::notif_recv(self.listener.as_fd());
             self.idle.fetch_sub(1, Ordering::SeqCst);
             match got {
                 Ok(n) => {
@@ -224,7 +223,7 @@ impl Supervisor {
                 // A caller that died before its call was read, or no process left with
                 // the filter (the listener says POLLHUP, and the thread is done).
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                    if !ready || sys::hung_up(self.listener.as_fd()) {
+                    if sys::hung_up(self.listener.as_fd()) {
                         return;
                     }
                 }
@@ -256,11 +255,8 @@ impl Supervisor {
     fn refuse_socket(&self, what: &str, path: &[u8]) {
         let mut key = b"socket:".to_vec();
         key.extend_from_slice(path);
-        {
-            let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
-            if reported.len() >= MAX_REPORTED || !reported.insert(key) {
-                return;
-            }
+        if !self.first_report(key) {
+            return;
         }
         let line = format!(
             "denied_socket {}\t{what}",
@@ -269,12 +265,15 @@ impl Supervisor {
         crate::inner::report(self.report_fd, &line);
     }
 
+    /// Whether `key` is reported for the first time (and within [`MAX_REPORTED`]).
+    fn first_report(&self, key: Vec<u8>) -> bool {
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        reported.len() < MAX_REPORTED && reported.insert(key)
+    }
+
     fn refuse(&self, what: &str, path: &[u8], why: &rules::Refusal) {
-        {
-            let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
-            if reported.len() >= MAX_REPORTED || !reported.insert(path.to_vec()) {
-                return;
-            }
+        if !self.first_report(path.to_vec()) {
+            return;
         }
         let why = match why {
             rules::Refusal::Protected(r) => format!("protected by {r}"),

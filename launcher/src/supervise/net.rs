@@ -41,17 +41,10 @@ pub struct SocketRules {
 
 impl SocketRules {
     pub fn new(dirs: &[String], granted: &[String]) -> SocketRules {
-        let trim = |p: &String| {
-            let t = p.trim_end_matches('/');
-            if t.is_empty() {
-                b"/".to_vec()
-            } else {
-                t.as_bytes().to_vec()
-            }
-        };
+        use super::rules::trim;
         SocketRules {
-            dirs: dirs.iter().map(trim).collect(),
-            granted: granted.iter().map(trim).collect(),
+            dirs: dirs.iter().map(|d| trim(d)).collect(),
+            granted: granted.iter().map(|g| trim(g)).collect(),
         }
     }
 
@@ -261,9 +254,11 @@ impl Call<'_> {
             Ok(r) => r,
             Err(e) => return Reply::Err(e),
         };
-        let stream = sys::socket_type(sock.as_fd()).is_ok_and(|t| t == libc::SOCK_STREAM);
         let total: u64 = iov.iter().map(|&(_, l)| l).sum();
-        if total > MAX_DATA as u64 && !stream {
+        // Only a stream socket may take part of a message (asked only then: a system call).
+        if total > MAX_DATA as u64
+            && !sys::socket_type(sock.as_fd()).is_ok_and(|t| t == libc::SOCK_STREAM)
+        {
             return Reply::Err(libc::EMSGSIZE);
         }
         let mut data = vec![0u8; total.min(MAX_DATA as u64) as usize];
