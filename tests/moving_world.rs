@@ -295,6 +295,10 @@ fn a_hard_link_made_before_is_not_written_through() {
                 "{b:?}: {:?}",
                 r.outcome.denials
             );
+            // Reported at launch, whether or not the call wrote it, and in the summary.
+            let config = format!("{}/.git/config", fx.proj);
+            assert_eq!(r.outcome.linked_protected, vec![config.clone()], "{b:?}");
+            assert_eq!(r.outcome.summary().linked_protected, vec![config], "{b:?}");
         },
     );
 }

@@ -371,6 +371,8 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     let mut socket_denials: Vec<String> = Vec::new();
     // The call's own file systems the init found full.
     let mut full_tmpfs: Vec<String> = Vec::new();
+    // Protected files with several links, as the init's supervisor found them at launch.
+    let mut linked_protected: Vec<String> = Vec::new();
     let mut line_status: Option<(Option<i32>, Option<i32>)> = None;
     let mut child_status: Option<libc::c_int> = None;
     let mut cg_kind = cgroup.as_ref().map(|c| c.kind);
@@ -420,6 +422,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 full_tmpfs,
                 survivors,
                 socket_denials,
+                linked_protected,
             });
             return Try::Done(128 + libc::SIGKILL);
         }
@@ -495,6 +498,11 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                         let path = d.split('\t').next().unwrap_or(d).to_string();
                         if !supervised_denials.contains(&path) {
                             supervised_denials.push(path);
+                        }
+                    } else if let Some(d) = l.strip_prefix("linked ") {
+                        let path = d.split('\t').next().unwrap_or(d).to_string();
+                        if !linked_protected.contains(&path) {
+                            linked_protected.push(path);
                         }
                     } else if let Some(p) = l.strip_prefix("full ") {
                         if !full_tmpfs.iter().any(|f| f == p) {
@@ -592,6 +600,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         full_tmpfs,
         survivors,
         socket_denials,
+        linked_protected,
     });
     Try::Done(match (code, signal) {
         (Some(c), _) => c,

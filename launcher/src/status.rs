@@ -78,6 +78,10 @@ pub enum StatusLine {
         /// Path sockets the call was refused (outside its own places, not granted).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         socket_denials: Vec<String>,
+        /// Protected files that had more than one hard link at launch (writes through any
+        /// of their names were refused).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        linked_protected: Vec<String>,
     },
 }
 
@@ -105,6 +109,7 @@ pub struct Outcome {
     pub full_tmpfs: Vec<String>,
     pub survivors: Vec<String>,
     pub socket_denials: Vec<String>,
+    pub linked_protected: Vec<String>,
 }
 
 impl Outcome {
@@ -123,6 +128,7 @@ impl Outcome {
                     full_tmpfs,
                     survivors,
                     socket_denials,
+                    linked_protected,
                 }) => {
                     o.code = code;
                     o.signal = signal;
@@ -131,6 +137,7 @@ impl Outcome {
                     o.full_tmpfs = full_tmpfs;
                     o.survivors = survivors;
                     o.socket_denials = socket_denials;
+                    o.linked_protected = linked_protected;
                 }
                 Err(_) => {}
             }
@@ -143,6 +150,7 @@ impl Outcome {
         efr_sandbox_wire::SandboxSummary {
             denied_writes: self.denials.clone(),
             full_tmpfs: self.full_tmpfs.clone(),
+            linked_protected: self.linked_protected.clone(),
             survivors: self.survivors.clone(),
             setup_error: self.setup_error.clone(),
             ..Default::default()

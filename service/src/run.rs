@@ -232,6 +232,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     for r in &fin.exits {
         eprintln!("efr-sandbox: {}", r.summary);
     }
+    for l in &fin.sandbox_summary.linked_protected {
+        eprintln!(
+            "efr-sandbox: {l} is protected and has other hard links: writes through any of its names were refused (find them with `find -samefile {l}`)"
+        );
+    }
     if let Some(f) = &a.summary {
         let json = serde_json::to_string_pretty(&fin.sandbox_summary)?;
         std::fs::write(f, json + "\n")

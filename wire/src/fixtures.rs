@@ -407,6 +407,7 @@ pub fn all() -> Vec<Fixture> {
                     "/home/ada/src/app/vendor/x/.git/hooks/pre-commit: a hook written by the call, moved to /home/ada/src/app/vendor/x/.git/efr-quarantine-3f9a1c22b07e/pre-commit".into(),
                 ],
                 full_tmpfs: vec!["/tmp".into()],
+                linked_protected: vec!["/home/ada/src/app/.git/config".into()],
                 survivors: vec!["sudo".into()],
                 setup_error: Some("project root /home/ada/gone does not exist".into()),
             },

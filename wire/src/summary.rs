@@ -116,6 +116,12 @@ pub struct SandboxSummary {
     /// `sandbox.shm_size`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub full_tmpfs: Vec<String>,
+    /// Protected files (a repository's config, a hook, a floor) that had more than one
+    /// hard link when the call started: a second name, made before the file was protected,
+    /// would write it, so writes through any of its names were refused. Remove the other
+    /// names (`find -samefile PATH`) to end it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linked_protected: Vec<String>,
     /// Programs of an approved exit's descendants that efr could not end.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub survivors: Vec<String>,

@@ -151,9 +151,20 @@ const LISTENER: u8 = b'L';
 
 impl Supervisor {
     /// The supervisor of `rules` (from a [`SuperviseSpec`]), serving `listener`; refusals
-    /// go to `report_fd` as `denied PATH` lines.
+    /// go to `report_fd` as `denied PATH` lines, and each protected file found with more
+    /// than one link as `linked PATH\tLINKS` (writes through any of its names are refused).
     pub fn new(rules: Rules, listener: OwnedFd, report_fd: RawFd) -> Result<Self, String> {
-        let linked = ops::linked_protected(&rules);
+        let ops::Linked {
+            inodes: linked,
+            paths,
+        } = ops::linked_protected(&rules);
+        for (path, n) in paths.iter().take(MAX_REPORTED) {
+            let line = format!(
+                "linked {}\t{n}",
+                String::from_utf8_lossy(path).replace(['\n', '\t'], " ")
+            );
+            crate::inner::report(report_fd, &line);
+        }
         let root = ops::root_fd().map_err(|e| format!("the view's root: errno {e}"))?;
         Ok(Supervisor {
             listener,

@@ -902,11 +902,19 @@ pub(super) fn root_fd() -> Result<OwnedFd, i32> {
     sys::openat(sys::at_fdcwd(), c"/", libc::O_PATH | libc::O_DIRECTORY, 0).map_err(errno)
 }
 
-/// (dev, ino) of the protected files that have more than one link (a second name of one,
-/// made before it was protected, would be written through).
-pub fn linked_protected(rules: &Rules) -> HashSet<(u64, u64)> {
+/// The protected files that have more than one link at launch (a second name of one, made
+/// before it was protected, would be written through): their (dev, ino), refused by inode
+/// under any name, and their protected paths with the link count, reported.
+#[derive(Debug, Default)]
+pub struct Linked {
+    pub inodes: HashSet<(u64, u64)>,
+    pub paths: Vec<(Vec<u8>, u64)>,
+}
+
+/// The [`Linked`] files of `rules` (a walk of the protected paths, at most 4096 entries).
+pub fn linked_protected(rules: &Rules) -> Linked {
     use std::os::unix::fs::MetadataExt;
-    let mut out = HashSet::new();
+    let mut out = Linked::default();
     let mut budget = 4096usize;
     let mut stack: Vec<std::path::PathBuf> = rules
         .paths()
@@ -922,7 +930,10 @@ pub fn linked_protected(rules: &Rules) -> HashSet<(u64, u64)> {
             continue;
         };
         if m.is_file() && m.nlink() > 1 {
-            out.insert((m.dev(), m.ino()));
+            if out.inodes.insert((m.dev(), m.ino())) {
+                out.paths
+                    .push((p.as_os_str().as_bytes().to_vec(), m.nlink()));
+            }
         } else if m.is_dir() {
             if let Ok(rd) = std::fs::read_dir(&p) {
                 stack.extend(rd.flatten().map(|e| e.path()));
