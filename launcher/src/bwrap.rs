@@ -186,6 +186,9 @@ pub fn spawn(
         for fd in [prog_fd, spec_fd, report_w, info_w] {
             let _ = sys::set_inheritable(fd);
         }
+        if let Some(t) = &spec.terminal {
+            let _ = sys::set_inheritable(t.sock);
+        }
         let e = sys::execve(bwrap, &argv, &[]);
         crate::inner::report(report_w, &format!("setup_error exec {bwrap}: {e}"));
         sys::exit_now(126);

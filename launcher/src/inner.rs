@@ -1,10 +1,13 @@
 //! The sandbox's init and the line's last steps before exec, shared by both backends (and
 //! the unsandboxed launch, which uses only [`exec_line`]).
 //!
-//! The init (pid 1 of the sandbox's pid namespace) is not dumpable, forwards SIGINT, SIGTERM
-//! and SIGHUP sent by a process (a terminal's ^C reaches the line directly), reaps, and when
-//! the line's main process ends it kills everything else in the namespace, then reports the
-//! line's status on the report pipe: `exit code N` or `exit signal N`.
+//! The init (pid 1 of the sandbox's pid namespace) is not dumpable, leads a session of its
+//! own (with the call's pty as controlling terminal when there is one, see [`crate::pty`]),
+//! forwards SIGINT, SIGTERM and SIGHUP sent by a process (a ^C on the call's pty reaches the
+//! line's foreground group directly) and SIGCONT to the line's group, reaps, reports a stop
+//! of the line's main process (`stopped N`), and when the line's main process ends it kills
+//! everything else in the namespace, then reports the line's status on the report pipe:
+//! `exit code N` or `exit signal N`.
 
 use std::os::fd::RawFd;
 
@@ -44,6 +47,9 @@ pub struct InnerSpec {
     /// The writes the init supervises (a contained line); see [`crate::supervise`].
     #[serde(default)]
     pub supervise: Option<crate::supervise::SuperviseSpec>,
+    /// The call's own pty, when the launcher's stdio holds a terminal (see [`crate::pty`]).
+    #[serde(default)]
+    pub terminal: Option<crate::pty::TerminalSpec>,
     /// TESTS ONLY (the plan's `test_weaken`): entries left out of the EPERM program.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seccomp_drop: Vec<String>,
@@ -78,6 +84,10 @@ pub struct Prepared {
     pub landlock: Option<crate::status::LandlockReport>,
     /// The line's end of the socket its seccomp listener goes to the init over.
     pub supervise_sock: Option<RawFd>,
+    /// A contained line: a process group of its own, and the call's pty when it has one
+    /// (see [`crate::pty::attach_line`]).
+    pub contained: bool,
+    pub terminal: Option<crate::pty::LineEnd>,
 }
 
 /// The line's process: closes every fd but 0-2 (and the report fd, close-on-exec), applies
@@ -89,7 +99,14 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         libc::SIGHUP,
         libc::SIGCHLD,
         libc::SIGPIPE,
+        libc::SIGCONT,
     ]);
+    if pre.contained {
+        if let Err(e) = crate::pty::attach_line(pre.terminal.as_ref()) {
+            report(report_fd, &format!("setup_error {e}"));
+            sys::exit_now(127);
+        }
+    }
     let rfd = if report_fd != 3 {
         if sys::dup2(report_fd, 3).is_err() {
             sys::exit_now(127);
@@ -176,7 +193,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
     let mut sigs = FWD.to_vec();
-    sigs.push(libc::SIGCHLD);
+    sigs.extend([libc::SIGCHLD, libc::SIGCONT]);
     let sig_r = match sys::signal_pipe(&sigs) {
         Ok(r) => r,
         Err(e) => {
@@ -184,6 +201,25 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             sys::exit_now(127)
         }
     };
+    // A session of the call's own: no process of it has the user's terminal as controlling
+    // terminal; the call's pty, when it has one, is that of the init and the line.
+    let mut pre = Prepared {
+        contained: true,
+        ..Default::default()
+    };
+    if let Err(e) = crate::pty::leave_session() {
+        report(report_fd, &format!("setup_error {e}"));
+        sys::exit_now(127)
+    }
+    if let Some(t) = &spec.terminal {
+        match crate::pty::open_inside(t) {
+            Ok(l) => pre.terminal = Some(l),
+            Err(e) => {
+                report(report_fd, &format!("setup_error {e}"));
+                sys::exit_now(127)
+            }
+        }
+    }
     // The proxy's sockets are bound in the call's network namespace and handed to the
     // call's proxy before the line exists: the line finds them served, and never holds them
     // (the init's copies are closed by then).
@@ -195,7 +231,6 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     }
     // The init enters the line's Landlock domain before forking it: the supervisor then
     // can do nothing the line could not.
-    let mut pre = Prepared::default();
     let fail = |m: String| -> ! {
         report(report_fd, &format!("setup_error {m}"));
         sys::exit_now(127)
@@ -229,7 +264,12 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         .map(|(_, line_end)| std::os::fd::AsRawFd::as_raw_fd(line_end));
     let main = match sys::fork() {
         Ok(0) => exec_line(spec, report_fd, pre),
-        Ok(p) => p,
+        Ok(p) => {
+            // The line holds the call's pty now; the init keeps it as controlling terminal
+            // only (an open slave here would keep its master from ever reading EOF).
+            drop(pre.terminal);
+            p
+        }
         Err(e) => {
             report(report_fd, &format!("setup_error fork: {e}"));
             sys::exit_now(127)
@@ -276,7 +316,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     loop {
         // Reap whatever ended.
         loop {
-            match sys::waitpid(-1, libc::WNOHANG) {
+            match sys::waitpid(-1, libc::WNOHANG | libc::WUNTRACED) {
+                // The line stopped (^Z on the call's pty): the launcher stops its job too
+                // and continues the line through the init (SIGCONT, below).
+                Ok(Some((pid, st))) if libc::WIFSTOPPED(st) => {
+                    if pid == main {
+                        report(report_fd, &format!("stopped {}", libc::WSTOPSIG(st)));
+                    }
+                }
                 Ok(Some((pid, st))) => {
                     if pid == main {
                         status = Some(st);
@@ -296,6 +343,11 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                 let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
                 if FWD.contains(&sig) && !from_kernel {
                     let _ = sys::kill(main, sig);
+                } else if sig == libc::SIGCONT && !from_kernel {
+                    // The line's whole group (the line leads it), as a shell's `fg` does.
+                    if sys::kill(-main, sig).is_err() {
+                        let _ = sys::kill(main, sig);
+                    }
                 }
             }
         }

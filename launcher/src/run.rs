@@ -1,5 +1,5 @@
-//! The launcher's process: reads the plan, starts the backend, relays signals, tees stderr
-//! for denials, and writes the status lines.
+//! The launcher's process: reads the plan, starts the backend, relays signals (and the
+//! call's pty, see [`crate::pty`]), tees stderr for denials, and writes the status lines.
 
 use std::os::fd::RawFd;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -106,6 +106,12 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         require_landlock: plan.require_landlock,
         ..Default::default()
     };
+    // The call's own pty when stdio holds a terminal (see crate::pty).
+    let mut relay = match contained.then(crate::pty::Relay::detect).transpose() {
+        Ok(r) => r.flatten(),
+        Err(e) => return Try::Done(out.setup_error(e)),
+    };
+    spec.terminal = relay.as_ref().map(|r| r.spec());
     let (report_r, report_w) = match sys::pipe() {
         Ok(p) => p,
         Err(e) => return Try::Done(out.setup_error(format!("pipe: {e}"))),
@@ -250,6 +256,11 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         Ok(p) => p,
         Err(e) => return Try::Done(out.setup_error(e)),
     };
+    if let Some(Err(e)) = relay.as_mut().map(|r| r.start(child)) {
+        let _ = sys::kill(child, libc::SIGKILL);
+        let _ = sys::waitpid(child, 0);
+        return Try::Done(out.setup_error(e));
+    }
     let mut sig_target = child;
     let mut scanner = crate::denials::Scanner::new(&plan.cwd);
     let mut report_buf = Vec::new();
@@ -377,6 +388,10 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         if !supervised_denials.contains(&path) {
                             supervised_denials.push(path);
                         }
+                    } else if let Some(s) = l.strip_prefix("stopped ") {
+                        if let Some(r) = &relay {
+                            r.line_stopped(s.parse().unwrap_or(libc::SIGTSTP));
+                        }
                     } else if l.starts_with("cgroup_failed") {
                         cg_kind = Some(CgroupKind::None);
                     }
@@ -387,6 +402,9 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                 } else if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&buf[..n]) {
                     if let Some(p) = v["child-pid"].as_i64() {
                         sig_target = p as libc::pid_t;
+                        if let Some(r) = &relay {
+                            r.set_init(sig_target);
+                        }
                     }
                 }
             }
@@ -398,6 +416,8 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
             }
         }
     }
+    // The call's last output to the user's terminal, and its settings back.
+    drop(relay);
     if child_status.is_none() {
         if contained && line_status.is_some() {
             // Ending on its own (see above); whoever inherits it reaps it.
