@@ -187,11 +187,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             ..Default::default()
         },
         Ok(plan) => {
+            // The launcher puts the terminal's settings back itself, unless it is killed.
+            let terminal = efr_launcher::pty::SavedTerminal::of_stdio();
             match launcher()
                 .spawn(&plan, Stdio::inherit(), Stdio::inherit(), Stdio::inherit())
                 .and_then(|r| r.wait())
             {
                 Ok((mut o, st)) => {
+                    if std::os::unix::process::ExitStatusExt::signal(&st).is_some() {
+                        if let Some(t) = &terminal {
+                            t.restore();
+                        }
+                    }
                     if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
                         o.setup_error = Some(format!(
                             "efr-launch ended without reporting the line's end ({st})"
