@@ -1,6 +1,7 @@
 //! `efr-sandbox run [--project DIR]... [--cwd DIR] [--grant KIND=VALUE]... [--backend
 //! native|bwrap] [--unsandboxed] [--summary FILE] -- LINE`: one line through the launcher,
-//! with this terminal and stdio passed through. The exit status is the line's (128+N for a
+//! with this stdio passed through (on a terminal, a contained line gets a pty of its own,
+//! which the launcher relays to it: see `efr_launcher::pty`). The exit status is the line's (128+N for a
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
 
 use std::path::{Path, PathBuf};
