@@ -451,3 +451,34 @@ fn ctrl_z_stops_the_job_and_fg_continues_it() {
         assert!(st.success(), "[{b:?}] {st:?}");
     }
 }
+
+#[test]
+fn closing_the_users_terminal_hangs_up_the_call() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let (mut master, slave) = pty_pair(24, 80).unwrap();
+        let mut c = launch_command(&fx, &plan(&fx, "tty; echo ready; sleep 60", b));
+        c.stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave.try_clone().unwrap());
+        on_controlling_terminal(&mut c, slave.as_raw_fd());
+        let mut child = c.spawn().unwrap();
+        drop(slave);
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("ready") {
+            let n = master.read(&mut buf).unwrap();
+            assert!(n > 0, "[{b:?}] {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+        assert!(
+            has_pts_name(&String::from_utf8_lossy(&seen)),
+            "[{b:?}] {}",
+            String::from_utf8_lossy(&seen)
+        );
+        // The terminal window closes: the line gets SIGHUP, as it would outside.
+        drop(master);
+        let st = wait(&mut child, "hang-up");
+        assert_eq!(st.code(), Some(128 + libc::SIGHUP), "[{b:?}] {st:?}");
+    }
+}

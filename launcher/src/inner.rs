@@ -4,7 +4,8 @@
 //! The init (pid 1 of the sandbox's pid namespace) is not dumpable, leads a session of its
 //! own (with the call's pty as controlling terminal when there is one, see [`crate::pty`]),
 //! forwards SIGINT, SIGTERM and SIGHUP sent by a process (a ^C on the call's pty reaches the
-//! line's foreground group directly) and SIGCONT to the line's group, reaps, reports a stop
+//! line's foreground group directly), SIGCONT to the line's group and, as a shell does, the
+//! SIGHUP of its pty's hang-up, reaps, reports a stop
 //! of the line's main process (`stopped N`), and when the line's main process ends it kills
 //! everything else in the namespace, then reports the line's status on the report pipe:
 //! `exit code N` or `exit signal N`.
@@ -343,6 +344,12 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                 let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
                 if FWD.contains(&sig) && !from_kernel {
                     let _ = sys::kill(main, sig);
+                } else if sig == libc::SIGHUP && from_kernel {
+                    // The call's pty hung up (the user's terminal went away): the kernel
+                    // tells the session leader only; a shell passes it on to its job.
+                    if sys::kill(-main, sig).is_err() {
+                        let _ = sys::kill(main, sig);
+                    }
                 } else if sig == libc::SIGCONT && !from_kernel {
                     // The line's whole group (the line leads it), as a shell's `fg` does.
                     if sys::kill(-main, sig).is_err() {

@@ -558,14 +558,13 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
     // the line has closed every fd of it (it may open /dev/tty again: polled then).
     let mut hung = false;
     let mut out_ok = true;
-    let mut in_ok = true;
-    loop {
+    'relay: loop {
         if let Some(d) = ending {
             if hung || Instant::now() >= d {
                 break;
             }
         }
-        let reading = in_ok && ending.is_none() && pending.len() < MAX_PENDING && term.reading();
+        let reading = ending.is_none() && pending.len() < MAX_PENDING && term.reading();
         let mut fds = vec![(sigs, libc::POLLIN)];
         if ending.is_none() {
             fds.push((stop, libc::POLLIN));
@@ -623,6 +622,10 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
                         filter.feed(&buf[..n], &mut out);
                         if out_ok && !out.is_empty() {
                             out_ok = write_out(term.output, &out);
+                            if !out_ok && ending.is_none() {
+                                // The user's terminal is gone (hung up): so is the call's.
+                                break 'relay;
+                            }
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -637,14 +640,17 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
         // The user's keys, to the call's pty.
         if reading && ready(term.input) {
             match crate::sys::read(term.input, &mut buf) {
-                Ok(0) => in_ok = false,
+                // EOF (or EIO) of a terminal: it hung up (the user closed it). The call's
+                // pty hangs up too when the master closes below: the line's foreground group
+                // gets SIGHUP from it, as it would have from the user's terminal.
+                Ok(0) => break,
                 Ok(n) => pending.extend_from_slice(&buf[..n]),
                 Err(e)
                     if matches!(
                         e.kind(),
                         std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
                     ) => {}
-                Err(_) => in_ok = false,
+                Err(_) => break,
             }
         }
         if !pending.is_empty() {
