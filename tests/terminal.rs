@@ -482,3 +482,40 @@ fn closing_the_users_terminal_hangs_up_the_call() {
         assert_eq!(st.code(), Some(128 + libc::SIGHUP), "[{b:?}] {st:?}");
     }
 }
+
+/// With the call's stdout a pipe (`efr-sandbox run ... | tee log`), whatever else writes to
+/// the terminal meanwhile (tee) keeps its newlines: the terminal's input is raw, its output
+/// processing stays. With stdout the terminal, both are raw (the call's pty does it).
+#[test]
+fn output_processing_stays_when_stdout_is_not_the_terminal() {
+    for b in backends() {
+        let fx = Fixture::new();
+        for stdout_is_tty in [false, true] {
+            let term = UserTerminal::new();
+            let before = term.settings();
+            assert_ne!(before.1 & libc::OPOST, 0);
+            let mut c = launch_command(&fx, &plan(&fx, "echo ready >&2; sleep 2", b));
+            c.stdin(term.slave.try_clone().unwrap())
+                .stderr(term.slave.try_clone().unwrap());
+            if stdout_is_tty {
+                c.stdout(term.slave.try_clone().unwrap());
+            } else {
+                c.stdout(Stdio::piped());
+            }
+            on_controlling_terminal(&mut c, term.slave.as_raw_fd());
+            let mut child = c.spawn().unwrap();
+            assert!(term.wait_for("ready"), "[{b:?}] {}", term.seen());
+            let during = term.settings();
+            assert_eq!(during.3 & libc::ICANON, 0, "[{b:?}] input not raw");
+            assert_eq!(
+                during.1 & libc::OPOST != 0,
+                !stdout_is_tty,
+                "[{b:?}] stdout a terminal: {stdout_is_tty}, oflag {:#o}",
+                during.1
+            );
+            let st = wait(&mut child, "oflag");
+            assert!(st.success(), "[{b:?}] {st:?}");
+            assert_eq!(term.settings(), before, "[{b:?}]");
+        }
+    }
+}

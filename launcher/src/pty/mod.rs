@@ -180,6 +180,12 @@ struct Term {
     input: RawFd,
     /// Where the call's output goes.
     output: RawFd,
+    /// The call's stdout is the pty (fd 1 was the terminal): the terminal's output
+    /// processing is turned off too. Otherwise what else writes to the terminal meanwhile
+    /// (`efr-sandbox run ... | tee log`: tee) keeps its newlines; the call's pty already
+    /// turned each of its newlines into CR LF, which the terminal's own processing makes
+    /// CR CR LF (shown the same).
+    all_raw: bool,
     /// Terminal fds the launcher opened itself (closed with the relay).
     _own: Vec<OwnedFd>,
     state: Mutex<TermState>,
@@ -219,7 +225,11 @@ impl Term {
         if let Ok(t) = sys::tcgetattr(self.ctl) {
             st.saved = t;
         }
-        if sys::tcsetattr(self.ctl, &sys::make_raw(&st.saved)).is_ok() {
+        let mut raw = sys::make_raw(&st.saved);
+        if !self.all_raw {
+            raw.c_oflag = st.saved.c_oflag;
+        }
+        if sys::tcsetattr(self.ctl, &raw).is_ok() {
             st.raw = true;
         }
     }
@@ -364,6 +374,7 @@ impl Relay {
                 ctl,
                 input,
                 output,
+                all_raw: ttys.contains(&1),
                 _own: own,
                 state: Mutex::new(TermState {
                     saved,
@@ -530,16 +541,20 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
         let Ok(r) = crate::sys::poll(&[(sock, libc::POLLIN), (stop, libc::POLLIN)], -1) else {
             continue;
         };
-        if r[1] != 0 {
-            return;
-        }
+        // The master first: a short call may have ended (stop written) before this thread
+        // first ran, its output waiting in the pty.
         match efr_proxy::fdpass::recv_byte(sock) {
             Ok(Some((MASTER, mut fds))) if fds.len() == 1 => break fds.pop().expect("one fd"),
             Err(e)
                 if matches!(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                ) => {}
+                ) =>
+            {
+                if r[1] != 0 {
+                    return;
+                }
+            }
             // The init failed before sending it (it reports why) or sent something else.
             _ => return,
         }
