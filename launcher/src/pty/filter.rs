@@ -283,13 +283,19 @@ fn csi_allowed(params: &[u8], fin: u8) -> bool {
     match fin {
         b'i' => false,
         b't' => {
-            let plain = params.iter().all(|&c| c.is_ascii_digit() || c == b';');
-            if !plain {
+            let marked = params
+                .iter()
+                .any(|&c| matches!(c, 0x20..=0x2f | b'<' | b'=' | b'>' | b'?'));
+            if marked {
                 // Private markers or intermediates: title modes (CSI > t), DECSWBV (CSI SP t),
                 // DECRARA (CSI $ t): screen and bell, nothing outside.
                 return true;
             }
-            let first = params.split(|&c| c == b';').next().unwrap_or(&[]);
+            // Sub-parameters (`:`) count as separators: a terminal may read `21:1` as 21.
+            let first = params
+                .split(|&c| c == b';' || c == b':')
+                .next()
+                .unwrap_or(&[]);
             number(first).is_some_and(|n| WINOPS_ALLOWED.iter().any(|&(m, _)| m == n))
         }
         _ => true,
@@ -634,8 +640,8 @@ impl Filter {
 }
 
 /// Where `out` (the filter's output) holds the start of a sequence that must not reach the
-/// terminal, found by a recognizer of its own (as a terminal reads the 7-bit and UTF-8
-/// forms: C0 controls inside a CSI sequence are executed and skipped). For the tests and the
+/// terminal, found by a parser of its own (as a terminal reads the 7-bit and UTF-8 forms:
+/// C0 controls inside a CSI sequence are executed and skipped) with the same allow lists. For the tests and the
 /// fuzz target (`fuzz/fuzz_targets/pty_filter.rs`): the filter's output must never have one.
 pub fn first_leak(out: &[u8]) -> Option<usize> {
     let n = out.len();
@@ -745,6 +751,8 @@ mod tests {
         dropped(b"\x1b]L\x07");
         dropped(b"\x1b]99999999999999;x\x07");
         dropped(b"\x1b[21t");
+        dropped(b"\x1b[21:1t");
+        dropped(b"\x1b[021;0t");
         dropped(b"\x1b[20t");
         dropped(b"\x1b[t");
         dropped(b"\x1b[3;0;0t");
