@@ -11,8 +11,9 @@
 #                              for scale only)
 # FILE is 200 MB of text, once plain (base64 lines) and once coloured (SGR sequences and
 # UTF-8 on every line: the filter's slow path). The same N for each, one warm-up run of
-# each, interleaved in a rotating order within every round. Prints medians (ms) and the
-# ratios of ours to the peer.
+# each, interleaved in a rotating order within every round. Prints the median and the
+# fastest run (ms) of each; its ratio to the peer: the median of the ratios to the peer's
+# run in the same round, and fastest to fastest.
 # Usage: scripts/bench-pty.sh [N]   (builds efr-launch and efr-sandbox in release first)
 set -eu
 N=${1:-5}
@@ -75,14 +76,24 @@ while [ $i -lt "$N" ]; do
   i=$((i + 1))
 done
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "runs: $N each, interleaved; $MB MB per run (median, ms)"
+least() { sort -n "$1" | head -1; }
+# The ratio to the peer's run of the same round, for each round (a slow period of the
+# machine hits both), then its median.
+paired() { paste "$1" "$2" | awk '{printf "%.4f\n", $1 / $2}' > "$D/r"; median "$D/r"; }
+echo "runs: $N each, interleaved; $MB MB per run"
+echo "  (ms: median, fastest; ratio to the peer: median of the per-round ratios, fastest/fastest)"
 for f in plain color; do
-  n=$(median "$D/t-nat-$f"); w=$(median "$D/t-bw-$f"); p=$(median "$D/t-peer-$f"); d=$(median "$D/t-direct-$f")
-  awk -v f="$f" -v n="$n" -v w="$w" -v p="$p" -v d="$d" 'BEGIN {
-    printf "%s text\n", f
-    printf "  peer (script + bwrap)    %7d  1.00\n", p
-    printf "  efr-launch native        %7d  %.3f\n", n, n / p
-    printf "  efr-launch bwrap         %7d  %.3f\n", w, w / p
-    printf "  direct (no inner pty)    %7d  %.3f\n", d, d / p
-  }'
+  echo "$f text"
+  pl=$(least "$D/t-peer-$f")
+  for c in peer nat bw direct; do
+    case $c in
+      peer) name="peer (script + bwrap)" ;;
+      nat) name="efr-launch native" ;;
+      bw) name="efr-launch bwrap" ;;
+      direct) name="direct (no inner pty)" ;;
+    esac
+    m=$(median "$D/t-$c-$f"); l=$(least "$D/t-$c-$f"); r=$(paired "$D/t-$c-$f" "$D/t-peer-$f")
+    awk -v n="$name" -v m="$m" -v l="$l" -v r="$r" -v pl="$pl" \
+      'BEGIN { printf "  %-24s %6d %6d   %.3f %.3f\n", n, m, l, r, l / pl }'
+  done
 done
