@@ -580,10 +580,12 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
             }
         }
         let reading = ending.is_none() && pending.len() < MAX_PENDING && term.reading();
-        let mut fds = vec![(sigs, libc::POLLIN)];
-        if ending.is_none() {
-            fds.push((stop, libc::POLLIN));
-        }
+        // fd -1 is left out by poll.
+        let pfd = |fd: RawFd, events: libc::c_short| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
         let mut ev = 0;
         if !hung {
             ev |= libc::POLLIN;
@@ -591,21 +593,21 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
         if !pending.is_empty() {
             ev |= libc::POLLOUT;
         }
-        if ev != 0 {
-            fds.push((m, ev));
-        }
-        if reading {
-            fds.push((term.input, libc::POLLIN));
-        }
+        let mut fds = [
+            pfd(sigs, libc::POLLIN),
+            pfd(if ending.is_none() { stop } else { -1 }, libc::POLLIN),
+            pfd(if ev != 0 { m } else { -1 }, ev),
+            pfd(if reading { term.input } else { -1 }, libc::POLLIN),
+        ];
         let timeout = match ending {
             Some(d) => d.saturating_duration_since(Instant::now()).as_millis() as i32,
             None if hung => 100,
             None => -1,
         };
-        let Ok(rev) = crate::sys::poll(&fds, timeout) else {
+        if sys::poll(&mut fds, timeout).is_err() {
             continue;
-        };
-        let ready = |fd: RawFd| fds.iter().zip(&rev).any(|(&(f, _), &r)| f == fd && r != 0);
+        }
+        let ready = |fd: RawFd| fds.iter().any(|p| p.fd == fd && fd >= 0 && p.revents != 0);
         if ready(sigs) {
             let mut s = [0u8; 64];
             let n = crate::sys::read(sigs, &mut s).unwrap_or(0);
@@ -623,8 +625,10 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
         if ending.is_none() && ready(stop) {
             ending = Some(Instant::now() + DRAIN);
         }
-        // The master: what the call wrote, through the filter.
+        // The master: what the call wrote, through the filter (one read per wake-up, as
+        // the peer relays do; until EAGAIN while polled on a timer).
         if hung || ready(m) {
+            let once = !hung;
             loop {
                 match crate::sys::read(m, &mut buf) {
                     Ok(0) => {
@@ -641,6 +645,9 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
                                 // The user's terminal is gone (hung up): so is the call's.
                                 break 'relay;
                             }
+                        }
+                        if once {
+                            break;
                         }
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -226,3 +226,14 @@ pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
         Ok(r as usize)
     }
 }
+
+/// poll(2) on `fds` (a negative fd is left out); the number of fds with events.
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    // SAFETY: `fds` is a live slice of `fds.len()` pollfd structs the call reads and writes.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
