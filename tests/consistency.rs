@@ -191,3 +191,17 @@ fn explain_matches_what_a_contained_call_gets() {
         assert!(wrong.is_empty(), "{b:?}:\n{}", wrong.join("\n"));
     }
 }
+
+/// The launcher's tmpfs sizes for a plan that names none are the built-in config's.
+#[test]
+fn tmpfs_sizes_of_the_launcher_are_the_config_s() {
+    let c = Config::defaults();
+    assert_eq!(
+        c.sandbox.tmp_size.value.to_string(),
+        efr_launcher::plan::DEFAULT_TMP_SIZE
+    );
+    assert_eq!(
+        c.sandbox.shm_size.value.to_string(),
+        efr_launcher::plan::DEFAULT_SHM_SIZE
+    );
+}

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use efr_launcher::api::BackendChoice;
 use efr_sandbox_tests::common::{Fixture, SECRET, backends, procs_with, python, run, run_plan};
+use efr_sandbox_wire::Grant;
 
 /// What must happen.
 enum Expect {
@@ -49,6 +50,13 @@ fn sys(nr: libc::c_long, args: &str) -> String {
 
 fn py(code: &str) -> String {
     format!("{} -c '{code}'", python())
+}
+
+/// Python's `socket.socket(...)` call `ctor`, printing its errno when it fails.
+fn socket_errno(ctor: &str) -> String {
+    py(&format!(
+        "import socket\ntry:\n  {ctor};print(\"ESCAPED\")\nexcept OSError as e: print(\"ERRNO=%d\"%e.errno)"
+    ))
 }
 
 fn connect_unix(path: &str) -> String {
@@ -323,19 +331,55 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
             connect_unix(&format!("\\0{}", hs.abstract_name)),
             Expect::Denied,
         ),
+        // Socket families by allow-list: every family but AF_UNIX, AF_INET, AF_INET6 and
+        // AF_NETLINK (NETLINK_ROUTE, NETLINK_SOCK_DIAG) is EAFNOSUPPORT, socket and
+        // socketpair alike.
         a(
             "AF_PACKET socket",
-            py(
-                "import socket\ntry:\n  socket.socket(17,3,0);print(\"ESCAPED\")\nexcept OSError as e: print(\"ERRNO=%d\"%e.errno)",
-            ),
-            Expect::Errno(libc::EPERM),
+            socket_errno("socket.socket(17,3,0)"),
+            Expect::Errno(libc::EAFNOSUPPORT),
         ),
         a(
             "AF_VSOCK socket",
+            socket_errno("socket.socket(40,1,0)"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "AF_BLUETOOTH socket",
+            socket_errno("socket.socket(31,3,0)"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "AF_ALG socket",
+            socket_errno("socket.socket(38,5,0)"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "AF_PACKET socket, high bits of the family",
+            sys(libc::SYS_socket, ",0x700000011,3,0"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "AF_PACKET socketpair",
+            sys(libc::SYS_socketpair, ",17,3,0,0"),
+            Expect::Errno(libc::EAFNOSUPPORT),
+        ),
+        a(
+            "NETLINK_GENERIC socket",
+            socket_errno("socket.socket(16,3,16)"),
+            Expect::Errno(libc::EPROTONOSUPPORT),
+        ),
+        a(
+            "NETLINK_NETFILTER socket",
+            socket_errno("socket.socket(16,3,12)"),
+            Expect::Errno(libc::EPROTONOSUPPORT),
+        ),
+        a(
+            "the allowed families work",
             py(
-                "import socket\ntry:\n  socket.socket(40,1,0);print(\"ESCAPED\")\nexcept OSError as e: print(\"ERRNO=%d\"%e.errno)",
+                "import socket\nsocket.socket(socket.AF_UNIX);socket.socketpair()\nsocket.socket(socket.AF_INET).bind((\"127.0.0.1\",0))\nsocket.socket(socket.AF_INET6)\nn=socket.socket(16,3,0);n.bind((0,0))\nsocket.socket(16,3,4)\nprint(\"families-ok\")",
             ),
-            Expect::Errno(libc::EPERM),
+            Expect::Output("families-ok"),
         ),
         // Host processes.
         a(
@@ -380,6 +424,16 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
         a(
             "mount syscall",
             sys(libc::SYS_mount, ",0,0,0,0,0"),
+            Expect::Errno(libc::EPERM),
+        ),
+        a(
+            // Flags the kernel refuses (EINVAL) before its capability check (EPERM): EPERM
+            // is the filter's answer.
+            "open_tree_attr",
+            sys(
+                efr_launcher::seccomp::newer::SYS_open_tree_attr,
+                ",-1,b\"\",0xffffffff,0,0",
+            ),
             Expect::Errno(libc::EPERM),
         ),
         a("chroot", try_("chroot / true"), Expect::Denied),
@@ -706,5 +760,352 @@ fn killed_launcher_tree_dies() {
         );
         let mut s = String::new();
         let _ = running.status.read_to_string(&mut s);
+    }
+}
+
+/// The default masks below the home, as paths of the fixture's home.
+fn home_masks(fx: &Fixture) -> Vec<String> {
+    efr_policy::config::Config::defaults()
+        .sandbox
+        .masks
+        .iter()
+        .filter_map(|e| {
+            e.value
+                .strip_prefix("~/")
+                .map(|r| format!("{}/{r}", fx.home))
+        })
+        .collect()
+}
+
+/// `cat` of every path and of every file below it, then the marker.
+fn read_all(paths: &[String]) -> String {
+    let list: Vec<String> = paths.iter().map(|p| format!("'{p}'")).collect();
+    format!(
+        "for p in {}; do cat \"$p\"; find \"$p\" -type f -exec cat {{}} + ; done 2>&1\necho {RAN}",
+        list.join(" ")
+    )
+}
+
+/// Every default mask below the home hides a store planted there, a file or a directory,
+/// with the home read-only and with the home as the project.
+#[test]
+fn every_default_mask_hides_its_store() {
+    for b in backends() {
+        for as_dir in [false, true] {
+            for home_project in [false, true] {
+                let fx = Fixture::new();
+                let masks = home_masks(&fx);
+                let mut planted = Vec::new();
+                for m in &masks {
+                    if std::path::Path::new(m).exists() {
+                        continue;
+                    }
+                    let target = if as_dir {
+                        format!("{m}/secret")
+                    } else {
+                        m.clone()
+                    };
+                    let parent = std::path::Path::new(&target).parent().unwrap();
+                    if std::fs::create_dir_all(parent).is_ok()
+                        && std::fs::write(&target, SECRET).is_ok()
+                    {
+                        planted.push(m.clone());
+                    }
+                }
+                assert!(planted.len() > 40, "{} planted", planted.len());
+                let mut req = fx.request(&read_all(&planted), b);
+                if home_project {
+                    req.projects = vec![fx.home.clone()];
+                    req.cwd = fx.home.clone();
+                    fx.set_view(&mut req);
+                }
+                let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+                let out = r.all_output();
+                let what = format!("[{b:?}] dirs {as_dir}, home as project {home_project}");
+                assert!(r.outcome.setup_error.is_none(), "{what}: {out}");
+                assert!(out.contains(RAN), "{what}: {out}");
+                assert!(!out.contains(SECRET), "{what}: a store leaked: {out}");
+            }
+        }
+    }
+}
+
+/// A store that does not exist at launch and that the host makes during the call (the
+/// user's `aws configure`), and one the host replaces under its mask, stay unreadable: the
+/// names may be seen, not what is in them.
+#[test]
+fn stores_made_on_the_host_during_the_call_stay_unreadable() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let h = &fx.home;
+        std::fs::remove_dir_all(format!("{h}/.aws")).unwrap();
+        // ~/.config is a link to a directory outside the home (dotfile managers do this).
+        let real_config = format!("{}/real-config", fx.dir.path().display());
+        std::fs::create_dir_all(format!("{real_config}/other")).unwrap();
+        std::os::unix::fs::symlink(&real_config, format!("{h}/.config")).unwrap();
+        // Missing at launch: a directory store, a file in the home, one in an existing
+        // directory (behind a link), one whose parent is missing too.
+        let made = [
+            format!("{h}/.aws/credentials"),
+            format!("{h}/.pgpass"),
+            format!("{h}/.config/gcloud/credentials.db"),
+            format!("{h}/.cache/huggingface/token"),
+        ];
+        // Replaced by the host under the view's masks (the mounts on them are detached).
+        let replaced = [format!("{h}/.netrc"), format!("{h}/.ssh/id_rsa")];
+        let p = &fx.proj;
+        let all: Vec<String> = made.iter().chain(&replaced).cloned().collect();
+        let line = format!(
+            "touch {p}/ready; while [ ! -e {p}/go ]; do sleep 0.02; done\n{}",
+            read_all(&all)
+        );
+        let plan = fx.plan(&line, b, vec![]);
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let mut running = efr_sandbox_tests::common::launcher()
+            .spawn(
+                &plan,
+                std::process::Stdio::null(),
+                std::process::Stdio::from(out.reopen().unwrap()),
+                std::process::Stdio::from(out.reopen().unwrap()),
+            )
+            .unwrap();
+        let t = Instant::now();
+        while !std::path::Path::new(&format!("{p}/ready")).exists()
+            && t.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for f in &made {
+            std::fs::create_dir_all(std::path::Path::new(f).parent().unwrap()).unwrap();
+            std::fs::write(f, SECRET).unwrap();
+        }
+        std::fs::write(format!("{h}/.netrc.new"), SECRET).unwrap();
+        std::fs::rename(format!("{h}/.netrc.new"), format!("{h}/.netrc")).unwrap();
+        std::fs::rename(format!("{h}/.ssh"), format!("{h}/.ssh-old")).unwrap();
+        std::fs::create_dir(format!("{h}/.ssh")).unwrap();
+        std::fs::write(format!("{h}/.ssh/id_rsa"), SECRET).unwrap();
+        std::fs::write(format!("{p}/go"), "").unwrap();
+        let mut status = String::new();
+        while let Some(s) = running.next_status() {
+            status.push_str(&s.to_line());
+        }
+        running.child.wait().unwrap();
+        let text = std::fs::read_to_string(out.path()).unwrap();
+        assert!(text.contains(RAN), "[{b:?}] {status} {text}");
+        assert!(!text.contains(SECRET), "[{b:?}] a store leaked: {text}");
+        // Each was there to be read, and refused.
+        for f in &all {
+            assert!(
+                text.contains(&format!("{f}: Permission denied")),
+                "[{b:?}] {f} not refused: {text}"
+            );
+        }
+    }
+}
+
+/// The Landlock layer of the masks holds alone: with the mask mounts weakened away, an
+/// existing store is still unreadable.
+#[test]
+fn masks_hold_in_landlock_without_their_mounts() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let h = &fx.home;
+        let mut plan = fx.plan(
+            &read_all(&[format!("{h}/.aws/credentials"), format!("{h}/.netrc")]),
+            b,
+            vec![],
+        );
+        plan.test_weaken = vec!["no_masks".into()];
+        let o = efr_sandbox_tests::common::run_weakened(&plan, fx.dir.path(), &[]);
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(out.contains(RAN), "[{b:?}] {out}");
+        assert!(
+            !out.contains(SECRET),
+            "[{b:?}] leaked without the mounts: {out}"
+        );
+    }
+}
+
+/// `unmask` of a path below a mask shows that path (read-only, nothing else of the mask);
+/// one of a path that does not exist there is refused, naming the mask to lift.
+#[test]
+fn unmask_below_a_mask() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let h = &fx.home;
+        let key = format!("{h}/.ssh/id_rsa");
+        let grant = vec![Grant::Unmask { path: key.clone() }];
+        let plan = fx.plan(
+            &format!("cat {key}; echo; ls -A {h}/.ssh; echo x >> {key}; echo {RAN}"),
+            b,
+            grant,
+        );
+        let r = run_plan(&plan, None);
+        let out = r.all_output();
+        assert!(r.outcome.setup_error.is_none(), "[{b:?}] {out}");
+        assert!(
+            r.stdout.contains(SECRET),
+            "[{b:?}] the key is not shown: {out}"
+        );
+        assert!(r.stdout.contains("id_rsa"), "[{b:?}] {out}");
+        assert!(
+            !r.stdout.contains("config"),
+            "[{b:?}] the rest of ~/.ssh shows: {out}"
+        );
+        assert_eq!(std::fs::read_to_string(&key).unwrap(), SECRET, "[{b:?}]");
+        // A key that is not there: refused, with the mask it would have to lift.
+        let missing = format!("{h}/.ssh/id_ed25519");
+        let plan = fx.plan(
+            "true",
+            b,
+            vec![Grant::Unmask {
+                path: missing.clone(),
+            }],
+        );
+        let r = run_plan(&plan, None);
+        let e = r.outcome.setup_error.clone().unwrap_or_default();
+        assert!(
+            e.contains(&missing) && e.contains(&format!("the mask {h}/.ssh")),
+            "[{b:?}] {e:?} {r:?}"
+        );
+        assert_eq!(r.status.code(), Some(125), "[{b:?}]");
+    }
+}
+
+/// With the home as the project, every floor is read-only whether or not it or its parent
+/// exists, and so is a missing mask (a planted `~/.aws/config` runs `credential_process`).
+#[test]
+fn floors_and_masks_under_the_home_as_project() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let h = fx.home.clone();
+        // No ~/.ssh (so not ~/.ssh/authorized_keys's parent), no ~/.config, no ~/.aws.
+        std::fs::remove_dir_all(format!("{h}/.ssh")).unwrap();
+        std::fs::remove_dir_all(format!("{h}/.aws")).unwrap();
+        let mut targets: Vec<String> = efr_policy::config::Config::defaults()
+            .floors
+            .paths
+            .iter()
+            .filter_map(|e| e.value.strip_prefix("~/"))
+            .map(|r| {
+                format!(
+                    "{h}/{}",
+                    r.replace("python3*", "python3.11")
+                        .replace("*.pth", "evil.pth")
+                )
+            })
+            .collect();
+        targets.extend([
+            format!("{h}/.config/systemd/user/x.service"),
+            format!("{h}/.config/autostart/x.desktop"),
+            format!("{h}/.aws/config"),
+            format!("{h}/.kube/config"),
+            format!("{h}/.docker/config.json"),
+        ]);
+        // A file at the path, or one inside it when it is (or is made) a directory.
+        let attempts: Vec<String> = targets
+            .iter()
+            .map(|t| {
+                format!(
+                    "mkdir -p \"$(dirname '{t}')\"; echo evil >> '{t}'; mkdir -p '{t}' && echo evil > '{t}/x'"
+                )
+            })
+            .collect();
+        let mut req = fx.request(&format!("{}\necho {RAN}", attempts.join("\n")), b);
+        req.projects = vec![h.clone()];
+        req.cwd = h.clone();
+        fx.set_view(&mut req);
+        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        let out = r.all_output();
+        assert!(r.outcome.setup_error.is_none(), "[{b:?}] {out}");
+        assert!(out.contains(RAN), "[{b:?}] {out}");
+        let mut written = Vec::new();
+        for t in &targets {
+            let file = std::fs::read_to_string(t).unwrap_or_default();
+            if file.contains("evil") || std::path::Path::new(&format!("{t}/x")).exists() {
+                written.push(t.clone());
+            }
+        }
+        assert!(
+            written.is_empty(),
+            "[{b:?}] floors written: {written:?}\n{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(format!("{h}/.bashrc")).unwrap(),
+            "# rc\n"
+        );
+        // The home itself stays writable.
+        req.line = format!("echo ok > {h}/newfile && cat {h}/newfile");
+        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        assert!(r.stdout.contains("ok"), "[{b:?}] {r:?}");
+    }
+}
+
+/// The call's own /tmp and /dev/shm are bounded: a fill stops at the size the plan names
+/// (ENOSPC), and the summary says which was full; a call that fills nothing reports none.
+#[test]
+fn tmp_and_shm_fills_stop_at_their_bound_and_are_reported() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let mut req = fx.request("", b);
+        req.tmp = None;
+        req.tmp_size = Some("8M".into());
+        req.shm_size = Some("4M".into());
+        req.line = format!(
+            "df -k /tmp /dev/shm; dd if=/dev/zero of=/tmp/fill bs=1M count=64 2>&1; \
+             dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>&1; \
+             du -k /tmp/fill /dev/shm/fill; echo {RAN}"
+        );
+        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        let out = r.all_output();
+        assert!(out.contains(RAN), "[{b:?}] {out}");
+        assert!(
+            out.matches("No space left on device").count() >= 2,
+            "[{b:?}] a fill did not stop: {out}"
+        );
+        let kib = |p: &str| -> u64 {
+            out.lines()
+                .find(|l| l.ends_with(p) && !l.contains('%'))
+                .and_then(|l| l.split_whitespace().next()?.parse().ok())
+                .unwrap_or(u64::MAX)
+        };
+        assert!(kib("/tmp/fill") <= 8 * 1024, "[{b:?}] {out}");
+        assert!(kib("/dev/shm/fill") <= 4 * 1024, "[{b:?}] {out}");
+        let mut full = r.outcome.full_tmpfs.clone();
+        full.sort();
+        assert_eq!(full, ["/dev/shm", "/tmp"], "[{b:?}] {out}");
+        assert_eq!(
+            r.outcome.summary().full_tmpfs,
+            r.outcome.full_tmpfs,
+            "[{b:?}]"
+        );
+        // Without a bound in the plan, the defaults bound them (a share of the memory).
+        req.tmp_size = None;
+        req.shm_size = None;
+        req.line = format!("df -k /tmp /dev/shm; echo {RAN}");
+        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        assert!(r.outcome.full_tmpfs.is_empty(), "[{b:?}] {r:?}");
+        let mem_kib: u64 = std::fs::read_to_string("/proc/meminfo")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap();
+        for (p, share) in [("/tmp", 4), ("/dev/shm", 10)] {
+            let size: u64 = r
+                .stdout
+                .lines()
+                .find(|l| l.ends_with(&format!(" {p}")))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+                .unwrap_or(u64::MAX);
+            assert!(
+                size <= mem_kib / share + 4,
+                "[{b:?}] {p}: {size} KiB of {mem_kib}"
+            );
+        }
     }
 }

@@ -144,6 +144,10 @@ pub struct LaunchRequest {
     pub scratch: Option<String>,
     /// The conversation's host directory shown at `/tmp`.
     pub tmp: Option<String>,
+    /// The sizes of the call's own `/tmp` and `/dev/shm` (`2G`, `25%`); the launcher's
+    /// defaults when `None`.
+    pub tmp_size: Option<String>,
+    pub shm_size: Option<String>,
     pub home: Option<String>,
     pub backend: BackendChoice,
     /// Read-only paths inside the writable roots: absolute paths, or names relative to each
@@ -178,6 +182,8 @@ impl LaunchRequest {
             grants: Vec::new(),
             scratch: None,
             tmp: None,
+            tmp_size: None,
+            shm_size: None,
             home: std::env::var("HOME").ok(),
             backend: BackendChoice::Auto,
             read_only_inside: None,
@@ -288,6 +294,8 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         projects: req.projects.clone(),
         scratch: req.scratch.clone(),
         tmp: req.tmp.clone(),
+        tmp_size: req.tmp_size.clone(),
+        shm_size: req.shm_size.clone(),
         read_only_inside: ro,
         protect_names: match &req.protect_names {
             Some(v) => v.clone(),
@@ -316,7 +324,6 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
             .collect(),
         env_keep: Vec::new(),
         hide_sockets: true,
-        collect_denials: true,
         require_landlock: false,
         proxy: req.proxy.clone(),
         test_weaken: Vec::new(),
@@ -377,7 +384,9 @@ impl Launcher {
     }
 
     /// Spawns `efr-launch` for `plan` with the given stdio; the plan goes on a pipe (fd 3
-    /// of the launcher), status lines come back on another (fd 4).
+    /// of the launcher), status lines come back on another (fd 4). The launch ends with
+    /// this process (`--caller-pid`, see [`crate::caller`]): whatever it dies of, the call
+    /// is killed within a second.
     pub fn spawn(
         &self,
         plan: &Plan,
@@ -392,7 +401,8 @@ impl Launcher {
         let status_w = crate::sys::owned(status_w)?;
         let mut cmd = Command::new(&self.exe);
         cmd.args(&self.pre_args)
-            .args(["--plan-fd", "3", "--status-fd", "4"])
+            .args(["--plan-fd", "3", "--status-fd", "4", "--caller-pid"])
+            .arg(std::process::id().to_string())
             .stdin(stdin)
             .stdout(stdout)
             .stderr(stderr);

@@ -66,6 +66,12 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
         "--disable-userns",
     ]);
     push(&["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]);
+    // bubblewrap's /dev/shm is a directory of its /dev tmpfs, which has no size: the
+    // call's gets a bounded tmpfs of its own, as /tmp does.
+    let (tmp_size, shm_size) = (view.tmp_size.to_string(), view.shm_size.to_string());
+    push(&[
+        "--perms", "01777", "--size", &shm_size, "--tmpfs", "/dev/shm",
+    ]);
     if let Some(s) = &view.proxy_socket {
         push(&["--ro-bind", s, crate::plan::INSIDE_PROXY_SOCKET]);
         if let Some(r) = resolv {
@@ -74,7 +80,7 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
     }
     match &view.tmp {
         Some(t) => push(&["--bind", t, "/tmp"]),
-        None => push(&["--tmpfs", "/tmp"]),
+        None => push(&["--perms", "01777", "--size", &tmp_size, "--tmpfs", "/tmp"]),
     }
     if let Some(s) = &view.scratch {
         push(&["--bind", s, s]);
@@ -137,8 +143,7 @@ impl Drop for Stage {
 pub const INSIDE_INIT: &str = "/dev/efr/init";
 
 /// Starts bwrap; returns its pid. `info_w` receives bwrap's `--info-fd` JSON (whose
-/// `child-pid` is our inner init's pid).
-#[allow(clippy::too_many_arguments)]
+/// `child-pid` is our inner init's pid). The tree's stdio are the launcher's.
 pub fn spawn(
     bwrap: &str,
     view: &View,
@@ -146,14 +151,24 @@ pub fn spawn(
     stage: &Stage,
     report_w: RawFd,
     info_w: RawFd,
-    stderr_w: Option<RawFd>,
 ) -> Result<libc::pid_t, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let exe = exe.to_string_lossy().into_owned();
     let spec_json = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
     let spec_fd =
         sys::memfd_with("efr-inner-spec", &spec_json).map_err(|e| format!("memfd: {e}"))?;
-    let prog = crate::seccomp::program_without(view.landlock.deny_tcp, &spec.seccomp_drop)?;
+    // The filter bubblewrap loads holds our init too; the supervisor in it takes fds from
+    // and writes results into the line's processes, so those two calls are refused to the
+    // line by a filter of its own instead (`supervise::filter::line_only`).
+    let mut drop = spec.seccomp_drop.clone();
+    if spec.supervise.is_some() {
+        drop.extend(
+            crate::supervise::filter::INIT_NEEDS
+                .iter()
+                .map(|s| s.to_string()),
+        );
+    }
+    let prog = crate::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
     let prog_fd = sys::memfd_with("efr-seccomp", &crate::seccomp::program_bytes(&prog))
         .map_err(|e| format!("memfd: {e}"))?;
     let mut argv = vec![bwrap.to_string()];
@@ -171,19 +186,32 @@ pub fn spawn(
         spec_fd.to_string(),
         report_w.to_string(),
     ]);
+    let me = sys::getpid();
     let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
         let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        // The launcher died before the death signal was set: nothing would end us.
+        if sys::getppid() != me {
+            sys::exit_now(126);
+        }
+        // bubblewrap's process is in the caller's process group too, and handles no
+        // signal: one sent to the group would kill it, and our init with it (it runs with
+        // `--die-with-parent`), before the init reports how the line ended. It ignores
+        // what the launcher ignores and forwards; the launcher ends it with SIGKILL.
+        for &(sig, _) in crate::run::IGNORED_SIGNALS {
+            sys::ignore_signals(&[sig]);
+        }
+        sys::ignore_signals(&crate::run::forwarded_signals());
         if view.proxy_socket.is_some() {
             if let Err(e) = own_net() {
                 crate::inner::report(report_w, &format!("setup_error network namespace: {e}"));
                 sys::exit_now(126);
             }
         }
-        if let Some(fd) = stderr_w {
-            let _ = sys::dup2(fd, 2);
-        }
-        for fd in [prog_fd, spec_fd, report_w, info_w] {
+        for fd in [prog_fd, spec_fd, report_w, info_w]
+            .into_iter()
+            .chain(spec.launcher_pidfd)
+        {
             let _ = sys::set_inheritable(fd);
         }
         if let Some(t) = &spec.terminal {

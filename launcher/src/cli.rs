@@ -7,7 +7,7 @@ use crate::plan::{MAX_PLAN_BYTES, Plan};
 use crate::run::StatusOut;
 
 fn usage() -> &'static str {
-    "usage: efr-launch (--plan FILE | --plan-fd N) [--status-fd N]"
+    "usage: efr-launch (--plan FILE | --plan-fd N) [--status-fd N] [--caller-pid PID]"
 }
 
 fn fd_arg(v: Option<&String>) -> Result<RawFd, String> {
@@ -34,6 +34,7 @@ pub fn main(args: Vec<String>) -> i32 {
     }
     let mut plan_src: Option<Result<Vec<u8>, String>> = None;
     let mut status_fd = None;
+    let mut caller_pid = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -68,6 +69,13 @@ pub fn main(args: Vec<String>) -> i32 {
                     return 2;
                 }
             },
+            "--caller-pid" => match it.next().and_then(|s| s.parse::<libc::pid_t>().ok()) {
+                Some(p) if p > 0 => caller_pid = Some(p),
+                _ => {
+                    eprintln!("efr-launch: --caller-pid takes a pid\n{}", usage());
+                    return 2;
+                }
+            },
             "-h" | "--help" => {
                 println!("{}", usage());
                 return 0;
@@ -82,6 +90,11 @@ pub fn main(args: Vec<String>) -> i32 {
         let _ = crate::sys::set_cloexec(fd);
     }
     let out = StatusOut(status_fd);
+    // The launch ends with the process that started it (see `crate::caller`).
+    let caller = match crate::caller::Caller::watch(caller_pid) {
+        Ok(c) => c,
+        Err(e) => return out.setup_error(e.to_string()),
+    };
     let Some(src) = plan_src else {
         eprintln!("{}", usage());
         return 2;
@@ -94,5 +107,5 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(p) => p,
         Err(e) => return out.setup_error(format!("plan: {e}")),
     };
-    crate::run::run(&plan, &out)
+    crate::run::run(&plan, &out, &caller)
 }

@@ -47,6 +47,7 @@ pub fn encode(rest: &Rest) -> Vec<u8> {
             (b'w', &l.write),
             (b'd', &l.dev),
             (b's', &l.sockets),
+            (b'h', &l.hidden),
         ] {
             for p in list {
                 put(&mut out, tag, &[p]);
@@ -100,7 +101,7 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
                 rest.ops.push(Op::Bind { src, dst, rw });
             }
             b'L' => rest.landlock = Some(LandlockSpec::default()),
-            b'r' | b'w' | b'd' | b's' | b'T' | b'C' => {
+            b'r' | b'w' | b'd' | b's' | b'h' | b'T' | b'C' => {
                 let l = rest
                     .landlock
                     .as_mut()
@@ -110,6 +111,7 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
                     b'w' => l.write.push(field(&mut at)?),
                     b'd' => l.dev.push(field(&mut at)?),
                     b's' => l.sockets.push(field(&mut at)?),
+                    b'h' => l.hidden.push(field(&mut at)?),
                     b'T' => l.deny_tcp = true,
                     _ => l.scopes = true,
                 }
@@ -155,6 +157,7 @@ mod tests {
                 write: vec!["/p".into(), "/tmp".into()],
                 dev: vec!["/dev".into()],
                 sockets: vec!["/run/x.sock".into()],
+                hidden: vec!["/h/.aws".into(), "/h/.ssh".into()],
                 deny_tcp: true,
                 scopes: true,
             }),

@@ -3,12 +3,15 @@
 //!
 //! The init (pid 1 of the sandbox's pid namespace) is not dumpable, leads a session of its
 //! own (with the call's pty as controlling terminal when there is one, see [`crate::pty`]),
-//! forwards SIGINT, SIGTERM and SIGHUP sent by a process (a ^C on the call's pty reaches the
-//! line's foreground group directly), SIGCONT to the line's group and, as a shell does, the
-//! SIGHUP of its pty's hang-up, reaps, reports a stop
-//! of the line's main process (`stopped N`), and when the line's main process ends it kills
-//! everything else in the namespace, then reports the line's status on the report pipe:
-//! `exit code N` or `exit signal N`.
+//! hands the signals a process sent it (the launcher's [`crate::run::FORWARDED_SIGNALS`])
+//! to the line's process group (a ^C on the call's pty reaches the line's foreground group
+//! directly), SIGCONT to the line's group and, as a shell does, the
+//! SIGHUP of its pty's hang-up, reaps, reports a stop of the line's main process
+//! (`stopped N`), and when the line's main process ends it kills everything else in the
+//! namespace, then reports the line's status on the report pipe: `exit code N` or
+//! `exit signal N`. It dies with the launcher (PR_SET_PDEATHSIG), and where that signal
+//! cannot reach (the launcher died before the init set it, or bubblewrap's process in
+//! between) it sees the launcher's end on a pidfd of it and ends the call itself.
 
 use std::os::fd::RawFd;
 
@@ -51,6 +54,14 @@ pub struct InnerSpec {
     /// The call's own pty, when the launcher's stdio holds a terminal (see [`crate::pty`]).
     #[serde(default)]
     pub terminal: Option<crate::pty::TerminalSpec>,
+    /// A pidfd of the launcher, open in the init (a contained line): the init ends the call
+    /// when the launcher has ended.
+    #[serde(default)]
+    pub launcher_pidfd: Option<i32>,
+    /// The call's own file systems (`/tmp`, `/dev/shm`) the init watches while the line
+    /// runs: each one found full is reported once (`full PATH`, see [`FullWatch`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watch_full: Vec<String>,
     /// TESTS ONLY (the plan's `test_weaken`): entries left out of the EPERM program.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seccomp_drop: Vec<String>,
@@ -63,7 +74,65 @@ pub fn report(fd: RawFd, msg: &str) {
     let _ = sys::write_all(fd, m.as_bytes());
 }
 
-const FWD: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// Every signal but SIGKILL and SIGSTOP: the line starts with all of them at their default
+/// (what the launcher, bubblewrap and the init ignored or handled is theirs, not the
+/// line's; libc refuses the numbers it keeps for itself, which is fine).
+fn all_signals() -> Vec<libc::c_int> {
+    (1..=64)
+        .filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP)
+        .collect()
+}
+
+/// The launcher has ended: nothing of the call may outlive it. Kills every process of the
+/// namespace and ends the init (its namespace goes with it).
+fn launcher_gone() -> ! {
+    let _ = sys::kill(-1, libc::SIGKILL);
+    sys::exit_now(128 + libc::SIGKILL)
+}
+
+/// How often the init looks at the watched file systems, in milliseconds.
+const FULL_POLL_MS: i32 = 100;
+
+/// The file systems of [`InnerSpec::watch_full`]: the init looks at each every
+/// [`FULL_POLL_MS`] while the line runs and once at its end, and reports `full PATH` the
+/// first time one has less than 0.5% of its size (at least 64 KiB) left: a write there
+/// failed, or the next one will. A fill that the line undoes within one look is not seen.
+#[derive(Debug)]
+struct FullWatch {
+    paths: Vec<(String, bool)>,
+}
+
+impl FullWatch {
+    fn new(paths: &[String]) -> FullWatch {
+        FullWatch {
+            paths: paths.iter().map(|p| (p.clone(), false)).collect(),
+        }
+    }
+
+    /// The poll timeout of the init's loop.
+    fn timeout(&self) -> i32 {
+        if self.paths.iter().any(|(_, seen)| !seen) {
+            FULL_POLL_MS
+        } else {
+            -1
+        }
+    }
+
+    fn check(&mut self, report_fd: RawFd) {
+        for (p, seen) in &mut self.paths {
+            if *seen {
+                continue;
+            }
+            if let Ok((size, free)) = sys::statfs_bytes(p) {
+                if free <= (size / 200).max(64 << 10) {
+                    *seen = true;
+                    report(report_fd, &format!("full {p}"));
+                }
+            }
+        }
+    }
+}
 
 /// Enters the Landlock domain of `l` (no_new_privs set by the caller); a domain that is
 /// not enforced is an error when the spec requires Landlock.
@@ -94,14 +163,7 @@ pub struct Prepared {
 /// The line's process: closes every fd but 0-2 (and the report fd, close-on-exec), applies
 /// the restrictions, reports `ready` and execs `SHELL -c LINE`. Never returns.
 pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
-    sys::default_signals(&[
-        libc::SIGINT,
-        libc::SIGTERM,
-        libc::SIGHUP,
-        libc::SIGCHLD,
-        libc::SIGPIPE,
-        libc::SIGCONT,
-    ]);
+    sys::default_signals(&all_signals());
     if pre.contained {
         if let Err(e) = crate::pty::attach_line(pre.terminal.as_ref()) {
             report(report_fd, &format!("setup_error {e}"));
@@ -171,8 +233,20 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             fail(e);
         }
     }
+    // What the preloaded filter left out for the init's supervisor (bubblewrap backend).
+    if spec.seccomp_preloaded && sup_fd.is_some() {
+        if let Err(e) = crate::seccomp::load(&crate::supervise::filter::line_only()) {
+            fail(e);
+        }
+    }
     // Last: from here on, every supervised call waits for the init.
     if let Some(fd) = sup_fd {
+        // The init takes the listener from this process's fd table, which a process that
+        // is not dumpable (inherited from the init) refuses to one without capabilities.
+        // The exec just after makes it dumpable anyway.
+        if let Err(e) = sys::prctl(libc::PR_SET_DUMPABLE, 1, 0) {
+            fail(format!("making the line dumpable for the hand-over: {e}"));
+        }
         if let Err(e) = crate::supervise::install(fd) {
             fail(e);
         }
@@ -191,9 +265,16 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
 /// The init: forks the line, forwards signals, reaps, ends the rest when the line ends and
 /// reports its status. Never returns.
 pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
+    let launcher = spec.launcher_pidfd.filter(|&fd| sys::fd_open(fd));
+    if launcher.is_some_and(sys::pidfd_ended) {
+        launcher_gone();
+    }
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
-    let mut sigs = FWD.to_vec();
+    // What the launcher hands on (see `crate::run::FORWARDED_SIGNALS`), and what the init
+    // acts on itself.
+    let fwd = crate::run::forwarded_signals();
+    let mut sigs = fwd.clone();
     sigs.extend([libc::SIGCHLD, libc::SIGCONT]);
     let sig_r = match sys::signal_pipe(&sigs) {
         Ok(r) => r,
@@ -238,6 +319,11 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     };
     let mut sup_pair = None;
     let mut rules = None;
+    let sockets = spec
+        .supervise
+        .as_ref()
+        .map(|sv| crate::supervise::SocketRules::new(&sv.socket_dirs, &sv.sockets))
+        .unwrap_or_default();
     if let Some(sv) = &spec.supervise {
         if !crate::supervise::available() {
             fail("the kernel cannot supervise writes (seccomp user notification)".into());
@@ -287,8 +373,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     }
     if let (Some((init_end, line_end)), Some(rules)) = (sup_pair, rules) {
         drop(line_end);
-        match crate::supervise::receive(&init_end) {
-            Ok(Some(l)) => match crate::supervise::Supervisor::new(rules, l, report_fd) {
+        match crate::supervise::receive(&init_end, main) {
+            Ok(Some(l)) => match crate::supervise::Supervisor::new(rules, l, report_fd)
+                .map(|s| s.with_sockets(sockets))
+            {
                 // Its own thread, blocked in the receive: one wake-up per supervised call
                 // and nothing else in its way (the init's loop below goes on as before).
                 Ok(s) => {
@@ -313,6 +401,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
     }
 
+    let mut full = FullWatch::new(&spec.watch_full);
     let mut status: Option<libc::c_int> = None;
     loop {
         // Reap whatever ended.
@@ -337,13 +426,27 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         if status.is_some() {
             break;
         }
-        let _ = sys::poll(&[(sig_r, libc::POLLIN)], -1);
+        let mut fds = vec![(sig_r, libc::POLLIN)];
+        fds.extend(launcher.map(|fd| (fd, libc::POLLIN)));
+        if let Ok(r) = sys::poll(&fds, full.timeout()) {
+            if r.get(1)
+                .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
+            {
+                launcher_gone();
+            }
+        }
+        full.check(report_fd);
         let mut buf = [0u8; 64];
         if let Ok(n) = sys::read(sig_r, &mut buf) {
             for pair in buf[..n].chunks_exact(2) {
                 let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
-                if FWD.contains(&sig) && !from_kernel {
-                    let _ = sys::kill(main, sig);
+                if fwd.contains(&sig) && !from_kernel {
+                    // To the line's group (the line leads it), as the caller's terminal or
+                    // group signal would have reached it; before the line has made its
+                    // group, to the line alone.
+                    if sys::kill(-main, sig).is_err() {
+                        let _ = sys::kill(main, sig);
+                    }
                 } else if sig == libc::SIGHUP && from_kernel {
                     // The call's pty hung up (the user's terminal went away): the kernel
                     // tells the session leader only; a shell passes it on to its job.
@@ -359,6 +462,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             }
         }
     }
+    full.check(report_fd);
     // The line's main process ended: end the rest of the namespace.
     // Only once every other process of the call is reaped does the init report the end:
     // the launcher then ends at once, without waiting for the init's exit (see `run`).

@@ -18,15 +18,17 @@
 //!
 //! # efr-launch
 //!
-//! `efr-launch (--plan FILE | --plan-fd N) [--status-fd N]`: status lines are JSON
+//! `efr-launch (--plan FILE | --plan-fd N) [--status-fd N] [--caller-pid PID]`: status lines are JSON
 //! ([`status::StatusLine`]): `started`, `setup_error` (exit status 125, the line did not
 //! run), `exited` (code or signal, duration, denials, survivors). The launcher's exit status
-//! is the line's (128+N for a signal).
+//! is the line's (128+N for a signal). The launch ends with the process that started it
+//! (its parent; `--caller-pid` names it, see [`caller`]): when that process dies, by any
+//! signal, the launcher kills the whole call.
 
 pub mod api;
 pub mod bwrap;
+pub mod caller;
 pub mod cli;
-pub mod denials;
 pub mod egress;
 pub mod env;
 pub mod handoff;

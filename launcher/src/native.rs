@@ -79,7 +79,7 @@ fn setup_dev(view: &View) -> Result<(), String> {
         &format!("{dev}/shm"),
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
-        Some("mode=1777"),
+        Some(&format!("mode=1777,size={}", view.shm_size)),
     )
     .map_err(|e| err("/dev/shm", e))?;
     for (l, t) in [
@@ -188,7 +188,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
             &format!("{N}/tmp"),
             Some("tmpfs"),
             libc::MS_NOSUID | libc::MS_NODEV,
-            Some("mode=1777"),
+            Some(&format!("mode=1777,size={}", view.tmp_size)),
         )
         .map_err(|e| err("/tmp", e))?,
     }
@@ -290,13 +290,11 @@ fn read_rest(fd: RawFd) -> Result<Rest, String> {
 /// Starts the contained tree; returns the init's pid (in the launcher's pid namespace).
 /// `view` is the base of the view ([`crate::view::base`]); `rest` runs in the launcher while
 /// the child builds that base, and gives what the child applies next (so computing the view
-/// costs no time of its own). `stderr_w` replaces the tree's
-/// stderr when the launcher tees it.
+/// costs no time of its own). The tree's stdio are the launcher's.
 pub fn spawn(
     view: &View,
     spec: &InnerSpec,
     report_w: RawFd,
-    stderr_w: Option<RawFd>,
     rest: impl FnOnce() -> Rest,
 ) -> Result<libc::pid_t, String> {
     let (uid, gid) = sys::ids();
@@ -312,15 +310,15 @@ pub fn spawn(
     let pid = sys::clone_fork(flags).map_err(|e| err("clone (user namespaces)", e))?;
     if pid == 0 {
         sys::close(sync_w);
+        // The init dies with the launcher. (It cannot compare getppid, its parent is
+        // outside its pid namespace: the launcher's pidfd tells whether the launcher died
+        // before this, see `run_init`.)
         let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
         let mut b = [0u8; 1];
         // The launcher writes one byte once the id maps are in place; EOF means it failed
         // or died.
         if !matches!(sys::read(sync_r, &mut b), Ok(1)) {
             sys::exit_now(126);
-        }
-        if let Some(fd) = stderr_w {
-            let _ = sys::dup2(fd, 2);
         }
         let rest = match build_root(view, sync_r) {
             Ok(r) => r,

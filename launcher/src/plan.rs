@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use efr_sandbox_wire::size::Size;
 use efr_sandbox_wire::{Backend, Grant};
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +69,14 @@ pub struct Plan {
     /// The host directory shown as `/tmp` inside (lasts for the conversation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp: Option<String>,
+    /// The size of the call's own `/tmp` tmpfs (when `tmp` is absent): bytes such as `2G`
+    /// or a share of the memory such as `25%` (`efr_sandbox_wire::size`);
+    /// [`DEFAULT_TMP_SIZE`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_size: Option<String>,
+    /// The size of the call's `/dev/shm` tmpfs; [`DEFAULT_SHM_SIZE`] when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shm_size: Option<String>,
     /// Paths inside writable roots that stay read-only (existing or not).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_inside: Vec<String>,
@@ -95,10 +104,6 @@ pub struct Plan {
     /// Hide the host's listening path sockets (true when absent).
     #[serde(default = "yes")]
     pub hide_sockets: bool,
-    /// Tee stderr through the launcher to find refused writes (true when absent). The tee is
-    /// skipped when stderr is a terminal, so prompts keep their terminal.
-    #[serde(default = "yes")]
-    pub collect_denials: bool,
     /// Fail the launch when Landlock cannot be enforced at all (false when absent).
     #[serde(default)]
     pub require_landlock: bool,
@@ -110,6 +115,17 @@ pub struct Plan {
     /// holds [`ALLOW_TEST_WEAKEN_ENV`]`=1`; otherwise a plan that holds any is a setup error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub test_weaken: Vec<String>,
+}
+
+/// The size of a call's `/tmp` when the plan names none (the built-in config's
+/// `sandbox.tmp_size`; the consistency test keeps them equal).
+pub const DEFAULT_TMP_SIZE: &str = "25%";
+/// The size of a call's `/dev/shm` when the plan names none (`sandbox.shm_size`).
+pub const DEFAULT_SHM_SIZE: &str = "10%";
+
+/// The machine's memory in bytes (sysinfo's total RAM); 1 GiB when unknown.
+fn memory() -> u64 {
+    crate::sys::total_ram().unwrap_or(1 << 30)
 }
 
 /// Where the call's proxy socket is bound inside the view: `/dev` is a tmpfs private to
@@ -284,6 +300,8 @@ impl Plan {
             projects: Vec::new(),
             scratch: None,
             tmp: None,
+            tmp_size: None,
+            shm_size: None,
             read_only_inside: Vec::new(),
             protect_names: Vec::new(),
             masks: Vec::new(),
@@ -292,7 +310,6 @@ impl Plan {
             env_set: Vec::new(),
             env_keep: Vec::new(),
             hide_sockets: true,
-            collect_denials: true,
             require_landlock: false,
             proxy: None,
             test_weaken: Vec::new(),
@@ -325,6 +342,24 @@ impl Plan {
         Ok(plan)
     }
 
+    /// The sizes in bytes of the call's own `/tmp` and `/dev/shm` tmpfs (a share of the
+    /// memory is taken of this machine's).
+    pub fn tmpfs_sizes(&self) -> (u64, u64) {
+        let one = |s: &Option<String>, default: &str| {
+            let size = Size::parse(s.as_deref().unwrap_or(default))
+                .or_else(|_| Size::parse(default))
+                .unwrap_or(Size::Bytes(1 << 30));
+            match size {
+                Size::Bytes(b) => b,
+                p => p.bytes(memory()),
+            }
+        };
+        (
+            one(&self.tmp_size, DEFAULT_TMP_SIZE),
+            one(&self.shm_size, DEFAULT_SHM_SIZE),
+        )
+    }
+
     /// The shell that runs the line.
     pub fn shell(&self) -> &str {
         self.shell.as_deref().unwrap_or("/bin/sh")
@@ -351,6 +386,11 @@ impl Plan {
         }
         if let Some(t) = &self.tmp {
             check_path("tmp", t)?;
+        }
+        for (what, s) in [("tmp_size", &self.tmp_size), ("shm_size", &self.shm_size)] {
+            if let Some(s) = s {
+                Size::parse(s).map_err(|e| invalid(format!("{what}: {e}")))?;
+            }
         }
         check_list("projects", &self.projects)?;
         check_list("read_only_inside", &self.read_only_inside)?;
@@ -452,6 +492,18 @@ impl Plan {
                             .map_err(|e| invalid(format!("{} grant {path}: {e}", g.kind_str())))?;
                     }
                     _ => {}
+                }
+            }
+            // An `unmask` below a mask shows what exists there at launch; anything else it
+            // cannot do without lifting the mask above it.
+            for g in &self.grants {
+                if let Grant::Unmask { path } = g {
+                    if let Some(m) = crate::view::unmask_refused(self, path) {
+                        return Err(invalid(format!(
+                            "unmask grant {path}: it does not exist below the mask {m}, which \
+                             shows only what exists at launch; unmask {m} to lift the mask"
+                        )));
+                    }
                 }
             }
             if let Some(p) = &self.proxy {
@@ -573,6 +625,26 @@ mod tests {
         v["grants"] = serde_json::json!([]);
         v["mode"] = "unsandboxed".into();
         assert!(Plan::from_json(v.to_string().as_bytes()).is_err());
+    }
+
+    #[test]
+    fn tmpfs_sizes_checked() {
+        let mut v = ok_plan();
+        v["tmp_size"] = "16M".into();
+        v["shm_size"] = "5%".into();
+        let p = Plan::from_json(v.to_string().as_bytes()).unwrap();
+        let (t, s) = p.tmpfs_sizes();
+        assert_eq!(t, 16 << 20);
+        assert!(s >= 1 << 20 && s < memory() / 10, "{s}");
+        let d = Plan::from_json(ok_plan().to_string().as_bytes()).unwrap();
+        let (t, s) = d.tmpfs_sizes();
+        assert!(t > s && t <= memory() / 4 + 4096, "{t} {s}");
+        for bad in ["lots", "0%", "1k"] {
+            let mut v = ok_plan();
+            v["tmp_size"] = bad.into();
+            let e = Plan::from_json(v.to_string().as_bytes()).unwrap_err();
+            assert!(e.to_string().starts_with("tmp_size: "), "{e}");
+        }
     }
 
     #[test]

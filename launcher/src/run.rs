@@ -1,11 +1,15 @@
-//! The launcher's process: reads the plan, starts the backend, relays signals (and the
-//! call's pty, see [`crate::pty`]), tees stderr for denials, and writes the status lines.
+//! The launcher's process: reads the plan, starts the backend, relays signals, ends the
+//! call when its caller dies, and writes the status lines. The line's stdio are the
+//! launcher's own fds, passed straight through (the launcher copies none of its output),
+//! except when they hold a terminal: then the line gets its own pty, which the launcher
+//! relays (see [`crate::pty`]).
 
 use std::os::fd::RawFd;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use efr_sandbox_wire::Backend;
 
+use crate::caller::Caller;
 use crate::inner::InnerSpec;
 use crate::plan::{NetMode, Plan, PlanMode};
 use crate::status::{CgroupKind, LandlockReport, StatusLine};
@@ -14,6 +18,63 @@ use crate::view::Op;
 
 /// Exit status of the launcher when the line did not run.
 pub const SETUP_ERROR_EXIT: i32 = 125;
+
+/// The signals that reach a contained line through the launcher, with why. The line runs
+/// in a session of its own (see [`crate::inner`]), out of its caller's process group, so a
+/// signal sent to that group (a terminal's ^C when stdio is not the terminal, `kill -INT
+/// -PGID` of a harness, a timeout) or to the launcher reaches the line only this way: the
+/// launcher hands each one, whoever sent it, to the call's init, which hands it to the
+/// line's process group, as the terminal would have. Under an unsandboxed launch the line
+/// is in the caller's group and gets group signals itself: the launcher hands on only
+/// SIGINT, SIGTERM and SIGHUP, and only when a process sent them to the launcher.
+pub const FORWARDED_SIGNALS: &[(libc::c_int, &str)] = &[
+    (libc::SIGINT, "^C, a harness's interrupt"),
+    (libc::SIGTERM, "a harness's or timeout's stop"),
+    (libc::SIGHUP, "the caller's terminal went away"),
+    (libc::SIGQUIT, "a terminal's ^\\ is the line's to act on"),
+    (
+        libc::SIGUSR1,
+        "sent to a group by tools that signal progress (dd, a harness)",
+    ),
+    (libc::SIGUSR2, "as SIGUSR1"),
+    (
+        libc::SIGALRM,
+        "a timer signal sent to the group (`kill -ALRM -PGID`)",
+    ),
+    (libc::SIGVTALRM, "a timer signal, as SIGALRM"),
+    (libc::SIGPROF, "a profiler's timer signal, as SIGALRM"),
+    (
+        libc::SIGIO,
+        "I/O readiness sent to a group (F_SETOWN with a negative pid)",
+    ),
+];
+
+/// The signals handed on to an unsandboxed line, and only when a process sent them to the
+/// launcher (a group signal or a terminal's reached the line itself).
+pub const UNSANDBOXED_FORWARDED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The signals the launcher ignores (and bubblewrap's process with it), with why: they end
+/// a process by default, and the launcher's death would end the call as "the sandbox ended
+/// before the line did", but they are not the line's to get.
+pub const IGNORED_SIGNALS: &[(libc::c_int, &str)] = &[
+    (
+        libc::SIGPWR,
+        "a power-failure notice sent to every process (`kill -PWR -1` reaches the line itself)",
+    ),
+    (
+        libc::SIGXCPU,
+        "the CPU-time limit is the line's: the launcher uses almost none",
+    ),
+    (
+        libc::SIGXFSZ,
+        "the file-size limit: the launcher's status writes fail instead",
+    ),
+];
+
+/// The numbers of [`FORWARDED_SIGNALS`].
+pub fn forwarded_signals() -> Vec<libc::c_int> {
+    FORWARDED_SIGNALS.iter().map(|&(s, _)| s).collect()
+}
 
 /// Where status lines go.
 #[derive(Debug)]
@@ -49,6 +110,9 @@ fn first_child(pid: libc::pid_t) -> Option<u32> {
     t.split_whitespace().next()?.parse().ok()
 }
 
+/// The most of bubblewrap's `--info-fd` JSON read (a few hundred bytes).
+const MAX_INFO: usize = 64 * 1024;
+
 /// How many times a bwrap launch is tried when a path it was to hide vanished meanwhile.
 const BWRAP_ATTEMPTS: u32 = 10;
 
@@ -62,11 +126,12 @@ enum Try {
     Again,
 }
 
-/// Runs a validated plan to the end; returns the launcher's exit status.
-pub fn run(plan: &Plan, out: &StatusOut) -> i32 {
+/// Runs a validated plan to the end (or until `caller` dies: then the whole call is
+/// killed); returns the launcher's exit status.
+pub fn run(plan: &Plan, out: &StatusOut, caller: &Caller) -> i32 {
     let mut attempt = 1;
     loop {
-        match run_once(plan, out, attempt < BWRAP_ATTEMPTS) {
+        match run_once(plan, out, caller, attempt < BWRAP_ATTEMPTS) {
             Try::Done(status) => return status,
             Try::Again => attempt += 1,
         }
@@ -81,7 +146,62 @@ fn covered_path_vanished(view: &crate::view::View) -> bool {
     })
 }
 
-fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
+/// How long the launcher waits for the processes it killed when its caller died (the
+/// call must be gone within a second of its caller).
+const KILL_WAIT: std::time::Duration = std::time::Duration::from_millis(800);
+
+/// Waits for child `pid` until `deadline`; its wait status, if it ended.
+fn wait_until(pid: libc::pid_t, deadline: Instant) -> Option<libc::c_int> {
+    loop {
+        match sys::waitpid(pid, libc::WNOHANG) {
+            Ok(Some((_, st))) => return Some(st),
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return None,
+        }
+    }
+}
+
+/// Reaps every child until none is left or `deadline`: the launcher is a child subreaper,
+/// so what its backend leaves behind (bubblewrap's init when bubblewrap died first) comes
+/// to it.
+fn reap_orphans(deadline: Instant) {
+    loop {
+        match sys::waitpid(-1, libc::WNOHANG) {
+            Ok(Some(_)) => {}
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return,
+        }
+    }
+}
+
+/// The caller is gone: kills the call now, whatever it is doing. `child` is the backend's
+/// process (the native init, bubblewrap, the unsandboxed line), `init` the contained
+/// call's init when it is another process (bubblewrap's child). The init's death takes its
+/// pid namespace with it; an unsandboxed tree is ended through its cgroup. Returns the
+/// survivors (unsandboxed).
+fn kill_call(
+    child: libc::pid_t,
+    init: libc::pid_t,
+    cgroup: Option<&crate::unsandboxed::Cgroup>,
+) -> Vec<String> {
+    let deadline = Instant::now() + KILL_WAIT;
+    if init != child {
+        let _ = sys::kill(init, libc::SIGKILL);
+    }
+    let _ = sys::kill(child, libc::SIGKILL);
+    let _ = wait_until(child, deadline);
+    let survivors = cgroup.map(crate::unsandboxed::end_tree).unwrap_or_default();
+    reap_orphans(deadline);
+    survivors
+}
+
+fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> Try {
     if let Err(e) = plan.check_host() {
         return Try::Done(out.setup_error(e.to_string()));
     }
@@ -94,6 +214,14 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
             crate::plan::ALLOW_TEST_WEAKEN_ENV
         )));
     }
+    if caller.gone() {
+        return Try::Done(out.setup_error(format!(
+            "the caller (pid {}) ended before the line started",
+            caller.pid()
+        )));
+    }
+    // What the backend leaves when it dies first comes to the launcher, which reaps it.
+    let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
     let start = Instant::now();
     let start_ms = now_ms();
     let env = crate::env::scrub(plan, &crate::env::source(plan));
@@ -116,21 +244,24 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         Ok(p) => p,
         Err(e) => return Try::Done(out.setup_error(format!("pipe: {e}"))),
     };
-    let fwd = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-    let sig_r = match sys::signal_pipe(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])
-    {
+    for &(sig, _) in IGNORED_SIGNALS {
+        sys::ignore_signals(&[sig]);
+    }
+    let mut caught = forwarded_signals();
+    caught.push(libc::SIGCHLD);
+    let sig_r = match sys::signal_pipe(&caught) {
         Ok(r) => r,
         Err(e) => return Try::Done(out.setup_error(format!("signals: {e}"))),
     };
-    let tee = contained && plan.collect_denials && !sys::isatty(2);
-    let (err_r, err_w) = if tee {
-        match sys::pipe() {
-            Ok((r, w)) => (Some(r), Some(w)),
-            Err(e) => return Try::Done(out.setup_error(format!("pipe: {e}"))),
-        }
+    // The contained call's init watches the launcher through this pidfd: where no death
+    // signal reaches (the launcher died before the init's PR_SET_PDEATHSIG), the init
+    // still ends the call.
+    let own_pidfd = if contained {
+        sys::pidfd_open(sys::getpid()).ok()
     } else {
-        (None, None)
+        None
     };
+    spec.launcher_pidfd = own_pidfd;
     let mut info: Option<(RawFd, RawFd)> = None;
     let mut view = None;
     let mut stage = None;
@@ -163,6 +294,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
             .map(|s| s.to_string())
             .unwrap_or_else(|| crate::bwrap::BWRAP.to_string());
         spec.drop_caps = true;
+        spec.watch_full = vec!["/tmp".into(), "/dev/shm".into()];
         if plan.weaken_values("no_supervise").is_empty() {
             spec.supervise = Some(crate::view::supervise_spec(plan));
         }
@@ -180,7 +312,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                 spec.seccomp = Some(plan.net() == NetMode::View);
                 // The view is computed while the child builds its base (see native::spawn).
                 let mut full = None;
-                let r = crate::native::spawn(&base, &spec, report_w, err_w, || {
+                let r = crate::native::spawn(&base, &spec, report_w, || {
                     let v = finish();
                     let rest = crate::handoff::Rest {
                         ops: v.ops.clone(),
@@ -208,15 +340,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                     let r = match (crate::bwrap::Stage::new(), sys::pipe()) {
                         (Ok(st), Ok((ir, iw))) => {
                             info = Some((ir, iw));
-                            let r = crate::bwrap::spawn(
-                                &bwrap_path,
-                                &v,
-                                &spec,
-                                &st,
-                                report_w,
-                                iw,
-                                err_w,
-                            );
+                            let r = crate::bwrap::spawn(&bwrap_path, &v, &spec, &st, report_w, iw);
                             stage = Some(st);
                             r
                         }
@@ -229,11 +353,15 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         }
     } else {
         backend_name = "unsandboxed";
-        let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
         let cg = crate::unsandboxed::create();
+        let me = sys::getpid();
         let r = match sys::fork() {
             Ok(0) => {
                 let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+                // The launcher died before the death signal was set: nothing would end us.
+                if sys::getppid() != me {
+                    sys::exit_now(127);
+                }
                 if let Err(e) = crate::unsandboxed::join(&cg) {
                     crate::inner::report(report_w, &format!("cgroup_failed {e}"));
                 }
@@ -246,8 +374,8 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         r
     };
     sys::close(report_w);
-    if let Some(w) = err_w {
-        sys::close(w);
+    if let Some(fd) = own_pidfd {
+        sys::close(fd);
     }
     if let Some((_, iw)) = info {
         sys::close(iw);
@@ -262,45 +390,33 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         return Try::Done(out.setup_error(e));
     }
     let mut sig_target = child;
-    let mut scanner = crate::denials::Scanner::new(&plan.cwd);
     let mut report_buf = Vec::new();
     let mut report_open = true;
-    let mut err_open = err_r.is_some();
     let mut info_open = info.is_some();
+    let mut info_buf: Vec<u8> = Vec::new();
+    // Signals to forward once the init's pid is known (bubblewrap).
+    let mut held: Vec<libc::c_int> = Vec::new();
     let mut setup_error: Option<String> = None;
     let mut started = false;
     // Paths the init's supervisor refused (a source the line cannot forge).
     let mut supervised_denials: Vec<String> = Vec::new();
+    let mut socket_denials: Vec<String> = Vec::new();
+    // The call's own file systems the init found full.
+    let mut full_tmpfs: Vec<String> = Vec::new();
     let mut line_status: Option<(Option<i32>, Option<i32>)> = None;
     let mut child_status: Option<libc::c_int> = None;
     let mut cg_kind = cgroup.as_ref().map(|c| c.kind);
     let mut drain_deadline: Option<Instant> = None;
     let mut buf = vec![0u8; 65536];
     loop {
-        if child_status.is_some() && !report_open && !err_open {
+        if child_status.is_some() && !report_open {
             break;
         }
         // A contained line's end is final once the init reports it: the init reports only
-        // after every other process of the call is killed and reaped, so what the call
-        // wrote to stderr is in the pipe already. Read that without waiting for the init's
-        // own exit (the kernel tearing down the call's namespaces, which bubblewrap's
-        // monitor does not wait for either).
+        // after every other process of the call is killed and reaped. Do not wait for the
+        // init's own exit (the kernel tearing down the call's namespaces, which
+        // bubblewrap's monitor does not wait for either).
         if contained && line_status.is_some() {
-            if let (true, Some(r)) = (err_open, err_r) {
-                let _ = sys::set_nonblocking(r);
-                loop {
-                    match sys::read(r, &mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            let _ = sys::write_all(2, &buf[..n]);
-                            scanner.feed(&buf[..n]);
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-                scanner.finish();
-            }
             break;
         }
         if let Some(d) = drain_deadline {
@@ -312,27 +428,60 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
         if report_open {
             fds.push((report_r, libc::POLLIN));
         }
-        if let (true, Some(r)) = (err_open, err_r) {
-            fds.push((r, libc::POLLIN));
-        }
         if let (true, Some((ir, _))) = (info_open, info) {
             fds.push((ir, libc::POLLIN));
         }
-        let timeout = if drain_deadline.is_some() { 50 } else { 1000 };
-        let revents = match sys::poll(&fds, timeout) {
+        if let Some(c) = caller.fd() {
+            fds.push((c, libc::POLLIN));
+        }
+        // Without a pidfd of the caller, its end is seen by getppid on a wake.
+        let timeout = match (drain_deadline, caller.fd()) {
+            (Some(_), _) => 50,
+            (None, Some(_)) => 1000,
+            (None, None) => 100,
+        };
+        let revents = sys::poll(&fds, timeout);
+        if caller.gone() {
+            let survivors = kill_call(child, sig_target, cgroup.as_ref());
+            drop(stage);
+            out.emit(&StatusLine::Exited {
+                code: None,
+                signal: Some(libc::SIGKILL),
+                duration_ms: start.elapsed().as_millis() as u64,
+                denials: supervised_denials,
+                full_tmpfs,
+                survivors,
+                socket_denials,
+            });
+            return Try::Done(128 + libc::SIGKILL);
+        }
+        let revents = match revents {
             Ok(r) => r,
             Err(_) => continue,
         };
         for (i, &(fd, _)) in fds.iter().enumerate() {
-            if revents[i] == 0 {
+            if revents[i] == 0 || Some(fd) == caller.fd() {
                 continue;
             }
             if fd == sig_r {
                 let n = sys::read(sig_r, &mut buf[..64]).unwrap_or(0);
                 for pair in buf[..n].chunks_exact(2) {
                     let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
-                    if fwd.contains(&sig) && !from_kernel {
-                        let _ = sys::kill(sig_target, sig);
+                    // A contained line gets every forwarded signal through its init;
+                    // an unsandboxed one is in the caller's group and got group signals.
+                    let hand_on = if contained {
+                        sig != libc::SIGCHLD
+                    } else {
+                        UNSANDBOXED_FORWARDED.contains(&sig) && !from_kernel
+                    };
+                    if hand_on {
+                        // Under bubblewrap the init's pid comes on the info fd; until then
+                        // the signal waits (bubblewrap's own process ignores it).
+                        if info.is_some() && sig_target == child {
+                            held.push(sig);
+                        } else {
+                            let _ = sys::kill(sig_target, sig);
+                        }
                     }
                 }
                 continue;
@@ -342,15 +491,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => 0,
             };
-            if Some(fd) == err_r {
-                if n == 0 {
-                    err_open = false;
-                    scanner.finish();
-                } else {
-                    let _ = sys::write_all(2, &buf[..n]);
-                    scanner.feed(&buf[..n]);
-                }
-            } else if fd == report_r {
+            if fd == report_r {
                 if n == 0 {
                     report_open = false;
                 }
@@ -375,6 +516,7 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                             backend: backend_name.into(),
                             landlock,
                             seccomp: v["seccomp"].as_bool().unwrap_or(false),
+                            supervised: v["supervised"].as_bool().unwrap_or(false),
                             cgroup: cg_kind,
                         });
                     } else if let Some(m) = l.strip_prefix("setup_error ") {
@@ -383,6 +525,11 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         line_status = Some((c.parse().ok(), None));
                     } else if let Some(s) = l.strip_prefix("exit signal ") {
                         line_status = Some((None, s.parse().ok()));
+                    } else if let Some(d) = l.strip_prefix("denied_socket ") {
+                        let path = d.split('\t').next().unwrap_or(d).to_string();
+                        if !socket_denials.contains(&path) {
+                            socket_denials.push(path);
+                        }
                     } else if let Some(d) = l.strip_prefix("denied ") {
                         let path = d.split('\t').next().unwrap_or(d).to_string();
                         if !supervised_denials.contains(&path) {
@@ -392,18 +539,29 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
                         if let Some(r) = &relay {
                             r.line_stopped(s.parse().unwrap_or(libc::SIGTSTP));
                         }
+                    } else if let Some(p) = l.strip_prefix("full ") {
+                        if !full_tmpfs.iter().any(|f| f == p) {
+                            full_tmpfs.push(p.to_string());
+                        }
                     } else if l.starts_with("cgroup_failed") {
                         cg_kind = Some(CgroupKind::None);
                     }
                 }
             } else if info.map(|x| x.0) == Some(fd) {
+                // bubblewrap writes its JSON in several writes: read it whole.
                 if n == 0 {
                     info_open = false;
-                } else if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&buf[..n]) {
-                    if let Some(p) = v["child-pid"].as_i64() {
-                        sig_target = p as libc::pid_t;
-                        if let Some(r) = &relay {
-                            r.set_init(sig_target);
+                } else if info_buf.len() < MAX_INFO {
+                    info_buf.extend_from_slice(&buf[..n]);
+                    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&info_buf) {
+                        if let Some(p) = v["child-pid"].as_i64() {
+                            sig_target = p as libc::pid_t;
+                            if let Some(r) = &relay {
+                                r.set_init(sig_target);
+                            }
+                            for sig in held.drain(..) {
+                                let _ = sys::kill(sig_target, sig);
+                            }
                         }
                     }
                 }
@@ -456,6 +614,11 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
             return Try::Done(out.setup_error(e));
         }
     }
+    // The sandbox ended under a running line (its init was killed, or died): the kernel's
+    // teardown of the call's pid namespace killed the line with SIGKILL.
+    if started && line_status.is_none() && contained {
+        line_status = Some((None, Some(libc::SIGKILL)));
+    }
     let Some((code, signal)) = line_status else {
         let st = child_status.unwrap_or(0);
         return Try::Done(out.setup_error(format!(
@@ -467,23 +630,16 @@ fn run_once(plan: &Plan, out: &StatusOut, may_retry: bool) -> Try {
             }
         )));
     };
-    let failed = code != Some(0);
-    let mut denials = if contained && failed {
-        scanner.paths
-    } else {
-        Vec::new()
-    };
-    for d in supervised_denials {
-        if !denials.contains(&d) {
-            denials.push(d);
-        }
-    }
+    // Only what the sandbox itself refused (the line cannot forge it): its stderr is not
+    // read at all.
     out.emit(&StatusLine::Exited {
         code,
         signal,
         duration_ms: start.elapsed().as_millis() as u64,
-        denials,
+        denials: supervised_denials,
+        full_tmpfs,
         survivors,
+        socket_denials,
     });
     Try::Done(match (code, signal) {
         (Some(c), _) => c,

@@ -51,6 +51,9 @@ pub enum StatusLine {
         /// The seccomp filter is loaded.
         #[serde(default)]
         seccomp: bool,
+        /// The init supervises the line's writes and path sockets.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        supervised: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cgroup: Option<CgroupKind>,
     },
@@ -66,9 +69,15 @@ pub enum StatusLine {
         /// Paths whose writes the sandbox refused (from the line's stderr).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         denials: Vec<String>,
+        /// The call's own file systems (`/tmp`, `/dev/shm`) that were full.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        full_tmpfs: Vec<String>,
         /// Programs of descendants the launcher could not end.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         survivors: Vec<String>,
+        /// Path sockets the call was refused (outside its own places, not granted).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        socket_denials: Vec<String>,
     },
 }
 
@@ -93,7 +102,9 @@ pub struct Outcome {
     pub signal: Option<i32>,
     pub duration_ms: u64,
     pub denials: Vec<String>,
+    pub full_tmpfs: Vec<String>,
     pub survivors: Vec<String>,
+    pub socket_denials: Vec<String>,
 }
 
 impl Outcome {
@@ -109,13 +120,17 @@ impl Outcome {
                     signal,
                     duration_ms,
                     denials,
+                    full_tmpfs,
                     survivors,
+                    socket_denials,
                 }) => {
                     o.code = code;
                     o.signal = signal;
                     o.duration_ms = duration_ms;
                     o.denials = denials;
+                    o.full_tmpfs = full_tmpfs;
                     o.survivors = survivors;
+                    o.socket_denials = socket_denials;
                 }
                 Err(_) => {}
             }
@@ -127,6 +142,7 @@ impl Outcome {
     pub fn summary(&self) -> efr_sandbox_wire::SandboxSummary {
         efr_sandbox_wire::SandboxSummary {
             denied_writes: self.denials.clone(),
+            full_tmpfs: self.full_tmpfs.clone(),
             survivors: self.survivors.clone(),
             setup_error: self.setup_error.clone(),
             ..Default::default()

@@ -540,3 +540,84 @@ pub fn seccomp_filter(prog: &[libc::sock_filter]) -> io::Result<()> {
     })
     .map(|_| ())
 }
+
+/// The parent's pid (0 when the parent is outside the caller's pid namespace).
+pub fn getppid() -> libc::pid_t {
+    // SAFETY: getppid has no preconditions.
+    unsafe { libc::getppid() }
+}
+
+/// A pidfd of process `pid` (close-on-exec, as pidfd_open always makes it).
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<RawFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    check_l(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) })
+        .map(|fd| fd as RawFd)
+}
+
+/// Whether the process of a pidfd has ended (its pidfd is readable, or hung up once the
+/// process is reaped).
+pub fn pidfd_ended(fd: RawFd) -> bool {
+    matches!(poll(&[(fd, libc::POLLIN)], 0), Ok(r) if r[0] & (libc::POLLIN | libc::POLLHUP) != 0)
+}
+
+/// Whether `fd` is an open fd of this process.
+pub fn fd_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only queries the fd's flags; a closed fd gives EBADF.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// Ignores `sigs` (SIG_IGN, which an exec keeps).
+pub fn ignore_signals(sigs: &[libc::c_int]) {
+    for &s in sigs {
+        // SAFETY: SIG_IGN is always a valid disposition and installs no handler.
+        unsafe { libc::signal(s, libc::SIG_IGN) };
+    }
+}
+
+/// Whether the file `fd` is open on (an `O_PATH` fd will do) is the root of a mount
+/// (`STATX_ATTR_MOUNT_ROOT`); an error when the kernel cannot say (before 5.8).
+pub fn is_mount_root(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: statx is a plain C struct of integers; all zeroes is a valid value.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH names `fd` itself; `st` is a
+    // valid, writable statx buffer that outlives the call.
+    check(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_BASIC_STATS,
+            &mut st,
+        )
+    })?;
+    let bit = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    if st.stx_attributes_mask & bit == 0 {
+        return Err(io::Error::other("the kernel does not report mount roots"));
+    }
+    Ok(st.stx_attributes & bit != 0)
+}
+
+/// The size and the free bytes (for an unprivileged writer) of the file system at `path`.
+pub fn statfs_bytes(path: &str) -> io::Result<(u64, u64)> {
+    let c = cstr(path)?;
+    // SAFETY: statfs is a plain C struct of integers; all zeroes is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a writable buffer, both alive for the
+    // call.
+    check(unsafe { libc::statfs(c.as_ptr(), &mut st) })?;
+    let bsize = st.f_bsize as u64;
+    Ok((
+        (st.f_blocks as u64).saturating_mul(bsize),
+        (st.f_bavail as u64).saturating_mul(bsize),
+    ))
+}
+
+/// The machine's total RAM in bytes (sysinfo(2)).
+pub fn total_ram() -> io::Result<u64> {
+    // SAFETY: sysinfo is a plain C struct of integers; all zeroes is a valid value.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `si` is a valid, writable sysinfo buffer that outlives the call.
+    check(unsafe { libc::sysinfo(&mut si) })?;
+    Ok((si.totalram as u64).saturating_mul(u64::from(si.mem_unit.max(1))))
+}

@@ -27,8 +27,12 @@ pub enum Op {
 /// The view of one contained call.
 #[derive(Debug, Clone, Default)]
 pub struct View {
-    /// Host directory shown at `/tmp` (a fresh tmpfs when none).
+    /// Host directory shown at `/tmp` (a fresh tmpfs of `tmp_size` bytes when none).
     pub tmp: Option<String>,
+    /// The size in bytes of the fresh `/tmp` tmpfs.
+    pub tmp_size: u64,
+    /// The size in bytes of the `/dev/shm` tmpfs.
+    pub shm_size: u64,
     /// Scratch directory, at its own path.
     pub scratch: Option<String>,
     pub ops: Vec<Op>,
@@ -153,8 +157,11 @@ pub fn system_masks(plan: &Plan) -> Vec<String> {
 /// dir, the network mode, the proxy socket and the granted devices ([`Op::Dev`] only; the
 /// same as [`build`] gives).
 pub fn base(plan: &Plan) -> View {
+    let (tmp_size, shm_size) = plan.tmpfs_sizes();
     let mut v = View {
         tmp: plan.tmp.clone(),
+        tmp_size,
+        shm_size,
         scratch: plan.scratch.clone(),
         ..Default::default()
     };
@@ -168,6 +175,91 @@ pub fn base(plan: &Plan) -> View {
         }
     }
     v
+}
+
+/// The paths of the plan's `unmask` grants, without a trailing `/`.
+fn unmasked(plan: &Plan) -> Vec<String> {
+    plan.grants
+        .iter()
+        .filter_map(|g| match g {
+            Grant::Unmask { path } => Some(path.trim_end_matches('/').to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The masks in force: the plan's and [`system_masks`], without a trailing `/`, once
+/// each, but those an `unmask` grant lifts (one naming the mask or a directory above it).
+pub fn masks_in_force(plan: &Plan) -> Vec<String> {
+    let lifted = unmasked(plan);
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for m in plan.masks.iter().cloned().chain(system_masks(plan)) {
+        let m = m.trim_end_matches('/').to_string();
+        if m.is_empty() || !seen.insert(m.clone()) || lifted.iter().any(|u| under(&m, u)) {
+            continue;
+        }
+        out.push(m);
+    }
+    out
+}
+
+/// The mask an `unmask` grant of `path` cannot show without lifting it: the mask above
+/// `path` when `path` does not exist (below a mask, only what exists at launch is bound
+/// back in), `None` when the grant works.
+pub fn unmask_refused(plan: &Plan, path: &str) -> Option<String> {
+    let u = path.trim_end_matches('/');
+    let above = masks_in_force(plan)
+        .into_iter()
+        .filter(|m| under(u, m) && u != m)
+        .min_by_key(|m| m.len())?;
+    let shown =
+        std::fs::symlink_metadata(u).is_ok() && std::fs::metadata(&above).is_ok_and(|m| m.is_dir());
+    (!shown).then_some(above)
+}
+
+/// Paths with their links resolved as far as they exist (the rest as written): the paths
+/// the view's walk meets. Directories are resolved once for all the paths below them.
+#[derive(Default)]
+struct Resolver {
+    dirs: std::collections::HashMap<std::path::PathBuf, std::path::PathBuf>,
+}
+
+impl Resolver {
+    fn dir(&mut self, d: &std::path::Path) -> std::path::PathBuf {
+        if let Some(c) = self.dirs.get(d) {
+            return c.clone();
+        }
+        let c = match (d.parent(), d.file_name()) {
+            (Some(parent), Some(name)) => {
+                let here = self.dir(parent).join(name);
+                match std::fs::symlink_metadata(&here) {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        std::fs::canonicalize(&here).unwrap_or(here)
+                    }
+                    _ => here,
+                }
+            }
+            _ => d.to_path_buf(),
+        };
+        self.dirs.insert(d.to_path_buf(), c.clone());
+        c
+    }
+
+    /// `p` resolved, its last component a link when `is_link` (its directories as
+    /// [`Resolver::dir`] finds them).
+    fn resolve(&mut self, p: &str, is_link: bool) -> String {
+        let path = std::path::Path::new(p);
+        let r = if is_link {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.into())
+        } else {
+            match (path.parent(), path.file_name()) {
+                (Some(parent), Some(name)) => self.dir(parent).join(name),
+                _ => path.to_path_buf(),
+            }
+        };
+        r.to_string_lossy().into_owned()
+    }
 }
 
 /// The writable paths of a plan: its project roots and write grants.
@@ -201,52 +293,48 @@ pub fn build(plan: &Plan) -> View {
     // host may replace (git rewrites its config by rename) is detached in every namespace
     // with it. The init refuses the writes instead (`crate::supervise`).
     // Masks.
-    let unmasked: Vec<&String> = plan
-        .grants
-        .iter()
-        .filter_map(|g| {
-            if let Grant::Unmask { path } = g {
-                Some(path)
-            } else {
-                None
-            }
-        })
-        .collect();
-    let mut masks: Vec<String> = plan.masks.clone();
-    masks.extend(system_masks(plan));
-    let mut seen = BTreeSet::new();
+    let masks = masks_in_force(plan);
     let mut mask_dirs = Vec::new();
-    for m in masks {
-        let m = m.trim_end_matches('/').to_string();
-        if m.is_empty()
-            || !seen.insert(m.clone())
-            || unmasked
-                .iter()
-                .any(|u| under(&m, u) || m == u.trim_end_matches('/'))
-        {
-            continue;
-        }
-        let Ok(md) = std::fs::metadata(&m) else {
+    // Each mask as the view resolves it (for Landlock, below), from the one lookup of the
+    // mask itself and the directories above it (looked up once for all masks).
+    let mut resolver = Resolver::default();
+    let mut resolved = Vec::with_capacity(masks.len());
+    for m in &masks {
+        let lmd = std::fs::symlink_metadata(m);
+        let is_link = lmd.as_ref().is_ok_and(|md| md.file_type().is_symlink());
+        resolved.push(resolver.resolve(m, is_link));
+        let md = if is_link { std::fs::metadata(m) } else { lmd };
+        let Ok(md) = md else {
             continue;
         };
         if md.is_dir() {
             v.ops.push(Op::MaskDir { path: m.clone() });
-            mask_dirs.push(m);
+            mask_dirs.push(m.clone());
         } else {
-            v.ops.push(Op::MaskFile { path: m });
+            v.ops.push(Op::MaskFile { path: m.clone() });
         }
     }
     // Writable roots (and the scratch dir) inside a masked directory are bound again on top
-    // of the mask (a conversation's scratch lives under the masked runtime dir).
-    for r in &roots {
-        let r = r.trim_end_matches('/');
-        if !mask_dirs.iter().any(|m| under(r, m) && r != m) {
+    // of the mask (a conversation's scratch lives under the masked runtime dir), and so is
+    // what an `unmask` grant names below a mask (read-only, as it is at launch; a missing
+    // one is refused by `Plan::check_host`).
+    let unmasked_below: Vec<String> = unmasked(plan)
+        .into_iter()
+        .filter(|u| mask_dirs.iter().any(|m| under(u, m) && u != m))
+        .filter(|u| std::fs::symlink_metadata(u).is_ok())
+        .collect();
+    for (r, rw) in roots
+        .iter()
+        .map(|r| (r.trim_end_matches('/').to_string(), true))
+        .chain(unmasked_below.into_iter().map(|u| (u, false)))
+    {
+        if !mask_dirs.iter().any(|m| under(&r, m) && r != *m) {
             continue;
         }
         v.ops.push(Op::Bind {
-            src: r.to_string(),
-            dst: r.to_string(),
-            rw: true,
+            src: r.clone(),
+            dst: r,
+            rw,
         });
     }
     // Grants that bind host objects back in.
@@ -291,6 +379,18 @@ pub fn build(plan: &Plan) -> View {
     let mut write = roots.clone();
     write.push("/tmp".into());
     write.push("/dev/shm".into());
+    // Every mask, existing or not, is left out of Landlock's read rules (see
+    // `crate::lockdown`), as the view resolves it; inside a writable path a write rule
+    // covers it (there the init refuses its creation instead: `supervise_spec`).
+    let mut hidden: Vec<String> = Vec::new();
+    for (m, r) in masks.iter().zip(resolved) {
+        for h in [m.clone(), r] {
+            let private = ["/tmp", "/dev", "/proc"].iter().any(|d| under(&h, d));
+            if !private && !write.iter().any(|w| under(&h, w)) && !hidden.contains(&h) {
+                hidden.push(h);
+            }
+        }
+    }
     v.landlock = LandlockSpec {
         read: vec!["/".into()],
         write,
@@ -300,6 +400,7 @@ pub fn build(plan: &Plan) -> View {
             d
         },
         sockets,
+        hidden,
         deny_tcp: net == NetMode::View,
         scopes: true,
     };
@@ -323,9 +424,31 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
             }
         }
     }
+    // A mask inside a writable root (the home as a project): the call may not make it
+    // (a planted `~/.aws/config` or `~/.kube/config` runs commands), nor write one the
+    // host re-creates under the view's mask.
+    for m in masks_in_force(plan) {
+        if roots
+            .iter()
+            .any(|r| under(&m, r) && m != r.trim_end_matches('/'))
+            && !paths.contains(&m)
+        {
+            paths.push(m);
+        }
+    }
+    // Path sockets: the call's own places, and those its grants name.
+    let mut socket_dirs = roots.clone();
+    socket_dirs.extend(["/tmp".to_string(), "/dev".to_string()]);
+    let sockets = plan
+        .grants
+        .iter()
+        .flat_map(|g| grant_sockets(plan, g))
+        .collect();
     crate::supervise::SuperviseSpec {
         roots,
         paths,
         names: plan.protect_names.clone(),
+        socket_dirs,
+        sockets,
     }
 }

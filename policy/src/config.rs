@@ -131,6 +131,11 @@ pub struct SandboxConfig {
     pub build_output: Vec<Entry>,
     /// The trash (class `trash`).
     pub trash: Vec<Entry>,
+    /// The size of the call's own `/tmp` (a tmpfs; a conversation's `/tmp` is a directory
+    /// of the runtime dir, bounded by that file system).
+    pub tmp_size: Setting<efr_sandbox_wire::size::Size>,
+    /// The size of the call's `/dev/shm` (a tmpfs).
+    pub shm_size: Setting<efr_sandbox_wire::size::Size>,
 }
 
 /// One `network.resolve` entry: a name the proxy resolves to a fixed address.
@@ -369,6 +374,8 @@ impl Config {
                 caches: Vec::new(),
                 build_output: Vec::new(),
                 trash: Vec::new(),
+                tmp_size: Setting::default_value(efr_sandbox_wire::size::Size::Percent(25)),
+                shm_size: Setting::default_value(efr_sandbox_wire::size::Size::Percent(10)),
             },
             network: NetworkConfig {
                 allow: Vec::new(),

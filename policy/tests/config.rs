@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use efr_policy::config::{
     BackendChoice, Config, ConfigStore, DEFAULTS_TOML, Env, LoadError, Source,
 };
+use efr_sandbox_wire::size::Size;
 
 fn file_with(text: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -102,7 +103,7 @@ fn user_file_adds_removes_and_replaces() {
 backend = "bwrap"
 masks = [
   "~/.secrets",
-  { path = "~/.config/rclone", reason = "rclone remotes" },
+  { path = "~/.config/mytool", reason = "mytool tokens" },
 ]
 masks_remove = ["~/.npmrc"]
 writable = ["~/shared"]
@@ -152,13 +153,13 @@ kind = "upload"
     );
     assert!(secrets.reason.is_empty());
     assert!(secrets.reason_or_source().contains("config.toml:5"));
-    let rclone = c
+    let mytool = c
         .sandbox
         .masks
         .iter()
-        .find(|e| e.value == "~/.config/rclone")
+        .find(|e| e.value == "~/.config/mytool")
         .unwrap();
-    assert_eq!(rclone.reason, "rclone remotes");
+    assert_eq!(mytool.reason, "mytool tokens");
     assert!(has(&c.sandbox.writable, "~/shared"));
     assert!(has(&c.network.allow, "*.npmjs.org"));
     assert!(!c.network.netview.value);
@@ -194,10 +195,10 @@ kind = "upload"
     );
     let rc = out
         .lines()
-        .find(|l| l.contains("~/.config/rclone"))
+        .find(|l| l.contains("~/.config/mytool"))
         .unwrap();
     assert!(
-        rc.ends_with(&format!("({}:6: rclone remotes)", path.display())),
+        rc.ends_with(&format!("({}:6: mytool tokens)", path.display())),
         "{rc}"
     );
     assert!(out.contains("always[0]"), "{out}");
@@ -222,6 +223,23 @@ kind = "upload"
     assert_eq!(s["key"], "sandbox.masks");
 }
 
+#[test]
+fn tmpfs_sizes() {
+    let d = Config::defaults();
+    assert_eq!(d.sandbox.tmp_size.value, Size::Percent(25));
+    assert_eq!(d.sandbox.shm_size.value, Size::Percent(10));
+    let (_d, path) = file_with("[sandbox]\ntmp_size = \"512M\"\nshm_size = \"5%\"\n");
+    let c = Config::load_file(&path).unwrap();
+    assert_eq!(c.sandbox.tmp_size.value, Size::Bytes(512 << 20));
+    assert_eq!(c.sandbox.shm_size.value, Size::Percent(5));
+    let text = c.render_text();
+    let line = text.lines().find(|l| l.starts_with("sandbox.tmp_size"));
+    assert!(
+        line.is_some_and(|l| l.contains("512M") && l.contains("config.toml:2")),
+        "{text}"
+    );
+}
+
 fn invalid(text: &str) -> LoadError {
     let (_d, path) = file_with(text);
     Config::load_file(&path).unwrap_err()
@@ -234,7 +252,9 @@ fn unknown_keys_are_errors() {
     assert_eq!(e.line_column(), Some((3, 1)));
     let msg = e.to_string();
     assert!(
-        msg.contains("sandbox.maks: unknown key (known here: backend, masks, masks_remove"),
+        msg.contains(
+            "sandbox.maks: unknown key (known here: backend, tmp_size, shm_size, masks, masks_remove"
+        ),
         "{msg}"
     );
     assert!(msg.contains("line 3, column 1"), "{msg}");
@@ -268,6 +288,10 @@ fn bad_values_are_errors_with_the_key() {
     let cases = [
         ("[sandbox]\nbackend = \"docker\"\n", "sandbox.backend"),
         ("[sandbox]\nbackend = 3\n", "sandbox.backend"),
+        ("[sandbox]\ntmp_size = \"lots\"\n", "sandbox.tmp_size"),
+        ("[sandbox]\ntmp_size = \"200%\"\n", "sandbox.tmp_size"),
+        ("[sandbox]\nshm_size = \"4k\"\n", "sandbox.shm_size"),
+        ("[sandbox]\nshm_size = 64\n", "sandbox.shm_size"),
         ("[sandbox]\nmasks = \"~/.x\"\n", "sandbox.masks"),
         (
             "[sandbox]\nwritable = [\"relative/dir\"]\n",

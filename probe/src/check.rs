@@ -130,6 +130,7 @@ struct Run {
     report: Option<InsideReport>,
     landlock: Option<LandlockReport>,
     seccomp_loaded: bool,
+    supervised: bool,
     backend: Option<String>,
     /// Why no report came back (setup error, crash, bad output).
     error: Option<String>,
@@ -248,12 +249,14 @@ fn run_probe(
         backend,
         landlock,
         seccomp,
+        supervised,
         ..
     }) = &outcome.started
     {
         run.backend = Some(backend.clone());
         run.landlock = landlock.clone();
         run.seccomp_loaded = *seccomp;
+        run.supervised = *supervised;
     }
     if let Some(e) = outcome.setup_error {
         run.error = Some(e);
@@ -505,6 +508,14 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
                 }
                 detail.push_str(seccomp_note);
                 status.seccomp = pass;
+                if pass && run.supervised {
+                    detail.push_str(
+                        "; writes in the writable roots and path sockets supervised by the \
+                         init (seccomp user notification; Landlock's RESOLVE_UNIX needs ABI 9)",
+                    );
+                    status.socket_mediation =
+                        Some(efr_sandbox_wire::status::SocketMediation::Supervisor);
+                }
             }
             _ => {}
         }

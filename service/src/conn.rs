@@ -18,7 +18,9 @@
 //!   [`Limits::slow_reader`] while the queue is full (or while one frame is being written)
 //!   is disconnected, so it wedges nothing but itself.
 //! - When the client ends its side (EOF), the requests still running finish and their
-//!   answers are written before the connection closes. A stream that ends inside a frame
+//!   answers are written before the connection closes. When it hangs up altogether (its
+//!   socket closed, it died), nobody can read them: they are ended as a cancel ends them
+//!   (a launch's whole tree with it). A stream that ends inside a frame
 //!   gets a last `{id: null, error: invalid}` (best effort) and the connection closes.
 
 use std::collections::HashMap;
@@ -302,11 +304,16 @@ pub async fn serve(
             eprintln!("efr-sandbox: {peer}: {e}");
             conn.error(None, ErrorCode::Invalid, e.to_string()).await;
         }
-        // Let the requests still running answer.
+        // Let the requests still running answer, as long as the client can read them: a
+        // client that closed its socket (not only its sending side) has hung up, and its
+        // requests end now.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(rd.as_ref());
+        let mut tick = tokio::time::interval(HANGUP_CHECK);
         loop {
             tokio::select! {
                 r = conn.supervisors.join_next() => if r.is_none() { break },
                 _ = close_rx.wait_for(|c| *c) => break,
+                _ = tick.tick() => if crate::sys::hung_up(fd) { break },
             }
         }
     }
@@ -323,6 +330,9 @@ pub async fn serve(
         writer.abort();
     }
 }
+
+/// How often a connection whose client sent EOF is checked for a hang-up.
+const HANGUP_CHECK: Duration = Duration::from_millis(100);
 
 async fn write_loop(
     mut wr: OwnedWriteHalf,

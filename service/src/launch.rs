@@ -238,6 +238,8 @@ pub fn prepare(
         grants,
         scratch,
         tmp,
+        tmp_size: Some(config.sandbox.tmp_size.value.to_string()),
+        shm_size: Some(config.sandbox.shm_size.value.to_string()),
         home: Some(env.home.to_string_lossy().into_owned()),
         backend,
         read_only_inside: Some(view.read_only_inside),
@@ -305,12 +307,19 @@ pub fn finished(
                 crate::git_guard::after_call(&roots, view, *start_time_ms, config);
         }
     }
-    let exits = o
+    let mut exits: Vec<ExitRecord> = o
         .denials
         .iter()
         .enumerate()
         .map(|(i, d)| denial_record(i, d, line, projects, config, env))
         .collect();
+    let n = exits.len();
+    exits.extend(
+        o.socket_denials
+            .iter()
+            .enumerate()
+            .map(|(i, p)| socket_denial_record(n + i, p, line)),
+    );
     Finished {
         sandbox_summary,
         exits,
@@ -386,6 +395,46 @@ pub fn denial_record(
             }],
         },
         judgement,
+    }
+}
+
+/// The exit record of one refused path socket: kind `socket`, source `denial`, needs a
+/// contained call with a `socket` grant, judged `review` (a host socket is often a way to
+/// run code outside: the user decides).
+pub fn socket_denial_record(n: usize, path: &str, line: &str) -> ExitRecord {
+    ExitRecord {
+        id: format!("denial-{}", n + 1),
+        source: ExitSource::Denial,
+        kind: ExitKind::Socket,
+        summary: format!("connect to the socket {path} (refused by the sandbox)"),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            targets: vec![Target {
+                path: path.to_string(),
+                class: TargetClass::System,
+                op: TargetOp::Write,
+                backup_before_write: false,
+                masked: false,
+            }],
+            ..Default::default()
+        },
+        needs: Needs::Contained {
+            grants: vec![Grant::Socket {
+                path: path.to_string(),
+            }],
+        },
+        judgement: Judgement {
+            verdict: Verdict::Review,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "the sandbox refused the call a socket outside its own places ({path}); a \
+                 socket grant lets it through, and whatever serves that socket then acts for \
+                 the call outside the sandbox"
+            )],
+        },
     }
 }
 

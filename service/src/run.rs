@@ -18,6 +18,9 @@ const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=sess
                      desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
                      net_view, open_network";
 
+/// The signals this process hands to the launcher while the line runs.
+const FORWARDED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
 /// `p` made absolute against `here`, `.` and `..` taken lexically (as the shell's `cd`).
 fn normal(p: &Path, here: &Path) -> String {
     let mut out = PathBuf::from("/");
@@ -173,11 +176,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
-    // The terminal's SIGINT and SIGQUIT reach the launcher (same process group), which
-    // hands them to the line; this process waits for the launcher's verdict.
-    for sig in [libc::SIGINT, libc::SIGQUIT] {
-        crate::sys::ignore_signal(sig);
-    }
+    // The terminal's SIGINT and SIGQUIT reach the line itself (same process group); this
+    // process waits for the launcher's verdict. SIGINT, SIGTERM and SIGHUP sent to this
+    // process alone (a harness's timeout, `Popen.terminate()`) go to the launcher, which
+    // hands them to the line: the call ends with the line's status. Whatever else ends
+    // this process (SIGKILL), the launcher sees it and kills the call.
+    crate::sys::ignore_signal(libc::SIGQUIT);
+    crate::sys::forward_signals(&FORWARDED)?;
     let view: Vec<String> = plan
         .as_ref()
         .map(|p| p.read_only_inside.clone())
@@ -192,8 +197,16 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             let terminal = efr_launcher::pty::SavedTerminal::of_stdio();
             match launcher()
                 .spawn(&plan, Stdio::inherit(), Stdio::inherit(), Stdio::inherit())
-                .and_then(|r| r.wait())
-            {
+                .and_then(|r| {
+                    let pidfd = crate::sys::pidfd_open(r.child.id());
+                    if let Ok(fd) = &pidfd {
+                        crate::sys::forward_to(fd);
+                    }
+                    let end = r.wait();
+                    crate::sys::stop_forwarding(&FORWARDED);
+                    drop(pidfd);
+                    end
+                }) {
                 Ok((mut o, st)) => {
                     if std::os::unix::process::ExitStatusExt::signal(&st).is_some() {
                         if let Some(t) = &terminal {
@@ -214,6 +227,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             }
         }
     };
+    crate::sys::stop_forwarding(&FORWARDED);
     let mut fin = finished(&outcome, &p.line, &p.projects, &view, &config, &env);
     if let Some(mut cp) = proxy {
         let recs = cp.finish(&mut fin.sandbox_summary, &p.line);

@@ -64,3 +64,89 @@ pub fn pidfd_send_signal(fd: &OwnedFd, sig: libc::c_int) -> std::io::Result<()> 
         Ok(())
     }
 }
+
+/// The pidfd the forwarded signals go to (-1: none yet).
+static FORWARD_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+/// A signal that came before there was a process to forward it to (0: none).
+static PENDING: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// `si_code` of a signal the kernel sent (a terminal's ^C, a hangup): it reached the
+/// whole foreground process group, the line's processes included.
+const SI_KERNEL: libc::c_int = 0x80;
+
+extern "C" fn on_forwarded(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+    if !info.is_null() && unsafe { (*info).si_code } == SI_KERNEL {
+        return;
+    }
+    let fd = FORWARD_TO.load(std::sync::atomic::Ordering::SeqCst);
+    if fd < 0 {
+        PENDING.store(sig, std::sync::atomic::Ordering::SeqCst);
+        return;
+    }
+    // SAFETY: pidfd_send_signal is a plain system call (async-signal-safe) on an fd the
+    // process keeps open while forwarding (see `forward_to`), with no siginfo.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd,
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+}
+
+/// Forwards `sigs` sent to this process by another one to the process [`forward_to`]
+/// names (held until then); the kernel's own (a terminal's ^C) are not forwarded.
+pub fn forward_signals(sigs: &[libc::c_int]) -> std::io::Result<()> {
+    for &s in sigs {
+        // SAFETY: sigaction is plain data; all-zero is a valid value before filling it in.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_forwarded as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // SAFETY: the handler only makes async-signal-safe calls (atomics, a system call).
+        if unsafe { libc::sigaction(s, &sa, std::ptr::null_mut()) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Forwards to the process of `pidfd` from now on (and the signal held, if one came
+/// first). The caller keeps `pidfd` open until [`stop_forwarding`].
+pub fn forward_to(pidfd: &OwnedFd) {
+    FORWARD_TO.store(pidfd.as_raw_fd(), std::sync::atomic::Ordering::SeqCst);
+    let held = PENDING.swap(0, std::sync::atomic::Ordering::SeqCst);
+    if held != 0 {
+        let _ = pidfd_send_signal(pidfd, held);
+    }
+}
+
+/// Puts `sigs` back to their default; a signal still held (it came when there was no
+/// process to forward it to) is raised on this process.
+pub fn stop_forwarding(sigs: &[libc::c_int]) {
+    for &s in sigs {
+        // SAFETY: SIG_DFL is always a valid disposition.
+        unsafe { libc::signal(s, libc::SIG_DFL) };
+    }
+    FORWARD_TO.store(-1, std::sync::atomic::Ordering::SeqCst);
+    let held = PENDING.swap(0, std::sync::atomic::Ordering::SeqCst);
+    if held != 0 {
+        // SAFETY: raise takes a signal number.
+        unsafe { libc::raise(held) };
+    }
+}
+
+/// Whether the peer of a connected stream socket has closed it altogether (POLLHUP: both
+/// directions shut; a peer that only ended its sending side gives EOF without it).
+pub fn hung_up(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: poll reads and writes the one pollfd given, which lives for the call.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0
+}

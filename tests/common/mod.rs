@@ -144,7 +144,7 @@ impl Fixture {
     }
 
     /// A request for `line` in the project.
-    /// Fills the request's masks and read-only paths with the view the service would ask
+    /// Fills the request's masks, read-only paths and protected names with the view the service would ask
     /// for its project roots (`Config::launch_view` of the defaults), not the launcher's
     /// fallback lists. Call it again after changing `projects`.
     pub fn set_view(&self, r: &mut LaunchRequest) {
@@ -153,6 +153,7 @@ impl Fixture {
         let roots: Vec<PathBuf> = r.projects.iter().map(PathBuf::from).collect();
         let view = efr_policy::config::Config::defaults().launch_view(&env, &roots);
         r.read_only_inside = Some(view.read_only_inside);
+        r.protect_names = Some(view.protect_names);
         r.masks = Some(view.masks);
     }
 
@@ -269,6 +270,84 @@ pub fn procs_with(needle: &str) -> Vec<i32> {
         }
     }
     v
+}
+
+/// Every descendant of `root` (host pids), found through the ppid links of /proc: the
+/// processes of a call, its namespaces' included.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut parent = std::collections::HashMap::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if let Some(pp) = rest.split_whitespace().nth(1).and_then(|s| s.parse().ok()) {
+            parent.insert(pid, pp);
+        }
+    }
+    let mut out = Vec::new();
+    for &pid in parent.keys() {
+        let mut cur = pid;
+        for _ in 0..64 {
+            match parent.get(&cur) {
+                Some(&pp) if pp == root => {
+                    out.push(pid);
+                    break;
+                }
+                Some(&pp) if pp > 1 => cur = pp,
+                _ => break,
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie waiting to be reaped).
+pub fn alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default();
+    state != "Z" && state != "X"
+}
+
+/// Every path under `dir` (relative, sorted), `.git` included.
+pub fn tree(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {
+        let Ok(rd) = std::fs::read_dir(d) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+            if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                walk(base, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// Waits up to `secs` for `path` to exist.
+pub fn wait_for_file(path: &Path, secs: u64) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !path.exists() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
 }
 
 /// The python interpreter to use inside (`/usr/bin/python3` when present).

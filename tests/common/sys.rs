@@ -90,7 +90,7 @@ pub fn on_controlling_terminal(cmd: &mut std::process::Command, tty: std::os::fd
     unsafe { cmd.pre_exec(lead) };
 }
 
-/// kill(2).
+/// Sends `sig` to `pid` (a negative pid: to that process group).
 pub fn kill(pid: i32, sig: i32) -> std::io::Result<()> {
     // SAFETY: kill takes plain integers.
     if unsafe { libc::kill(pid, sig) } < 0 {

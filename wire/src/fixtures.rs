@@ -132,6 +132,7 @@ pub fn example_status() -> SandboxStatus {
         proxy: true,
         bus_proxy: false,
         bus_proxy_off: Some(BusProxyOff::NoProgram),
+        socket_mediation: Some(crate::status::SocketMediation::Supervisor),
         fallback: Some(ModeFallback {
             asked: Mode::Auto,
             reason: "no user namespaces".into(),
@@ -217,6 +218,10 @@ pub fn all() -> Vec<Fixture> {
         ),
         fixture("block_reasons.json", BlockReason::ALL.to_vec()),
         fixture("bus_proxy_off_reasons.json", BusProxyOff::ALL.to_vec()),
+        fixture(
+            "socket_mediations.json",
+            crate::status::SocketMediation::ALL.to_vec(),
+        ),
         fixture("not_saved_reasons.json", NotSavedReason::ALL.to_vec()),
         fixture("backends.json", vec![Backend::Native, Backend::Bwrap]),
         fixture("buses.json", vec![Bus::Session, Bus::System]),
@@ -401,6 +406,7 @@ pub fn all() -> Vec<Fixture> {
                 quarantined: vec![
                     "/home/ada/src/app/vendor/x/.git/hooks/pre-commit: a hook written by the call, moved to /home/ada/src/app/vendor/x/.git/efr-quarantine-3f9a1c22b07e/pre-commit".into(),
                 ],
+                full_tmpfs: vec!["/tmp".into()],
                 survivors: vec!["sudo".into()],
                 setup_error: Some("project root /home/ada/gone does not exist".into()),
             },

@@ -17,6 +17,7 @@ pub mod pattern;
 pub mod rpc;
 pub mod schema;
 mod serde_util;
+pub mod size;
 pub mod status;
 pub mod summary;
 pub mod surface;

@@ -61,6 +61,28 @@ impl BusProxyOff {
     ];
 }
 
+/// `socket_mediation`: what keeps a contained call from the host's path sockets. A reader
+/// takes a value it does not know as `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SocketMediation {
+    /// Landlock's `LANDLOCK_ACCESS_FS_RESOLVE_UNIX` (ABI 9).
+    Landlock,
+    /// The init's supervisor (seccomp user notification of connect and the sends).
+    Supervisor,
+    #[serde(other)]
+    Unknown,
+}
+
+impl SocketMediation {
+    /// Every value, in wire order.
+    pub const ALL: [SocketMediation; 3] = [
+        SocketMediation::Landlock,
+        SocketMediation::Supervisor,
+        SocketMediation::Unknown,
+    ];
+}
+
 /// `sandbox_status`: the summary admin.status carries, from the last check.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxStatus {
@@ -98,6 +120,9 @@ pub struct SandboxStatus {
     /// Why the sandbox is unavailable, one line; absent when available.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
+    /// What keeps path sockets of the host from a call; absent when not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_mediation: Option<SocketMediation>,
 }
 
 /// The result of one self-test.

@@ -111,6 +111,11 @@ pub struct SandboxSummary {
     /// taken out of git's way after the call: one line each, what and where it went.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<String>,
+    /// The call's own file systems (`/tmp`, `/dev/shm`) that were full while it ran: a
+    /// write there failed for want of space (their sizes are `sandbox.tmp_size` and
+    /// `sandbox.shm_size`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub full_tmpfs: Vec<String>,
     /// Programs of an approved exit's descendants that efr could not end.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub survivors: Vec<String>,

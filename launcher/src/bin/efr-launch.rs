@@ -1,7 +1,7 @@
 //! `efr-launch`: runs one shell line contained or unsandboxed, from a plan.
 //!
 //! ```text
-//! efr-launch (--plan FILE | --plan-fd N) [--status-fd N]
+//! efr-launch (--plan FILE | --plan-fd N) [--status-fd N] [--caller-pid PID]
 //! efr-launch --inner SPECFD REPORTFD      (inside bubblewrap; not for direct use)
 //! ```
 

@@ -4,7 +4,7 @@
 
 use crate::seccomp::{
     AUDIT_ARCH_NATIVE, JEQ_K, JSET_K, LD_W_ABS, OFF_ARCH, OFF_NR, Program, RET_ALLOW, RET_ERRNO,
-    RET_K, RET_KILL_PROCESS, jump, off_arg_low, stmt,
+    RET_K, RET_KILL_PROCESS, jump, off_arg_high, off_arg_low, stmt,
 };
 
 /// What the filter does with a call.
@@ -14,6 +14,8 @@ pub enum Kind {
     Notify,
     /// Sent when argument `n` (open flags) asks to write, create or truncate.
     NotifyIfWriteFlags(u32),
+    /// Sent when argument `n` (a pointer) is not null.
+    NotifyIfArgSet(u32),
     /// Refused with ENOSYS (libc falls back to a call the table has).
     Enosys,
 }
@@ -137,12 +139,54 @@ pub const TABLE: &[Entry] = &[
         "making a protected file executable through a read-only fd"
     ),
     entry!(
+        SYS_connect,
+        Kind::Notify,
+        "reaching a path socket outside the call (a host daemon's, whoever bound it)"
+    ),
+    entry!(
+        SYS_sendto,
+        Kind::NotifyIfArgSet(4),
+        "a datagram to a path socket outside the call (with no address: the peer's)"
+    ),
+    entry!(
+        SYS_sendmsg,
+        Kind::Notify,
+        "a datagram to a path socket outside the call (the address sits in memory the \
+         filter cannot read)"
+    ),
+    entry!(
+        SYS_sendmmsg,
+        Kind::Notify,
+        "datagrams to path sockets outside the call (addresses in memory)"
+    ),
+    entry!(
         SYS_umask,
         Kind::Notify,
         "let through at once: it tells the supervisor, which makes files with each caller's \
          umask, that its record of the umasks is stale"
     ),
 ];
+
+/// Calls of the base filter (`crate::seccomp::DENY_EPERM`) that the supervisor makes: where
+/// one filter holds the init and the line (bubblewrap loads it for the whole sandbox), it
+/// leaves them out, and the line loads [`line_only`] to refuse them still.
+pub const INIT_NEEDS: &[&str] = &["pidfd_getfd", "process_vm_writev"];
+
+/// The filter that refuses [`INIT_NEEDS`] (EPERM, as the base filter does) to the line.
+pub fn line_only() -> Program {
+    let mut p = vec![
+        stmt(LD_W_ABS, OFF_ARCH),
+        jump(JEQ_K, AUDIT_ARCH_NATIVE, 1, 0).expect("small jump"),
+        stmt(RET_K, RET_KILL_PROCESS),
+        stmt(LD_W_ABS, OFF_NR),
+    ];
+    for nr in [libc::SYS_pidfd_getfd, libc::SYS_process_vm_writev] {
+        p.push(jump(JEQ_K, nr as u32, 0, 1).expect("small jump"));
+        p.push(stmt(RET_K, RET_ERRNO | libc::EPERM as u32));
+    }
+    p.push(stmt(RET_K, RET_ALLOW));
+    p
+}
 
 /// The return value of a notified call.
 const RET_USER_NOTIF: u32 = 0x7fc0_0000;
@@ -159,6 +203,15 @@ pub fn program() -> Program {
         let body: Vec<libc::sock_filter> = match e.kind {
             Kind::Notify => vec![stmt(RET_K, RET_USER_NOTIF)],
             Kind::Enosys => vec![stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32)],
+            // Either half of the pointer set: notified.
+            Kind::NotifyIfArgSet(arg) => vec![
+                stmt(LD_W_ABS, off_arg_low(arg)),
+                jump(JEQ_K, 0, 0, 3).expect("small jump"),
+                stmt(LD_W_ABS, off_arg_high(arg)),
+                jump(JEQ_K, 0, 0, 1).expect("small jump"),
+                stmt(RET_K, RET_ALLOW),
+                stmt(RET_K, RET_USER_NOTIF),
+            ],
             Kind::NotifyIfWriteFlags(arg) => vec![
                 stmt(LD_W_ABS, off_arg_low(arg)),
                 jump(JSET_K, WRITE_FLAGS, 0, 1).expect("small jump"),
@@ -210,6 +263,33 @@ mod tests {
     }
 
     #[test]
+    fn the_line_keeps_what_the_init_needs_refused() {
+        let p = line_only();
+        let a = AUDIT_ARCH_NATIVE;
+        for nr in [libc::SYS_pidfd_getfd, libc::SYS_process_vm_writev] {
+            assert_eq!(
+                run(&p, nr as u32, a, [0; 6]),
+                RET_ERRNO | libc::EPERM as u32
+            );
+        }
+        assert_eq!(run(&p, libc::SYS_read as u32, a, [0; 6]), RET_ALLOW);
+        assert_eq!(
+            run(&p, libc::SYS_read as u32, 0x4000_0003, [0; 6]),
+            RET_KILL_PROCESS
+        );
+        // Both are calls the base filter refuses (so leaving them out of it is a change
+        // this filter makes up for).
+        for name in INIT_NEEDS {
+            assert!(
+                crate::seccomp::DENY_EPERM
+                    .iter()
+                    .any(|d| d.name.strip_prefix("SYS_") == Some(name)),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn reasons_and_no_duplicates() {
         let mut seen = std::collections::BTreeSet::new();
         for e in TABLE {
@@ -252,5 +332,15 @@ mod tests {
             assert_eq!(run(&p, nr as u32, a, [0; 6]), RET_ALLOW);
         }
         assert_eq!(run(&p, openat, 0x4000_0003, [0; 6]), RET_KILL_PROCESS);
+        // sendto: only with an address (either half of the pointer set).
+        let sendto = libc::SYS_sendto as u32;
+        assert_eq!(run(&p, sendto, a, [3, 1, 1, 0, 0, 0]), RET_ALLOW);
+        for addr in [0x7fff_0000_0000u64, 0x1000, 0x7fff_0000_1000] {
+            assert_eq!(
+                run(&p, sendto, a, [3, 1, 1, 0, addr, 16]),
+                RET_USER_NOTIF,
+                "{addr:#x}"
+            );
+        }
     }
 }

@@ -15,6 +15,7 @@
 //! Reads are not supervised (an `open` without a write flag never reaches the init).
 
 pub mod filter;
+mod net;
 mod ops;
 pub mod rules;
 mod sys;
@@ -27,6 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+pub use net::SocketRules;
 pub use rules::Rules;
 
 /// What the init needs to supervise a call: the writable roots, the absolute protected
@@ -37,6 +39,12 @@ pub struct SuperviseSpec {
     pub roots: Vec<String>,
     pub paths: Vec<String>,
     pub names: Vec<String>,
+    /// The call's own places for path sockets (its writable roots, `/tmp`, `/dev`).
+    #[serde(default)]
+    pub socket_dirs: Vec<String>,
+    /// The path sockets its grants name.
+    #[serde(default)]
+    pub sockets: Vec<String>,
 }
 
 /// At most this many threads receive the call's notifications.
@@ -67,6 +75,8 @@ pub struct Supervisor {
     idle: AtomicUsize,
     /// The callers' umasks.
     umasks: umask::Umasks,
+    /// Where path sockets may be reached.
+    sockets: SocketRules,
 }
 
 /// Whether this kernel can supervise: user notification with ADDFD_FLAG_SEND (5.14).
@@ -74,16 +84,32 @@ pub fn available() -> bool {
     sys::notif_sizes_fit()
 }
 
-/// The line's side: loads the notification filter and sends its listener to the init over
-/// `sock` (an fd the init made for this process, owned by the caller and closed here). Call
-/// it last before exec (no_new_privs set).
+/// The line's side: loads the notification filter and hands its listener to the init
+/// over `sock` (an fd the init made for this process, owned by the caller and closed
+/// here). Call it last before exec (no_new_privs set).
+///
+/// The listener cannot be sent with SCM_RIGHTS: `sendmsg` is one of the calls the filter
+/// just loaded sends to the listener, which nobody reads yet. So the line writes the
+/// listener's number, the init takes it from the line's fd table (`pidfd_getfd`) and
+/// answers one byte, and only then does the line go on (its own copy is close-on-exec:
+/// the program it runs never holds it).
 pub fn install(sock: RawFd) -> Result<(), String> {
     let sock = crate::sys::owned(sock).map_err(|e| format!("supervisor socket: {e}"))?;
     let prog = filter::program();
     let l = sys::seccomp_listener(&prog).map_err(|e| format!("seccomp listener: {e}"))?;
     use std::os::fd::AsRawFd;
-    efr_proxy::fdpass::send_fds(sock.as_raw_fd(), &[LISTENER], &[l.as_raw_fd()])
-        .map_err(|e| format!("sending the seccomp listener: {e}"))
+    let mut msg = vec![LISTENER];
+    msg.extend_from_slice(&l.as_raw_fd().to_ne_bytes());
+    crate::sys::write_all(sock.as_raw_fd(), &msg)
+        .map_err(|e| format!("handing over the seccomp listener: {e}"))?;
+    let mut ack = [0u8; 1];
+    match crate::sys::read(sock.as_raw_fd(), &mut ack) {
+        Ok(1) if ack[0] == TAKEN => Ok(()),
+        Ok(_) => Err("the init did not take the seccomp listener".into()),
+        Err(e) => Err(format!(
+            "waiting for the init to take the seccomp listener: {e}"
+        )),
+    }
 }
 
 /// The init's side of the hand-over: a socket pair, one end for the line.
@@ -91,24 +117,34 @@ pub fn pair() -> Result<(OwnedFd, OwnedFd), String> {
     sys::socketpair().map_err(|e| format!("supervisor socket pair: {e}"))
 }
 
-/// Waits for the line's listener on `sock`; `None` when the line ended without sending.
-pub fn receive(sock: &OwnedFd) -> Result<Option<OwnedFd>, String> {
+/// Takes the listener of the line `line` (pid) when it says its number on `sock`; `None`
+/// when the line ended without saying.
+pub fn receive(sock: &OwnedFd, line: libc::pid_t) -> Result<Option<OwnedFd>, String> {
     use std::os::fd::AsRawFd;
-    // The hand-over's receive does not block: wait until the line sent or ended.
-    loop {
-        match crate::sys::poll(&[(sock.as_raw_fd(), libc::POLLIN)], -1) {
-            Ok(_) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+    let mut msg = [0u8; 5];
+    let mut got = 0;
+    while got < msg.len() {
+        match crate::sys::read(sock.as_raw_fd(), &mut msg[got..]) {
+            Ok(0) => return Ok(None),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(format!("waiting for the seccomp listener: {e}")),
         }
     }
-    match efr_proxy::fdpass::recv_byte(sock.as_raw_fd()) {
-        Ok(Some((LISTENER, mut fds))) if fds.len() == 1 => Ok(fds.pop()),
-        Ok(Some(_)) => Err("the line sent something else than its seccomp listener".into()),
-        Ok(None) => Ok(None),
-        Err(e) => Err(format!("receiving the seccomp listener: {e}")),
+    if msg[0] != LISTENER {
+        return Err("the line sent something else than its seccomp listener".into());
     }
+    let fd = RawFd::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
+    let pidfd = sys::pidfd_open(line).map_err(|e| format!("the line's pidfd: {e}"))?;
+    let l = sys::pidfd_getfd(pidfd.as_fd(), fd)
+        .map_err(|e| format!("taking the line's seccomp listener: {e}"))?;
+    crate::sys::write_all(sock.as_raw_fd(), &[TAKEN])
+        .map_err(|e| format!("answering the line: {e}"))?;
+    Ok(Some(l))
 }
+
+/// The byte the init answers with once it holds the listener.
+const TAKEN: u8 = b'T';
 
 /// The byte the line sends its seccomp listener with.
 const LISTENER: u8 = b'L';
@@ -130,7 +166,15 @@ impl Supervisor {
             threads: AtomicUsize::new(0),
             idle: AtomicUsize::new(0),
             umasks: umask::Umasks::default(),
+            sockets: SocketRules::default(),
         })
+    }
+
+    /// The same supervisor with `sockets` as where path sockets may be reached (none
+    /// outside by default).
+    pub fn with_sockets(mut self, sockets: SocketRules) -> Self {
+        self.sockets = sockets;
+        self
     }
 
     /// Serves the call's notifications until no process has the filter any more, on
@@ -164,12 +208,11 @@ impl Supervisor {
             self.idle.fetch_add(1, Ordering::SeqCst);
             // Waiting in poll, not in the receive: a poller is woken on the caller's CPU
             // (`SYNC_WAKE_UP`); a receive blocked in the ioctl is woken as usual.
-            let ready = sys::wait_readable(self.listener.as_fd());
-            let got = if ready {
-                sys::notif_recv(self.listener.as_fd())
-            } else {
-                Err(std::io::Error::from_raw_os_error(libc::ENOENT))
-            };
+            if !sys::wait_readable(self.listener.as_fd()) {
+                self.idle.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            let got = sys::notif_recv(self.listener.as_fd());
             self.idle.fetch_sub(1, Ordering::SeqCst);
             match got {
                 Ok(n) => {
@@ -180,7 +223,7 @@ impl Supervisor {
                 // A caller that died before its call was read, or no process left with
                 // the filter (the listener says POLLHUP, and the thread is done).
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                    if !ready || sys::hung_up(self.listener.as_fd()) {
+                    if sys::hung_up(self.listener.as_fd()) {
                         return;
                     }
                 }
@@ -208,12 +251,29 @@ impl Supervisor {
         }
     }
 
+    /// Reports a path socket the call may not reach: `denied_socket PATH\tOP`.
+    fn refuse_socket(&self, what: &str, path: &[u8]) {
+        let mut key = b"socket:".to_vec();
+        key.extend_from_slice(path);
+        if !self.first_report(key) {
+            return;
+        }
+        let line = format!(
+            "denied_socket {}\t{what}",
+            String::from_utf8_lossy(path).replace(['\n', '\t'], " ")
+        );
+        crate::inner::report(self.report_fd, &line);
+    }
+
+    /// Whether `key` is reported for the first time (and within [`MAX_REPORTED`]).
+    fn first_report(&self, key: Vec<u8>) -> bool {
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        reported.len() < MAX_REPORTED && reported.insert(key)
+    }
+
     fn refuse(&self, what: &str, path: &[u8], why: &rules::Refusal) {
-        {
-            let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
-            if reported.len() >= MAX_REPORTED || !reported.insert(path.to_vec()) {
-                return;
-            }
+        if !self.first_report(path.to_vec()) {
+            return;
         }
         let why = match why {
             rules::Refusal::Protected(r) => format!("protected by {r}"),

@@ -15,7 +15,7 @@ use super::rules::{Act, Fs, Refusal, Rules};
 use super::{MAX_MADE, Supervisor, sys};
 
 /// What a handler answers.
-enum Reply {
+pub(super) enum Reply {
     Val(i64),
     Err(i32),
     Fd(OwnedFd, bool),
@@ -34,23 +34,23 @@ const PATH_MAX: usize = 4096;
 const MAX_LINKS: usize = 40;
 
 /// A resolved target: a directory fd, the last component, and the absolute path.
-struct At {
-    dir: OwnedFd,
-    name: CString,
-    path: Vec<u8>,
+pub(super) struct At {
+    pub(super) dir: OwnedFd,
+    pub(super) name: CString,
+    pub(super) path: Vec<u8>,
     /// What the resolution saw at `name` without following it, when it looked: `Some(None)`
     /// for nothing there.
     seen: Option<Option<libc::stat>>,
 }
 
 /// Where a resolution ended.
-enum Target {
+pub(super) enum Target {
     At(At),
     /// `/proc/PID/fd/N` of a process of the call: its open file.
     ProcFd(OwnedFd),
 }
 
-fn errno(e: std::io::Error) -> i32 {
+pub(super) fn errno(e: std::io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
@@ -63,16 +63,16 @@ fn dot() -> CString {
 }
 
 /// The caller's process (thread group) id.
-fn tgid(tid: libc::pid_t) -> Option<libc::pid_t> {
+pub(super) fn tgid(tid: libc::pid_t) -> Option<libc::pid_t> {
     let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     s.lines()
         .find_map(|l| l.strip_prefix("Tgid:"))
         .and_then(|v| v.trim().parse().ok())
 }
 
-struct Call<'a> {
-    sup: &'a Supervisor,
-    n: &'a libc::seccomp_notif,
+pub(super) struct Call<'a> {
+    pub(super) sup: &'a Supervisor,
+    pub(super) n: &'a libc::seccomp_notif,
     /// The last path the rules let through, and what was done to it: where a failure of
     /// the call itself (the view's read-only mounts, Landlock) is reported.
     acted: Option<(&'static str, Vec<u8>)>,
@@ -92,7 +92,7 @@ impl Fs for HashSet<(u64, u64)> {
 }
 
 impl Call<'_> {
-    fn tid(&self) -> libc::pid_t {
+    pub(super) fn tid(&self) -> libc::pid_t {
         self.n.pid as libc::pid_t
     }
 
@@ -114,12 +114,12 @@ impl Call<'_> {
     /// Whether the caller still waits in this call. (Only a caller that died since is
     /// not: its path was read from a process of the same call, which could make the same
     /// call itself, so this guards against wasted work, not against a privilege.)
-    fn valid(&self) -> bool {
+    pub(super) fn valid(&self) -> bool {
         sys::notif_id_valid(self.sup.listener.as_fd(), self.n.id)
     }
 
     /// The NUL-terminated string at `addr` in the caller.
-    fn string(&self, addr: u64) -> Result<Vec<u8>, i32> {
+    pub(super) fn string(&self, addr: u64) -> Result<Vec<u8>, i32> {
         if addr == 0 {
             return Err(libc::EFAULT);
         }
@@ -154,7 +154,7 @@ impl Call<'_> {
     }
 
     /// The caller's open file `fd`.
-    fn fd(&self, fd: i32) -> Result<OwnedFd, i32> {
+    pub(super) fn fd(&self, fd: i32) -> Result<OwnedFd, i32> {
         let pidfd = sys::pidfd_open(self.tid()).map_err(|_| libc::ESRCH)?;
         sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|e| match errno(e) {
             libc::EBADF => libc::EBADF,
@@ -191,7 +191,7 @@ impl Call<'_> {
     }
 
     /// Resolves `path` from the caller's `dirfd`; `follow` follows a link in the last place.
-    fn resolve(&self, dirfd: i32, path: &[u8], follow: bool) -> Result<Target, i32> {
+    pub(super) fn resolve(&self, dirfd: i32, path: &[u8], follow: bool) -> Result<Target, i32> {
         if path.is_empty() {
             return Err(libc::ENOENT);
         }
@@ -857,7 +857,7 @@ fn root_fd_borrow() -> BorrowedFd<'static> {
     sys::at_fdcwd()
 }
 
-fn result(r: std::io::Result<()>) -> Reply {
+pub(super) fn result(r: std::io::Result<()>) -> Reply {
     match r {
         Ok(()) => Reply::Val(0),
         Err(e) => Reply::Err(errno(e)),
@@ -981,6 +981,10 @@ pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
         libc::SYS_fchmodat => call.chmod(i(a0), a1, a2 as u32, 0),
         libc::SYS_fchmodat2 => call.chmod(i(a0), a1, a2 as u32, i(a3)),
         libc::SYS_fchmod => call.fchmod(i(a0), a1 as u32),
+        libc::SYS_connect => call.connect(i(a0), a1, a2 as u32),
+        libc::SYS_sendto => call.sendto(i(a0), a1, a2 as usize, i(a3), a4, call.arg(5) as u32),
+        libc::SYS_sendmsg => call.sendmsg(i(a0), a1, i(a2)),
+        libc::SYS_sendmmsg => call.sendmmsg(i(a0), a1, a2 as u32, i(a3)),
         libc::SYS_umask => {
             let l = sup.listener.as_fd();
             sup.umasks.change(call.tid(), a0 as u32, || {

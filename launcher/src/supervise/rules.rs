@@ -79,7 +79,7 @@ pub trait Fs {
     fn made_by_call(&self, dir: &[u8]) -> bool;
 }
 
-fn trim(p: &str) -> Vec<u8> {
+pub(super) fn trim(p: &str) -> Vec<u8> {
     let t = p.trim_end_matches('/');
     if t.is_empty() {
         b"/".to_vec()

@@ -508,3 +508,131 @@ pub fn at_fdcwd() -> BorrowedFd<'static> {
     // working directory; nothing closes it, so the borrow never dangles.
     unsafe { BorrowedFd::borrow_raw(libc::AT_FDCWD) }
 }
+
+/// Writes `buf` at `addr` in process `pid` (a result the caller's call hands back, such as
+/// `sendmmsg`'s counts); how many bytes were written.
+pub fn write_mem(pid: libc::pid_t, addr: u64, buf: &[u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, live for its whole length and only read; the remote
+    // address is written by the kernel, in the other process, with its own checks.
+    let r = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// A caller's `struct msghdr` at `addr`, as plain values (its pointers are the caller's).
+#[derive(Debug, Clone, Copy)]
+pub struct MsgHdr {
+    pub name: u64,
+    pub namelen: u32,
+    pub iov: u64,
+    pub iovlen: u64,
+    pub control: u64,
+    pub controllen: u64,
+}
+
+/// The size of a `struct msghdr` (and of the head of a `struct mmsghdr`).
+pub const MSGHDR_SIZE: usize = std::mem::size_of::<libc::msghdr>();
+/// The size of a `struct mmsghdr`.
+pub const MMSGHDR_SIZE: usize = std::mem::size_of::<libc::mmsghdr>();
+
+/// Reads the caller's `struct msghdr` at `addr`.
+pub fn read_msghdr(pid: libc::pid_t, addr: u64) -> io::Result<MsgHdr> {
+    let mut b = [0u8; MSGHDR_SIZE];
+    if read_mem(pid, addr, &mut b)? != MSGHDR_SIZE {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+    let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().expect("4 bytes"));
+    Ok(MsgHdr {
+        name: u64_at(std::mem::offset_of!(libc::msghdr, msg_name)),
+        namelen: u32_at(std::mem::offset_of!(libc::msghdr, msg_namelen)),
+        iov: u64_at(std::mem::offset_of!(libc::msghdr, msg_iov)),
+        iovlen: u64_at(std::mem::offset_of!(libc::msghdr, msg_iovlen)),
+        control: u64_at(std::mem::offset_of!(libc::msghdr, msg_control)),
+        controllen: u64_at(std::mem::offset_of!(libc::msghdr, msg_controllen)),
+    })
+}
+
+/// `connect(2)` of `sock` to the address bytes `addr` (a sockaddr as the caller gave it).
+pub fn connect(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
+    // SAFETY: `addr` is live for its length, which is passed with it; the kernel copies it.
+    check(unsafe {
+        libc::connect(
+            sock.as_raw_fd(),
+            addr.as_ptr().cast(),
+            addr.len() as libc::socklen_t,
+        )
+    })
+    .map(|_| ())
+}
+
+/// `sendmsg(2)` on `sock` of `data` to `name` (none: the socket's peer) with the control
+/// bytes `control` (already holding this process's fds), `flags` plus MSG_NOSIGNAL (a
+/// broken pipe is the caller's to be signalled, not the init's).
+pub fn sendmsg(
+    sock: BorrowedFd<'_>,
+    name: Option<&[u8]>,
+    data: &[u8],
+    control: &mut [u8],
+    flags: i32,
+) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: all zeroes is a valid msghdr (null pointers, zero lengths).
+    let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+    if let Some(n) = name {
+        m.msg_name = n.as_ptr() as *mut libc::c_void;
+        m.msg_namelen = n.len() as libc::socklen_t;
+    }
+    m.msg_iov = &mut iov;
+    m.msg_iovlen = 1;
+    if !control.is_empty() {
+        m.msg_control = control.as_mut_ptr().cast();
+        m.msg_controllen = control.len();
+    }
+    // SAFETY: every pointer in `m` points at memory live for this call (`name`, `iov` and
+    // `data`, `control`) with the length given beside it; the kernel only reads them.
+    let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &m, flags | libc::MSG_NOSIGNAL) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// The type of socket `sock` (SOCK_STREAM, SOCK_DGRAM, ...).
+pub fn socket_type(sock: BorrowedFd<'_>) -> io::Result<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes one int into `v` and its size into `len`, both live.
+    check(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(v)
+}
+
+/// Sends SIGPIPE to thread `tid` of process `pid` (what its own write to a broken pipe
+/// would have done).
+pub fn sigpipe(pid: libc::pid_t, tid: libc::pid_t) {
+    // SAFETY: tgkill takes three integers; a thread that is gone makes it fail, harmlessly.
+    unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, libc::SIGPIPE) };
+}

@@ -455,12 +455,25 @@ fn sandbox(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut SandboxConfig) -> Result<()
                 value,
                 source: ctx.source(&v.span()),
             };
+        } else if name == "tmp_size" || name == "shm_size" {
+            let key = format!("sandbox.{name}");
+            let value = efr_sandbox_wire::size::Size::parse(string(ctx, &key, v)?)
+                .map_err(|e| ctx.invalid(&key, &v.span(), e.to_string()))?;
+            let setting = Setting {
+                value,
+                source: ctx.source(&v.span()),
+            };
+            if name == "tmp_size" {
+                cfg.tmp_size = setting;
+            } else {
+                cfg.shm_size = setting;
+            }
         } else if !lists(ctx, "sandbox", name, v, &mut fields)? {
             return Err(unknown_in(
                 ctx,
                 "sandbox",
                 k,
-                &known_keys(&["backend"], &fields),
+                &known_keys(&["backend", "tmp_size", "shm_size"], &fields),
             ));
         }
     }

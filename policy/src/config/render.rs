@@ -42,6 +42,17 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
     list(&mut out, "sandbox.caches", &c.sandbox.caches);
     list(&mut out, "sandbox.build_output", &c.sandbox.build_output);
     list(&mut out, "sandbox.trash", &c.sandbox.trash);
+    for (key, s) in [
+        ("sandbox.tmp_size", &c.sandbox.tmp_size),
+        ("sandbox.shm_size", &c.sandbox.shm_size),
+    ] {
+        out.push(ShownValue {
+            key: key.into(),
+            value: Value::String(s.value.to_string()),
+            reason: String::new(),
+            source: s.source.clone(),
+        });
+    }
     list(&mut out, "network.allow", &c.network.allow);
     list(&mut out, "network.deny", &c.network.deny);
     for r in &c.network.resolve {

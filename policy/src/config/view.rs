@@ -7,8 +7,13 @@
 //! links resolved, a relative one inside each writable root (project roots and
 //! `sandbox.writable`), a rule under `.git/` also inside the git dir a `.git` file points
 //! to and its common dir. A pattern (`*`, `**`) is expanded against what exists at launch
-//! (bounded walk). A path that does not exist yet is listed when its parent exists (the
-//! launcher's supervisor refuses its creation), except `commondir` and `gitdir` files (the
+//! (bounded walk); an anchored pattern inside a writable root (a floor such as
+//! `~/.local/lib/python3*/site-packages/*.pth` when the home is a project) is also given to
+//! the supervisor as a name pattern relative to that root, so that what is made later
+//! matches too. A path that does not exist yet is listed (the launcher's supervisor refuses
+//! its creation by name, and refuses removing or renaming the directories that would hold
+//! it): a path of an anchored rule whether or not its parent exists, one of a relative rule
+//! when its parent exists (see [`listable`]), never `commondir` and `gitdir` files (the
 //! list once gave each missing path an empty placeholder, which would have broken git; the
 //! name patterns `protect_names` cover them now); a trailing `/` marks a directory.
 
@@ -27,6 +32,7 @@ const MAX_DEPTH: usize = 8;
 
 /// Names that are directories when present (listed with a trailing `/`).
 const DIR_NAMES: &[&str] = &[
+    "bin",
     "hooks",
     ".vscode",
     ".idea",
@@ -194,9 +200,14 @@ fn expand_pattern(root: &Path, pattern: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Whether `p` may be listed: it exists, or its parent does and it is not in
-/// [`NO_PLACEHOLDER`].
-fn listable(p: &Path) -> bool {
+/// Whether `p` may be listed: it exists, or it is not in [`NO_PLACEHOLDER`] and, for a
+/// path of a relative rule, its parent exists. A path of an anchored rule (a floor such as
+/// `~/.config/systemd` when the home is a project) is listed whether or not its parent
+/// exists: the supervisor refuses the creation of any path below a listed one. A relative
+/// rule's missing paths need no listing (the name patterns cover them), and listing them
+/// would tell the git guard that the view protected a repository the call makes
+/// (`.git/config` of a `git init`), which the supervisor lets git write.
+fn listable(p: &Path, anchored: bool) -> bool {
     if std::fs::symlink_metadata(p).is_ok() {
         return true;
     }
@@ -204,7 +215,7 @@ fn listable(p: &Path) -> bool {
     if NO_PLACEHOLDER.iter().any(|n| OsStr::new(n) == name) {
         return false;
     }
-    p.parent().is_some_and(|d| d.is_dir())
+    anchored || p.parent().is_some_and(|d| d.is_dir())
 }
 
 fn listed(p: &Path) -> String {
@@ -217,14 +228,31 @@ fn listed(p: &Path) -> String {
     }
 }
 
-/// The rule `value` inside `root`: the paths to protect.
-fn in_root(value: &str, root: &Path, env: &Env) -> Vec<PathBuf> {
+/// The rule `value` inside `root`: the paths to protect. An anchored pattern inside
+/// `root` also adds its part below `root` to `names` (the supervisor's name patterns).
+fn in_root(value: &str, root: &Path, env: &Env, names: &mut Vec<String>) -> Vec<PathBuf> {
     match RulePath::expand(value, env) {
         RulePath::Unset => Vec::new(),
         RulePath::Abs(p) => {
             let mut v = Vec::new();
             for q in [p.clone(), canonical(&p)] {
-                if q.starts_with(root) && q != root && !v.contains(&q) {
+                if !q.starts_with(root) || q == root {
+                    continue;
+                }
+                if is_pattern(&q) {
+                    let Ok(rel) = q.strip_prefix(root) else {
+                        continue;
+                    };
+                    let n = rel.to_string_lossy().trim_end_matches('/').to_string();
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                    for m in expand_pattern(root, rel) {
+                        if !v.contains(&m) {
+                            v.push(m);
+                        }
+                    }
+                } else if !v.contains(&q) {
                     v.push(q);
                 }
             }
@@ -372,6 +400,8 @@ impl Config {
         let mut roots = projects.clone();
         roots.extend(v.writable.iter().map(|w| canonical(Path::new(w))));
         let mut ro: Vec<PathBuf> = Vec::new();
+        // The paths of anchored rules (listed whether or not their parent exists).
+        let mut anchored: Vec<PathBuf> = Vec::new();
         let rules = self
             .sandbox
             .read_only_inside
@@ -379,7 +409,11 @@ impl Config {
             .chain(self.floors.paths.iter());
         for e in rules {
             for r in &roots {
-                ro.extend(in_root(&e.value, r, env));
+                let found = in_root(&e.value, r, env, &mut v.protect_names);
+                if matches!(RulePath::expand(&e.value, env), RulePath::Abs(_)) {
+                    anchored.extend(found.iter().cloned());
+                }
+                ro.extend(found);
             }
         }
         // Repositories below a writable root: their hooks and config are as dangerous as
@@ -394,7 +428,7 @@ impl Config {
                     .iter()
                     .filter(|e| is_git_rule(&e.value))
                 {
-                    ro.extend(in_root(&e.value, &n, env));
+                    ro.extend(in_root(&e.value, &n, env, &mut v.protect_names));
                 }
                 repos.push(n);
             }
@@ -438,7 +472,7 @@ impl Config {
             }
         }
         for p in ro {
-            if !listable(&p) {
+            if !listable(&p, anchored.contains(&p)) {
                 continue;
             }
             let l = listed(&p);
@@ -480,6 +514,53 @@ mod tests {
         let v = Config::defaults().launch_view(&env, std::slice::from_ref(&home));
         assert!(v.read_only_inside.contains(&s(&home.join(".bashrc"))));
         assert!(v.read_only_inside.contains(&s(&home.join(".gitconfig"))));
+    }
+
+    #[test]
+    fn floors_under_the_home_whether_or_not_their_parent_exists() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        std::fs::create_dir_all(home.join(".local/lib/python3.11/site-packages")).unwrap();
+        std::fs::write(home.join(".local/lib/python3.11/site-packages/a.pth"), "").unwrap();
+        let mut env = Env::new(&home);
+        env.runtime_dir = Some(d.path().join("run"));
+        let v = Config::defaults().launch_view(&env, std::slice::from_ref(&home));
+        let h = |r: &str| s(&home.join(r));
+        // No ~/.config, no ~/.ssh: listed all the same (the supervisor refuses by name).
+        for p in [
+            h(".config/systemd"),
+            h(".config/autostart/"),
+            h(".config/git/config"),
+            h(".ssh/authorized_keys"),
+            h(".bash_aliases"),
+            h(".local/bin/"),
+        ] {
+            assert!(v.read_only_inside.contains(&p), "{p}: {v:?}");
+        }
+        // The python floors: what exists, and the patterns for what comes later.
+        assert!(
+            v.read_only_inside
+                .contains(&h(".local/lib/python3.11/site-packages/a.pth"))
+        );
+        for n in [
+            ".local/lib/python3*/site-packages/*.pth",
+            ".local/lib/python3*/site-packages/usercustomize.py",
+            ".local/lib/python3*/site-packages/sitecustomize.py",
+        ] {
+            assert!(v.protect_names.iter().any(|p| p == n), "{n}: {v:?}");
+        }
+        // A mask: listed as a mask, not here (the launcher protects masks in roots).
+        assert!(v.masks.contains(&h(".aws")));
+        // A project that is not the home gets no home floors.
+        let proj = home.join("p");
+        std::fs::create_dir_all(&proj).unwrap();
+        let v = Config::defaults().launch_view(&env, std::slice::from_ref(&proj));
+        assert!(
+            !v.read_only_inside
+                .iter()
+                .any(|p| p.contains(".bash_aliases"))
+        );
+        assert!(!v.protect_names.iter().any(|p| p.contains("site-packages")));
     }
 
     #[test]
