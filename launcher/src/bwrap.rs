@@ -201,7 +201,7 @@ pub fn spawn(
         for &(sig, _) in crate::run::IGNORED_SIGNALS {
             sys::ignore_signals(&[sig]);
         }
-        sys::ignore_signals(&crate::run::FORWARDED_SIGNALS);
+        sys::ignore_signals(&crate::run::forwarded_signals());
         if view.proxy_socket.is_some() {
             if let Err(e) = own_net() {
                 crate::inner::report(report_w, &format!("setup_error network namespace: {e}"));
@@ -213,6 +213,9 @@ pub fn spawn(
             .chain(spec.launcher_pidfd)
         {
             let _ = sys::set_inheritable(fd);
+        }
+        if let Some(t) = &spec.terminal {
+            let _ = sys::set_inheritable(t.sock);
         }
         let e = sys::execve(bwrap, &argv, &[]);
         crate::inner::report(report_w, &format!("setup_error exec {bwrap}: {e}"));

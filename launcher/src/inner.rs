@@ -1,13 +1,17 @@
 //! The sandbox's init and the line's last steps before exec, shared by both backends (and
 //! the unsandboxed launch, which uses only [`exec_line`]).
 //!
-//! The init (pid 1 of the sandbox's pid namespace) is not dumpable, forwards SIGINT, SIGTERM
-//! and SIGHUP sent by a process (a terminal's ^C reaches the line directly), reaps, and when
-//! the line's main process ends it kills everything else in the namespace, then reports the
-//! line's status on the report pipe: `exit code N` or `exit signal N`. It dies with the
-//! launcher (PR_SET_PDEATHSIG), and where that signal cannot reach (the launcher died
-//! before the init set it, or bubblewrap's process in between) it sees the launcher's end on
-//! a pidfd of it and ends the call itself.
+//! The init (pid 1 of the sandbox's pid namespace) is not dumpable, leads a session of its
+//! own (with the call's pty as controlling terminal when there is one, see [`crate::pty`]),
+//! hands the signals a process sent it (the launcher's [`crate::run::FORWARDED_SIGNALS`])
+//! to the line's process group (a ^C on the call's pty reaches the line's foreground group
+//! directly), SIGCONT to the line's group and, as a shell does, the
+//! SIGHUP of its pty's hang-up, reaps, reports a stop of the line's main process
+//! (`stopped N`), and when the line's main process ends it kills everything else in the
+//! namespace, then reports the line's status on the report pipe: `exit code N` or
+//! `exit signal N`. It dies with the launcher (PR_SET_PDEATHSIG), and where that signal
+//! cannot reach (the launcher died before the init set it, or bubblewrap's process in
+//! between) it sees the launcher's end on a pidfd of it and ends the call itself.
 
 use std::os::fd::RawFd;
 
@@ -47,6 +51,9 @@ pub struct InnerSpec {
     /// The writes the init supervises (a contained line); see [`crate::supervise`].
     #[serde(default)]
     pub supervise: Option<crate::supervise::SuperviseSpec>,
+    /// The call's own pty, when the launcher's stdio holds a terminal (see [`crate::pty`]).
+    #[serde(default)]
+    pub terminal: Option<crate::pty::TerminalSpec>,
     /// A pidfd of the launcher, open in the init (a contained line): the init ends the call
     /// when the launcher has ended.
     #[serde(default)]
@@ -66,9 +73,6 @@ pub fn report(fd: RawFd, msg: &str) {
     m.push('\n');
     let _ = sys::write_all(fd, m.as_bytes());
 }
-
-/// What the init forwards to the line (what the launcher forwards to the init).
-const FWD: [libc::c_int; 3] = crate::run::FORWARDED_SIGNALS;
 
 /// Every signal but SIGKILL and SIGSTOP: the line starts with all of them at their default
 /// (what the launcher, bubblewrap and the init ignored or handled is theirs, not the
@@ -149,12 +153,22 @@ pub struct Prepared {
     pub landlock: Option<crate::status::LandlockReport>,
     /// The line's end of the socket its seccomp listener goes to the init over.
     pub supervise_sock: Option<RawFd>,
+    /// A contained line: a process group of its own, and the call's pty when it has one
+    /// (see [`crate::pty::attach_line`]).
+    pub contained: bool,
+    pub terminal: Option<crate::pty::LineEnd>,
 }
 
 /// The line's process: closes every fd but 0-2 (and the report fd, close-on-exec), applies
 /// the restrictions, reports `ready` and execs `SHELL -c LINE`. Never returns.
 pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     sys::default_signals(&all_signals());
+    if pre.contained {
+        if let Err(e) = crate::pty::attach_line(pre.terminal.as_ref()) {
+            report(report_fd, &format!("setup_error {e}"));
+            sys::exit_now(127);
+        }
+    }
     let rfd = if report_fd != 3 {
         if sys::dup2(report_fd, 3).is_err() {
             sys::exit_now(127);
@@ -256,8 +270,11 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     }
     let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
-    let mut sigs = FWD.to_vec();
-    sigs.push(libc::SIGCHLD);
+    // What the launcher hands on (see `crate::run::FORWARDED_SIGNALS`), and what the init
+    // acts on itself.
+    let fwd = crate::run::forwarded_signals();
+    let mut sigs = fwd.clone();
+    sigs.extend([libc::SIGCHLD, libc::SIGCONT]);
     let sig_r = match sys::signal_pipe(&sigs) {
         Ok(r) => r,
         Err(e) => {
@@ -265,6 +282,25 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             sys::exit_now(127)
         }
     };
+    // A session of the call's own: no process of it has the user's terminal as controlling
+    // terminal; the call's pty, when it has one, is that of the init and the line.
+    let mut pre = Prepared {
+        contained: true,
+        ..Default::default()
+    };
+    if let Err(e) = crate::pty::leave_session() {
+        report(report_fd, &format!("setup_error {e}"));
+        sys::exit_now(127)
+    }
+    if let Some(t) = &spec.terminal {
+        match crate::pty::open_inside(t) {
+            Ok(l) => pre.terminal = Some(l),
+            Err(e) => {
+                report(report_fd, &format!("setup_error {e}"));
+                sys::exit_now(127)
+            }
+        }
+    }
     // The proxy's sockets are bound in the call's network namespace and handed to the
     // call's proxy before the line exists: the line finds them served, and never holds them
     // (the init's copies are closed by then).
@@ -276,7 +312,6 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     }
     // The init enters the line's Landlock domain before forking it: the supervisor then
     // can do nothing the line could not.
-    let mut pre = Prepared::default();
     let fail = |m: String| -> ! {
         report(report_fd, &format!("setup_error {m}"));
         sys::exit_now(127)
@@ -315,7 +350,12 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         .map(|(_, line_end)| std::os::fd::AsRawFd::as_raw_fd(line_end));
     let main = match sys::fork() {
         Ok(0) => exec_line(spec, report_fd, pre),
-        Ok(p) => p,
+        Ok(p) => {
+            // The line holds the call's pty now; the init keeps it as controlling terminal
+            // only (an open slave here would keep its master from ever reading EOF).
+            drop(pre.terminal);
+            p
+        }
         Err(e) => {
             report(report_fd, &format!("setup_error fork: {e}"));
             sys::exit_now(127)
@@ -365,7 +405,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     loop {
         // Reap whatever ended.
         loop {
-            match sys::waitpid(-1, libc::WNOHANG) {
+            match sys::waitpid(-1, libc::WNOHANG | libc::WUNTRACED) {
+                // The line stopped (^Z on the call's pty): the launcher stops its job too
+                // and continues the line through the init (SIGCONT, below).
+                Ok(Some((pid, st))) if libc::WIFSTOPPED(st) => {
+                    if pid == main {
+                        report(report_fd, &format!("stopped {}", libc::WSTOPSIG(st)));
+                    }
+                }
                 Ok(Some((pid, st))) => {
                     if pid == main {
                         status = Some(st);
@@ -392,8 +439,24 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         if let Ok(n) = sys::read(sig_r, &mut buf) {
             for pair in buf[..n].chunks_exact(2) {
                 let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
-                if FWD.contains(&sig) && !from_kernel {
-                    let _ = sys::kill(main, sig);
+                if fwd.contains(&sig) && !from_kernel {
+                    // To the line's group (the line leads it), as the caller's terminal or
+                    // group signal would have reached it; before the line has made its
+                    // group, to the line alone.
+                    if sys::kill(-main, sig).is_err() {
+                        let _ = sys::kill(main, sig);
+                    }
+                } else if sig == libc::SIGHUP && from_kernel {
+                    // The call's pty hung up (the user's terminal went away): the kernel
+                    // tells the session leader only; a shell passes it on to its job.
+                    if sys::kill(-main, sig).is_err() {
+                        let _ = sys::kill(main, sig);
+                    }
+                } else if sig == libc::SIGCONT && !from_kernel {
+                    // The line's whole group (the line leads it), as a shell's `fg` does.
+                    if sys::kill(-main, sig).is_err() {
+                        let _ = sys::kill(main, sig);
+                    }
                 }
             }
         }

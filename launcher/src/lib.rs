@@ -36,6 +36,7 @@ pub mod inner;
 pub mod lockdown;
 pub mod native;
 pub mod plan;
+pub mod pty;
 pub mod run;
 pub mod seccomp;
 pub mod status;

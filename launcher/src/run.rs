@@ -1,6 +1,8 @@
 //! The launcher's process: reads the plan, starts the backend, relays signals, ends the
 //! call when its caller dies, and writes the status lines. The line's stdio are the
-//! launcher's own fds, passed straight through: the launcher copies none of its output.
+//! launcher's own fds, passed straight through (the launcher copies none of its output),
+//! except when they hold a terminal: then the line gets its own pty, which the launcher
+//! relays (see [`crate::pty`]).
 
 use std::os::fd::RawFd;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -17,17 +19,18 @@ use crate::view::Op;
 /// Exit status of the launcher when the line did not run.
 pub const SETUP_ERROR_EXIT: i32 = 125;
 
-/// The signals the launcher hands to the call's init (which hands them to the line) when a
-/// process sent them; those the kernel sent (a terminal's ^C) reached the line itself.
-pub const FORWARDED_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-
-/// The signals the launcher ignores (and bubblewrap's process with it), with why. The
-/// launcher is in its caller's process group: a signal sent to the group reaches it as
-/// well as the line, and the launcher's death would end the call as "the sandbox ended
-/// before the line did" instead of with the status of the line, which got the signal too.
-/// Only the signals that end a process by default and that a process or a terminal sends
-/// to a group are here; the line starts with every signal at its default.
-pub const IGNORED_SIGNALS: &[(libc::c_int, &str)] = &[
+/// The signals that reach a contained line through the launcher, with why. The line runs
+/// in a session of its own (see [`crate::inner`]), out of its caller's process group, so a
+/// signal sent to that group (a terminal's ^C when stdio is not the terminal, `kill -INT
+/// -PGID` of a harness, a timeout) or to the launcher reaches the line only this way: the
+/// launcher hands each one, whoever sent it, to the call's init, which hands it to the
+/// line's process group, as the terminal would have. Under an unsandboxed launch the line
+/// is in the caller's group and gets group signals itself: the launcher hands on only
+/// SIGINT, SIGTERM and SIGHUP, and only when a process sent them to the launcher.
+pub const FORWARDED_SIGNALS: &[(libc::c_int, &str)] = &[
+    (libc::SIGINT, "^C, a harness's interrupt"),
+    (libc::SIGTERM, "a harness's or timeout's stop"),
+    (libc::SIGHUP, "the caller's terminal went away"),
     (libc::SIGQUIT, "a terminal's ^\\ is the line's to act on"),
     (
         libc::SIGUSR1,
@@ -44,7 +47,20 @@ pub const IGNORED_SIGNALS: &[(libc::c_int, &str)] = &[
         libc::SIGIO,
         "I/O readiness sent to a group (F_SETOWN with a negative pid)",
     ),
-    (libc::SIGPWR, "a power-failure notice sent to every process"),
+];
+
+/// The signals handed on to an unsandboxed line, and only when a process sent them to the
+/// launcher (a group signal or a terminal's reached the line itself).
+pub const UNSANDBOXED_FORWARDED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The signals the launcher ignores (and bubblewrap's process with it), with why: they end
+/// a process by default, and the launcher's death would end the call as "the sandbox ended
+/// before the line did", but they are not the line's to get.
+pub const IGNORED_SIGNALS: &[(libc::c_int, &str)] = &[
+    (
+        libc::SIGPWR,
+        "a power-failure notice sent to every process (`kill -PWR -1` reaches the line itself)",
+    ),
     (
         libc::SIGXCPU,
         "the CPU-time limit is the line's: the launcher uses almost none",
@@ -54,6 +70,11 @@ pub const IGNORED_SIGNALS: &[(libc::c_int, &str)] = &[
         "the file-size limit: the launcher's status writes fail instead",
     ),
 ];
+
+/// The numbers of [`FORWARDED_SIGNALS`].
+pub fn forwarded_signals() -> Vec<libc::c_int> {
+    FORWARDED_SIGNALS.iter().map(|&(s, _)| s).collect()
+}
 
 /// Where status lines go.
 #[derive(Debug)]
@@ -213,16 +234,22 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         require_landlock: plan.require_landlock,
         ..Default::default()
     };
+    // The call's own pty when stdio holds a terminal (see crate::pty).
+    let mut relay = match contained.then(crate::pty::Relay::detect).transpose() {
+        Ok(r) => r.flatten(),
+        Err(e) => return Try::Done(out.setup_error(e)),
+    };
+    spec.terminal = relay.as_ref().map(|r| r.spec());
     let (report_r, report_w) = match sys::pipe() {
         Ok(p) => p,
         Err(e) => return Try::Done(out.setup_error(format!("pipe: {e}"))),
     };
-    let fwd = FORWARDED_SIGNALS;
     for &(sig, _) in IGNORED_SIGNALS {
         sys::ignore_signals(&[sig]);
     }
-    let sig_r = match sys::signal_pipe(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])
-    {
+    let mut caught = forwarded_signals();
+    caught.push(libc::SIGCHLD);
+    let sig_r = match sys::signal_pipe(&caught) {
         Ok(r) => r,
         Err(e) => return Try::Done(out.setup_error(format!("signals: {e}"))),
     };
@@ -357,6 +384,11 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         Ok(p) => p,
         Err(e) => return Try::Done(out.setup_error(e)),
     };
+    if let Some(Err(e)) = relay.as_mut().map(|r| r.start(child)) {
+        let _ = sys::kill(child, libc::SIGKILL);
+        let _ = sys::waitpid(child, 0);
+        return Try::Done(out.setup_error(e));
+    }
     let mut sig_target = child;
     let mut report_buf = Vec::new();
     let mut report_open = true;
@@ -438,7 +470,14 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 let n = sys::read(sig_r, &mut buf[..64]).unwrap_or(0);
                 for pair in buf[..n].chunks_exact(2) {
                     let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
-                    if fwd.contains(&sig) && !from_kernel {
+                    // A contained line gets every forwarded signal through its init;
+                    // an unsandboxed one is in the caller's group and got group signals.
+                    let hand_on = if contained {
+                        sig != libc::SIGCHLD
+                    } else {
+                        UNSANDBOXED_FORWARDED.contains(&sig) && !from_kernel
+                    };
+                    if hand_on {
                         // Under bubblewrap the init's pid comes on the info fd; until then
                         // the signal waits (bubblewrap's own process ignores it).
                         if info.is_some() && sig_target == child {
@@ -504,6 +543,10 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                         if !linked_protected.contains(&path) {
                             linked_protected.push(path);
                         }
+                    } else if let Some(s) = l.strip_prefix("stopped ") {
+                        if let Some(r) = &relay {
+                            r.line_stopped(s.parse().unwrap_or(libc::SIGTSTP));
+                        }
                     } else if let Some(p) = l.strip_prefix("full ") {
                         if !full_tmpfs.iter().any(|f| f == p) {
                             full_tmpfs.push(p.to_string());
@@ -521,6 +564,9 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&info_buf) {
                         if let Some(p) = v["child-pid"].as_i64() {
                             sig_target = p as libc::pid_t;
+                            if let Some(r) = &relay {
+                                r.set_init(sig_target);
+                            }
                             for sig in held.drain(..) {
                                 let _ = sys::kill(sig_target, sig);
                             }
@@ -536,6 +582,8 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
             }
         }
     }
+    // The call's last output to the user's terminal, and its settings back.
+    drop(relay);
     if child_status.is_none() {
         if contained && line_status.is_some() {
             // Ending on its own (see above); whoever inherits it reaps it.

@@ -226,6 +226,12 @@ pub fn poll(fds: &[(RawFd, libc::c_short)], timeout_ms: i32) -> io::Result<Vec<l
     Ok(p.iter().map(|x| x.revents).collect())
 }
 
+/// isatty(3).
+pub fn isatty(fd: RawFd) -> bool {
+    // SAFETY: isatty takes an integer.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
 /// mount(2); `None` strings become NULL.
 pub fn mount(
     src: Option<&str>,

@@ -27,8 +27,8 @@ pub enum Command {
     Classify(ClassifyArgs),
     /// Run the RPC service on a Unix socket.
     Serve(ServeArgs),
-    /// Run one shell line contained (or unsandboxed), with the terminal passed through;
-    /// the exit status is the line's (128+N for a signal, 125 when the sandbox could not
+    /// Run one shell line contained (or unsandboxed), with stdio passed through (on a
+    /// terminal, a contained line gets a pty of its own relayed to it); the exit status is the line's (128+N for a signal, 125 when the sandbox could not
     /// start).
     Run(RunArgs),
     /// A standalone egress proxy for a listener path and a grant list (debugging,

@@ -1,6 +1,7 @@
 //! `efr-sandbox run [--project DIR]... [--cwd DIR] [--grant KIND=VALUE]... [--backend
 //! native|bwrap] [--unsandboxed] [--summary FILE] -- LINE`: one line through the launcher,
-//! with this terminal and stdio passed through. The exit status is the line's (128+N for a
+//! with this stdio passed through (on a terminal, a contained line gets a pty of its own,
+//! which the launcher relays to it: see `efr_launcher::pty`). The exit status is the line's (128+N for a
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
 
 use std::path::{Path, PathBuf};
@@ -192,6 +193,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             ..Default::default()
         },
         Ok(plan) => {
+            // The launcher puts the terminal's settings back itself, unless it is killed.
+            let terminal = efr_launcher::pty::SavedTerminal::of_stdio();
             match launcher()
                 .spawn(&plan, Stdio::inherit(), Stdio::inherit(), Stdio::inherit())
                 .and_then(|r| {
@@ -205,6 +208,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                     end
                 }) {
                 Ok((mut o, st)) => {
+                    if std::os::unix::process::ExitStatusExt::signal(&st).is_some() {
+                        if let Some(t) = &terminal {
+                            t.restore();
+                        }
+                    }
                     if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
                         o.setup_error = Some(format!(
                             "efr-launch ended without reporting the line's end ({st})"

@@ -1,0 +1,721 @@
+//! The call's own terminal.
+//!
+//! A contained call never gets the user's terminal. Its init starts a session of its own
+//! (so nothing of the call has the user's terminal as controlling terminal, and `/dev/tty`
+//! inside opens nothing without a pty), and when the launcher's stdio holds a terminal:
+//!
+//! * the launcher saves the terminal's settings and window size and hands them to the init
+//!   ([`TerminalSpec`]);
+//! * the init opens a pty from the call's own devpts instance (`/dev/ptmx` of its view), so
+//!   the slave is `/dev/pts/N` inside and `tty`/`ttyname` work, gives it those settings and
+//!   size, makes it its controlling terminal (`/dev/tty` inside is that pty, for the line
+//!   and for what the init's supervisor opens on its behalf), puts `/dev/null` in place of
+//!   its own copies of the user's terminal, and sends the master to the launcher
+//!   ([`open_inside`]);
+//! * the line takes a process group of its own, the pty's foreground, and the slave on each
+//!   of fds 0-2 that was the user's terminal ([`attach_line`]);
+//! * the launcher relays between the master and the user's terminal on a thread of its own
+//!   ([`Relay`]): the user's terminal in raw mode meanwhile (so `^C`, `^Z` and `stty` act on
+//!   the call's pty, whose line discipline signals the line's foreground group), window size
+//!   changes passed on (SIGWINCH), the output through [`filter::Filter`] (escape sequences
+//!   that act outside the screen dropped), and the settings restored at the end.
+//!
+//! When the line stops (`^Z`: its main process is stopped, the init reports `stopped N`),
+//! the launcher restores the user's terminal and stops its own process group with the same
+//! signal, as the terminal would have done to the job; on SIGCONT (`fg`) it puts the terminal
+//! back in raw mode and continues the line (through the init). A launcher whose process
+//! group is orphaned (no job-control shell above it) cannot be continued by anyone, so there
+//! it continues the line at once: `^Z` does nothing. A launcher in the background relays
+//! output only and reads no input.
+
+pub mod filter;
+mod sys;
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// Terminal settings (termios) as the init gets them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub iflag: u32,
+    pub oflag: u32,
+    pub cflag: u32,
+    pub lflag: u32,
+    pub line: u8,
+    pub cc: Vec<u8>,
+    pub ispeed: u32,
+    pub ospeed: u32,
+}
+
+impl Settings {
+    fn of(t: &libc::termios) -> Settings {
+        Settings {
+            iflag: t.c_iflag,
+            oflag: t.c_oflag,
+            cflag: t.c_cflag,
+            lflag: t.c_lflag,
+            line: t.c_line,
+            cc: t.c_cc.to_vec(),
+            ispeed: t.c_ispeed,
+            ospeed: t.c_ospeed,
+        }
+    }
+
+    fn termios(&self) -> libc::termios {
+        let mut t = sys::blank_termios();
+        t.c_iflag = self.iflag;
+        t.c_oflag = self.oflag;
+        t.c_cflag = self.cflag;
+        t.c_lflag = self.lflag;
+        t.c_line = self.line;
+        for (d, s) in t.c_cc.iter_mut().zip(&self.cc) {
+            *d = *s;
+        }
+        t.c_ispeed = self.ispeed;
+        t.c_ospeed = self.ospeed;
+        t
+    }
+}
+
+/// What the init needs to give the call its own pty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalSpec {
+    /// The init's end of the socket the master goes to the launcher over.
+    pub sock: RawFd,
+    /// The fds of 0, 1 and 2 that were the user's terminal: the line gets the slave there.
+    pub fds: Vec<RawFd>,
+    /// The user's terminal's settings at launch, the pty's first ones.
+    pub settings: Settings,
+    pub rows: u16,
+    pub cols: u16,
+    pub xpixel: u16,
+    pub ypixel: u16,
+}
+
+/// The first byte of the message that carries the master to the launcher.
+const MASTER: u8 = b'T';
+
+/// The init starts a session of its own: neither it nor the line has the user's terminal
+/// as controlling terminal from here on (`/dev/tty` fails with ENXIO without a pty).
+pub fn leave_session() -> Result<(), String> {
+    sys::new_session().map_err(|e| format!("new session: {e}"))
+}
+
+/// The call's pty as the init holds it for the line.
+#[derive(Debug)]
+pub struct LineEnd {
+    slave: OwnedFd,
+    fds: Vec<RawFd>,
+}
+
+/// In the init, a session leader ([`leave_session`]): opens the call's pty, gives it the
+/// user's settings and size, makes it the controlling terminal, replaces its own copies of
+/// the user's terminal with `/dev/null`, and sends the master to the launcher.
+pub fn open_inside(spec: &TerminalSpec) -> Result<LineEnd, String> {
+    if spec.fds.is_empty() || spec.fds.iter().any(|&f| !(0..=2).contains(&f)) {
+        return Err(format!(
+            "terminal: fds {:?} are not a choice of 0, 1 and 2",
+            spec.fds
+        ));
+    }
+    let (master, slave) = sys::openpty().map_err(|e| format!("the call's pty: {e}"))?;
+    sys::tcsetattr(slave.as_raw_fd(), &spec.settings.termios())
+        .map_err(|e| format!("the call's pty settings: {e}"))?;
+    let size = libc::winsize {
+        ws_row: spec.rows,
+        ws_col: spec.cols,
+        ws_xpixel: spec.xpixel,
+        ws_ypixel: spec.ypixel,
+    };
+    sys::set_winsize(slave.as_raw_fd(), &size).map_err(|e| format!("the call's pty size: {e}"))?;
+    sys::set_controlling(slave.as_fd())
+        .map_err(|e| format!("the call's pty as controlling terminal: {e}"))?;
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| format!("/dev/null: {e}"))?;
+    for &fd in &spec.fds {
+        crate::sys::dup2(null.as_raw_fd(), fd)
+            .map_err(|e| format!("/dev/null on fd {fd} of the init: {e}"))?;
+    }
+    let sent = efr_proxy::fdpass::send_fds(spec.sock, &[MASTER], &[master.as_raw_fd()])
+        .map_err(|e| format!("the call's pty to the launcher: {e}"));
+    crate::sys::close(spec.sock);
+    sent?;
+    Ok(LineEnd {
+        slave,
+        fds: spec.fds.clone(),
+    })
+}
+
+/// In the line's process before exec (a contained line): a process group of its own and,
+/// with the call's pty, that group in the pty's foreground and the slave on the fds that
+/// were the user's terminal.
+pub fn attach_line(t: Option<&LineEnd>) -> Result<(), String> {
+    sys::own_group().map_err(|e| format!("process group: {e}"))?;
+    if let Some(t) = t {
+        sys::take_foreground(t.slave.as_fd())
+            .map_err(|e| format!("foreground of the call's pty: {e}"))?;
+        for &fd in &t.fds {
+            crate::sys::dup2(t.slave.as_raw_fd(), fd)
+                .map_err(|e| format!("the call's pty on fd {fd}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The user's terminal as the launcher found it on its stdio.
+#[derive(Debug)]
+struct Term {
+    /// The fd whose settings are changed and restored (the first terminal of 0-2).
+    ctl: RawFd,
+    /// Where the user's keys are read.
+    input: RawFd,
+    /// Where the call's output goes.
+    output: RawFd,
+    /// The call's stdout is the pty (fd 1 was the terminal): the terminal's output
+    /// processing is turned off too. Otherwise what else writes to the terminal meanwhile
+    /// (`efr-sandbox run ... | tee log`: tee) keeps its newlines; the call's pty already
+    /// turned each of its newlines into CR LF, which the terminal's own processing makes
+    /// CR CR LF (shown the same).
+    all_raw: bool,
+    /// Terminal fds the launcher opened itself (closed with the relay).
+    _own: Vec<OwnedFd>,
+    state: Mutex<TermState>,
+}
+
+#[derive(Debug)]
+struct TermState {
+    /// The settings to restore.
+    saved: libc::termios,
+    /// The launcher put the terminal in raw mode (and owes the restore).
+    raw: bool,
+    /// The launcher stopped its job because the line stopped: SIGCONT continues the line.
+    suspended: bool,
+}
+
+impl Term {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TermState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the launcher is in the terminal's foreground group (it is when the terminal
+    /// is no controlling terminal of its: no job control applies then).
+    fn foreground(&self) -> bool {
+        match sys::foreground_group(self.ctl) {
+            Ok(pg) => pg == sys::getpgrp(),
+            Err(_) => true,
+        }
+    }
+
+    /// Raw mode, when in the foreground and not raw yet (the settings saved afresh: the
+    /// user's shell may have changed them while the job was stopped).
+    fn enter_raw(&self) {
+        let mut st = self.lock();
+        if st.raw || st.suspended || !self.foreground() {
+            return;
+        }
+        if let Ok(t) = sys::tcgetattr(self.ctl) {
+            st.saved = t;
+        }
+        let mut raw = sys::make_raw(&st.saved);
+        if !self.all_raw {
+            raw.c_oflag = st.saved.c_oflag;
+        }
+        if sys::tcsetattr(self.ctl, &raw).is_ok() {
+            st.raw = true;
+        }
+    }
+
+    /// The saved settings back, if the launcher changed them.
+    fn restore(&self) {
+        let mut st = self.lock();
+        if st.raw {
+            let _ = sys::tcsetattr_anyway(self.ctl, &st.saved);
+            st.raw = false;
+        }
+    }
+
+    fn reading(&self) -> bool {
+        let st = self.lock();
+        st.raw && !st.suspended
+    }
+
+    /// The user's terminal's size on the call's pty.
+    fn pass_size(&self, master: RawFd) {
+        if let Ok(w) = sys::get_winsize(self.ctl) {
+            let _ = sys::set_winsize(master, &w);
+        }
+    }
+}
+
+/// Opens the terminal at `fd` again (`/proc/self/fd/N`) for the other direction.
+fn reopen(fd: RawFd, write: bool) -> Option<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .custom_flags(libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{fd}"))
+        .ok()
+        .map(OwnedFd::from)
+}
+
+/// How long the relay may take to pass on the call's last output after its end.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// The launcher's side of the call's pty: detected before the spawn ([`Relay::detect`]),
+/// started after it ([`Relay::start`]), ended with the call ([`Relay::finish`], also on
+/// drop). The relay runs on a thread of its own, started after the backend forked.
+#[derive(Debug)]
+pub struct Relay {
+    term: Arc<Term>,
+    spec: TerminalSpec,
+    /// The init's end of the socket (closed in the launcher once the backend has it).
+    inner: Option<OwnedFd>,
+    /// The launcher's end, until the thread takes it.
+    mine: Option<OwnedFd>,
+    /// Written to when the call has ended: the relay drains and ends.
+    stop_w: Option<OwnedFd>,
+    done: Option<std::sync::mpsc::Receiver<()>>,
+    /// Whom a stopped line is continued through (see [`Line`]).
+    line: Arc<Line>,
+}
+
+/// How the launcher reaches the line to continue it: the foreground group of the call's
+/// pty (the line's group, as a pid of the launcher's namespace; found through the master)
+/// and the init, which continues the line's group itself.
+#[derive(Debug)]
+struct Line {
+    init: AtomicI32,
+    /// The master's fd once the relay has it (-1 before).
+    master: AtomicI32,
+}
+
+impl Line {
+    /// SIGCONT to the line's group, directly and through the init.
+    fn resume(&self) {
+        let m = self.master.load(Ordering::SeqCst);
+        if m >= 0 {
+            if let Ok(pg) = sys::foreground_group(m) {
+                if pg > 1 {
+                    let _ = crate::sys::kill(-pg, libc::SIGCONT);
+                }
+            }
+        }
+        let init = self.init.load(Ordering::SeqCst);
+        if init > 0 {
+            let _ = crate::sys::kill(init, libc::SIGCONT);
+        }
+    }
+}
+
+impl Relay {
+    /// A relay when one of fds 0-2 is a terminal; `None` when none is. Each fd that is a
+    /// terminal gets the call's pty (whatever terminal it is); the output goes to fd 1 or 2
+    /// (the first that is a terminal, else the terminal of fd 0 opened for writing) and the
+    /// keys are read from fd 0 (or the terminal of fd 1 or 2 opened for reading).
+    pub fn detect() -> Result<Option<Relay>, String> {
+        let ttys: Vec<RawFd> = (0..=2).filter(|&f| crate::sys::isatty(f)).collect();
+        let Some(&ctl) = ttys.first() else {
+            return Ok(None);
+        };
+        let saved =
+            sys::tcgetattr(ctl).map_err(|e| format!("terminal settings of fd {ctl}: {e}"))?;
+        let size = sys::get_winsize(ctl).unwrap_or(libc::winsize {
+            ws_row: 24,
+            ws_col: 80,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        });
+        let mut own = Vec::new();
+        let output = match ttys.iter().find(|&&f| f == 1 || f == 2) {
+            Some(&f) => f,
+            None => match reopen(ctl, true) {
+                Some(o) => {
+                    let f = o.as_raw_fd();
+                    own.push(o);
+                    f
+                }
+                None => ctl,
+            },
+        };
+        let input = if ttys.contains(&0) {
+            0
+        } else {
+            match reopen(ctl, false) {
+                Some(o) => {
+                    let f = o.as_raw_fd();
+                    own.push(o);
+                    f
+                }
+                None => ctl,
+            }
+        };
+        let (inner, mine) = sys::socketpair().map_err(|e| format!("terminal socket: {e}"))?;
+        let spec = TerminalSpec {
+            sock: inner.as_raw_fd(),
+            fds: ttys.clone(),
+            settings: Settings::of(&saved),
+            rows: size.ws_row,
+            cols: size.ws_col,
+            xpixel: size.ws_xpixel,
+            ypixel: size.ws_ypixel,
+        };
+        Ok(Some(Relay {
+            term: Arc::new(Term {
+                ctl,
+                input,
+                output,
+                all_raw: ttys.contains(&1),
+                _own: own,
+                state: Mutex::new(TermState {
+                    saved,
+                    raw: false,
+                    suspended: false,
+                }),
+            }),
+            spec,
+            inner: Some(inner),
+            mine: Some(mine),
+            stop_w: None,
+            done: None,
+            line: Arc::new(Line {
+                init: AtomicI32::new(0),
+                master: AtomicI32::new(-1),
+            }),
+        }))
+    }
+
+    /// What the init gets (its [`crate::inner::InnerSpec`]'s `terminal`).
+    pub fn spec(&self) -> TerminalSpec {
+        self.spec.clone()
+    }
+
+    /// After the backend started: closes the launcher's copy of the init's end and starts
+    /// the relay thread, which waits for the master, then relays. `init` is the pid a
+    /// stopped line is continued through (see [`Relay::line_stopped`]).
+    pub fn start(&mut self, init: libc::pid_t) -> Result<(), String> {
+        self.inner = None;
+        self.line.init.store(init, Ordering::SeqCst);
+        let Some(sock) = self.mine.take() else {
+            return Ok(());
+        };
+        let (stop_r, stop_w) = crate::sys::pipe().map_err(|e| format!("relay pipe: {e}"))?;
+        let stop_r = crate::sys::owned(stop_r).map_err(|e| format!("relay pipe: {e}"))?;
+        self.stop_w = Some(crate::sys::owned(stop_w).map_err(|e| format!("relay pipe: {e}"))?);
+        let sigs = sys::relay_signals().map_err(|e| format!("relay signals: {e}"))?;
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        self.done = Some(done_rx);
+        let term = self.term.clone();
+        let line = self.line.clone();
+        std::thread::Builder::new()
+            .name("efr-pty".into())
+            .spawn(move || {
+                relay(&term, sock, stop_r, sigs, &line);
+                term.restore();
+                let _ = done_tx.send(());
+            })
+            .map_err(|e| format!("relay thread: {e}"))?;
+        Ok(())
+    }
+
+    /// The init's pid changed (bubblewrap reported it).
+    pub fn set_init(&self, init: libc::pid_t) {
+        self.line.init.store(init, Ordering::SeqCst);
+    }
+
+    /// The line's main process stopped with `sig` (the init reported it): the user's
+    /// terminal gets its settings back and the launcher's job stops with the same signal,
+    /// as it would have outside the sandbox. Where nobody could continue the job (an
+    /// orphaned process group), the line is continued at once instead.
+    pub fn line_stopped(&self, sig: libc::c_int) {
+        let sig = match sig {
+            libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGSTOP => sig,
+            _ => libc::SIGTSTP,
+        };
+        if self.done.is_none() {
+            return;
+        }
+        if group_orphaned() {
+            self.line.resume();
+            return;
+        }
+        {
+            let mut st = self.term.lock();
+            if st.raw {
+                let _ = sys::tcsetattr_anyway(self.term.ctl, &st.saved);
+                st.raw = false;
+            }
+            st.suspended = true;
+        }
+        // The relay thread continues the line on SIGCONT.
+        let _ = crate::sys::kill(0, sig);
+    }
+
+    /// The call ended (every process of it is gone): the relay passes on what the call
+    /// wrote last, then the user's terminal gets its settings back. Waits at most a little
+    /// over [`DRAIN`].
+    pub fn finish(&mut self) {
+        self.inner = None;
+        self.mine = None;
+        if let Some(w) = self.stop_w.take() {
+            let _ = crate::sys::write_all(w.as_raw_fd(), b"x");
+            if let Some(done) = self.done.take() {
+                let _ = done.recv_timeout(DRAIN + Duration::from_millis(500));
+            }
+        }
+        self.term.restore();
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Whether the launcher's process group is orphaned: no member has a parent in another
+/// group of the same session (walking up from the launcher through its own group; as the
+/// kernel has it, SIGTSTP would then be discarded and no shell could continue the job).
+fn group_orphaned() -> bool {
+    fn stat(pid: &str) -> Option<(i32, i32, i32)> {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let rest = &s[s.rfind(')')? + 1..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // state, ppid, pgrp, session
+        Some((
+            f.get(1)?.parse().ok()?,
+            f.get(2)?.parse().ok()?,
+            f.get(3)?.parse().ok()?,
+        ))
+    }
+    let Some((mut ppid, pgrp, sid)) = stat("self") else {
+        return true;
+    };
+    for _ in 0..64 {
+        if ppid <= 0 {
+            return true;
+        }
+        let Some((pp, pg, ps)) = stat(&ppid.to_string()) else {
+            return true;
+        };
+        if pg != pgrp {
+            return ps != sid;
+        }
+        ppid = pp;
+    }
+    true
+}
+
+/// Writes all of `buf` to the user's terminal (waiting when it is non-blocking); false when
+/// it cannot take more (hung up).
+fn write_out(fd: RawFd, mut buf: &[u8]) -> bool {
+    while !buf.is_empty() {
+        match sys::write(fd, buf) {
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                let _ = crate::sys::poll(&[(fd, libc::POLLOUT)], 1000);
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// The most typed input held for a line that does not read it.
+const MAX_PENDING: usize = 1 << 16;
+
+/// The relay thread: waits for the master, then relays until the call's end.
+fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) {
+    let (sock, stop, sigs) = (sock.as_raw_fd(), stop.as_raw_fd(), sigs.as_raw_fd());
+    let master = loop {
+        let Ok(r) = crate::sys::poll(&[(sock, libc::POLLIN), (stop, libc::POLLIN)], -1) else {
+            continue;
+        };
+        // The master first: a short call may have ended (stop written) before this thread
+        // first ran, its output waiting in the pty.
+        match efr_proxy::fdpass::recv_byte(sock) {
+            Ok(Some((MASTER, mut fds))) if fds.len() == 1 => break fds.pop().expect("one fd"),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                if r[1] != 0 {
+                    return;
+                }
+            }
+            // The init failed before sending it (it reports why) or sent something else.
+            _ => return,
+        }
+    };
+    let m = master.as_raw_fd();
+    line.master.store(m, Ordering::SeqCst);
+    let _ = crate::sys::set_nonblocking(m);
+    term.enter_raw();
+    term.pass_size(m);
+    let mut filter = filter::Filter::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut out = Vec::with_capacity(1 << 17);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut ending: Option<Instant> = None;
+    // The master reads EIO while no process holds the slave: at the call's end, or while
+    // the line has closed every fd of it (it may open /dev/tty again: polled then).
+    let mut hung = false;
+    let mut out_ok = true;
+    'relay: loop {
+        if let Some(d) = ending {
+            if hung || Instant::now() >= d {
+                break;
+            }
+        }
+        let reading = ending.is_none() && pending.len() < MAX_PENDING && term.reading();
+        // fd -1 is left out by poll.
+        let pfd = |fd: RawFd, events: libc::c_short| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        let mut ev = 0;
+        if !hung {
+            ev |= libc::POLLIN;
+        }
+        if !pending.is_empty() {
+            ev |= libc::POLLOUT;
+        }
+        let mut fds = [
+            pfd(sigs, libc::POLLIN),
+            pfd(if ending.is_none() { stop } else { -1 }, libc::POLLIN),
+            pfd(if ev != 0 { m } else { -1 }, ev),
+            pfd(if reading { term.input } else { -1 }, libc::POLLIN),
+        ];
+        let timeout = match ending {
+            Some(d) => d.saturating_duration_since(Instant::now()).as_millis() as i32,
+            None if hung => 100,
+            None => -1,
+        };
+        if sys::poll(&mut fds, timeout).is_err() {
+            continue;
+        }
+        let ready = |fd: RawFd| fds.iter().any(|p| p.fd == fd && fd >= 0 && p.revents != 0);
+        if ready(sigs) {
+            let mut s = [0u8; 64];
+            let n = crate::sys::read(sigs, &mut s).unwrap_or(0);
+            for &sig in &s[..n] {
+                if sig as libc::c_int == libc::SIGCONT {
+                    let was = std::mem::replace(&mut term.lock().suspended, false);
+                    if was {
+                        line.resume();
+                    }
+                    term.enter_raw();
+                }
+                term.pass_size(m);
+            }
+        }
+        if ending.is_none() && ready(stop) {
+            ending = Some(Instant::now() + DRAIN);
+        }
+        // The master: what the call wrote, through the filter (one read per wake-up, as
+        // the peer relays do; until EAGAIN while polled on a timer).
+        if hung || ready(m) {
+            let once = !hung;
+            loop {
+                match crate::sys::read(m, &mut buf) {
+                    Ok(0) => {
+                        hung = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        hung = false;
+                        out.clear();
+                        filter.feed(&buf[..n], &mut out);
+                        if out_ok && !out.is_empty() {
+                            out_ok = write_out(term.output, &out);
+                            if !out_ok && ending.is_none() {
+                                // The user's terminal is gone (hung up): so is the call's.
+                                break 'relay;
+                            }
+                        }
+                        if once {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        hung = true;
+                        break;
+                    }
+                }
+            }
+        }
+        // The user's keys, to the call's pty.
+        if reading && ready(term.input) {
+            match crate::sys::read(term.input, &mut buf) {
+                // EOF (or EIO) of a terminal: it hung up (the user closed it). The call's
+                // pty hangs up too when the master closes below: the line's foreground group
+                // gets SIGHUP from it, as it would have from the user's terminal.
+                Ok(0) => break,
+                Ok(n) => pending.extend_from_slice(&buf[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        if !pending.is_empty() {
+            match sys::write(m, &pending) {
+                Ok(n) => {
+                    pending.drain(..n);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                    ) => {}
+                Err(_) => pending.clear(),
+            }
+        }
+    }
+    line.master.store(-1, Ordering::SeqCst);
+    out.clear();
+    filter.finish(&mut out);
+    if out_ok && !out.is_empty() {
+        write_out(term.output, &out);
+    }
+}
+
+/// The settings of the terminals on fds 0-2 (for a process that runs the launcher, as the
+/// CLI does): put back by [`SavedTerminal::restore`] when the launcher could not (it was
+/// killed).
+#[derive(Debug)]
+pub struct SavedTerminal {
+    fd: RawFd,
+    saved: libc::termios,
+}
+
+impl SavedTerminal {
+    /// The settings of the first terminal of fds 0-2, if any.
+    pub fn of_stdio() -> Option<SavedTerminal> {
+        let fd = (0..=2).find(|&f| crate::sys::isatty(f))?;
+        let saved = sys::tcgetattr(fd).ok()?;
+        Some(SavedTerminal { fd, saved })
+    }
+
+    /// Puts the settings back.
+    pub fn restore(&self) {
+        let _ = sys::tcsetattr_anyway(self.fd, &self.saved);
+    }
+}
