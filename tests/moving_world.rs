@@ -278,8 +278,25 @@ fn a_hard_link_made_before_is_not_written_through() {
                 format!("{}/config-link", fx.proj),
             )
             .unwrap();
+            // A file below a protected directory, and a protected name at the root.
+            std::fs::create_dir_all(format!("{}/.git/hooks", fx.proj)).unwrap();
+            std::fs::write(format!("{}/.git/hooks/post-merge", fx.proj), "#!/bin/sh\n").unwrap();
+            std::fs::hard_link(
+                format!("{}/.git/hooks/post-merge", fx.proj),
+                format!("{}/hook-link", fx.proj),
+            )
+            .unwrap();
+            std::fs::write(format!("{}/.envrc", fx.proj), "").unwrap();
+            std::fs::hard_link(
+                format!("{}/.envrc", fx.proj),
+                format!("{}/envrc-link", fx.proj),
+            )
+            .unwrap();
         },
-        &format!("echo '[core] fsmonitor = echo {PAYLOAD}' >> config-link; echo rc=$?"),
+        &format!(
+            "echo '[core] fsmonitor = echo {PAYLOAD}' >> config-link; echo rc=$?; \
+             echo {PAYLOAD} >> hook-link; echo {PAYLOAD} >> envrc-link"
+        ),
         |fx, r, b| {
             assert!(
                 !contains(&format!("{}/.git/config", fx.proj), PAYLOAD),
@@ -295,10 +312,22 @@ fn a_hard_link_made_before_is_not_written_through() {
                 "{b:?}: {:?}",
                 r.outcome.denials
             );
-            // Reported at launch, whether or not the call wrote it, and in the summary.
-            let config = format!("{}/.git/config", fx.proj);
-            assert_eq!(r.outcome.linked_protected, vec![config.clone()], "{b:?}");
-            assert_eq!(r.outcome.summary().linked_protected, vec![config], "{b:?}");
+            for f in [".git/hooks/post-merge", ".envrc"] {
+                assert!(
+                    !contains(&format!("{}/{f}", fx.proj), PAYLOAD),
+                    "{b:?}: {f}"
+                );
+            }
+            // Reported at launch, whether or not the call wrote them, and in the summary.
+            let mut want: Vec<String> = [".git/config", ".git/hooks/post-merge", ".envrc"]
+                .iter()
+                .map(|f| format!("{}/{f}", fx.proj))
+                .collect();
+            want.sort();
+            let mut got = r.outcome.linked_protected.clone();
+            got.sort();
+            assert_eq!(got, want, "{b:?}");
+            assert_eq!(r.outcome.summary().linked_protected.len(), 3, "{b:?}");
         },
     );
 }
