@@ -6,7 +6,7 @@
 # in the same run. Fair by construction: the same N for each, 5 warm-up runs of each
 # (cache warm), and the three interleaved in a rotating order within every round, so a
 # slow period of the machine hits all three alike. Prints medians (microseconds) and the
-# ratio to bare bwrap.
+# ratio to bare bwrap, and the median of the per-round ratios ("paired").
 # Usage: scripts/bench-launch.sh [N]   (builds efr-launch and efr-sandbox in release first)
 # With BEFORE=DIR (a directory holding another build's release efr-launch and efr-sandbox,
 # such as an older commit's target/release), that build's native launch runs in the same
@@ -49,11 +49,15 @@ while [ $i -lt "$N" ]; do
   i=$((i + 1))
 done
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-b=$(median "$D/t-bare"); n=$(median "$D/t-nat"); w=$(median "$D/t-bw"); o=""; if [ -s "$D/t-old" ]; then o=$(median "$D/t-old"); fi
-awk -v b="$b" -v n="$n" -v w="$w" -v o="$o" -v N="$N" 'BEGIN {
+# The median of the per-round ratios of two launches (the same round: the same moment of
+# the machine), steadier than the ratio of the medians.
+paired() { paste "$1" "$2" | awk '{print $1 / $2}' | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
+b=$(median "$D/t-bare"); n=$(median "$D/t-nat"); w=$(median "$D/t-bw"); o=""; p=""; if [ -s "$D/t-old" ]; then o=$(median "$D/t-old"); p=$(paired "$D/t-nat" "$D/t-old"); fi
+pn=$(paired "$D/t-nat" "$D/t-bare")
+awk -v b="$b" -v n="$n" -v w="$w" -v o="$o" -v p="$p" -v pn="$pn" -v N="$N" 'BEGIN {
   printf "runs: %d each, interleaved (median, microseconds)\n", N
   printf "bare bwrap            %8d  1.00\n", b
-  printf "efr-launch native     %8d  %.2f\n", n, n / b
+  printf "efr-launch native     %8d  %.2f  (paired %s)\n", n, n / b, pn
   printf "efr-launch bwrap      %8d  %.2f\n", w, w / b
-  if (o != "") printf "BEFORE native         %8d  %.2f  (ours/before %.2f)\n", o, o / b, n / o
+  if (o != "") printf "BEFORE native         %8d  %.2f  (ours/before %.2f, paired %s)\n", o, o / b, n / o, p
 }'

@@ -2,7 +2,8 @@
 # Benchmark: real work inside a contained call, two efr-sandbox binaries against each other
 # and against the bare command, in one run, reported as ratios.
 #
-# Usage: scripts/bench-work.sh BEFORE_BIN AFTER_BIN [ROUNDS]     (ROUNDS defaults to 5)
+# Usage: [WORKLOADS="cargo npm"] scripts/bench-work.sh BEFORE_BIN AFTER_BIN [ROUNDS]
+#        (ROUNDS defaults to 5, WORKLOADS to all three)
 #
 # Three workloads, generated in a fresh temp dir that is also the one project root of every
 # contained call (`$BIN run --project "$W" -- LINE`):
@@ -15,7 +16,8 @@
 # Each round runs every workload bare, under BEFORE and under AFTER, interleaved in a
 # rotating order (bare/before/after, before/after/bare, after/bare/before), so a slow
 # moment of a shared machine costs all three alike. Wall time of the whole command
-# (`date +%s%N` around it), median over the rounds; one untimed warm-up of each first
+# (`date +%s%N` around it), median over the rounds, and the median of the per-round
+# after/before ratios (`paired a/b`); one untimed warm-up of each first
 # (page cache, the npm lockfile).
 #
 # It writes only inside its temp dir (under $TMPDIR or /tmp): the cargo home, the npm cache
@@ -29,6 +31,11 @@ usage() {
 }
 [ $# -ge 2 ] && [ $# -le 3 ] || usage
 ROUNDS=${3:-5}
+# WORKLOADS (space-separated, of cargo npm files) runs only those; all three by default.
+WORKLOADS=${WORKLOADS:-cargo npm files}
+for wl in $WORKLOADS; do
+  case $wl in cargo | npm | files) ;; *) echo "$0: unknown workload $wl" >&2; exit 2 ;; esac
+done
 case $ROUNDS in '' | *[!0-9]*) usage ;; esac
 [ "$ROUNDS" -ge 1 ] || usage
 
@@ -262,19 +269,23 @@ timed() { # runner workload: appends one timing (ms) to $W/t-runner-workload
 
 # The first npm install makes the lockfile; every timed one installs from it.
 echo "warm-up: one untimed run of each workload, bare, before and after" >&2
-for wl in npm cargo files; do
+for wl in $WORKLOADS; do
   for r in bare before after; do prep "$wl"; run "$r" "$wl"; done
 done
 
 # The work really happened, in the last (contained) warm-up run of each: all packages
 # installed, the program built and running.
-got=$(find "$N/node_modules" -mindepth 1 -maxdepth 1 -name 'p*' | wc -l)
-[ "$got" -eq "$NPKG" ] || { echo "$0: npm installed $got packages, not $NPKG" >&2; exit 1; }
-"$R/target/debug/benchapp" > /dev/null || { echo "$0: the cargo build gave no working program" >&2; exit 1; }
+case " $WORKLOADS " in *" npm "*)
+  got=$(find "$N/node_modules" -mindepth 1 -maxdepth 1 -name 'p*' | wc -l)
+  [ "$got" -eq "$NPKG" ] || { echo "$0: npm installed $got packages, not $NPKG" >&2; exit 1; } ;;
+esac
+case " $WORKLOADS " in *" cargo "*)
+  "$R/target/debug/benchapp" > /dev/null || { echo "$0: the cargo build gave no working program" >&2; exit 1; } ;;
+esac
 
 i=0
 while [ $i -lt "$ROUNDS" ]; do
-  for wl in cargo npm files; do
+  for wl in $WORKLOADS; do
     case $((i % 3)) in
       0) timed bare "$wl"; timed before "$wl"; timed after "$wl" ;;
       1) timed before "$wl"; timed after "$wl"; timed bare "$wl" ;;
@@ -286,18 +297,24 @@ while [ $i -lt "$ROUNDS" ]; do
 done
 
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# The median over the rounds of the ratio of two runners' times in the same round (a slow
+# moment of the machine costs both runs of a round alike, so this is steadier than the
+# ratio of the medians).
+paired() { paste "$1" "$2" | awk '{print $1 / $2}' | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 echo "before: $BEFORE"
 echo "after:  $AFTER"
 printf 'rounds: %d, interleaved; median wall time (ms)\n' "$ROUNDS"
-printf '%-28s %8s %8s %8s %12s %12s %13s\n' workload bare before after after/before after/bare before/bare
-for wl in cargo npm files; do
+printf '%-28s %8s %8s %8s %12s %12s %13s %14s\n' workload bare before after after/before after/bare before/bare 'paired a/b'
+
+for wl in $WORKLOADS; do
   b=$(median "$W/t-bare-$wl"); x=$(median "$W/t-before-$wl"); y=$(median "$W/t-after-$wl")
   case $wl in
     cargo) name="cargo build (clean, debug)" ;;
     npm) name="npm install ($NPKG file: pkgs)" ;;
     files) name="2000 x (write,mv,chmod,rm)" ;;
   esac
-  awk -v n="$name" -v b="$b" -v x="$x" -v y="$y" 'BEGIN {
-    printf "%-28s %8d %8d %8d %12.2f %12.2f %13.2f\n", n, b, x, y, y / x, y / b, x / b
+  p=$(paired "$W/t-after-$wl" "$W/t-before-$wl")
+  awk -v n="$name" -v b="$b" -v x="$x" -v y="$y" -v p="$p" 'BEGIN {
+    printf "%-28s %8d %8d %8d %12.2f %12.2f %13.2f %14s\n", n, b, x, y, y / x, y / b, x / b, p
   }'
 done
