@@ -394,6 +394,21 @@ impl Launcher {
         stdout: Stdio,
         stderr: Stdio,
     ) -> std::io::Result<Running> {
+        self.spawn_in_group(plan, stdin, stdout, stderr, false)
+    }
+
+    /// [`Self::spawn`], with the launcher in a process group of its own when `own_group`:
+    /// a signal sent to the caller's group then reaches the launcher only through the
+    /// caller (which hands it on), so the line gets it once.
+    pub fn spawn_in_group(
+        &self,
+        plan: &Plan,
+        stdin: Stdio,
+        stdout: Stdio,
+        stderr: Stdio,
+        own_group: bool,
+    ) -> std::io::Result<Running> {
+        use std::os::unix::process::CommandExt;
         let json = serde_json::to_vec(plan).map_err(std::io::Error::other)?;
         let plan_file = tempfile_plan(&json)?;
         let (status_r, status_w) = crate::sys::pipe()?;
@@ -406,6 +421,9 @@ impl Launcher {
             .stdin(stdin)
             .stdout(stdout)
             .stderr(stderr);
+        if own_group {
+            cmd.process_group(0);
+        }
         crate::sys::pass_fds(&mut cmd, vec![(plan_file, 3), (status_w, 4)]);
         let child = cmd.spawn()?;
         drop(cmd);

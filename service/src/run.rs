@@ -190,6 +190,22 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     crate::sys::ignore_signal(libc::SIGQUIT);
     let forwarded = forwarded();
     crate::sys::forward_signals(&forwarded)?;
+    // A contained call with no terminal on stdio: the launcher in a process group of its
+    // own, so that a signal sent to this process's group reaches the line once (through
+    // this process and the launcher), and the kernel's (a ^C with stdio redirected) are
+    // handed on too. With a terminal, the launcher must be in the terminal's foreground
+    // group to relay it; an unsandboxed line must stay there for `/dev/tty` (sudo's
+    // prompt).
+    let own_group = plan
+        .as_ref()
+        .is_ok_and(|p| p.mode == efr_launcher::plan::PlanMode::Contained)
+        && !{
+            use std::io::IsTerminal;
+            std::io::stdin().is_terminal()
+                || std::io::stdout().is_terminal()
+                || std::io::stderr().is_terminal()
+        };
+    crate::sys::forward_kernel_signals(own_group);
     let view: Vec<String> = plan
         .as_ref()
         .map(|p| p.read_only_inside.clone())
@@ -203,7 +219,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             // The launcher puts the terminal's settings back itself, unless it is killed.
             let terminal = efr_launcher::pty::SavedTerminal::of_stdio();
             match launcher()
-                .spawn(&plan, Stdio::inherit(), Stdio::inherit(), Stdio::inherit())
+                .spawn_in_group(
+                    &plan,
+                    Stdio::inherit(),
+                    Stdio::inherit(),
+                    Stdio::inherit(),
+                    own_group,
+                )
                 .and_then(|r| {
                     let pidfd = crate::sys::pidfd_open(r.child.id());
                     if let Ok(fd) = &pidfd {

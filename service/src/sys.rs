@@ -74,9 +74,21 @@ static PENDING: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new
 /// whole foreground process group, the line's processes included.
 const SI_KERNEL: libc::c_int = 0x80;
 
+/// Whether the kernel's signals (a terminal's ^C) are handed on too: when the launcher is
+/// in a process group of its own, they do not reach it otherwise.
+static FORWARD_KERNEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Hands on the kernel's signals too (see [`FORWARD_KERNEL`]).
+pub fn forward_kernel_signals(on: bool) {
+    FORWARD_KERNEL.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
 extern "C" fn on_forwarded(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
-    if !info.is_null() && unsafe { (*info).si_code } == SI_KERNEL {
+    if !info.is_null()
+        && unsafe { (*info).si_code } == SI_KERNEL
+        && !FORWARD_KERNEL.load(std::sync::atomic::Ordering::SeqCst)
+    {
         return;
     }
     let fd = FORWARD_TO.load(std::sync::atomic::Ordering::SeqCst);

@@ -486,9 +486,9 @@ fn a_half_closed_connection_still_gets_the_end() {
     assert_eq!(out, "done\n");
 }
 
-/// A signal to the CLI's process group reaches the line once (not once through the CLI and
-/// once more from the launcher, which the group signal reached too), and one the CLI would
-/// die of by default (SIGUSR1) does not end the call.
+/// A signal to the CLI's process group reaches a contained line once (the launcher is in a
+/// group of its own: only the CLI hands it on), and one the CLI would die of by default
+/// (SIGUSR1) does not end the call.
 #[test]
 fn a_group_signal_reaches_the_line_once() {
     for mode in modes() {
@@ -515,7 +515,13 @@ fn a_group_signal_reaches_the_line_once() {
             let o = child.wait_with_output().unwrap();
             assert_eq!(o.status.code(), Some(0), "[{mode:?}] {sig}: {o:?}");
             let got = std::fs::read_to_string(proj.join("count")).unwrap_or_default();
-            assert_eq!(got, "got\n", "[{mode:?}] {sig}: the trap ran {got:?}");
+            if mode.is_some() {
+                assert_eq!(got, "got\n", "[{mode:?}] {sig}: the trap ran {got:?}");
+            } else {
+                // Unsandboxed, the line is in the CLI's group and gets the group's signal
+                // itself, besides the one handed on (see the threat model).
+                assert!(got.starts_with("got\n"), "[{mode:?}] {sig}: {got:?}");
+            }
         }
     }
 }
