@@ -84,11 +84,13 @@ pub fn forward_kernel_signals(on: bool) {
 }
 
 extern "C" fn on_forwarded(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
-    if !info.is_null()
-        && unsafe { (*info).si_code } == SI_KERNEL
-        && !FORWARD_KERNEL.load(std::sync::atomic::Ordering::SeqCst)
-    {
+    let code = if info.is_null() {
+        0
+    } else {
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
+        unsafe { (*info).si_code }
+    };
+    if code == SI_KERNEL && !FORWARD_KERNEL.load(std::sync::atomic::Ordering::SeqCst) {
         return;
     }
     let fd = FORWARD_TO.load(std::sync::atomic::Ordering::SeqCst);
