@@ -270,12 +270,7 @@ enum TlsVia {
 
 /// One TLS download of `bytes` by curl (`via`): (MB/s, CPU s/GiB of this process, curl, the
 /// server and `others`).
-fn tls_transfer(
-    srv: &TlsServer,
-    via: TlsVia,
-    bytes: u64,
-    others: &[u32],
-) -> (f64, f64) {
+fn tls_transfer(srv: &TlsServer, via: TlsVia, bytes: u64, others: &[u32]) -> (f64, f64) {
     let mut all = others.to_vec();
     all.push(srv.child.id());
     let mut cmd = Command::new("curl");
