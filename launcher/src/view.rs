@@ -299,15 +299,23 @@ pub fn build(plan: &Plan) -> View {
     // mask itself and the directories above it (looked up once for all masks).
     let mut resolver = Resolver::default();
     let mut resolved = Vec::with_capacity(masks.len());
+    // Which masks exist, and their types: one listing of each of their directories (most
+    // of the hundred do not exist on a given machine).
+    let found: std::collections::HashMap<std::path::PathBuf, std::fs::FileType> =
+        crate::listing::existing(&masks).into_iter().collect();
     for m in &masks {
-        let lmd = std::fs::symlink_metadata(m);
-        let is_link = lmd.as_ref().is_ok_and(|md| md.file_type().is_symlink());
+        let t = found.get(std::path::Path::new(m));
+        let is_link = t.is_some_and(|t| t.is_symlink());
         resolved.push(resolver.resolve(m, is_link));
-        let md = if is_link { std::fs::metadata(m) } else { lmd };
-        let Ok(md) = md else {
-            continue;
+        let is_dir = match t {
+            None => continue,
+            Some(t) if t.is_symlink() => match std::fs::metadata(m) {
+                Ok(md) => md.is_dir(),
+                Err(_) => continue,
+            },
+            Some(t) => t.is_dir(),
         };
-        if md.is_dir() {
+        if is_dir {
             v.ops.push(Op::MaskDir { path: m.clone() });
             mask_dirs.push(m.clone());
         } else {
@@ -414,12 +422,13 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
     roots.extend(plan.scratch.iter().cloned());
     // A protected path that is a link protects where it leads too (`.vscode` -> `conf/`):
     // the tool that reads it follows the link.
+    // (Which of them are links: one listing of each of their directories.)
     let mut paths = plan.read_only_inside.clone();
-    for p in &plan.read_only_inside {
-        let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
-        if let (true, Ok(c)) = (is_link, std::fs::canonicalize(p)) {
+    let mut seen: BTreeSet<String> = paths.iter().cloned().collect();
+    for (p, t) in crate::listing::existing(&plan.read_only_inside) {
+        if let (true, Ok(c)) = (t.is_symlink(), std::fs::canonicalize(&p)) {
             let c = c.to_string_lossy().into_owned();
-            if !paths.contains(&c) {
+            if seen.insert(c.clone()) {
                 paths.push(c);
             }
         }
@@ -431,7 +440,7 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
         if roots
             .iter()
             .any(|r| under(&m, r) && m != r.trim_end_matches('/'))
-            && !paths.contains(&m)
+            && seen.insert(m.clone())
         {
             paths.push(m);
         }
