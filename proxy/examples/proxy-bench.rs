@@ -1,9 +1,17 @@
 //! Throughput and connection setup through the efr proxy, against a direct loopback
 //! connection and (optionally) another HTTP CONNECT proxy such as tinyproxy.
 //!
-//! `proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR [--http-proxy-pid
-//! PID]] [--tls [--tls-bytes N]]`; `proxy/bench.sh` builds it in release mode, starts
-//! tinyproxy and prints the ratios.
+//! `proxy-bench [--bytes N] [--conns N] [--rounds N] [--sink-port P] [--http-proxy ADDR
+//! [--http-proxy-pid PID]] [--relay ADDR [--relay-pid PID] [--relay-tls ADDR]] [--tls
+//! [--tls-bytes N] [--tls-port P]]`; `proxy/bench.sh` builds it in release mode, starts
+//! tinyproxy and HAProxy and prints the ratios.
+//!
+//! `--relay`: a plain TCP relay (HAProxy in `mode tcp` with splice: the best a relay does on
+//! this machine) listening at ADDR and forwarding to the sink on `--sink-port` (the script
+//! picks the port and writes the relay's config before this runs); `--relay-tls` the same to
+//! the TLS server on `--tls-port`, which curl reaches with `--connect-to`. The efr modes are
+//! then also given as ratios to the relay: the ratio of the medians and the median of the
+//! per-round paired ratios (each efr run against the relay's run of the same round).
 //!
 //! Every mode uses the same client code. The modes run interleaved: each round runs every
 //! mode once (the order rotated per round), and a mode's ratio in a round is against the
@@ -40,8 +48,9 @@ use efr_proxy::{HostRule, Proxy, ProxyPolicy};
 
 const CHUNK: usize = 256 << 10;
 
-fn sink(hello_len: usize) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+fn sink(hello_len: usize, port: u16) -> u16 {
+    let l = TcpListener::bind(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("bind the sink on 127.0.0.1:{port}: {e}"));
     let port = l.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for c in l.incoming() {
@@ -193,7 +202,7 @@ impl Drop for TlsServer {
 }
 
 impl TlsServer {
-    fn start(bytes: u64) -> TlsServer {
+    fn start(bytes: u64, port: u16) -> TlsServer {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let ok = Command::new("openssl")
@@ -218,8 +227,8 @@ impl TlsServer {
             .unwrap()
             .set_len(bytes)
             .unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
+        let port = TcpListener::bind(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("bind the tls server on 127.0.0.1:{port}: {e}"))
             .local_addr()
             .unwrap()
             .port();
@@ -249,14 +258,19 @@ impl TlsServer {
     }
 }
 
-/// One TLS download of `bytes` by curl (through the HTTP proxy at `proxy`, if any): (MB/s,
-/// CPU s/GiB of this process, curl, the server and `others`).
-fn tls_transfer(
-    srv: &TlsServer,
-    proxy: Option<SocketAddr>,
-    bytes: u64,
-    others: &[u32],
-) -> (f64, f64) {
+/// How curl reaches the TLS server.
+#[derive(Clone, Copy, Debug)]
+enum TlsVia {
+    Direct,
+    /// Through the HTTP proxy at this address (`--proxy`).
+    Proxy(SocketAddr),
+    /// Through a TCP relay listening here, forwarding to the server (`--connect-to`).
+    Relay(SocketAddr),
+}
+
+/// One TLS download of `bytes` by curl (`via`): (MB/s, CPU s/GiB of this process, curl, the
+/// server and `others`).
+fn tls_transfer(srv: &TlsServer, via: TlsVia, bytes: u64, others: &[u32]) -> (f64, f64) {
     let mut all = others.to_vec();
     all.push(srv.child.id());
     let mut cmd = Command::new("curl");
@@ -269,8 +283,15 @@ fn tls_transfer(
         "--cacert",
     ])
     .arg(srv.cert());
-    if let Some(p) = proxy {
-        cmd.arg("--proxy").arg(format!("http://{p}"));
+    match via {
+        TlsVia::Direct => {}
+        TlsVia::Proxy(p) => {
+            cmd.arg("--proxy").arg(format!("http://{p}"));
+        }
+        TlsVia::Relay(r) => {
+            cmd.arg("--connect-to")
+                .arg(format!("localhost:{}:{}:{}", srv.port, r.ip(), r.port()));
+        }
     }
     cmd.arg(format!("https://localhost:{}/big", srv.port));
     let cpu = cpu_secs(&all);
@@ -281,7 +302,7 @@ fn tls_transfer(
     let got = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && got.trim() == bytes.to_string(),
-        "curl via {proxy:?}: got {got} bytes: {}",
+        "curl via {via:?}: got {got} bytes: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     (
@@ -345,6 +366,53 @@ fn table(title: &str, names: &[&str], results: &[Vec<(f64, f64, f64)>], setups: 
     }
 }
 
+/// The efr modes (names starting `efr` or `tls efr`) against the relay's mode `relay`: per
+/// figure the ratio of the medians and the median of the per-round paired ratios (each efr
+/// run over the relay's run of the same round), with their range. Throughput and setups: above
+/// 1 is faster than the relay; CPU s/GiB: above 1 costs more than the relay.
+fn vs_relay(
+    title: &str,
+    names: &[&str],
+    results: &[Vec<(f64, f64, f64)>],
+    relay: usize,
+    setups: bool,
+) {
+    println!("{title}: ratio of medians, median of paired per-round ratios (min..max)");
+    println!(
+        "{:<16} {:>28} {:>28} {:>28}",
+        "mode", "throughput efr/haproxy", "setups efr/haproxy", "CPU s/GiB efr/haproxy"
+    );
+    let rounds = results[relay].len();
+    let cell = |m: usize, f: &dyn Fn(&(f64, f64, f64)) -> f64| -> String {
+        let of_medians = median(results[m].iter().map(f).collect())
+            / median(results[relay].iter().map(f).collect());
+        let paired: Vec<f64> = (0..rounds)
+            .map(|r| f(&results[m][r]) / f(&results[relay][r]))
+            .collect();
+        let lo = paired.iter().cloned().fold(f64::MAX, f64::min);
+        let hi = paired.iter().cloned().fold(0.0, f64::max);
+        format!(
+            "{of_medians:.3} {:.3} ({lo:.2}..{hi:.2})",
+            median(paired.clone())
+        )
+    };
+    for (m, name) in names.iter().enumerate() {
+        if !(name.starts_with("efr") || name.starts_with("tls efr")) {
+            continue;
+        }
+        let setup = if setups {
+            cell(m, &|x| x.1)
+        } else {
+            "-".to_string()
+        };
+        println!(
+            "{name:<16} {:>28} {setup:>28} {:>28}",
+            cell(m, &|x| x.0),
+            cell(m, &|x| x.2)
+        );
+    }
+}
+
 fn main() {
     let mut bytes: u64 = 1 << 30;
     let mut tls_bytes: Option<u64> = None;
@@ -354,6 +422,11 @@ fn main() {
     let mut only: Option<String> = None;
     let mut other: Option<SocketAddr> = None;
     let mut other_pid: Option<u32> = None;
+    let mut sink_port: u16 = 0;
+    let mut tls_port: u16 = 0;
+    let mut relay: Option<SocketAddr> = None;
+    let mut relay_tls: Option<SocketAddr> = None;
+    let mut relay_pid: Option<u32> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -365,8 +438,13 @@ fn main() {
             "--rounds" => rounds = args.next().unwrap().parse().unwrap(),
             "--http-proxy-pid" => other_pid = Some(args.next().unwrap().parse().unwrap()),
             "--http-proxy" => other = Some(args.next().unwrap().parse().unwrap()),
+            "--sink-port" => sink_port = args.next().unwrap().parse().unwrap(),
+            "--tls-port" => tls_port = args.next().unwrap().parse().unwrap(),
+            "--relay" => relay = Some(args.next().unwrap().parse().unwrap()),
+            "--relay-tls" => relay_tls = Some(args.next().unwrap().parse().unwrap()),
+            "--relay-pid" => relay_pid = Some(args.next().unwrap().parse().unwrap()),
             _ => panic!(
-                "usage: proxy-bench [--bytes N] [--conns N] [--rounds N] [--http-proxy ADDR [--http-proxy-pid PID]] [--tls [--tls-bytes N]] [--only MODE]"
+                "usage: proxy-bench [--bytes N] [--conns N] [--rounds N] [--sink-port P] [--http-proxy ADDR [--http-proxy-pid PID]] [--relay ADDR [--relay-pid PID] [--relay-tls ADDR]] [--tls [--tls-bytes N] [--tls-port P]] [--only MODE]"
             ),
         }
     }
@@ -376,8 +454,8 @@ fn main() {
         tls = false;
     }
     let hello = build_client_hello(Some("sink.test"));
-    let port = sink(hello.len());
-    let server = tls.then(|| TlsServer::start(tls_bytes));
+    let port = sink(hello.len(), sink_port);
+    let server = tls.then(|| TlsServer::start(tls_bytes, tls_port));
 
     // The efr proxy, in process, on TCP and on a Unix socket (+ a handed listener).
     let mut policy = ProxyPolicy::default();
@@ -436,17 +514,29 @@ fn main() {
     if let Some(o) = other {
         modes.push(("http-proxy", Via::Proxy(o, format!("127.0.0.1:{port}"))));
     }
-    // TLS: curl direct, through the handed listener, through the other proxy.
-    let mut tls_modes: Vec<(&str, Option<SocketAddr>)> =
-        vec![("tls direct", None), ("tls efr-handed", Some(handed))];
+    if let Some(r) = relay {
+        modes.push(("haproxy", Via::Direct(r)));
+    }
+    // TLS: curl direct, through the handed listener, through the other proxy, the relay.
+    let mut tls_modes: Vec<(&str, TlsVia)> = vec![
+        ("tls direct", TlsVia::Direct),
+        ("tls efr-handed", TlsVia::Proxy(handed)),
+    ];
     if let Some(o) = other {
-        tls_modes.push(("tls http-proxy", Some(o)));
+        tls_modes.push(("tls http-proxy", TlsVia::Proxy(o)));
+    }
+    if let Some(r) = relay_tls {
+        tls_modes.push(("tls haproxy", TlsVia::Relay(r)));
     }
     let pids = |name: &str| -> Vec<u32> {
-        match (name.ends_with("http-proxy"), other_pid) {
-            (true, Some(p)) => vec![p],
-            _ => vec![],
-        }
+        let pid = if name.ends_with("http-proxy") {
+            other_pid
+        } else if name.ends_with("haproxy") {
+            relay_pid
+        } else {
+            None
+        };
+        pid.into_iter().collect()
     };
     if let Some(o) = &only {
         // Profiling: one mode, no table.
@@ -513,6 +603,27 @@ fn main() {
             &format!("tls (openssl s_server -WWW -> curl): {tls_bytes} bytes, {rounds} rounds"),
             &names,
             &tls_results,
+            false,
+        );
+    }
+    if relay.is_some() {
+        println!();
+        vs_relay(
+            "efr against haproxy (raw)",
+            &names,
+            &results,
+            names.iter().position(|n| *n == "haproxy").unwrap(),
+            true,
+        );
+    }
+    if server.is_some() && relay_tls.is_some() {
+        let names: Vec<&str> = tls_modes.iter().map(|m| m.0).collect();
+        println!();
+        vs_relay(
+            "efr against haproxy (tls)",
+            &names,
+            &tls_results,
+            names.iter().position(|n| *n == "tls haproxy").unwrap(),
             false,
         );
     }
