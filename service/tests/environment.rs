@@ -242,3 +242,45 @@ fn a_bad_environment_config_is_a_clear_error() {
         assert!(err.contains(want), "{text}: {err}");
     }
 }
+
+/// `sandbox.launch`: the launcher starts from the service's environment; what of it is
+/// dropped for its value is in the end's summary, by name.
+#[test]
+fn sandbox_launch_names_the_dropped_in_its_summary() {
+    let dir = temp_env();
+    let socket = dir.path().join("run").join("sandbox.sock");
+    let mut cmd = command(dir.path());
+    cmd.env("PIP_INDEX_URL", "https://u:pipsecret@host.example/simple")
+        .env("GOPROXY", "https://goproxy.example")
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--test-methods");
+    let s = common::Server::spawn(cmd, dir, socket);
+    let proj = project(s.dir.path());
+    let mut c = s.client();
+    c.request(
+        1,
+        "sandbox.launch",
+        serde_json::json!({"line": "env", "projects": [proj]}),
+    );
+    let (items, end) = common::collect(&mut c, 1);
+    let out: String = items
+        .iter()
+        .filter(|i| i["kind"] == "output" && i["stream"] == "stdout")
+        .map(|i| i["data"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        out.lines().any(|l| l == "GOPROXY=https://goproxy.example"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("PIP_INDEX_URL") && !out.contains("pipsecret"),
+        "{out}"
+    );
+    assert_eq!(
+        end["end"]["sandbox_summary"]["env_dropped"],
+        serde_json::json!(["PIP_INDEX_URL"]),
+        "{end}"
+    );
+}
