@@ -166,6 +166,12 @@ pub struct LaunchRequest {
     pub env: Option<Vec<(String, String)>>,
     /// Set after scrubbing (proxy variables, `SCRATCH`, ...).
     pub env_set: Vec<(String, String)>,
+    /// What of `env` the line keeps (`efr_policy::config::Config::env_policy`); only
+    /// [`crate::env::FALLBACK_KEEP`] when `None`.
+    pub env_policy: Option<efr_sandbox_wire::envfilter::EnvPolicy>,
+    /// Names kept besides the policy's `keep` (still refused by its `drop` and secret
+    /// values).
+    pub env_keep: Vec<String>,
     pub shell: Option<String>,
     /// The call's egress proxy (its socket must exist when the launcher runs).
     pub proxy: Option<ProxyPlan>,
@@ -191,6 +197,8 @@ impl LaunchRequest {
             masks: None,
             env: None,
             env_set: Vec::new(),
+            env_policy: None,
+            env_keep: Vec::new(),
             shell: None,
             proxy: None,
         }
@@ -322,7 +330,8 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
                 value: v.clone(),
             })
             .collect(),
-        env_keep: Vec::new(),
+        env_keep: req.env_keep.clone(),
+        env_policy: req.env_policy.clone(),
         hide_sockets: true,
         require_landlock: false,
         proxy: req.proxy.clone(),

@@ -1,82 +1,20 @@
-//! The scrubbed environment of a line: an allow-list of ordinary variables, minus anything
-//! that looks like a secret, agent socket or desktop/bus address unless a grant asks for it.
+//! The scrubbed environment of a line: the variables the plan's `env_policy` keeps (the
+//! config's `[environment]`, `policy/defaults.toml`), minus the names its `drop` refuses
+//! (secrets, agent sockets, desktop and bus addresses, unless a grant asks for them) and the
+//! values that look like a secret (dropped and reported, see [`scrub_report`]). A plan
+//! without a policy keeps [`FALLBACK_KEEP`] only.
 
 use efr_sandbox_wire::Grant;
+use efr_sandbox_wire::envfilter::glob_matches;
 
 use crate::plan::Plan;
 
-/// Names kept as they are.
-const KEEP: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LANGUAGE",
-    "TERM",
-    "COLORTERM",
-    "SHELL",
-    "TZ",
-    "EDITOR",
-    "VISUAL",
-    "PAGER",
-    "LESS",
-    "MANPAGER",
-    "HOSTNAME",
-    "COLUMNS",
-    "LINES",
-    "NO_COLOR",
-    "CLICOLOR",
-    "CLICOLOR_FORCE",
-    "FORCE_COLOR",
-    "TERM_PROGRAM",
-    "TERMINFO",
-    "TERMINFO_DIRS",
-    "CARGO_HOME",
-    "RUSTUP_HOME",
-    "RUSTUP_TOOLCHAIN",
-    "RUSTFLAGS",
-    "CARGO_TARGET_DIR",
-    "GOPATH",
-    "GOROOT",
-    "GOFLAGS",
-    "GOCACHE",
-    "GOMODCACHE",
-    "JAVA_HOME",
-    "VIRTUAL_ENV",
-    "PYTHONPATH",
-    "PYENV_ROOT",
-    "NVM_DIR",
-    "NODE_PATH",
-    "CC",
-    "CXX",
-    "CFLAGS",
-    "CXXFLAGS",
-    "CPPFLAGS",
-    "LDFLAGS",
-    "PKG_CONFIG_PATH",
-    "MAKEFLAGS",
-    "XDG_CONFIG_HOME",
-    "XDG_CACHE_HOME",
-    "XDG_DATA_HOME",
-    "XDG_STATE_HOME",
-    "XDG_DATA_DIRS",
-    "XDG_CONFIG_DIRS",
-    "MAIL",
-    "SHLVL",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "CONDA_PREFIX",
-    "GIT_AUTHOR_NAME",
-    "GIT_AUTHOR_EMAIL",
-    "GIT_COMMITTER_NAME",
-    "GIT_COMMITTER_EMAIL",
-    "RUST_BACKTRACE",
-    "RUST_LOG",
+/// What a plan without an `env_policy` (an older service) keeps: a few ordinary names that
+/// carry no secret. The list of a current plan is the config's `[environment]`
+/// (`policy/defaults.toml`, with a reason each).
+pub const FALLBACK_KEEP: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_*", "TZ",
 ];
-
-/// Prefixes kept.
-const KEEP_PREFIX: &[&str] = &["LC_"];
 
 /// Variables a `desktop` grant keeps.
 const DESKTOP_VARS: &[&str] = &[
@@ -92,35 +30,21 @@ const DESKTOP_VARS: &[&str] = &[
     "XDG_CURRENT_DESKTOP",
 ];
 
-/// Whether a name looks like a secret (matched case-insensitively). These are dropped even
-/// when allow-listed or named by `env_keep`.
-pub fn looks_secret(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    n.ends_with("_TOKEN")
-        || n.contains("TOKEN")
-        || n.ends_with("_API_KEY")
-        || n.contains("APIKEY")
-        || n.contains("_KEY_")
-        || n.ends_with("_KEY")
-        || n.contains("SECRET")
-        || n.contains("PASSWORD")
-        || n.contains("PASSWD")
-        || n.contains("CREDENTIAL")
-        || n.starts_with("AWS_")
-        || n.starts_with("AZURE_")
-        || n.starts_with("GOOGLE_APPLICATION")
-        || n == "SSH_AUTH_SOCK"
-        || n == "SSH_AGENT_PID"
-        || n == "GPG_AGENT_INFO"
-        || n.starts_with("DBUS_")
-        || n == "WAYLAND_DISPLAY"
-        || n == "DISPLAY"
-        || n == "XAUTHORITY"
-        || n == "XDG_RUNTIME_DIR"
+/// A kept variable dropped because its value looks like a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    pub name: String,
+    pub why: efr_sandbox_wire::envfilter::DropReason,
 }
 
 /// The environment of the line, as `NAME=value` strings.
 pub fn scrub(plan: &Plan, inherited: &[(String, String)]) -> Vec<String> {
+    scrub_report(plan, inherited).0
+}
+
+/// The variables of `inherited` a line keeps, and the kept ones dropped for their value
+/// (what the service tells the user).
+fn kept(plan: &Plan, inherited: &[(String, String)]) -> (Vec<(String, String)>, Vec<Dropped>) {
     let desktop = plan
         .grants
         .iter()
@@ -141,18 +65,47 @@ pub fn scrub(plan: &Plan, inherited: &[(String, String)]) -> Vec<String> {
             }
         )
     });
+    // The plan was validated, so its policy compiles; a policy that would not keeps
+    // nothing but what the grants need.
+    let policy = plan.env_policy.as_ref().map(|p| p.compile().ok());
     let mut out: Vec<(String, String)> = Vec::new();
+    let mut dropped = Vec::new();
     for (k, v) in inherited {
         let granted = (desktop && DESKTOP_VARS.contains(&k.as_str()))
             || (bus_session && (k == "DBUS_SESSION_BUS_ADDRESS" || k == "XDG_RUNTIME_DIR"))
             || (bus_system && k == "DBUS_SYSTEM_BUS_ADDRESS");
-        let listed = KEEP.contains(&k.as_str())
-            || KEEP_PREFIX.iter().any(|p| k.starts_with(p))
-            || plan.env_keep.iter().any(|x| x == k);
-        if granted || (listed && !looks_secret(k)) {
+        if granted {
             out.push((k.clone(), v.clone()));
+            continue;
+        }
+        match &policy {
+            None => {
+                if FALLBACK_KEEP.iter().any(|g| glob_matches(g, k, false)) {
+                    out.push((k.clone(), v.clone()));
+                }
+            }
+            Some(None) => {}
+            Some(Some(p)) => {
+                let listed = p.listed(k) || plan.env_keep.iter().any(|x| x == k);
+                if !listed || p.dropped_name(k).is_some() {
+                    continue;
+                }
+                match p.secret_value(v) {
+                    Some(why) => dropped.push(Dropped {
+                        name: k.clone(),
+                        why,
+                    }),
+                    None => out.push((k.clone(), v.clone())),
+                }
+            }
         }
     }
+    (out, dropped)
+}
+
+/// [`scrub`], and the kept variables dropped because their value looks like a secret.
+pub fn scrub_report(plan: &Plan, inherited: &[(String, String)]) -> (Vec<String>, Vec<Dropped>) {
+    let (mut out, dropped) = kept(plan, inherited);
     for e in &plan.env_set {
         out.retain(|(k, _)| *k != e.name);
         out.push((e.name.clone(), e.value.clone()));
@@ -181,7 +134,10 @@ pub fn scrub(plan: &Plan, inherited: &[(String, String)]) -> Vec<String> {
     if plan.tmp.is_some() && plan.mode == crate::plan::PlanMode::Contained {
         out.push(("TMPDIR".into(), "/tmp".into()));
     }
-    out.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
+    (
+        out.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        dropped,
+    )
 }
 
 /// The launcher's own environment (or the plan's), as pairs.
@@ -260,6 +216,64 @@ mod tests {
         ] {
             assert!(!env.iter().any(|e| e.contains(bad)), "{bad} kept: {env:?}");
         }
+    }
+
+    fn policy() -> efr_sandbox_wire::envfilter::EnvPolicy {
+        efr_sandbox_wire::envfilter::EnvPolicy {
+            keep: vec!["PATH".into(), "npm_config_*".into(), "PIP_INDEX_URL".into()],
+            drop: vec!["*TOKEN*".into()],
+            secret_values: vec![
+                "[a-z]+://[^/@: ]*:[^/@ ]+@".into(),
+                "ghp_[A-Za-z0-9]{20,}".into(),
+            ],
+        }
+    }
+
+    #[test]
+    fn policy_keeps_drops_and_reports() {
+        let mut plan = Plan::contained("true", "/");
+        plan.env_policy = Some(policy());
+        plan.env_keep = vec!["MINE".into(), "MY_TOKEN".into(), "GH".into()];
+        let inh: Vec<(String, String)> = [
+            ("PATH", "/bin"),
+            ("npm_config_registry", "https://r.example/"),
+            ("npm_config__authToken", "x"),
+            ("PIP_INDEX_URL", "https://u:secret@host/simple"),
+            ("MINE", "1"),
+            ("MY_TOKEN", "x"),
+            ("GH", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+            ("OTHER", "x"),
+            ("TERM", "xterm"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        let (env, dropped) = scrub_report(&plan, &inh);
+        for want in [
+            "PATH=/bin",
+            "npm_config_registry=https://r.example/",
+            "MINE=1",
+        ] {
+            assert!(env.contains(&want.to_string()), "{want} missing: {env:?}");
+        }
+        for bad in ["authToken", "PIP_INDEX", "MY_TOKEN", "GH=", "OTHER", "TERM"] {
+            assert!(!env.iter().any(|e| e.contains(bad)), "{bad} kept: {env:?}");
+        }
+        let names: Vec<&str> = dropped.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["PIP_INDEX_URL", "GH"]);
+    }
+
+    #[test]
+    fn no_policy_keeps_the_fallback_only() {
+        let mut plan = Plan::contained("true", "/");
+        plan.env_keep = vec!["CI".into()];
+        let inh = [
+            ("CI".to_string(), "1".to_string()),
+            ("LANG".to_string(), "C".to_string()),
+        ];
+        let env = scrub(&plan, &inh);
+        assert!(env.contains(&"LANG=C".to_string()));
+        assert!(!env.iter().any(|e| e.starts_with("CI=")), "{env:?}");
     }
 
     #[test]

@@ -98,9 +98,14 @@ pub struct Plan {
     /// Variables set after scrubbing (e.g. `SCRATCH`, proxy variables).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_set: Vec<EnvVar>,
-    /// Extra variable names kept by the scrubber (still dropped when they look secret).
+    /// Extra variable names kept by the scrubber (still dropped by the policy's `drop`
+    /// names and secret values; ignored without `env_policy`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_keep: Vec<String>,
+    /// What of `env` the line keeps (the config's `[environment]`); when absent (an older
+    /// service), only [`crate::env::FALLBACK_KEEP`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_policy: Option<efr_sandbox_wire::envfilter::EnvPolicy>,
     /// Hide the host's listening path sockets (true when absent).
     #[serde(default = "yes")]
     pub hide_sockets: bool,
@@ -309,6 +314,7 @@ impl Plan {
             env: None,
             env_set: Vec::new(),
             env_keep: Vec::new(),
+            env_policy: None,
             hide_sockets: true,
             require_landlock: false,
             proxy: None,
@@ -408,6 +414,16 @@ impl Plan {
         check_list("masks", &self.masks)?;
         if self.env_keep.len() > MAX_LIST {
             return Err(invalid("env_keep: too many entries"));
+        }
+        if let Some(p) = &self.env_policy {
+            if p.keep.len() > MAX_LIST
+                || p.drop.len() > MAX_LIST
+                || p.secret_values.len() > MAX_LIST
+            {
+                return Err(invalid("env_policy: too many entries"));
+            }
+            p.compile()
+                .map_err(|e| invalid(format!("env_policy: {e}")))?;
         }
         if let Some(env) = &self.env {
             check_env("env", env)?;

@@ -185,6 +185,18 @@ pub struct GitConfig {
     pub safe_config_keys: Vec<Entry>,
 }
 
+/// `[environment]`: what of the caller's environment a contained call starts with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvironmentConfig {
+    /// Variables kept (names, or globs such as `LC_*`).
+    pub keep: Vec<Entry>,
+    /// Names never kept, whatever keeps them (globs, ASCII case ignored).
+    pub drop: Vec<Entry>,
+    /// Value patterns of secrets: a kept variable whose value holds one is dropped and said
+    /// (see `efr_sandbox_wire::envfilter`).
+    pub secret_values: Vec<Entry>,
+}
+
 /// `[permissions]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PermissionsConfig {
@@ -274,6 +286,7 @@ pub struct Config {
     pub network: NetworkConfig,
     pub bus: BusConfig,
     pub git: GitConfig,
+    pub environment: EnvironmentConfig,
     pub permissions: PermissionsConfig,
     pub floors: FloorsConfig,
     pub always: Vec<AlwaysRule>,
@@ -394,6 +407,11 @@ impl Config {
             git: GitConfig {
                 safe_config_keys: Vec::new(),
             },
+            environment: EnvironmentConfig {
+                keep: Vec::new(),
+                drop: Vec::new(),
+                secret_values: Vec::new(),
+            },
             permissions: PermissionsConfig {
                 allow_full: Setting::default_value(false),
             },
@@ -506,6 +524,16 @@ impl Config {
             .safe_config_keys
             .iter()
             .any(|e| git_key_matches(&e.value, key))
+    }
+
+    /// The `[environment]` lists as the plan carries them to the launcher.
+    pub fn env_policy(&self) -> efr_sandbox_wire::envfilter::EnvPolicy {
+        let values = |l: &[Entry]| l.iter().map(|e| e.value.clone()).collect();
+        efr_sandbox_wire::envfilter::EnvPolicy {
+            keep: values(&self.environment.keep),
+            drop: values(&self.environment.drop),
+            secret_values: values(&self.environment.secret_values),
+        }
     }
 
     /// The floor line kinds in force, by name.

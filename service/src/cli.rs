@@ -56,6 +56,10 @@ pub struct RunArgs {
     /// desktop=wayland|x11|hyprland|sway|i3|niri, net_view, open_network. May be repeated.
     #[arg(long = "grant", value_name = "KIND[=VALUE]")]
     pub grants: Vec<String>,
+    /// A variable for the call: NAME keeps this environment's value, NAME=VALUE sets it
+    /// (either is refused when its name or value looks like a secret). May be repeated.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    pub env: Vec<String>,
     /// native or bwrap (default: the config's sandbox.backend).
     #[arg(long, value_name = "BACKEND")]
     pub backend: Option<String>,

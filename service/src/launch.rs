@@ -247,6 +247,8 @@ pub fn prepare(
         masks: Some(view.masks),
         env: process_env,
         env_set: Vec::new(),
+        env_policy: Some(config.env_policy()),
+        env_keep: Vec::new(),
         shell: None,
         // Filled by `egress::CallProxy::attach` once the call's proxy listens.
         proxy: None,
@@ -264,6 +266,102 @@ pub fn prepare(
             .collect();
     }
     Ok(plan)
+}
+
+/// Applies `efr-sandbox run --env NAME[=VALUE]` to a plan: `NAME` keeps the caller's
+/// value (through the scrubber, so the config's `drop` names and secret values still
+/// apply), `NAME=VALUE` sets it unless a `drop` name or a secret value refuses it. Returns
+/// the variables refused, with why; a bad `NAME` is an error.
+pub fn apply_env_args(
+    plan: &mut Plan,
+    args: &[String],
+    config: &Config,
+) -> Result<Vec<(String, String)>, String> {
+    let policy = config
+        .env_policy()
+        .compile()
+        .map_err(|e| format!("the config's [environment]: {e}"))?;
+    let mut refused = Vec::new();
+    for a in args {
+        let (name, value) = match a.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (a.as_str(), None),
+        };
+        if name.is_empty()
+            || name.starts_with(|c: char| c.is_ascii_digit())
+            || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Err(format!(
+                "{a}: not NAME or NAME=VALUE (a name of letters, digits and _)"
+            ));
+        }
+        if value.is_some_and(|v| v.contains('\0')) {
+            return Err(format!("{name}: the value holds a NUL"));
+        }
+        if let Some(g) = policy.dropped_name(name) {
+            refused.push((
+                name.to_string(),
+                format!("its name matches {g} of environment.drop"),
+            ));
+            continue;
+        }
+        match value {
+            None => {
+                if !plan.env_keep.iter().any(|k| k == name) {
+                    plan.env_keep.push(name.to_string());
+                }
+            }
+            Some(v) => {
+                if let Some(why) = policy.secret_value(v) {
+                    refused.push((
+                        name.to_string(),
+                        format!(
+                            "its value looks like a secret ({})",
+                            drop_reason(&why, config)
+                        ),
+                    ));
+                    continue;
+                }
+                plan.env_set.retain(|e| e.name != name);
+                plan.env_set.push(efr_launcher::plan::EnvVar {
+                    name: name.to_string(),
+                    value: v.to_string(),
+                });
+            }
+        }
+    }
+    Ok(refused)
+}
+
+/// The variables a plan's line would have kept but does not get because their value looks
+/// like a secret, each with why (the reason of the config's pattern), in the order of the
+/// environment the line starts from.
+pub fn env_drops(plan: &Plan, config: &Config) -> Vec<(String, String)> {
+    let (_, dropped) = efr_launcher::env::scrub_report(plan, &efr_launcher::env::source(plan));
+    dropped
+        .into_iter()
+        .map(|d| {
+            let why = format!(
+                "its value looks like a secret ({})",
+                drop_reason(&d.why, config)
+            );
+            (d.name, why)
+        })
+        .collect()
+}
+
+/// Why a value was taken for a secret, in words.
+pub fn drop_reason(why: &efr_sandbox_wire::envfilter::DropReason, config: &Config) -> String {
+    use efr_sandbox_wire::envfilter::{DropReason, MAX_CHECKED_VALUE};
+    match why {
+        DropReason::Pattern(i) => config
+            .environment
+            .secret_values
+            .get(*i)
+            .map(|e| e.reason_or_source())
+            .unwrap_or_else(|| "a secret pattern".into()),
+        DropReason::TooLong => format!("longer than {MAX_CHECKED_VALUE} bytes, too long to check"),
+    }
 }
 
 /// What a call ended with: the `end` of `sandbox.launch`, the result of `sandbox.finish`.

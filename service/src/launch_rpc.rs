@@ -120,6 +120,12 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             Ok(plan) => plan,
             Err(msg) => return Ok(setup_error_end(msg)),
         };
+        // The launcher starts from this process's environment: what of it is not passed
+        // because it looks like a secret goes in the summary.
+        let env_dropped: Vec<String> = crate::launch::env_drops(&plan, &config)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
         let mut proxy = None;
         if crate::egress::wanted(&plan, &config) {
             let (g, c2, e2, pr) = (
@@ -271,6 +277,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let view = plan.read_only_inside.clone();
         let mut fin =
             blocking(move || finished(&o, &line, &projects, &view, &config, &env)).await?;
+        fin.sandbox_summary.env_dropped = env_dropped;
         for r in &fin.exits {
             call.items
                 .send(json!({"kind": "exit", "record": r}))

@@ -1,5 +1,5 @@
 //! `efr-sandbox run [--project DIR]... [--cwd DIR] [--grant KIND=VALUE]... [--backend
-//! native|bwrap] [--unsandboxed] [--summary FILE] -- LINE`: one line through the launcher,
+//! native|bwrap] [--env NAME[=VALUE]]... [--unsandboxed] [--summary FILE] -- LINE`: one line through the launcher,
 //! with this stdio passed through (on a terminal, a contained line gets a pty of its own,
 //! which the launcher relays to it: see `efr_launcher::pty`). The exit status is the line's (128+N for a
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
@@ -152,6 +152,22 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         Ok(Err(setup)) => Err(setup),
         Ok(Ok(plan)) => Ok(plan),
     };
+    // `--env`, and what of the environment is not passed because it looks like a secret.
+    let mut env_dropped = Vec::new();
+    let plan = match plan {
+        Ok(mut plan) => match crate::launch::apply_env_args(&mut plan, &a.env, &config) {
+            Ok(refused) => {
+                env_dropped = refused;
+                env_dropped.extend(crate::launch::env_drops(&plan, &config));
+                Ok(plan)
+            }
+            Err(e) => return Ok(usage_error(format!("--env {e}"))),
+        },
+        other => other,
+    };
+    for (name, why) in &env_dropped {
+        eprintln!("efr-sandbox: {name} is not passed to the call: {why}");
+    }
     // The call's proxy, served by a small runtime of its own while the line runs.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -258,6 +274,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     };
     crate::sys::stop_forwarding(&forwarded);
     let mut fin = finished(&outcome, &p.line, &p.projects, &view, &config, &env);
+    fin.sandbox_summary.env_dropped = env_dropped.into_iter().map(|(n, _)| n).collect();
     if let Some(mut cp) = proxy {
         let recs = cp.finish(&mut fin.sandbox_summary, &p.line);
         fin.exits.extend(recs);

@@ -144,7 +144,7 @@ impl Fixture {
     }
 
     /// A request for `line` in the project.
-    /// Fills the request's masks, read-only paths and protected names with the view the service would ask
+    /// Fills the request's masks, read-only paths, protected names and environment policy with the view the service would ask
     /// for its project roots (`Config::launch_view` of the defaults), not the launcher's
     /// fallback lists. Call it again after changing `projects`.
     pub fn set_view(&self, r: &mut LaunchRequest) {
@@ -155,6 +155,7 @@ impl Fixture {
         r.read_only_inside = Some(view.read_only_inside);
         r.protect_names = Some(view.protect_names);
         r.masks = Some(view.masks);
+        r.env_policy = Some(efr_policy::config::Config::defaults().env_policy());
     }
 
     pub fn request(&self, line: &str, backend: BackendChoice) -> LaunchRequest {

@@ -409,6 +409,7 @@ pub fn all() -> Vec<Fixture> {
                 full_tmpfs: vec!["/tmp".into()],
                 linked_protected: vec!["/home/ada/src/app/.git/config".into()],
                 survivors: vec!["sudo".into()],
+                env_dropped: vec!["PIP_INDEX_URL".into()],
                 setup_error: Some("project root /home/ada/gone does not exist".into()),
             },
         ),

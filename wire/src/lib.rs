@@ -7,6 +7,7 @@
 //! byte for byte by the tests) and `schema` the JSON Schema of all of them.
 
 pub mod always;
+pub mod envfilter;
 pub mod exit;
 pub mod explain;
 pub mod fixtures;

@@ -125,6 +125,12 @@ pub struct SandboxSummary {
     /// Programs of an approved exit's descendants that efr could not end.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub survivors: Vec<String>,
+    /// The names of the variables of the caller's environment (or given for the call) that
+    /// the config's `[environment]` would keep but that were not passed because their value
+    /// (or, for one given for the call, their name) looks like a secret. Names only, never
+    /// values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_dropped: Vec<String>,
     /// Why the sandbox could not start, one line; the command did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_error: Option<String>,

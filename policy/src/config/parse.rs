@@ -9,9 +9,9 @@ use toml::de::{DeTable, DeValue};
 
 use super::rules::{RuleShape, check_path};
 use super::{
-    AlwaysRule, BackendChoice, BusConfig, Config, DEFAULTS_NAME, Entry, FLOOR_LINES, FloorsConfig,
-    GitConfig, LoadError, NetworkConfig, PermissionsConfig, Resolve, SandboxConfig, Setting,
-    Source,
+    AlwaysRule, BackendChoice, BusConfig, Config, DEFAULTS_NAME, Entry, EnvironmentConfig,
+    FLOOR_LINES, FloorsConfig, GitConfig, LoadError, NetworkConfig, PermissionsConfig, Resolve,
+    SandboxConfig, Setting, Source,
 };
 
 type Check = fn(&str) -> Result<(), String>;
@@ -120,6 +120,7 @@ pub(crate) fn apply(text: &str, path: Option<&Path>, config: &mut Config) -> Res
             "network" => network(&ctx, table(&ctx, name, v)?, &mut config.network)?,
             "bus" => bus(&ctx, table(&ctx, name, v)?, &mut config.bus)?,
             "git" => git(&ctx, table(&ctx, name, v)?, &mut config.git)?,
+            "environment" => environment(&ctx, table(&ctx, name, v)?, &mut config.environment)?,
             "permissions" => permissions(&ctx, table(&ctx, name, v)?, &mut config.permissions)?,
             "floors" => floors(&ctx, table(&ctx, name, v)?, &mut config.floors)?,
             "always" => always(&ctx, v, &mut config.always)?,
@@ -612,6 +613,48 @@ fn git(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut GitConfig) -> Result<(), LoadEr
         let name: &str = k.get_ref();
         if !lists(ctx, "git", name, v, &mut fields)? {
             return Err(unknown_in(ctx, "git", k, &known_keys(&[], &fields)));
+        }
+    }
+    Ok(())
+}
+
+fn check_env_glob(s: &str) -> Result<(), String> {
+    efr_sandbox_wire::envfilter::check_glob(s)
+}
+
+fn check_value_pattern(s: &str) -> Result<(), String> {
+    efr_sandbox_wire::envfilter::ValuePattern::parse(s).map(|_| ())
+}
+
+fn environment(
+    ctx: &Ctx<'_>,
+    t: &DeTable<'_>,
+    cfg: &mut EnvironmentConfig,
+) -> Result<(), LoadError> {
+    let mut fields = [
+        ListField {
+            name: "keep",
+            field: "name",
+            check: check_env_glob,
+            list: &mut cfg.keep,
+        },
+        ListField {
+            name: "drop",
+            field: "name",
+            check: check_env_glob,
+            list: &mut cfg.drop,
+        },
+        ListField {
+            name: "secret_values",
+            field: "pattern",
+            check: check_value_pattern,
+            list: &mut cfg.secret_values,
+        },
+    ];
+    for (k, v) in ordered(t) {
+        let name: &str = k.get_ref();
+        if !lists(ctx, "environment", name, v, &mut fields)? {
+            return Err(unknown_in(ctx, "environment", k, &known_keys(&[], &fields)));
         }
     }
     Ok(())

@@ -71,6 +71,13 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
     list(&mut out, "bus.call", &c.bus.call);
     list(&mut out, "bus.broadcast", &c.bus.broadcast);
     list(&mut out, "git.safe_config_keys", &c.git.safe_config_keys);
+    list(&mut out, "environment.keep", &c.environment.keep);
+    list(&mut out, "environment.drop", &c.environment.drop);
+    list(
+        &mut out,
+        "environment.secret_values",
+        &c.environment.secret_values,
+    );
     out.push(scalar("permissions.allow_full", &c.permissions.allow_full));
     list(&mut out, "floors.paths", &c.floors.paths);
     list(&mut out, "floors.lines", &c.floors.lines);
