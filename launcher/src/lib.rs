@@ -33,6 +33,7 @@ pub mod egress;
 pub mod env;
 pub mod handoff;
 pub mod inner;
+mod listing;
 pub mod lockdown;
 pub mod native;
 pub mod plan;

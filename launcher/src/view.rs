@@ -414,12 +414,13 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
     roots.extend(plan.scratch.iter().cloned());
     // A protected path that is a link protects where it leads too (`.vscode` -> `conf/`):
     // the tool that reads it follows the link.
+    // (Which of them are links: one listing of each of their directories.)
     let mut paths = plan.read_only_inside.clone();
-    for p in &plan.read_only_inside {
-        let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
-        if let (true, Ok(c)) = (is_link, std::fs::canonicalize(p)) {
+    let mut seen: BTreeSet<String> = paths.iter().cloned().collect();
+    for (p, t) in crate::listing::existing(&plan.read_only_inside) {
+        if let (true, Ok(c)) = (t.is_symlink(), std::fs::canonicalize(&p)) {
             let c = c.to_string_lossy().into_owned();
-            if !paths.contains(&c) {
+            if seen.insert(c.clone()) {
                 paths.push(c);
             }
         }
@@ -431,7 +432,7 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
         if roots
             .iter()
             .any(|r| under(&m, r) && m != r.trim_end_matches('/'))
-            && !paths.contains(&m)
+            && seen.insert(m.clone())
         {
             paths.push(m);
         }

@@ -911,51 +911,17 @@ pub struct Linked {
     pub paths: Vec<(Vec<u8>, u64)>,
 }
 
-/// Entries of one directory listed to find which protected names exist in it; past this,
-/// the names are looked up one by one instead.
-const MAX_LISTED: usize = 16384;
-
 /// The [`Linked`] files of `rules`: the protected paths that exist, and the files below the
 /// protected directories (at most 4096 looked at). Most protected paths do not exist (a
 /// hundred names at each root and repository): one listing of each of their directories
-/// says which do, instead of a failed lookup for each.
+/// says which do ([`crate::listing`]), instead of a failed lookup for each.
 pub fn linked_protected(rules: &Rules) -> Linked {
-    use std::collections::BTreeMap;
     use std::os::unix::fs::MetadataExt;
-    let mut by_dir: BTreeMap<&[u8], HashSet<&[u8]>> = BTreeMap::new();
-    for p in rules.paths() {
-        let Some(i) = p.iter().rposition(|&b| b == b'/') else {
-            continue;
-        };
-        let dir: &[u8] = if i == 0 { b"/" } else { &p[..i] };
-        by_dir.entry(dir).or_default().insert(&p[i + 1..]);
-    }
-    let path_of = |b: &[u8]| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(b));
-    let mut stack: Vec<std::path::PathBuf> = Vec::new();
-    for (dir, names) in by_dir {
-        let Ok(rd) = std::fs::read_dir(path_of(dir)) else {
-            continue;
-        };
-        let mut found = Vec::new();
-        let mut listed = 0usize;
-        for e in rd.flatten() {
-            listed += 1;
-            if listed > MAX_LISTED {
-                break;
-            }
-            if names.contains(e.file_name().as_bytes()) {
-                found.push(e.path());
-            }
-        }
-        if listed > MAX_LISTED {
-            // A huge directory: ask for each name.
-            found = names
-                .iter()
-                .map(|n| path_of(dir).join(std::ffi::OsStr::from_bytes(n)))
-                .collect();
-        }
-        stack.extend(found);
-    }
+    let mut stack: Vec<std::path::PathBuf> = crate::listing::existing(rules.paths())
+        .into_iter()
+        .filter(|(_, t)| !t.is_symlink())
+        .map(|(p, _)| p)
+        .collect();
     let mut out = Linked::default();
     let mut budget = 4096usize;
     while let Some(p) = stack.pop() {
