@@ -60,7 +60,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
-    /// desktop=wayland|x11|hyprland|sway|i3|niri, net_view, open_network. May be repeated.
+    /// desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], net_view, open_network.
+    /// May be repeated.
     #[arg(long = "grant", value_name = "KIND[=VALUE]")]
     pub grants: Vec<String>,
     /// native or bwrap (default: the config's sandbox.backend).
@@ -74,7 +75,7 @@ pub struct RunArgs {
     pub summary: Option<PathBuf>,
     /// Print the call's finish (`{sandbox_summary, exits, exit_status, ...}`, as
     /// sandbox.launch ends) as one JSON line: the last line on stderr, or to FILE. The
-    /// line's stdout stays the line's.
+    /// line's stdout stays the line's (FILE is the sure way: the line shares stderr).
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     pub json: Option<Option<PathBuf>>,
     /// Write the launcher plan to FILE and exit without running (benchmarks, debugging).
