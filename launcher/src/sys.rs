@@ -621,3 +621,23 @@ pub fn total_ram() -> io::Result<u64> {
     check(unsafe { libc::sysinfo(&mut si) })?;
     Ok((si.totalram as u64).saturating_mul(u64::from(si.mem_unit.max(1))))
 }
+
+/// A connected pair of Unix stream sockets, both ends close-on-exec.
+pub fn socketpair() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: the kernel writes two fds into `fds`, a live array of two.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: socketpair just made this fd for this process; nobody else owns it.
+    let a = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    // SAFETY: as above, the other end.
+    let b = unsafe { OwnedFd::from_raw_fd(fds[1]) };
+    Ok((a, b))
+}

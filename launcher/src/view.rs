@@ -299,15 +299,23 @@ pub fn build(plan: &Plan) -> View {
     // mask itself and the directories above it (looked up once for all masks).
     let mut resolver = Resolver::default();
     let mut resolved = Vec::with_capacity(masks.len());
+    // Which masks exist, and their types: one listing of each of their directories (most
+    // of the hundred do not exist on a given machine).
+    let found: std::collections::HashMap<std::path::PathBuf, std::fs::FileType> =
+        crate::listing::existing(&masks).into_iter().collect();
     for m in &masks {
-        let lmd = std::fs::symlink_metadata(m);
-        let is_link = lmd.as_ref().is_ok_and(|md| md.file_type().is_symlink());
+        let t = found.get(std::path::Path::new(m));
+        let is_link = t.is_some_and(|t| t.is_symlink());
         resolved.push(resolver.resolve(m, is_link));
-        let md = if is_link { std::fs::metadata(m) } else { lmd };
-        let Ok(md) = md else {
-            continue;
+        let is_dir = match t {
+            None => continue,
+            Some(t) if t.is_symlink() => match std::fs::metadata(m) {
+                Ok(md) => md.is_dir(),
+                Err(_) => continue,
+            },
+            Some(t) => t.is_dir(),
         };
-        if md.is_dir() {
+        if is_dir {
             v.ops.push(Op::MaskDir { path: m.clone() });
             mask_dirs.push(m.clone());
         } else {

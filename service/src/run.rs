@@ -19,8 +19,14 @@ const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=sess
                      desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
                      net_view, open_network";
 
-/// The signals this process hands to the launcher while the line runs.
-const FORWARDED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+/// The signals this process hands to the launcher while the line runs: the launcher's own
+/// list (`efr_launcher::run::FORWARDED_SIGNALS`, a reason each), so that a signal sent to
+/// this process, or to its group, that the line would get reaches it and does not end the
+/// CLI instead (SIGUSR1 would, by default). A group signal reaches the launcher directly as
+/// well; the two deliveries of one signal coalesce while it is pending.
+fn forwarded() -> Vec<libc::c_int> {
+    efr_launcher::run::forwarded_signals()
+}
 
 /// `p` made absolute against `here`, `.` and `..` taken lexically (as the shell's `cd`).
 fn normal(p: &Path, here: &Path) -> String {
@@ -204,7 +210,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // hands them to the line: the call ends with the line's status. Whatever else ends
     // this process (SIGKILL), the launcher sees it and kills the call.
     crate::sys::ignore_signal(libc::SIGQUIT);
-    crate::sys::forward_signals(&FORWARDED)?;
+    let forwarded = forwarded();
+    crate::sys::forward_signals(&forwarded)?;
     let view: Vec<String> = plan
         .as_ref()
         .map(|p| p.read_only_inside.clone())
@@ -225,7 +232,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                         crate::sys::forward_to(fd);
                     }
                     let end = r.wait();
-                    crate::sys::stop_forwarding(&FORWARDED);
+                    crate::sys::stop_forwarding(&forwarded);
                     drop(pidfd);
                     end
                 }) {
@@ -249,7 +256,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             }
         }
     };
-    crate::sys::stop_forwarding(&FORWARDED);
+    crate::sys::stop_forwarding(&forwarded);
     let mut fin = finished(&outcome, &p.line, &p.projects, &view, &config, &env);
     if let Some(mut cp) = proxy {
         let recs = cp.finish(&mut fin.sandbox_summary, &p.line);

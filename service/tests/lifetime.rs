@@ -485,3 +485,37 @@ fn a_half_closed_connection_still_gets_the_end() {
         .collect();
     assert_eq!(out, "done\n");
 }
+
+/// A signal to the CLI's process group reaches the line once (not once through the CLI and
+/// once more from the launcher, which the group signal reached too), and one the CLI would
+/// die of by default (SIGUSR1) does not end the call.
+#[test]
+fn a_group_signal_reaches_the_line_once() {
+    for mode in modes() {
+        for sig in [Signal::SIGINT, Signal::SIGUSR1, Signal::SIGTERM] {
+            let d = temp_env();
+            let proj = project(&d.path().join("home"));
+            let line = format!(
+                "trap 'echo got >> count' {}; echo > ready; \
+                 while [ ! -f stop ]; do sleep 0.05; done; exit 0",
+                &sig.as_str()[3..]
+            );
+            let child = cli(d.path(), mode, &proj, &line)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            wait_for_file(&proj.join("ready"));
+            std::thread::sleep(Duration::from_millis(100));
+            nix::sys::signal::killpg(Pid::from_raw(child.id() as i32), sig).unwrap();
+            // Time for a second delivery, were there one.
+            std::thread::sleep(Duration::from_millis(700));
+            std::fs::write(proj.join("stop"), "").unwrap();
+            let o = child.wait_with_output().unwrap();
+            assert_eq!(o.status.code(), Some(0), "[{mode:?}] {sig}: {o:?}");
+            let got = std::fs::read_to_string(proj.join("count")).unwrap_or_default();
+            assert_eq!(got, "got\n", "[{mode:?}] {sig}: the trap ran {got:?}");
+        }
+    }
+}

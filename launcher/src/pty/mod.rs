@@ -359,7 +359,8 @@ impl Relay {
                 None => ctl,
             }
         };
-        let (inner, mine) = sys::socketpair().map_err(|e| format!("terminal socket: {e}"))?;
+        let (inner, mine) =
+            crate::sys::socketpair().map_err(|e| format!("terminal socket: {e}"))?;
         let spec = TerminalSpec {
             sock: inner.as_raw_fd(),
             fds: ttys.clone(),

@@ -156,25 +156,6 @@ pub fn new_session() -> io::Result<()> {
     check(unsafe { libc::setsid() }).map(|_| ())
 }
 
-/// A stream socket pair, both ends close-on-exec.
-pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: the kernel writes two fds into `fds`, a live array of two.
-    check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: socketpair just made this fd for this process; nobody else owns it.
-    let a = unsafe { OwnedFd::from_raw_fd(fds[0]) };
-    // SAFETY: as above, the other end.
-    let b = unsafe { OwnedFd::from_raw_fd(fds[1]) };
-    Ok((a, b))
-}
-
 /// The write end of the relay's signal pipe (-1 before [`relay_signals`]).
 static RELAY_SIG_W: AtomicI32 = AtomicI32::new(-1);
 

@@ -114,7 +114,7 @@ pub fn install(sock: RawFd) -> Result<(), String> {
 
 /// The init's side of the hand-over: a socket pair, one end for the line.
 pub fn pair() -> Result<(OwnedFd, OwnedFd), String> {
-    sys::socketpair().map_err(|e| format!("supervisor socket pair: {e}"))
+    crate::sys::socketpair().map_err(|e| format!("supervisor socket pair: {e}"))
 }
 
 /// Takes the listener of the line `line` (pid) when it says its number on `sock`; `None`

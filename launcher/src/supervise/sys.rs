@@ -483,25 +483,6 @@ pub fn umask(m: u32) -> u32 {
     unsafe { libc::umask(m as libc::mode_t) as u32 }
 }
 
-/// A connected pair of Unix stream sockets (close-on-exec).
-pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: the kernel writes two fds into `fds`, a live array of two.
-    check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    })?;
-    // SAFETY: socketpair just made this fd for this process; nobody else owns it.
-    let a = unsafe { OwnedFd::from_raw_fd(fds[0]) };
-    // SAFETY: as above, the other end.
-    let b = unsafe { OwnedFd::from_raw_fd(fds[1]) };
-    Ok((a, b))
-}
-
 /// `AT_FDCWD` as a borrowed fd, for the `*at` calls given an absolute path.
 pub fn at_fdcwd() -> BorrowedFd<'static> {
     // SAFETY: AT_FDCWD is no fd of this process but a value every `*at` call takes for the
