@@ -46,14 +46,22 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// A project root (writable to the call); may be repeated.
+    /// A project root (writable to the call); may be repeated. Default: the git top level
+    /// of the working directory, else the working directory itself (never `/` or the
+    /// home), said on stderr.
     #[arg(long = "project", value_name = "DIR")]
     pub projects: Vec<PathBuf>,
+    /// The conversation (1 to 128 of A-Z a-z 0-9 . _ -): calls of the same ID share their
+    /// `/tmp` and `$SCRATCH`, kept under `$XDG_RUNTIME_DIR/efr`. Default: a fresh `/tmp`
+    /// and no `$SCRATCH`.
+    #[arg(long, value_name = "ID")]
+    pub conversation: Option<String>,
     /// Where the line runs (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
-    /// desktop=wayland|x11|hyprland|sway|i3|niri, net_view, open_network. May be repeated.
+    /// desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], net_view, open_network.
+    /// May be repeated.
     #[arg(long = "grant", value_name = "KIND[=VALUE]")]
     pub grants: Vec<String>,
     /// A variable for the call: NAME keeps this environment's value, NAME=VALUE sets it
@@ -69,6 +77,11 @@ pub struct RunArgs {
     /// Write the call's sandbox_summary (JSON) to FILE.
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
+    /// Print the call's finish (`{sandbox_summary, exits, exit_status, ...}`, as
+    /// sandbox.launch ends) as one JSON line: the last line on stderr, or to FILE. The
+    /// line's stdout stays the line's (FILE is the sure way: the line shares stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub json: Option<Option<PathBuf>>,
     /// Write the launcher plan to FILE and exit without running (benchmarks, debugging).
     #[arg(long, value_name = "FILE", hide = true)]
     pub plan_out: Option<PathBuf>,

@@ -14,10 +14,10 @@ use efr_policy::config::{self, Config, Env};
 use efr_policy::explain;
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 use efr_sandbox_wire::{
-    Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, JudgedBy, Judgement, Needs,
-    SandboxSummary, Target, TargetClass, TargetOp, Verdict,
+    Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, JudgedBy, Judgement, Needs, Target,
+    TargetClass, TargetOp, Verdict,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// The hidden subcommand under which `efr-sandbox` runs the launcher itself, when no
 /// `efr-launch` is installed beside it (the same code: `efr_launcher::cli::main`).
@@ -89,7 +89,7 @@ pub fn backend_choice(p: Option<&str>, config: &Config) -> Result<BackendChoice,
 }
 
 /// A conversation id is a file name: 1-128 of `[A-Za-z0-9._-]`, not `.` or `..`.
-fn check_conversation(id: &str) -> Result<(), ErrorBody> {
+pub fn check_conversation(id: &str) -> Result<(), ErrorBody> {
     let ok = !id.is_empty()
         && id.len() <= 128
         && id != "."
@@ -364,21 +364,8 @@ pub fn drop_reason(why: &efr_sandbox_wire::envfilter::DropReason, config: &Confi
     }
 }
 
-/// What a call ended with: the `end` of `sandbox.launch`, the result of `sandbox.finish`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Finished {
-    pub sandbox_summary: SandboxSummary,
-    /// The exit records of the writes the sandbox refused (source `denial`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub exits: Vec<ExitRecord>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal: Option<i32>,
-    /// The shell-style status: the code, 128+N for a signal, 125 for a setup error.
-    pub exit_status: i32,
-    pub duration_ms: u64,
-}
+/// What a call ended with: the wire's finish.
+pub type Finished = efr_sandbox_wire::Finish;
 
 /// Folds an outcome into [`Finished`]; the denials become exit records.
 /// `view` is the read-only list of the call's launch view (`Plan::read_only_inside`): after

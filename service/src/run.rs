@@ -1,5 +1,6 @@
-//! `efr-sandbox run [--project DIR]... [--cwd DIR] [--grant KIND=VALUE]... [--backend
-//! native|bwrap] [--env NAME[=VALUE]]... [--unsandboxed] [--summary FILE] -- LINE`: one line through the launcher,
+//! `efr-sandbox run [--project DIR]... [--cwd DIR] [--conversation ID] [--grant
+//! KIND=VALUE]... [--backend native|bwrap] [--env NAME[=VALUE]]... [--unsandboxed]
+//! [--summary FILE] [--json [FILE]] -- LINE`: one line through the launcher,
 //! with this stdio passed through (on a terminal, a contained line gets a pty of its own,
 //! which the launcher relays to it: see `efr_launcher::pty`). The exit status is the line's (128+N for a
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
@@ -133,11 +134,32 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             Err(e) => return Ok(usage_error(format!("--grant {g}: {e}"))),
         }
     }
-    let projects: Vec<String> = a.projects.iter().map(|p| normal(p, &here)).collect();
     let cwd = a
         .cwd
         .map(|c| normal(&c, &here))
         .unwrap_or_else(|| normal(Path::new("."), &here));
+    let mut env = env;
+    let runtime = match &a.conversation {
+        None => None,
+        Some(id) => match conversation_runtime(id, &env) {
+            Ok(rt) => {
+                env.scratch = Some(rt.join("scratch"));
+                Some(rt)
+            }
+            Err(e) => return Ok(usage_error(format!("--conversation {id:?}: {e}"))),
+        },
+    };
+    let mut projects: Vec<String> = a.projects.iter().map(|p| normal(p, &here)).collect();
+    if projects.is_empty() {
+        let home = normal(&env.home, &here);
+        match default_project(Path::new(&cwd), Path::new(&home)) {
+            Ok((dir, why)) => {
+                eprintln!("efr-sandbox: project: {} ({why})", dir.display());
+                projects.push(dir.to_string_lossy().into_owned());
+            }
+            Err(why) => eprintln!("efr-sandbox: project: none ({why}); pass --project DIR"),
+        }
+    }
     let p = CallParams {
         line: a.line.join(" "),
         cwd: Some(cwd),
@@ -145,9 +167,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         grants,
         backend: a.backend,
         unsandboxed: a.unsandboxed,
-        conversation: None,
+        conversation: a.conversation,
     };
-    let plan = match prepare(&p, &config, &env, None, None) {
+    let plan = match prepare(&p, &config, &env, runtime.as_deref(), None) {
         Err(e) => return Ok(usage_error(e.message)),
         Ok(Err(setup)) => Err(setup),
         Ok(Ok(plan)) => Ok(plan),
@@ -296,7 +318,60 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         std::fs::write(f, json + "\n")
             .map_err(|e| anyhow::anyhow!("--summary {}: {e}", f.display()))?;
     }
+    // The finish, one line: after everything else on stderr, or alone in FILE.
+    match &a.json {
+        None => {}
+        Some(None) => eprintln!("{}", serde_json::to_string(&fin)?),
+        Some(Some(f)) => std::fs::write(f, serde_json::to_string(&fin)? + "\n")
+            .map_err(|e| anyhow::anyhow!("--json {}: {e}", f.display()))?,
+    }
     Ok(fin.exit_status)
+}
+
+/// The project `run` takes without `--project`: the git top level of `cwd`, else `cwd`
+/// itself, with why (for the hint); never `/`, the home or a directory above it (a
+/// dotfiles repository in the home must not make the home writable). The top level is
+/// found by the policy's own reader of `.git` (no git runs: no hook, fsmonitor or config
+/// of the repository can run code here); a `.git` it cannot read as git would still marks
+/// the top level.
+fn default_project(cwd: &Path, home: &Path) -> Result<(PathBuf, &'static str), &'static str> {
+    use efr_policy::classify::git::{GitLookup, lookup_git_dir};
+    let too_wide = |d: &Path| d == Path::new("/") || home.starts_with(d);
+    let top = match lookup_git_dir(cwd) {
+        GitLookup::Found(g) => Some(g.worktree),
+        GitLookup::Unknown { worktree, .. } => Some(worktree),
+        GitLookup::NotFound => None,
+    };
+    match top {
+        Some(t) if !too_wide(&t) => Ok((t, "the git top level of the working directory")),
+        Some(_) if !too_wide(cwd) => Ok((
+            cwd.to_path_buf(),
+            "the working directory: its git top level is the home or /, not taken",
+        )),
+        None if !too_wide(cwd) => Ok((
+            cwd.to_path_buf(),
+            "the working directory, not in a git repository",
+        )),
+        _ => Err("the working directory is the home, /, or in a repository there"),
+    }
+}
+
+/// Where a conversation's `/tmp` and `$SCRATCH` live: `$XDG_RUNTIME_DIR/efr` (the
+/// service's own runtime dir, masked in every call), made private.
+fn conversation_runtime(id: &str, env: &Env) -> Result<PathBuf, String> {
+    crate::launch::check_conversation(id)
+        .map_err(|_| "expected 1 to 128 of A-Z a-z 0-9 . _ - (not . or ..)".to_string())?;
+    let Some(rt) = &env.runtime_dir else {
+        return Err(
+            "needs $XDG_RUNTIME_DIR (usually /run/user/$UID), under which the \
+                    conversation's /tmp and $SCRATCH are kept"
+                .into(),
+        );
+    };
+    let dir = rt.join("efr");
+    crate::launch::private_dir(&dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub use status::{
     Backend, BusProxyOff, CheckOutcome, CheckTest, ModeFallback, SandboxCheck, SandboxPaths,
     SandboxStatus,
 };
-pub use summary::{BlockReason, Blocked, BusRefused, SandboxSummary};
+pub use summary::{BlockReason, Blocked, BusRefused, Finish, SandboxSummary};
 pub use surface::{QuestionId, ReportedFile, SurfaceChange, SurfaceChangeKind};
 
 /// The version both sides send in `hello`. Additive changes do not bump it.

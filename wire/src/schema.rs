@@ -24,6 +24,7 @@ pub fn document() -> Value {
         crate::SandboxCheck,
         crate::SandboxPaths,
         crate::SandboxSummary,
+        crate::Finish,
         crate::Blocked,
         crate::BlockReason,
         crate::BusRefused,

@@ -135,3 +135,23 @@ pub struct SandboxSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_error: Option<String>,
 }
+
+/// A finish: the `end` of `sandbox.launch`, the result of `sandbox.finish`, and what
+/// `efr-sandbox run --json` prints.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Finish {
+    pub sandbox_summary: SandboxSummary,
+    /// The exit records of the call's refusals (a refused write: source `denial`; a
+    /// refused host: source `host`); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exits: Vec<crate::ExitRecord>,
+    /// The line's exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// The signal that ended the line, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The shell-style status: the code, 128+N for a signal, 125 for a setup error.
+    pub exit_status: i32,
+    pub duration_ms: u64,
+}
