@@ -6,23 +6,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::command;
+use common::{backends, command};
 use efr_sandbox_wire::{ExitKind, ExitSource, Finish};
-
-/// The backends the tests run on: native, and bwrap where it is installed (required under
-/// `EFR_SANDBOX_MUST_WORK`).
-fn backends() -> Vec<&'static str> {
-    let mut v = vec!["native"];
-    if Path::new(efr_launcher::bwrap::BWRAP).exists() {
-        v.push("bwrap");
-    } else {
-        assert!(
-            std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none(),
-            "EFR_SANDBOX_MUST_WORK is set and bwrap is missing"
-        );
-    }
-    v
-}
 
 /// A temp dir with `home/` and `config/`, outside `/tmp` (which every call has its own
 /// of: a home or a runtime dir under the host's `/tmp` would not be there inside).

@@ -6,22 +6,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{command, temp_env};
+use common::{backends, command, temp_env};
 
 const GH_TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
-
-fn backends() -> Vec<&'static str> {
-    let mut v = vec!["native"];
-    if Path::new(efr_launcher::bwrap::BWRAP).exists() {
-        v.push("bwrap");
-    } else {
-        assert!(
-            std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none(),
-            "EFR_SANDBOX_MUST_WORK is set and bwrap is missing"
-        );
-    }
-    v
-}
 
 fn project(dir: &Path) -> PathBuf {
     let p = dir.join("home/proj");

@@ -239,3 +239,18 @@ pub fn collect(c: &mut Client, id: u64) -> (Vec<Value>, Value) {
         }
     }
 }
+
+/// The backends a test runs on: native, and bwrap where it is installed (required under
+/// `EFR_SANDBOX_MUST_WORK`).
+pub fn backends() -> Vec<&'static str> {
+    let mut v = vec!["native"];
+    if Path::new(efr_launcher::bwrap::BWRAP).exists() {
+        v.push("bwrap");
+    } else {
+        assert!(
+            std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none(),
+            "EFR_SANDBOX_MUST_WORK is set and bwrap is missing"
+        );
+    }
+    v
+}
