@@ -204,14 +204,21 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                 .map_err(|e| format!("{dst}: {e}"))?,
             Op::Dev { .. } => {}
             Op::MaskDir { path } => {
-                mount(
+                match mount(
                     Some("tmpfs"),
                     &format!("{N}{path}"),
                     Some("tmpfs"),
                     libc::MS_NOSUID | libc::MS_NODEV,
                     Some("mode=0755,size=64k"),
-                )
-                .map_err(|e| err("mask", e))?;
+                ) {
+                    Ok(_) => {}
+                    // Not in the view: gone since the view was computed, or below the
+                    // call's own /tmp (a runtime dir under the host's /tmp), which shows
+                    // nothing of the host's. Nothing to hide; one that appears later has
+                    // no Landlock read rule (see `crate::lockdown`).
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(err("mask", e)),
+                }
             }
             Op::MaskFile { path } => {
                 let p = format!("{N}{path}");
@@ -227,7 +234,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
             }
             Op::SealDir { path } => {
                 let p = format!("{N}{path}");
-                mount(
+                match mount(
                     None,
                     &p,
                     None,
@@ -237,8 +244,12 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                         | libc::MS_NOSUID
                         | libc::MS_NODEV,
                     None,
-                )
-                .map_err(|e| err("seal mask", e))?;
+                ) {
+                    Ok(_) => {}
+                    // Its mask was not in the view (above): nothing to seal.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(err("seal mask", e)),
+                }
             }
         }
     }

@@ -320,3 +320,34 @@ fn json_prints_the_finish_with_the_refused_writes() {
         assert!(!hook.exists());
     }
 }
+
+/// A runtime dir under the host's `/tmp` (some desktops and containers): its mask has no
+/// place in the call's own `/tmp`, and the call runs (it failed to start: the mask's mount
+/// point was missing).
+#[test]
+fn a_runtime_dir_under_tmp_does_not_stop_the_call() {
+    let d = temp_env();
+    let proj = d.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let rt = tempfile::Builder::new()
+        .prefix("efr-test-runtime.")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::write(rt.path().join("secret-socket"), "x").unwrap();
+    for b in backends() {
+        let p = proj.to_str().unwrap();
+        let line = format!(
+            "echo ran; test -e {}/secret-socket && echo visible || echo hidden; \
+             echo own > /tmp/own && cat /tmp/own",
+            rt.path().display()
+        );
+        let o = run(
+            d.path(),
+            &proj,
+            Some(rt.path()),
+            &["--backend", b, "--project", p, "--", &line],
+        );
+        assert_eq!(o.status.code(), Some(0), "{b}: {}", stderr(&o));
+        assert_eq!(stdout(&o), "ran\nhidden\nown\n", "{b}: {}", stderr(&o));
+    }
+}
