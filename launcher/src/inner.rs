@@ -439,24 +439,18 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         if let Ok(n) = sys::read(sig_r, &mut buf) {
             for pair in buf[..n].chunks_exact(2) {
                 let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
-                if fwd.contains(&sig) && !from_kernel {
-                    // To the line's group (the line leads it), as the caller's terminal or
-                    // group signal would have reached it; before the line has made its
-                    // group, to the line alone.
-                    if sys::kill(-main, sig).is_err() {
-                        let _ = sys::kill(main, sig);
-                    }
-                } else if sig == libc::SIGHUP && from_kernel {
-                    // The call's pty hung up (the user's terminal went away): the kernel
-                    // tells the session leader only; a shell passes it on to its job.
-                    if sys::kill(-main, sig).is_err() {
-                        let _ = sys::kill(main, sig);
-                    }
-                } else if sig == libc::SIGCONT && !from_kernel {
-                    // The line's whole group (the line leads it), as a shell's `fg` does.
-                    if sys::kill(-main, sig).is_err() {
-                        let _ = sys::kill(main, sig);
-                    }
+                // To the line's group (the line leads it; before it has made its group,
+                // to the line alone): what a process sent, as the caller's terminal or a
+                // group signal would have reached it; the SIGHUP of the call's pty hanging
+                // up (the kernel tells the session leader only; a shell passes it on to
+                // its job); SIGCONT, as a shell's `fg` does.
+                let to_group = if from_kernel {
+                    sig == libc::SIGHUP
+                } else {
+                    fwd.contains(&sig) || sig == libc::SIGCONT
+                };
+                if to_group && sys::kill(-main, sig).is_err() {
+                    let _ = sys::kill(main, sig);
                 }
             }
         }

@@ -19,15 +19,6 @@ const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=sess
                      desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
                      net_view, open_network";
 
-/// The signals this process hands to the launcher while the line runs: the launcher's own
-/// list (`efr_launcher::run::FORWARDED_SIGNALS`, a reason each), so that a signal sent to
-/// this process, or to its group, that the line would get reaches it and does not end the
-/// CLI instead (SIGUSR1 would, by default). A group signal reaches the launcher directly as
-/// well; the two deliveries of one signal coalesce while it is pending.
-fn forwarded() -> Vec<libc::c_int> {
-    efr_launcher::run::forwarded_signals()
-}
-
 /// `p` made absolute against `here`, `.` and `..` taken lexically (as the shell's `cd`).
 fn normal(p: &Path, here: &Path) -> String {
     let mut out = PathBuf::from("/");
@@ -220,13 +211,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
-    // The terminal's SIGINT and SIGQUIT reach the line itself (same process group); this
-    // process waits for the launcher's verdict. SIGINT, SIGTERM and SIGHUP sent to this
-    // process alone (a harness's timeout, `Popen.terminate()`) go to the launcher, which
-    // hands them to the line: the call ends with the line's status. Whatever else ends
-    // this process (SIGKILL), the launcher sees it and kills the call.
-    crate::sys::ignore_signal(libc::SIGQUIT);
-    let forwarded = forwarded();
+    // This process waits for the launcher's verdict. The signals of
+    // `efr_launcher::run::FORWARDED_SIGNALS` sent to it (a harness's timeout,
+    // `Popen.terminate()`, a signal to its group) go to the launcher, which hands them to
+    // the line: the call ends with the line's status. Whatever else ends this process
+    // (SIGKILL), the launcher sees it and kills the call.
+    let forwarded = efr_launcher::run::forwarded_signals();
     crate::sys::forward_signals(&forwarded)?;
     // A contained call with no terminal on stdio: the launcher in a process group of its
     // own, so that a signal sent to this process's group reaches the line once (through

@@ -29,12 +29,6 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Ignores `sig` in this process (SIG_IGN).
-pub fn ignore_signal(sig: libc::c_int) {
-    // SAFETY: setting a disposition to SIG_IGN installs no handler and touches no memory.
-    unsafe { libc::signal(sig, libc::SIG_IGN) };
-}
-
 /// A pidfd of process `pid`.
 pub fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.

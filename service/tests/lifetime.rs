@@ -273,8 +273,14 @@ fn a_line_that_traps_the_clis_sigterm_gives_its_own_code() {
     }
 }
 
-/// A signal to the CLI's process group (a terminal's ^C is SIGINT to the foreground group).
-fn group_signalled(mode: Option<&str>, line: &str, sig: Signal) -> std::process::Output {
+/// Starts the CLI running `line` in a process group of its own and, once the line has
+/// written `ready` in its project, sends `sig` to that group (a terminal's ^C is SIGINT to
+/// the foreground group): the CLI, its temp dir and the project.
+fn signal_group(
+    mode: Option<&str>,
+    line: &str,
+    sig: Signal,
+) -> (Child, tempfile::TempDir, PathBuf) {
     let d = temp_env();
     let proj = project(&d.path().join("home"));
     let child = cli(d.path(), mode, &proj, line)
@@ -286,6 +292,12 @@ fn group_signalled(mode: Option<&str>, line: &str, sig: Signal) -> std::process:
     wait_for_file(&proj.join("ready"));
     std::thread::sleep(Duration::from_millis(100));
     nix::sys::signal::killpg(Pid::from_raw(child.id() as i32), sig).unwrap();
+    (child, d, proj)
+}
+
+/// [`signal_group`], then the CLI's end.
+fn group_signalled(mode: Option<&str>, line: &str, sig: Signal) -> std::process::Output {
+    let (child, _d, _) = signal_group(mode, line, sig);
     child.wait_with_output().unwrap()
 }
 
@@ -493,22 +505,12 @@ fn a_half_closed_connection_still_gets_the_end() {
 fn a_group_signal_reaches_the_line_once() {
     for mode in modes() {
         for sig in [Signal::SIGINT, Signal::SIGUSR1, Signal::SIGTERM] {
-            let d = temp_env();
-            let proj = project(&d.path().join("home"));
             let line = format!(
                 "trap 'echo got >> count' {}; echo > ready; \
                  while [ ! -f stop ]; do sleep 0.05; done; exit 0",
                 &sig.as_str()[3..]
             );
-            let child = cli(d.path(), mode, &proj, &line)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .process_group(0)
-                .spawn()
-                .unwrap();
-            wait_for_file(&proj.join("ready"));
-            std::thread::sleep(Duration::from_millis(100));
-            nix::sys::signal::killpg(Pid::from_raw(child.id() as i32), sig).unwrap();
+            let (child, _d, proj) = signal_group(mode, &line, sig);
             // Time for a second delivery, were there one.
             std::thread::sleep(Duration::from_millis(700));
             std::fs::write(proj.join("stop"), "").unwrap();

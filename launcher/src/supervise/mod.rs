@@ -159,10 +159,7 @@ impl Supervisor {
             paths,
         } = ops::linked_protected(&rules);
         for (path, n) in paths.iter().take(MAX_REPORTED) {
-            let line = format!(
-                "linked {}\t{n}",
-                String::from_utf8_lossy(path).replace(['\n', '\t'], " ")
-            );
+            let line = format!("linked {}\t{n}", report_path(path));
             crate::inner::report(report_fd, &line);
         }
         let root = ops::root_fd().map_err(|e| format!("the view's root: errno {e}"))?;
@@ -269,10 +266,7 @@ impl Supervisor {
         if !self.first_report(key) {
             return;
         }
-        let line = format!(
-            "denied_socket {}\t{what}",
-            String::from_utf8_lossy(path).replace(['\n', '\t'], " ")
-        );
+        let line = format!("denied_socket {}\t{what}", report_path(path));
         crate::inner::report(self.report_fd, &line);
     }
 
@@ -293,10 +287,13 @@ impl Supervisor {
             rules::Refusal::NotWritable => "not writable in this call".to_string(),
         };
         // One line per refusal: `denied PATH\tOP\tWHY` (the path as bytes, lossily).
-        let line = format!(
-            "denied {}\t{what}\t{why}",
-            String::from_utf8_lossy(path).replace(['\n', '\t'], " ")
-        );
+        let line = format!("denied {}\t{what}\t{why}", report_path(path));
         crate::inner::report(self.report_fd, &line);
     }
+}
+
+/// A path as a report line carries it: lossily as text, with no newline or tab (the line's
+/// end and its field separator).
+fn report_path(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).replace(['\n', '\t'], " ")
 }
