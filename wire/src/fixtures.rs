@@ -415,6 +415,29 @@ pub fn all() -> Vec<Fixture> {
         ),
         fixture("sandbox_summary_minimal.json", SandboxSummary::default()),
         fixture(
+            "finish.json",
+            Finish {
+                sandbox_summary: SandboxSummary {
+                    denied_writes: vec!["/home/ada/src/app/.git/hooks/pre-commit".into()],
+                    ..Default::default()
+                },
+                exits: vec![example_exit_record()],
+                code: Some(1),
+                signal: None,
+                exit_status: 1,
+                duration_ms: 412,
+            },
+        ),
+        fixture(
+            "finish_signal.json",
+            Finish {
+                signal: Some(2),
+                exit_status: 130,
+                duration_ms: 9,
+                ..Default::default()
+            },
+        ),
+        fixture(
             "blocked.json",
             Blocked {
                 host: "pypi.org".into(),
