@@ -317,19 +317,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         sys::exit_now(127)
     };
     let mut sup_pair = None;
-    let mut rules = None;
     let sockets = spec
         .supervise
         .as_ref()
         .map(|sv| crate::supervise::SocketRules::new(&sv.socket_dirs, &sv.sockets))
         .unwrap_or_default();
-    if let Some(sv) = &spec.supervise {
+    if spec.supervise.is_some() {
         if !crate::supervise::available() {
             fail("the kernel cannot supervise writes (seccomp user notification)".into());
-        }
-        match crate::supervise::Rules::new(&sv.roots, &sv.paths, &sv.names) {
-            Ok(r) => rules = Some(r),
-            Err(e) => fail(e),
         }
         match crate::supervise::pair() {
             Ok(p) => sup_pair = Some(p),
@@ -370,10 +365,13 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             fail(format!("init dropping capabilities: {e}"));
         }
     }
-    if let (Some((init_end, line_end)), Some(rules)) = (sup_pair, rules) {
+    if let (Some((init_end, line_end)), Some(sv)) = (sup_pair, &spec.supervise) {
         drop(line_end);
+        // The line waits for the hand-over only; the rules are compiled after it, while
+        // the line goes on to its exec (its first supervised call waits for them).
         match crate::supervise::receive(&init_end, main) {
-            Ok(Some(l)) => match crate::supervise::Supervisor::new(rules, l, report_fd)
+            Ok(Some(l)) => match crate::supervise::Rules::new(&sv.roots, &sv.paths, &sv.names)
+                .and_then(|rules| crate::supervise::Supervisor::new(rules, l, report_fd))
                 .map(|s| s.with_sockets(sockets))
             {
                 // Its own thread, blocked in the receive: one wake-up per supervised call

@@ -324,7 +324,7 @@ pub(crate) const AUDIT_ARCH_NATIVE: u32 = 0xc000_00b7;
 
 pub(crate) const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
 pub(crate) const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+pub(crate) const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
 pub(crate) const JSET_K: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
 const JA: u16 = 0x05; // BPF_JMP | BPF_JA
 pub(crate) const RET_K: u16 = 0x06; // BPF_RET | BPF_K
@@ -439,7 +439,21 @@ fn rules(net_view: bool, drop: &[String]) -> Vec<(u32, Rule)> {
 
 /// A leaf: the number in the accumulator is `nr` or is allowed; every jump stays inside.
 fn leaf(nr: u32, rule: &Rule) -> Option<Program> {
-    let body: Program = match rule {
+    leaf_of(nr, body(rule)?)
+}
+
+/// A leaf of a search tree: `jeq nr` falls into `body` (which ends in returns); any other
+/// number jumps to the `ret allow` after it.
+pub(crate) fn leaf_of(nr: u32, body: Program) -> Option<Program> {
+    let mut v = vec![jump(JEQ_K, nr, 0, body.len())?];
+    v.extend(body);
+    v.push(stmt(RET_K, RET_ALLOW));
+    Some(v)
+}
+
+/// The body of a rule's leaf.
+fn body(rule: &Rule) -> Option<Program> {
+    Some(match rule {
         Rule::Always(ret) => vec![stmt(RET_K, *ret)],
         Rule::AnyBit { arg, mask } => vec![
             stmt(LD_W_ABS, off_arg_low(*arg)),
@@ -459,12 +473,7 @@ fn leaf(nr: u32, rule: &Rule) -> Option<Program> {
             b
         }
         Rule::Socket { inet } => socket_body(*inet)?,
-    };
-    // `jeq nr` falls into the body; any other number jumps to the `ret allow` after it.
-    let mut v = vec![jump(JEQ_K, nr, 0, body.len())?];
-    v.extend(body);
-    v.push(stmt(RET_K, RET_ALLOW));
-    Some(v)
+    })
 }
 
 /// The body of the socket rule: the family (argument 0), then for AF_NETLINK the protocol
@@ -516,18 +525,24 @@ fn socket_body(inet: u32) -> Option<Program> {
     Some(b)
 }
 
-/// A search tree over rules sorted by number: a node is `jge pivot` with the lower half
-/// first; every path ends in a return.
-fn tree(rules: &[(u32, Rule)]) -> Option<Program> {
+/// A search tree over rules sorted by number (the number in the accumulator): a node is
+/// `jge pivot` with the lower half first, a leaf is `leaf(nr, rule)`; every path ends in a
+/// return. Its depth, not its length, is what a call walks, and what the kernel walks for
+/// each number when it loads the filter (its cache of always-allowed calls): a chain of
+/// `jeq` costs that per number, and a load of the filter its length times all numbers.
+pub(crate) fn search_tree<R>(
+    rules: &[(u32, R)],
+    leaf: &dyn Fn(u32, &R) -> Option<Program>,
+) -> Option<Program> {
     match rules {
         [] => Some(vec![stmt(RET_K, RET_ALLOW)]),
         [(nr, rule)] => leaf(*nr, rule),
         _ => {
             let (lo, hi) = rules.split_at(rules.len() / 2);
-            let lo_t = tree(lo)?;
+            let lo_t = search_tree(lo, leaf)?;
             let mut v = vec![jump(JGE_K, hi[0].0, lo_t.len(), 0)?];
             v.extend(lo_t);
-            v.extend(tree(hi)?);
+            v.extend(search_tree(hi, leaf)?);
             Some(v)
         }
     }
@@ -571,7 +586,7 @@ pub fn program_without(net_view: bool, drop: &[String]) -> Result<Program, Strin
     p.push(stmt(JA, 2));
     p.push(stmt(RET_K, RET_EPERM));
     p.push(stmt(RET_K, RET_ENOSYS));
-    p.extend(tree(&rules(net_view, drop)).ok_or_else(too_far)?);
+    p.extend(search_tree(&rules(net_view, drop), &leaf).ok_or_else(too_far)?);
     if p.len() > 4096 {
         return Err(format!(
             "seccomp compile: {} instructions, over the kernel's 4096",
