@@ -215,7 +215,19 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         },
         _ => {}
     }
+    // The line's filters: the EPERM one, and the supervisor's with its listener. Where this
+    // process loads both (the native backend), they are one program, loaded last (one
+    // load, and one filter run per call); bubblewrap loads the EPERM one for the whole
+    // sandbox, and the line then adds the supervisor's own.
+    let merged = sup_fd.is_some() && !spec.seccomp_preloaded;
     let progs = match spec.seccomp {
+        Some(nv) if merged => {
+            let bodies = crate::supervise::filter::bodies();
+            match crate::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
+                Ok(p) => Some(p),
+                Err(e) => fail(e),
+            }
+        }
         Some(nv) => match crate::seccomp::program_without(nv, &spec.seccomp_drop) {
             Ok(p) => Some(p),
             Err(e) => fail(e),
@@ -227,7 +239,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             fail(format!("dropping capabilities: {e}"));
         }
     }
-    if let Some(p) = &progs {
+    if let (Some(p), false) = (&progs, merged) {
         if let Err(e) = crate::seccomp::load(p) {
             fail(e);
         }
@@ -246,7 +258,15 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         if let Err(e) = sys::prctl(libc::PR_SET_DUMPABLE, 1, 0) {
             fail(format!("making the line dumpable for the hand-over: {e}"));
         }
-        if let Err(e) = crate::supervise::install(fd) {
+        let own;
+        let prog = match (&progs, merged) {
+            (Some(p), true) => p,
+            _ => {
+                own = crate::supervise::filter::program();
+                &own
+            }
+        };
+        if let Err(e) = crate::supervise::install(fd, prog) {
             fail(e);
         }
     }

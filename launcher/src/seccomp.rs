@@ -389,6 +389,9 @@ enum Rule {
     /// gets EAFNOSUPPORT, a netlink protocol not listed EPROTONOSUPPORT, AF_INET and
     /// AF_INET6 `inet` (allowed, or EPERM under net_view).
     Socket { inet: u32 },
+    /// A body of another table merged into this program (the write supervisor's, see
+    /// [`program_with`]); it ends in returns.
+    Body(Program),
 }
 
 /// The rules of the tables, by number, without the entries named in `drop`.
@@ -473,6 +476,7 @@ fn body(rule: &Rule) -> Option<Program> {
             b
         }
         Rule::Socket { inet } => socket_body(*inet)?,
+        Rule::Body(b) => b.clone(),
     })
 }
 
@@ -559,6 +563,19 @@ pub fn program(net_view: bool) -> Result<Program, String> {
 /// `clone`, `ioctl`, `socket`, `socketpair` for the argument rules, or `newest_known` for
 /// the ENOSYS of the numbers above [`NEWEST_KNOWN`]).
 pub fn program_without(net_view: bool, drop: &[String]) -> Result<Program, String> {
+    program_with(net_view, drop, &[])
+}
+
+/// [`program_without`] with the leaves `extra` (number, body) of another table merged into
+/// its tree: one filter where the line would load two (the write supervisor's,
+/// `crate::supervise::filter::bodies`). Each load costs the kernel a walk of the filter
+/// for every number, and each call of the line a run of every filter. A number both
+/// tables hold is an error (the stricter answer would have to be merged by hand).
+pub fn program_with(
+    net_view: bool,
+    drop: &[String],
+    extra: &[(u32, Program)],
+) -> Result<Program, String> {
     let too_far = || "seccomp compile: a jump too far for classic BPF".to_string();
     let mut p = vec![
         stmt(LD_W_ABS, OFF_ARCH),
@@ -586,7 +603,17 @@ pub fn program_without(net_view: bool, drop: &[String]) -> Result<Program, Strin
     p.push(stmt(JA, 2));
     p.push(stmt(RET_K, RET_EPERM));
     p.push(stmt(RET_K, RET_ENOSYS));
-    p.extend(search_tree(&rules(net_view, drop), &leaf).ok_or_else(too_far)?);
+    let mut rules = rules(net_view, drop);
+    for (nr, body) in extra {
+        if rules.iter().any(|(n, _)| n == nr) || *nr > NEWEST_KNOWN {
+            return Err(format!(
+                "seccomp compile: call number {nr} is in both filters' tables"
+            ));
+        }
+        rules.push((*nr, Rule::Body(body.clone())));
+    }
+    rules.sort_by_key(|(nr, _)| *nr);
+    p.extend(search_tree(&rules, &leaf).ok_or_else(too_far)?);
     if p.len() > 4096 {
         return Err(format!(
             "seccomp compile: {} instructions, over the kernel's 4096",
@@ -614,7 +641,7 @@ pub fn program_bytes(p: &Program) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
@@ -717,7 +744,7 @@ mod tests {
     /// A classic-BPF interpreter for the instructions both compilers use, over a
     /// `seccomp_data` (nr, arch, ip, six args): the verdict and how many instructions ran.
     /// Panics on any other instruction, and on a jump out of the program.
-    fn run_counted(p: &Program, nr: u32, arch: u32, args: [u64; 6]) -> (u32, usize) {
+    pub(crate) fn run_counted(p: &Program, nr: u32, arch: u32, args: [u64; 6]) -> (u32, usize) {
         let mut data = Vec::with_capacity(64);
         data.extend_from_slice(&nr.to_ne_bytes());
         data.extend_from_slice(&arch.to_ne_bytes());
@@ -751,7 +778,7 @@ mod tests {
         }
     }
 
-    fn run(p: &Program, nr: u32, arch: u32, args: [u64; 6]) -> u32 {
+    pub(crate) fn run(p: &Program, nr: u32, arch: u32, args: [u64; 6]) -> u32 {
         run_counted(p, nr, arch, args).0
     }
 

@@ -191,20 +191,11 @@ pub fn line_only() -> Program {
 /// The return value of a notified call.
 const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 
-/// The filter: another arch is killed (the EPERM filter does so too), then a search tree
-/// over the table's numbers (`crate::seccomp::search_tree`: a call walks its depth, and so
-/// does the kernel for each number when it loads the filter); every other call is allowed.
-pub fn program() -> Program {
-    let mut p = vec![
-        stmt(LD_W_ABS, OFF_ARCH),
-        jump(JEQ_K, AUDIT_ARCH_NATIVE, 1, 0).expect("small jump"),
-        stmt(RET_K, RET_KILL_PROCESS),
-        stmt(LD_W_ABS, OFF_NR),
-    ];
-    let mut entries: Vec<(u32, Kind)> = TABLE.iter().map(|e| (e.nr as u32, e.kind)).collect();
-    entries.sort_by_key(|(nr, _)| *nr);
-    let body = |kind: &Kind| -> Program {
-        match *kind {
+/// The table's leaves: each number with what the filter answers for it (every body ends
+/// in returns), sorted by number.
+pub fn bodies() -> Vec<(u32, Program)> {
+    let body = |kind: Kind| -> Program {
+        match kind {
             Kind::Notify => vec![stmt(RET_K, RET_USER_NOTIF)],
             Kind::Enosys => vec![stmt(RET_K, RET_ERRNO | libc::ENOSYS as u32)],
             // Either half of the pointer set: notified.
@@ -224,7 +215,25 @@ pub fn program() -> Program {
             ],
         }
     };
-    let tree = search_tree(&entries, &|nr, kind| leaf_of(nr, body(kind)))
+    let mut v: Vec<(u32, Program)> = TABLE.iter().map(|e| (e.nr as u32, body(e.kind))).collect();
+    v.sort_by_key(|(nr, _)| *nr);
+    v
+}
+
+/// The filter on its own (where the EPERM filter is loaded apart, by bubblewrap): another
+/// arch is killed (the EPERM filter does so too), then a search tree over the table's
+/// numbers (`crate::seccomp::search_tree`: a call walks its depth, and so does the kernel
+/// for each number when it loads the filter); every other call is allowed. The native
+/// backend loads the table merged into the EPERM filter instead
+/// (`crate::seccomp::program_with`).
+pub fn program() -> Program {
+    let mut p = vec![
+        stmt(LD_W_ABS, OFF_ARCH),
+        jump(JEQ_K, AUDIT_ARCH_NATIVE, 1, 0).expect("small jump"),
+        stmt(RET_K, RET_KILL_PROCESS),
+        stmt(LD_W_ABS, OFF_NR),
+    ];
+    let tree = search_tree(&bodies(), &|nr, body: &Program| leaf_of(nr, body.clone()))
         .expect("the table's tree has short jumps");
     p.extend(tree);
     p
@@ -233,44 +242,7 @@ pub fn program() -> Program {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seccomp::JGE_K;
-
-    /// A classic-BPF interpreter for the few instructions the filter uses.
-    fn run(p: &Program, nr: u32, arch: u32, args: [u64; 6]) -> u32 {
-        run_counted(p, nr, arch, args).0
-    }
-
-    /// [`run`], with the number of instructions walked.
-    fn run_counted(p: &Program, nr: u32, arch: u32, args: [u64; 6]) -> (u32, usize) {
-        let mut data = [0u8; 64];
-        data[0..4].copy_from_slice(&nr.to_ne_bytes());
-        data[4..8].copy_from_slice(&arch.to_ne_bytes());
-        for (i, a) in args.iter().enumerate() {
-            data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
-        }
-        let (mut pc, mut acc, mut steps) = (0usize, 0u32, 0usize);
-        loop {
-            let ins = p[pc];
-            steps += 1;
-            match ins.code {
-                LD_W_ABS => {
-                    let k = ins.k as usize;
-                    acc = u32::from_ne_bytes(data[k..k + 4].try_into().unwrap());
-                    pc += 1;
-                }
-                JEQ_K | JSET_K | JGE_K => {
-                    let hit = match ins.code {
-                        JEQ_K => acc == ins.k,
-                        JGE_K => acc >= ins.k,
-                        _ => acc & ins.k != 0,
-                    };
-                    pc += 1 + usize::from(if hit { ins.jt } else { ins.jf });
-                }
-                RET_K => return (ins.k, steps),
-                c => panic!("unexpected instruction {c:#x}"),
-            }
-        }
-    }
+    use crate::seccomp::tests::{run, run_counted};
 
     #[test]
     fn the_line_keeps_what_the_init_needs_refused() {
@@ -331,6 +303,61 @@ mod tests {
             deepest <= 4 + depth as usize + 8,
             "a call walks {deepest} instructions"
         );
+    }
+
+    /// The strictest of two answers, as the kernel takes it across filters (by the action,
+    /// as a signed number: KILL_PROCESS first, then ERRNO, USER_NOTIF, ALLOW).
+    fn strictest(a: u32, b: u32) -> u32 {
+        let action = |r: u32| (r & 0xffff_0000) as i32;
+        if action(a) <= action(b) { a } else { b }
+    }
+
+    /// The merged program (the native backend's one filter) answers every call as the
+    /// EPERM filter and this one loaded apart would together, with and without the network
+    /// view, for arguments that hit each kind of rule; and it runs in one filter what took
+    /// two.
+    #[test]
+    fn the_merged_program_answers_as_both_filters() {
+        let a = AUDIT_ARCH_NATIVE;
+        let own = program();
+        let arg_sets: Vec<[u64; 6]> = vec![
+            [0; 6],
+            [u64::from(WRITE_FLAGS) | 0x7fff_0000_0000; 6],
+            [libc::O_RDONLY as u64, 0, libc::O_RDONLY as u64, 0, 0, 0],
+            [libc::AF_INET as u64, 1, 0, 0, 0x1000, 16],
+            [libc::AF_UNIX as u64, libc::O_WRONLY as u64, 0, 0, 0, 0],
+            [libc::AF_NETLINK as u64, 3, 0, 0, 0, 0],
+            [
+                libc::CLONE_NEWUSER as u64,
+                0x5401,
+                libc::O_CREAT as u64,
+                0,
+                0,
+                0,
+            ],
+            [u64::MAX; 6],
+        ];
+        for net_view in [false, true] {
+            let base = crate::seccomp::program(net_view).unwrap();
+            let merged = crate::seccomp::program_with(net_view, &[], &bodies()).unwrap();
+            assert!(merged.len() < base.len() + own.len());
+            for nr in (0..=crate::seccomp::NEWEST_KNOWN + 8).chain([0x4000_0002, 0x4000_0101]) {
+                for arch in [a, 0x4000_0003] {
+                    for args in &arg_sets {
+                        let want =
+                            strictest(run(&base, nr, arch, *args), run(&own, nr, arch, *args));
+                        assert_eq!(
+                            run(&merged, nr, arch, *args),
+                            want,
+                            "number {nr}, arch {arch:#x}, args {args:x?}, net_view {net_view}"
+                        );
+                    }
+                }
+            }
+        }
+        // A number in both tables is refused, not merged silently.
+        let clash = [(libc::SYS_unshare as u32, vec![stmt(RET_K, RET_ALLOW)])];
+        assert!(crate::seccomp::program_with(false, &[], &clash).is_err());
     }
 
     #[test]

@@ -84,19 +84,19 @@ pub fn available() -> bool {
     sys::notif_sizes_fit()
 }
 
-/// The line's side: loads the notification filter and hands its listener to the init
-/// over `sock` (an fd the init made for this process, owned by the caller and closed
-/// here). Call it last before exec (no_new_privs set).
+/// The line's side: loads `prog` (the notification filter, [`filter::program`], or the
+/// EPERM filter with the table merged in, `crate::seccomp::program_with`) and hands its
+/// listener to the init over `sock` (an fd the init made for this process, owned by the
+/// caller and closed here). Call it last before exec (no_new_privs set).
 ///
 /// The listener cannot be sent with SCM_RIGHTS: `sendmsg` is one of the calls the filter
 /// just loaded sends to the listener, which nobody reads yet. So the line writes the
 /// listener's number, the init takes it from the line's fd table (`pidfd_getfd`) and
 /// answers one byte, and only then does the line go on (its own copy is close-on-exec:
 /// the program it runs never holds it).
-pub fn install(sock: RawFd) -> Result<(), String> {
+pub fn install(sock: RawFd, prog: &crate::seccomp::Program) -> Result<(), String> {
     let sock = crate::sys::owned(sock).map_err(|e| format!("supervisor socket: {e}"))?;
-    let prog = filter::program();
-    let l = sys::seccomp_listener(&prog).map_err(|e| format!("seccomp listener: {e}"))?;
+    let l = sys::seccomp_listener(prog).map_err(|e| format!("seccomp listener: {e}"))?;
     use std::os::fd::AsRawFd;
     let mut msg = vec![LISTENER];
     msg.extend_from_slice(&l.as_raw_fd().to_ne_bytes());
