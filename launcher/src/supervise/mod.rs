@@ -186,11 +186,13 @@ impl Supervisor {
     }
 
     /// Serves the call's notifications until no process has the filter any more, on
-    /// threads of its own: one at first, and one more whenever a notification finds no
-    /// other thread waiting (up to [`MAX_THREADS`]), so that calls made at once by several
-    /// processes or threads of the line (npm's thread pool, `make -j`) each get a thread
-    /// while a slow one (a directory made on a busy disk) is under way, and a line that
-    /// makes its calls one after another costs one thread. The init's umask is set to 0
+    /// threads of its own: one at first, and one more whenever a thread takes a
+    /// notification while another one waits to be taken and no thread is free (up to
+    /// [`MAX_THREADS`]), so that calls made at once by several processes or threads of the
+    /// line (npm's thread pool, `make -j`) each get a thread, and a line that makes its
+    /// calls one after another costs one thread: every waiting thread is woken by each
+    /// notification (the kernel's wake-up of the listener is not exclusive), so a thread
+    /// more than the line needs costs a wake-up per call. The init's umask is set to 0
     /// first: modes are masked with each caller's own.
     pub fn spawn(self) -> Result<(), String> {
         sys::umask(0);
@@ -213,13 +215,10 @@ impl Supervisor {
 
     fn receive_loop(self: std::sync::Arc<Self>) {
         loop {
+            // Waiting in the receive itself: the kernel wakes the receivers on the caller's
+            // CPU (`SYNC_WAKE_UP`), and one that finds the notification taken by another
+            // sleeps again without coming back here.
             self.idle.fetch_add(1, Ordering::SeqCst);
-            // Waiting in poll, not in the receive: a poller is woken on the caller's CPU
-            // (`SYNC_WAKE_UP`); a receive blocked in the ioctl is woken as usual.
-            if !sys::wait_readable(self.listener.as_fd()) {
-                self.idle.fetch_sub(1, Ordering::SeqCst);
-                return;
-            }
             let got = sys::notif_recv(self.listener.as_fd());
             self.idle.fetch_sub(1, Ordering::SeqCst);
             match got {
@@ -240,17 +239,20 @@ impl Supervisor {
         }
     }
 
-    /// Starts one more receiving thread when none is waiting now.
+    /// Starts one more receiving thread when none is free now and another notification
+    /// waits to be taken.
     fn grow(self: &std::sync::Arc<Self>) {
         if self.idle.load(Ordering::SeqCst) > 0 {
             return;
         }
         let n = self.threads.load(Ordering::SeqCst);
-        if n >= MAX_THREADS
-            || self
-                .threads
-                .compare_exchange(n, n + 1, Ordering::SeqCst, Ordering::SeqCst)
-                .is_err()
+        if n >= MAX_THREADS || !sys::pending(self.listener.as_fd()) {
+            return;
+        }
+        if self
+            .threads
+            .compare_exchange(n, n + 1, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
         {
             return;
         }

@@ -76,30 +76,16 @@ pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
     Ok(n)
 }
 
-/// Waits until the listener has a notification; false when every process with its filter
-/// is gone (POLLHUP with nothing to read) or the wait fails.
-pub fn wait_readable(listener: BorrowedFd<'_>) -> bool {
-    loop {
-        let mut p = libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: `p` is one live pollfd, its count 1.
-        let r = unsafe { libc::poll(&mut p, 1, -1) };
-        if r < 0 {
-            if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return false;
-        }
-        if p.revents & libc::POLLIN != 0 {
-            return true;
-        }
-        if p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-            return false;
-        }
-    }
+/// Whether a notification waits on the listener now (a poll that does not block).
+pub fn pending(listener: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `p` is one live pollfd, its count 1; a zero timeout never blocks.
+    let r = unsafe { libc::poll(&mut p, 1, 0) };
+    r > 0 && p.revents & libc::POLLIN != 0
 }
 
 /// Whether the process or thread of `pidfd` has ended.
