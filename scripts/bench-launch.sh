@@ -10,7 +10,10 @@
 # Usage: scripts/bench-launch.sh [N]   (builds efr-launch and efr-sandbox in release first)
 # With BEFORE=DIR (a directory holding another build's release efr-launch and efr-sandbox,
 # such as an older commit's target/release), that build's native launch runs in the same
-# rounds too, with its own plan, and is reported beside ours.
+# rounds too, with its own plan, and is reported beside ours. With WEAKEN=KNOB (a test knob
+# of the launcher, such as `no_supervise`), BEFORE is this build with that layer off: the
+# share of one layer in the same binary (the plan carries the knob, and the launcher honours
+# it with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1, set here for every launch).
 set -eu
 N=${1:-50}
 cd "$(dirname "$0")/.."
@@ -26,7 +29,14 @@ for b in native bwrap; do
   (cd "$D/proj" && "$SBX" run --project . --backend "$b" --plan-out "$D/plan-$b.json" -- true)
 done
 echo "plan: $(grep -c '"/' "$D/plan-native.json") paths (masks, read-only-inside, project)" >&2
-if [ -n "${BEFORE:-}" ]; then
+if [ -n "${WEAKEN:-}" ]; then
+  [ -z "${BEFORE:-}" ] || { echo "$0: BEFORE and WEAKEN exclude each other" >&2; exit 2; }
+  BEFORE=$CARGO_TARGET_DIR/release
+  export EFR_LAUNCH_ALLOW_TEST_WEAKEN=1
+  (cd "$D/proj" && EFR_SANDBOX_TEST_WEAKEN=$WEAKEN "$SBX" run --project . --backend native --plan-out "$D/plan-before.json" -- true)
+  grep -q "\"$WEAKEN\"" "$D/plan-before.json" || { echo "$0: the plan does not carry $WEAKEN" >&2; exit 2; }
+  echo "BEFORE: this build with $WEAKEN" >&2
+elif [ -n "${BEFORE:-}" ]; then
   (cd "$D/proj" && "$BEFORE/efr-sandbox" run --project . --backend native --plan-out "$D/plan-before.json" -- true)
 fi
 bare() { bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true; }
