@@ -37,6 +37,7 @@ pub fn encode(rest: &Rest) -> Vec<u8> {
             Op::Dev { path } => put(&mut out, b'D', &[path]),
             Op::MaskDir { path } => put(&mut out, b'M', &[path]),
             Op::MaskFile { path } => put(&mut out, b'F', &[path]),
+            Op::MaskWith { path, content } => put(&mut out, b'W', &[path, content]),
             Op::SealDir { path } => put(&mut out, b'S', &[path]),
         }
     }
@@ -99,6 +100,10 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
                     other => return Err(format!("view bind mode {other:?}")),
                 };
                 rest.ops.push(Op::Bind { src, dst, rw });
+            }
+            b'W' => {
+                let (path, content) = (field(&mut at)?, field(&mut at)?);
+                rest.ops.push(Op::MaskWith { path, content });
             }
             b'L' => rest.landlock = Some(LandlockSpec::default()),
             b'r' | b'w' | b'd' | b's' | b'h' | b'T' | b'C' => {

@@ -220,6 +220,17 @@ pub struct CredentialHelper {
     pub reason: String,
 }
 
+/// A settings file shown to a call with its secret values removed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsFile {
+    /// `~/...`.
+    pub path: String,
+    /// How its secrets are found (`npmrc`, `yarnrc`, `cargo`, `maven`, `urls`).
+    pub format: String,
+    pub reason: String,
+}
+
 /// Variables that hold a token for hosts.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -269,6 +280,8 @@ pub struct File {
     pub credential_helper: Vec<CredentialHelper>,
     #[serde(default)]
     pub token_env: Vec<TokenEnv>,
+    #[serde(default)]
+    pub settings_file: Vec<SettingsFile>,
 }
 
 /// What the knowledge says about one command name.
@@ -398,6 +411,13 @@ mod tests {
         }
         for t in &k.file.token_env {
             assert!(!t.reason.is_empty() && (!t.hosts.is_empty() || t.registry.is_some()));
+        }
+        for f in &k.file.settings_file {
+            assert!(f.path.starts_with("~/") && !f.reason.is_empty(), "{f:?}");
+            assert!(
+                super::super::tokens::SCRUB_FORMATS.contains(&f.format.as_str()),
+                "{f:?}"
+            );
         }
         for h in &k.file.credential_helper {
             assert!(!h.reason.is_empty() && (h.hidden || !h.reads.is_empty()));

@@ -423,6 +423,177 @@ pub fn hosts_of_file(path: &Path, out: &mut BTreeSet<String>) {
     }
 }
 
+/// The formats [`scrub`] reads.
+pub const SCRUB_FORMATS: &[&str] = &["npmrc", "yarnrc", "cargo", "maven", "urls"];
+
+/// A line put where a secret was.
+const REMOVED: &str = "removed by the efr sandbox: a secret";
+
+/// `text` without the password of any url in it (`scheme://user:pass@host` becomes
+/// `scheme://user@host`), and whether there was one.
+pub fn scrub_url_passwords(text: &str) -> (String, bool) {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut any = false;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(['/', '?', '#', ' ', '"', '\'', '\n', '<', '\t'])
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rsplit_once('@') {
+            Some((user, host)) if user.contains(':') => {
+                let name = user.split(':').next().unwrap_or("");
+                out.push_str(name);
+                if !name.is_empty() {
+                    out.push('@');
+                }
+                out.push_str(host);
+                any = true;
+            }
+            _ => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    (out, any)
+}
+
+/// `text` (a settings file of `format`) with its secret values removed, and whether it
+/// held one. `None` for a format not known, or a cargo file that does not parse (it is then
+/// shown empty, as the mask shows it).
+pub fn scrub(format: &str, text: &str) -> Option<(String, bool)> {
+    let mut any = false;
+    let body = match format {
+        "npmrc" => {
+            let mut out = String::new();
+            for l in text.lines() {
+                let key = l.split_once('=').map(|(k, _)| k.trim()).unwrap_or("");
+                let key = key.rsplit(':').next().unwrap_or(key);
+                if matches!(
+                    key,
+                    "_authToken" | "_auth" | "_password" | "username" | "password" | "otp"
+                ) {
+                    any = true;
+                    out.push_str(&format!("; {REMOVED}\n"));
+                } else {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
+            out
+        }
+        "yarnrc" => {
+            let mut out = String::new();
+            for l in text.lines() {
+                let t = l.trim_start();
+                let key = t
+                    .split_once(':')
+                    .map(|(k, _)| k.trim_matches(['"', '\'']))
+                    .unwrap_or("");
+                if matches!(key, "npmAuthToken" | "npmAuthIdent" | "npmPassword") {
+                    any = true;
+                    let indent = &l[..l.len() - t.len()];
+                    out.push_str(&format!("{indent}# {REMOVED}\n"));
+                } else {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
+            out
+        }
+        "cargo" => {
+            let mut t: toml::Table = text.parse().ok()?;
+            if let Some(r) = t.get_mut("registry").and_then(|r| r.as_table_mut()) {
+                any |= r.remove("token").is_some();
+            }
+            if let Some(rs) = t.get_mut("registries").and_then(|r| r.as_table_mut()) {
+                for (_, r) in rs.iter_mut() {
+                    if let Some(r) = r.as_table_mut() {
+                        any |= r.remove("token").is_some();
+                    }
+                }
+            }
+            if any {
+                toml::to_string(&t).ok()?
+            } else {
+                text.to_string()
+            }
+        }
+        "maven" => {
+            let mut out = text.to_string();
+            for tag in ["password", "passphrase", "privateKey"] {
+                let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+                let mut at = 0;
+                while let Some(i) = out[at..].find(&open) {
+                    let start = at + i + open.len();
+                    let Some(j) = out[start..].find(&close) else {
+                        break;
+                    };
+                    if j > 0 {
+                        out.replace_range(start..start + j, "");
+                        any = true;
+                    }
+                    at = start + close.len();
+                }
+            }
+            out
+        }
+        "urls" => text.to_string(),
+        _ => return None,
+    };
+    let (body, urls) = scrub_url_passwords(&body);
+    Some((body, any || urls))
+}
+
+/// The scrubbed copies of the command knowledge's settings files for a call whose masks
+/// are `masks` (absolute paths, the launch view's): a masked settings file is shown
+/// scrubbed; one that is not masked is added to `masks` and shown scrubbed when it holds
+/// a secret. A file that is missing, not a regular file, over 64 KiB or holds NUL gets no
+/// copy (a masked one stays empty). Returns (path, content) pairs.
+pub fn scrubbed_copies(home: &Path, masks: &mut Vec<String>) -> Vec<(String, String)> {
+    let k = Knowledge::get();
+    let mut out = Vec::new();
+    for f in &k.file.settings_file {
+        let path = match f.path.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None => PathBuf::from(&f.path),
+        };
+        let ps = path.to_string_lossy().into_owned();
+        let masked = masks.iter().any(|m| m.trim_end_matches('/') == ps);
+        // A mask above it (a masked directory) hides it whole.
+        if masks
+            .iter()
+            .any(|m| path.starts_with(m.trim_end_matches('/')) && m.trim_end_matches('/') != ps)
+        {
+            continue;
+        }
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() || meta.len() > 64 * 1024 {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if text.contains('\0') {
+            continue;
+        }
+        let Some((body, secret)) = scrub(&f.format, &text) else {
+            continue;
+        };
+        if masked || secret {
+            if !masked {
+                masks.push(ps.clone());
+            }
+            out.push((ps, body));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,5 +639,47 @@ mod tests {
             w("config.json", "{\"auths\":{\"ghcr.io\":{\"auth\":\"x\"}}}")
                 .contains(&"ghcr.io".to_string())
         );
+    }
+
+    #[test]
+    fn scrub_keeps_settings_and_drops_secrets() {
+        let (t, any) = scrub(
+            "npmrc",
+            "registry=https://r.example/\n//r.example/:_authToken=${NPM_TOKEN}\n_auth=abc\ncafile=/ca.pem\n",
+        )
+        .unwrap_or_default();
+        assert!(any && t.contains("registry=https://r.example/") && t.contains("cafile=/ca.pem"));
+        assert!(!t.contains("NPM_TOKEN") && !t.contains("abc"), "{t}");
+        let (t, any) = scrub(
+            "maven",
+            "<servers><server><id>c</id><username>u</username><password>pw</password></server></servers><mirrors><mirror><url>https://m.example</url></mirror></mirrors>",
+        )
+        .unwrap_or_default();
+        assert!(
+            any && !t.contains(">pw<") && t.contains("https://m.example"),
+            "{t}"
+        );
+        let (t, any) = scrub(
+            "urls",
+            "index-url = https://u:p@h.example/simple https://h2.example/\n",
+        )
+        .unwrap_or_default();
+        assert!(any, "{t}");
+        assert_eq!(
+            t,
+            "index-url = https://u@h.example/simple https://h2.example/\n"
+        );
+        let (t, any) = scrub(
+            "cargo",
+            "[registries.corp]\nindex = \"https://c.example\"\ntoken = \"x\"\n",
+        )
+        .unwrap_or_default();
+        assert!(
+            any && t.contains("https://c.example") && !t.contains("token"),
+            "{t}"
+        );
+        let (_, any) = scrub("npmrc", "registry=https://r.example/\n").unwrap_or_default();
+        assert!(!any);
+        assert!(scrub("cargo", "[broken").is_none());
     }
 }
