@@ -298,8 +298,9 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
             refuse(
                 Verdict::UserOnly,
                 format!(
-                    "the proxy refused {hp}: a token host (a file the call can read holds a \
-                     token for it); no host grant opens it, only you can let a call reach it"
+                    "the proxy refused {hp}: a token host (a token for it is visible to the \
+                     call: a file it can read, a variable it keeps or a credential helper it \
+                     can run); no host grant opens it, only you can let a call reach it"
                 ),
             ),
         ),

@@ -447,5 +447,25 @@ mod tests {
             assert_eq!(hosts(m), ["pypi.org", "files.pythonhosted.org"], "{m}");
         }
         assert_eq!(hosts("go"), ["proxy.golang.org", "sum.golang.org"]);
+        // Every cache a manager writes is a cache of the defaults (class `cache`).
+        let config = crate::config::Config::defaults();
+        let caches: Vec<&str> = config
+            .sandbox
+            .caches
+            .iter()
+            .map(|e| e.value.as_str())
+            .collect();
+        for r in &k.file.registry {
+            for c in &r.caches {
+                let covered = caches.iter().any(|d| {
+                    c.path == *d || c.path.starts_with(&format!("{}/", d.trim_end_matches('/')))
+                });
+                assert!(
+                    covered,
+                    "{:?}: {} is not in sandbox.caches",
+                    r.names, c.path
+                );
+            }
+        }
     }
 }
