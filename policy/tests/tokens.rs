@@ -193,3 +193,24 @@ fn credential_helpers_the_call_can_run() {
     assert!(gives("/opt/corp/credential-helper"));
     assert!(gives("manager"));
 }
+
+#[test]
+fn reading_a_settings_file_shown_scrubbed_needs_no_unmask() {
+    let h = home();
+    let ctx = Context::defaults(&h.home);
+    let mut req = ClassifyRequest::new("cat ~/.npmrc", Some(h.proj.clone()), Mode::Cautious);
+    req.project_roots = vec![h.proj.clone()];
+    // No file: nothing is copied, the mask is empty; the read is an unmask exit.
+    assert_eq!(classify(&req, &ctx).exits.len(), 1);
+    write(
+        &h.home.join(".npmrc"),
+        "registry=https://r.example/\n//r.example/:_authToken=x\n",
+    );
+    let r = classify(&req, &ctx);
+    assert!(r.exits.is_empty(), "{r:?}");
+    // Other masked files still ask.
+    write(&h.home.join(".pypirc"), "[pypi]\npassword=x\n");
+    let mut req = ClassifyRequest::new("cat ~/.pypirc", Some(h.proj.clone()), Mode::Cautious);
+    req.project_roots = vec![h.proj.clone()];
+    assert_eq!(classify(&req, &ctx).exits.len(), 1);
+}

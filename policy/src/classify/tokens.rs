@@ -547,6 +547,23 @@ pub fn scrub(format: &str, text: &str) -> Option<(String, bool)> {
     Some((body, any || urls))
 }
 
+/// Whether a contained call reading `path` gets its scrubbed copy (a settings file of the
+/// command knowledge that [`scrubbed_copies`] copies): such a read needs no `unmask`.
+pub fn shown_scrubbed(home: &Path, path: &Path) -> bool {
+    let k = Knowledge::get();
+    k.file.settings_file.iter().any(|f| {
+        let p = match f.path.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None => PathBuf::from(&f.path),
+        };
+        p == path
+            && std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() <= 64 * 1024)
+            && std::fs::read_to_string(&p)
+                .ok()
+                .is_some_and(|t| !t.contains('\0') && scrub(&f.format, &t).is_some())
+    })
+}
+
 /// The scrubbed copies of the command knowledge's settings files for a call whose masks
 /// are `masks` (absolute paths, the launch view's): a masked settings file is shown
 /// scrubbed; one that is not masked is added to `masks` and shown scrubbed when it holds
