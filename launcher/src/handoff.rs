@@ -153,6 +153,10 @@ mod tests {
                 Op::MaskFile {
                     path: "/h/.netrc".into(),
                 },
+                Op::MaskWith {
+                    path: "/h/.npmrc".into(),
+                    content: "registry=https://r.example/\n; removed\n".into(),
+                },
                 Op::SealDir {
                     path: "/h/.ssh".into(),
                 },

@@ -666,6 +666,42 @@ mod tests {
     }
 
     #[test]
+    fn scrubbed_copies_checked() {
+        let mut v = ok_plan();
+        v["masks"] = serde_json::json!(["/h/.npmrc"]);
+        v["scrubbed"] = serde_json::json!([{"path": "/h/.npmrc", "content": "registry=x\n"}]);
+        let p = Plan::from_json(v.to_string().as_bytes()).unwrap();
+        assert_eq!(p.scrubbed.len(), 1);
+        for bad in [
+            serde_json::json!([{"path": "/h/other", "content": ""}]),
+            serde_json::json!([{"path": "/h/.npmrc", "content": "a\0b"}]),
+            serde_json::json!([{"path": "/h/.npmrc", "content": "x".repeat(MAX_SCRUBBED_BYTES + 1)}]),
+            serde_json::json!(vec![
+                serde_json::json!({"path": "/h/.npmrc", "content": ""});
+                MAX_SCRUBBED + 1
+            ]),
+            serde_json::json!([{"path": "/h/.npmrc", "content": "", "extra": 1}]),
+        ] {
+            let mut v = v.clone();
+            v["scrubbed"] = bad.clone();
+            assert!(Plan::from_json(v.to_string().as_bytes()).is_err(), "{bad}");
+        }
+        let mut many = v.clone();
+        let masks: Vec<String> = (0..8).map(|i| format!("/h/f{i}")).collect();
+        many["masks"] = serde_json::json!(masks);
+        many["scrubbed"] = serde_json::json!(
+            masks
+                .iter()
+                .map(|m| serde_json::json!({"path": m, "content": "x".repeat(MAX_SCRUBBED_BYTES)}))
+                .collect::<Vec<_>>()
+        );
+        let e = Plan::from_json(many.to_string().as_bytes())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().contains("in all"), "{e}");
+    }
+
+    #[test]
     fn proxy_checked() {
         let mut v = ok_plan();
         v["proxy"] = serde_json::json!({"socket": "/run/x/proxy.sock", "ports": [8443]});
