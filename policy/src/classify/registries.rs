@@ -1057,6 +1057,73 @@ pub fn cargo_would_fetch(
     None
 }
 
+/// A module path as go's module cache writes it: each capital letter as `!` and the letter
+/// in lower case.
+fn go_escape(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('!');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Why a build-like go command (`go build`, `go test`) would download modules: the first
+/// module of `go.sum` (a full module, not only its `go.mod`) whose zip the module cache
+/// (`$GOMODCACHE`, else `$GOPATH/pkg/mod`, else `~/go/pkg/mod`) lacks. `None` when all are
+/// there, when the module is vendored (`vendor/modules.txt`) or no go.mod is found.
+/// Bounded: one go.sum of at most 1 MiB, one lookup per module.
+pub fn go_would_fetch(
+    var: &dyn Fn(&str) -> Option<String>,
+    cwd: Option<&Path>,
+    home: &Path,
+) -> Option<String> {
+    let gomod = nearest(cwd, "go.mod")?;
+    let dir = gomod.parent()?;
+    if dir.join("vendor/modules.txt").is_file()
+        || var("GOFLAGS").is_some_and(|f| f.contains("-mod=vendor"))
+    {
+        return None;
+    }
+    let cache = var("GOMODCACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            var("GOPATH").and_then(|p| {
+                p.split(':')
+                    .next()
+                    .map(|p| PathBuf::from(p).join("pkg/mod"))
+            })
+        })
+        .unwrap_or_else(|| home.join("go/pkg/mod"));
+    let sum = read_small(&dir.join("go.sum"))?;
+    for l in sum.lines().take(20_000) {
+        let mut w = l.split_whitespace();
+        let (Some(module), Some(version)) = (w.next(), w.next()) else {
+            continue;
+        };
+        if version.ends_with("/go.mod") {
+            continue;
+        }
+        let zip = cache
+            .join("cache/download")
+            .join(go_escape(module))
+            .join("@v")
+            .join(format!("{version}.zip"));
+        if !zip.is_file() {
+            return Some(format!(
+                "{} names {module} {version}, which go's module cache ({}) lacks",
+                shown(&dir.join("go.sum"), home),
+                shown(&cache, home)
+            ));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1324,5 +1391,33 @@ mod tests {
         assert_eq!(f(&local), None);
         // No manifest: nothing to say.
         assert_eq!(f(d.path()), None);
+    }
+
+    #[test]
+    fn go_build_fetches_what_the_module_cache_lacks() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = d.path().join("home");
+        let proj = d.path().join("proj");
+        write(&proj.join("go.mod"), "module example.com/app\n");
+        let f = |p: &Path| go_would_fetch(&none, Some(p), &home);
+        assert_eq!(f(&proj), None);
+        write(
+            &proj.join("go.sum"),
+            "github.com/BurntSushi/toml v1.3.2 h1:x=\ngithub.com/BurntSushi/toml v1.3.2/go.mod h1:y=\n",
+        );
+        assert!(
+            f(&proj).is_some_and(|w| w.contains("github.com/BurntSushi/toml v1.3.2")),
+            "{:?}",
+            f(&proj)
+        );
+        write(
+            &home.join("go/pkg/mod/cache/download/github.com/!burnt!sushi/toml/@v/v1.3.2.zip"),
+            "",
+        );
+        assert_eq!(f(&proj), None);
+        let var = |v: &str| (v == "GOMODCACHE").then(|| "/nonexistent-cache".to_string());
+        assert!(go_would_fetch(&var, Some(&proj), &home).is_some());
+        write(&proj.join("vendor/modules.txt"), "");
+        assert_eq!(go_would_fetch(&var, Some(&proj), &home), None);
     }
 }

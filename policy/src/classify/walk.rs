@@ -2495,8 +2495,12 @@ impl Walker<'_> {
             || is(&spec.fetch)
             || (sub.is_empty() && matches!(name, "yarn" | "pnpm" | "bun" | "bundle"));
         let mut because = None;
-        if !publish && !fetch && spec.fetch_if_missing.iter().any(|s| s == sub) && name == "cargo" {
-            because = super::registries::cargo_would_fetch(&words, &var, cwd, home);
+        if !publish && !fetch && spec.fetch_if_missing.iter().any(|s| s == sub) {
+            because = match name {
+                "cargo" => super::registries::cargo_would_fetch(&words, &var, cwd, home),
+                "go" => super::registries::go_would_fetch(&var, cwd, home),
+                _ => None,
+            };
             fetch = because.is_some();
         }
         if !publish && !fetch {
