@@ -214,3 +214,28 @@ fn reading_a_settings_file_shown_scrubbed_needs_no_unmask() {
     req.project_roots = vec![h.proj.clone()];
     assert_eq!(classify(&req, &ctx).exits.len(), 1);
 }
+
+#[test]
+fn explain_says_a_settings_file_is_shown_scrubbed() {
+    let h = home();
+    let env = Env::new(&h.home);
+    let ask = |p: &Path| {
+        efr_policy::explain::explain_path(p, None, &[h.proj.clone()], &Config::defaults(), &env)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let npmrc = h.home.join(".npmrc");
+    write(
+        &npmrc,
+        "registry=https://r.example/\n//r.example/:_authToken=x\n",
+    );
+    let r = ask(&npmrc);
+    let effect = r.grant.map(|g| g.effect).unwrap_or_default();
+    assert!(
+        effect.contains("a copy with the secrets removed"),
+        "{effect}"
+    );
+    let pypirc = h.home.join(".pypirc");
+    write(&pypirc, "[pypi]\npassword=x\n");
+    let effect = ask(&pypirc).grant.map(|g| g.effect).unwrap_or_default();
+    assert!(effect.contains("sees the real files"), "{effect}");
+}
