@@ -220,8 +220,14 @@ fn explain_says_a_settings_file_is_shown_scrubbed() {
     let h = home();
     let env = Env::new(&h.home);
     let ask = |p: &Path| {
-        efr_policy::explain::explain_path(p, None, &[h.proj.clone()], &Config::defaults(), &env)
-            .unwrap_or_else(|e| panic!("{e}"))
+        efr_policy::explain::explain_path(
+            p,
+            None,
+            std::slice::from_ref(&h.proj),
+            &Config::defaults(),
+            &env,
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
     };
     let npmrc = h.home.join(".npmrc");
     write(
