@@ -162,6 +162,9 @@ pub struct LaunchRequest {
     pub protect_names: Option<Vec<String>>,
     /// Absolute paths or `~/...`; [`HOME_MASKS`] below the home when `None`.
     pub masks: Option<Vec<String>>,
+    /// Masked files shown with their secrets removed: (path, content); see
+    /// [`crate::plan::Plan::scrubbed`].
+    pub scrubbed: Vec<(String, String)>,
     /// The environment the line starts from; the caller's own when `None`.
     pub env: Option<Vec<(String, String)>>,
     /// Set after scrubbing (proxy variables, `SCRATCH`, ...).
@@ -195,6 +198,7 @@ impl LaunchRequest {
             read_only_inside: None,
             protect_names: None,
             masks: None,
+            scrubbed: Vec::new(),
             env: None,
             env_set: Vec::new(),
             env_policy: None,
@@ -313,6 +317,14 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
                 .collect(),
         },
         masks,
+        scrubbed: req
+            .scrubbed
+            .iter()
+            .map(|(path, content)| crate::plan::ScrubbedFile {
+                path: path.clone(),
+                content: content.clone(),
+            })
+            .collect(),
         grants: req.grants.clone(),
         env: req.env.as_ref().map(|v| {
             v.iter()

@@ -3,6 +3,7 @@
 //! (`--as-pid-1`) and applies Landlock to the line itself.
 
 use std::os::fd::RawFd;
+use std::path::Path;
 
 use crate::inner::InnerSpec;
 use crate::sys;
@@ -85,6 +86,7 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
     if let Some(s) = &view.scratch {
         push(&["--bind", s, s]);
     }
+    let mut scrubbed = 0usize;
     for op in &view.ops {
         match op {
             Op::Bind { src, dst, rw } => {
@@ -93,6 +95,13 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
             Op::Dev { path } => push(&["--dev-bind", path, path]),
             Op::MaskDir { path } => push(&["--tmpfs", path]),
             Op::MaskFile { path } => push(&["--ro-bind", empty_file, path]),
+            Op::MaskWith { path, .. } => {
+                // Written by [`Stage::new`] beside the empty file, in the same order.
+                scrubbed += 1;
+                let dir = Path::new(empty_file).parent().unwrap_or(Path::new("/"));
+                let src = dir.join(format!("scrubbed-{scrubbed}"));
+                push(&["--ro-bind", &src.to_string_lossy(), path])
+            }
             Op::SealDir { path } => push(&["--remount-ro", path]),
         }
     }
@@ -109,7 +118,9 @@ pub struct Stage {
 }
 
 impl Stage {
-    pub fn new() -> std::io::Result<Stage> {
+    /// The stage of `view`: the empty file, the resolv.conf and the scrubbed copies of its
+    /// [`Op::MaskWith`] (`scrubbed-N`, in order), all read-only.
+    pub fn new(view: &View) -> std::io::Result<Stage> {
         use std::os::unix::fs::PermissionsExt;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -127,6 +138,15 @@ impl Stage {
         let resolv = format!("{dir}/resolv.conf");
         std::fs::write(&resolv, crate::view::RESOLV_CONF)?;
         std::fs::set_permissions(&resolv, std::fs::Permissions::from_mode(0o444))?;
+        let mut n = 0;
+        for op in &view.ops {
+            if let Op::MaskWith { content, .. } = op {
+                n += 1;
+                let f = format!("{dir}/scrubbed-{n}");
+                std::fs::write(&f, content)?;
+                std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444))?;
+            }
+        }
         Ok(Stage { dir, empty, resolv })
     }
 }

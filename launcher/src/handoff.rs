@@ -37,6 +37,7 @@ pub fn encode(rest: &Rest) -> Vec<u8> {
             Op::Dev { path } => put(&mut out, b'D', &[path]),
             Op::MaskDir { path } => put(&mut out, b'M', &[path]),
             Op::MaskFile { path } => put(&mut out, b'F', &[path]),
+            Op::MaskWith { path, content } => put(&mut out, b'W', &[path, content]),
             Op::SealDir { path } => put(&mut out, b'S', &[path]),
         }
     }
@@ -100,6 +101,10 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
                 };
                 rest.ops.push(Op::Bind { src, dst, rw });
             }
+            b'W' => {
+                let (path, content) = (field(&mut at)?, field(&mut at)?);
+                rest.ops.push(Op::MaskWith { path, content });
+            }
             b'L' => rest.landlock = Some(LandlockSpec::default()),
             b'r' | b'w' | b'd' | b's' | b'h' | b'T' | b'C' => {
                 let l = rest
@@ -147,6 +152,10 @@ mod tests {
                 },
                 Op::MaskFile {
                     path: "/h/.netrc".into(),
+                },
+                Op::MaskWith {
+                    path: "/h/.npmrc".into(),
+                    content: "registry=https://r.example/\n; removed\n".into(),
                 },
                 Op::SealDir {
                     path: "/h/.ssh".into(),

@@ -198,6 +198,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
     // The launcher computes the rest of the view while the steps above run: a length, then a [`Rest`] (EOF: it failed or died).
     let rest = read_rest(sync_r)?;
     sys::close(sync_r);
+    let mut scrubbed = 0usize;
     for op in &rest.ops {
         match op {
             Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)
@@ -231,6 +232,21 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                 }
                 sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
                     .map_err(|e| err("mask", e))?;
+            }
+            Op::MaskWith { path, content } => {
+                // The copy lives in the staging tmpfs of this mount namespace.
+                scrubbed += 1;
+                let src = format!("/stage/scrubbed-{scrubbed}");
+                std::fs::write(&src, content).map_err(|e| err("scrubbed copy", e))?;
+                let _ = std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o444));
+                let p = format!("{N}{path}");
+                match mount(Some(&src), &p, None, libc::MS_BIND, None) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(err("scrubbed copy", e)),
+                }
+                sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
+                    .map_err(|e| err("scrubbed copy", e))?;
             }
             Op::SealDir { path } => {
                 let p = format!("{N}{path}");

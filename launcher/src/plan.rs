@@ -88,6 +88,11 @@ pub struct Plan {
     /// Paths shown present but empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub masks: Vec<String>,
+    /// Masked files shown with their secrets removed: a generated copy bound read-only
+    /// over the mask (a settings file that also holds a token, such as `~/.npmrc`), so the
+    /// registry setting still applies inside. Each path is one of `masks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scrubbed: Vec<ScrubbedFile>,
     /// Grants on top of the default view.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<Grant>,
@@ -121,6 +126,22 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub test_weaken: Vec<String>,
 }
+
+/// A masked file's copy with its secrets removed ([`Plan::scrubbed`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScrubbedFile {
+    /// The masked path (absolute).
+    pub path: String,
+    /// What the call reads there.
+    pub content: String,
+}
+
+/// Most scrubbed copies a plan holds, the longest one, and all of them together (they
+/// live in the native backend's 1 MiB staging tmpfs).
+pub const MAX_SCRUBBED: usize = 16;
+pub const MAX_SCRUBBED_BYTES: usize = 64 * 1024;
+pub const MAX_SCRUBBED_TOTAL: usize = 256 * 1024;
 
 /// The size of a call's `/tmp` when the plan names none (the built-in config's
 /// `sandbox.tmp_size`; the consistency test keeps them equal).
@@ -310,6 +331,7 @@ impl Plan {
             read_only_inside: Vec::new(),
             protect_names: Vec::new(),
             masks: Vec::new(),
+            scrubbed: Vec::new(),
             grants: Vec::new(),
             env: None,
             env_set: Vec::new(),
@@ -412,6 +434,33 @@ impl Plan {
         }
         crate::supervise::Rules::new(&[], &[], &self.protect_names).map_err(invalid)?;
         check_list("masks", &self.masks)?;
+        if self.scrubbed.len() > MAX_SCRUBBED {
+            return Err(invalid(format!(
+                "scrubbed: more than {MAX_SCRUBBED} copies"
+            )));
+        }
+        let mut total = 0;
+        for f in &self.scrubbed {
+            let p = f.path.trim_end_matches('/');
+            if !self.masks.iter().any(|m| m.trim_end_matches('/') == p) {
+                return Err(invalid(format!(
+                    "scrubbed copy of {:?}: not a mask of the plan",
+                    f.path
+                )));
+            }
+            if f.content.len() > MAX_SCRUBBED_BYTES || f.content.contains('\0') {
+                return Err(invalid(format!(
+                    "scrubbed copy of {:?}: longer than {MAX_SCRUBBED_BYTES} bytes or holds NUL",
+                    f.path
+                )));
+            }
+            total += f.content.len();
+        }
+        if total > MAX_SCRUBBED_TOTAL {
+            return Err(invalid(format!(
+                "scrubbed: more than {MAX_SCRUBBED_TOTAL} bytes in all"
+            )));
+        }
         if self.env_keep.len() > MAX_LIST {
             return Err(invalid("env_keep: too many entries"));
         }
@@ -614,6 +663,42 @@ mod tests {
         let mut v = ok_plan();
         v["masks"] = serde_json::json!(vec!["/a"; MAX_LIST + 1]);
         assert!(Plan::from_json(v.to_string().as_bytes()).is_err());
+    }
+
+    #[test]
+    fn scrubbed_copies_checked() {
+        let mut v = ok_plan();
+        v["masks"] = serde_json::json!(["/h/.npmrc"]);
+        v["scrubbed"] = serde_json::json!([{"path": "/h/.npmrc", "content": "registry=x\n"}]);
+        let p = Plan::from_json(v.to_string().as_bytes()).unwrap();
+        assert_eq!(p.scrubbed.len(), 1);
+        for bad in [
+            serde_json::json!([{"path": "/h/other", "content": ""}]),
+            serde_json::json!([{"path": "/h/.npmrc", "content": "a\0b"}]),
+            serde_json::json!([{"path": "/h/.npmrc", "content": "x".repeat(MAX_SCRUBBED_BYTES + 1)}]),
+            serde_json::json!(vec![
+                serde_json::json!({"path": "/h/.npmrc", "content": ""});
+                MAX_SCRUBBED + 1
+            ]),
+            serde_json::json!([{"path": "/h/.npmrc", "content": "", "extra": 1}]),
+        ] {
+            let mut v = v.clone();
+            v["scrubbed"] = bad.clone();
+            assert!(Plan::from_json(v.to_string().as_bytes()).is_err(), "{bad}");
+        }
+        let mut many = v.clone();
+        let masks: Vec<String> = (0..8).map(|i| format!("/h/f{i}")).collect();
+        many["masks"] = serde_json::json!(masks);
+        many["scrubbed"] = serde_json::json!(
+            masks
+                .iter()
+                .map(|m| serde_json::json!({"path": m, "content": "x".repeat(MAX_SCRUBBED_BYTES)}))
+                .collect::<Vec<_>>()
+        );
+        let e = Plan::from_json(many.to_string().as_bytes())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().contains("in all"), "{e}");
     }
 
     #[test]

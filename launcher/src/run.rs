@@ -337,7 +337,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                     if with_landlock {
                         spec.landlock = Some(v.landlock.clone());
                     }
-                    let r = match (crate::bwrap::Stage::new(), sys::pipe()) {
+                    let r = match (crate::bwrap::Stage::new(&v), sys::pipe()) {
                         (Ok(st), Ok((ir, iw))) => {
                             info = Some((ir, iw));
                             let r = crate::bwrap::spawn(&bwrap_path, &v, &spec, &st, report_w, iw);

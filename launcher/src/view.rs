@@ -20,6 +20,9 @@ pub enum Op {
     MaskDir { path: String },
     /// An empty read-only file over a file, socket or other non-directory.
     MaskFile { path: String },
+    /// A read-only file holding `content` over a masked file: its copy with the secrets
+    /// removed ([`crate::plan::Plan::scrubbed`]).
+    MaskWith { path: String, content: String },
     /// Make a [`Op::MaskDir`] read-only once what is bound inside it is in place.
     SealDir { path: String },
 }
@@ -318,6 +321,15 @@ pub fn build(plan: &Plan) -> View {
         if is_dir {
             v.ops.push(Op::MaskDir { path: m.clone() });
             mask_dirs.push(m.clone());
+        } else if let Some(s) = plan
+            .scrubbed
+            .iter()
+            .find(|s| s.path.trim_end_matches('/') == m)
+        {
+            v.ops.push(Op::MaskWith {
+                path: m.clone(),
+                content: s.content.clone(),
+            });
         } else {
             v.ops.push(Op::MaskFile { path: m.clone() });
         }

@@ -120,6 +120,9 @@ pub struct Context {
     pub net_allow: Vec<String>,
     pub net_deny: Vec<String>,
     pub token_files: Vec<PathRule>,
+    /// The variables a call of the turn starts with, after the config's `[environment]`
+    /// filter ([`Context::with_call_env`]): a token among them denies its host.
+    pub call_env: Vec<(String, String)>,
     pub always: Vec<AlwaysRule>,
     /// The env the config's rules were expanded with (for always rule paths).
     pub env: Env,
@@ -168,9 +171,30 @@ impl Context {
                 .map(|e| e.value.clone())
                 .collect(),
             token_files: rules(&config.network.token_files),
+            call_env: Vec::new(),
             always: config.always.clone(),
             env: env.clone(),
         }
+    }
+
+    /// The context with the environment a call starts from: `vars` (the caller's), kept as
+    /// the launcher keeps them (the config's `[environment]`: listed in `keep`, not in
+    /// `drop`, no secret value). A config whose lists do not compile keeps nothing.
+    pub fn with_call_env(
+        mut self,
+        config: &Config,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Context {
+        let Ok(p) = config.env_policy().compile() else {
+            return self;
+        };
+        self.call_env = vars
+            .into_iter()
+            .filter(|(k, v)| {
+                p.listed(k) && p.dropped_name(k).is_none() && p.secret_value(v).is_none()
+            })
+            .collect();
+        self
     }
 
     /// The built-in defaults with this home (tests, benchmarks).
@@ -308,14 +332,26 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
         let mut refuse_reason = None;
         let mut allow_reason = None;
         if !f.facts.hosts.is_empty() {
-            let th = token_hosts.get_or_insert_with(|| tokens::token_hosts(ctx, &out.roots));
+            let th = token_hosts.get_or_insert_with(|| {
+                let unmasked: Vec<PathBuf> = match granted {
+                    Some(Launch::Contained { grants }) => grants
+                        .iter()
+                        .filter_map(|g| match g {
+                            Grant::Unmask { path } => Some(PathBuf::from(path)),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                tokens::visible_token_hosts(ctx, &out.roots, &unmasked, &ctx.call_env)
+            });
             for h in &f.facts.hosts {
                 if ctx.net_deny.iter().any(|d| host_matches(d, &h.host)) {
                     refuse_reason = Some(format!("efr's config denies {}", h.host));
                 } else if th.contains(&h.host) && matches!(f.needs, Needs::Contained { .. }) {
                     f.needs = Needs::Unsandboxed;
                     f.reasons.push(format!(
-                        "a contained call could use a token for {}, so no host grant opens it (denied)",
+                        "a token for {} is visible to a contained call (a token file it can read, a variable it keeps or a credential helper it can run), so no host grant opens it (denied)",
                         h.host
                     ));
                 }

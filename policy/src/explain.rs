@@ -476,12 +476,21 @@ pub fn explain_path(
 
     // The grant that would change it.
     let grant = if let Some((rule, mp)) = &masked {
-        Some(GrantHint {
-            grant: Grant::Unmask { path: show(mp) },
-            effect: format!(
+        let effect = if crate::classify::tokens::shown_scrubbed(&env.home, &c) {
+            format!(
+                "lifts the mask {}: the call reads a copy with the secrets removed, and with the \
+                 grant the real file (a token in it then denies its registry)",
+                rule.rule
+            )
+        } else {
+            format!(
                 "lifts the mask {} so the call sees the real files",
                 rule.rule
-            ),
+            )
+        };
+        Some(GrantHint {
+            grant: Grant::Unmask { path: show(mp) },
+            effect,
             user_only: false,
         })
     } else if host_socket {

@@ -196,8 +196,15 @@ fn token_hosts_from_files_and_helpers() {
     let Some((home, ctx)) = setup() else { return };
     let p = home.path().join("p");
     std::fs::write(p.join(".npmrc"), "//npm.example.com/:_authToken=abc\n").unwrap_or_default();
+    // The home's .netrc is masked (the call reads it empty): it denies nothing; the
+    // project's is visible.
     std::fs::write(
         home.path().join(".netrc"),
+        "machine masked.example.org login x password y\n",
+    )
+    .unwrap_or_default();
+    std::fs::write(
+        p.join(".netrc"),
         "machine api.example.org login x password y\n",
     )
     .unwrap_or_default();
@@ -205,9 +212,19 @@ fn token_hosts_from_files_and_helpers() {
         &p,
         &["remote", "add", "origin", "https://git.example.net/a/b"]
     ));
+    // The cache helper asks a socket the call's view hides: no token.
     std::fs::write(
         home.path().join(".gitconfig"),
         "[credential]\n\thelper = cache\n",
+    )
+    .unwrap_or_default();
+    let hosts = token_hosts(&ctx, std::slice::from_ref(&p));
+    assert!(!hosts.contains("git.example.net"), "{hosts:?}");
+    assert!(!hosts.contains("masked.example.org"), "{hosts:?}");
+    // A helper program efr cannot judge gives the remotes' hosts a token.
+    std::fs::write(
+        home.path().join(".gitconfig"),
+        "[credential]\n\thelper = cache\n\thelper = /opt/corp/git-helper\n",
     )
     .unwrap_or_default();
     let hosts = token_hosts(&ctx, std::slice::from_ref(&p));

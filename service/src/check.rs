@@ -123,7 +123,8 @@ fn make_plan(
     if !crate::egress::wanted(&plan, config) {
         return Ok(plan.into());
     }
-    let mut pol = crate::egress::policy(&plan.grants, config, env, &c.projects);
+    let ce = crate::egress::call_env(&plan);
+    let mut pol = crate::egress::policy(&plan.grants, config, env, &c.projects, &ce);
     for (name, addr) in &c.resolve {
         pol.map(name, vec![*addr]);
     }

@@ -30,7 +30,7 @@ impl ContextCache {
                 return ctx.clone();
             }
         }
-        let ctx = Arc::new(Context::new(config, env));
+        let ctx = Arc::new(Context::new(config, env).with_call_env(config, std::env::vars()));
         *c = Some((config.clone(), ctx.clone()));
         ctx
     }
@@ -142,7 +142,7 @@ pub fn classify_cli(args: ClassifyArgs) -> anyhow::Result<()> {
     }
     let mut req = ClassifyRequest::new(line, Some(cwd), args.mode.into());
     req.project_roots = project_roots;
-    let ctx = Context::new(&config, &env);
+    let ctx = Context::new(&config, &env).with_call_env(&config, std::env::vars());
     let result: ClassifyResult = classify::classify(&req, &ctx);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&result)?);

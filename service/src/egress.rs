@@ -33,8 +33,16 @@ pub fn wanted(plan: &Plan, config: &Config) -> bool {
 }
 
 /// The policy of a call: its host grants, the config's allow, deny and resolve lists, and
-/// the hosts a visible token file holds a token for (denied).
-pub fn policy(grants: &[Grant], config: &Config, env: &Env, projects: &[String]) -> ProxyPolicy {
+/// the hosts a token visible to the call is for (denied): a token file no mask hides (the
+/// call's `unmask` grants show one again), a variable of `call_env` (what the call's
+/// environment keeps: [`call_env`]) or a credential helper the call can run.
+pub fn policy(
+    grants: &[Grant],
+    config: &Config,
+    env: &Env,
+    projects: &[String],
+    call_env: &[(String, String)],
+) -> ProxyPolicy {
     let mut p = ProxyPolicy::from_grants(grants);
     p.allow = config
         .network
@@ -52,10 +60,29 @@ pub fn policy(grants: &[Grant], config: &Config, env: &Env, projects: &[String])
     }
     let ctx = Context::new(config, env);
     let roots: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
-    for h in efr_policy::classify::tokens::token_hosts(&ctx, &roots) {
+    let unmasked: Vec<PathBuf> = grants
+        .iter()
+        .filter_map(|g| match g {
+            Grant::Unmask { path } => Some(PathBuf::from(path)),
+            _ => None,
+        })
+        .collect();
+    for h in efr_policy::classify::tokens::visible_token_hosts(&ctx, &roots, &unmasked, call_env) {
         p.token_host(&h);
     }
     p
+}
+
+/// The variables a plan's line starts with, as the launcher scrubs them (the same code).
+pub fn call_env(plan: &Plan) -> Vec<(String, String)> {
+    let inherited = efr_launcher::env::source(plan);
+    efr_launcher::env::scrub(plan, &inherited)
+        .into_iter()
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect()
 }
 
 /// The proxy of one call, serving until [`CallProxy::stop`] (or drop).
@@ -271,8 +298,9 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
             refuse(
                 Verdict::UserOnly,
                 format!(
-                    "the proxy refused {hp}: a token host (a file the call can read holds a \
-                     token for it); no host grant opens it, only you can let a call reach it"
+                    "the proxy refused {hp}: a token host (a token for it is visible to the \
+                     call: a file it can read, a variable it keeps or a credential helper it \
+                     can run); no host grant opens it, only you can let a call reach it"
                 ),
             ),
         ),
@@ -323,5 +351,189 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
         },
         needs,
         judgement,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use efr_policy::classify::{ClassifyRequest, classify};
+    use efr_proxy::{Decision, Kind};
+    use efr_sandbox_wire::{Launch, Mode};
+
+    fn write(p: &Path, text: &str) {
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        }
+        std::fs::write(p, text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    }
+
+    /// The grants the classifier proposes for `line` (the launch it answers).
+    fn proposed(config: &Config, env: &Env, proj: &Path, line: &str) -> Vec<Grant> {
+        let ctx = Context::new(config, env);
+        let mut req = ClassifyRequest::new(line, Some(proj.to_path_buf()), Mode::Cautious);
+        req.project_roots = vec![proj.to_path_buf()];
+        match classify(&req, &ctx).launch {
+            Launch::Contained { grants } => grants,
+            other => panic!("{line}: launched {other:?}"),
+        }
+    }
+
+    /// Each tool's line, granted exactly what the classifier proposed, gets through the
+    /// call's proxy to every host the tool contacts (its registry's index and its files).
+    #[test]
+    fn the_proposal_granted_as_is_admits_every_host_the_tool_contacts() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = d.path().join("home");
+        let proj = home.join("src/app");
+        std::fs::create_dir_all(&proj).unwrap_or_else(|e| panic!("{e}"));
+        let env = Env::new(&home);
+        let config = Config::defaults();
+        // A user logged in to npm and cargo: their token files are masked, so the
+        // registries stay open to a grant.
+        write(
+            &home.join(".npmrc"),
+            "//registry.npmjs.org/:_authToken=npm_secret\n",
+        );
+        write(
+            &home.join(".cargo/credentials.toml"),
+            "[registry]\ntoken = \"cio\"\n",
+        );
+        write(
+            &proj.join("Cargo.toml"),
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\n[dependencies]\nitoa = \"1\"\n",
+        );
+        let cases: &[(&str, &[&str])] = &[
+            ("cargo fetch", &["index.crates.io", "static.crates.io"]),
+            // No Cargo.lock and a registry dependency: the build resolves and downloads.
+            ("cargo build", &["index.crates.io", "static.crates.io"]),
+            (
+                "cargo test --release",
+                &["index.crates.io", "static.crates.io"],
+            ),
+            (
+                "pip install requests",
+                &["pypi.org", "files.pythonhosted.org"],
+            ),
+            ("uv sync", &["pypi.org", "files.pythonhosted.org"]),
+            ("poetry install", &["pypi.org", "files.pythonhosted.org"]),
+            (
+                "pipx install black",
+                &["pypi.org", "files.pythonhosted.org"],
+            ),
+            (
+                "python3 -m pip install -r requirements.txt",
+                &["pypi.org", "files.pythonhosted.org"],
+            ),
+            ("npm ci", &["registry.npmjs.org"]),
+            ("pnpm install", &["registry.npmjs.org"]),
+            ("yarn", &["registry.yarnpkg.com", "registry.npmjs.org"]),
+            ("bun install", &["registry.npmjs.org"]),
+            ("go mod download", &["proxy.golang.org", "sum.golang.org"]),
+            ("bundle install", &["rubygems.org", "index.rubygems.org"]),
+            (
+                "composer install",
+                &[
+                    "repo.packagist.org",
+                    "api.github.com",
+                    "codeload.github.com",
+                ],
+            ),
+            ("mvn package", &["repo.maven.apache.org"]),
+            (
+                "./gradlew build",
+                &[
+                    "services.gradle.org",
+                    "downloads.gradle.org",
+                    "plugins.gradle.org",
+                    "repo.maven.apache.org",
+                ],
+            ),
+        ];
+        for (line, hosts) in cases {
+            let grants = proposed(&config, &env, &proj, line);
+            let projects = vec![proj.to_string_lossy().into_owned()];
+            let pol = policy(&grants, &config, &env, &projects, &[]);
+            for h in *hosts {
+                assert!(
+                    matches!(pol.decide(Kind::Connect, h, 443), Decision::Allow { .. }),
+                    "{line}: the proxy refuses {h} with the proposed grants {grants:?}"
+                );
+            }
+        }
+        // The user's own registries: a project .npmrc and a pip.conf with an extra index
+        // on plain http.
+        write(
+            &proj.join(".npmrc"),
+            "registry=https://npm.corp.example:4873/\n@x:registry=https://x.corp.example/\n",
+        );
+        write(
+            &home.join(".config/pip/pip.conf"),
+            "[global]\nindex-url = https://pypi.corp.example/simple\nextra-index-url = http://extra.corp.example:8080/simple\n",
+        );
+        let projects = vec![proj.to_string_lossy().into_owned()];
+        let grants = proposed(&config, &env, &proj, "npm install");
+        let pol = policy(&grants, &config, &env, &projects, &[]);
+        assert!(matches!(
+            pol.decide(Kind::Connect, "npm.corp.example", 4873),
+            Decision::Allow { .. }
+        ));
+        assert!(matches!(
+            pol.decide(Kind::Connect, "x.corp.example", 443),
+            Decision::Allow { .. }
+        ));
+        let grants = proposed(&config, &env, &proj, "pip install flask");
+        let pol = policy(&grants, &config, &env, &projects, &[]);
+        assert!(matches!(
+            pol.decide(Kind::Connect, "pypi.corp.example", 443),
+            Decision::Allow { .. }
+        ));
+        assert!(matches!(
+            pol.decide(Kind::PlainHttp, "extra.corp.example", 8080),
+            Decision::Allow { .. }
+        ));
+    }
+
+    /// A visible token denies its host whatever the grants; a masked one denies nothing.
+    #[test]
+    fn only_visible_tokens_deny() {
+        let d = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let home = d.path().join("home");
+        let proj = home.join("src/app");
+        std::fs::create_dir_all(&proj).unwrap_or_else(|e| panic!("{e}"));
+        let env = Env::new(&home);
+        let config = Config::defaults();
+        let projects = vec![proj.to_string_lossy().into_owned()];
+        write(
+            &home.join(".npmrc"),
+            "//registry.npmjs.org/:_authToken=npm_secret\n",
+        );
+        let grants = vec![Grant::Host {
+            host: "registry.npmjs.org".into(),
+            port: None,
+            plain_http: false,
+        }];
+        let allowed = |pol: &ProxyPolicy| {
+            matches!(
+                pol.decide(Kind::Connect, "registry.npmjs.org", 443),
+                Decision::Allow { .. }
+            )
+        };
+        assert!(allowed(&policy(&grants, &config, &env, &projects, &[])));
+        // Unmasked by a grant: visible, denied.
+        let mut g2 = grants.clone();
+        g2.push(Grant::Unmask {
+            path: home.join(".npmrc").to_string_lossy().into_owned(),
+        });
+        assert!(!allowed(&policy(&g2, &config, &env, &projects, &[])));
+        // A token variable the call keeps.
+        let ce = vec![("NPM_TOKEN".to_string(), "x".to_string())];
+        assert!(!allowed(&policy(&grants, &config, &env, &projects, &ce)));
+        // A project .npmrc with a token.
+        write(
+            &proj.join(".npmrc"),
+            "//registry.npmjs.org/:_authToken=npm_secret\n",
+        );
+        assert!(!allowed(&policy(&grants, &config, &env, &projects, &[])));
     }
 }

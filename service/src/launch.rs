@@ -224,6 +224,9 @@ pub fn prepare(
                 hooks: l.hooks,
             })
     });
+    // Settings files that also hold a token are shown scrubbed over their mask.
+    let mut masks = view.masks;
+    let scrubbed = efr_policy::classify::tokens::scrubbed_copies(&env.home, &mut masks);
     let mut grants = grants;
     for w in &view.writable {
         if Path::new(w).exists() {
@@ -244,7 +247,8 @@ pub fn prepare(
         backend,
         read_only_inside: Some(view.read_only_inside),
         protect_names: Some(view.protect_names),
-        masks: Some(view.masks),
+        masks: Some(masks),
+        scrubbed,
         env: process_env,
         env_set: Vec::new(),
         env_policy: Some(config.env_policy()),

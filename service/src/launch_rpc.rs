@@ -134,7 +134,8 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
                 env.clone(),
                 p.projects.clone(),
             );
-            let pol = blocking(move || crate::egress::policy(&g, &c2, &e2, &pr)).await?;
+            let ce = crate::egress::call_env(&plan);
+            let pol = blocking(move || crate::egress::policy(&g, &c2, &e2, &pr, &ce)).await?;
             let runtime = svc.paths.runtime_dir.clone();
             match crate::egress::CallProxy::attach(
                 &mut plan,
@@ -340,7 +341,8 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
             };
             let mut proxy = None;
             if crate::egress::wanted(&plan, &config) {
-                let pol = crate::egress::policy(&plan.grants, &config, &env, &p.call.projects);
+                let ce = crate::egress::call_env(&plan);
+                let pol = crate::egress::policy(&plan.grants, &config, &env, &p.call.projects, &ce);
                 match crate::egress::CallProxy::attach(&mut plan, pol, Some(&runtime), &handle) {
                     Ok(cp) => proxy = Some(cp),
                     Err(e) => return Ok(setup_error_end(format!("the call's proxy: {e}"))),

@@ -189,7 +189,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let mut proxy = None;
     let plan = match plan {
         Ok(mut plan) if a.plan_out.is_none() && crate::egress::wanted(&plan, &config) => {
-            let pol = crate::egress::policy(&plan.grants, &config, &env, &p.projects);
+            let ce = crate::egress::call_env(&plan);
+            let pol = crate::egress::policy(&plan.grants, &config, &env, &p.projects, &ce);
             let runtime = std::env::var_os("XDG_RUNTIME_DIR")
                 .filter(|d| !d.is_empty())
                 .map(|d| PathBuf::from(d).join("efr"));

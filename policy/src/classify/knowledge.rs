@@ -158,19 +158,90 @@ pub struct Network {
     pub reason: String,
 }
 
+/// A host of a registry, with why it is needed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryHost {
+    pub host: String,
+    pub reason: String,
+}
+
+/// A cache a package manager writes (`~/...`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryCache {
+    pub path: String,
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Registry {
     pub names: Vec<String>,
     #[serde(default)]
     pub fetch: Vec<String>,
+    /// Subcommands that fetch only when the lock file names what the cache lacks.
+    #[serde(default)]
+    pub fetch_if_missing: Vec<String>,
+    /// Words that alone make the command fetch nothing (`mvn --version`).
+    #[serde(default)]
+    pub quiet: Vec<String>,
     #[serde(default)]
     pub publish: Vec<String>,
     #[serde(default)]
     pub global_opts: Vec<String>,
     #[serde(default)]
     pub runner: bool,
-    pub host: String,
+    /// Whose configuration names the user's own registry (`npm`, `pip`, `cargo`, ...).
+    #[serde(default)]
+    pub setup: Option<String>,
+    /// Every host the default registry needs.
+    pub hosts: Vec<RegistryHost>,
+    /// The hosts publishing reaches, when they are not `hosts`.
+    #[serde(default)]
+    pub publish_hosts: Vec<RegistryHost>,
+    #[serde(default)]
+    pub caches: Vec<RegistryCache>,
+    pub reason: String,
+}
+
+/// A git credential helper and whether a contained call could get a token from it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialHelper {
+    /// The helper as `credential.helper` names it (`store`, `gh auth git-credential`).
+    pub names: Vec<String>,
+    /// The token files it reads (`~/...`): a call gets a token only when one is visible.
+    #[serde(default)]
+    pub reads: Vec<String>,
+    /// It asks a socket or service the call's view hides: never a token.
+    #[serde(default)]
+    pub hidden: bool,
+    pub reason: String,
+}
+
+/// A settings file shown to a call with its secret values removed.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsFile {
+    /// `~/...`.
+    pub path: String,
+    /// How its secrets are found (`npmrc`, `yarnrc`, `cargo`, `maven`, `urls`).
+    pub format: String,
+    pub reason: String,
+}
+
+/// Variables that hold a token for hosts.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenEnv {
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// The registry (a `setup` name) whose host, as the user's setup names it, the token
+    /// is for.
+    #[serde(default)]
+    pub registry: Option<String>,
     pub reason: String,
 }
 
@@ -205,6 +276,12 @@ pub struct File {
     pub network: Vec<Network>,
     #[serde(default)]
     pub registry: Vec<Registry>,
+    #[serde(default)]
+    pub credential_helper: Vec<CredentialHelper>,
+    #[serde(default)]
+    pub token_env: Vec<TokenEnv>,
+    #[serde(default)]
+    pub settings_file: Vec<SettingsFile>,
 }
 
 /// What the knowledge says about one command name.
@@ -309,5 +386,86 @@ mod tests {
         assert!(k.roles("sudo").wrapper.is_some());
         assert!(k.roles("python3.12").inline.is_some());
         assert!(k.roles("rm").writer.is_some());
+        for r in &k.file.registry {
+            assert!(!r.reason.is_empty(), "{:?}", r.names);
+            assert!(!r.hosts.is_empty(), "{:?} names no host", r.names);
+            for h in r.hosts.iter().chain(&r.publish_hosts) {
+                assert!(!h.reason.is_empty(), "{:?} {}", r.names, h.host);
+                assert!(
+                    !h.host.contains(['/', ':', ' ']),
+                    "{:?}: {} is not a host name",
+                    r.names,
+                    h.host
+                );
+            }
+            for c in &r.caches {
+                assert!(c.path.starts_with("~/") && !c.reason.is_empty(), "{c:?}");
+            }
+            if let Some(s) = &r.setup {
+                assert!(
+                    super::super::registries::SETUPS.contains(&s.as_str()),
+                    "{:?}: setup {s} is not read",
+                    r.names
+                );
+            }
+        }
+        for t in &k.file.token_env {
+            assert!(!t.reason.is_empty() && (!t.hosts.is_empty() || t.registry.is_some()));
+        }
+        for f in &k.file.settings_file {
+            assert!(f.path.starts_with("~/") && !f.reason.is_empty(), "{f:?}");
+            assert!(
+                super::super::tokens::SCRUB_FORMATS.contains(&f.format.as_str()),
+                "{f:?}"
+            );
+        }
+        for h in &k.file.credential_helper {
+            assert!(!h.reason.is_empty() && (h.hidden || !h.reads.is_empty()));
+        }
+    }
+
+    #[test]
+    fn every_registry_manager_of_the_issue_is_known() {
+        let k = Knowledge::get();
+        for m in [
+            "cargo", "npm", "pnpm", "yarn", "bun", "pip", "uv", "poetry", "pipx", "go", "gem",
+            "composer", "mvn", "gradle",
+        ] {
+            let r = k.roles(m).registry.map(|i| &k.file.registry[i]);
+            assert!(r.is_some_and(|r| !r.caches.is_empty()), "{m}");
+        }
+        let hosts = |m: &str| -> Vec<String> {
+            let i = k.roles(m).registry.unwrap_or_default();
+            k.file.registry[i]
+                .hosts
+                .iter()
+                .map(|h| h.host.clone())
+                .collect()
+        };
+        assert_eq!(hosts("cargo"), ["index.crates.io", "static.crates.io"]);
+        for m in ["pip", "uv", "poetry", "pipx"] {
+            assert_eq!(hosts(m), ["pypi.org", "files.pythonhosted.org"], "{m}");
+        }
+        assert_eq!(hosts("go"), ["proxy.golang.org", "sum.golang.org"]);
+        // Every cache a manager writes is a cache of the defaults (class `cache`).
+        let config = crate::config::Config::defaults();
+        let caches: Vec<&str> = config
+            .sandbox
+            .caches
+            .iter()
+            .map(|e| e.value.as_str())
+            .collect();
+        for r in &k.file.registry {
+            for c in &r.caches {
+                let covered = caches.iter().any(|d| {
+                    c.path == *d || c.path.starts_with(&format!("{}/", d.trim_end_matches('/')))
+                });
+                assert!(
+                    covered,
+                    "{:?}: {} is not in sandbox.caches",
+                    r.names, c.path
+                );
+            }
+        }
     }
 }

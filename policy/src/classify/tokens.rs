@@ -1,16 +1,57 @@
-//! Hosts a contained call could hold a token for: such hosts are `denied`, and no host
-//! grant opens them (design section 6). The proxy uses [`token_hosts`] too.
+//! Hosts a contained call can hold a token for: such hosts are `denied`, and no host
+//! grant opens them (design section 6). The proxy uses [`visible_token_hosts`] too.
+//!
+//! A token counts only when the call can see it: a token file of `network.token_files`
+//! that no mask hides (a masked one, such as the default `~/.npmrc`, reads as empty inside
+//! and denies nothing; an `unmask` grant shows it again), a variable the call's environment
+//! keeps (`[environment]`; the default `drop` list keeps the known token variables out), or
+//! a git credential helper the call can run and get a token from (the command knowledge's
+//! `[[credential_helper]]`: `store` reads files that are masked by default, `cache` and the
+//! desktop key stores ask what the call's view hides; any other helper is taken to give
+//! one). Masks are decided by the same rules as the launch view and `efr-sandbox explain`:
+//! the config's `sandbox.masks`, absolute or inside each project root, on the path and on
+//! the path with its links resolved.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use efr_sandbox_wire::envfilter::glob_matches;
+
 use super::Context;
 use super::git::{find_git_dir, read_config, url_host_port};
+use super::knowledge::Knowledge;
+use super::paths::rule_covers;
 use crate::config::rules::RulePath;
 
-/// The hosts for which a token file of the config (`network.token_files`, in the home or
-/// in a project root) or a configured git credential helper can give a call a token.
+/// The hosts a call of the turn could hold a token for, with no `unmask` grant and the
+/// context's [`Context::call_env`].
 pub fn token_hosts(ctx: &Context, roots: &[PathBuf]) -> BTreeSet<String> {
+    visible_token_hosts(ctx, roots, &[], &ctx.call_env)
+}
+
+/// Whether a call whose `unmask` grants are `unmasked` can read `path`: no mask of the
+/// config covers it, or its links resolved, unless an `unmask` grant names it or a
+/// directory above it.
+pub fn visible(ctx: &Context, roots: &[PathBuf], unmasked: &[PathBuf], path: &Path) -> bool {
+    let canonical = std::fs::canonicalize(path).ok();
+    for q in std::iter::once(path).chain(canonical.as_deref()) {
+        let masked = ctx.masks.iter().any(|r| rule_covers(r, q, roots));
+        if masked && !unmasked.iter().any(|u| q.starts_with(u)) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The hosts for which a token visible to the call exists: a token file of the config (in
+/// the home or in a project root) that no mask hides, a variable of `env` (what the call's
+/// environment keeps), or a git credential helper the call can get a token from.
+pub fn visible_token_hosts(
+    ctx: &Context,
+    roots: &[PathBuf],
+    unmasked: &[PathBuf],
+    env: &[(String, String)],
+) -> BTreeSet<String> {
     let mut hosts = BTreeSet::new();
     for rule in &ctx.token_files {
         let files: Vec<PathBuf> = match &rule.path {
@@ -19,9 +60,12 @@ pub fn token_hosts(ctx: &Context, roots: &[PathBuf]) -> BTreeSet<String> {
             RulePath::Unset => Vec::new(),
         };
         for f in files {
-            hosts_of_file(&f, &mut hosts);
+            if visible(ctx, roots, unmasked, &f) {
+                hosts_of_file(&f, &mut hosts);
+            }
         }
     }
+    env_token_hosts(ctx, roots, env, &mut hosts);
     // git credential helpers: `credential.<url>.helper` names its host; a helper for every
     // url gives tokens for the hosts of the projects' remotes
     let mut cfg = Vec::new();
@@ -54,10 +98,9 @@ pub fn token_hosts(ctx: &Context, roots: &[PathBuf]) -> BTreeSet<String> {
             }
         }
     }
+    // The helpers in force per scope, as git lists them (an empty value clears the list).
+    let mut helpers: Vec<(String, String)> = Vec::new();
     for e in &cfg {
-        if e.value.is_empty() {
-            continue;
-        }
         let Some(mid) = e
             .key
             .strip_prefix("credential")
@@ -65,7 +108,17 @@ pub fn token_hosts(ctx: &Context, roots: &[PathBuf]) -> BTreeSet<String> {
         else {
             continue;
         };
-        let mid = mid.trim_matches('.');
+        let mid = mid.trim_matches('.').to_string();
+        if e.value.trim().is_empty() {
+            helpers.retain(|(m, _)| *m != mid);
+        } else {
+            helpers.push((mid, e.value.clone()));
+        }
+    }
+    for (mid, value) in &helpers {
+        if !helper_gives_token(ctx, roots, unmasked, value) {
+            continue;
+        }
         if mid.is_empty() {
             hosts.extend(remote_hosts.iter().cloned());
         } else if let Some((h, _, _)) = super::walk::url_host(mid, true) {
@@ -73,6 +126,148 @@ pub fn token_hosts(ctx: &Context, roots: &[PathBuf]) -> BTreeSet<String> {
         }
     }
     hosts
+}
+
+/// Whether the credential helper `value` (as `credential.helper` says it) can give a
+/// contained call a token (see the module doc).
+pub fn helper_gives_token(
+    ctx: &Context,
+    roots: &[PathBuf],
+    unmasked: &[PathBuf],
+    value: &str,
+) -> bool {
+    let v = value.trim();
+    let (shell, v) = match v.strip_prefix('!') {
+        Some(rest) => (true, rest.trim()),
+        None => (false, v),
+    };
+    // A shell snippet efr does not read is a program it cannot judge.
+    if shell && v.contains(['$', ';', '|', '&', '`', '(', ')', '<', '>', '{', '\n']) {
+        return true;
+    }
+    let words: Vec<&str> = v.split_whitespace().collect();
+    let Some(first) = words.first() else {
+        return false;
+    };
+    let base = first.rsplit('/').next().unwrap_or(first);
+    let base = base.strip_prefix("git-credential-").unwrap_or(base);
+    let full = std::iter::once(base)
+        .chain(words[1..].iter().copied().filter(|w| !w.starts_with('-')))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let k = Knowledge::get();
+    let Some(h) = k
+        .file
+        .credential_helper
+        .iter()
+        .find(|h| h.names.iter().any(|n| *n == full || *n == base))
+    else {
+        return true;
+    };
+    if h.hidden {
+        return false;
+    }
+    // `store --file PATH` reads that file instead.
+    let file = words
+        .iter()
+        .position(|w| *w == "--file")
+        .and_then(|i| words.get(i + 1))
+        .map(|f| f.to_string())
+        .or_else(|| {
+            words
+                .iter()
+                .find_map(|w| w.strip_prefix("--file=").map(str::to_string))
+        });
+    let reads: Vec<PathBuf> = match file {
+        Some(f) => vec![expand_home(ctx, &f)],
+        None => h.reads.iter().map(|r| expand_home(ctx, r)).collect(),
+    };
+    reads
+        .iter()
+        .any(|p| p.is_file() && visible(ctx, roots, unmasked, p))
+}
+
+fn expand_home(ctx: &Context, p: &str) -> PathBuf {
+    match p.strip_prefix("~/") {
+        Some(rest) => ctx.home.join(rest),
+        None => PathBuf::from(p),
+    }
+}
+
+/// The host of a url that holds a password (`scheme://user:pass@host/...`).
+fn url_with_password(v: &str) -> Option<String> {
+    for (i, _) in v.match_indices("://") {
+        let rest = &v[i + 3..];
+        let authority = rest.split(['/', '?', '#', ' ']).next().unwrap_or("");
+        if let Some((user, _)) = authority.rsplit_once('@') {
+            if user.split_once(':').is_some_and(|(_, p)| !p.is_empty()) {
+                let start = v[..i]
+                    .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+                    .map(|j| j + 1)
+                    .unwrap_or(0);
+                if let Some((h, _, _)) = super::walk::url_host(&v[start..], false) {
+                    return Some(h);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The hosts a variable of the call's environment holds a token for: the command
+/// knowledge's `[[token_env]]`, npm's per-registry keys (`npm_config_//HOST/:_authToken`)
+/// and any value that is a url with a password. The registry of a `[[token_env]]` entry
+/// is the one the setup names for the first project root.
+fn env_token_hosts(
+    ctx: &Context,
+    roots: &[PathBuf],
+    env: &[(String, String)],
+    out: &mut BTreeSet<String>,
+) {
+    let k = Knowledge::get();
+    let var = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    for (name, value) in env {
+        if value.trim().is_empty() {
+            continue;
+        }
+        for t in &k.file.token_env {
+            if !t.names.iter().any(|g| glob_matches(g, name, false)) {
+                continue;
+            }
+            out.extend(t.hosts.iter().cloned());
+            if let Some(setup) = &t.registry {
+                if let Some(spec) = k
+                    .file
+                    .registry
+                    .iter()
+                    .find(|r| r.setup.as_deref() == Some(setup.as_str()))
+                {
+                    for h in super::registries::proposal(
+                        spec,
+                        false,
+                        &[],
+                        &var,
+                        roots.first().map(PathBuf::as_path),
+                        &ctx.home,
+                    )
+                    .into_iter()
+                    .take(1)
+                    {
+                        out.insert(h.host);
+                    }
+                }
+            }
+        }
+        let lower = name.to_ascii_lowercase();
+        if let Some(rest) = lower.strip_prefix("npm_config_//") {
+            if let Some(h) = host_of(rest.split(':').next().unwrap_or("")) {
+                out.insert(h);
+            }
+        }
+        if let Some(h) = url_with_password(value) {
+            out.insert(h);
+        }
+    }
 }
 
 fn read(p: &Path) -> Option<String> {
@@ -228,6 +423,194 @@ pub fn hosts_of_file(path: &Path, out: &mut BTreeSet<String>) {
     }
 }
 
+/// The formats [`scrub`] reads.
+pub const SCRUB_FORMATS: &[&str] = &["npmrc", "yarnrc", "cargo", "maven", "urls"];
+
+/// A line put where a secret was.
+const REMOVED: &str = "removed by the efr sandbox: a secret";
+
+/// `text` without the password of any url in it (`scheme://user:pass@host` becomes
+/// `scheme://user@host`), and whether there was one.
+pub fn scrub_url_passwords(text: &str) -> (String, bool) {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut any = false;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(['/', '?', '#', ' ', '"', '\'', '\n', '<', '\t'])
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rsplit_once('@') {
+            Some((user, host)) if user.contains(':') => {
+                let name = user.split(':').next().unwrap_or("");
+                out.push_str(name);
+                if !name.is_empty() {
+                    out.push('@');
+                }
+                out.push_str(host);
+                any = true;
+            }
+            _ => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    (out, any)
+}
+
+/// `text` (a settings file of `format`) with its secret values removed, and whether it
+/// held one. `None` for a format not known, or a cargo file that does not parse (it is then
+/// shown empty, as the mask shows it).
+pub fn scrub(format: &str, text: &str) -> Option<(String, bool)> {
+    let mut any = false;
+    let body = match format {
+        "npmrc" => {
+            let mut out = String::new();
+            for l in text.lines() {
+                let key = l.split_once('=').map(|(k, _)| k.trim()).unwrap_or("");
+                let key = key.rsplit(':').next().unwrap_or(key);
+                if matches!(
+                    key,
+                    "_authToken" | "_auth" | "_password" | "username" | "password" | "otp"
+                ) {
+                    any = true;
+                    out.push_str(&format!("; {REMOVED}\n"));
+                } else {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
+            out
+        }
+        "yarnrc" => {
+            let mut out = String::new();
+            for l in text.lines() {
+                let t = l.trim_start();
+                let key = t
+                    .split_once(':')
+                    .map(|(k, _)| k.trim_matches(['"', '\'']))
+                    .unwrap_or("");
+                if matches!(key, "npmAuthToken" | "npmAuthIdent" | "npmPassword") {
+                    any = true;
+                    let indent = &l[..l.len() - t.len()];
+                    out.push_str(&format!("{indent}# {REMOVED}\n"));
+                } else {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
+            out
+        }
+        "cargo" => {
+            let mut t: toml::Table = text.parse().ok()?;
+            if let Some(r) = t.get_mut("registry").and_then(|r| r.as_table_mut()) {
+                any |= r.remove("token").is_some();
+            }
+            if let Some(rs) = t.get_mut("registries").and_then(|r| r.as_table_mut()) {
+                for (_, r) in rs.iter_mut() {
+                    if let Some(r) = r.as_table_mut() {
+                        any |= r.remove("token").is_some();
+                    }
+                }
+            }
+            if any {
+                toml::to_string(&t).ok()?
+            } else {
+                text.to_string()
+            }
+        }
+        "maven" => {
+            let mut out = text.to_string();
+            for tag in ["password", "passphrase", "privateKey"] {
+                let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+                let mut at = 0;
+                while let Some(i) = out[at..].find(&open) {
+                    let start = at + i + open.len();
+                    let Some(j) = out[start..].find(&close) else {
+                        break;
+                    };
+                    if j > 0 {
+                        out.replace_range(start..start + j, "");
+                        any = true;
+                    }
+                    at = start + close.len();
+                }
+            }
+            out
+        }
+        "urls" => text.to_string(),
+        _ => return None,
+    };
+    let (body, urls) = scrub_url_passwords(&body);
+    Some((body, any || urls))
+}
+
+/// Whether a contained call reading `path` gets its scrubbed copy (a settings file of the
+/// command knowledge that [`scrubbed_copies`] copies): such a read needs no `unmask`.
+pub fn shown_scrubbed(home: &Path, path: &Path) -> bool {
+    let k = Knowledge::get();
+    k.file.settings_file.iter().any(|f| {
+        let p = match f.path.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None => PathBuf::from(&f.path),
+        };
+        p == path
+            && std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() <= 64 * 1024)
+            && std::fs::read_to_string(&p)
+                .ok()
+                .is_some_and(|t| !t.contains('\0') && scrub(&f.format, &t).is_some())
+    })
+}
+
+/// The scrubbed copies of the command knowledge's settings files for a call whose masks
+/// are `masks` (absolute paths, the launch view's): a masked settings file is shown
+/// scrubbed; one that is not masked is added to `masks` and shown scrubbed when it holds
+/// a secret. A file that is missing, not a regular file, over 64 KiB or holds NUL gets no
+/// copy (a masked one stays empty). Returns (path, content) pairs.
+pub fn scrubbed_copies(home: &Path, masks: &mut Vec<String>) -> Vec<(String, String)> {
+    let k = Knowledge::get();
+    let mut out = Vec::new();
+    for f in &k.file.settings_file {
+        let path = match f.path.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None => PathBuf::from(&f.path),
+        };
+        let ps = path.to_string_lossy().into_owned();
+        let masked = masks.iter().any(|m| m.trim_end_matches('/') == ps);
+        // A mask above it (a masked directory) hides it whole.
+        if masks
+            .iter()
+            .any(|m| path.starts_with(m.trim_end_matches('/')) && m.trim_end_matches('/') != ps)
+        {
+            continue;
+        }
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() || meta.len() > 64 * 1024 {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if text.contains('\0') {
+            continue;
+        }
+        let Some((body, secret)) = scrub(&f.format, &text) else {
+            continue;
+        };
+        if masked || secret {
+            if !masked {
+                masks.push(ps.clone());
+            }
+            out.push((ps, body));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +656,47 @@ mod tests {
             w("config.json", "{\"auths\":{\"ghcr.io\":{\"auth\":\"x\"}}}")
                 .contains(&"ghcr.io".to_string())
         );
+    }
+
+    #[test]
+    fn scrub_keeps_settings_and_drops_secrets() {
+        let (t, any) = scrub(
+            "npmrc",
+            "registry=https://r.example/\n//r.example/:_authToken=${NPM_TOKEN}\n_auth=abc\ncafile=/ca.pem\n",
+        )
+        .unwrap_or_default();
+        assert!(any && t.contains("registry=https://r.example/") && t.contains("cafile=/ca.pem"));
+        assert!(!t.contains("NPM_TOKEN") && !t.contains("abc"), "{t}");
+        let (t, any) = scrub(
+            "maven",
+            "<servers><server><id>c</id><username>u</username><password>pw</password></server></servers><mirrors><mirror><url>https://m.example</url></mirror></mirrors>",
+        )
+        .unwrap_or_default();
+        assert!(
+            any && !t.contains(">pw<") && t.contains("https://m.example"),
+            "{t}"
+        );
+        let (t, any) = scrub(
+            "urls",
+            "index-url = https://u:p@h.example/simple https://h2.example/\n",
+        )
+        .unwrap_or_default();
+        assert!(any, "{t}");
+        assert_eq!(
+            t,
+            "index-url = https://u@h.example/simple https://h2.example/\n"
+        );
+        let (t, any) = scrub(
+            "cargo",
+            "[registries.corp]\nindex = \"https://c.example\"\ntoken = \"x\"\n",
+        )
+        .unwrap_or_default();
+        assert!(
+            any && t.contains("https://c.example") && !t.contains("token"),
+            "{t}"
+        );
+        let (_, any) = scrub("npmrc", "registry=https://r.example/\n").unwrap_or_default();
+        assert!(!any);
+        assert!(scrub("cargo", "[broken").is_none());
     }
 }

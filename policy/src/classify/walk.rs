@@ -907,7 +907,9 @@ impl Walker<'_> {
         let info = classify_path(self.ctx, &self.roots, &self.granted_writes, &class_path);
         let path_s = path.to_string_lossy().into_owned();
         if op == TargetOp::Read {
-            if let Some(why) = info.masked {
+            // A settings file the call is shown scrubbed reads fine contained.
+            let scrubbed = super::tokens::shown_scrubbed(&self.ctx.home, &path);
+            if let Some(why) = info.masked.filter(|_| !scrubbed) {
                 let mut f = self.finding(
                     ExitKind::Unmask,
                     format!(
@@ -2480,63 +2482,85 @@ impl Walker<'_> {
         let sub = pos.first().copied().unwrap_or("");
         let sub2 = pos.get(1).map(|s| format!("{sub}-{s}")).unwrap_or_default();
         let is = |list: &[String]| list.iter().any(|s| s == "*" || s == sub || s == &sub2);
-        // The registry the user's setup names, else the knowledge's default.
+        // Every host the registry needs, as the user's setup names them, else the
+        // knowledge's (`registries::proposal`); all of them are proposed as host grants.
         let words: Vec<&str> = rest.iter().map(|a| a.text.as_str()).collect();
+        if words.iter().any(|w| spec.quiet.iter().any(|q| q == w)) {
+            return;
+        }
         let var = |v: &str| env.vars.get(v).cloned().flatten();
-        let found = super::registries::registry_for(
-            &spec.host,
-            &words,
-            &var,
-            env.cwd.as_deref(),
-            &self.ctx.home,
-        );
-        let (host, port) = match &found {
-            Some(f) => (f.host.clone(), f.port),
-            None => (spec.host.clone(), None),
+        let (cwd, home) = (env.cwd.as_deref(), &self.ctx.home);
+        let publish = is(&spec.publish);
+        let mut fetch = spec.runner
+            || is(&spec.fetch)
+            || (sub.is_empty() && matches!(name, "yarn" | "pnpm" | "bun" | "bundle"));
+        let mut because = None;
+        if !publish && !fetch && spec.fetch_if_missing.iter().any(|s| s == sub) {
+            because = match name {
+                "cargo" => super::registries::cargo_would_fetch(&words, &var, cwd, home),
+                "go" => super::registries::go_would_fetch(&var, cwd, home),
+                _ => None,
+            };
+            fetch = because.is_some();
+        }
+        if !publish && !fetch {
+            return;
+        }
+        let hosts = super::registries::proposal(&spec, publish, &words, &var, cwd, home);
+        let Some(first) = hosts.first() else {
+            // A vendored or local registry: nothing to reach.
+            return;
         };
-        if is(&spec.publish) {
-            let mut f = self.host_finding(
-                ExitKind::Upload,
-                &host,
-                port,
-                false,
-                format!("`{}` publishes to {host}", short(&cmd.display)),
-                cmd,
-            );
+        let names = hosts
+            .iter()
+            .map(|h| h.host.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let kind = if publish {
+            ExitKind::Upload
+        } else {
+            ExitKind::Host
+        };
+        let what = if publish {
+            format!("publishes to {}", first.host)
+        } else if spec.runner {
+            format!(
+                "fetches {} from {names} and runs it",
+                pos.first().copied().unwrap_or("a package")
+            )
+        } else {
+            format!("reaches {names}")
+        };
+        let mut f = self.host_finding(
+            kind,
+            &first.host,
+            first.port,
+            first.plain,
+            format!("`{}` {what}", short(&cmd.display)),
+            cmd,
+        );
+        for h in &hosts[1..] {
+            f.facts.hosts.push(HostFact {
+                host: h.host.clone(),
+                port: h.port,
+                project_remote: git::is_project_remote(self.ctx, &self.roots, &h.host),
+            });
+            if let Needs::Contained { grants } = &mut f.needs {
+                grants.push(Grant::Host {
+                    host: h.host.clone(),
+                    port: h.port,
+                    plain_http: h.plain,
+                });
+            }
+        }
+        f.reasons.extend(because);
+        f.reasons.extend(hosts.iter().map(|h| h.why.clone()));
+        if publish {
             f.needs = Needs::Unsandboxed;
             f.reasons
                 .push("publishing needs your registry token, which the sandbox hides".into());
             self.push(f);
             return;
-        }
-        let fetch = if spec.runner {
-            true
-        } else {
-            is(&spec.fetch)
-                || (sub.is_empty() && matches!(name, "yarn" | "pnpm" | "bun" | "bundle"))
-        };
-        if !fetch {
-            return;
-        }
-        let what = if spec.runner {
-            format!(
-                "fetches {} from {host} and runs it",
-                pos.first().copied().unwrap_or("a package")
-            )
-        } else {
-            format!("reaches {host}")
-        };
-        let mut f = self.host_finding(
-            ExitKind::Host,
-            &host,
-            port,
-            false,
-            format!("`{}` {what}", short(&cmd.display)),
-            cmd,
-        );
-        if let Some(found) = &found {
-            f.reasons
-                .push(format!("{host} is the registry {} names", found.from));
         }
         self.push(f);
         // installs outside the project
