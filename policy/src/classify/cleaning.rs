@@ -10,6 +10,14 @@ use super::words::{home_path, opt_values, positional};
 impl Walker<'_> {
     pub(super) fn cache_clean(&mut self, name: &str, rest: &[Arg], env: &Env, cmd: &Cmd) {
         let k = self.k;
+        if !k
+            .file
+            .cache_clean
+            .iter()
+            .any(|c| c.names.iter().any(|n| n == name))
+        {
+            return;
+        }
         let words: Vec<&str> = rest.iter().map(|a| a.text.as_str()).collect();
         let pos = positional(&words, &[]);
         for c in k

@@ -12,6 +12,14 @@ use super::words::{opt_values, positional};
 impl Walker<'_> {
     pub(super) fn cloud_copy(&mut self, name: &str, rest: &[Arg], env: &Env, cmd: &Cmd) {
         let k = self.k;
+        if !k
+            .file
+            .cloud_copy
+            .iter()
+            .any(|c| c.names.iter().any(|n| n == name))
+        {
+            return;
+        }
         let words: Vec<&str> = rest.iter().map(|a| a.text.as_str()).collect();
         for c in k
             .file

@@ -71,6 +71,14 @@ impl Walker<'_> {
 
     pub(super) fn install_dests(&mut self, name: &str, rest: &[Arg], env: &Env, cmd: &Cmd) {
         let k = self.k;
+        if !k
+            .file
+            .install_dest
+            .iter()
+            .any(|d| d.names.iter().any(|n| n == name))
+        {
+            return;
+        }
         for d in k
             .file
             .install_dest

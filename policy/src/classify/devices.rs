@@ -10,13 +10,15 @@ use super::words::opt_values;
 impl Walker<'_> {
     pub(super) fn device_use(&mut self, name: &str, rest: &[Arg], env: &Env, cmd: &Cmd) {
         let k = self.k;
+        let named = |d: &super::knowledge::DeviceUse| {
+            d.names.iter().any(|n| n == name)
+                || d.name_prefixes.iter().any(|p| name.starts_with(p.as_str()))
+        };
+        if !k.file.device_use.iter().any(named) {
+            return;
+        }
         let words: Vec<&str> = rest.iter().map(|a| a.text.as_str()).collect();
-        for d in &k.file.device_use {
-            let named = d.names.iter().any(|n| n == name)
-                || d.name_prefixes.iter().any(|p| name.starts_with(p.as_str()));
-            if !named {
-                continue;
-            }
+        for d in k.file.device_use.iter().filter(|d| named(d)) {
             let always = d.when_opts.is_empty() && d.value_opts.is_empty();
             let by_opt = words.iter().any(|w| d.when_opts.iter().any(|o| o == w));
             let by_value = !d.value_has.is_empty()

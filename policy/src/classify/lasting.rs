@@ -9,13 +9,21 @@ use efr_sandbox_wire::ExitKind;
 use super::walk::{Cmd, Pc, Walker, short};
 use super::words::{has_opt, positional};
 
+/// The end of the note on a `cmd &` job.
+const JOB_NOTE: &str = "runs as a job of the line: the sandbox ends it when the line ends";
+
 impl Walker<'_> {
     /// A `cmd &` job of the line: no exit; a note that the sandbox ends it with the line.
     pub(super) fn line_job(&mut self, display: &str) {
-        self.note(format!(
-            "`{}` runs as a job of the line: the sandbox ends it when the line ends",
-            short(display)
-        ));
+        self.note(format!("`{}` {JOB_NOTE}", short(display)));
+    }
+
+    /// After the walk: a line that disowns its jobs (`cmd & disown`) means them to outlive
+    /// it, which its `background` exit says; the job notes would contradict it.
+    pub(super) fn finish_notes(&mut self) {
+        if self.names.iter().any(|n| n == "disown") {
+            self.notes.retain(|n| !n.ends_with(JOB_NOTE));
+        }
     }
 
     pub(super) fn note(&mut self, n: String) {
@@ -48,6 +56,14 @@ impl Walker<'_> {
     /// `[[lasting]]` of commands.toml: the command form leaves a job after the call.
     pub(super) fn lasting(&mut self, name: &str, rest: &[super::walk::Arg], cmd: &Cmd) {
         let k = self.k;
+        if !k
+            .file
+            .lasting
+            .iter()
+            .any(|l| l.names.iter().any(|n| n == name))
+        {
+            return;
+        }
         let words: Vec<&str> = rest.iter().map(|a| a.text.as_str()).collect();
         for l in k
             .file

@@ -131,8 +131,15 @@ impl Walker<'_> {
             downloaded(self, a0)
         } else if roles.shell.is_some() || roles.inline.is_some() || matches!(name, "source" | ".")
         {
-            // `bash -c ...` runs a string, not a file
-            if rest.iter().any(|a| a.text == "-c" || a.text == "-e") {
+            // `bash -c ...`, `python3 -c ...` run a string, not a file
+            let code_opts = roles
+                .inline
+                .map(|i| k.file.inline[i].code_opts.as_slice())
+                .unwrap_or_default();
+            if rest
+                .iter()
+                .any(|a| a.text == "-c" || code_opts.contains(&a.text))
+            {
                 None
             } else {
                 rest.iter()

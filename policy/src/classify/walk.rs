@@ -76,6 +76,7 @@ pub(crate) fn walk_line(req: &ClassifyRequest, ctx: &Context) -> WalkOut {
         cwd,
     };
     w.walk_list(&script.list, &mut env, Pc::default());
+    w.finish_notes();
     out.findings = w.findings;
     out.opaque = w.opaque;
     out.notes = w.notes;
@@ -1333,6 +1334,7 @@ impl Walker<'_> {
                         if let Some(ri) = ri {
                             self.registry(&m, ri, &sub[1..], env, &cmd);
                         }
+                        self.install_dests(&m, &sub[1..], env, &cmd);
                     } else if !self.own_job_server(&m, pc, &cmd) {
                         self.server(&m, &sub[1..], &cmd);
                     }
