@@ -69,7 +69,22 @@ impl Walker<'_> {
                 stdout = files.is_empty();
             }
             "wget" | "wget2" => {
-                let named = v(&["-O", "--output-document"]);
+                let mut named = v(&["-O", "--output-document"]);
+                // `-qO FILE`, `-qO-`: -O at the end of a group of short options
+                for (i, w) in words.iter().enumerate() {
+                    if w.len() > 2 && w.starts_with('-') && !w.starts_with("--") && w != &"-O-" {
+                        let letters = w[1..].trim_end_matches('-');
+                        if letters.chars().all(|c| c.is_ascii_alphabetic())
+                            && letters.ends_with('O')
+                        {
+                            if w.ends_with('-') {
+                                named.push("-".into());
+                            } else if let Some(f) = words.get(i + 1) {
+                                named.push((*f).to_string());
+                            }
+                        }
+                    }
+                }
                 if named.iter().any(|f| f == "-") {
                     stdout = true;
                 } else if named.is_empty() {
