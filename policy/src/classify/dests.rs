@@ -91,6 +91,14 @@ impl Walker<'_> {
             }
             let from = self.findings.len();
             for p in paths {
+                if p.contains('$') {
+                    // `PREFIX=$X`: a variable the line does not set
+                    self.note_opaque(format!(
+                        "`{}` installs into {p}, which efr cannot know",
+                        super::walk::short(&cmd.display)
+                    ));
+                    continue;
+                }
                 let a = self.word_arg(rest, &p);
                 self.touch(&a, TargetOp::Write, env, cmd, false);
             }
