@@ -16,6 +16,9 @@ use crate::shell::{self, Command, List, Pipeline, Redir, RedirOp, SimpleCommand,
 const MAX_STEPS: u32 = 20_000;
 /// The deepest wrapping (sudo env nice sh -c ...) followed.
 const MAX_WRAP: u32 = 24;
+/// The most bytes of strings (eval, sh -c, trap) the walker parses again in one line: each
+/// level of `eval eval ...` parses the rest once more, so depth alone does not bound time.
+const MAX_REPARSE: usize = 64 * 1024;
 
 pub(crate) fn walk_line(req: &ClassifyRequest, ctx: &Context) -> WalkOut {
     let roots: Vec<PathBuf> = req
@@ -69,6 +72,7 @@ pub(crate) fn walk_line(req: &ClassifyRequest, ctx: &Context) -> WalkOut {
         steps: 0,
         downloaded: Vec::new(),
         notes: Vec::new(),
+        reparsed: 0,
         k: Knowledge::get(),
     };
     let mut env = Env {
@@ -155,6 +159,8 @@ pub(super) struct Walker<'a> {
     pub(super) downloaded: Vec<PathBuf>,
     /// What the line does that is no exit but that the record says (lasting.rs).
     pub(super) notes: Vec<String>,
+    /// Bytes of strings parsed again so far (MAX_REPARSE).
+    pub(super) reparsed: usize,
     pub(super) k: &'static Knowledge,
 }
 
@@ -997,6 +1003,11 @@ impl Walker<'_> {
     fn walk_string(&mut self, text: &str, env: &Env, pc: Pc, what: &str) {
         if self.wrap > MAX_WRAP {
             self.note_opaque(format!("{what} is nested too deeply for efr to read"));
+            return;
+        }
+        self.reparsed += text.len();
+        if self.reparsed > MAX_REPARSE {
+            self.note_opaque(format!("{what} is too long for efr to read again"));
             return;
         }
         match shell::parse(text) {
