@@ -23,12 +23,20 @@
 
 pub mod always;
 pub mod awk;
+mod cleaning;
+mod cloud;
+mod dests;
+mod devices;
 pub mod git;
+mod keys;
 pub mod knowledge;
+mod lasting;
+mod later;
 pub mod paths;
 pub mod registries;
 pub mod tokens;
 mod walk;
+mod words;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -90,6 +98,10 @@ pub struct ClassifyResult {
     /// Parts of the line efr could not read (also in each exit's facts); not on the wire.
     #[serde(skip)]
     pub opaque: Vec<String>,
+    /// What the line does that needs no exit but that the caller should know: a `cmd &` job
+    /// the sandbox ends with the line, a server only the line itself reaches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A path rule of the config, expanded.
@@ -272,6 +284,7 @@ impl Finding {
 pub(crate) struct WalkOut {
     pub findings: Vec<Finding>,
     pub opaque: Vec<String>,
+    pub notes: Vec<String>,
     pub parse_error: Option<String>,
     pub roots: Vec<PathBuf>,
 }
@@ -507,6 +520,7 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
         launch,
         exits,
         opaque,
+        notes: out.notes,
     }
 }
 
@@ -596,6 +610,9 @@ pub fn render_text(r: &ClassifyResult) -> String {
     let _ = writeln!(s, "launch: {}", launch_text(&r.launch));
     if r.exits.is_empty() {
         let _ = writeln!(s, "no exits: the line runs with no question");
+    }
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {n}");
     }
     for e in &r.exits {
         let j = &e.judgement;

@@ -4,7 +4,8 @@
 //! `policy/tests/corpus/lines.txt`: `EXPECTATIONS :: LINE`. EXPECTATIONS are exit kinds
 //! (`-` for none) and facts: `host=H`, `class=C` (a target class), `verdict=V` (some exit
 //! has it), `opaque` (the line has an opaque part), `port=N`, `mode=M` (default auto),
-//! `remote` (a host is a project remote), `launch=K`. The line runs in the project
+//! `remote` (a host is a project remote), `launch=K`, `target=P` (some exit's target path, as
+//! shown: `~/x`), `device=D`, `note=TEXT` (a note of the result holds TEXT), `no_note`. The line runs in the project
 //! `/home/u/p` (cwd and project root), home `/home/u`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -101,6 +102,18 @@ fn corpus() {
                         | (Launch::Unsandboxed, "unsandboxed")
                         | (Launch::Contained { .. }, "contained")
                 )
+            } else if let Some(t) = c.strip_prefix("target=") {
+                r.exits
+                    .iter()
+                    .any(|e| e.facts.targets.iter().any(|x| x.path == t))
+            } else if let Some(d) = c.strip_prefix("device=") {
+                r.exits
+                    .iter()
+                    .any(|e| e.facts.devices.iter().any(|x| x == d))
+            } else if let Some(n) = c.strip_prefix("note=") {
+                r.notes.iter().any(|x| x.contains(n))
+            } else if c == "no_note" {
+                r.notes.is_empty()
             } else if c == "opaque" {
                 !r.opaque.is_empty()
             } else if c == "remote" {

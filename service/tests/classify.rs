@@ -71,6 +71,19 @@ fn classify_through_rpc() {
     // A line the parser cannot read is opaque, not an error.
     let end = ask(&mut c, 5, "echo $(( ( (", "full");
     assert!(!kinds(&end).is_empty(), "{end}");
+
+    // A `&` job the sandbox ends with the line: no background exit, a note on the wire.
+    let end = ask(&mut c, 6, "npm run dev & sleep 1", "auto");
+    assert!(kinds(&end).is_empty(), "{end}");
+    assert!(
+        end["notes"].as_array().is_some_and(|n| n.iter().any(|x| x
+            .as_str()
+            .is_some_and(|x| x.contains("ends it when the line ends")))),
+        "{end}"
+    );
+    // No notes: the member is absent.
+    let end = ask(&mut c, 7, "ls", "auto");
+    assert!(end.get("notes").is_none(), "{end}");
 }
 
 #[test]

@@ -34,6 +34,12 @@ pub struct Wrapper {
     pub privilege: bool,
     #[serde(default)]
     pub background: bool,
+    /// Background only in a `&` job (`nohup cmd &`); in the foreground the line waits.
+    #[serde(default)]
+    pub in_job_only: bool,
+    /// Options that make the wrapper wait for the command (`setsid -w`): not background.
+    #[serde(default)]
+    pub foreground_opts: Vec<String>,
     #[serde(default)]
     pub outside: bool,
     #[serde(default)]
@@ -245,6 +251,132 @@ pub struct TokenEnv {
     pub reason: String,
 }
 
+/// `[[install_dest]]`: where an installing command writes (dests.rs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallDest {
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub subcommands: Vec<String>,
+    #[serde(default)]
+    pub targets: Vec<String>,
+    #[serde(default)]
+    pub when_opts: Vec<String>,
+    #[serde(default)]
+    pub dest_opts: Vec<String>,
+    #[serde(default)]
+    pub var_args: Vec<String>,
+    #[serde(default)]
+    pub env_vars: Vec<String>,
+    pub reason: String,
+}
+
+/// `[git_writes]`: git subcommands that change the repository they run in (dests.rs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitWrites {
+    #[serde(default)]
+    pub subcommands: Vec<String>,
+    #[serde(default)]
+    pub with_args: Vec<String>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `[[lasting]]`: a command form that leaves a job running after the call (lasting.rs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lasting {
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub subcommands: Vec<String>,
+    #[serde(default)]
+    pub when_opts: Vec<String>,
+    #[serde(default)]
+    pub also_opts: Vec<String>,
+    /// Options that stop, list or ask instead of starting (`daemon --stop`).
+    #[serde(default)]
+    pub unless_opts: Vec<String>,
+    pub reason: String,
+}
+
+/// `[[cache_clean]]`: a subcommand that deletes a real cache (cleaning.rs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheClean {
+    pub names: Vec<String>,
+    pub words: Vec<String>,
+    #[serde(default)]
+    pub when_opts: Vec<String>,
+    /// Options that name the cache directory instead (`uv cache clean --cache-dir DIR`).
+    #[serde(default)]
+    pub dir_opts: Vec<String>,
+    pub caches: Vec<String>,
+    pub reason: String,
+}
+
+/// `[[cloud_copy]]`: a subcommand that uploads to a storage service (cloud.rs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloudCopy {
+    pub names: Vec<String>,
+    pub words: Vec<String>,
+    #[serde(default)]
+    pub schemes: Vec<String>,
+    #[serde(default)]
+    pub account_opts: Vec<String>,
+    #[serde(default)]
+    pub account_env: String,
+    pub host: String,
+    pub reason: String,
+}
+
+/// `[[device_use]]`: a program that opens a device it does not name (devices.rs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceUse {
+    #[serde(default)]
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub name_prefixes: Vec<String>,
+    #[serde(default)]
+    pub when_opts: Vec<String>,
+    #[serde(default)]
+    pub value_opts: Vec<String>,
+    #[serde(default)]
+    pub value_has: String,
+    pub devices: Vec<String>,
+    pub reason: String,
+}
+
+/// `[[keygen]]`: a command that writes the keys it makes (keys.rs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Keygen {
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub when_opts: Vec<String>,
+    #[serde(default)]
+    pub read_opts: Vec<String>,
+    #[serde(default)]
+    pub file_opts: Vec<String>,
+    #[serde(default)]
+    pub type_opts: Vec<String>,
+    #[serde(default)]
+    pub dir_opts: Vec<String>,
+    #[serde(default)]
+    pub dir_env: String,
+    pub default: String,
+    #[serde(default)]
+    pub default_type: String,
+    /// These options write `other_default` instead (`ssh-keygen -R` edits known_hosts).
+    #[serde(default)]
+    pub other_opts: Vec<String>,
+    #[serde(default)]
+    pub other_default: String,
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct File {
@@ -282,6 +414,20 @@ pub struct File {
     pub token_env: Vec<TokenEnv>,
     #[serde(default)]
     pub settings_file: Vec<SettingsFile>,
+    #[serde(default)]
+    pub install_dest: Vec<InstallDest>,
+    #[serde(default)]
+    pub git_writes: GitWrites,
+    #[serde(default)]
+    pub lasting: Vec<Lasting>,
+    #[serde(default)]
+    pub cache_clean: Vec<CacheClean>,
+    #[serde(default)]
+    pub cloud_copy: Vec<CloudCopy>,
+    #[serde(default)]
+    pub device_use: Vec<DeviceUse>,
+    #[serde(default)]
+    pub keygen: Vec<Keygen>,
 }
 
 /// What the knowledge says about one command name.

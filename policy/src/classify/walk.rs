@@ -16,6 +16,9 @@ use crate::shell::{self, Command, List, Pipeline, Redir, RedirOp, SimpleCommand,
 const MAX_STEPS: u32 = 20_000;
 /// The deepest wrapping (sudo env nice sh -c ...) followed.
 const MAX_WRAP: u32 = 24;
+/// The most bytes of strings (eval, sh -c, trap) the walker parses again in one line: each
+/// level of `eval eval ...` parses the rest once more, so depth alone does not bound time.
+const MAX_REPARSE: usize = 64 * 1024;
 
 pub(crate) fn walk_line(req: &ClassifyRequest, ctx: &Context) -> WalkOut {
     let roots: Vec<PathBuf> = req
@@ -67,6 +70,9 @@ pub(crate) fn walk_line(req: &ClassifyRequest, ctx: &Context) -> WalkOut {
         own_pids: HashSet::new(),
         wrap: 0,
         steps: 0,
+        downloaded: Vec::new(),
+        notes: Vec::new(),
+        reparsed: 0,
         k: Knowledge::get(),
     };
     let mut env = Env {
@@ -74,44 +80,48 @@ pub(crate) fn walk_line(req: &ClassifyRequest, ctx: &Context) -> WalkOut {
         cwd,
     };
     w.walk_list(&script.list, &mut env, Pc::default());
+    w.finish_notes();
     out.findings = w.findings;
     out.opaque = w.opaque;
+    out.notes = w.notes;
     out
 }
 
 #[derive(Debug, Clone)]
-struct Env {
+pub(super) struct Env {
     /// Variables set on the line: `None` when the value is not known.
-    vars: HashMap<String, Option<String>>,
-    cwd: Option<PathBuf>,
+    pub(super) vars: HashMap<String, Option<String>>,
+    pub(super) cwd: Option<PathBuf>,
 }
 
 /// The pipe and job context of a command.
 #[derive(Debug, Clone, Copy, Default)]
-struct Pc {
-    background: bool,
+pub(super) struct Pc {
+    pub(super) background: bool,
+    /// The job outlives the line (nohup in a `&` job, setsid, ...); a plain `&` job does not.
+    pub(super) lasting: bool,
     /// stdin comes from a download (curl ... |).
-    stdin_download: bool,
+    pub(super) stdin_download: bool,
     /// stdin comes from a pipe.
-    stdin_piped: bool,
+    pub(super) stdin_piped: bool,
 }
 
 /// A word after expansion.
 #[derive(Debug, Clone, Default)]
-struct Arg {
+pub(super) struct Arg {
     /// The text; unknown parts are kept as written (`$X`).
-    text: String,
-    raw: String,
-    known: bool,
+    pub(super) text: String,
+    pub(super) raw: String,
+    pub(super) known: bool,
     /// The text before the first unknown part.
-    prefix: String,
-    glob: bool,
+    pub(super) prefix: String,
+    pub(super) glob: bool,
     /// It holds the output of a download (`$(curl ...)`, `<(curl ...)`).
-    download: bool,
+    pub(super) download: bool,
 }
 
 impl Arg {
-    fn lit(s: &str) -> Arg {
+    pub(super) fn lit(s: &str) -> Arg {
         Arg {
             text: s.into(),
             raw: s.into(),
@@ -124,35 +134,41 @@ impl Arg {
 
 /// The simple command a finding comes from.
 #[derive(Debug, Clone)]
-struct Cmd {
-    display: String,
-    words: Vec<String>,
-    cwd: Option<PathBuf>,
-    background: bool,
+pub(super) struct Cmd {
+    pub(super) display: String,
+    pub(super) words: Vec<String>,
+    pub(super) cwd: Option<PathBuf>,
+    pub(super) background: bool,
 }
 
-struct Walker<'a> {
-    ctx: &'a Context,
-    roots: Vec<PathBuf>,
-    granted_writes: Vec<PathBuf>,
-    findings: Vec<Finding>,
-    opaque: Vec<String>,
-    functions: HashSet<String>,
+pub(super) struct Walker<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) roots: Vec<PathBuf>,
+    pub(super) granted_writes: Vec<PathBuf>,
+    pub(super) findings: Vec<Finding>,
+    pub(super) opaque: Vec<String>,
+    pub(super) functions: HashSet<String>,
     /// Names of the commands the line itself runs (its own processes).
-    names: Vec<String>,
-    has_wait: bool,
+    pub(super) names: Vec<String>,
+    pub(super) has_wait: bool,
     /// Variables that hold a pid of the line's own (`pid=$!`).
-    own_pids: HashSet<String>,
-    wrap: u32,
-    steps: u32,
-    k: &'static Knowledge,
+    pub(super) own_pids: HashSet<String>,
+    pub(super) wrap: u32,
+    pub(super) steps: u32,
+    /// Files the line downloaded (`curl -o f`), by absolute path (later.rs).
+    pub(super) downloaded: Vec<PathBuf>,
+    /// What the line does that is no exit but that the record says (lasting.rs).
+    pub(super) notes: Vec<String>,
+    /// Bytes of strings parsed again so far (MAX_REPARSE).
+    pub(super) reparsed: usize,
+    pub(super) k: &'static Knowledge,
 }
 
-fn basename(s: &str) -> &str {
+pub(super) fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
 
-fn is_opt(s: &str) -> bool {
+pub(super) fn is_opt(s: &str) -> bool {
     s.len() > 1 && s.starts_with('-')
 }
 
@@ -264,19 +280,19 @@ fn remote_host(s: &str) -> Option<String> {
 }
 
 impl Walker<'_> {
-    fn note_opaque(&mut self, why: String) {
+    pub(super) fn note_opaque(&mut self, why: String) {
         if !self.opaque.contains(&why) && self.opaque.len() < 16 {
             self.opaque.push(why);
         }
     }
 
-    fn push(&mut self, f: Finding) {
+    pub(super) fn push(&mut self, f: Finding) {
         if self.findings.len() < 256 {
             self.findings.push(f);
         }
     }
 
-    fn finding(&self, kind: ExitKind, summary: String, cmd: &Cmd) -> Finding {
+    pub(super) fn finding(&self, kind: ExitKind, summary: String, cmd: &Cmd) -> Finding {
         let mut f = Finding::new(kind, summary, &cmd.display, &cmd.words);
         f.cwd = cmd.cwd.clone();
         f.background = cmd.background;
@@ -285,11 +301,11 @@ impl Walker<'_> {
 
     /// A finding whose summary is the command, quoted and shortened, then what it does:
     /// "`sudo apt install x` gains root".
-    fn said(&self, kind: ExitKind, what: &str, cmd: &Cmd) -> Finding {
+    pub(super) fn said(&self, kind: ExitKind, what: &str, cmd: &Cmd) -> Finding {
         self.finding(kind, format!("`{}` {what}", short(&cmd.display)), cmd)
     }
 
-    fn floor(
+    pub(super) fn floor(
         &mut self,
         name: &str,
         refuse: bool,
@@ -331,21 +347,7 @@ impl Walker<'_> {
                     .map(pipeline_display)
                     .collect::<Vec<_>>()
                     .join(" && ");
-                let cmd = Cmd {
-                    display: display.clone(),
-                    words: Vec::new(),
-                    cwd: env.cwd.clone(),
-                    background: true,
-                };
-                let f = self.finding(
-                    ExitKind::Background,
-                    format!(
-                        "`{}` keeps running in the background after the call",
-                        short(&display)
-                    ),
-                    &cmd,
-                );
-                self.push(f);
+                self.line_job(&display);
             }
             // `a & b`: a runs in a subshell of its own
             let mut sub_env;
@@ -561,6 +563,7 @@ impl Walker<'_> {
         if args.is_empty() {
             return;
         }
+        self.record_download(&args, &sc.redirs, &cmd_env);
         // builtins that change the line's own state
         if let Some(name) = args[0].known.then(|| basename(&args[0].text).to_string()) {
             match name.as_str() {
@@ -745,7 +748,7 @@ impl Walker<'_> {
     }
 
     /// The absolute path of a known argument.
-    fn resolve(&self, a: &Arg, env: &Env) -> Option<PathBuf> {
+    pub(super) fn resolve(&self, a: &Arg, env: &Env) -> Option<PathBuf> {
         let text = if a.known {
             a.text.as_str()
         } else {
@@ -766,7 +769,7 @@ impl Walker<'_> {
     // Targets
 
     /// A path the command reads, writes or deletes.
-    fn touch(&mut self, a: &Arg, op: TargetOp, env: &Env, cmd: &Cmd, recursive: bool) {
+    pub(super) fn touch(&mut self, a: &Arg, op: TargetOp, env: &Env, cmd: &Cmd, recursive: bool) {
         if !a.known {
             // `rm -rf $DIR`: the sandbox still holds a contained call, but efr cannot know
             if op == TargetOp::Delete {
@@ -1002,6 +1005,11 @@ impl Walker<'_> {
             self.note_opaque(format!("{what} is nested too deeply for efr to read"));
             return;
         }
+        self.reparsed += text.len();
+        if self.reparsed > MAX_REPARSE {
+            self.note_opaque(format!("{what} is too long for efr to read again"));
+            return;
+        }
         match shell::parse(text) {
             Ok(s) => {
                 self.wrap += 1;
@@ -1067,8 +1075,13 @@ impl Walker<'_> {
         };
         let cmd = if self.wrap <= 1 { outer.clone() } else { cmd };
         let rest = &args[1..];
+        self.runs_download(&name, a0, rest, env, &cmd);
+        let keys = self.key_files(&name, rest, env);
         // any argument that names a masked path or a device is read (or used)
         for a in rest {
+            if keys.iter().any(|k| k.text == a.text) {
+                continue;
+            }
             if a.known
                 && !a.glob
                 && (a.text.starts_with('/') || a.text.starts_with("./") || a.text.contains('/'))
@@ -1086,6 +1099,9 @@ impl Walker<'_> {
                     }
                 }
             }
+        }
+        for k in &keys {
+            self.touch(k, TargetOp::Write, env, &cmd, false);
         }
         match name.as_str() {
             "eval" => {
@@ -1304,13 +1320,20 @@ impl Walker<'_> {
         if let Some(si) = roles.socket {
             self.docker(&name, si, rest, env, &cmd);
         }
+        self.lasting(&name, rest, &cmd);
+        self.cache_clean(&name, rest, env, &cmd);
+        self.cloud_copy(&name, rest, env, &cmd);
+        self.device_use(&name, rest, env, &cmd);
+        self.install_dests(&name, rest, env, &cmd);
         if let Some(ni) = roles.network {
             self.network(&name, ni, rest, env, pc, &cmd);
         }
         if let Some(ri) = roles.registry {
             self.registry(&name, ri, rest, env, &cmd);
         }
-        self.server(&name, rest, &cmd);
+        if !self.own_job_server(&name, pc, &cmd) {
+            self.server(&name, rest, &cmd);
+        }
         if name == "python" || name.starts_with("python3") || name == "python2" {
             // python -m pip / venv / http.server
             if let Some(i) = rest.iter().position(|a| a.text == "-m") {
@@ -1322,7 +1345,8 @@ impl Walker<'_> {
                         if let Some(ri) = ri {
                             self.registry(&m, ri, &sub[1..], env, &cmd);
                         }
-                    } else {
+                        self.install_dests(&m, &sub[1..], env, &cmd);
+                    } else if !self.own_job_server(&m, pc, &cmd) {
                         self.server(&m, &sub[1..], &cmd);
                     }
                 }
@@ -1341,6 +1365,18 @@ impl Walker<'_> {
         stdin: Option<&str>,
         cmd: &Cmd,
     ) {
+        let quiet;
+        let waits = rest.iter().any(|a| w.foreground_opts.contains(&a.text));
+        let w = if w.background && (waits || w.in_job_only && !pc.background) {
+            // `nohup make`: the line waits for it and the sandbox ends it with the line
+            quiet = Wrapper {
+                background: false,
+                ..w.clone()
+            };
+            &quiet
+        } else {
+            w
+        };
         let mut i = 0;
         let mut e = env.clone();
         let mut user = None;
@@ -1442,6 +1478,7 @@ impl Walker<'_> {
         }
         let pc2 = Pc {
             background: pc.background || w.background,
+            lasting: pc.lasting || w.background,
             ..pc
         };
         self.dispatch(inner, &mut e, pc2, stdin, cmd);
@@ -2173,7 +2210,7 @@ impl Walker<'_> {
         self.push(f);
     }
 
-    fn host_finding(
+    pub(super) fn host_finding(
         &self,
         kind: ExitKind,
         host: &str,
@@ -2574,7 +2611,9 @@ impl Walker<'_> {
             }
             _ => None,
         };
-        if let Some(p) = home_bin {
+        if self.names_install_dest(name, rest, env) {
+            // `cargo install --root DIR`, `npm i -g --prefix DIR`: written by dests.rs
+        } else if let Some(p) = home_bin {
             let text = format!("{}{}", self.ctx.home.to_string_lossy(), &p[1..]);
             let a = Arg {
                 glob: true,
@@ -3019,6 +3058,7 @@ impl Walker<'_> {
         let args = &rest[i + 1..];
         let pos: Vec<&Arg> = args.iter().filter(|a| !is_opt(&a.text)).collect();
         let repo = dir.clone().unwrap_or_else(|| PathBuf::from("."));
+        self.git_writes(&sub, dir.as_deref(), args, env, cmd);
         match sub.as_str() {
             "push" | "send-email" | "send-pack" => {
                 let remote = pos
@@ -3231,55 +3271,25 @@ impl Walker<'_> {
                     self.git_config_write(&repo, env, cmd);
                 }
             }
-            "clean" => {
+            "clean"
                 if args.iter().any(|a| {
                     a.text.starts_with('-') && !a.text.starts_with("--") && a.text.contains('f')
                         || a.text == "--force"
-                }) {
-                    let a = Arg {
-                        glob: true,
-                        ..Arg::lit(&format!("{}/*", repo.to_string_lossy()))
-                    };
-                    self.touch(&a, TargetOp::Delete, env, cmd, false);
-                }
+                }) =>
+            {
+                let a = Arg {
+                    glob: true,
+                    ..Arg::lit(&format!("{}/*", repo.to_string_lossy()))
+                };
+                self.touch(&a, TargetOp::Delete, env, cmd, false);
             }
             "init" => {
                 if let Some(d) = pos.first() {
                     self.touch(d, TargetOp::Write, env, cmd, false);
                 }
             }
-            _ => {
-                // work inside the repository: only a repository outside the writable roots
-                // is a write
-                if matches!(
-                    sub.as_str(),
-                    "commit"
-                        | "checkout"
-                        | "switch"
-                        | "reset"
-                        | "merge"
-                        | "rebase"
-                        | "stash"
-                        | "add"
-                        | "rm"
-                        | "mv"
-                        | "restore"
-                        | "cherry-pick"
-                        | "revert"
-                        | "am"
-                        | "apply"
-                        | "tag"
-                        | "branch"
-                        | "worktree"
-                ) && dir.is_some()
-                {
-                    let a = Arg {
-                        glob: true,
-                        ..Arg::lit(&format!("{}/*", repo.to_string_lossy()))
-                    };
-                    self.touch(&a, TargetOp::Write, env, cmd, false);
-                }
-            }
+            // work inside the repository: dests.rs (git_writes)
+            _ => {}
         }
     }
 
@@ -3370,7 +3380,7 @@ fn is_loopback(h: &str) -> bool {
         || h == "[::1]"
 }
 
-fn target(path: &str, class: TargetClass, op: TargetOp) -> Target {
+pub(super) fn target(path: &str, class: TargetClass, op: TargetOp) -> Target {
     Target {
         path: path.to_string(),
         class,
@@ -3380,7 +3390,7 @@ fn target(path: &str, class: TargetClass, op: TargetOp) -> Target {
     }
 }
 
-fn short(s: &str) -> String {
+pub(super) fn short(s: &str) -> String {
     let one = s.replace('\n', " ");
     if one.chars().count() > 80 {
         let mut t: String = one.chars().take(77).collect();
