@@ -120,7 +120,9 @@ fn matches_at(pat: &[&str], comps: &[&str]) -> bool {
     match pat.first() {
         None => comps.is_empty(),
         Some(&"**") => (0..=comps.len()).any(|i| matches_at(&pat[1..], &comps[i..])),
-        Some(p) => !comps.is_empty() && component_match(p, comps[0]) && matches_at(&pat[1..], &comps[1..]),
+        Some(p) => {
+            !comps.is_empty() && component_match(p, comps[0]) && matches_at(&pat[1..], &comps[1..])
+        }
     }
 }
 
@@ -210,11 +212,20 @@ fn expand(p: &str, env: &Env) -> Option<PathBuf> {
 /// `sandbox.caches`, resolved, not inside a writable root (there it is writable already)
 /// nor at or below a mask, not below another cache of the list, and spelled so that
 /// overlayfs takes it.
-pub fn caches_for(config: &Config, env: &Env, writable: &[String], masks: &[String]) -> Vec<PathBuf> {
+pub fn caches_for(
+    config: &Config,
+    env: &Env,
+    writable: &[String],
+    masks: &[String],
+) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     for e in &config.sandbox.caches {
-        let Some(p) = expand(&e.value, env) else { continue };
-        let Ok(c) = std::fs::canonicalize(&p) else { continue };
+        let Some(p) = expand(&e.value, env) else {
+            continue;
+        };
+        let Ok(c) = std::fs::canonicalize(&p) else {
+            continue;
+        };
         if !c.is_dir() || c == Path::new("/") {
             continue;
         }
@@ -223,7 +234,9 @@ pub fn caches_for(config: &Config, env: &Env, writable: &[String], masks: &[Stri
             continue;
         }
         if writable.iter().any(|w| under(&c, Path::new(w)))
-            || masks.iter().any(|m| under(&c, Path::new(m)) || under(&p, Path::new(m)))
+            || masks
+                .iter()
+                .any(|m| under(&c, Path::new(m)) || under(&p, Path::new(m)))
         {
             continue;
         }
@@ -273,7 +286,11 @@ impl CallCaches {
 }
 
 /// Gives a contained plan its caches' layers (none for an unsandboxed one).
-pub fn attach(plan: &mut efr_launcher::plan::Plan, config: &Config, env: &Env) -> Result<(), LayerError> {
+pub fn attach(
+    plan: &mut efr_launcher::plan::Plan,
+    config: &Config,
+    env: &Env,
+) -> Result<(), LayerError> {
     if plan.mode != efr_launcher::plan::PlanMode::Contained {
         return Ok(());
     }
@@ -286,29 +303,31 @@ pub fn attach(plan: &mut efr_launcher::plan::Plan, config: &Config, env: &Env) -
     writable.extend(plan.scratch.iter().cloned());
     let masks = efr_launcher::view::masks_in_force(plan);
     let caches = caches_for(config, env, &writable, &masks);
-    plan.caches = prepare(&state_dir(env), &caches)?;
+    plan.caches = prepare(&state_dir(env), &caches, &masks)?;
     Ok(())
 }
 
 /// Makes a layer for each cache, in a new private per-call dir under the state dir.
-pub fn prepare(state: &Path, caches: &[PathBuf]) -> Result<Vec<CacheLayer>, LayerError> {
+pub fn prepare(
+    state: &Path,
+    caches: &[PathBuf],
+    masks: &[String],
+) -> Result<Vec<CacheLayer>, LayerError> {
     if caches.is_empty() {
         return Ok(Vec::new());
     }
-    let id = crate::sys::random_hex(8).map_err(|e| LayerError::Create {
-        path: state.display().to_string(),
-        source: e,
-    })?;
+    let create = |p: &Path| {
+        let p = p.display().to_string();
+        move |e| LayerError::Create { path: p, source: e }
+    };
+    let id = crate::sys::random_hex(8).map_err(create(state))?;
     let call = state.join("layers").join(id);
     let mut out = Vec::new();
     for (i, c) in caches.iter().enumerate() {
         let d = call.join(i.to_string());
         let (upper, work) = (d.join("upper"), d.join("work"));
         for p in [&upper, &work] {
-            private_dirs(p).map_err(|e| LayerError::Create {
-                path: p.display().to_string(),
-                source: e,
-            })?;
+            private_dirs(p).map_err(create(p))?;
         }
         out.push(CacheLayer {
             path: c.to_string_lossy().into_owned(),
@@ -316,7 +335,91 @@ pub fn prepare(state: &Path, caches: &[PathBuf]) -> Result<Vec<CacheLayer>, Laye
             work: work.to_string_lossy().into_owned(),
         });
     }
+    // The call's lock, held by this process until the merge: a call dir whose lock is free
+    // belongs to a service that died, and the next merge merges it ([`sweep`]).
+    let lock_path = call.join(CALL_LOCK);
+    let f = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(create(&lock_path))?;
+    let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| create(&lock_path)(e.into()))?;
+    let manifest = Manifest {
+        layers: out.clone(),
+        masks: masks.to_vec(),
+    };
+    let mp = call.join(CALL_MANIFEST);
+    std::fs::write(&mp, serde_json::to_vec(&manifest).unwrap_or_default()).map_err(create(&mp))?;
+    held_locks().insert(call, lock);
     Ok(out)
+}
+
+const CALL_LOCK: &str = "lock";
+const CALL_MANIFEST: &str = "call.json";
+
+/// What a call dir holds besides its layers: enough for another merge to finish it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    layers: Vec<CacheLayer>,
+    masks: Vec<String>,
+}
+
+type Locks = std::collections::HashMap<PathBuf, nix::fcntl::Flock<File>>;
+
+fn held_locks() -> std::sync::MutexGuard<'static, Locks> {
+    static L: std::sync::OnceLock<std::sync::Mutex<Locks>> = std::sync::OnceLock::new();
+    L.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The call dir of a layer (`layers/ID/N/upper`).
+fn call_dir(l: &CacheLayer) -> Option<PathBuf> {
+    Path::new(&l.upper)
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+}
+
+/// Merges the layers of calls whose service died (their lock is free), then removes them.
+fn sweep(state: &Path, own: &BTreeSet<PathBuf>, m: &mut Merged) {
+    let Ok(rd) = std::fs::read_dir(state.join("layers")) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let dir = e.path();
+        if own.contains(&dir) || held_locks().contains_key(&dir) {
+            continue;
+        }
+        let Ok(f) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join(CALL_LOCK))
+        else {
+            continue;
+        };
+        let Ok(lock) = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        else {
+            continue;
+        };
+        let Ok(man) = std::fs::read(dir.join(CALL_MANIFEST))
+            .map_err(|_| ())
+            .and_then(|b| serde_json::from_slice::<Manifest>(&b).map_err(|_| ()))
+        else {
+            continue;
+        };
+        // Only layers of this very dir (the manifest is the service's own, in its masked
+        // state dir, but a path is checked before it is used).
+        let layers: Vec<CacheLayer> = man
+            .layers
+            .into_iter()
+            .filter(|l| call_dir(l).as_ref() == Some(&dir))
+            .collect();
+        merge_layers(state, &layers, &man.masks, m);
+        drop(lock);
+    }
 }
 
 /// One delete a call made in a real cache, held until applied.
@@ -376,36 +479,56 @@ fn hex(b: &[u8]) -> String {
 /// in force: a path at or below one is never created.
 pub fn after_call(state: &Path, layers: &[CacheLayer], masks: &[String]) -> Merged {
     let mut m = Merged::default();
-    let mut call_dirs = BTreeSet::new();
-    for l in layers {
-        let upper = Path::new(&l.upper);
-        if let Some(d) = upper.parent().and_then(Path::parent) {
-            call_dirs.insert(d.to_path_buf());
-        }
-        match merge_one(state, l, masks, &mut m) {
-            Ok(()) => {
-                if let Some(d) = upper.parent() {
-                    if let Err(e) = remove_layer(d) {
-                        m.refused
-                            .push(format!("cannot remove the layer {}: {e}", d.display()));
-                    }
-                }
-            }
-            Err(e) => m.refused.push(format!(
-                "merge of {} stopped, its layer kept at {}: {e}",
-                l.path, l.upper
-            )),
-        }
+    merge_layers(state, layers, masks, &mut m);
+    let own: BTreeSet<PathBuf> = layers.iter().filter_map(call_dir).collect();
+    for d in &own {
+        held_locks().remove(d);
     }
-    for d in call_dirs {
-        let _ = std::fs::remove_dir(&d);
-    }
+    sweep(state, &own, &mut m);
     if !m.deletes.is_empty() {
         if let Err(e) = hold(state, &m.deletes) {
             m.refused.push(e.to_string());
         }
     }
     m
+}
+
+/// Merges layers (of one call dir or more) and removes those merged; a call dir with
+/// no layer left goes too.
+fn merge_layers(state: &Path, layers: &[CacheLayer], masks: &[String], m: &mut Merged) {
+    let mut call_dirs = BTreeSet::new();
+    let mut kept = BTreeSet::new();
+    for l in layers {
+        let upper = Path::new(&l.upper);
+        let Some(cd) = call_dir(l) else { continue };
+        call_dirs.insert(cd.clone());
+        if !upper.is_dir() {
+            continue;
+        }
+        match merge_one(state, l, masks, m) {
+            Ok(()) => {
+                if let Some(d) = upper.parent() {
+                    if let Err(e) = remove_layer(d) {
+                        m.refused
+                            .push(format!("cannot remove the layer {}: {e}", d.display()));
+                        kept.insert(cd);
+                    }
+                }
+            }
+            Err(e) => {
+                m.refused.push(format!(
+                    "merge of {} stopped, its layer kept at {} (the next merge tries again): {e}",
+                    l.path, l.upper
+                ));
+                kept.insert(cd);
+            }
+        }
+    }
+    for d in call_dirs.difference(&kept) {
+        let _ = std::fs::remove_file(d.join(CALL_MANIFEST));
+        let _ = std::fs::remove_file(d.join(CALL_LOCK));
+        let _ = std::fs::remove_dir(d);
+    }
 }
 
 /// Removes a layer dir (overlayfs leaves `work/work` with mode 0).
@@ -443,9 +566,7 @@ fn merge_one(state: &Path, l: &CacheLayer, masks: &[String], out: &mut Merged) -
     let cache = PathBuf::from(&l.path);
     let io = |what: &str, e: std::io::Error| Stop(format!("{what}: {e}"));
     let _lock = lock(state, &format!("{}.lock", key(&cache))).map_err(|e| io("lock", e))?;
-    let root: OwnedFd = File::open(&cache)
-        .map_err(|e| io(&l.path, e))?
-        .into();
+    let root: OwnedFd = File::open(&cache).map_err(|e| io(&l.path, e))?.into();
     // The staging dir: beside the layers when on the cache's file system (a rename must
     // not cross one), else a hidden dir of the cache itself. Whatever an earlier merge
     // left there (it died) is removed first, under the lock.
@@ -463,12 +584,25 @@ fn merge_one(state: &Path, l: &CacheLayer, masks: &[String], out: &mut Merged) -
         std::fs::DirBuilder::new()
             .mode(0o700)
             .create(&staging)
-            .or_else(|e| if e.kind() == std::io::ErrorKind::AlreadyExists { Ok(()) } else { Err(e) })
+            .or_else(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
             .map_err(|e| io("staging", e))?;
     }
     let staging_fd: OwnedFd = File::open(&staging).map_err(|e| io("staging", e))?.into();
-    for e in std::fs::read_dir(&staging).map_err(|e| io("staging", e))?.flatten() {
-        let _ = nix::unistd::unlinkat(&staging_fd, e.file_name().as_os_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+    for e in std::fs::read_dir(&staging)
+        .map_err(|e| io("staging", e))?
+        .flatten()
+    {
+        let _ = nix::unistd::unlinkat(
+            &staging_fd,
+            e.file_name().as_os_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
     }
     let mut cx = Ctx {
         cache: cache.clone(),
@@ -489,13 +623,17 @@ fn merge_one(state: &Path, l: &CacheLayer, masks: &[String], out: &mut Merged) -
 /// Merges the directory `upper/rel` into `cache/rel` (which exists).
 fn walk(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
     let udir = upper.join(rel);
-    let real_dir = match crate::sys::open_beneath(&cx.root, rel, OFlag::O_DIRECTORY | OFlag::O_RDONLY, 0) {
-        Ok(fd) => fd,
-        Err(e) => {
-            cx.refused(rel, &format!("cannot open it in the real cache (a link?): {e}"));
-            return Ok(());
-        }
-    };
+    let real_dir =
+        match crate::sys::open_beneath(&cx.root, rel, OFlag::O_DIRECTORY | OFlag::O_RDONLY, 0) {
+            Ok(fd) => fd,
+            Err(e) => {
+                cx.refused(
+                    rel,
+                    &format!("cannot open it in the real cache (a link?): {e}"),
+                );
+                return Ok(());
+            }
+        };
     let mut entries: Vec<_> = match std::fs::read_dir(&udir) {
         Ok(r) => r.flatten().collect(),
         Err(e) => return Err(Stop(format!("{}: {e}", udir.display()))),
@@ -510,7 +648,9 @@ fn walk(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
         // The call removed the directory and made it again: what the real one holds that
         // the call's does not is deleted (held).
         let names: BTreeSet<_> = entries.iter().map(|e| e.file_name()).collect();
-        if let Ok(d) = nix::dir::Dir::from_fd(real_dir.try_clone().map_err(|e| Stop(e.to_string()))?) {
+        if let Ok(d) =
+            nix::dir::Dir::from_fd(real_dir.try_clone().map_err(|e| Stop(e.to_string()))?)
+        {
             let mut gone = Vec::new();
             let mut d = d;
             for e in d.iter().flatten() {
@@ -530,7 +670,8 @@ fn walk(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
         let name = e.file_name();
         let r = rel.join(&name);
         let up = udir.join(&name);
-        if name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes()) && rel.as_os_str().is_empty() {
+        if name.as_encoded_bytes().starts_with(TEMP_PREFIX.as_bytes()) && rel.as_os_str().is_empty()
+        {
             cx.refused(&r, "a name the merge keeps for itself");
             continue;
         }
@@ -543,7 +684,9 @@ fn walk(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
             cx.refused(&r, "a masked path: never created by a call");
             continue;
         }
-        let Ok(md) = std::fs::symlink_metadata(&up) else { continue };
+        let Ok(md) = std::fs::symlink_metadata(&up) else {
+            continue;
+        };
         let ft = md.file_type();
         if ft.is_char_device() && md.rdev() == 0 {
             cx.hold(&real_dir, &r);
@@ -564,14 +707,19 @@ fn walk(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
             continue;
         }
         if ft.is_dir() {
-            match nix::sys::stat::fstatat(&real_dir, name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+            match nix::sys::stat::fstatat(
+                &real_dir,
+                name.as_os_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            ) {
                 Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {}
                 Ok(_) => {
                     cx.refused(&r, "exists in the real cache and is not a directory");
                     continue;
                 }
                 Err(nix::errno::Errno::ENOENT) => {
-                    let mode = nix::sys::stat::Mode::from_bits_truncate((md.mode() & 0o755) | 0o700);
+                    let mode =
+                        nix::sys::stat::Mode::from_bits_truncate((md.mode() & 0o755) | 0o700);
                     match nix::sys::stat::mkdirat(&real_dir, name.as_os_str(), mode) {
                         Ok(()) | Err(nix::errno::Errno::EEXIST) => changed = true,
                         Err(e) => {
@@ -608,7 +756,10 @@ fn walk(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
             } else {
                 "a device"
             };
-            cx.refused(&r, &format!("{what}: only plain files and directories are merged"));
+            cx.refused(
+                &r,
+                &format!("{what}: only plain files and directories are merged"),
+            );
         }
     }
     if changed {
@@ -629,7 +780,9 @@ impl Ctx<'_> {
     /// Holds the delete of `rel` when the real cache has it.
     fn hold(&mut self, real_dir: &OwnedFd, rel: &Path) {
         let Some(name) = rel.file_name() else { return };
-        if let Ok(st) = nix::sys::stat::fstatat(real_dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        if let Ok(st) =
+            nix::sys::stat::fstatat(real_dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+        {
             self.out.deletes.push(HeldDelete {
                 path: self.cache.join(rel).to_string_lossy().into_owned(),
                 cache: self.cache.to_string_lossy().into_owned(),
@@ -660,7 +813,13 @@ fn same_content(a: &mut File, b: &mut File) -> std::io::Result<bool> {
 }
 
 /// Merges one plain file; whether it wrote one.
-fn file(cx: &mut Ctx, real_dir: &OwnedFd, up: &Path, rel: &Path, kind: Option<RuleKind>) -> Result<bool, Stop> {
+fn file(
+    cx: &mut Ctx,
+    real_dir: &OwnedFd,
+    up: &Path,
+    rel: &Path,
+    kind: Option<RuleKind>,
+) -> Result<bool, Stop> {
     let name = rel.file_name().unwrap_or_default();
     let mut src = match std::fs::OpenOptions::new()
         .read(true)
@@ -691,7 +850,10 @@ fn file(cx: &mut Ctx, real_dir: &OwnedFd, up: &Path, rel: &Path, kind: Option<Ru
         },
         _ => {}
     }
-    let content_addressed = matches!(kind, Some(RuleKind::NpmContent) | Some(RuleKind::CargoCrate));
+    let content_addressed = matches!(
+        kind,
+        Some(RuleKind::NpmContent) | Some(RuleKind::CargoCrate)
+    );
     // What the real cache has there now.
     match crate::sys::open_beneath(real_dir, Path::new(name), OFlag::O_RDONLY, 0) {
         Ok(fd) => {
@@ -705,7 +867,10 @@ fn file(cx: &mut Ctx, real_dir: &OwnedFd, up: &Path, rel: &Path, kind: Option<Ru
             match same_content(&mut src, &mut real) {
                 Ok(true) => return Ok(false),
                 Ok(false) if content_addressed => {
-                    cx.refused(rel, "the real cache holds other bytes under this name: kept");
+                    cx.refused(
+                        rel,
+                        "the real cache holds other bytes under this name: kept",
+                    );
                     return Ok(false);
                 }
                 Ok(false) => {}
@@ -717,7 +882,10 @@ fn file(cx: &mut Ctx, real_dir: &OwnedFd, up: &Path, rel: &Path, kind: Option<Ru
         }
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
         Err(e) => {
-            cx.refused(rel, &format!("cannot open it in the real cache (a link?): {e}"));
+            cx.refused(
+                rel,
+                &format!("cannot open it in the real cache (a link?): {e}"),
+            );
             return Ok(false);
         }
     }
@@ -746,7 +914,11 @@ fn file(cx: &mut Ctx, real_dir: &OwnedFd, up: &Path, rel: &Path, kind: Option<Ru
         Ok(())
     })();
     let unlink_tmp = || {
-        let _ = nix::unistd::unlinkat(&cx.staging, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        let _ = nix::unistd::unlinkat(
+            &cx.staging,
+            tmp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
     };
     if let Err(e) = written {
         unlink_tmp();
@@ -757,7 +929,13 @@ fn file(cx: &mut Ctx, real_dir: &OwnedFd, up: &Path, rel: &Path, kind: Option<Ru
         return Ok(false);
     }
     let renamed = if content_addressed {
-        nix::fcntl::renameat2(&cx.staging, tmp.as_str(), real_dir, name, nix::fcntl::RenameFlags::RENAME_NOREPLACE)
+        nix::fcntl::renameat2(
+            &cx.staging,
+            tmp.as_str(),
+            real_dir,
+            name,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        )
     } else {
         nix::fcntl::renameat(&cx.staging, tmp.as_str(), real_dir, name)
     };
@@ -819,7 +997,10 @@ fn npm_content_ok(rel: &Path, f: &mut File) -> Result<(), String> {
     }
     let want = format!("{}{}{}", rest[1], rest[2], rest[3]);
     let Some(got) = digest(&rest[0], f) else {
-        return Err(format!("npm content of algorithm {:?}: cannot verify it", rest[0]));
+        return Err(format!(
+            "npm content of algorithm {:?}: cannot verify it",
+            rest[0]
+        ));
     };
     if hex(&got) != want {
         return Err("npm content whose hash is not its path's".into());
@@ -947,14 +1128,20 @@ fn npm_index(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
         return Ok(());
     };
     let cacache: PathBuf = comps[..i].iter().collect();
-    let Some(parent) = rel.parent() else { return Ok(()) };
-    let real_dir = match crate::sys::open_beneath(&cx.root, parent, OFlag::O_DIRECTORY | OFlag::O_RDONLY, 0) {
-        Ok(fd) => fd,
-        Err(e) => {
-            cx.refused(rel, &format!("cannot open it in the real cache (a link?): {e}"));
-            return Ok(());
-        }
+    let Some(parent) = rel.parent() else {
+        return Ok(());
     };
+    let real_dir =
+        match crate::sys::open_beneath(&cx.root, parent, OFlag::O_DIRECTORY | OFlag::O_RDONLY, 0) {
+            Ok(fd) => fd,
+            Err(e) => {
+                cx.refused(
+                    rel,
+                    &format!("cannot open it in the real cache (a link?): {e}"),
+                );
+                return Ok(());
+            }
+        };
     let name = rel.file_name().unwrap_or_default();
     let mut existing = String::new();
     match crate::sys::open_beneath(&real_dir, Path::new(name), OFlag::O_RDONLY, 0) {
@@ -990,7 +1177,12 @@ fn npm_index(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
                     let full = cacache.join(p);
                     let fd = crate::sys::open_beneath(&cx.root, &full, OFlag::O_RDONLY, 0).ok()?;
                     let mut f = File::from(fd);
-                    let algo = full.components().nth_back(3)?.as_os_str().to_str()?.to_string();
+                    let algo = full
+                        .components()
+                        .nth_back(3)?
+                        .as_os_str()
+                        .to_str()?
+                        .to_string();
                     let want: String = full
                         .components()
                         .rev()
@@ -1014,7 +1206,9 @@ fn npm_index(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
     if dropped > 0 {
         cx.refused(
             rel,
-            &format!("{dropped} npm index entries dropped: their content is missing or does not verify"),
+            &format!(
+                "{dropped} npm index entries dropped: their content is missing or does not verify"
+            ),
         );
     }
     if add.is_empty() {
@@ -1042,12 +1236,17 @@ fn npm_index(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
         let mut f = File::from(fd);
         f.write_all(body.as_bytes())?;
         f.sync_all()?;
-        nix::fcntl::renameat(&cx.staging, tmp.as_str(), &real_dir, name).map_err(std::io::Error::from)?;
+        nix::fcntl::renameat(&cx.staging, tmp.as_str(), &real_dir, name)
+            .map_err(std::io::Error::from)?;
         let _ = nix::unistd::fsync(&real_dir);
         Ok(())
     })();
     if let Err(e) = written {
-        let _ = nix::unistd::unlinkat(&cx.staging, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+        let _ = nix::unistd::unlinkat(
+            &cx.staging,
+            tmp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
         if stop_on(&e) {
             return Err(Stop(format!("{}: {e}", cx.cache.join(rel).display())));
         }
@@ -1130,25 +1329,47 @@ pub fn apply(state: &Path, paths: &[String]) -> Result<Applied, ApplyError> {
     let _l = lock(state, "cache-deletes.lock").map_err(store_err)?;
     let mut s = read_store(state).map_err(store_err)?;
     let mut todo = Vec::new();
+    let mut seen = BTreeSet::new();
     for p in paths {
+        if !seen.insert(p.trim_end_matches('/')) {
+            continue;
+        }
         let p = p.trim_end_matches('/');
         let Some(d) = s.deletes.iter().find(|d| d.path == p) else {
-            return Err(ApplyError::Unknown { path: p.to_string() });
+            return Err(ApplyError::Unknown {
+                path: p.to_string(),
+            });
         };
-        let (root, rel) = open_held(d).map_err(|_| ApplyError::Stale { path: p.to_string() })?;
+        let (root, rel) = open_held(d).map_err(|_| ApplyError::Stale {
+            path: p.to_string(),
+        })?;
         let parent = crate::sys::open_beneath(
             &root,
             rel.parent().unwrap_or(Path::new("")),
             OFlag::O_DIRECTORY | OFlag::O_RDONLY,
             0,
         )
-        .map_err(|_| ApplyError::Stale { path: p.to_string() })?;
+        .map_err(|_| ApplyError::Stale {
+            path: p.to_string(),
+        })?;
         let name = rel.file_name().unwrap_or_default().to_os_string();
-        let st = nix::sys::stat::fstatat(&parent, name.as_os_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-            .map_err(|_| ApplyError::Stale { path: p.to_string() })?;
+        let st = nix::sys::stat::fstatat(
+            &parent,
+            name.as_os_str(),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(|_| ApplyError::Stale {
+            path: p.to_string(),
+        })?;
         let dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        if st.st_ino != d.ino || dir != d.dir || st.st_ctime != d.ctime || st.st_ctime_nsec != d.ctime_nsec {
-            return Err(ApplyError::Stale { path: p.to_string() });
+        if st.st_ino != d.ino
+            || dir != d.dir
+            || st.st_ctime != d.ctime
+            || st.st_ctime_nsec != d.ctime_nsec
+        {
+            return Err(ApplyError::Stale {
+                path: p.to_string(),
+            });
         }
         todo.push((p.to_string(), parent, name, dir));
     }
@@ -1193,7 +1414,12 @@ fn remove_at(dir: &OwnedFd, name: &std::ffi::OsStr, is_dir: bool) -> std::io::Re
         };
         return Ok(size);
     }
-    let sub = crate::sys::open_beneath(dir, Path::new(name), OFlag::O_DIRECTORY | OFlag::O_RDONLY, 0)?;
+    let sub = crate::sys::open_beneath(
+        dir,
+        Path::new(name),
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+        0,
+    )?;
     let mut names = Vec::new();
     let mut d = nix::dir::Dir::from_fd(sub.try_clone()?)?;
     for e in d.iter() {
@@ -1269,7 +1495,9 @@ pub fn apply_rpc(
     svc: std::sync::Arc<crate::server::Service>,
     call: crate::dispatch::Call,
 ) -> crate::dispatch::HandlerFuture {
-    use efr_sandbox_wire::rpc::{CacheDeleteApplyParams, CacheDeleteApplyResult, ErrorBody, ErrorCode};
+    use efr_sandbox_wire::rpc::{
+        CacheDeleteApplyParams, CacheDeleteApplyResult, ErrorBody, ErrorCode,
+    };
     crate::dispatch::boxed(async move {
         let p: CacheDeleteApplyParams = crate::dispatch::params(call.params)?;
         if p.paths.is_empty() || p.paths.len() > MAX_HELD {
@@ -1281,13 +1509,23 @@ pub fn apply_rpc(
         let state = state_dir(svc.policy.env());
         let r = tokio::task::spawn_blocking(move || apply(&state, &p.paths))
             .await
-            .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("the apply did not finish: {e}")))?;
+            .map_err(|e| {
+                ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("the apply did not finish: {e}"),
+                )
+            })?;
         match r {
             Ok(a) => serde_json::to_value(CacheDeleteApplyResult {
                 paths: a.paths,
                 freed_bytes: a.freed_bytes,
             })
-            .map_err(|e| ErrorBody::new(ErrorCode::Internal, format!("result does not serialize: {e}"))),
+            .map_err(|e| {
+                ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("result does not serialize: {e}"),
+                )
+            }),
             Err(e) if e.is_invalid() => Err(ErrorBody::new(ErrorCode::Invalid, e.to_string())),
             Err(e) => Err(ErrorBody::new(ErrorCode::Internal, e.to_string())),
         }
@@ -1312,7 +1550,9 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
     let state = state_dir(&env);
     match c {
         CacheCommand::List => {
-            for d in held(&state).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", store_path(&state).display()))? {
+            for d in held(&state)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", store_path(&state).display()))?
+            {
                 println!("{}", d.path);
             }
             Ok(0)
@@ -1377,7 +1617,9 @@ mod tests {
         let p = npm_content_path(i).unwrap();
         assert_eq!(
             p,
-            PathBuf::from("content-v2/sha512/cf/83/e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e")
+            PathBuf::from(
+                "content-v2/sha512/cf/83/e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e"
+            )
         );
     }
 }

@@ -280,8 +280,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let view = plan.read_only_inside.clone();
         let caches = crate::caches::CallCaches::of(&plan, &env);
         let mut fin =
-            blocking(move || finished(&o, &line, &projects, &view, &caches, &config, &env))
-                .await?;
+            blocking(move || finished(&o, &line, &projects, &view, &caches, &config, &env)).await?;
         fin.sandbox_summary.env_dropped = env_dropped;
         for r in &fin.exits {
             call.items

@@ -290,7 +290,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
     };
     crate::sys::stop_forwarding(&forwarded);
-    let mut fin = finished(&outcome, &p.line, &p.projects, &view, &caches, &config, &env);
+    let mut fin = finished(
+        &outcome,
+        &p.line,
+        &p.projects,
+        &view,
+        &caches,
+        &config,
+        &env,
+    );
     fin.sandbox_summary.env_dropped = env_dropped.into_iter().map(|(n, _)| n).collect();
     if let Some(mut cp) = proxy {
         let recs = cp.finish(&mut fin.sandbox_summary, &p.line);
