@@ -329,6 +329,13 @@ pub fn prepare(
         for p in [&upper, &work] {
             private_dirs(p).map_err(create(p))?;
         }
+        // The overlay's root takes the upper dir's mode: the cache's own (the call dir
+        // above is the private one).
+        if let Ok(m) = std::fs::metadata(c) {
+            let mode = m.mode() & 0o7777 & !(libc::S_ISUID | libc::S_ISGID);
+            std::fs::set_permissions(&upper, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .map_err(create(&upper))?;
+        }
         out.push(CacheLayer {
             path: c.to_string_lossy().into_owned(),
             upper: upper.to_string_lossy().into_owned(),
@@ -693,14 +700,9 @@ fn walk(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
             continue;
         }
         let rule = rule_of(&cx.cache, &r);
-        if let Some(rule) = rule.filter(|r| r.kind == RuleKind::Skip) {
-            if ft.is_dir() || ft.is_file() {
-                // Said once, at the top of what is skipped.
-                if rule_of(&cx.cache, rel).map(|p| p.kind) != Some(RuleKind::Skip) {
-                    cx.refused(&r, &format!("not merged: {}", rule.reason));
-                }
-                continue;
-            }
+        // Not merged, by the reviewed rule (not a refusal: the tool makes these again).
+        if rule.is_some_and(|r| r.kind == RuleKind::Skip) && (ft.is_dir() || ft.is_file()) {
+            continue;
         }
         if md.mode() & (libc::S_ISUID | libc::S_ISGID) != 0 {
             cx.refused(&r, "setuid or setgid bit");
@@ -1537,6 +1539,8 @@ pub fn apply_rpc(
 pub enum CacheCommand {
     /// List the held cache deletes, one path a line.
     List,
+    /// What the merge verifies or leaves out, by path pattern, and why.
+    Rules,
     /// Apply held cache deletes (paths as `cache list` or a call's summary shows them).
     Apply {
         #[arg(required = true, value_name = "PATH")]
@@ -1549,6 +1553,18 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
     let env = Env::from_process();
     let state = state_dir(&env);
     match c {
+        CacheCommand::Rules => {
+            for r in RULES {
+                let what = match r.kind {
+                    RuleKind::NpmContent => "verified (hash), never replaced",
+                    RuleKind::NpmIndex => "lines added, unverified ones dropped",
+                    RuleKind::CargoCrate => "checked against the host's index, never replaced",
+                    RuleKind::Skip => "not merged",
+                };
+                println!(".../{}: {what}: {}", r.pattern.join("/"), r.reason);
+            }
+            Ok(0)
+        }
         CacheCommand::List => {
             for d in held(&state)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", store_path(&state).display()))?

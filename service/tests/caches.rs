@@ -624,12 +624,17 @@ fn a_layer_is_a_private_dir_outside_the_project() {
         let (o, _) = run(
             d.path(),
             b,
-            "touch ~/.npm/x; ls -d ~/.local/state/efr-sandbox/layers/* 2>&1; echo end",
+            "touch ~/.npm/x; stat -c %a ~/.npm; ls -d ~/.local/state/efr-sandbox/layers/* 2>&1",
         );
         assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
         // The state dir is masked: the call sees no layer of its own or another's.
         assert!(
             String::from_utf8_lossy(&o.stdout).contains("No such file or directory"),
+            "{b}: {o:?}"
+        );
+        // Inside, the cache has its own mode (the private one is the call dir above).
+        assert!(
+            String::from_utf8_lossy(&o.stdout).starts_with("755\n"),
             "{b}: {o:?}"
         );
         let st = std::fs::metadata(state(d.path())).unwrap();
