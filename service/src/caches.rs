@@ -1618,7 +1618,7 @@ mod tests {
             rule_of(c, Path::new("src/idx/serde-1.0.0/lib.rs")).map(|r| r.kind),
             Some(RuleKind::Skip)
         );
-        assert_eq!(rule_of(c, Path::new("index/idx/config.json")), None);
+        assert!(rule_of(c, Path::new("index/idx/config.json")).is_none());
         let c = Path::new("/h/.cache");
         assert_eq!(
             rule_of(c, Path::new("pip/http-v2/a/b")).map(|r| r.kind),

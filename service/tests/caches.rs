@@ -185,10 +185,9 @@ fn a_link_put_in_the_real_cache_during_the_call_is_never_followed() {
         let _ = std::fs::remove_file(&go);
         let _ = std::fs::remove_file(npm.join("d"));
         let dd = d.path().to_path_buf();
-        let line = format!(
-            "mkdir ~/.npm/d && echo x > ~/.npm/d/planted && touch ready && \
-             while [ ! -e go ]; do sleep 0.02; done"
-        );
+        let line = "mkdir ~/.npm/d && echo x > ~/.npm/d/planted && touch ready && \
+                    while [ ! -e go ]; do sleep 0.02; done"
+            .to_string();
         let t = std::thread::spawn(move || run(&dd, b, &line));
         let ready = home(d.path()).join("proj/ready");
         for _ in 0..500 {

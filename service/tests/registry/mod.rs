@@ -178,11 +178,14 @@ pub fn base64(b: &[u8]) -> String {
     out
 }
 
+/// A cargo: its program, the arguments it needs first, the variables it needs.
+pub type Cargo = (String, Vec<String>, Vec<(String, String)>);
+
 /// A cargo that speaks sparse registries: `(program, extra args, extra env)`. The
 /// toolchain's own cargo when `rustc` is a rustup proxy whose toolchain the user can run
 /// (rustup itself reads the home, which the tests move), else the system's; a cargo before
 /// 1.68 gets `-Z sparse-registry` (RUSTC_BOOTSTRAP=1).
-pub fn cargo() -> Option<(String, Vec<String>, Vec<(String, String)>)> {
+pub fn cargo() -> Option<Cargo> {
     let sysroot = Command::new("rustc")
         .args(["--print", "sysroot"])
         .output()
