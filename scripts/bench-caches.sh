@@ -6,14 +6,20 @@
 # checks). The three plans run interleaved in a rotating order, N times each after 5
 # warm-up runs; medians in microseconds. The merge of an empty layer is timed apart:
 # `efr-sandbox run` of `true` with and without the caches.
-# Usage: scripts/bench-caches.sh [N]   (builds efr-launch and efr-sandbox in release first)
+# Usage: scripts/bench-caches.sh [N]   (builds efr-launch and efr-sandbox in release first;
+# PROFILE=debug uses the debug build instead)
 set -eu
 N=${1:-50}
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-cargo build -q --release -p efr-launcher --bin efr-launch -p efr-sandbox --bin efr-sandbox
-EXE=$CARGO_TARGET_DIR/release/efr-launch
-SBX=$CARGO_TARGET_DIR/release/efr-sandbox
+PROFILE=${PROFILE:-release}
+if [ "$PROFILE" = release ]; then
+  cargo build -q --release -p efr-launcher --bin efr-launch -p efr-sandbox --bin efr-sandbox
+else
+  cargo build -q -p efr-launcher --bin efr-launch -p efr-sandbox --bin efr-sandbox
+fi
+EXE=$CARGO_TARGET_DIR/$PROFILE/efr-launch
+SBX=$CARGO_TARGET_DIR/$PROFILE/efr-sandbox
 D=$(mktemp -d /var/tmp/bench-caches.XXXXXX)
 trap 'rm -rf "$D"' EXIT
 for h in none layers binds; do
