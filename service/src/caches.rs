@@ -624,6 +624,10 @@ fn merge_one(state: &Path, l: &CacheLayer, masks: &[String], out: &mut Merged) -
     for rel in std::mem::take(&mut cx.later) {
         npm_index(&mut cx, &upper, &rel)?;
     }
+    // A staging dir inside the cache goes when the merge is done (it is empty then).
+    if staging.starts_with(&cache) {
+        let _ = std::fs::remove_dir(&staging);
+    }
     Ok(())
 }
 

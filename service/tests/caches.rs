@@ -640,3 +640,95 @@ fn a_layer_is_a_private_dir_outside_the_project() {
         assert_eq!(st.permissions().mode() & 0o777, 0o700, "{b}");
     }
 }
+
+#[test]
+fn a_full_disk_keeps_the_layer_and_shows_nothing_half_written() {
+    // The cache on a small tmpfs of a mount namespace of the test's own (a user namespace
+    // too, so that an unprivileged user can mount it); the service runs in there.
+    let ok = std::process::Command::new("unshare")
+        .args(["-Urm", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none(),
+            "EFR_SANDBOX_MUST_WORK is set and unshare -Urm fails"
+        );
+        eprintln!("SKIP: unshare -Urm fails");
+        return;
+    }
+    for b in backends() {
+        let d = temp_env();
+        let h = home(d.path());
+        std::fs::create_dir_all(h.join(".npm")).unwrap();
+        let script = format!(
+            "set -e\n\
+             mount -t tmpfs -o size=300k tmpfs \"$HOME/.npm\"\n\
+             cd \"$HOME/proj\"\n\
+             \"$SBX\" run --backend {b} --project \"$HOME/proj\" --json \"$D/f1.json\" -- \
+               'for i in 1 2 3 4 5 6; do head -c 100000 /dev/zero > ~/.npm/f$i; done' >/dev/null 2>&1\n\
+             echo after1\n\
+             find \"$HOME/.npm\" -printf '%P %s\\n'\n\
+             echo layers\n\
+             find \"$HOME/.local/state/efr-sandbox/layers\" -name 'f*' -path '*upper*' -printf '%f\\n'\n\
+             mount -o remount,size=2m tmpfs \"$HOME/.npm\"\n\
+             \"$SBX\" run --backend {b} --project \"$HOME/proj\" -- true >/dev/null 2>&1\n\
+             echo after2\n\
+             find \"$HOME/.npm\" -printf '%P %s\\n'\n\
+             echo layers2\n\
+             find \"$HOME/.local/state/efr-sandbox/layers\" -mindepth 1 -printf '%P\\n'\n"
+        );
+        let o = std::process::Command::new("unshare")
+            .env("HOME", &h)
+            .env("XDG_CONFIG_HOME", d.path().join("config"))
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("SBX", common::BIN)
+            .env("D", d.path())
+            .args(["-Urm", "--propagation", "private", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{b}: {o:?}");
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let part = |from: &str, to: &str| -> Vec<String> {
+            let s = out.split(&format!("{from}\n")).nth(1).unwrap_or("");
+            let s = s.split(&format!("{to}\n")).next().unwrap_or("");
+            // (The root, and the empty staging dir a merge keeps in a cache on a file
+            // system of its own, are not files.)
+            s.lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with(' '))
+                .filter(|l| !l.starts_with(".efr-merge "))
+                .map(String::from)
+                .collect()
+        };
+        // The merge stopped on the full disk: only whole files, no temp file, the layer
+        // kept with everything.
+        let after1 = part("after1", "layers");
+        assert!(!after1.is_empty() && after1.len() < 6, "{b}: {out}");
+        for l in &after1 {
+            assert!(
+                l.ends_with(" 100000") && !l.starts_with(".efr-merge"),
+                "{b}: half-written {l}: {out}"
+            );
+        }
+        assert_eq!(part("layers", "after2").len(), 6, "{b}: {out}");
+        let f: Finish =
+            serde_json::from_slice(&std::fs::read(d.path().join("f1.json")).unwrap()).unwrap();
+        let refused = f.sandbox_summary.cache_refused.join("\n");
+        assert!(
+            refused.contains("its layer kept at") && refused.contains("No space left on device"),
+            "{b}: {refused}"
+        );
+        // With room again, the next merge finishes it and removes the layer.
+        let after2 = part("after2", "layers2");
+        assert_eq!(after2.len(), 6, "{b}: {out}");
+        assert!(after2.iter().all(|l| l.ends_with(" 100000")), "{b}: {out}");
+        assert!(
+            out.split("layers2\n")
+                .nth(1)
+                .unwrap_or("x")
+                .trim()
+                .is_empty(),
+            "{b}: {out}"
+        );
+    }
+}
