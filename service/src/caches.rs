@@ -66,9 +66,32 @@ pub enum RuleKind {
     CargoCrate,
     /// Not merged: derived from verified files by the tool itself.
     Skip,
+    /// Refused (and reported): code or settings a tool runs outside the sandbox.
+    Refuse,
 }
 
 pub const RULES: &[Rule] = &[
+    Rule {
+        pattern: &[".git", "config"],
+        kind: RuleKind::Refuse,
+        reason: "a git config can name programs git runs (core.sshCommand, core.fsmonitor)",
+    },
+    Rule {
+        pattern: &[".git", "hooks", "**"],
+        kind: RuleKind::Refuse,
+        reason: "git hooks run outside the sandbox",
+    },
+    Rule {
+        pattern: &["git", "db", "*", "config"],
+        kind: RuleKind::Refuse,
+        reason: "the config of cargo's bare git repositories: `git fetch` (net.git-fetch-with-cli) \
+                 runs what it names",
+    },
+    Rule {
+        pattern: &["git", "db", "*", "hooks", "**"],
+        kind: RuleKind::Refuse,
+        reason: "hooks of cargo's bare git repositories",
+    },
     Rule {
         pattern: &["_cacache", "content-v2", "**"],
         kind: RuleKind::NpmContent,
@@ -706,6 +729,13 @@ fn walk(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
         let rule = rule_of(&cx.cache, &r);
         // Not merged, by the reviewed rule (not a refusal: the tool makes these again).
         if rule.is_some_and(|r| r.kind == RuleKind::Skip) && (ft.is_dir() || ft.is_file()) {
+            continue;
+        }
+        if let Some(rule) = rule.filter(|r| r.kind == RuleKind::Refuse) {
+            // Said once, at the top of what is refused.
+            if rule_of(&cx.cache, rel).map(|p| p.kind) != Some(RuleKind::Refuse) {
+                cx.refused(&r, &format!("not merged: {}", rule.reason));
+            }
             continue;
         }
         if md.mode() & (libc::S_ISUID | libc::S_ISGID) != 0 {
@@ -1564,6 +1594,7 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
                     RuleKind::NpmIndex => "lines added, unverified ones dropped",
                     RuleKind::CargoCrate => "checked against the host's index, never replaced",
                     RuleKind::Skip => "not merged",
+                    RuleKind::Refuse => "refused",
                 };
                 println!(".../{}: {what}: {}", r.pattern.join("/"), r.reason);
             }

@@ -732,3 +732,51 @@ fn a_full_disk_keeps_the_layer_and_shows_nothing_half_written() {
         );
     }
 }
+
+#[test]
+fn git_configs_and_hooks_in_a_cache_are_refused() {
+    let d = temp_env();
+    let git = home(d.path()).join(".cargo/git");
+    std::fs::create_dir_all(git.join("db/dep-1234/hooks")).unwrap();
+    std::fs::write(git.join("db/dep-1234/config"), "[core]\n\tbare = true\n").unwrap();
+    for b in backends() {
+        let (o, f) = run(
+            d.path(),
+            b,
+            "cd ~/.cargo/git && \
+             printf '[core]\\n\\tsshCommand = touch /tmp/pwned\\n' >> db/dep-1234/config && \
+             echo evil > db/dep-1234/hooks/pre-fetch && \
+             mkdir -p checkouts/dep-1234/abc/.git/hooks && \
+             echo evil > checkouts/dep-1234/abc/.git/hooks/post-checkout && \
+             echo '[core]' > checkouts/dep-1234/abc/.git/config && \
+             echo fine > checkouts/dep-1234/abc/lib.rs",
+        );
+        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        assert_eq!(
+            std::fs::read_to_string(git.join("db/dep-1234/config")).unwrap(),
+            "[core]\n\tbare = true\n",
+            "{b}"
+        );
+        assert!(!git.join("db/dep-1234/hooks/pre-fetch").exists(), "{b}");
+        let co = git.join("checkouts/dep-1234/abc");
+        assert!(!co.join(".git/hooks").exists(), "{b}");
+        assert!(!co.join(".git/config").exists(), "{b}");
+        assert_eq!(
+            std::fs::read_to_string(co.join("lib.rs")).unwrap(),
+            "fine\n"
+        );
+        let refused = f.sandbox_summary.cache_refused.join("\n");
+        for p in [
+            "db/dep-1234/config",
+            "db/dep-1234/hooks",
+            "checkouts/dep-1234/abc/.git/hooks",
+            "checkouts/dep-1234/abc/.git/config",
+        ] {
+            assert!(
+                refused.contains(&format!("{}: not merged", git.join(p).display())),
+                "{b}: {p}: {refused}"
+            );
+        }
+        std::fs::remove_dir_all(git.join("checkouts")).unwrap();
+    }
+}
