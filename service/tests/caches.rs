@@ -780,3 +780,64 @@ fn git_configs_and_hooks_in_a_cache_are_refused() {
         std::fs::remove_dir_all(git.join("checkouts")).unwrap();
     }
 }
+
+#[test]
+fn the_rpc_applies_held_deletes_and_refuses_unknown_and_stale_ones() {
+    let d = temp_env();
+    let npm = home(d.path()).join(".npm");
+    std::fs::create_dir_all(npm.join("gone")).unwrap();
+    std::fs::write(npm.join("gone/a"), "1234567").unwrap();
+    std::fs::write(npm.join("changes"), "x").unwrap();
+    // The held deletes of a call through `sandbox.launch` of the service.
+    let srv = common::Server::start_in(d, &[]);
+    let mut c = srv.client();
+    c.request(
+        1,
+        "sandbox.launch",
+        serde_json::json!({
+            "line": "rm -rf ~/.npm/gone ~/.npm/changes",
+            "projects": [srv.home.join("proj")],
+        }),
+    );
+    let (items, end) = common::collect(&mut c, 1);
+    let end = &end["end"];
+    let deletes: Vec<String> = end["sandbox_summary"]["cache_deletes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no cache_deletes: {end}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    let gone = npm.join("gone").to_string_lossy().into_owned();
+    let changes = npm.join("changes").to_string_lossy().into_owned();
+    assert_eq!(deletes, vec![changes.clone(), gone.clone()], "{end}");
+    // Each is an exit item of the stream too.
+    let exits: Vec<_> = items
+        .iter()
+        .filter(|i| i["kind"] == "exit" && i["record"]["source"] == "cache_delete")
+        .collect();
+    assert_eq!(exits.len(), 2, "{items:?}");
+    assert!(npm.join("gone/a").exists() && npm.join("changes").exists());
+    let apply = |c: &mut common::Client, id: u64, paths: &[&str]| {
+        c.call(
+            id,
+            "sandbox.cache_delete_apply",
+            serde_json::json!({ "paths": paths }),
+        )
+    };
+    let r = apply(&mut c, 2, &[&gone, "/nowhere/x"]);
+    assert_eq!(common::code(&r), "invalid", "{r}");
+    assert!(
+        common::message(&r).contains("/nowhere/x is not a held cache delete"),
+        "{r}"
+    );
+    std::fs::write(npm.join("changes"), "changed").unwrap();
+    let r = apply(&mut c, 3, &[&changes]);
+    assert_eq!(common::code(&r), "invalid", "{r}");
+    assert!(common::message(&r).contains("stale"), "{r}");
+    let r = apply(&mut c, 4, &[&gone]);
+    assert_eq!(r["end"]["paths"], serde_json::json!([gone]), "{r}");
+    assert_eq!(r["end"]["freed_bytes"], 7, "{r}");
+    assert!(!npm.join("gone").exists());
+    let r = apply(&mut c, 5, &[]);
+    assert_eq!(common::code(&r), "invalid", "{r}");
+}
