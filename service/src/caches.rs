@@ -256,6 +256,14 @@ pub fn caches_for(
         if s.contains([',', ':', '\\']) {
             continue;
         }
+        // The call has its own /tmp, /dev and /proc: a cache there is not in its view.
+        if ["/tmp", "/dev", "/proc", "/sys"]
+            .iter()
+            .any(|d| under(&c, Path::new(d)))
+            || under(&c, &env.tmp)
+        {
+            continue;
+        }
         if writable.iter().any(|w| under(&c, Path::new(w)))
             || masks
                 .iter()

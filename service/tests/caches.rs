@@ -841,3 +841,75 @@ fn the_rpc_applies_held_deletes_and_refuses_unknown_and_stale_ones() {
     let r = apply(&mut c, 5, &[]);
     assert_eq!(common::code(&r), "invalid", "{r}");
 }
+
+#[test]
+fn plan_then_finish_merges_the_layer_and_a_cache_under_tmp_gets_none() {
+    let d = temp_env();
+    let npm = home(d.path()).join(".npm");
+    std::fs::create_dir_all(&npm).unwrap();
+    // A cache the call cannot see (its /tmp is its own): no layer, and the call still runs.
+    let under_tmp = tempfile::tempdir_in("/tmp").unwrap();
+    std::fs::create_dir_all(d.path().join("config/efr")).unwrap();
+    std::fs::write(
+        d.path().join("config/efr/config.toml"),
+        format!(
+            "[sandbox]\ncaches = [{{ path = \"{}\", reason = \"test\" }}]\n",
+            under_tmp.path().display()
+        ),
+    )
+    .unwrap();
+    let srv = common::Server::start_in(d, &[]);
+    let mut c = srv.client();
+    let r = c.call(
+        1,
+        "sandbox.plan",
+        serde_json::json!({
+            "line": "echo planned > ~/.npm/planned",
+            "projects": [srv.home.join("proj")],
+            "status_fd": 3,
+        }),
+    );
+    let end = &r["end"];
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(end["plan_file"].as_str().unwrap()).unwrap())
+            .unwrap();
+    let layered: Vec<&str> = plan["caches"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no caches in the plan: {plan}"))
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    assert!(layered.contains(&npm.to_str().unwrap()), "{layered:?}");
+    assert!(
+        !layered.iter().any(|p| p.starts_with("/tmp/")),
+        "{layered:?}"
+    );
+    let argv: Vec<String> = serde_json::from_value(end["argv"].clone()).unwrap();
+    let status = srv.dir.path().join("status.txt");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"f="$1"; shift; exec "$@" 3>"$f""#)
+        .arg("sh")
+        .arg(&status)
+        .args(&argv)
+        // As efrd runs it: in the user's environment (the plan has none of its own).
+        .env("HOME", &srv.home)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // Not merged before the finish.
+    assert!(!npm.join("planned").exists());
+    let lines = std::fs::read_to_string(&status).unwrap();
+    let r = c.call(
+        2,
+        "sandbox.finish",
+        serde_json::json!({"token": end["token"], "status": lines}),
+    );
+    assert_eq!(r["end"]["exit_status"], 0, "{r}");
+    assert_eq!(
+        std::fs::read_to_string(npm.join("planned")).unwrap(),
+        "planned\n"
+    );
+    assert!(tree(&state(srv.dir.path()).join("layers")).is_empty());
+}
