@@ -330,6 +330,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
             .collect(),
         grants: req.grants.clone(),
         caches: req.caches.clone(),
+        cache_files: Vec::new(),
         env: req.env.as_ref().map(|v| {
             v.iter()
                 .map(|(k, v)| EnvVar {

@@ -100,6 +100,10 @@ pub struct Plan {
     /// namespace); the service merges the layer's upper dir after the call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub caches: Vec<CacheLayer>,
+    /// Files beside a cache that its tool must write (a lock), each shown writable as a
+    /// private per-call file `private` of the service bound at `path`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_files: Vec<CacheFile>,
     /// The environment the line starts from (scrubbed by the launcher); the launcher's own
     /// when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,6 +161,15 @@ pub struct CacheLayer {
     pub path: String,
     pub upper: String,
     pub work: String,
+}
+
+/// A file a cache's tool writes beside the cache (`~/.cargo/.package-cache`), shown as the
+/// call's own: the service's empty per-call file `private`, bound writable at `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheFile {
+    pub path: String,
+    pub private: String,
 }
 
 impl CacheLayer {
@@ -383,6 +396,7 @@ impl Plan {
             scrubbed: Vec::new(),
             grants: Vec::new(),
             caches: Vec::new(),
+            cache_files: Vec::new(),
             env: None,
             env_set: Vec::new(),
             env_keep: Vec::new(),
@@ -517,6 +531,13 @@ impl Plan {
         for c in &self.caches {
             c.validate()?;
         }
+        if self.cache_files.len() > 64 {
+            return Err(invalid("cache_files: more than 64 entries"));
+        }
+        for f in &self.cache_files {
+            check_path("cache file", &f.path)?;
+            check_path("cache file", &f.private)?;
+        }
         if self.env_keep.len() > MAX_LIST {
             return Err(invalid("env_keep: too many entries"));
         }
@@ -608,6 +629,17 @@ impl Plan {
         if self.mode == PlanMode::Contained {
             for c in &self.caches {
                 c.check_host()?;
+            }
+            for f in &self.cache_files {
+                for p in [&f.path, &f.private] {
+                    match std::fs::symlink_metadata(p) {
+                        Ok(m) if m.is_file() => {}
+                        Ok(_) => {
+                            return Err(invalid(format!("cache file {p} is not a plain file")));
+                        }
+                        Err(e) => return Err(invalid(format!("cache file {p}: {e}"))),
+                    }
+                }
             }
             for g in &self.grants {
                 match g {

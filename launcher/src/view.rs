@@ -306,6 +306,13 @@ pub fn build(plan: &Plan) -> View {
             work: c.work.clone(),
         });
     }
+    for f in &plan.cache_files {
+        v.ops.push(Op::Bind {
+            src: f.private.clone(),
+            dst: f.path.clone(),
+            rw: true,
+        });
+    }
     for w in &writable {
         v.ops.push(Op::Bind {
             src: w.clone(),
@@ -421,6 +428,7 @@ pub fn build(plan: &Plan) -> View {
     }
     let mut write = roots.clone();
     write.extend(plan.caches.iter().map(|c| c.path.clone()));
+    write.extend(plan.cache_files.iter().map(|f| f.path.clone()));
     write.push("/tmp".into());
     write.push("/dev/shm".into());
     // Every mask, existing or not, is left out of Landlock's read rules (see

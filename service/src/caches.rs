@@ -316,6 +316,24 @@ impl CallCaches {
     }
 }
 
+/// Files a cache's tool writes beside the cache, each given to a call that has a layer of
+/// that cache as an empty private file of its own: the reviewed list, a reason each.
+pub const CACHE_FILES: &[(&str, &str, &str)] = &[
+    (
+        "~/.cargo/registry",
+        "~/.cargo/.package-cache",
+        "cargo's download lock: the call's downloads go to its own layer",
+    ),
+    (
+        "~/.cargo/registry",
+        "~/.cargo/.package-cache-mutate",
+        "cargo's second download lock",
+    ),
+];
+// Not `~/.cargo/.global-cache`, cargo's last-use record: sqlite makes a journal file beside
+// it, which a bind of one file cannot give; cargo goes on without the record (a refused
+// write of it remains in the finish).
+
 /// Gives a contained plan its caches' layers (none for an unsandboxed one).
 pub fn attach(
     plan: &mut efr_launcher::plan::Plan,
@@ -335,6 +353,44 @@ pub fn attach(
     let masks = efr_launcher::view::masks_in_force(plan);
     let caches = caches_for(config, env, &writable, &masks);
     plan.caches = prepare(&state_dir(env), &caches, &masks)?;
+    // The files beside a layered cache, where they exist (plain files, not links).
+    let Some(call) = plan.caches.first().and_then(call_dir) else {
+        return Ok(());
+    };
+    for (i, (cache, file, _)) in CACHE_FILES.iter().enumerate() {
+        let (Some(cache), Some(file)) = (expand(cache, env), expand(file, env)) else {
+            continue;
+        };
+        let Ok(cache) = std::fs::canonicalize(&cache) else {
+            continue;
+        };
+        if !plan.caches.iter().any(|c| Path::new(&c.path) == cache) {
+            continue;
+        }
+        if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file())
+            || masks.iter().any(|m| under(&file, Path::new(m)))
+            || writable.iter().any(|w| under(&file, Path::new(w)))
+        {
+            continue;
+        }
+        let private = call.join("files").join(i.to_string());
+        let made = private_dirs(&call.join("files")).and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&private)
+                .map(drop)
+        });
+        made.map_err(|e| LayerError::Create {
+            path: private.display().to_string(),
+            source: e,
+        })?;
+        plan.cache_files.push(efr_launcher::plan::CacheFile {
+            path: file.to_string_lossy().into_owned(),
+            private: private.to_string_lossy().into_owned(),
+        });
+    }
     Ok(())
 }
 
@@ -563,6 +619,7 @@ fn merge_layers(state: &Path, layers: &[CacheLayer], masks: &[String], m: &mut M
         }
     }
     for d in call_dirs.difference(&kept) {
+        let _ = std::fs::remove_dir_all(d.join("files"));
         let _ = std::fs::remove_file(d.join(CALL_MANIFEST));
         let _ = std::fs::remove_file(d.join(CALL_LOCK));
         let _ = std::fs::remove_dir(d);

@@ -84,8 +84,12 @@ fn cargo_fetches_contained_from_a_sparse_registry_and_the_host_builds_offline_fr
     for b in backends() {
         let d = temp_env();
         let home = d.path().join("home");
-        // The cache exists (cargo ran here before), its registry is new to it.
+        // The cache exists (cargo ran here before: its lock files too), its registry is new
+        // to it.
         std::fs::create_dir_all(home.join(".cargo/registry")).unwrap();
+        for f in [".package-cache", ".package-cache-mutate", ".global-cache"] {
+            std::fs::write(home.join(".cargo").join(f), "").unwrap();
+        }
         let root = d.path().join("registry");
         let server = registry::Server::start(&root);
         registry::cargo_registry(&root, &server.url(), &d.path().join("work"));
@@ -103,6 +107,19 @@ fn cargo_fetches_contained_from_a_sparse_registry_and_the_host_builds_offline_fr
         let (o, f) = run(d.path(), b, &proj, &server.grant(), &line);
         assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
         assert!(f.sandbox_summary.cache_refused.is_empty(), "{b}: {f:?}");
+        // Its lock files are the call's own: no write of them refused (cargo's last-use
+        // record, `.global-cache`, is: cargo goes on without it).
+        for l in [".package-cache", ".package-cache-mutate"] {
+            let p = home.join(".cargo").join(l);
+            assert!(
+                !f.sandbox_summary
+                    .denied_writes
+                    .iter()
+                    .any(|d| Path::new(d) == p),
+                "{b}: {f:?}"
+            );
+            assert_eq!(std::fs::read(&p).unwrap(), b"", "{b}: {l}");
+        }
         assert!(
             server
                 .asked()
