@@ -178,6 +178,8 @@ pub struct LaunchRequest {
     pub shell: Option<String>,
     /// The call's egress proxy (its socket must exist when the launcher runs).
     pub proxy: Option<ProxyPlan>,
+    /// Real caches shown writable through a per-call layer (see `plan::CacheLayer`).
+    pub caches: Vec<crate::plan::CacheLayer>,
 }
 
 impl LaunchRequest {
@@ -205,6 +207,7 @@ impl LaunchRequest {
             env_keep: Vec::new(),
             shell: None,
             proxy: None,
+            caches: Vec::new(),
         }
     }
 }
@@ -326,6 +329,8 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
             })
             .collect(),
         grants: req.grants.clone(),
+        caches: req.caches.clone(),
+        cache_files: Vec::new(),
         env: req.env.as_ref().map(|v| {
             v.iter()
                 .map(|(k, v)| EnvVar {

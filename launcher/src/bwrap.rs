@@ -53,7 +53,7 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
         "--unshare-uts",
         "--unshare-cgroup-try",
     ]);
-    // A call with a proxy gets its network namespace from the launcher ([`own_net`]).
+    // A call with a proxy gets its network namespace from the launcher ([`pre_namespaces`]).
     if !view.host_net && view.proxy_socket.is_none() {
         push(&["--unshare-net"]);
     }
@@ -103,6 +103,9 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
                 push(&["--ro-bind", &src.to_string_lossy(), path])
             }
             Op::SealDir { path } => push(&["--remount-ro", path]),
+            // Mounted before bubblewrap runs ([`pre_namespaces`]): bubblewrap's root bind
+            // holds it read-only; bound again, writable.
+            Op::Overlay { path, .. } => push(&["--bind", path, path]),
         }
     }
     a
@@ -222,9 +225,17 @@ pub fn spawn(
             sys::ignore_signals(&[sig]);
         }
         sys::ignore_signals(&crate::run::forwarded_signals());
-        if view.proxy_socket.is_some() {
-            if let Err(e) = own_net() {
-                crate::inner::report(report_w, &format!("setup_error network namespace: {e}"));
+        let layers: Vec<(&str, &str, &str)> = view
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Overlay { path, upper, work } => Some((&path[..], &upper[..], &work[..])),
+                _ => None,
+            })
+            .collect();
+        if view.proxy_socket.is_some() || !layers.is_empty() {
+            if let Err(e) = pre_namespaces(view.proxy_socket.is_some(), &layers) {
+                crate::inner::report(report_w, &format!("setup_error {e}"));
                 sys::exit_now(126);
             }
         }
@@ -246,26 +257,54 @@ pub fn spawn(
     Ok(pid)
 }
 
-/// The network namespace of a bwrap call with a proxy, made before bwrap runs: the init
-/// must bind ports 53 and 443 there, and inside bwrap it holds no capability over a
-/// namespace bwrap makes (bwrap nests a second user namespace for `--dev` and
-/// `--disable-userns`). So this process (the future bwrap) enters a user namespace A where
-/// it is root and a new network namespace owned by A, brings loopback up, opens the
-/// privileged ports to every user of that namespace (`ip_unprivileged_port_start = 0`:
-/// only the call lives there), then enters a user namespace B mapping its own ids back,
-/// so bwrap runs as the same user as without a proxy.
-fn own_net() -> std::io::Result<()> {
+/// The namespaces a bwrap call needs made before bwrap runs.
+///
+/// The network namespace of a call with a proxy (`net`): the init must bind ports 53 and
+/// 443 there, and inside bwrap it holds no capability over a namespace bwrap makes (bwrap
+/// nests a second user namespace for `--dev` and `--disable-userns`). The caches' layers
+/// (`layers`: cache, upper, work): bubblewrap 0.8 (Debian 12) has no `--overlay`, and
+/// inside bwrap nothing may mount. So this process (the future bwrap) enters a user
+/// namespace A where it is root, a new network namespace (`net`) and a new mount namespace
+/// (`layers`) owned by A, brings loopback up and opens the privileged ports to every user
+/// of that namespace (`ip_unprivileged_port_start = 0`: only the call lives there), mounts
+/// each layer on its cache, then enters a user namespace B mapping its own ids back, so
+/// bwrap runs as the same user as without them; its root bind holds the layers.
+fn pre_namespaces(net: bool, layers: &[(&str, &str, &str)]) -> Result<(), String> {
     let (uid, gid) = sys::ids();
-    sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
-    std::fs::write("/proc/self/setgroups", "deny")?;
-    std::fs::write("/proc/self/uid_map", format!("0 {uid} 1\n"))?;
-    std::fs::write("/proc/self/gid_map", format!("0 {gid} 1\n"))?;
-    sys::loopback_up()?;
-    std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0")?;
-    sys::unshare(libc::CLONE_NEWUSER)?;
-    std::fs::write("/proc/self/setgroups", "deny")?;
-    std::fs::write("/proc/self/uid_map", format!("{uid} 0 1\n"))?;
-    std::fs::write("/proc/self/gid_map", format!("{gid} 0 1\n"))?;
+    let mut flags = libc::CLONE_NEWUSER;
+    if net {
+        flags |= libc::CLONE_NEWNET;
+    }
+    if !layers.is_empty() {
+        flags |= libc::CLONE_NEWNS;
+    }
+    let ns = |e: std::io::Error| format!("namespaces before bwrap: {e}");
+    sys::unshare(flags).map_err(ns)?;
+    std::fs::write("/proc/self/setgroups", "deny").map_err(ns)?;
+    std::fs::write("/proc/self/uid_map", format!("0 {uid} 1\n")).map_err(ns)?;
+    std::fs::write("/proc/self/gid_map", format!("0 {gid} 1\n")).map_err(ns)?;
+    if net {
+        sys::loopback_up().map_err(ns)?;
+        std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0").map_err(ns)?;
+    }
+    if !layers.is_empty() {
+        sys::mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+            .map_err(|e| format!("cache layer: private /: {e}"))?;
+        for (path, upper, work) in layers {
+            sys::mount(
+                Some("overlay"),
+                path,
+                Some("overlay"),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(&crate::view::overlay_options(path, upper, work)),
+            )
+            .map_err(|e| format!("cache layer {path}: overlay: {e}"))?;
+        }
+    }
+    sys::unshare(libc::CLONE_NEWUSER).map_err(ns)?;
+    std::fs::write("/proc/self/setgroups", "deny").map_err(ns)?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} 0 1\n")).map_err(ns)?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} 0 1\n")).map_err(ns)?;
     Ok(())
 }
 

@@ -39,6 +39,7 @@ pub fn encode(rest: &Rest) -> Vec<u8> {
             Op::MaskFile { path } => put(&mut out, b'F', &[path]),
             Op::MaskWith { path, content } => put(&mut out, b'W', &[path, content]),
             Op::SealDir { path } => put(&mut out, b'S', &[path]),
+            Op::Overlay { path, upper, work } => put(&mut out, b'O', &[path, upper, work]),
         }
     }
     if let Some(l) = &rest.landlock {
@@ -104,6 +105,10 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
             b'W' => {
                 let (path, content) = (field(&mut at)?, field(&mut at)?);
                 rest.ops.push(Op::MaskWith { path, content });
+            }
+            b'O' => {
+                let (path, upper, work) = (field(&mut at)?, field(&mut at)?, field(&mut at)?);
+                rest.ops.push(Op::Overlay { path, upper, work });
             }
             b'L' => rest.landlock = Some(LandlockSpec::default()),
             b'r' | b'w' | b'd' | b's' | b'h' | b'T' | b'C' => {

@@ -204,6 +204,22 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
             Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)
                 .map_err(|e| format!("{dst}: {e}"))?,
             Op::Dev { .. } => {}
+            Op::Overlay { path, upper, work } => {
+                let dst = format!("{N}{path}");
+                let opts = crate::view::overlay_options(
+                    &format!("{O}{path}"),
+                    &format!("{O}{upper}"),
+                    &format!("{O}{work}"),
+                );
+                mount(
+                    Some("overlay"),
+                    &dst,
+                    Some("overlay"),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    Some(&opts),
+                )
+                .map_err(|e| format!("cache layer {path}: {}", err("overlay", e)))?;
+            }
             Op::MaskDir { path } => {
                 match mount(
                     Some("tmpfs"),

@@ -96,6 +96,14 @@ pub struct Plan {
     /// Grants on top of the default view.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<Grant>,
+    /// Real caches shown writable through a per-call layer (overlayfs in the call's user
+    /// namespace); the service merges the layer's upper dir after the call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caches: Vec<CacheLayer>,
+    /// Files beside a cache that its tool must write (a lock), each shown writable as a
+    /// private per-call file `private` of the service bound at `path`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_files: Vec<CacheFile>,
     /// The environment the line starts from (scrubbed by the launcher); the launcher's own
     /// when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +150,60 @@ pub struct ScrubbedFile {
 pub const MAX_SCRUBBED: usize = 16;
 pub const MAX_SCRUBBED_BYTES: usize = 64 * 1024;
 pub const MAX_SCRUBBED_TOTAL: usize = 256 * 1024;
+
+/// One real cache of the call and its per-call layer: `path` is the cache (the overlay's
+/// lower dir, and where the merged view is mounted), `upper` and `work` are empty
+/// directories of a private (0700) per-call directory of the service, outside every
+/// writable root. Paths hold no `,`, `:` or `\\` (overlayfs option syntax).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheLayer {
+    pub path: String,
+    pub upper: String,
+    pub work: String,
+}
+
+/// A file a cache's tool writes beside the cache (`~/.cargo/.package-cache`), shown as the
+/// call's own: the service's empty per-call file `private`, bound writable at `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheFile {
+    pub path: String,
+    pub private: String,
+}
+
+impl CacheLayer {
+    fn validate(&self) -> Result<(), PlanError> {
+        for (what, p) in [
+            ("cache", &self.path),
+            ("cache upper", &self.upper),
+            ("cache work", &self.work),
+        ] {
+            check_path(what, p)?;
+            if p.contains([',', ':', '\\']) || p.trim_end_matches('/').is_empty() {
+                return Err(invalid(format!(
+                    "{what}: path {p:?} cannot be an overlay layer"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_host(&self) -> Result<(), PlanError> {
+        for (what, p) in [
+            ("cache", &self.path),
+            ("cache upper", &self.upper),
+            ("cache work", &self.work),
+        ] {
+            match std::fs::symlink_metadata(p) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return Err(invalid(format!("{what} {p} is not a directory"))),
+                Err(e) => return Err(invalid(format!("{what} {p}: {e}"))),
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The size of a call's `/tmp` when the plan names none (the built-in config's
 /// `sandbox.tmp_size`; the consistency test keeps them equal).
@@ -333,6 +395,8 @@ impl Plan {
             masks: Vec::new(),
             scrubbed: Vec::new(),
             grants: Vec::new(),
+            caches: Vec::new(),
+            cache_files: Vec::new(),
             env: None,
             env_set: Vec::new(),
             env_keep: Vec::new(),
@@ -461,6 +525,19 @@ impl Plan {
                 "scrubbed: more than {MAX_SCRUBBED_TOTAL} bytes in all"
             )));
         }
+        if self.caches.len() > 64 {
+            return Err(invalid("caches: more than 64 entries"));
+        }
+        for c in &self.caches {
+            c.validate()?;
+        }
+        if self.cache_files.len() > 64 {
+            return Err(invalid("cache_files: more than 64 entries"));
+        }
+        for f in &self.cache_files {
+            check_path("cache file", &f.path)?;
+            check_path("cache file", &f.private)?;
+        }
         if self.env_keep.len() > MAX_LIST {
             return Err(invalid("env_keep: too many entries"));
         }
@@ -550,6 +627,20 @@ impl Plan {
             dir("tmp", t)?;
         }
         if self.mode == PlanMode::Contained {
+            for c in &self.caches {
+                c.check_host()?;
+            }
+            for f in &self.cache_files {
+                for p in [&f.path, &f.private] {
+                    match std::fs::symlink_metadata(p) {
+                        Ok(m) if m.is_file() => {}
+                        Ok(_) => {
+                            return Err(invalid(format!("cache file {p} is not a plain file")));
+                        }
+                        Err(e) => return Err(invalid(format!("cache file {p}: {e}"))),
+                    }
+                }
+            }
             for g in &self.grants {
                 match g {
                     Grant::Write { path } | Grant::Device { path } | Grant::Socket { path } => {

@@ -25,6 +25,20 @@ pub enum Op {
     MaskWith { path: String, content: String },
     /// Make a [`Op::MaskDir`] read-only once what is bound inside it is in place.
     SealDir { path: String },
+    /// A real cache shown writable through its per-call layer: overlayfs with the cache
+    /// `path` as the lower dir, mounted on `path` (native backend); bubblewrap's backend
+    /// mounts it before bubblewrap runs and binds it writable.
+    Overlay {
+        path: String,
+        upper: String,
+        work: String,
+    },
+}
+
+/// The mount options of a cache's layer (`userxattr`: the layer is mounted in a user
+/// namespace, where overlayfs keeps its whiteout and opaque marks in `user.overlay.*`).
+pub fn overlay_options(lower: &str, upper: &str, work: &str) -> String {
+    format!("lowerdir={lower},upperdir={upper},workdir={work},userxattr")
 }
 
 /// The view of one contained call.
@@ -283,6 +297,22 @@ pub fn build(plan: &Plan) -> View {
     v.ops.clear();
     let net = plan.net();
     let writable = writable(plan);
+    // The caches' layers come first: a mask inside a cache (a token under `~/.cache`) is
+    // mounted on top of its layer below.
+    for c in &plan.caches {
+        v.ops.push(Op::Overlay {
+            path: c.path.clone(),
+            upper: c.upper.clone(),
+            work: c.work.clone(),
+        });
+    }
+    for f in &plan.cache_files {
+        v.ops.push(Op::Bind {
+            src: f.private.clone(),
+            dst: f.path.clone(),
+            rw: true,
+        });
+    }
     for w in &writable {
         v.ops.push(Op::Bind {
             src: w.clone(),
@@ -397,6 +427,8 @@ pub fn build(plan: &Plan) -> View {
         v.ops.push(Op::SealDir { path: m });
     }
     let mut write = roots.clone();
+    write.extend(plan.caches.iter().map(|c| c.path.clone()));
+    write.extend(plan.cache_files.iter().map(|f| f.path.clone()));
     write.push("/tmp".into());
     write.push("/dev/shm".into());
     // Every mask, existing or not, is left out of Landlock's read rules (see

@@ -42,6 +42,10 @@ pub enum Command {
     /// Run the sandbox's self-tests now, from inside real contained calls: one line per
     /// test and a verdict; exit status 0 only when every required test passes.
     Check(crate::check::CheckArgs),
+    /// The deletes contained calls made in real caches, held: `cache list`, and
+    /// `cache apply PATH...` to apply approved ones.
+    #[command(subcommand)]
+    Cache(crate::caches::CacheCommand),
 }
 
 #[derive(Debug, Args)]
@@ -165,6 +169,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             }
         },
         Command::Check(a) => crate::check::check_cli(a),
+        Command::Cache(c) => crate::caches::cache_cli(c),
         Command::Classify(a) => crate::classify::classify_cli(a).map(|()| 0),
         Command::Serve(a) => {
             let mut limits = Limits::default();

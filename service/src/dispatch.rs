@@ -77,6 +77,11 @@ pub const METHODS: &[Method] = &[
         test_only: false,
     },
     Method {
+        name: method::CACHE_DELETE_APPLY,
+        handler: crate::caches::apply_rpc,
+        test_only: false,
+    },
+    Method {
         name: method::LAUNCH,
         handler: crate::launch_rpc::launch,
         test_only: false,

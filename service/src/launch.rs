@@ -256,8 +256,15 @@ pub fn prepare(
         shell: None,
         // Filled by `egress::CallProxy::attach` once the call's proxy listens.
         proxy: None,
+        // Filled by `caches::attach` below.
+        caches: Vec::new(),
     };
     let mut plan = build_plan(&req).map_err(|e| format!("plan: {e}"));
+    if let Ok(pl) = &mut plan {
+        if let Err(e) = crate::caches::attach(pl, config, env) {
+            return Ok(Err(e.to_string()));
+        }
+    }
     // Tests only: the launcher refuses a weakened plan unless its own variable allows it.
     if let (Ok(plan), Ok(w)) = (
         &mut plan,
@@ -375,11 +382,14 @@ pub type Finished = efr_sandbox_wire::Finish;
 /// `view` is the read-only list of the call's launch view (`Plan::read_only_inside`): after
 /// a contained call that ran, the git code it left outside that view is quarantined
 /// ([`crate::git_guard`]).
+/// `caches` are the call's cache layers: merged here (see [`crate::caches`]), their
+/// deletes held and folded in.
 pub fn finished(
     o: &Outcome,
     line: &str,
     projects: &[String],
     view: &[String],
+    caches: &crate::caches::CallCaches,
     config: &Config,
     env: &Env,
 ) -> Finished {
@@ -409,7 +419,7 @@ pub fn finished(
             .enumerate()
             .map(|(i, p)| socket_denial_record(n + i, p, line)),
     );
-    Finished {
+    let mut fin = Finished {
         sandbox_summary,
         exits,
         code: o.code,
@@ -420,7 +430,9 @@ pub fn finished(
             o.exit_status()
         },
         duration_ms: o.duration_ms,
-    }
+    };
+    caches.finish(&mut fin, line);
+    fin
 }
 
 /// The exit record of one refused write: kind `write`, source `denial`, needs a contained

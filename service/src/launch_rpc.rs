@@ -32,6 +32,8 @@ pub struct PlannedCall {
     view: Vec<String>,
     /// The call's proxy, until `sandbox.finish`.
     proxy: Option<crate::egress::CallProxy>,
+    /// Its cache layers, merged at `sandbox.finish`.
+    caches: crate::caches::CallCaches,
 }
 
 /// The calls handed out by `sandbox.plan`, by token.
@@ -276,8 +278,9 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let line = p.line.clone();
         let projects = p.projects.clone();
         let view = plan.read_only_inside.clone();
+        let caches = crate::caches::CallCaches::of(&plan, &env);
         let mut fin =
-            blocking(move || finished(&o, &line, &projects, &view, &config, &env)).await?;
+            blocking(move || finished(&o, &line, &projects, &view, &caches, &config, &env)).await?;
         fin.sandbox_summary.env_dropped = env_dropped;
         for r in &fin.exits {
             call.items
@@ -371,6 +374,7 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
                     projects: p.call.projects.clone(),
                     view: plan.read_only_inside.clone(),
                     proxy,
+                    caches: crate::caches::CallCaches::of(&plan, &env),
                 },
             );
             Ok(json!({
@@ -415,7 +419,7 @@ pub fn finish(svc: Arc<Service>, call: Call) -> HandlerFuture {
             if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
                 o.setup_error = Some("the call's status lines say nothing of its end".into());
             }
-            let mut fin = finished(&o, &c.line, &c.projects, &c.view, &config, &env);
+            let mut fin = finished(&o, &c.line, &c.projects, &c.view, &c.caches, &config, &env);
             if let Some(cp) = c.proxy.as_mut() {
                 let recs = cp.finish(&mut fin.sandbox_summary, &c.line);
                 fin.exits.extend(recs);

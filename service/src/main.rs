@@ -1,5 +1,6 @@
 //! `efr-sandbox`: the efr sandbox service (`serve`) and the user's commands.
 
+mod caches;
 mod check;
 mod classify;
 mod cli;
@@ -15,6 +16,7 @@ mod paths;
 mod policy;
 mod run;
 mod server;
+
 mod sys;
 
 use std::process::ExitCode;

@@ -239,6 +239,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         .as_ref()
         .map(|p| p.read_only_inside.clone())
         .unwrap_or_default();
+    let caches = plan
+        .as_ref()
+        .map(|p| crate::caches::CallCaches::of(p, &env))
+        .unwrap_or_default();
     let outcome = match plan {
         Err(setup) => efr_launcher::status::Outcome {
             setup_error: Some(setup),
@@ -286,7 +290,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
     };
     crate::sys::stop_forwarding(&forwarded);
-    let mut fin = finished(&outcome, &p.line, &p.projects, &view, &config, &env);
+    let mut fin = finished(
+        &outcome,
+        &p.line,
+        &p.projects,
+        &view,
+        &caches,
+        &config,
+        &env,
+    );
     fin.sandbox_summary.env_dropped = env_dropped.into_iter().map(|(n, _)| n).collect();
     if let Some(mut cp) = proxy {
         let recs = cp.finish(&mut fin.sandbox_summary, &p.line);

@@ -158,3 +158,50 @@ pub fn hung_up(fd: std::os::fd::RawFd) -> bool {
     let r = unsafe { libc::poll(&mut p, 1, 0) };
     r > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0
 }
+
+/// Opens `rel` below the directory `dir` with `openat2(2)`, `RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`: no component may be a link or leave `dir`
+/// (a link planted in a real cache is refused, never followed).
+pub fn open_beneath(
+    dir: &impl std::os::fd::AsFd,
+    rel: &std::path::Path,
+    flags: nix::fcntl::OFlag,
+    mode: u32,
+) -> std::io::Result<OwnedFd> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let how = OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .mode(nix::sys::stat::Mode::from_bits_truncate(mode))
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        );
+    let rel = if rel.as_os_str().is_empty() {
+        std::path::Path::new(".")
+    } else {
+        rel
+    };
+    nix::fcntl::openat2(dir, rel, how).map_err(std::io::Error::from)
+}
+
+/// The value of the extended attribute `name` of the file at `path` (links not followed),
+/// `None` when it has none.
+pub fn lgetxattr(path: &std::path::Path, name: &str) -> std::io::Result<Option<Vec<u8>>> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    let n = std::ffi::CString::new(name)?;
+    let mut buf = vec![0u8; 256];
+    // SAFETY: `p` and `n` are NUL-terminated strings alive for the call; `buf` is a buffer
+    // this function owns and its length is passed.
+    let r = unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENODATA) | Some(libc::ENOTSUP) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    buf.truncate(r as usize);
+    Ok(Some(buf))
+}

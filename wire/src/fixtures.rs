@@ -400,8 +400,11 @@ pub fn all() -> Vec<Fixture> {
                     count: 2,
                 }],
                 bus_refused_more: 1,
-                cache_deletes: vec!["~/.cache/pip".into()],
-                cache_deletes_more: 0,
+                cache_deletes: vec!["/home/ada/.npm/_cacache/content-v2/sha512/0f/3a".into()],
+                cache_deletes_more: 2,
+                cache_refused: vec![
+                    "/home/ada/.npm/_cacache/tmp/x: a symbolic link: only plain files and directories are merged".into(),
+                ],
                 denied_writes: vec!["/etc/hosts".into()],
                 quarantined: vec![
                     "/home/ada/src/app/vendor/x/.git/hooks/pre-commit: a hook written by the call, moved to /home/ada/src/app/vendor/x/.git/efr-quarantine-3f9a1c22b07e/pre-commit".into(),
@@ -414,6 +417,19 @@ pub fn all() -> Vec<Fixture> {
             },
         ),
         fixture("sandbox_summary_minimal.json", SandboxSummary::default()),
+        fixture(
+            "cache_delete_apply_params.json",
+            crate::rpc::CacheDeleteApplyParams {
+                paths: vec!["/home/ada/.npm/_cacache/content-v2/sha512/0f/3a".into()],
+            },
+        ),
+        fixture(
+            "cache_delete_apply_result.json",
+            crate::rpc::CacheDeleteApplyResult {
+                paths: vec!["/home/ada/.npm/_cacache/content-v2/sha512/0f/3a".into()],
+                freed_bytes: 48213,
+            },
+        ),
         fixture(
             "finish.json",
             Finish {

@@ -19,6 +19,7 @@ pub mod method {
     pub const SURFACE: &str = "sandbox.surface";
     pub const SURFACE_RESPOND: &str = "sandbox.surface_respond";
     pub const ALWAYS_SAVE: &str = "sandbox.always_save";
+    pub const CACHE_DELETE_APPLY: &str = "sandbox.cache_delete_apply";
 }
 
 /// A frame from the client.
@@ -132,4 +133,22 @@ pub struct HelloResult {
 pub struct StatusResult {
     pub status: SandboxStatus,
     pub paths: SandboxPaths,
+}
+
+/// Params of `sandbox.cache_delete_apply`: held cache deletes (paths of a finish's
+/// `cache_deletes`, or of its `cache_delete` exits) the user approved. An unknown path, or
+/// one whose file changed since the call deleted it (stale), is `invalid` and nothing is
+/// applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CacheDeleteApplyParams {
+    pub paths: Vec<String>,
+}
+
+/// Result of `sandbox.cache_delete_apply`: the paths removed and the bytes of the plain
+/// files removed with them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CacheDeleteApplyResult {
+    pub paths: Vec<String>,
+    pub freed_bytes: u64,
 }

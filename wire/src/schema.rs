@@ -39,6 +39,8 @@ pub fn document() -> Value {
         crate::rpc::HelloParams,
         crate::rpc::HelloResult,
         crate::rpc::StatusResult,
+        crate::rpc::CacheDeleteApplyParams,
+        crate::rpc::CacheDeleteApplyResult,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({

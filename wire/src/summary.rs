@@ -98,11 +98,18 @@ pub struct SandboxSummary {
     pub bus_refused: Vec<BusRefused>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub bus_refused_more: u32,
-    /// Paths of real caches the call deleted in.
+    /// The paths the call deleted in real caches: held, not applied (each is also an exit
+    /// of source `cache_delete`); at most 32 entries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache_deletes: Vec<String>,
+    /// The held deletes `cache_deletes` leaves out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_deletes_more: u32,
+    /// What the merge of the call's cache layers refused or could not do, one line each
+    /// (the path and why: a link, a device, a setuid bit, content that does not verify, a
+    /// full disk that kept the layer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_refused: Vec<String>,
     /// Paths whose writes the sandbox refused while the call ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied_writes: Vec<String>,

@@ -1,0 +1,238 @@
+//! Real package managers through the sandbox (issue 12, item 1): cargo and npm run
+//! contained against a registry the test serves on loopback (`registry`), reached through
+//! the call's proxy with one host grant; their caches hold the new files on the host
+//! afterwards (merged from the call's layer), and the host then builds offline from them,
+//! asking the registry nothing more.
+
+mod common;
+mod registry;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{backends, command};
+use efr_sandbox_wire::Finish;
+
+fn skip(why: &str) -> bool {
+    if std::env::var_os("EFR_SANDBOX_MUST_WORK").is_some() {
+        panic!("EFR_SANDBOX_MUST_WORK is set and this cannot run: {why}");
+    }
+    eprintln!("SKIP: {why}");
+    true
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// A home (`home/`), a config naming the registry, outside `/tmp`.
+fn temp_env() -> tempfile::TempDir {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    std::fs::create_dir_all(dir.path().join("config/efr")).unwrap();
+    std::fs::write(
+        dir.path().join("config/efr/config.toml"),
+        registry::Server::config(),
+    )
+    .unwrap();
+    dir
+}
+
+fn run(d: &Path, b: &str, proj: &Path, grant: &str, line: &str) -> (Output, Finish) {
+    let fin = d.join("finish.json");
+    let o = command(d)
+        .env_remove("CARGO_HOME")
+        .env_remove("CARGO_TARGET_DIR")
+        .current_dir(proj)
+        .args(["run", "--backend", b, "--project"])
+        .arg(proj)
+        .args(["--grant", grant, "--json"])
+        .arg(&fin)
+        .args(["--", line])
+        .output()
+        .unwrap();
+    let f: Finish = serde_json::from_slice(&std::fs::read(&fin).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{b}: no finish ({e}): {o:?}"));
+    (o, f)
+}
+
+fn find(dir: &Path, name: &str) -> Option<PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == name) {
+            return Some(p);
+        }
+        if p.is_dir() && !p.is_symlink() {
+            if let Some(f) = find(&p, name) {
+                return Some(f);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn cargo_fetches_contained_from_a_sparse_registry_and_the_host_builds_offline_from_the_cache() {
+    let Some((cargo, zargs, cenv)) = registry::cargo() else {
+        skip("no cargo whose toolchain this user can run");
+        return;
+    };
+    for b in backends() {
+        let d = temp_env();
+        let home = d.path().join("home");
+        // The cache exists (cargo ran here before: its lock files too), its registry is new
+        // to it.
+        std::fs::create_dir_all(home.join(".cargo/registry")).unwrap();
+        for f in [".package-cache", ".package-cache-mutate", ".global-cache"] {
+            std::fs::write(home.join(".cargo").join(f), "").unwrap();
+        }
+        let root = d.path().join("registry");
+        let server = registry::Server::start(&root);
+        registry::cargo_registry(&root, &server.url(), &d.path().join("work"));
+        let proj = home.join("app");
+        registry::cargo_project(&proj);
+        let index = format!(
+            "--config 'registries.test.index=\"sparse+{}/\"'",
+            server.url()
+        );
+        let env: String = cenv.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        let line = format!(
+            "{env}{cargo} {} fetch {index} --config net.offline=false",
+            zargs.join(" ")
+        );
+        let (o, f) = run(d.path(), b, &proj, &server.grant(), &line);
+        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        assert!(f.sandbox_summary.cache_refused.is_empty(), "{b}: {f:?}");
+        // Its lock files are the call's own: no write of them refused (cargo's last-use
+        // record, `.global-cache`, is: cargo goes on without it).
+        for l in [".package-cache", ".package-cache-mutate"] {
+            let p = home.join(".cargo").join(l);
+            assert!(
+                !f.sandbox_summary
+                    .denied_writes
+                    .iter()
+                    .any(|d| Path::new(d) == p),
+                "{b}: {f:?}"
+            );
+            assert_eq!(std::fs::read(&p).unwrap(), b"", "{b}: {l}");
+        }
+        assert!(
+            server
+                .asked()
+                .iter()
+                .any(|p| p == "/dl/efrhello/0.1.0/download"),
+            "{b}: {:?}",
+            server.asked()
+        );
+        let cache = home.join(".cargo/registry/cache");
+        let krate = find(&cache, "efrhello-0.1.0.crate")
+            .unwrap_or_else(|| panic!("{b}: no .crate in {}", cache.display()));
+        assert!(std::fs::metadata(&krate).unwrap().len() > 0, "{b}");
+        // The host builds offline from the merged cache (cargo unpacks the verified
+        // `.crate`: the call's unpacked sources were not merged).
+        let asked = server.asked().len();
+        let mut c = Command::new(&cargo);
+        c.args(&zargs)
+            .args(["build", "--offline", "--config"])
+            .arg(format!(
+                "registries.test.index=\"sparse+{}/\"",
+                server.url()
+            ))
+            .envs(cenv.iter().cloned())
+            .env("HOME", &home)
+            .env_remove("CARGO_HOME")
+            .env("CARGO_TARGET_DIR", d.path().join("target"))
+            .current_dir(&proj);
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{b}: offline build: {o:?}");
+        let out = Command::new(d.path().join("target/debug/app"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "hello from the registry\n"
+        );
+        assert_eq!(
+            server.asked().len(),
+            asked,
+            "{b}: the offline build asked the registry"
+        );
+    }
+}
+
+#[test]
+fn npm_installs_contained_from_a_local_registry_and_the_host_installs_offline_from_the_cache() {
+    if !have("npm") {
+        skip("npm is not installed");
+        return;
+    }
+    for b in backends() {
+        let d = temp_env();
+        let home = d.path().join("home");
+        std::fs::create_dir_all(home.join(".npm")).unwrap();
+        let root = d.path().join("registry");
+        let server = registry::Server::start(&root);
+        registry::npm_registry(&root, &server.url(), &d.path().join("work"));
+        let proj = home.join("app");
+        std::fs::create_dir_all(&proj).unwrap();
+        std::fs::write(
+            proj.join("package.json"),
+            "{\"name\":\"app\",\"version\":\"1.0.0\"}\n",
+        )
+        .unwrap();
+        let line = format!(
+            "npm install --no-audit --no-fund --registry {}/ efrhello && \
+             node -e 'console.log(require(\"efrhello\")())'",
+            server.url()
+        );
+        let (o, f) = run(d.path(), b, &proj, &server.grant(), &line);
+        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("hello from the npm registry"),
+            "{b}: {o:?}"
+        );
+        assert!(
+            f.sandbox_summary
+                .cache_refused
+                .iter()
+                .all(|r| !r.contains("_cacache")),
+            "{b}: {f:?}"
+        );
+        assert!(home.join(".npm/_cacache/index-v5").is_dir(), "{b}");
+        // The host installs offline from the merged cache into another project.
+        let asked = server.asked().len();
+        let other = d.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(
+            other.join("package.json"),
+            "{\"name\":\"other\",\"version\":\"1.0.0\"}\n",
+        )
+        .unwrap();
+        let o = Command::new("npm")
+            .args([
+                "install",
+                "--offline",
+                "--no-audit",
+                "--no-fund",
+                "--registry",
+            ])
+            .arg(format!("{}/", server.url()))
+            .arg("efrhello")
+            .env("HOME", &home)
+            .env_remove("npm_config_cache")
+            .current_dir(&other)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{b}: offline install: {o:?}");
+        assert!(other.join("node_modules/efrhello/index.js").exists(), "{b}");
+        assert_eq!(
+            server.asked().len(),
+            asked,
+            "{b}: the offline install asked the registry"
+        );
+    }
+}
