@@ -398,7 +398,7 @@ fn ctrl_z_stops_the_job_and_fg_continues_it() {
         // Under a job-control shell: ^Z stops the line and the shell's job, `fg` continues
         // both, the line then ends as it would have.
         let term = UserTerminal::new();
-        let p = plan(&fx, "tty; echo ready; sleep 3; echo after-sleep", b);
+        let p = plan(&fx, "tty; echo ready; sleep 3.0917; echo after-sleep", b);
         let cmd = launch_command(&fx, &p);
         let argv: Vec<String> = std::iter::once(cmd.get_program())
             .chain(cmd.get_args())
@@ -415,8 +415,19 @@ fn ctrl_z_stops_the_job_and_fg_continues_it() {
         term.send(format!("{}\n", argv.join(" ")).as_bytes());
         assert!(term.wait_for("ready"), "[{b:?}] {}", term.seen());
         // Once sleep runs (^Z while dash is between vfork and exec stops the child only,
-        // and its parent waits for the exec: no job stops, with or without a sandbox).
-        std::thread::sleep(Duration::from_millis(500));
+        // and its parent waits for the exec: no job stops, with or without a sandbox): its
+        // own command line, not the shell's that names it.
+        let sleeping = || {
+            std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\03.0917\0")
+            })
+        };
+        let start = std::time::Instant::now();
+        while !sleeping() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(sleeping(), "[{b:?}] sleep never ran: {}", term.seen());
+        std::thread::sleep(Duration::from_millis(100));
         term.send(b"\x1a");
         assert!(term.wait_for("Stopped"), "[{b:?}] {}", term.seen());
         // Stopped, the line does not go on.
