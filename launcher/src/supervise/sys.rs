@@ -76,28 +76,27 @@ pub fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
     Ok(n)
 }
 
-/// Whether a notification waits on the listener now (a poll that does not block).
-pub fn pending(listener: BorrowedFd<'_>) -> bool {
+/// What `fd` says now for POLLIN (a poll that does not block): its `revents`, 0 for
+/// nothing, `None` when the poll failed.
+fn revents_now(fd: BorrowedFd<'_>) -> Option<libc::c_short> {
     let mut p = libc::pollfd {
-        fd: listener.as_raw_fd(),
+        fd: fd.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
     // SAFETY: `p` is one live pollfd, its count 1; a zero timeout never blocks.
     let r = unsafe { libc::poll(&mut p, 1, 0) };
-    r > 0 && p.revents & libc::POLLIN != 0
+    (r >= 0).then_some(if r > 0 { p.revents } else { 0 })
 }
 
-/// Whether the process or thread of `pidfd` has ended.
+/// Whether a notification waits on the listener now.
+pub fn pending(listener: BorrowedFd<'_>) -> bool {
+    revents_now(listener).is_some_and(|r| r & libc::POLLIN != 0)
+}
+
+/// Whether the process or thread of `pidfd` has ended (or its pidfd cannot tell).
 pub fn pidfd_exited(pidfd: BorrowedFd<'_>) -> bool {
-    let mut p = libc::pollfd {
-        fd: pidfd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: `p` is one live pollfd, its count 1; a zero timeout never blocks.
-    let r = unsafe { libc::poll(&mut p, 1, 0) };
-    r != 0
+    revents_now(pidfd) != Some(0)
 }
 
 /// Answers notification `id` by letting the call run as it is (only for calls whose
@@ -151,14 +150,7 @@ pub fn in_child(f: impl FnOnce() -> bool) -> bool {
 
 /// Whether the listener says every process with its filter is gone (POLLHUP).
 pub fn hung_up(listener: BorrowedFd<'_>) -> bool {
-    let mut p = libc::pollfd {
-        fd: listener.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: `p` is one live pollfd, its count 1; a zero timeout never blocks.
-    let r = unsafe { libc::poll(&mut p, 1, 0) };
-    r > 0 && p.revents & libc::POLLHUP != 0
+    revents_now(listener).is_some_and(|r| r & libc::POLLHUP != 0)
 }
 
 /// Asks the kernel to wake the receiver on the notifying task's CPU; ignored where the
