@@ -419,7 +419,7 @@ fn ctrl_z_stops_the_job_and_fg_continues_it() {
         // own command line, not the shell's that names it.
         let sleeping = || {
             std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\03.0917\0")
+                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x003.0917\x00")
             })
         };
         let start = std::time::Instant::now();
