@@ -1,7 +1,10 @@
-//! The egress proxy of a contained call (design section 7, issue 5): one [`Proxy`] per call
-//! with a `host` grant (or a config allow list), on a Unix socket in a 0700 directory of the
-//! call; its summary part merged into the call's `sandbox_summary`, each refusal turned into
-//! a `host` (or `open_network`) exit record with source `denial`.
+//! The egress proxy of a contained call (design section 7, issues 5 and 12): one [`Proxy`]
+//! per contained call with its own network, grants or not, on a Unix socket in a 0700
+//! directory of the call; its summary part merged into the call's `sandbox_summary`, each
+//! refusal turned into a `host` (or `open_network`) exit record with source `denial` whose
+//! grant is exactly what would open it. A call with no host grant still gets the DNS path
+//! and the refusal path: a name it asks for is refused with a record, not a bare "could
+//! not resolve host".
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,13 +26,11 @@ use crate::launch::private_dir;
 /// The file name of the proxy socket in the call's directory.
 pub const SOCKET_NAME: &str = "proxy.sock";
 
-/// Whether a plan gets a proxy: contained, its own network, and a host grant or a config
-/// allow list.
-pub fn wanted(plan: &Plan, config: &Config) -> bool {
-    plan.mode == PlanMode::Contained
-        && plan.net() == NetMode::Own
-        && (plan.grants.iter().any(|g| matches!(g, Grant::Host { .. }))
-            || !config.network.allow.is_empty())
+/// Whether a plan gets a proxy: contained with its own network (grants or not: with none,
+/// the proxy only refuses, and each refusal is an exit record naming the grant that would
+/// open it). `net_view` and `open_network` calls use the host's network and get none.
+pub fn wanted(plan: &Plan) -> bool {
+    plan.mode == PlanMode::Contained && plan.net() == NetMode::Own
 }
 
 /// The policy of a call: its host grants, the config's allow, deny and resolve lists, and
@@ -206,18 +207,9 @@ impl CallProxy {
         summary.blocked = s.blocked;
         summary.blocked_more = s.blocked_more;
         self.proxy
-            .blocked_all()
+            .refusals_all()
             .into_iter()
-            .filter_map(|b| {
-                self.record_new(
-                    &Refusal {
-                        host: b.host,
-                        port: b.port,
-                        reason: b.reason,
-                    },
-                    line,
-                )
-            })
+            .filter_map(|r| self.record_new(&r, line))
             .collect()
     }
 }
@@ -308,10 +300,16 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
             ExitKind::Host,
             refuse(
                 Verdict::Refuse,
-                format!(
-                    "the proxy refused {hp}: on the deny list, or it resolves into a private \
-                     or special range; no host grant opens it"
-                ),
+                match &r.special {
+                    Some(sp) => format!(
+                        "the proxy refused {hp}: {}; no host grant opens it",
+                        sp.explain(&r.host)
+                    ),
+                    None => format!(
+                        "the proxy refused {hp}: on the config's deny list; no host grant \
+                         opens it"
+                    ),
+                },
             ),
         ),
         BlockReason::BadRequest => (

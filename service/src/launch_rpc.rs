@@ -129,7 +129,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             .map(|(n, _)| n)
             .collect();
         let mut proxy = None;
-        if crate::egress::wanted(&plan, &config) {
+        if crate::egress::wanted(&plan) {
             let (g, c2, e2, pr) = (
                 plan.grants.clone(),
                 config.clone(),
@@ -343,7 +343,7 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
                 Err(msg) => return Ok(setup_error_end(msg)),
             };
             let mut proxy = None;
-            if crate::egress::wanted(&plan, &config) {
+            if crate::egress::wanted(&plan) {
                 let ce = crate::egress::call_env(&plan);
                 let pol = crate::egress::policy(&plan.grants, &config, &env, &p.call.projects, &ce);
                 match crate::egress::CallProxy::attach(&mut plan, pol, Some(&runtime), &handle) {
