@@ -160,13 +160,34 @@ pub fn refusal_line(r: &ExitRecord) -> String {
             .collect(),
         _ => None,
     };
+    // A write grant names a path that exists (the launcher refuses to start otherwise).
+    let missing: Vec<&str> = match &r.needs {
+        Needs::Contained { grants } => grants
+            .iter()
+            .filter_map(|g| match g {
+                Grant::Write { path } if std::fs::symlink_metadata(path).is_err() => {
+                    Some(path.as_str())
+                }
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let first = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (create {} first: a write grant names a path that exists)",
+            missing.join(", ")
+        )
+    };
     match grants {
         Some(g) if r.judgement.verdict == Verdict::UserOnly => format!(
-            "refused: {}; retry with {} (only you can allow it: {why})",
+            "refused: {}: {why}; retry with {}{first}",
             r.summary,
             g.join(" ")
         ),
-        Some(g) => format!("refused: {}; retry with {}", r.summary, g.join(" ")),
+        Some(g) => format!("refused: {}; retry with {}{first}", r.summary, g.join(" ")),
         None if why.is_empty() => format!("refused: {}", r.summary),
         None => format!("refused: {}: {why}", r.summary),
     }

@@ -342,7 +342,6 @@ fn retry_grants(err: &str) -> Vec<String> {
     let mut out = Vec::new();
     for l in err.lines() {
         if let Some((_, rest)) = l.split_once("; retry with ") {
-            let rest = rest.split(" (only you").next().unwrap_or(rest);
             let words: Vec<&str> = rest.split_whitespace().collect();
             for w in words.chunks(2) {
                 assert_eq!(w[0], "--grant", "{l}");
