@@ -86,6 +86,59 @@ pub fn call_env(plan: &Plan) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether `p` is on a tmpfs (a socket made and removed there costs no disk inode).
+fn on_tmpfs(p: &Path) -> bool {
+    nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+}
+
+/// The parents made and checked in this process (each once: a launch does not pay for it).
+static CHECKED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// The directory the calls' socket directories go in, made (0700) and checked once per
+/// process: `<runtime>/calls` when the runtime dir is a tmpfs; else `/dev/shm` (a tmpfs on
+/// every Linux: making and removing a socket and its directory on a disk file system, such
+/// as an ext4 `/tmp`, costs the launch a few hundred microseconds of inode work, see
+/// docs/benchmarks.md), else the runtime dir or the temp dir. A directory of a shared
+/// (sticky) dir must be ours, not one planted there; a path too long for a socket is not
+/// taken.
+fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, String> {
+    let uid = crate::sys::euid();
+    let shared = |base: &Path| base.join(format!("efr-sandbox-{uid}")).join("calls");
+    let fits = |p: &PathBuf| p.join(name).join(SOCKET_NAME).as_os_str().len() <= MAX_SOCKET_PATH;
+    let shm = Path::new("/dev/shm");
+    let mut choices: Vec<(PathBuf, bool)> = Vec::new();
+    if let Some(r) = runtime.filter(|r| on_tmpfs(r)) {
+        choices.push((r.join("calls"), false));
+    }
+    if on_tmpfs(shm) {
+        choices.push((shared(shm), true));
+    }
+    if let Some(r) = runtime {
+        choices.push((r.join("calls"), false));
+    }
+    choices.push((shared(&std::env::temp_dir()), true));
+    let (parent, in_shared) = choices
+        .into_iter()
+        .find(|(p, _)| fits(p))
+        .ok_or_else(|| "no directory short enough for the proxy socket".to_string())?;
+    let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    if checked.contains(&parent) && parent.is_dir() {
+        return Ok(parent);
+    }
+    private_dir(&parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    if in_shared {
+        for d in [parent.as_path(), parent.parent().unwrap_or(&parent)] {
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::symlink_metadata(d) {
+                Ok(m) if m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0 => {}
+                _ => return Err(format!("{}: not a directory of ours", d.display())),
+            }
+        }
+    }
+    checked.push(parent.clone());
+    Ok(parent)
+}
+
 /// The proxy of one call, serving until [`CallProxy::stop`] (or drop).
 #[derive(Debug)]
 pub struct CallProxy {
@@ -108,26 +161,16 @@ impl CallProxy {
     ) -> Result<CallProxy, String> {
         let name = crate::sys::random_hex(8)
             .map_err(|e| format!("no random name for the proxy socket: {e}"))?;
-        let uid = crate::sys::euid();
-        let mut dir = match runtime {
-            Some(r) => r.join("calls").join(&name),
-            None => std::env::temp_dir().join(format!("efr-sandbox-{uid}/calls/{name}")),
-        };
-        if dir.join(SOCKET_NAME).as_os_str().len() > MAX_SOCKET_PATH {
-            dir = std::env::temp_dir().join(format!("efr-sandbox-{uid}/calls/{name}"));
+        let parent = calls_dir(runtime, &name)?;
+        let dir = parent.join(&name);
+        // A directory (not `create_dir_all`: the parent is checked, and made once).
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        if let Some(parent) = dir.parent() {
-            private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-            // A directory of the shared temp dir must be ours (not one planted there).
-            for d in [parent, parent.parent().unwrap_or(parent)] {
-                use std::os::unix::fs::MetadataExt;
-                match std::fs::symlink_metadata(d) {
-                    Ok(m) if m.is_dir() && m.uid() == uid => {}
-                    _ => return Err(format!("{}: not a directory of ours", d.display())),
-                }
-            }
-        }
-        private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let sock = dir.join(SOCKET_NAME);
         let mut ports: Vec<u16> = policy
             .grants
@@ -189,12 +232,16 @@ impl CallProxy {
         self.proxy.shutdown();
     }
 
-    /// Ends the proxy (listener and tunnels) and removes its directory.
+    /// Ends the proxy (listener and tunnels) and removes its directory (which holds only
+    /// the socket).
     pub fn stop(&mut self) {
         if !self.stopped {
             self.stopped = true;
             self.proxy.shutdown();
-            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(self.dir.join(SOCKET_NAME));
+            if std::fs::remove_dir(&self.dir).is_err() {
+                let _ = std::fs::remove_dir_all(&self.dir);
+            }
         }
     }
 
@@ -533,5 +580,125 @@ mod tests {
             "//registry.npmjs.org/:_authToken=npm_secret\n",
         );
         assert!(!allowed(&policy(&grants, &config, &env, &projects, &[])));
+    }
+
+    /// The work the proxy adds to a call, in-process and without the launcher: the policy,
+    /// the attach (directory, socket, serve task), the init's hand-over (three sockets bound
+    /// here, on the host's loopback, handed over and answered) and the finish (stop, merge,
+    /// directory removed). Wall time per call, median of N; CPU time of the whole process
+    /// over the N calls (so the load of the machine does not inflate it). Run by
+    /// `cargo test --release -p efr-sandbox --bin efr-sandbox -- --ignored proxy_cost
+    /// --nocapture` (docs/benchmarks.md, "The proxy on every call").
+    #[test]
+    #[ignore]
+    fn proxy_cost() {
+        use std::time::Instant;
+        let n: usize = std::env::var("EFR_BENCH_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join("proj")).unwrap();
+        let env = Env {
+            home: home.clone(),
+            ..Env::from_process()
+        };
+        let config = Config::defaults();
+        let projects = vec![home.join("proj").to_string_lossy().into_owned()];
+        // The runtime dir: `$XDG_RUNTIME_DIR` (a tmpfs on a desktop) where efrd puts it, or
+        // EFR_BENCH_RUNTIME (another file system to compare), else the temp dir.
+        let rt_base = std::env::var_os("EFR_BENCH_RUNTIME").map(PathBuf::from);
+        let rt_dir = match &rt_base {
+            Some(b) => tempfile::tempdir_in(b).unwrap(),
+            None => tempfile::tempdir().unwrap(),
+        };
+        let runtime = rt_dir.path().join("run");
+        let proc_cpu = || {
+            let s = std::fs::read_to_string("/proc/self/stat").unwrap();
+            let f: Vec<u64> = s
+                .rsplit_once(')')
+                .unwrap()
+                .1
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            // utime, stime are fields 14 and 15 (11 and 12 after the name and state).
+            (f[10] + f[11]) * 10_000
+        };
+        let one = || -> [u64; 4] {
+            let t0 = Instant::now();
+            let mut plan = Plan::contained("true", "/");
+            let ce = call_env(&plan);
+            let pol = policy(&[], &config, &env, &projects, &ce);
+            let t1 = Instant::now();
+            let mut cp = CallProxy::attach(&mut plan, pol, Some(&runtime), rt.handle()).unwrap();
+            let t2 = Instant::now();
+            let sock = plan.proxy.as_ref().unwrap().socket.clone();
+            let socks = efr_proxy::inside::Sockets {
+                relay: Some(std::net::TcpListener::bind("127.0.0.1:0").unwrap()),
+                dns: Some(std::net::UdpSocket::bind("127.0.0.1:0").unwrap()),
+                synthetic: vec![std::net::TcpListener::bind("127.0.0.1:0").unwrap()],
+            };
+            efr_proxy::inside::hand_over(
+                Path::new(&sock),
+                socks,
+                std::time::Duration::from_secs(5),
+            )
+            .unwrap();
+            let t3 = Instant::now();
+            let mut summary = SandboxSummary::default();
+            let recs = cp.finish(&mut summary, "true");
+            let t4 = Instant::now();
+            assert!(recs.is_empty() && summary.proxied);
+            [t1 - t0, t2 - t1, t3 - t2, t4 - t3].map(|d| d.as_micros() as u64)
+        };
+        for _ in 0..50 {
+            one();
+        }
+        // CPU of each part alone: the policy; the attach and finish with no hand-over.
+        let c0 = proc_cpu();
+        for _ in 0..n {
+            let ce = call_env(&Plan::contained("true", "/"));
+            std::hint::black_box(policy(&[], &config, &env, &projects, &ce));
+        }
+        let cpu_policy = (proc_cpu() - c0) as f64 / n as f64;
+        let pol = policy(&[], &config, &env, &projects, &[]);
+        let c0 = proc_cpu();
+        for _ in 0..n {
+            let mut plan = Plan::contained("true", "/");
+            let mut cp =
+                CallProxy::attach(&mut plan, pol.clone(), Some(&runtime), rt.handle()).unwrap();
+            let mut summary = SandboxSummary::default();
+            cp.finish(&mut summary, "true");
+        }
+        let cpu_attach = (proc_cpu() - c0) as f64 / n as f64;
+        let c0 = proc_cpu();
+        let mut all: Vec<[u64; 4]> = (0..n).map(|_| one()).collect();
+        let cpu = (proc_cpu() - c0) as f64 / n as f64;
+        let med = |i: usize, all: &mut Vec<[u64; 4]>| {
+            all.sort_by_key(|a| a[i]);
+            all[all.len() / 2][i]
+        };
+        let mut tot: Vec<u64> = all.iter().map(|a| a.iter().sum()).collect();
+        tot.sort_unstable();
+        println!(
+            "proxy per call, {n} calls (median wall, us): policy {} attach {} hand-over {} \
+             finish {} total {}; CPU of the process per call {cpu:.0} us (policy alone \
+             {cpu_policy:.0}, attach + finish alone {cpu_attach:.0}); load {}",
+            med(0, &mut all),
+            med(1, &mut all),
+            med(2, &mut all),
+            med(3, &mut all),
+            tot[tot.len() / 2],
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
+        );
     }
 }
