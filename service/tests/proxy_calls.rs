@@ -477,13 +477,12 @@ fn refusals_name_the_grant_and_the_retry_works() {
             (&json!("host"), &json!({"kind": "nothing"})),
             "{r}"
         );
-        let hint = format!(
-            "localhost resolves to 127.0.0.1, in the loopback range, which the proxy never \
-             dials for a name it resolved itself; to reach that address on purpose, map the \
-             name in the config: [network.resolve] \"localhost\" = \"127.0.0.1\""
-        );
+        let hint = "localhost resolves to 127.0.0.1, in the loopback range, which the proxy \
+                    never dials for a name it resolved itself; to reach that address on \
+                    purpose, map the name in the config: [network.resolve] \"localhost\" = \
+                    \"127.0.0.1\"";
         let why = r["judgement"]["reasons"][0].as_str().unwrap();
-        assert!(why.contains(&hint), "{backend}: {why}");
+        assert!(why.contains(hint), "{backend}: {why}");
         assert!(
             err.contains(&format!(
                 "efr-sandbox: refused: reach localhost:{port} (refused by the proxy: denied): \
