@@ -58,11 +58,12 @@ fn refused_writes_name_their_grant_and_the_retry_writes() {
     for backend in backends() {
         let d = home_env();
         let home = d.path().join("home");
-        let npm = home.join(".npm");
-        std::fs::create_dir_all(npm.join("_cacache")).unwrap();
+        // A cache whose root does not exist yet (no layer for it: refused).
+        let npm = home.join(".cargo/registry");
+        std::fs::create_dir_all(home.join(".cargo")).unwrap();
         let proj = home.join("proj");
         std::fs::create_dir_all(&proj).unwrap();
-        let line = "mkdir -p ~/.npm/_cacache/index-v5 && echo cached > ~/.npm/_cacache/index-v5/x; \
+        let line = "mkdir -p ~/.cargo/registry/cache/x && echo cached > ~/.cargo/registry/cache/x/f; \
                     echo 'export A=1' > .envrc; true";
         let (err, fin) = run(d.path(), &proj, backend, &[], line);
         let exits = fin["exits"].as_array().expect("exit records");
@@ -72,9 +73,10 @@ fn refused_writes_name_their_grant_and_the_retry_writes() {
                 .find(|r| r["facts"]["targets"][0]["path"] == json!(p))
                 .unwrap_or_else(|| panic!("{backend}: no record of {}: {fin}", p.display()))
         };
-        // In a cache: the grant is the cache's root (the tool's next write lands elsewhere
-        // in it), and the reason names the cache.
-        let cache_dir = npm.join("_cacache/index-v5");
+        // In a cache (one with no layer: its root does not exist yet): the grant is the
+        // cache's root (the tool's next write lands elsewhere in it), and the reason names
+        // the cache.
+        let cache_dir = npm.clone();
         let r = by_path(&cache_dir);
         assert_eq!(
             (&r["kind"], &r["source"]),
@@ -89,8 +91,10 @@ fn refused_writes_name_their_grant_and_the_retry_writes() {
         );
         let why = r["judgement"]["reasons"][0].as_str().unwrap();
         assert!(
-            why.contains(&format!("in the cache {} (npm's cache)", npm.display()))
-                && why.contains(&format!("the grant write={}", npm.display())),
+            why.contains(&format!(
+                "in the cache {} (cargo's download cache)",
+                npm.display()
+            )) && why.contains(&format!("the grant write={}", npm.display())),
             "{backend}: {why}"
         );
         // In the project: a read-only path of it; the grant is the path.
@@ -112,7 +116,11 @@ fn refused_writes_name_their_grant_and_the_retry_writes() {
         for (summary, grant) in [
             (
                 format!("write {} (refused by the sandbox)", cache_dir.display()),
-                format!("write={}", npm.display()),
+                format!(
+                    "write={} (create {} first: a write grant names a path that exists)",
+                    npm.display(),
+                    npm.display()
+                ),
             ),
             (
                 format!("write {} (refused by the sandbox)", envrc.display()),
@@ -126,18 +134,19 @@ fn refused_writes_name_their_grant_and_the_retry_writes() {
             let want = format!("efr-sandbox: refused: {summary}; retry with --grant {grant}\n");
             assert!(err.contains(&want), "{backend}: no {want:?} in\n{err}");
         }
-        assert!(!npm.join("_cacache/index-v5").exists());
+        assert!(!npm.exists());
         assert!(!envrc.exists());
 
         // Granted as printed (the missing file made first, as the line says): both writes
         // land, nothing is refused.
         let grants = retry_grants(&err);
         std::fs::write(&envrc, "").unwrap();
+        std::fs::create_dir(&npm).unwrap();
         assert_eq!(grants.len(), 2, "{backend}: {err}");
         let (err, fin) = run(d.path(), &proj, backend, &grants, line);
         assert!(fin.get("exits").is_none(), "{backend}: {fin}\n{err}");
         assert_eq!(
-            std::fs::read_to_string(npm.join("_cacache/index-v5/x")).unwrap(),
+            std::fs::read_to_string(npm.join("cache/x/f")).unwrap(),
             "cached\n"
         );
         assert_eq!(std::fs::read_to_string(&envrc).unwrap(), "export A=1\n");
