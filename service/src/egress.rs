@@ -117,17 +117,43 @@ fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, String> {
         choices.push((r.join("calls"), false));
     }
     choices.push((shared(&std::env::temp_dir()), true));
-    let (parent, in_shared) = choices
-        .into_iter()
-        .find(|(p, _)| fits(p))
-        .ok_or_else(|| "no directory short enough for the proxy socket".to_string())?;
     let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
-    if checked.contains(&parent) && parent.is_dir() {
-        return Ok(parent);
+    let mut last = "no directory short enough for the proxy socket".to_string();
+    for (parent, in_shared) in choices.into_iter().filter(|(p, _)| fits(p)) {
+        if checked.contains(&parent) && parent.is_dir() {
+            return Ok(parent);
+        }
+        match make_checked(&parent, in_shared, uid) {
+            Ok(()) => {
+                checked.push(parent.clone());
+                return Ok(parent);
+            }
+            // Another choice: a shared dir of that name may be another user's (in a user
+            // namespace, uid 0 is also the real root's name).
+            Err(e) => last = e,
+        }
     }
-    private_dir(&parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    // Last: a directory of a name of this process's own in the temp dir.
+    let name = crate::sys::random_hex(8).map_err(|e| format!("{last}; no random name: {e}"))?;
+    let own = std::env::temp_dir().join(format!("efr-sandbox-{uid}-{name}"));
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&own)
+            .map_err(|e| format!("{last}; {}: {e}", own.display()))?;
+    }
+    let parent = own.join("calls");
+    make_checked(&parent, false, uid).map_err(|e| format!("{last}; {e}"))?;
+    checked.push(parent.clone());
+    Ok(parent)
+}
+
+/// Makes `parent` (0700) and, in a shared dir, checks that it and its parent are ours.
+fn make_checked(parent: &Path, in_shared: bool, uid: u32) -> Result<(), String> {
+    private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
     if in_shared {
-        for d in [parent.as_path(), parent.parent().unwrap_or(&parent)] {
+        for d in [parent, parent.parent().unwrap_or(parent)] {
             use std::os::unix::fs::MetadataExt;
             match std::fs::symlink_metadata(d) {
                 Ok(m) if m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0 => {}
@@ -135,8 +161,7 @@ fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, String> {
             }
         }
     }
-    checked.push(parent.clone());
-    Ok(parent)
+    Ok(())
 }
 
 /// The proxy of one call, serving until [`CallProxy::stop`] (or drop).
