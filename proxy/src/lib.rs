@@ -28,7 +28,7 @@ mod sys;
 pub mod tls;
 
 pub use policy::{Decision, HostRule, Kind, Limits, ProxyPolicy};
-pub use report::{MAX_BLOCKED, MAX_ENTRIES, Refusal, Report};
-pub use server::{Proxy, REASON_HEADER, Stats};
+pub use report::{MAX_BLOCKED, MAX_ENTRIES, Refusal, Report, Special};
+pub use server::{Proxy, REASON_HEADER, Resolver, Stats};
 pub use splice::Stream;
 pub use standalone::{StandaloneArgs, run_standalone};

@@ -1,6 +1,7 @@
 //! Refusals counted per (host, port, reason), the call's summary, and refusal events.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 use efr_sandbox_wire::summary::{BlockReason, Blocked, SandboxSummary};
 
@@ -18,12 +19,50 @@ pub struct Refusal {
     pub host: String,
     pub port: u16,
     pub reason: BlockReason,
+    /// A `denied` for an answer in a special range: the address and its range (the
+    /// record's reason names them, and `[network.resolve]`).
+    pub special: Option<Special>,
+}
+
+impl Refusal {
+    /// A refusal of `host:port` for `reason`, no special address.
+    pub fn new(host: impl Into<String>, port: u16, reason: BlockReason) -> Refusal {
+        Refusal {
+            host: host.into(),
+            port,
+            reason,
+            special: None,
+        }
+    }
+}
+
+/// The address in a special range that a granted name resolved to (refused `denied`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Special {
+    pub address: IpAddr,
+    /// The range's name, as `crate::addr::special_range` gives it ("private", "loopback",
+    /// "carrier-grade NAT", ...).
+    pub range: &'static str,
+}
+
+impl Special {
+    /// Why the proxy refused: the address, its range, and how to map the name on purpose.
+    pub fn explain(&self, host: &str) -> String {
+        format!(
+            "{host} resolves to {}, in the {} range, which the proxy never dials for a name \
+             it resolved itself; to reach that address on purpose, map the name in the \
+             config: [network.resolve] \"{host}\" = \"{}\"",
+            self.address, self.range, self.address
+        )
+    }
 }
 
 /// The refusals of one call, in first-seen order.
 #[derive(Debug, Default)]
 pub struct Report {
     entries: Vec<Blocked>,
+    /// The special address of each entry (the first seen), parallel to `entries`.
+    special: Vec<Option<Special>>,
     index: HashMap<(String, u16, BlockReason), usize>,
     /// Refusals of entries past [`MAX_ENTRIES`].
     unlisted: u32,
@@ -35,7 +74,12 @@ impl Report {
     pub fn add(&mut self, r: &Refusal) -> bool {
         let key = (r.host.clone(), r.port, r.reason);
         match self.index.get(&key) {
-            Some(&i) => self.entries[i].count = self.entries[i].count.saturating_add(1),
+            Some(&i) => {
+                self.entries[i].count = self.entries[i].count.saturating_add(1);
+                if self.special[i].is_none() {
+                    self.special[i] = r.special;
+                }
+            }
             None if self.entries.len() >= MAX_ENTRIES => {
                 self.unlisted = self.unlisted.saturating_add(1);
                 return false;
@@ -48,6 +92,7 @@ impl Report {
                     reason: r.reason,
                     count: 1,
                 });
+                self.special.push(r.special);
             }
         }
         true
@@ -56,6 +101,20 @@ impl Report {
     /// Every entry, first-seen order (at most [`MAX_ENTRIES`]).
     pub fn all(&self) -> &[Blocked] {
         &self.entries
+    }
+
+    /// Every entry as a refusal with its special address, first-seen order.
+    pub fn refusals(&self) -> Vec<Refusal> {
+        self.entries
+            .iter()
+            .zip(&self.special)
+            .map(|(b, s)| Refusal {
+                host: b.host.clone(),
+                port: b.port,
+                reason: b.reason,
+                special: *s,
+            })
+            .collect()
     }
 
     /// `(blocked, blocked_more)`: at most 32 entries, those with the highest counts (ties in
@@ -101,15 +160,43 @@ mod tests {
     use super::*;
 
     #[test]
+    fn special_address_is_kept_per_entry() {
+        let mut r = Report::default();
+        let sp = Special {
+            address: "10.1.2.3".parse().unwrap(),
+            range: "private",
+        };
+        r.add(&Refusal::new("a.test", 443, BlockReason::Denied));
+        r.add(&Refusal {
+            special: Some(sp),
+            ..Refusal::new("a.test", 443, BlockReason::Denied)
+        });
+        r.add(&Refusal::new("b.test", 443, BlockReason::NotAllowed));
+        let all = r.refusals();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].special, Some(sp));
+        assert_eq!(all[1].special, None);
+        let why = sp.explain("a.test");
+        assert!(
+            why.contains("10.1.2.3") && why.contains("private range"),
+            "{why}"
+        );
+        assert!(
+            why.contains("[network.resolve] \"a.test\" = \"10.1.2.3\""),
+            "{why}"
+        );
+    }
+
+    #[test]
     fn cap() {
         let mut r = Report::default();
         for i in 0..40u16 {
             for _ in 0..(if i == 39 { 5 } else { 1 }) {
-                r.add(&Refusal {
-                    host: format!("h{i}.test"),
-                    port: 443,
-                    reason: BlockReason::NotAllowed,
-                });
+                r.add(&Refusal::new(
+                    format!("h{i}.test"),
+                    443,
+                    BlockReason::NotAllowed,
+                ));
             }
         }
         let s = r.summary();
@@ -124,11 +211,7 @@ mod tests {
     #[test]
     fn distinct_entries_are_bounded() {
         let mut r = Report::default();
-        let refusal = |i: usize| Refusal {
-            host: format!("n{i}.test"),
-            port: 443,
-            reason: BlockReason::NotAllowed,
-        };
+        let refusal = |i: usize| Refusal::new(format!("n{i}.test"), 443, BlockReason::NotAllowed);
         for i in 0..MAX_ENTRIES + 10 {
             assert_eq!(r.add(&refusal(i)), i < MAX_ENTRIES, "{i}");
         }

@@ -21,7 +21,7 @@ use crate::dns::{self, DnsOutcome, NameTable, SYNTHETIC_BASE};
 use crate::fdpass::{self, Role};
 use crate::head::{Head, HeadError, HeadLimits, parse_head};
 use crate::policy::{Decision, Kind, ProxyPolicy};
-use crate::report::{Refusal, Report};
+use crate::report::{Refusal, Report, Special};
 use crate::splice::Stream;
 use crate::tls::{HelloError, MAX_HELLO, parse_client_hello, sni_matches};
 
@@ -76,7 +76,6 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
-#[derive(Debug)]
 struct Inner {
     policy: ProxyPolicy,
     report: Mutex<Report>,
@@ -89,6 +88,22 @@ struct Inner {
     closed: watch::Sender<bool>,
     /// A hand-over came (only the first is ever taken).
     handed: AtomicBool,
+    /// Resolves a name the policy does not map (`None`: the system's resolver).
+    resolver: Option<Resolver>,
+}
+
+/// A resolver of names to addresses, in place of the system's (tests: a name that resolves
+/// into a private range without touching the machine's DNS).
+pub type Resolver = Arc<dyn Fn(&str, u16) -> Vec<IpAddr> + Send + Sync>;
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("policy", &self.policy)
+            .field("counters", &self.counters)
+            .field("resolver", &self.resolver.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The proxy of one contained call. Cheap to clone (shared state).
@@ -106,6 +121,16 @@ enum ReadHead {
 impl Proxy {
     /// A proxy for `policy`.
     pub fn new(policy: ProxyPolicy) -> Proxy {
+        Proxy::build(policy, None)
+    }
+
+    /// A proxy for `policy` that resolves names with `resolver` instead of the system's
+    /// resolver (tests; `[network.resolve]` mappings still come first).
+    pub fn with_resolver(policy: ProxyPolicy, resolver: Resolver) -> Proxy {
+        Proxy::build(policy, Some(resolver))
+    }
+
+    fn build(policy: ProxyPolicy, resolver: Option<Resolver>) -> Proxy {
         let l = &policy.limits;
         let conns = Arc::new(Semaphore::new(l.max_conns.max(1)));
         let pending = Arc::new(Semaphore::new(l.max_pending.max(1)));
@@ -120,6 +145,7 @@ impl Proxy {
                 epoch: Instant::now(),
                 closed: watch::channel(false).0,
                 handed: AtomicBool::new(false),
+                resolver,
                 policy,
             }),
         }
@@ -147,6 +173,11 @@ impl Proxy {
     /// Every refusal entry, first-seen order (no cap).
     pub fn blocked_all(&self) -> Vec<Blocked> {
         lock(&self.inner.report).all().to_vec()
+    }
+
+    /// Every refusal entry with its special address, first-seen order (no cap).
+    pub fn refusals_all(&self) -> Vec<Refusal> {
+        lock(&self.inner.report).refusals()
     }
 
     /// Counters.
@@ -409,7 +440,7 @@ impl Proxy {
             Decision::Refuse { host, reason, .. } => (host, reason),
             Decision::Allow { host, .. } => (host, BlockReason::Limit),
         };
-        self.refuse_record(&host, LOOKUP_PORT, reason);
+        self.refuse_record(&host, LOOKUP_PORT, reason, None);
     }
 
     /// A head slot (`max_pending`), the connection counted as accepted; `None` (counted as
@@ -428,11 +459,12 @@ impl Proxy {
         }
     }
 
-    fn refuse_record(&self, host: &str, port: u16, reason: BlockReason) {
+    fn refuse_record(&self, host: &str, port: u16, reason: BlockReason, special: Option<Special>) {
         let r = Refusal {
             host: host.to_string(),
             port,
             reason,
+            special,
         };
         let listed = lock(&self.inner.report).add(&r);
         bump(&self.inner.counters.refused);
@@ -452,17 +484,25 @@ impl Proxy {
         host: &str,
         port: u16,
         reason: BlockReason,
+        special: Option<Special>,
     ) {
-        self.refuse_record(host, port, reason);
+        self.refuse_record(host, port, reason, special);
         let code = match reason {
             BlockReason::BadRequest => 400,
             BlockReason::Limit => 429,
             _ => 403,
         };
-        let body = format!(
-            "efr sandbox proxy refused {host}:{port}: {}\n",
-            reason.as_str()
-        );
+        let body = match special {
+            Some(sp) => format!(
+                "efr sandbox proxy refused {host}:{port}: {}: {}\n",
+                reason.as_str(),
+                sp.explain(host)
+            ),
+            None => format!(
+                "efr sandbox proxy refused {host}:{port}: {}\n",
+                reason.as_str()
+            ),
+        };
         answer(s, code, Some(reason), &body).await;
         linger(s).await;
     }
@@ -497,7 +537,7 @@ impl Proxy {
             Ok(ReadHead::Closed) => return,
             Ok(ReadHead::Bad(HeadError::BadTarget { host, port, .. })) => {
                 return self
-                    .refuse(&mut s, &host, port, BlockReason::BadRequest)
+                    .refuse(&mut s, &host, port, BlockReason::BadRequest, None)
                     .await;
             }
             Ok(ReadHead::Bad(e)) => {
@@ -541,11 +581,12 @@ impl Proxy {
         host: &str,
         port: u16,
         reason: BlockReason,
+        special: Option<Special>,
     ) {
         if http {
-            self.refuse(s, host, port, reason).await;
+            self.refuse(s, host, port, reason, special).await;
         } else {
-            self.refuse_record(host, port, reason);
+            self.refuse_record(host, port, reason, special);
         }
     }
 
@@ -570,18 +611,20 @@ impl Proxy {
         let http = head.is_some();
         let (host, port, mapped) = match inner.policy.decide(kind, raw_host, port) {
             Decision::Refuse { host, port, reason } => {
-                return self.refuse_on(&mut s, http, &host, port, reason).await;
+                return self
+                    .refuse_on(&mut s, http, &host, port, reason, None)
+                    .await;
             }
             Decision::Allow { host, port, addrs } => (host, port, addrs),
         };
         if inner.bytes.load(Ordering::Relaxed) >= lim.max_bytes {
             return self
-                .refuse_on(&mut s, http, &host, port, BlockReason::Limit)
+                .refuse_on(&mut s, http, &host, port, BlockReason::Limit, None)
                 .await;
         }
         let Ok(_slot) = inner.conns.clone().try_acquire_owned() else {
             return self
-                .refuse_on(&mut s, http, &host, port, BlockReason::Limit)
+                .refuse_on(&mut s, http, &host, port, BlockReason::Limit, None)
                 .await;
         };
         drop(pending);
@@ -589,14 +632,17 @@ impl Proxy {
         // Resolve (or take the mapping), check every answer, dial exactly those addresses.
         let addrs: Vec<IpAddr> = match mapped {
             Some(a) => a,
-            None => match timeout(
-                lim.handshake_timeout,
-                tokio::net::lookup_host((host.as_str(), port)),
-            )
-            .await
-            {
-                Ok(Ok(it)) => it.map(|sa| sa.ip()).collect(),
-                _ => Vec::new(),
+            None => match &inner.resolver {
+                Some(r) => r(&host, port),
+                None => match timeout(
+                    lim.handshake_timeout,
+                    tokio::net::lookup_host((host.as_str(), port)),
+                )
+                .await
+                {
+                    Ok(Ok(it)) => it.map(|sa| sa.ip()).collect(),
+                    _ => Vec::new(),
+                },
             },
         };
         if addrs.is_empty() {
@@ -607,11 +653,15 @@ impl Proxy {
             }
             return;
         }
-        if !inner.policy.resolve.contains_key(&host)
-            && addrs.iter().any(|a| special_range(*a).is_some())
-        {
+        // An answer into a special range is refused (no rebinding into the host or its
+        // networks) unless `[network.resolve]` maps the name: the refusal names the first
+        // such address and its range.
+        let special = addrs
+            .iter()
+            .find_map(|a| special_range(*a).map(|range| Special { address: *a, range }));
+        if let (false, Some(sp)) = (inner.policy.resolve.contains_key(&host), special) {
             return self
-                .refuse_on(&mut s, http, &host, port, BlockReason::Denied)
+                .refuse_on(&mut s, http, &host, port, BlockReason::Denied, Some(sp))
                 .await;
         }
         let Some(mut up) = dial(&addrs, port, lim.handshake_timeout).await else {
@@ -650,7 +700,7 @@ impl Proxy {
                 };
                 if let Some(reason) = reason {
                     // The tunnel is open: no HTTP answer is possible, the connection ends.
-                    self.refuse_record(&host, port, reason);
+                    self.refuse_record(&host, port, reason, None);
                     return;
                 }
                 if up.write_all(&buf).await.is_err() {
@@ -687,7 +737,7 @@ impl Proxy {
             _ = self.watch_idle(&state, idle) => bump(&inner.counters.timeouts),
         }
         if state.hit.load(Ordering::Relaxed) {
-            self.refuse_record(&host, port, BlockReason::Limit);
+            self.refuse_record(&host, port, BlockReason::Limit, None);
         }
     }
 

@@ -139,12 +139,15 @@ struct TestProxy {
 
 impl TestProxy {
     fn start(policy: ProxyPolicy, unix: Option<&Path>) -> TestProxy {
+        TestProxy::start_proxy(Proxy::new(policy), unix)
+    }
+
+    fn start_proxy(proxy: Proxy, unix: Option<&Path>) -> TestProxy {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
-        let proxy = Proxy::new(policy);
         let events = proxy.subscribe(1024);
         let l = rt
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -531,9 +534,82 @@ fn resolution_into_special_ranges_is_refused() {
     let ep = echo_server();
     // `localhost` is granted but resolves to loopback and has no mapping.
     let tp = TestProxy::start(policy(&[&format!("localhost:{ep}")]), None);
-    let (code, reason, _) = connect(tp.addr, "localhost", ep);
+    let (code, reason, mut s) = connect(tp.addr, "localhost", ep);
     assert_eq!((code, reason.as_deref()), (403, Some("denied")));
+    // The answer's body names the address, its range and how to map the name on purpose.
+    let body = String::from_utf8_lossy(&read_to_end(&mut s)).into_owned();
+    assert!(
+        body.contains("localhost resolves to 127.0.0.1, in the loopback range")
+            && body.contains("[network.resolve] \"localhost\" = \"127.0.0.1\""),
+        "{body}"
+    );
     assert_eq!(tp.blocked(), vec![e("localhost", ep, Denied, 1)]);
+    let all = tp.proxy.refusals_all();
+    let sp = all[0].special.expect("the special address is kept");
+    assert_eq!(
+        (sp.address.to_string().as_str(), sp.range),
+        ("127.0.0.1", "loopback")
+    );
+}
+
+/// A test resolver: a granted company mirror whose name resolves into 10/8, and one whose
+/// answers mix an ordinary address with a CGNAT one (refused: every answer must be
+/// ordinary, and the special one is named); a mapping in `[network.resolve]` opens it.
+#[test]
+fn special_answers_name_the_address_and_range() {
+    let ep = echo_server();
+    let mut pol = policy(&[
+        &format!("mirror.corp.test:{ep}"),
+        &format!("mixed.corp.test:{ep}"),
+        &format!("mapped.corp.test:{ep}"),
+    ]);
+    map_local(&mut pol, "mapped.corp.test");
+    let resolver: efr_proxy::Resolver = std::sync::Arc::new(|name: &str, _port| match name {
+        "mirror.corp.test" => vec!["10.20.30.40".parse().unwrap()],
+        "mixed.corp.test" => vec![
+            "93.184.215.14".parse().unwrap(),
+            "100.64.1.2".parse().unwrap(),
+        ],
+        _ => vec!["10.9.9.9".parse().unwrap()],
+    });
+    let mut tp = TestProxy::start_proxy(Proxy::with_resolver(pol, resolver), None);
+    for (host, addr, range) in [
+        ("mirror.corp.test", "10.20.30.40", "private"),
+        ("mixed.corp.test", "100.64.1.2", "carrier-grade NAT"),
+    ] {
+        let (code, reason, mut s) = connect(tp.addr, host, ep);
+        assert_eq!((code, reason.as_deref()), (403, Some("denied")), "{host}");
+        let body = String::from_utf8_lossy(&read_to_end(&mut s)).into_owned();
+        let want = format!("{host} resolves to {addr}, in the {range} range");
+        assert!(body.contains(&want), "{body}");
+        assert!(
+            body.contains(&format!("[network.resolve] \"{host}\" = \"{addr}\"")),
+            "{body}"
+        );
+    }
+    // Mapped on purpose: dialled (the echo server answers).
+    let (code, _, _s) = connect(tp.addr, "mapped.corp.test", ep);
+    assert_eq!(code, 200);
+    let got: Vec<_> = tp
+        .proxy
+        .refusals_all()
+        .into_iter()
+        .map(|r| (r.host, r.special.map(|s| (s.address.to_string(), s.range))))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "mirror.corp.test".to_string(),
+                Some(("10.20.30.40".to_string(), "private"))
+            ),
+            (
+                "mixed.corp.test".to_string(),
+                Some(("100.64.1.2".to_string(), "carrier-grade NAT"))
+            ),
+        ]
+    );
+    assert_eq!(tp.events().len(), 2);
 }
 
 #[test]

@@ -1,7 +1,10 @@
-//! The egress proxy of a contained call (design section 7, issue 5): one [`Proxy`] per call
-//! with a `host` grant (or a config allow list), on a Unix socket in a 0700 directory of the
-//! call; its summary part merged into the call's `sandbox_summary`, each refusal turned into
-//! a `host` (or `open_network`) exit record with source `denial`.
+//! The egress proxy of a contained call (design section 7, issues 5 and 12): one [`Proxy`]
+//! per contained call with its own network, grants or not, on a Unix socket in a 0700
+//! directory of the call; its summary part merged into the call's `sandbox_summary`, each
+//! refusal turned into a `host` (or `open_network`) exit record with source `denial` whose
+//! grant is exactly what would open it. A call with no host grant still gets the DNS path
+//! and the refusal path: a name it asks for is refused with a record, not a bare "could
+//! not resolve host".
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,13 +26,11 @@ use crate::launch::private_dir;
 /// The file name of the proxy socket in the call's directory.
 pub const SOCKET_NAME: &str = "proxy.sock";
 
-/// Whether a plan gets a proxy: contained, its own network, and a host grant or a config
-/// allow list.
-pub fn wanted(plan: &Plan, config: &Config) -> bool {
-    plan.mode == PlanMode::Contained
-        && plan.net() == NetMode::Own
-        && (plan.grants.iter().any(|g| matches!(g, Grant::Host { .. }))
-            || !config.network.allow.is_empty())
+/// Whether a plan gets a proxy: contained with its own network (grants or not: with none,
+/// the proxy only refuses, and each refusal is an exit record naming the grant that would
+/// open it). `net_view` and `open_network` calls use the host's network and get none.
+pub fn wanted(plan: &Plan) -> bool {
+    plan.mode == PlanMode::Contained && plan.net() == NetMode::Own
 }
 
 /// The policy of a call: its host grants, the config's allow, deny and resolve lists, and
@@ -85,6 +86,84 @@ pub fn call_env(plan: &Plan) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Whether `p` is on a tmpfs (a socket made and removed there costs no disk inode).
+fn on_tmpfs(p: &Path) -> bool {
+    nix::sys::statfs::statfs(p).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+}
+
+/// The parents made and checked in this process (each once: a launch does not pay for it).
+static CHECKED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// The directory the calls' socket directories go in, made (0700) and checked once per
+/// process: `<runtime>/calls` when the runtime dir is a tmpfs; else `/dev/shm` (a tmpfs on
+/// every Linux: making and removing a socket and its directory on a disk file system, such
+/// as an ext4 `/tmp`, costs the launch a few hundred microseconds of inode work, see
+/// docs/benchmarks.md), else the runtime dir or the temp dir. A directory of a shared
+/// (sticky) dir must be ours, not one planted there; a path too long for a socket is not
+/// taken.
+fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, String> {
+    let uid = crate::sys::euid();
+    let shared = |base: &Path| base.join(format!("efr-sandbox-{uid}")).join("calls");
+    let fits = |p: &PathBuf| p.join(name).join(SOCKET_NAME).as_os_str().len() <= MAX_SOCKET_PATH;
+    let shm = Path::new("/dev/shm");
+    let mut choices: Vec<(PathBuf, bool)> = Vec::new();
+    if let Some(r) = runtime.filter(|r| on_tmpfs(r)) {
+        choices.push((r.join("calls"), false));
+    }
+    if on_tmpfs(shm) {
+        choices.push((shared(shm), true));
+    }
+    if let Some(r) = runtime {
+        choices.push((r.join("calls"), false));
+    }
+    choices.push((shared(&std::env::temp_dir()), true));
+    let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
+    let mut last = "no directory short enough for the proxy socket".to_string();
+    for (parent, in_shared) in choices.into_iter().filter(|(p, _)| fits(p)) {
+        if checked.contains(&parent) && parent.is_dir() {
+            return Ok(parent);
+        }
+        match make_checked(&parent, in_shared, uid) {
+            Ok(()) => {
+                checked.push(parent.clone());
+                return Ok(parent);
+            }
+            // Another choice: a shared dir of that name may be another user's (in a user
+            // namespace, uid 0 is also the real root's name).
+            Err(e) => last = e,
+        }
+    }
+    // Last: a directory of a name of this process's own in the temp dir.
+    let name = crate::sys::random_hex(8).map_err(|e| format!("{last}; no random name: {e}"))?;
+    let own = std::env::temp_dir().join(format!("efr-sandbox-{uid}-{name}"));
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&own)
+            .map_err(|e| format!("{last}; {}: {e}", own.display()))?;
+    }
+    let parent = own.join("calls");
+    make_checked(&parent, false, uid).map_err(|e| format!("{last}; {e}"))?;
+    checked.push(parent.clone());
+    Ok(parent)
+}
+
+/// Makes `parent` (0700) and, in a shared dir, checks that it and its parent are ours.
+fn make_checked(parent: &Path, in_shared: bool, uid: u32) -> Result<(), String> {
+    private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    if in_shared {
+        for d in [parent, parent.parent().unwrap_or(parent)] {
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::symlink_metadata(d) {
+                Ok(m) if m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0 => {}
+                _ => return Err(format!("{}: not a directory of ours", d.display())),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The proxy of one call, serving until [`CallProxy::stop`] (or drop).
 #[derive(Debug)]
 pub struct CallProxy {
@@ -107,26 +186,16 @@ impl CallProxy {
     ) -> Result<CallProxy, String> {
         let name = crate::sys::random_hex(8)
             .map_err(|e| format!("no random name for the proxy socket: {e}"))?;
-        let uid = crate::sys::euid();
-        let mut dir = match runtime {
-            Some(r) => r.join("calls").join(&name),
-            None => std::env::temp_dir().join(format!("efr-sandbox-{uid}/calls/{name}")),
-        };
-        if dir.join(SOCKET_NAME).as_os_str().len() > MAX_SOCKET_PATH {
-            dir = std::env::temp_dir().join(format!("efr-sandbox-{uid}/calls/{name}"));
+        let parent = calls_dir(runtime, &name)?;
+        let dir = parent.join(&name);
+        // A directory (not `create_dir_all`: the parent is checked, and made once).
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| format!("{}: {e}", dir.display()))?;
         }
-        if let Some(parent) = dir.parent() {
-            private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-            // A directory of the shared temp dir must be ours (not one planted there).
-            for d in [parent, parent.parent().unwrap_or(parent)] {
-                use std::os::unix::fs::MetadataExt;
-                match std::fs::symlink_metadata(d) {
-                    Ok(m) if m.is_dir() && m.uid() == uid => {}
-                    _ => return Err(format!("{}: not a directory of ours", d.display())),
-                }
-            }
-        }
-        private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let sock = dir.join(SOCKET_NAME);
         let mut ports: Vec<u16> = policy
             .grants
@@ -188,12 +257,16 @@ impl CallProxy {
         self.proxy.shutdown();
     }
 
-    /// Ends the proxy (listener and tunnels) and removes its directory.
+    /// Ends the proxy (listener and tunnels) and removes its directory (which holds only
+    /// the socket).
     pub fn stop(&mut self) {
         if !self.stopped {
             self.stopped = true;
             self.proxy.shutdown();
-            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_file(self.dir.join(SOCKET_NAME));
+            if std::fs::remove_dir(&self.dir).is_err() {
+                let _ = std::fs::remove_dir_all(&self.dir);
+            }
         }
     }
 
@@ -206,18 +279,9 @@ impl CallProxy {
         summary.blocked = s.blocked;
         summary.blocked_more = s.blocked_more;
         self.proxy
-            .blocked_all()
+            .refusals_all()
             .into_iter()
-            .filter_map(|b| {
-                self.record_new(
-                    &Refusal {
-                        host: b.host,
-                        port: b.port,
-                        reason: b.reason,
-                    },
-                    line,
-                )
-            })
+            .filter_map(|r| self.record_new(&r, line))
             .collect()
     }
 }
@@ -308,10 +372,16 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
             ExitKind::Host,
             refuse(
                 Verdict::Refuse,
-                format!(
-                    "the proxy refused {hp}: on the deny list, or it resolves into a private \
-                     or special range; no host grant opens it"
-                ),
+                match &r.special {
+                    Some(sp) => format!(
+                        "the proxy refused {hp}: {}; no host grant opens it",
+                        sp.explain(&r.host)
+                    ),
+                    None => format!(
+                        "the proxy refused {hp}: on the config's deny list; no host grant \
+                         opens it"
+                    ),
+                },
             ),
         ),
         BlockReason::BadRequest => (
@@ -535,5 +605,125 @@ mod tests {
             "//registry.npmjs.org/:_authToken=npm_secret\n",
         );
         assert!(!allowed(&policy(&grants, &config, &env, &projects, &[])));
+    }
+
+    /// The work the proxy adds to a call, in-process and without the launcher: the policy,
+    /// the attach (directory, socket, serve task), the init's hand-over (three sockets bound
+    /// here, on the host's loopback, handed over and answered) and the finish (stop, merge,
+    /// directory removed). Wall time per call, median of N; CPU time of the whole process
+    /// over the N calls (so the load of the machine does not inflate it). Run by
+    /// `cargo test --release -p efr-sandbox --bin efr-sandbox -- --ignored proxy_cost
+    /// --nocapture` (docs/benchmarks.md, "The proxy on every call").
+    #[test]
+    #[ignore]
+    fn proxy_cost() {
+        use std::time::Instant;
+        let n: usize = std::env::var("EFR_BENCH_N")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2000);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join("proj")).unwrap();
+        let env = Env {
+            home: home.clone(),
+            ..Env::from_process()
+        };
+        let config = Config::defaults();
+        let projects = vec![home.join("proj").to_string_lossy().into_owned()];
+        // The runtime dir: `$XDG_RUNTIME_DIR` (a tmpfs on a desktop) where efrd puts it, or
+        // EFR_BENCH_RUNTIME (another file system to compare), else the temp dir.
+        let rt_base = std::env::var_os("EFR_BENCH_RUNTIME").map(PathBuf::from);
+        let rt_dir = match &rt_base {
+            Some(b) => tempfile::tempdir_in(b).unwrap(),
+            None => tempfile::tempdir().unwrap(),
+        };
+        let runtime = rt_dir.path().join("run");
+        let proc_cpu = || {
+            let s = std::fs::read_to_string("/proc/self/stat").unwrap();
+            let f: Vec<u64> = s
+                .rsplit_once(')')
+                .unwrap()
+                .1
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            // utime, stime are fields 14 and 15 (11 and 12 after the name and state).
+            (f[10] + f[11]) * 10_000
+        };
+        let one = || -> [u64; 4] {
+            let t0 = Instant::now();
+            let mut plan = Plan::contained("true", "/");
+            let ce = call_env(&plan);
+            let pol = policy(&[], &config, &env, &projects, &ce);
+            let t1 = Instant::now();
+            let mut cp = CallProxy::attach(&mut plan, pol, Some(&runtime), rt.handle()).unwrap();
+            let t2 = Instant::now();
+            let sock = plan.proxy.as_ref().unwrap().socket.clone();
+            let socks = efr_proxy::inside::Sockets {
+                relay: Some(std::net::TcpListener::bind("127.0.0.1:0").unwrap()),
+                dns: Some(std::net::UdpSocket::bind("127.0.0.1:0").unwrap()),
+                synthetic: vec![std::net::TcpListener::bind("127.0.0.1:0").unwrap()],
+            };
+            efr_proxy::inside::hand_over(
+                Path::new(&sock),
+                socks,
+                std::time::Duration::from_secs(5),
+            )
+            .unwrap();
+            let t3 = Instant::now();
+            let mut summary = SandboxSummary::default();
+            let recs = cp.finish(&mut summary, "true");
+            let t4 = Instant::now();
+            assert!(recs.is_empty() && summary.proxied);
+            [t1 - t0, t2 - t1, t3 - t2, t4 - t3].map(|d| d.as_micros() as u64)
+        };
+        for _ in 0..50 {
+            one();
+        }
+        // CPU of each part alone: the policy; the attach and finish with no hand-over.
+        let c0 = proc_cpu();
+        for _ in 0..n {
+            let ce = call_env(&Plan::contained("true", "/"));
+            std::hint::black_box(policy(&[], &config, &env, &projects, &ce));
+        }
+        let cpu_policy = (proc_cpu() - c0) as f64 / n as f64;
+        let pol = policy(&[], &config, &env, &projects, &[]);
+        let c0 = proc_cpu();
+        for _ in 0..n {
+            let mut plan = Plan::contained("true", "/");
+            let mut cp =
+                CallProxy::attach(&mut plan, pol.clone(), Some(&runtime), rt.handle()).unwrap();
+            let mut summary = SandboxSummary::default();
+            cp.finish(&mut summary, "true");
+        }
+        let cpu_attach = (proc_cpu() - c0) as f64 / n as f64;
+        let c0 = proc_cpu();
+        let mut all: Vec<[u64; 4]> = (0..n).map(|_| one()).collect();
+        let cpu = (proc_cpu() - c0) as f64 / n as f64;
+        let med = |i: usize, all: &mut Vec<[u64; 4]>| {
+            all.sort_by_key(|a| a[i]);
+            all[all.len() / 2][i]
+        };
+        let mut tot: Vec<u64> = all.iter().map(|a| a.iter().sum()).collect();
+        tot.sort_unstable();
+        println!(
+            "proxy per call, {n} calls (median wall, us): policy {} attach {} hand-over {} \
+             finish {} total {}; CPU of the process per call {cpu:.0} us (policy alone \
+             {cpu_policy:.0}, attach + finish alone {cpu_attach:.0}); load {}",
+            med(0, &mut all),
+            med(1, &mut all),
+            med(2, &mut all),
+            med(3, &mut all),
+            tot[tot.len() / 2],
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
+        );
     }
 }

@@ -454,6 +454,22 @@ pub fn denial_record(
         .and_then(|e| e.read_only.clone().or(e.masked.clone()))
         .map(|h| h.reason)
         .unwrap_or_else(|| "outside the call's writable roots".into());
+    // A write in a cache: the grant is the cache's root (the next write of the same tool
+    // lands elsewhere in it); anywhere else (a read-only path of the project, the home, the
+    // system), the path itself.
+    let cache = (class == TargetClass::Cache)
+        .then(|| cache_root(Path::new(path), config, env))
+        .flatten();
+    let (grant_path, why) = match &cache {
+        Some((root, reason)) => (
+            root.to_string_lossy().into_owned(),
+            format!(
+                "in the cache {} ({reason}), read-only to a call",
+                root.display()
+            ),
+        ),
+        None => (path.to_string(), why),
+    };
     let judgement = match &floor {
         Some(f) => Judgement {
             verdict: Verdict::UserOnly,
@@ -467,7 +483,13 @@ pub fn denial_record(
             verdict: Verdict::Review,
             by: JudgedBy::Policy,
             reasons: vec![format!(
-                "the sandbox refused a write to {path} ({why}); a write grant lets the call do it"
+                "the sandbox refused a write to {path} ({why}); the grant write={grant_path} \
+                 lets the call do it{}",
+                if Path::new(&grant_path).symlink_metadata().is_err() {
+                    " once the path exists (a write grant names a path that exists)"
+                } else {
+                    ""
+                }
             )],
         },
     };
@@ -491,12 +513,51 @@ pub fn denial_record(
             ..Default::default()
         },
         needs: Needs::Contained {
-            grants: vec![Grant::Write {
-                path: path.to_string(),
-            }],
+            grants: vec![Grant::Write { path: grant_path }],
         },
         judgement,
     }
+}
+
+/// `p` with the links of its longest existing ancestor resolved, the rest appended as
+/// written (a refused write is often to a file that does not exist).
+fn canonical_lexical(p: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut cur = p.to_path_buf();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&cur) {
+            return rest.iter().rev().fold(c, |acc: PathBuf, n| acc.join(n));
+        }
+        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n);
+                cur = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}
+
+/// The root of the `sandbox.caches` entry that holds `path` (the deepest), and its reason.
+/// Entries are a path (`~/` against the home); one with a wildcard names no one root and is
+/// skipped.
+fn cache_root(path: &Path, config: &Config, env: &Env) -> Option<(PathBuf, String)> {
+    let canon = canonical_lexical(path);
+    config
+        .sandbox
+        .caches
+        .iter()
+        .filter(|e| !e.value.contains(['*', '?', '[']))
+        .filter_map(|e| {
+            let p = match e.value.strip_prefix("~/") {
+                Some(rest) => env.home.join(rest),
+                None if e.value == "~" => env.home.clone(),
+                None => PathBuf::from(&e.value),
+            };
+            let root = canonical_lexical(&p);
+            canon.starts_with(&root).then(|| (root, e.reason.clone()))
+        })
+        .max_by_key(|(r, _)| r.components().count())
 }
 
 /// The exit record of one refused path socket: kind `socket`, source `denial`, needs a

@@ -117,9 +117,22 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let env = svc.policy.env().clone();
         let runtime = svc.paths.runtime_dir.clone();
         let (p2, c2, e2) = (p.clone(), config.clone(), env.clone());
-        let prepared = blocking(move || prepare(&p2, &c2, &e2, Some(&runtime), None)).await??;
-        let mut plan = match prepared {
-            Ok(plan) => plan,
+        // The plan and, for a call that gets a proxy, its policy (which reads token files):
+        // one trip to the blocking pool, not two.
+        let prepared = blocking(move || {
+            prepare(&p2, &c2, &e2, Some(&runtime), None).map(|r| {
+                r.map(|plan| {
+                    let pol = crate::egress::wanted(&plan).then(|| {
+                        let ce = crate::egress::call_env(&plan);
+                        crate::egress::policy(&plan.grants, &c2, &e2, &p2.projects, &ce)
+                    });
+                    (plan, pol)
+                })
+            })
+        })
+        .await??;
+        let (mut plan, pol) = match prepared {
+            Ok(x) => x,
             Err(msg) => return Ok(setup_error_end(msg)),
         };
         // The launcher starts from this process's environment: what of it is not passed
@@ -129,15 +142,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             .map(|(n, _)| n)
             .collect();
         let mut proxy = None;
-        if crate::egress::wanted(&plan, &config) {
-            let (g, c2, e2, pr) = (
-                plan.grants.clone(),
-                config.clone(),
-                env.clone(),
-                p.projects.clone(),
-            );
-            let ce = crate::egress::call_env(&plan);
-            let pol = blocking(move || crate::egress::policy(&g, &c2, &e2, &pr, &ce)).await?;
+        if let Some(pol) = pol {
             let runtime = svc.paths.runtime_dir.clone();
             match crate::egress::CallProxy::attach(
                 &mut plan,
@@ -343,7 +348,7 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
                 Err(msg) => return Ok(setup_error_end(msg)),
             };
             let mut proxy = None;
-            if crate::egress::wanted(&plan, &config) {
+            if crate::egress::wanted(&plan) {
                 let ce = crate::egress::call_env(&plan);
                 let pol = crate::egress::policy(&plan.grants, &config, &env, &p.call.projects, &ce);
                 match crate::egress::CallProxy::attach(&mut plan, pol, Some(&runtime), &handle) {

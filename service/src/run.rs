@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use efr_policy::config::{Config, Env};
-use efr_sandbox_wire::{Bus, Desktop, Grant};
+use efr_sandbox_wire::{Bus, Desktop, ExitRecord, Grant, Needs, Verdict};
 
 use crate::cli::RunArgs;
 use crate::launch::{CallParams, finished, launcher, prepare};
@@ -105,6 +105,94 @@ pub fn parse_grant(s: &str, here: &Path) -> Result<Grant, String> {
     Ok(g)
 }
 
+/// `arg` as one shell word: as is when it holds only plain characters, else in single
+/// quotes.
+fn shell_word(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./:=@%+,~".contains(&b));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// The `--grant` value of `g` as `parse_grant` reads it back; `None` for a kind `run` does
+/// not take.
+pub fn grant_arg(g: &Grant) -> Option<String> {
+    Some(match g {
+        Grant::Write { path } => format!("write={path}"),
+        Grant::Unmask { path } => format!("unmask={path}"),
+        Grant::Device { path } => format!("device={path}"),
+        Grant::Socket { path } => format!("socket={path}"),
+        Grant::Bus { bus } => format!("bus={}", bus.as_str()),
+        Grant::Desktop { desktop } => format!("desktop={}", desktop.as_str()),
+        Grant::Host {
+            host,
+            port,
+            plain_http,
+        } => {
+            let mut v = format!("host={host}");
+            if let Some(p) = port {
+                v.push_str(&format!(":{p}"));
+            }
+            if *plain_http {
+                v.push_str(":http");
+            }
+            v
+        }
+        Grant::NetView => "net_view".into(),
+        Grant::OpenNetwork => "open_network".into(),
+        Grant::BusFilter { .. } | Grant::Unknown => return None,
+    })
+}
+
+/// The line `run` prints at its end for one exit record: what was refused, then the exact
+/// `--grant`s to retry with, or why no grant opens it.
+pub fn refusal_line(r: &ExitRecord) -> String {
+    let why = r.judgement.reasons.first().cloned().unwrap_or_default();
+    let grants: Option<Vec<String>> = match &r.needs {
+        Needs::Contained { grants } if !grants.is_empty() => grants
+            .iter()
+            .map(|g| grant_arg(g).map(|a| format!("--grant {}", shell_word(&a))))
+            .collect(),
+        _ => None,
+    };
+    // A write grant names a path that exists (the launcher refuses to start otherwise).
+    let missing: Vec<&str> = match &r.needs {
+        Needs::Contained { grants } => grants
+            .iter()
+            .filter_map(|g| match g {
+                Grant::Write { path } if std::fs::symlink_metadata(path).is_err() => {
+                    Some(path.as_str())
+                }
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let first = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (create {} first: a write grant names a path that exists)",
+            missing.join(", ")
+        )
+    };
+    match grants {
+        Some(g) if r.judgement.verdict == Verdict::UserOnly => format!(
+            "refused: {}: {why}; retry with {}{first}",
+            r.summary,
+            g.join(" ")
+        ),
+        Some(g) => format!("refused: {}; retry with {}{first}", r.summary, g.join(" ")),
+        None if why.is_empty() => format!("refused: {}", r.summary),
+        None => format!("refused: {}: {why}", r.summary),
+    }
+}
+
 fn usage_error(m: impl std::fmt::Display) -> i32 {
     eprintln!("efr-sandbox: error: {m}");
     2
@@ -188,7 +276,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         .build()?;
     let mut proxy = None;
     let plan = match plan {
-        Ok(mut plan) if a.plan_out.is_none() && crate::egress::wanted(&plan, &config) => {
+        Ok(mut plan) if a.plan_out.is_none() && crate::egress::wanted(&plan) => {
             let ce = crate::egress::call_env(&plan);
             let pol = crate::egress::policy(&plan.grants, &config, &env, &p.projects, &ce);
             let runtime = std::env::var_os("XDG_RUNTIME_DIR")
@@ -308,8 +396,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     if let Some(e) = &fin.sandbox_summary.setup_error {
         eprintln!("efr-sandbox: the sandbox could not start: {e}");
     }
+    // One line per distinct refusal, with the exact `--grant` to retry with (or why none).
+    let mut said = std::collections::HashSet::new();
     for r in &fin.exits {
-        eprintln!("efr-sandbox: {}", r.summary);
+        let l = refusal_line(r);
+        if said.insert(l.clone()) {
+            eprintln!("efr-sandbox: {l}");
+        }
     }
     for l in &fin.sandbox_summary.linked_protected {
         eprintln!(
@@ -422,5 +515,77 @@ mod tests {
         ] {
             assert!(parse_grant(bad, h).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn retry_grants_read_back() {
+        let h = Path::new("/elsewhere");
+        for g in [
+            Grant::Write {
+                path: "/p/a b/it's".into(),
+            },
+            Grant::Unmask {
+                path: "/home/u/.ssh".into(),
+            },
+            Grant::Host {
+                host: "registry.test".into(),
+                port: Some(8443),
+                plain_http: false,
+            },
+            Grant::Host {
+                host: "*.crates.test".into(),
+                port: None,
+                plain_http: true,
+            },
+            Grant::Bus { bus: Bus::System },
+            Grant::OpenNetwork,
+            Grant::NetView,
+        ] {
+            let arg = grant_arg(&g).unwrap();
+            assert_eq!(parse_grant(&arg, h).unwrap(), g, "{arg}");
+            // The word the retry line prints, as a shell reads it back (single quotes).
+            let w = shell_word(&arg);
+            let read = std::process::Command::new("sh")
+                .args(["-c", &format!("printf %s {w}")])
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&read.stdout), arg, "{w}");
+        }
+        assert_eq!(grant_arg(&Grant::Unknown), None);
+    }
+
+    #[test]
+    fn refusal_lines() {
+        let p = efr_proxy::ProxyPolicy::default();
+        let r = efr_proxy::Refusal::new(
+            "nope.test",
+            443,
+            efr_sandbox_wire::summary::BlockReason::NotAllowed,
+        );
+        let rec = crate::egress::host_record(1, &r, "curl https://nope.test", &p);
+        assert_eq!(
+            refusal_line(&rec),
+            "refused: reach nope.test:443 (refused by the proxy: not_allowed); retry with \
+             --grant host=nope.test"
+        );
+        let r = efr_proxy::Refusal {
+            special: Some(efr_proxy::Special {
+                address: "10.0.0.7".parse().unwrap(),
+                range: "private",
+            }),
+            ..efr_proxy::Refusal::new(
+                "mirror.corp.test",
+                8443,
+                efr_sandbox_wire::summary::BlockReason::Denied,
+            )
+        };
+        let rec = crate::egress::host_record(2, &r, "x", &p);
+        let l = refusal_line(&rec);
+        assert!(
+            l.starts_with("refused: reach mirror.corp.test:8443 (refused by the proxy: denied): ")
+                && l.contains("10.0.0.7, in the private range")
+                && l.contains("[network.resolve] \"mirror.corp.test\" = \"10.0.0.7\""),
+            "{l}"
+        );
     }
 }

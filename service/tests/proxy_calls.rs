@@ -336,3 +336,215 @@ fn launch_stream_carries_host_exits() {
         "{end}"
     );
 }
+
+/// The `--grant` words of every `retry with` line `run` printed.
+fn retry_grants(err: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in err.lines() {
+        if let Some((_, rest)) = l.split_once("; retry with ") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            for w in words.chunks(2) {
+                assert_eq!(w[0], "--grant", "{l}");
+                out.push(w[1].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// issue 12 item 4: a call with no grant still gets the proxy's DNS path and refusal path;
+/// each refusal is a `host` exit naming the grant that opens it, and `run` prints the exact
+/// `--grant` to retry with. Granted as printed, the retry reaches the local registry (mapped
+/// by `[network.resolve]`); a name that resolves into loopback is refused with the address,
+/// its range and `[network.resolve]` named; mapped as said, it works too.
+#[test]
+fn refusals_name_the_grant_and_the_retry_works() {
+    if !have("curl") || !have("openssl") || !have("python3") {
+        skip("curl, openssl and python3 are needed");
+        return;
+    }
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let (_tls, port) = tls_server(&proj);
+    std::fs::create_dir_all(d.path().join("config/efr")).unwrap();
+    let config = d.path().join("config/efr/config.toml");
+    // Through the proxy variables (curl), and a lookup that ignores them (python).
+    let line = format!(
+        "curl -sS -o /dev/null -w 'registry=%{{http_code}}\\n' --cacert cert.pem \
+           https://registry.test:{port}/; \
+         curl -sS -o /dev/null -w 'localhost=%{{http_code}}\\n' --noproxy '' -k \
+           https://localhost:{port}/; \
+         python3 -c \"import socket; socket.getaddrinfo('pkg.test', 443)\" 2>/dev/null \
+           || echo pkg.test refused; \
+         true"
+    );
+    for backend in common::backends() {
+        let p = proj.to_str().unwrap();
+        let run = |grants: &[String]| {
+            let json = d.path().join(format!("finish-{backend}.json"));
+            let mut c = command(d.path());
+            c.arg("run")
+                .args(["--backend", backend, "--project", p, "--cwd", p]);
+            for g in grants {
+                c.args(["--grant", g]);
+            }
+            let o = c
+                .arg("--json")
+                .arg(&json)
+                .args(["--", &line])
+                .output()
+                .unwrap();
+            let out = String::from_utf8_lossy(&o.stdout).into_owned();
+            let err = String::from_utf8_lossy(&o.stderr).into_owned();
+            assert_eq!(o.status.code(), Some(0), "{backend}: {out}\n{err}");
+            let fin: Value =
+                serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+            (out, err, fin)
+        };
+        std::fs::write(
+            &config,
+            "[network.resolve]\n\"registry.test\" = \"127.0.0.1\"\n",
+        )
+        .unwrap();
+
+        // 1. No grant: three refusals, each a host exit naming exactly its grant.
+        let (out, err, fin) = run(&[]);
+        assert!(out.contains("pkg.test refused"), "{backend}: {out}\n{err}");
+        assert_eq!(fin["sandbox_summary"]["proxied"], json!(true), "{fin}");
+        let mut exits: Vec<(String, Value)> = fin["exits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                assert_eq!(r["kind"], "host", "{r}");
+                assert_eq!(r["source"], "denial", "{r}");
+                assert_eq!(r["judgement"]["verdict"], "review", "{r}");
+                (
+                    r["facts"]["hosts"][0]["host"].as_str().unwrap().to_string(),
+                    r["needs"].clone(),
+                )
+            })
+            .collect();
+        exits.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            exits,
+            vec![
+                (
+                    "localhost".into(),
+                    json!({"kind": "contained", "grants": [{"kind": "host", "host": "localhost", "port": port}]})
+                ),
+                (
+                    "pkg.test".into(),
+                    json!({"kind": "contained", "grants": [{"kind": "host", "host": "pkg.test"}]})
+                ),
+                (
+                    "registry.test".into(),
+                    json!({"kind": "contained", "grants": [{"kind": "host", "host": "registry.test", "port": port}]})
+                ),
+            ],
+            "{backend}: {fin}"
+        );
+        for want in [
+            format!(
+                "efr-sandbox: refused: reach registry.test:{port} (refused by the proxy: \
+                 not_allowed); retry with --grant host=registry.test:{port}\n"
+            ),
+            format!(
+                "efr-sandbox: refused: reach localhost:{port} (refused by the proxy: \
+                 not_allowed); retry with --grant host=localhost:{port}\n"
+            ),
+            "efr-sandbox: refused: reach pkg.test:443 (refused by the proxy: not_allowed); \
+             retry with --grant host=pkg.test\n"
+                .to_string(),
+        ] {
+            assert!(err.contains(&want), "{backend}: no {want:?} in\n{err}");
+        }
+        let grants = retry_grants(&err);
+        assert_eq!(grants.len(), 3, "{backend}: {err}");
+
+        // 2. Granted as printed: the registry answers; localhost resolves into loopback and
+        // is refused with the address, its range and `[network.resolve]` named.
+        let (out, err, fin) = run(&grants);
+        assert!(out.contains("registry=200"), "{backend}: {out}\n{err}");
+        assert!(out.contains("localhost=000"), "{backend}: {out}\n{err}");
+        let exits = fin["exits"].as_array().unwrap();
+        assert_eq!(exits.len(), 1, "{backend}: {fin}");
+        let r = &exits[0];
+        assert_eq!(
+            (&r["kind"], &r["needs"]),
+            (&json!("host"), &json!({"kind": "nothing"})),
+            "{r}"
+        );
+        let hint = "localhost resolves to 127.0.0.1, in the loopback range, which the proxy \
+                    never dials for a name it resolved itself; to reach that address on \
+                    purpose, map the name in the config: [network.resolve] \"localhost\" = \
+                    \"127.0.0.1\"";
+        let why = r["judgement"]["reasons"][0].as_str().unwrap();
+        assert!(why.contains(hint), "{backend}: {why}");
+        assert!(
+            err.contains(&format!(
+                "efr-sandbox: refused: reach localhost:{port} (refused by the proxy: denied): \
+                 the proxy refused localhost:{port}: {hint}"
+            )),
+            "{backend}: {err}"
+        );
+        assert!(retry_grants(&err).is_empty(), "{backend}: {err}");
+
+        // 3. Mapped as the hint says: every name of the line works, nothing is refused.
+        std::fs::write(
+            &config,
+            "[network.resolve]\n\"registry.test\" = \"127.0.0.1\"\n\"localhost\" = \"127.0.0.1\"\n",
+        )
+        .unwrap();
+        let (out, err, fin) = run(&grants);
+        assert!(
+            out.contains("registry=200") && out.contains("localhost=200"),
+            "{backend}: {out}\n{err}"
+        );
+        assert!(fin.get("exits").is_none(), "{backend}: {fin}");
+        assert!(!err.contains("refused:"), "{backend}: {err}");
+    }
+}
+
+/// `sandbox.launch` with no grant at all: the call still has the proxy, and a refused name
+/// is an `exit` item naming the grant (before issue 12 there was no proxy and no record).
+#[test]
+fn launch_with_no_grant_carries_host_exits() {
+    if !have("curl") {
+        skip("curl is needed");
+        return;
+    }
+    let s = common::Server::start(&[]);
+    let mut c = s.client();
+    for (id, backend) in common::backends().into_iter().enumerate() {
+        let id = id as u64 + 1;
+        c.request(
+            id,
+            "sandbox.launch",
+            json!({"line": "curl -sS https://nope.test/; true", "cwd": "/", "backend": backend}),
+        );
+        let (items, end) = common::collect(&mut c, id);
+        let exits: Vec<&Value> = items.iter().filter(|i| i["kind"] == "exit").collect();
+        assert_eq!(exits.len(), 1, "{backend}: {items:?}\n{end}");
+        let r = &exits[0]["record"];
+        assert_eq!(
+            (&r["kind"], &r["source"]),
+            (&json!("host"), &json!("denial")),
+            "{r}"
+        );
+        assert_eq!(
+            r["needs"],
+            json!({"kind": "contained", "grants": [{"kind": "host", "host": "nope.test"}]}),
+            "{r}"
+        );
+        let sum = &end["end"]["sandbox_summary"];
+        assert_eq!(sum["proxied"], json!(true), "{end}");
+        assert_eq!(
+            sum["blocked"],
+            json!([{"host": "nope.test", "port": 443, "reason": "not_allowed"}]),
+            "{end}"
+        );
+    }
+}
