@@ -292,6 +292,38 @@ impl CallBus {
     }
 }
 
+/// The service's hook: the filters of `plan`'s `bus_filter` grants (none when it has
+/// none), or why the call cannot start.
+pub fn attach_for(
+    plan: &mut Plan,
+    config: &Config,
+    runtime: &Path,
+) -> Result<Option<CallBus>, String> {
+    let buses = wanted(plan);
+    if buses.is_empty() {
+        return Ok(None);
+    }
+    CallBus::attach(plan, &buses, config, Some(runtime))
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// The service's hook at the call's end: the filters' part of `fin` (summary and exit
+/// records, a filter that died during the call said on stderr); gives
+/// the exit records added.
+pub fn finish_into(
+    b: &mut CallBus,
+    fin: &mut efr_sandbox_wire::Finish,
+    line: &str,
+) -> Vec<ExitRecord> {
+    let (recs, notes) = b.finish(&mut fin.sandbox_summary, line);
+    for n in notes {
+        eprintln!("efr-sandbox: {n}");
+    }
+    fin.exits.extend(recs.iter().cloned());
+    recs
+}
+
 impl Drop for CallBus {
     fn drop(&mut self) {
         self.stop();
