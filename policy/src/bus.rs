@@ -4,6 +4,14 @@
 
 use crate::config::{BusConfig, Entry};
 
+/// Why a `bus` grant (the real bus) is for the user to approve: the fact the classifier
+/// puts in the record of a line that needs it.
+pub const REAL_BUS_RUNS_CODE: &str = "the real bus can run code outside the sandbox: \
+    systemd-run --user (org.freedesktop.systemd1), Flatpak's HostCommand \
+    (org.freedesktop.Flatpak) and GNOME Shell's Eval (org.gnome.Shell) are on a desktop's \
+    session bus, and its secret service hands out every stored password; a bus_filter grant \
+    gives only the names of the config's [bus] rules";
+
 /// The filter's arguments and what was left out or opened anyway.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FilterRules {
@@ -178,5 +186,46 @@ mod tests {
         );
         assert_eq!(r.opened.len(), 1);
         assert!(r.warnings()[0].contains("allow_never"));
+    }
+
+    #[test]
+    fn a_line_that_needs_the_real_bus_is_for_the_user() {
+        use crate::classify::{ClassifyRequest, Context, classify};
+        use efr_sandbox_wire::{Bus, ExitKind, Grant, Mode, Needs, Verdict};
+        let home = std::env::temp_dir();
+        let ctx = Context::defaults(&home);
+        let bus_exit = |line: &str| {
+            let r = classify(
+                &ClassifyRequest::new(line, Some(home.clone()), Mode::Auto),
+                &ctx,
+            );
+            r.exits
+                .into_iter()
+                .find(|e| e.kind == ExitKind::Bus)
+                .unwrap_or_else(|| panic!("no bus exit for {line}"))
+        };
+        let real = bus_exit("gsettings set org.gnome.desktop.interface gtk-theme Adwaita");
+        assert_eq!(real.judgement.verdict, Verdict::UserOnly, "{real:?}");
+        assert!(
+            real.judgement
+                .reasons
+                .iter()
+                .any(|r| r == REAL_BUS_RUNS_CODE),
+            "{real:?}"
+        );
+        assert_eq!(
+            real.needs,
+            Needs::Contained {
+                grants: vec![Grant::Bus { bus: Bus::Session }]
+            }
+        );
+        let filtered = bus_exit("notify-send 'build done'");
+        assert_eq!(filtered.judgement.verdict, Verdict::Review, "{filtered:?}");
+        assert_eq!(
+            filtered.needs,
+            Needs::Contained {
+                grants: vec![Grant::BusFilter { bus: Bus::Session }]
+            }
+        );
     }
 }
