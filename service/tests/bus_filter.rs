@@ -127,6 +127,7 @@ fn private_bus(dir: &Path) -> (Kill, PathBuf) {
         .args(["--nofork", "--print-address=1"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut line = String::new();
@@ -441,7 +442,7 @@ fn the_filter_dying_mid_call_cuts_the_bus_with_a_message() {
                 std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
                     let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
                     args.first().is_some_and(|a| a.ends_with(b"xdg-dbus-proxy"))
-                        && args.iter().any(|a| *a == upstream.as_bytes())
+                        && args.contains(&upstream.as_bytes())
                 })
             })
             .expect("the call's xdg-dbus-proxy");
@@ -499,5 +500,72 @@ fn gdbus_reaches_an_allowed_name() {
             "{backend}: {out}\n{}",
             String::from_utf8_lossy(&o.stderr)
         );
+    }
+}
+
+/// `sandbox.launch` with a `bus_filter` grant: the service's own filter, its refusals in
+/// the end's summary and as exit items.
+#[test]
+fn sandbox_launch_serves_a_bus_filter_grant() {
+    if let Some(why) = missing() {
+        return skip(&why);
+    }
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let (_bus, real) = private_bus(&home);
+    config(d.path(), "");
+    let socket = d.path().join("run").join("sandbox.sock");
+    let mut cmd = command(d.path());
+    cmd.env(
+        "DBUS_SESSION_BUS_ADDRESS",
+        format!("unix:path={}", real.display()),
+    )
+    .arg("serve")
+    .arg("--socket")
+    .arg(&socket)
+    .arg("--test-methods");
+    let s = common::Server::spawn(cmd, d, socket);
+    let ping = |dest: &str| {
+        format!(
+            "dbus-send --session --print-reply --dest={dest} /org/example/Obj org.example.Iface.Ping"
+        )
+    };
+    for (id, backend) in backends().into_iter().enumerate() {
+        let id = id as u64 + 1;
+        let mut c = s.client();
+        c.request(
+            id,
+            "sandbox.launch",
+            serde_json::json!({
+                "line": format!("{}; {} || echo REFUSED", ping("org.example.Allowed"), ping("org.example.Refused")),
+                "projects": [proj],
+                "backend": backend,
+                "grants": [{"kind": "bus_filter", "bus": "session"}],
+            }),
+        );
+        let (items, end) = common::collect(&mut c, id);
+        let out: String = items
+            .iter()
+            .filter(|i| i["kind"] == "output" && i["stream"] == "stdout")
+            .map(|i| i["data"].as_str().unwrap_or_default())
+            .collect();
+        assert!(
+            out.contains("pong") && out.contains("REFUSED"),
+            "{backend}: {items:?}"
+        );
+        let summary = &end["end"]["sandbox_summary"];
+        assert_eq!(
+            summary["bus_refused"][0]["name"], "org.example.Refused",
+            "{end}"
+        );
+        assert_eq!(summary["bus_refused"].as_array().unwrap().len(), 1, "{end}");
+        let exit = items
+            .iter()
+            .find(|i| i["kind"] == "exit" && i["record"]["kind"] == "bus")
+            .unwrap_or_else(|| panic!("{backend}: no bus exit in {items:?}"));
+        assert_eq!(exit["record"]["source"], "denial");
+        assert_eq!(exit["record"]["needs"]["grants"][0]["kind"], "bus");
     }
 }
