@@ -569,3 +569,55 @@ fn sandbox_launch_serves_a_bus_filter_grant() {
         assert_eq!(exit["record"]["needs"]["grants"][0]["kind"], "bus");
     }
 }
+
+/// `bus_filter=system`: the filter leads to `DBUS_SYSTEM_BUS_ADDRESS` (here the private
+/// bus), the call's `DBUS_SYSTEM_BUS_ADDRESS` names the filter, refusals say `system`.
+#[test]
+fn a_system_bus_filter() {
+    if let Some(why) = missing() {
+        return skip(&why);
+    }
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let (_bus, real) = private_bus(&home);
+    config(d.path(), "");
+    let ping = |dest: &str| {
+        format!(
+            "dbus-send --system --print-reply --dest={dest} /org/example/Obj org.example.Iface.Ping"
+        )
+    };
+    let line = format!(
+        "{}; {} || echo REFUSED; echo \"addr=$DBUS_SYSTEM_BUS_ADDRESS\"",
+        ping("org.example.Allowed"),
+        ping("org.example.Refused")
+    );
+    for backend in backends() {
+        let summary = d.path().join(format!("system-{backend}.json"));
+        let p = proj.to_str().unwrap();
+        let o = command(d.path())
+            .env(
+                "DBUS_SYSTEM_BUS_ADDRESS",
+                format!("unix:path={}", real.display()),
+            )
+            .arg("run")
+            .args(["--backend", backend, "--project", p, "--cwd", p])
+            .args(["--grant", "bus_filter=system"])
+            .arg("--summary")
+            .arg(&summary)
+            .args(["--", &line])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let ctx = format!("{backend}: {out}\n{}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.contains("pong") && out.contains("REFUSED"), "{ctx}");
+        assert!(
+            out.contains("system.sock") && !out.contains("real-bus"),
+            "{ctx}"
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        assert_eq!(v["bus_refused"][0]["bus"], "system", "{v}");
+        assert_eq!(v["bus_refused"][0]["name"], "org.example.Refused", "{v}");
+    }
+}
