@@ -73,7 +73,7 @@ fn proxy_version() -> (u32, u32, u32) {
     (v[0], *v.get(1).unwrap_or(&0), *v.get(2).unwrap_or(&0))
 }
 
-struct Kill(Vec<Child>);
+struct Kill(Vec<Child>, Option<tempfile::TempDir>);
 
 impl Drop for Kill {
     fn drop(&mut self) {
@@ -103,11 +103,15 @@ print('ready', flush=True)
 GLib.MainLoop().run()
 "#;
 
-/// A private session bus and the service on it; the bus's socket path.
+/// A private session bus and the service on it; the bus's socket path. The socket is in
+/// `/var/tmp`, a place the call sees (read-only): the sandbox itself must keep it out of
+/// reach, not the call's private `/tmp`.
 fn private_bus(dir: &Path) -> (Kill, PathBuf) {
-    let sock = dir.join("real-bus");
-    std::fs::create_dir_all(&sock).unwrap();
-    let sock = sock.join("bus");
+    let sockdir = tempfile::Builder::new()
+        .prefix("real-bus")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let sock = sockdir.path().join("bus");
     let conf = dir.join("bus.conf");
     std::fs::write(
         &conf,
@@ -135,7 +139,7 @@ fn private_bus(dir: &Path) -> (Kill, PathBuf) {
         .read_line(&mut line)
         .unwrap();
     assert!(line.starts_with("unix:"), "dbus-daemon said {line:?}");
-    let mut kill = Kill(vec![daemon]);
+    let mut kill = Kill(vec![daemon], Some(sockdir));
     std::fs::write(dir.join("service.py"), SERVICE).unwrap();
     let mut svc = Command::new(PYTHON)
         .arg(dir.join("service.py"))
@@ -294,7 +298,14 @@ fn filtered_calls_reach_allowed_names_only() {
             assert!(out.contains(want), "no {want} in {ctx}");
         }
         assert!(!out.contains("STARTED-OUTSIDE"), "{ctx}");
-        assert!(out.contains("real bus unreachable"), "{ctx}");
+        assert!(out.contains("real bus unreachable 13"), "{ctx}");
+        assert!(
+            err.contains(&format!(
+                "connect to the socket {} (refused by the sandbox)",
+                real.display()
+            )),
+            "{ctx}"
+        );
         assert!(
             !out.contains(real.to_str().unwrap())
                 || !out.contains(&format!("addr=unix:path={}", real.display())),
