@@ -73,7 +73,8 @@ fn proxy_version() -> (u32, u32, u32) {
     (v[0], *v.get(1).unwrap_or(&0), *v.get(2).unwrap_or(&0))
 }
 
-struct Kill(Vec<Child>, Option<tempfile::TempDir>);
+/// The processes to kill on drop, and the socket's directory (removed after them).
+struct Kill(Vec<Child>, #[allow(dead_code)] Option<tempfile::TempDir>);
 
 impl Drop for Kill {
     fn drop(&mut self) {
