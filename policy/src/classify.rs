@@ -590,8 +590,14 @@ fn grant_text(g: &Grant) -> String {
         Grant::Host { host, port, .. } => format!("host {host}:{}", port.unwrap_or(443)),
         Grant::OpenNetwork => "the open network".into(),
         Grant::Socket { path } => format!("socket {path}"),
-        Grant::Bus { bus } => format!("the {} bus", bus.as_str()),
-        Grant::BusFilter { bus } => format!("a filtered {} bus", bus.as_str()),
+        Grant::Bus { bus } => format!(
+            "the whole real {} bus (everything on it, ways to run code outside included)",
+            bus.as_str()
+        ),
+        Grant::BusFilter { bus } => format!(
+            "the {} bus through its filter (only the names of the config's [bus] rules)",
+            bus.as_str()
+        ),
         Grant::Device { path } => format!("device {path}"),
         Grant::Unmask { path } => format!("unmask {path}"),
         Grant::Desktop { desktop } => format!("desktop {}", desktop.as_str()),

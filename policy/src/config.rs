@@ -174,6 +174,13 @@ pub struct BusConfig {
     pub call: Vec<Entry>,
     /// `--broadcast` rules (`name=member@path`).
     pub broadcast: Vec<Entry>,
+    /// Names (or `name=interface`) no filter opens, each with why: a `talk` or `call` rule
+    /// that reaches one is left out of the filter (see [`crate::bus`]). Only the built-in
+    /// defaults set it.
+    pub never: Vec<Entry>,
+    /// Entries of `never` the user opens anyway, each said as a warning by `config` and
+    /// `check`.
+    pub allow_never: Vec<Entry>,
 }
 
 /// `[git]`.
@@ -403,6 +410,8 @@ impl Config {
                 see: Vec::new(),
                 call: Vec::new(),
                 broadcast: Vec::new(),
+                never: Vec::new(),
+                allow_never: Vec::new(),
             },
             git: GitConfig {
                 safe_config_keys: Vec::new(),

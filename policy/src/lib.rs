@@ -6,6 +6,7 @@
 //! - [`shell`]: a parser that reads a shell line as bash does.
 //! - [`classify`]: turns a shell line into exit records.
 
+pub mod bus;
 pub mod classify;
 pub mod config;
 pub mod explain;

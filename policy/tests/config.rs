@@ -322,6 +322,13 @@ fn bad_values_are_errors_with_the_key() {
         ),
         ("[[always]]\ncommand = [\"*\"]\n", "always[0].command"),
         ("always = 3\n", "always"),
+        // The never list of the bus filter is the defaults' own: no file adds to it or
+        // takes from it (allow_never opens an entry, with a warning).
+        ("[bus]\nnever = [\"a.b\"]\n", "bus.never"),
+        (
+            "[bus]\nnever_remove = [\"org.freedesktop.systemd1\"]\n",
+            "bus.never_remove",
+        ),
     ];
     for (text, key) in cases {
         let e = invalid(text);

@@ -14,6 +14,7 @@
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
 
 pub mod addr;
+pub mod buslog;
 pub mod dns;
 pub mod fdpass;
 pub mod head;

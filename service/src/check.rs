@@ -173,6 +173,16 @@ pub fn options(
     let netview = config.network.netview.value;
     let bus_filter = config.bus.filter.value;
     let (probe, staged) = probe_for_calls(&config, &env, runtime.as_deref())?;
+    let backend = resolve_backend(choice);
+    let bus_warnings = efr_policy::bus::filter_rules(&config.bus).warnings();
+    let bus_test: Box<efr_probe::check::BusTest> = {
+        let (config, env, runtime) = (config.clone(), env.clone(), runtime.clone());
+        let name = match backend {
+            efr_sandbox_wire::Backend::Bwrap => "bwrap",
+            _ => "native",
+        };
+        Box::new(move || crate::bus::self_test(&config, &env, name, runtime.as_deref()))
+    };
     let make_plan = move |c: &ProbeCall| {
         let mut p = make_plan(c, &config, &env, runtime.as_deref(), &handle)?;
         if let Some(st) = &staged {
@@ -185,9 +195,11 @@ pub fn options(
         launcher: launcher(),
         probe,
         make_plan: Box::new(make_plan),
-        backend: resolve_backend(choice),
+        backend,
         netview,
         bus_filter,
+        bus_test: Some(bus_test),
+        bus_warnings,
         test_weaken,
     })
 }

@@ -123,8 +123,9 @@ fn expand_home(p: &str, env: &Env) -> String {
     }
 }
 
-/// Checks the grants a caller sends: `bus_filter` is refused (the bus filter is a later
-/// issue), a `host` grant must name a host the proxy can match; `~/` paths are expanded.
+/// Checks the grants a caller sends: a `bus_filter` grant names the session or system bus
+/// (its filter is started with the call: [`crate::bus`]), a `host` grant must name a host
+/// the proxy can match; `~/` paths are expanded.
 pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody> {
     let mut out = Vec::new();
     for g in grants {
@@ -134,11 +135,6 @@ pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody
                     "grant host={host}: not a host name or *.suffix (an IP address needs \
                      open_network)"
                 )));
-            }
-            Grant::BusFilter { .. } => {
-                return Err(invalid(
-                    "grant bus_filter: the bus filter is not built yet; use bus",
-                ));
             }
             Grant::Write { path } => Grant::Write {
                 path: expand_home(path, env),

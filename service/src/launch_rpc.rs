@@ -34,6 +34,8 @@ pub struct PlannedCall {
     proxy: Option<crate::egress::CallProxy>,
     /// Its cache layers, merged at `sandbox.finish`.
     caches: crate::caches::CallCaches,
+    /// The call's bus filters, until `sandbox.finish`.
+    bus: Option<crate::bus::CallBus>,
 }
 
 /// The calls handed out by `sandbox.plan`, by token.
@@ -154,6 +156,10 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
                 Err(e) => return Ok(setup_error_end(format!("the call's proxy: {e}"))),
             }
         }
+        let bus = match crate::bus::attach_for(&mut plan, &config, &svc.paths.runtime_dir) {
+            Ok(b) => b,
+            Err(e) => return Ok(setup_error_end(e)),
+        };
         let mut refusals = proxy.as_ref().and_then(|c| c.take_events());
         let running = match launcher().spawn(&plan, Stdio::null(), Stdio::piped(), Stdio::piped()) {
             Ok(r) => r,
@@ -312,6 +318,13 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             host_exits.extend(rest);
             fin.exits.extend(host_exits);
         }
+        if let Some(mut b) = bus {
+            for r in crate::bus::finish_into(&mut b, &mut fin, &p.line) {
+                call.items
+                    .send(json!({"kind": "exit", "record": r}))
+                    .await?;
+            }
+        }
         to_value(&fin)
     })
 }
@@ -356,6 +369,10 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
                     Err(e) => return Ok(setup_error_end(format!("the call's proxy: {e}"))),
                 }
             }
+            let bus = match crate::bus::attach_for(&mut plan, &config, &runtime) {
+                Ok(b) => b,
+                Err(e) => return Ok(setup_error_end(e)),
+            };
             let dir = runtime.join("plans");
             private_dir(&dir).map_err(|e| internal(format!("{}: {e}", dir.display())))?;
             let token = crate::sys::random_hex(16)
@@ -380,6 +397,7 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
                     view: plan.read_only_inside.clone(),
                     proxy,
                     caches: crate::caches::CallCaches::of(&plan, &env),
+                    bus,
                 },
             );
             Ok(json!({
@@ -428,6 +446,9 @@ pub fn finish(svc: Arc<Service>, call: Call) -> HandlerFuture {
             if let Some(cp) = c.proxy.as_mut() {
                 let recs = cp.finish(&mut fin.sandbox_summary, &c.line);
                 fin.exits.extend(recs);
+            }
+            if let Some(b) = c.bus.as_mut() {
+                crate::bus::finish_into(b, &mut fin, &c.line);
             }
             fin
         })

@@ -1,5 +1,6 @@
 //! `efr-sandbox`: the efr sandbox service (`serve`) and the user's commands.
 
+mod bus;
 mod caches;
 mod check;
 mod classify;

@@ -145,5 +145,9 @@ pub fn config_cli(args: ConfigArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", config.render_text());
     }
+    // What the bus filter leaves out of the config's rules, or opens through allow_never.
+    for w in efr_policy::bus::filter_rules(&config.bus).warnings() {
+        eprintln!("efr-sandbox: warning: {w}");
+    }
     Ok(())
 }

@@ -15,7 +15,7 @@ use crate::cli::RunArgs;
 use crate::launch::{CallParams, finished, launcher, prepare};
 
 /// The kinds `--grant` takes, for messages.
-const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, \
+const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, bus_filter=session|system, \
                      desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
                      net_view, open_network";
 
@@ -72,6 +72,17 @@ pub fn parse_grant(s: &str, here: &Path) -> Result<Grant, String> {
                 Some("session") => Bus::Session,
                 Some("system") => Bus::System,
                 _ => return Err("grant bus takes session or system: bus=session".into()),
+            },
+        },
+        "bus_filter" => Grant::BusFilter {
+            bus: match value {
+                Some("session") => Bus::Session,
+                Some("system") => Bus::System,
+                _ => {
+                    return Err(
+                        "grant bus_filter takes session or system: bus_filter=session".into(),
+                    );
+                }
             },
         },
         "desktop" => Grant::Desktop {
@@ -293,6 +304,25 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
         other => other,
     };
+    // The call's bus filters (`bus_filter` grants), ended with the call.
+    let mut bus = None;
+    let plan = match plan {
+        Ok(mut plan) if a.plan_out.is_none() && !crate::bus::wanted(&plan).is_empty() => {
+            let buses = crate::bus::wanted(&plan);
+            let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+                .filter(|d| !d.is_empty())
+                .map(|d| PathBuf::from(d).join("efr"))
+                .filter(|d| crate::launch::private_dir(d).is_ok());
+            match crate::bus::CallBus::attach(&mut plan, &buses, &config, runtime.as_deref()) {
+                Ok(cb) => {
+                    bus = Some(cb);
+                    Ok(plan)
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        }
+        other => other,
+    };
     if let Some(f) = &a.plan_out {
         match &plan {
             Ok(plan) => std::fs::write(f, serde_json::to_vec_pretty(plan)?)?,
@@ -391,6 +421,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     if let Some(mut cp) = proxy {
         let recs = cp.finish(&mut fin.sandbox_summary, &p.line);
         fin.exits.extend(recs);
+    }
+    if let Some(mut cb) = bus {
+        let (recs, notes) = cb.finish(&mut fin.sandbox_summary, &p.line);
+        fin.exits.extend(recs);
+        for n in notes {
+            eprintln!("efr-sandbox: {n}");
+        }
     }
     drop(rt);
     if let Some(e) = &fin.sandbox_summary.setup_error {

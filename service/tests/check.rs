@@ -97,13 +97,24 @@ fn check_passes_and_reports_every_layer() {
         assert!(d.contains(want), "{d:?} lacks {want:?}");
     }
     assert_eq!(st["proxy"], true, "{st}");
-    // The bus filter is not built: its test is never a pass, and never makes the verdict
-    // fail (it is not required).
-    assert_eq!(st.get("bus_proxy"), None);
-    assert!(st["bus_proxy_off"].is_string());
+    // The bus filter's self-test: a private dbus-daemon, a filtered call to it (not
+    // required: without xdg-dbus-proxy it is skipped, and CI installs it).
     let bus = test(&v, "bus_proxy");
-    assert_ne!(bus["outcome"], "pass", "{bus}");
     assert_ne!(bus["required"], true, "{bus}");
+    if bus_tools() {
+        assert_eq!(bus["outcome"], "pass", "{bus}");
+        assert_eq!(st["bus_proxy"], true, "{st}");
+        assert_eq!(st.get("bus_proxy_off"), None, "{st}");
+        let d = bus["detail"].as_str().unwrap();
+        assert!(d.contains("BecomeMonitor were refused and logged"), "{d}");
+    } else {
+        assert!(
+            !must_work(),
+            "xdg-dbus-proxy, dbus-daemon and dbus-send are needed"
+        );
+        assert_eq!(st.get("bus_proxy"), None);
+        assert!(st["bus_proxy_off"].is_string());
+    }
     if common::is_root() {
         assert_eq!(st["fallback"], json!({"asked": "full", "reason": "root"}));
         assert_eq!(test(&v, "user")["outcome"], "fail");
@@ -127,6 +138,91 @@ fn check_passes_and_reports_every_layer() {
         text.lines()
             .any(|l| l.starts_with("pass") && l.contains("seccomp")),
         "{text}"
+    );
+}
+
+fn bus_tools() -> bool {
+    ["xdg-dbus-proxy", "dbus-daemon", "dbus-send"]
+        .iter()
+        .all(|t| {
+            std::process::Command::new("sh")
+                .args(["-c", &format!("command -v {t}")])
+                .stdout(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+}
+
+/// A bus filter that filters nothing (xdg-dbus-proxy without `--filter`) fails the
+/// self-test: the refused name and BecomeMonitor get through.
+#[test]
+fn an_unfiltered_bus_proxy_fails_the_bus_check() {
+    let dir = temp_env();
+    if !bus_tools() {
+        assert!(
+            !must_work(),
+            "xdg-dbus-proxy, dbus-daemon and dbus-send are needed"
+        );
+        return;
+    }
+    if !available(dir.path()) {
+        return;
+    }
+    let fake = dir.path().join("unfiltered-proxy");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nfor a in \"$@\"; do shift; [ \"$a\" = --filter ] || set -- \"$@\" \"$a\"; done\n\
+         exec xdg-dbus-proxy \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let o = command(dir.path())
+        .env("EFR_XDG_DBUS_PROXY", &fake)
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let bus = test(&v, "bus_proxy");
+    assert_eq!(bus["outcome"], "fail", "{bus}");
+    assert!(
+        bus["detail"]
+            .as_str()
+            .unwrap()
+            .contains("was not refused and logged"),
+        "{bus}"
+    );
+    assert_eq!(v["status"]["bus_proxy_off"], "self_test", "{v:#}");
+    assert_eq!(v["status"].get("bus_proxy"), None);
+    // Not required: the verdict stands.
+    assert_eq!(o.status.code(), Some(0), "{v:#}");
+}
+
+#[test]
+fn bus_filter_off_or_warned_in_the_config() {
+    let dir = temp_env();
+    if !bus_tools() || !available(dir.path()) {
+        return;
+    }
+    let cfg = dir.path().join("config/efr");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("config.toml"), "[bus]\nfilter = false\n").unwrap();
+    let (v, _) = check(dir.path(), &[], false);
+    assert_eq!(test(&v, "bus_proxy")["outcome"], "skip");
+    assert_eq!(v["status"]["bus_proxy_off"], "config");
+    std::fs::write(
+        cfg.join("config.toml"),
+        "[bus]\ntalk = [\"org.freedesktop.secrets\"]\n",
+    )
+    .unwrap();
+    let (v, _) = check(dir.path(), &[], false);
+    let bus = test(&v, "bus_proxy");
+    assert_eq!(bus["outcome"], "pass", "{bus}");
+    assert!(
+        bus["detail"].as_str().unwrap().contains(
+            "warning: bus rule talk org.freedesktop.secrets is left out of the bus filter: \
+             the secret service hands out every stored password"
+        ),
+        "{bus}"
     );
 }
 

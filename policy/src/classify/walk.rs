@@ -1283,10 +1283,16 @@ impl Walker<'_> {
             } else {
                 Grant::Bus { bus }
             };
+            let real = matches!(grant, Grant::Bus { .. });
             let mut f = self.said(ExitKind::Bus, &b.reason, &cmd);
             f.needs = Needs::Contained {
                 grants: vec![grant],
             };
+            if real {
+                // The real bus is a way out: whoever holds it can have code run outside.
+                f.user_only = true;
+                f.reasons.push(crate::bus::REAL_BUS_RUNS_CODE.to_string());
+            }
             self.push(f);
         }
         if let Some(di) = roles.desktop {

@@ -567,9 +567,30 @@ fn bus(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut BusConfig) -> Result<(), LoadEr
             check: check_bus_name,
             list: &mut cfg.broadcast,
         },
+        ListField {
+            name: "never",
+            field: "name",
+            check: check_bus_name,
+            list: &mut cfg.never,
+        },
+        ListField {
+            name: "allow_never",
+            field: "name",
+            check: check_bus_name,
+            list: &mut cfg.allow_never,
+        },
     ];
     for (k, v) in ordered(t) {
         let name: &str = k.get_ref();
+        if ctx.path.is_some() && (name == "never" || name == "never_remove") {
+            return Err(ctx.invalid(
+                &format!("bus.{name}"),
+                &k.span(),
+                "bus.never is the built-in list of names no bus filter opens; name one in \
+                 bus.allow_never to open it anyway (config and check then warn)"
+                    .to_string(),
+            ));
+        }
         if name == "filter" {
             *filter = boolean(ctx, "bus.filter", v)?;
         } else if !lists(ctx, "bus", name, v, &mut fields)? {

@@ -70,6 +70,8 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
     list(&mut out, "bus.see", &c.bus.see);
     list(&mut out, "bus.call", &c.bus.call);
     list(&mut out, "bus.broadcast", &c.bus.broadcast);
+    list(&mut out, "bus.never", &c.bus.never);
+    list(&mut out, "bus.allow_never", &c.bus.allow_never);
     list(&mut out, "git.safe_config_keys", &c.git.safe_config_keys);
     list(&mut out, "environment.keep", &c.environment.keep);
     list(&mut out, "environment.drop", &c.environment.drop);

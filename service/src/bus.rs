@@ -1,0 +1,728 @@
+//! The bus filter of a contained call (design section 8, issue 14): for each `bus_filter`
+//! grant, one xdg-dbus-proxy started for that call with `--filter` and the rules of the
+//! config's `[bus]` section ([`efr_policy::bus::filter_rules`]), listening on a socket in a
+//! 0700 directory of the call. The call gets that socket (a `socket` grant) and its bus
+//! variable naming it; the real bus's address and socket stay outside (the `DBUS_*`
+//! variables are dropped and the runtime dir and `/run/dbus` are masked). Readiness is the
+//! byte the proxy writes on its `--fd` socket; closing our end of it ends the proxy. Its
+//! `--log` lines become the call's `bus_refused` and one `bus` exit record with source
+//! `denial` per refused destination.
+
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use efr_launcher::plan::{EnvVar, MAX_SOCKET_PATH, Plan, PlanMode};
+use efr_policy::config::Config;
+use efr_proxy::buslog::BusLog;
+use efr_sandbox_wire::{
+    Action, Bus, ExitKind, ExitRecord, ExitSource, Facts, Grant, JudgedBy, Judgement, Needs,
+    SandboxSummary, Verdict,
+};
+
+/// The program, `$EFR_XDG_DBUS_PROXY` when set (tests), else `xdg-dbus-proxy` on PATH.
+pub fn program() -> PathBuf {
+    std::env::var_os("EFR_XDG_DBUS_PROXY")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("xdg-dbus-proxy"))
+}
+
+/// How long the proxy may take to say it listens.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The buses a plan's `bus_filter` grants ask for (a contained call only), each once.
+pub fn wanted(plan: &Plan) -> Vec<Bus> {
+    let mut out = Vec::new();
+    if plan.mode != PlanMode::Contained {
+        return out;
+    }
+    for g in &plan.grants {
+        if let Grant::BusFilter { bus } = g {
+            if !out.contains(bus) {
+                out.push(*bus);
+            }
+        }
+    }
+    out
+}
+
+/// The variable that names a bus's address.
+pub fn address_var(bus: Bus) -> &'static str {
+    match bus {
+        Bus::System => "DBUS_SYSTEM_BUS_ADDRESS",
+        _ => "DBUS_SESSION_BUS_ADDRESS",
+    }
+}
+
+/// The real bus's address, from the environment the line starts from.
+pub fn upstream(bus: Bus, env: &[(String, String)]) -> Result<String, String> {
+    let var = |n: &str| {
+        env.iter()
+            .find(|(k, v)| k == n && !v.is_empty())
+            .map(|(_, v)| v.clone())
+    };
+    match bus {
+        Bus::System => Ok(var("DBUS_SYSTEM_BUS_ADDRESS")
+            .unwrap_or_else(|| "unix:path=/run/dbus/system_bus_socket".into())),
+        _ => var("DBUS_SESSION_BUS_ADDRESS")
+            .or_else(|| var("XDG_RUNTIME_DIR").map(|d| format!("unix:path={d}/bus")))
+            .ok_or_else(|| {
+                "no session bus: neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set"
+                    .to_string()
+            }),
+    }
+}
+
+/// Why a bus filter cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("the bus filter is off (bus.filter = false)")]
+    Off,
+    #[error("bus filter of the {bus} bus: {msg}")]
+    Upstream { bus: &'static str, msg: String },
+    #[error("bus filter directory {}: {source}", path.display())]
+    Dir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start {}: {source}", program.display())]
+    Spawn {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} did not get ready on {}: {why}", program.display(), socket.display())]
+    NotReady {
+        program: PathBuf,
+        socket: PathBuf,
+        why: String,
+    },
+}
+
+/// One running filter.
+#[derive(Debug)]
+struct Filter {
+    bus: Bus,
+    child: Child,
+    /// Our end of the `--fd` socket: dropping it ends the proxy.
+    sync: Option<UnixStream>,
+    log: Arc<Mutex<BusLog>>,
+    reader: Option<JoinHandle<()>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_reader: Option<JoinHandle<()>>,
+}
+
+/// The bus filters of one call, running until [`CallBus::finish`] (or drop).
+#[derive(Debug)]
+pub struct CallBus {
+    filters: Vec<Filter>,
+    dir: PathBuf,
+    done: bool,
+}
+
+/// A 0700 directory for the call's sockets below `runtime` (`calls/<random>`), else below
+/// the temp dir when there is no runtime dir or the socket path would be too long.
+fn call_dir(runtime: Option<&Path>) -> Result<PathBuf, AttachError> {
+    let name = crate::sys::random_hex(8).map_err(|e| AttachError::Dir {
+        path: PathBuf::from("calls"),
+        source: e,
+    })?;
+    let uid = crate::sys::euid();
+    let tmp = std::env::temp_dir().join(format!("efr-sandbox-{uid}/calls/bus-{name}"));
+    let mut dir = match runtime {
+        Some(r) => r.join("calls").join(format!("bus-{name}")),
+        None => tmp.clone(),
+    };
+    if dir.join("session.sock").as_os_str().len() > MAX_SOCKET_PATH {
+        dir = tmp;
+    }
+    let err = |path: &Path, source| AttachError::Dir {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = dir.parent() {
+        crate::launch::private_dir(parent).map_err(|e| err(parent, e))?;
+        for d in [parent, parent.parent().unwrap_or(parent)] {
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::symlink_metadata(d) {
+                Ok(m) if m.is_dir() && m.uid() == uid => {}
+                _ => {
+                    return Err(err(d, std::io::Error::other("not a directory of ours")));
+                }
+            }
+        }
+    }
+    crate::launch::private_dir(&dir).map_err(|e| err(&dir, e))?;
+    Ok(dir)
+}
+
+fn drain(
+    mut r: impl Read + Send + 'static,
+    mut each: impl FnMut(&[u8]) + Send + 'static,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => each(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    })
+}
+
+impl CallBus {
+    /// Starts a filter for each bus of `buses` and gives `plan` its socket (a `socket`
+    /// grant) and the variable that names it. `runtime` holds the call's directory.
+    pub fn attach(
+        plan: &mut Plan,
+        buses: &[Bus],
+        config: &Config,
+        runtime: Option<&Path>,
+    ) -> Result<CallBus, AttachError> {
+        if !config.bus.filter.value {
+            return Err(AttachError::Off);
+        }
+        let rules = efr_policy::bus::filter_rules(&config.bus);
+        let env = efr_launcher::env::source(plan);
+        let dir = call_dir(runtime)?;
+        let mut cb = CallBus {
+            filters: Vec::new(),
+            dir: dir.clone(),
+            done: false,
+        };
+        for &bus in buses {
+            let upstream = upstream(bus, &env).map_err(|msg| AttachError::Upstream {
+                bus: bus.as_str(),
+                msg,
+            })?;
+            let sock = dir.join(format!("{}.sock", bus.as_str()));
+            let f = start(bus, &upstream, &sock, &rules.args)?;
+            cb.filters.push(f);
+            let path = sock.to_string_lossy().into_owned();
+            plan.grants.push(Grant::Socket { path: path.clone() });
+            let name = address_var(bus);
+            plan.env_set.retain(|e| e.name != name);
+            plan.env_set.push(EnvVar {
+                name: name.into(),
+                value: format!("unix:path={path}"),
+            });
+        }
+        Ok(cb)
+    }
+
+    /// Ends the filters and removes their directory. Gives a message for each filter that
+    /// had ended before the call did (its bus was cut off).
+    pub fn stop(&mut self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.done {
+            return notes;
+        }
+        self.done = true;
+        for f in &mut self.filters {
+            if let Ok(Some(st)) = f.child.try_wait() {
+                let err =
+                    String::from_utf8_lossy(&f.stderr.lock().unwrap_or_else(|e| e.into_inner()))
+                        .trim()
+                        .to_string();
+                notes.push(format!(
+                    "the bus filter of the {} bus ended during the call ({st}{}): the call's \
+                     bus was cut off from then on",
+                    f.bus.as_str(),
+                    if err.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {err}")
+                    }
+                ));
+            }
+            f.sync = None;
+            let _ = f.child.kill();
+            let _ = f.child.wait();
+            for r in [f.reader.take(), f.stderr_reader.take()]
+                .into_iter()
+                .flatten()
+            {
+                let _ = r.join();
+            }
+            f.log.lock().unwrap_or_else(|e| e.into_inner()).finish();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        notes
+    }
+
+    /// Ends the filters, puts their refusals in `summary` (`bus_refused`, at most 16, and
+    /// `bus_refused_more`), and gives one `bus` exit record per refused destination, with
+    /// the messages of [`Self::stop`].
+    pub fn finish(
+        &mut self,
+        summary: &mut SandboxSummary,
+        line: &str,
+    ) -> (Vec<ExitRecord>, Vec<String>) {
+        let notes = self.stop();
+        let mut exits = Vec::new();
+        for f in &self.filters {
+            let log = f.log.lock().unwrap_or_else(|e| e.into_inner());
+            let (listed, more) = log.summary();
+            let room = efr_proxy::buslog::MAX_SUMMARY.saturating_sub(summary.bus_refused.len());
+            let left = listed.len().saturating_sub(room);
+            summary.bus_refused.extend(listed.into_iter().take(room));
+            summary.bus_refused_more = summary
+                .bus_refused_more
+                .saturating_add(more)
+                .saturating_add(left as u32);
+            let mut names: Vec<(&str, u32)> = Vec::new();
+            for r in log.refused() {
+                match names.iter_mut().find(|(n, _)| *n == r.name) {
+                    Some((_, c)) => *c = c.saturating_add(r.count),
+                    None => names.push((&r.name, r.count)),
+                }
+            }
+            for (name, count) in names {
+                exits.push(bus_record(exits.len() + 1, f.bus, name, count, line));
+            }
+        }
+        (exits, notes)
+    }
+}
+
+/// The service's hook: the filters of `plan`'s `bus_filter` grants (none when it has
+/// none), or why the call cannot start.
+pub fn attach_for(
+    plan: &mut Plan,
+    config: &Config,
+    runtime: &Path,
+) -> Result<Option<CallBus>, String> {
+    let buses = wanted(plan);
+    if buses.is_empty() {
+        return Ok(None);
+    }
+    CallBus::attach(plan, &buses, config, Some(runtime))
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// The service's hook at the call's end: the filters' part of `fin` (summary and exit
+/// records, a filter that died during the call said on stderr); gives
+/// the exit records added.
+pub fn finish_into(
+    b: &mut CallBus,
+    fin: &mut efr_sandbox_wire::Finish,
+    line: &str,
+) -> Vec<ExitRecord> {
+    let (recs, notes) = b.finish(&mut fin.sandbox_summary, line);
+    for n in notes {
+        eprintln!("efr-sandbox: {n}");
+    }
+    fin.exits.extend(recs.iter().cloned());
+    recs
+}
+
+impl Drop for CallBus {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts one xdg-dbus-proxy and waits for its ready byte.
+fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filter, AttachError> {
+    let program = program();
+    let (ours, theirs) = UnixStream::pair().map_err(|e| AttachError::Spawn {
+        program: program.clone(),
+        source: e,
+    })?;
+    // The proxy's end is its stdin: `--fd=0` (no descriptor to place by hand).
+    let mut child = Command::new(&program)
+        .arg("--fd=0")
+        .arg(upstream)
+        .arg(sock)
+        .arg("--filter")
+        .arg("--log")
+        .args(rules)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .spawn()
+        .map_err(|e| AttachError::Spawn {
+            program: program.clone(),
+            source: e,
+        })?;
+    let log = Arc::new(Mutex::new(BusLog::new(bus)));
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let reader = child.stdout.take().map(|out| {
+        let log = log.clone();
+        drain(out, move |b| {
+            log.lock().unwrap_or_else(|e| e.into_inner()).feed(b)
+        })
+    });
+    let stderr_reader = child.stderr.take().map(|err| {
+        let keep = stderr.clone();
+        drain(err, move |b| {
+            let mut k = keep.lock().unwrap_or_else(|e| e.into_inner());
+            let room = 4096usize.saturating_sub(k.len());
+            k.extend_from_slice(&b[..b.len().min(room)]);
+        })
+    });
+    let mut f = Filter {
+        bus,
+        child,
+        sync: Some(ours),
+        log,
+        reader,
+        stderr,
+        stderr_reader,
+    };
+    let ready = {
+        let s = f.sync.as_mut().expect("set above");
+        let _ = s.set_read_timeout(Some(READY_TIMEOUT));
+        let mut b = [0u8; 1];
+        loop {
+            match s.read(&mut b) {
+                Ok(1) => break Ok(()),
+                Ok(_) => break Err("it ended before it listened".to_string()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(format!("no ready byte within {READY_TIMEOUT:?} ({e})")),
+            }
+        }
+    };
+    if let Err(why) = ready {
+        f.sync = None;
+        let _ = f.child.kill();
+        let _ = f.child.wait();
+        if let Some(r) = f.stderr_reader.take() {
+            let _ = r.join();
+        }
+        let err = String::from_utf8_lossy(&f.stderr.lock().unwrap_or_else(|e| e.into_inner()))
+            .trim()
+            .to_string();
+        return Err(AttachError::NotReady {
+            program,
+            socket: sock.to_path_buf(),
+            why: if err.is_empty() {
+                why
+            } else {
+                format!("{why}: {err}")
+            },
+        });
+    }
+    Ok(f)
+}
+
+/// The exit record of one refused destination: kind `bus`, source `denial`, needs the real
+/// bus (the filter's rules are the config's; a rule in `[bus]` opens the name to every
+/// filtered call). Judged `review`, `user_only` for a never name.
+pub fn bus_record(n: usize, bus: Bus, name: &str, count: u32, line: &str) -> ExitRecord {
+    let times = if count == 1 {
+        "once".to_string()
+    } else {
+        format!("{count} times")
+    };
+    ExitRecord {
+        id: format!("bus-{n}"),
+        source: ExitSource::Denial,
+        kind: ExitKind::Bus,
+        summary: format!(
+            "talk to {name} on the {} bus (refused by the bus filter, {times})",
+            bus.as_str()
+        ),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts::default(),
+        needs: Needs::Contained {
+            grants: vec![Grant::Bus { bus }],
+        },
+        judgement: Judgement {
+            verdict: Verdict::Review,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "the bus filter refused the call's messages to {name}: no [bus] talk or call \
+                 rule names it; a rule in [bus] lets filtered calls reach it, a bus grant \
+                 gives the call the whole real bus"
+            )],
+        },
+    }
+}
+
+/// The oldest xdg-dbus-proxy the filter runs: 0.1.4 fixed its reading of multi-line auth
+/// and a `Hello()` the bus answers with an error (older ones let such a client on).
+pub const MIN_VERSION: (u32, u32, u32) = (0, 1, 4);
+
+/// From this version on, xdg-dbus-proxy serves a client that sends its whole auth
+/// handshake at once (sd-bus's busctl, zbus); older ones close its connection.
+pub const PIPELINED_AUTH_VERSION: (u32, u32, u32) = (0, 1, 6);
+
+/// The program's version (`xdg-dbus-proxy 0.1.4`).
+pub fn version() -> Result<(u32, u32, u32), String> {
+    let p = program();
+    let o = Command::new(&p)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", p.display()))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    let v = text.split_whitespace().last().unwrap_or("");
+    let parts: Vec<u32> = v.split('.').map_while(|x| x.parse().ok()).collect();
+    match parts.as_slice() {
+        [a, b, c, ..] => Ok((*a, *b, *c)),
+        [a, b] => Ok((*a, *b, 0)),
+        _ => Err(format!("{} --version said {:?}", p.display(), text.trim())),
+    }
+}
+
+/// A private `dbus-daemon` (session config) for the self-test; killed on drop.
+struct PrivateBus {
+    child: Child,
+    dir: PathBuf,
+    path: PathBuf,
+    abstract_name: String,
+    /// Its id (GetId's answer).
+    id: String,
+}
+
+impl Drop for PrivateBus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn private_bus() -> Result<PrivateBus, String> {
+    let name = crate::sys::random_hex(8).map_err(|e| format!("no random name: {e}"))?;
+    let uid = crate::sys::euid();
+    let dir = std::env::temp_dir().join(format!("efr-sandbox-{uid}/bus-test-{name}"));
+    crate::launch::private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("bus");
+    let abstract_name = format!("efr-bus-test-{name}");
+    let conf = dir.join("bus.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\" \
+             \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n\
+             <busconfig><type>session</type>\
+             <listen>unix:path={}</listen><listen>unix:abstract={abstract_name}</listen>\
+             <auth>EXTERNAL</auth><policy context=\"default\">\
+             <allow send_destination=\"*\" eavesdrop=\"true\"/><allow eavesdrop=\"true\"/>\
+             <allow own=\"*\"/></policy></busconfig>\n",
+            path.display()
+        ),
+    )
+    .map_err(|e| format!("{}: {e}", conf.display()))?;
+    let mut child = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", conf.display()))
+        .args(["--nofork", "--print-address=1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start dbus-daemon: {e}"))?;
+    // Its address line is its readiness.
+    let mut line = String::new();
+    let read = child
+        .stdout
+        .take()
+        .map(|o| std::io::BufRead::read_line(&mut std::io::BufReader::new(o), &mut line));
+    let mut bus = PrivateBus {
+        child,
+        dir,
+        path,
+        abstract_name,
+        id: String::new(),
+    };
+    if !matches!(read, Some(Ok(_))) || !line.starts_with("unix:") {
+        return Err(format!(
+            "dbus-daemon gave no address (it said {:?})",
+            line.trim()
+        ));
+    }
+    // The bus's id, asked directly: what GetId through the filter must answer.
+    let o = Command::new("dbus-send")
+        .arg(format!("--bus=unix:path={}", bus.path.display()))
+        .args([
+            "--print-reply",
+            "--dest=org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+        ])
+        .arg("org.freedesktop.DBus.GetId")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run dbus-send: {e}"))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    match text.split('"').nth(1) {
+        Some(id) if o.status.success() && !id.is_empty() => bus.id = id.to_string(),
+        _ => {
+            return Err(format!(
+                "the private bus gave no id to GetId ({:?})",
+                text.trim()
+            ));
+        }
+    }
+    Ok(bus)
+}
+
+/// The bus filter's self-test (the check's `bus_proxy`): a private dbus-daemon, and one
+/// contained call on `backend` with a `bus_filter=session` grant whose filter leads to it.
+/// A call to the bus's own driver (GetId) must answer with that bus's id; a call to a name
+/// no rule names and a BecomeMonitor must be refused and in the filter's log; the bus's
+/// socket (path and abstract) must be out of reach.
+pub fn self_test(
+    config: &Config,
+    env: &efr_policy::config::Env,
+    backend: &str,
+    runtime: Option<&Path>,
+) -> Result<String, (efr_sandbox_wire::BusProxyOff, String)> {
+    use efr_sandbox_wire::BusProxyOff;
+    let fail = |m: String| (BusProxyOff::SelfTest, m);
+    let v = version().map_err(fail)?;
+    if v < MIN_VERSION {
+        return Err((
+            BusProxyOff::OldVersion,
+            format!(
+                "xdg-dbus-proxy {}.{}.{} is older than {}.{}.{}, which fixed its reading of \
+                 multi-line auth and of a Hello() answered with an error",
+                v.0, v.1, v.2, MIN_VERSION.0, MIN_VERSION.1, MIN_VERSION.2
+            ),
+        ));
+    }
+    let bus = private_bus().map_err(fail)?;
+    let proj = bus.dir.join("proj");
+    crate::launch::private_dir(&proj).map_err(|e| fail(format!("{}: {e}", proj.display())))?;
+    let send = |dest: &str, path: &str, method: &str| {
+        format!("dbus-send --session --print-reply --dest={dest} {path} {method}")
+    };
+    let line = [
+        format!(
+            "{} && echo EFR_ALLOWED_OK",
+            send(
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.GetId"
+            )
+        ),
+        format!(
+            "{} || echo EFR_REFUSED",
+            send(
+                "org.efr.SelfTest.Refused",
+                "/org/efr/SelfTest",
+                "org.efr.SelfTest.Ping"
+            )
+        ),
+        format!(
+            "{} array:string: uint32:0 || echo EFR_MONITOR_REFUSED",
+            send(
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.Monitoring.BecomeMonitor"
+            )
+        ),
+        format!(
+            "dbus-send --bus=unix:path={} --print-reply --dest=org.freedesktop.DBus \
+             /org/freedesktop/DBus org.freedesktop.DBus.GetId && echo EFR_REAL_PATH_REACHED",
+            bus.path.display()
+        ),
+        format!(
+            "dbus-send --bus=unix:abstract={} --print-reply --dest=org.freedesktop.DBus \
+             /org/freedesktop/DBus org.freedesktop.DBus.GetId && echo EFR_REAL_ABSTRACT_REACHED",
+            bus.abstract_name
+        ),
+        "true".into(),
+    ]
+    .join("; ");
+    let p = crate::launch::CallParams {
+        line,
+        cwd: Some(proj.to_string_lossy().into_owned()),
+        projects: vec![proj.to_string_lossy().into_owned()],
+        grants: vec![Grant::BusFilter { bus: Bus::Session }],
+        backend: Some(backend.to_string()),
+        ..Default::default()
+    };
+    let mut penv: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k != "DBUS_SESSION_BUS_ADDRESS")
+        .collect();
+    penv.push((
+        "DBUS_SESSION_BUS_ADDRESS".into(),
+        format!("unix:path={}", bus.path.display()),
+    ));
+    let mut plan = match crate::launch::prepare(&p, config, env, runtime, Some(penv)) {
+        Ok(Ok(plan)) => plan,
+        Ok(Err(e)) => return Err(fail(format!("the test call's plan: {e}"))),
+        Err(e) => return Err(fail(format!("the test call's plan: {}", e.message))),
+    };
+    let mut cb = CallBus::attach(&mut plan, &[Bus::Session], config, runtime)
+        .map_err(|e| fail(e.to_string()))?;
+    let mut run = crate::launch::launcher()
+        .spawn(&plan, Stdio::null(), Stdio::piped(), Stdio::null())
+        .map_err(|e| fail(format!("cannot start efr-launch: {e}")))?;
+    let mut out = String::new();
+    if let Some(mut o) = run.child.stdout.take() {
+        let _ = o.read_to_string(&mut out);
+    }
+    let (outcome, _) = run
+        .wait()
+        .map_err(|e| fail(format!("the test call: {e}")))?;
+    let mut summary = SandboxSummary::default();
+    let _ = cb.finish(&mut summary, "");
+    if let Some(e) = &outcome.setup_error {
+        return Err(fail(format!("the test call could not start: {e}")));
+    }
+    let refused = |name: &str, member: &str| {
+        summary
+            .bus_refused
+            .iter()
+            .any(|r| r.name == name && r.member.as_deref() == Some(member))
+    };
+    let checks = [
+        (
+            out.contains("EFR_ALLOWED_OK") && out.contains(&format!("\"{}\"", bus.id)),
+            "a filtered call to the bus driver (GetId) did not get the private bus's id",
+        ),
+        (
+            out.contains("EFR_REFUSED")
+                && refused("org.efr.SelfTest.Refused", "org.efr.SelfTest.Ping"),
+            "a call to a name no rule names was not refused and logged",
+        ),
+        (
+            out.contains("EFR_MONITOR_REFUSED")
+                && refused(
+                    "org.freedesktop.DBus",
+                    "org.freedesktop.DBus.Monitoring.BecomeMonitor",
+                ),
+            "BecomeMonitor was not refused and logged",
+        ),
+        (
+            !out.contains("EFR_REAL_PATH_REACHED"),
+            "the real bus's socket path was reachable",
+        ),
+        (
+            !out.contains("EFR_REAL_ABSTRACT_REACHED"),
+            "the real bus's abstract socket was reachable",
+        ),
+    ];
+    if let Some((_, why)) = checks.iter().find(|(ok, _)| !ok) {
+        return Err(fail(format!("{why} (the call printed {:?})", out.trim())));
+    }
+    let mut detail = format!(
+        "xdg-dbus-proxy {}.{}.{}: a filtered call reached a private bus's driver, a name no \
+         rule names and BecomeMonitor were refused and logged, the bus's own sockets were out \
+         of reach",
+        v.0, v.1, v.2
+    );
+    if v < PIPELINED_AUTH_VERSION {
+        detail += &format!(
+            "; before {}.{}.{} it closes a client that sends its whole auth at once (sd-bus's \
+             busctl, zbus)",
+            PIPELINED_AUTH_VERSION.0, PIPELINED_AUTH_VERSION.1, PIPELINED_AUTH_VERSION.2
+        );
+    }
+    Ok(detail)
+}
