@@ -1,8 +1,8 @@
 //! Host Unix sockets by mediation: a contained call reaches a path socket only in its own
 //! places (project, /tmp, /dev) or where a grant names it, whoever bound it (another
 //! network namespace), however it is named (relative, a space, through a link) and when it
-//! is re-created during the call; its own sockets, socketpairs with passed fds, abstract
-//! sockets and loopback TCP keep working. Also the calls the supervisor makes on a caller's
+//! is re-created during the call; its own sockets, socketpairs with passed fds and
+//! credentials, abstract sockets and loopback TCP keep working. Also the calls the supervisor makes on a caller's
 //! fds (a dirfd, fchmod) on both backends.
 
 use std::io::{BufRead, BufReader};
@@ -169,6 +169,15 @@ r, w = os.pipe()
 x.sendmsg([b"fd"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [w]))])
 msg, anc, _, _ = y.recvmsg(10, socket.CMSG_LEN(4))
 os.write(array.array("i", anc[0][2])[0], b"passed"); assert os.read(r, 10) == b"passed"
+import struct
+x2, y2 = socket.socketpair(); y2.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+x2.sendmsg([b"c"], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, struct.pack("3i", os.getpid(), os.getuid(), os.getgid()))])
+msg, anc, _, _ = y2.recvmsg(10, socket.CMSG_LEN(12))
+pid, uid, gid = struct.unpack("3i", anc[0][2]); assert msg == b"c" and pid > 0 and uid == os.getuid(), (pid, uid)
+try:
+    x2.sendmsg([b"c"], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, struct.pack("3i", os.getpid() + 1, os.getuid(), os.getgid()))])
+    raise SystemExit("a pid not its own was let through")
+except PermissionError: pass
 ab = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); ab.bind("\0efr-own"); ab.listen(1)
 socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect("\0efr-own")
 l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen(1)

@@ -481,11 +481,9 @@ fn the_filter_dying_mid_call_cuts_the_bus_with_a_message() {
 }
 
 /// GLib's client (gdbus) sends its credentials with `SCM_CREDENTIALS`; the write
-/// supervisor sends a contained call's `sendmsg` itself, and the kernel refuses the
-/// caller's pid in a message the supervisor sends (EPERM), on every socket. A fix belongs
-/// to the supervisor (`launcher/src/supervise/net.rs`).
+/// supervisor sends a contained call's `sendmsg` itself, with the init's pid in them
+/// (`launcher/src/supervise/net.rs`: the kernel refused the caller's from the init).
 #[test]
-#[ignore = "the write supervisor's sendmsg cannot carry SCM_CREDENTIALS (EPERM): gdbus cannot connect to any bus"]
 fn gdbus_reaches_an_allowed_name() {
     if let Some(why) = missing() {
         return skip(&why);

@@ -277,7 +277,7 @@ impl Call<'_> {
             }
         }
         let mut control = control.to_vec();
-        let _dups = match self.own_rights(&mut control) {
+        let _dups = match self.own_control(&mut control) {
             Ok(d) => d,
             Err(e) => return Reply::Err(e),
         };
@@ -301,9 +301,15 @@ impl Call<'_> {
         }
     }
 
-    /// Replaces the caller's fds in the `SCM_RIGHTS` messages of `control` with duplicates
-    /// of the init's (returned: they stay open until the message is sent).
-    fn own_rights(&self, control: &mut [u8]) -> Result<Vec<OwnedFd>, i32> {
+    /// Makes the caller's control messages the init's: the caller's fds in `SCM_RIGHTS`
+    /// replaced by duplicates of the init's (returned: they stay open until the message is
+    /// sent), and the caller's pid in `SCM_CREDENTIALS` by the init's. The kernel lets a
+    /// sender name only its own pid (GLib's D-Bus clients send their credentials), so the
+    /// caller may name only its own too, as the kernel would have required of it, and the
+    /// receiver then sees the init's pid: that of the call's process that sent it. (Uid and
+    /// gid are the same for every process of the call: they are left as they are, and the
+    /// kernel checks them against the init's.)
+    fn own_control(&self, control: &mut [u8]) -> Result<Vec<OwnedFd>, i32> {
         const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
         let mut dups = Vec::new();
         let mut at = 0usize;
@@ -321,6 +327,15 @@ impl Call<'_> {
                     f.copy_from_slice(&mine.as_raw_fd().to_ne_bytes());
                     dups.push(mine);
                 }
+            }
+            if level == libc::SOL_SOCKET && kind == libc::SCM_CREDENTIALS && len >= HDR + 4 {
+                let claimed =
+                    i32::from_ne_bytes(control[at + HDR..at + HDR + 4].try_into().expect("4"));
+                if super::ops::tgid(self.tid()) != Some(claimed) {
+                    return Err(libc::EPERM);
+                }
+                let me = std::process::id() as i32;
+                control[at + HDR..at + HDR + 4].copy_from_slice(&me.to_ne_bytes());
             }
             // The next header, aligned as CMSG_NXTHDR aligns it.
             at += (len + 7) & !7;
