@@ -11,26 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{backends, command, temp_env};
+use common::{backends, command, have, skip, temp_env};
 use serde_json::Value;
 
 const PYTHON: &str = "/usr/bin/python3";
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-fn skip(why: &str) {
-    if std::env::var_os("EFR_SANDBOX_MUST_WORK").is_some() {
-        panic!("EFR_SANDBOX_MUST_WORK is set and this cannot run: {why}");
-    }
-    eprintln!("SKIP: {why}");
-}
 
 /// What the tests need, or why they cannot run.
 fn missing() -> Option<String> {
@@ -215,7 +199,8 @@ fn config(d: &Path, extra: &str) {
 #[test]
 fn filtered_calls_reach_allowed_names_only() {
     if let Some(why) = missing() {
-        return skip(&why);
+        skip(&why);
+        return;
     }
     let d = temp_env();
     let home = d.path().join("home");
@@ -374,7 +359,8 @@ fn filtered_calls_reach_allowed_names_only() {
 #[test]
 fn allow_never_opens_a_never_name_with_a_warning() {
     if let Some(why) = missing() {
-        return skip(&why);
+        skip(&why);
+        return;
     }
     let d = temp_env();
     let home = d.path().join("home");
@@ -405,7 +391,8 @@ fn allow_never_opens_a_never_name_with_a_warning() {
 #[test]
 fn the_filter_dying_mid_call_cuts_the_bus_with_a_message() {
     if let Some(why) = missing() {
-        return skip(&why);
+        skip(&why);
+        return;
     }
     let d = temp_env();
     let home = d.path().join("home");
@@ -486,7 +473,8 @@ fn the_filter_dying_mid_call_cuts_the_bus_with_a_message() {
 #[test]
 fn gdbus_reaches_an_allowed_name() {
     if let Some(why) = missing() {
-        return skip(&why);
+        skip(&why);
+        return;
     }
     let d = temp_env();
     let home = d.path().join("home");
@@ -518,7 +506,8 @@ fn gdbus_reaches_an_allowed_name() {
 #[test]
 fn sandbox_launch_serves_a_bus_filter_grant() {
     if let Some(why) = missing() {
-        return skip(&why);
+        skip(&why);
+        return;
     }
     let d = temp_env();
     let home = d.path().join("home");
@@ -585,7 +574,8 @@ fn sandbox_launch_serves_a_bus_filter_grant() {
 #[test]
 fn a_system_bus_filter() {
     if let Some(why) = missing() {
-        return skip(&why);
+        skip(&why);
+        return;
     }
     let d = temp_env();
     let home = d.path().join("home");

@@ -10,24 +10,8 @@ mod registry;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{backends, command};
+use common::{backends, command, have, skip};
 use efr_sandbox_wire::Finish;
-
-fn skip(why: &str) -> bool {
-    if std::env::var_os("EFR_SANDBOX_MUST_WORK").is_some() {
-        panic!("EFR_SANDBOX_MUST_WORK is set and this cannot run: {why}");
-    }
-    eprintln!("SKIP: {why}");
-    true
-}
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
 
 /// A home (`home/`), a config naming the registry, outside `/tmp`.
 fn temp_env() -> tempfile::TempDir {

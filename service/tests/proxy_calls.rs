@@ -9,25 +9,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{command, temp_env};
+use common::{command, have, skip, temp_env};
 use serde_json::{Value, json};
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-fn skip(why: &str) -> bool {
-    if std::env::var_os("EFR_SANDBOX_MUST_WORK").is_some() {
-        panic!("EFR_SANDBOX_MUST_WORK is set and this cannot run: {why}");
-    }
-    eprintln!("SKIP: {why}");
-    true
-}
 
 struct Tls(Child);
 

@@ -12,27 +12,10 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use common::command;
+use common::{command, have, skip};
 use serde_json::Value;
 
 const TOKEN: &str = "npm_TOPSECRETtokenTOPSECRETtoken0123";
-
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-fn skip(why: &str) -> bool {
-    if std::env::var_os("EFR_SANDBOX_MUST_WORK").is_some() {
-        panic!("EFR_SANDBOX_MUST_WORK is set and this cannot run: {why}");
-    }
-    eprintln!("SKIP: {why}");
-    true
-}
 
 struct Server(Child);
 

@@ -254,3 +254,22 @@ pub fn backends() -> Vec<&'static str> {
     }
     v
 }
+
+/// Whether `tool` is on PATH.
+pub fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// Says why a test cannot run and returns true, or fails it under `EFR_SANDBOX_MUST_WORK`.
+pub fn skip(why: &str) -> bool {
+    if std::env::var_os("EFR_SANDBOX_MUST_WORK").is_some() {
+        panic!("EFR_SANDBOX_MUST_WORK is set and this cannot run: {why}");
+    }
+    eprintln!("SKIP: {why}");
+    true
+}
