@@ -173,6 +173,14 @@ fn expand_pattern(root: &Path, pattern: &Path) -> Vec<PathBuf> {
             rest.push(c);
         }
     }
+    // Without `**`, a match is exactly as deep as the pattern: the walk goes no deeper (a
+    // one-component pattern such as `lefthook.*` lists the root alone, where it walked the
+    // whole tree, `node_modules` and all, once per such pattern and call).
+    let levels = if rest.iter().any(|c| c.as_bytes() == b"**") {
+        MAX_DEPTH + 1
+    } else {
+        rest.len()
+    };
     let mut out = Vec::new();
     let mut stack = vec![(base, 0usize)];
     let mut walked = 0usize;
@@ -191,7 +199,7 @@ fn expand_pattern(root: &Path, pattern: &Path) -> Vec<PathBuf> {
             };
             if pattern_covers(pattern, rel) {
                 out.push(p);
-            } else if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            } else if depth + 1 < levels && e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 stack.push((p, depth + 1));
             }
         }
@@ -487,6 +495,47 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pattern without `**` matches at its own depth only, and the walk stops there; one
+    /// with `**` still finds matches at any depth.
+    #[test]
+    fn patterns_match_at_their_depth() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        for f in [
+            "lefthook.yml",
+            "sub/lefthook.yml",
+            "sub/deep/lefthook.yml",
+            "a/x/mise.dev.toml",
+            "a/mise.dev.toml",
+            "m/one/two/three/hooks/h",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        let rel = |v: Vec<PathBuf>| -> Vec<String> {
+            v.iter()
+                .map(|p| p.strip_prefix(root).unwrap().display().to_string())
+                .collect()
+        };
+        assert_eq!(
+            rel(expand_pattern(root, Path::new("lefthook.*"))),
+            ["lefthook.yml"]
+        );
+        assert_eq!(
+            rel(expand_pattern(root, Path::new("a/*/mise.*.toml"))),
+            ["a/x/mise.dev.toml"]
+        );
+        assert_eq!(
+            rel(expand_pattern(root, Path::new("*/mise.*.toml"))),
+            ["a/mise.dev.toml"]
+        );
+        assert_eq!(
+            rel(expand_pattern(root, Path::new("m/**/hooks"))),
+            ["m/one/two/three/hooks"]
+        );
+    }
 
     #[test]
     fn view_of_a_project_from_the_defaults() {
