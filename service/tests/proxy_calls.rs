@@ -6,38 +6,15 @@ mod common;
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{command, have, skip, temp_env};
+use common::{KillOnDrop, command, have, self_signed, skip, temp_env};
 use serde_json::{Value, json};
 
-struct Tls(Child);
-
-impl Drop for Tls {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A TLS server for `registry.test` on a free loopback port; the certificate at `dir/cert.pem`.
-fn tls_server(dir: &Path) -> (Tls, u16) {
-    let ok = Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args(["-subj", "/CN=registry.test"])
-        .args(["-addext", "subjectAltName=DNS:registry.test"])
-        .arg("-keyout")
-        .arg(dir.join("key.pem"))
-        .arg("-out")
-        .arg(dir.join("cert.pem"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
+fn tls_server(dir: &Path) -> (KillOnDrop, u16) {
+    self_signed(dir, "registry.test");
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -63,7 +40,7 @@ fn tls_server(dir: &Path) -> (Tls, u16) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    (Tls(child), port)
+    (KillOnDrop(child), port)
 }
 
 fn blocked(v: &Value) -> Vec<(String, u64, String, u64)> {

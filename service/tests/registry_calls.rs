@@ -10,40 +10,17 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
-use common::{command, have, skip};
+use common::{KillOnDrop, command, have, self_signed, skip};
 use serde_json::Value;
 
 const TOKEN: &str = "npm_TOPSECRETtokenTOPSECRETtoken0123";
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A registry for `registry.test` over TLS on a free loopback port: every request's
 /// `Authorization` header is appended to `dir/auth.log`; `/left-pad` is a package document.
-fn registry(dir: &Path) -> (Server, u16) {
-    let ok = Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-        ])
-        .args(["-subj", "/CN=registry.test"])
-        .args(["-addext", "subjectAltName=DNS:registry.test"])
-        .arg("-keyout")
-        .arg(dir.join("key.pem"))
-        .arg("-out")
-        .arg(dir.join("cert.pem"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
+fn registry(dir: &Path) -> (KillOnDrop, u16) {
+    self_signed(dir, "registry.test");
     let script = r#"
 import http.server, json, ssl, sys
 d = sys.argv[1]
@@ -86,7 +63,7 @@ s.serve_forever()
         .trim()
         .parse()
         .unwrap_or_else(|_| panic!("port {line:?}"));
-    (Server(child), port)
+    (KillOnDrop(child), port)
 }
 
 #[test]

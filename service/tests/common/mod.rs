@@ -273,3 +273,32 @@ pub fn skip(why: &str) -> bool {
     eprintln!("SKIP: {why}");
     true
 }
+
+/// A child process killed and reaped on drop (a test's server).
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A self-signed certificate for `host` (one day): `dir/key.pem` and `dir/cert.pem`.
+pub fn self_signed(dir: &Path, host: &str) {
+    let ok = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", &format!("/CN={host}")])
+        .args(["-addext", &format!("subjectAltName=DNS:{host}")])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(ok.success(), "openssl made no certificate for {host}");
+}
