@@ -328,7 +328,7 @@ impl Call<'_> {
                     dups.push(mine);
                 }
             }
-            if level == libc::SOL_SOCKET && kind == libc::SCM_CREDENTIALS && len >= HDR + 4 {
+            if level == libc::SOL_SOCKET && kind == libc::SCM_CREDENTIALS && len >= HDR + 12 {
                 let claimed =
                     i32::from_ne_bytes(control[at + HDR..at + HDR + 4].try_into().expect("4"));
                 if super::ops::tgid(self.tid()) != Some(claimed) {
