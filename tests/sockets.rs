@@ -230,3 +230,36 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(sys.argv[1]); p
         );
     }
 }
+
+/// A connect that blocks (a server whose backlog is full and that never accepts) holds
+/// the supervisor's thread that makes it: the call's other supervised calls go on, on
+/// another thread, and the line ends.
+#[test]
+fn a_blocked_connect_does_not_hold_the_calls_writes() {
+    let line = r#"python3 -c '
+import socket, os, threading, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.bind("/tmp/full.sock"); s.listen(0)
+def fill():
+    held = []
+    for i in range(64):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); c.connect("/tmp/full.sock"); held.append(c)
+threading.Thread(target=fill, daemon=True).start()
+time.sleep(1)
+for i in range(20):
+    open("w%d" % i, "w").close()
+print("writes-ok", flush=True)
+os._exit(0)
+'"#;
+    for b in common::backends() {
+        let fx = Fixture::new();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let plan = fx.plan(line, b, Vec::new());
+        std::thread::spawn(move || {
+            let _ = tx.send(common::run_plan(&plan, None));
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{b:?}: the call hung behind a blocked connect"));
+        assert!(r.stdout.contains("writes-ok"), "{b:?}: {}", r.all_output());
+    }
+}

@@ -223,7 +223,9 @@ impl Supervisor {
             self.idle.fetch_sub(1, Ordering::SeqCst);
             match got {
                 Ok(n) => {
-                    self.grow();
+                    // A call on a socket may block for as long as its peer likes (a full
+                    // backlog, a full buffer): another thread is free before it is made.
+                    self.grow(!may_block(n.data.nr));
                     ops::serve(&self, &n);
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
@@ -239,14 +241,14 @@ impl Supervisor {
         }
     }
 
-    /// Starts one more receiving thread when none is free now and another notification
-    /// waits to be taken.
-    fn grow(self: &std::sync::Arc<Self>) {
+    /// Starts one more receiving thread when none is free now and (`if_pending`) another
+    /// notification waits to be taken.
+    fn grow(self: &std::sync::Arc<Self>, if_pending: bool) {
         if self.idle.load(Ordering::SeqCst) > 0 {
             return;
         }
         let n = self.threads.load(Ordering::SeqCst);
-        if n >= MAX_THREADS || !sys::pending(self.listener.as_fd()) {
+        if n >= MAX_THREADS || if_pending && !sys::pending(self.listener.as_fd()) {
             return;
         }
         if self
@@ -292,6 +294,19 @@ impl Supervisor {
         let line = format!("denied {}\t{what}\t{why}", report_path(path));
         crate::inner::report(self.report_fd, &line);
     }
+}
+
+/// Whether a supervised call may block on its peer (the socket calls), not only on the
+/// file system.
+fn may_block(nr: i32) -> bool {
+    [
+        libc::SYS_connect,
+        libc::SYS_sendto,
+        libc::SYS_sendmsg,
+        libc::SYS_sendmmsg,
+    ]
+    .iter()
+    .any(|&b| i64::from(nr) == b)
 }
 
 /// A path as a report line carries it: lossily as text, with no newline or tab (the line's
