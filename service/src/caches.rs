@@ -722,17 +722,9 @@ fn merge_one(state: &Path, l: &CacheLayer, masks: &[String], out: &mut Merged) -
 /// Merges the directory `upper/rel` into `cache/rel` (which exists).
 fn walk(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
     let udir = upper.join(rel);
-    let real_dir =
-        match crate::sys::open_beneath(&cx.root, rel, OFlag::O_DIRECTORY | OFlag::O_RDONLY, 0) {
-            Ok(fd) => fd,
-            Err(e) => {
-                cx.refused(
-                    rel,
-                    &format!("cannot open it in the real cache (a link?): {e}"),
-                );
-                return Ok(());
-            }
-        };
+    let Some(real_dir) = cx.real_dir(rel, rel) else {
+        return Ok(());
+    };
     let mut entries: Vec<_> = match std::fs::read_dir(&udir) {
         Ok(r) => r.flatten().collect(),
         Err(e) => return Err(Stop(format!("{}: {e}", udir.display()))),
@@ -876,6 +868,21 @@ impl Ctx<'_> {
         self.out
             .refused
             .push(format!("{}: {why}", self.cache.join(rel).display()));
+    }
+
+    /// The directory `dir` of the real cache, opened beneath its root (no link followed);
+    /// `None` when it cannot be, with `rel` refused.
+    fn real_dir(&mut self, dir: &Path, rel: &Path) -> Option<OwnedFd> {
+        match crate::sys::open_beneath(&self.root, dir, OFlag::O_DIRECTORY | OFlag::O_RDONLY, 0) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                self.refused(
+                    rel,
+                    &format!("cannot open it in the real cache (a link?): {e}"),
+                );
+                None
+            }
+        }
     }
 
     /// Holds the delete of `rel` when the real cache has it.
@@ -1232,17 +1239,9 @@ fn npm_index(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
     let Some(parent) = rel.parent() else {
         return Ok(());
     };
-    let real_dir =
-        match crate::sys::open_beneath(&cx.root, parent, OFlag::O_DIRECTORY | OFlag::O_RDONLY, 0) {
-            Ok(fd) => fd,
-            Err(e) => {
-                cx.refused(
-                    rel,
-                    &format!("cannot open it in the real cache (a link?): {e}"),
-                );
-                return Ok(());
-            }
-        };
+    let Some(real_dir) = cx.real_dir(parent, rel) else {
+        return Ok(());
+    };
     let name = rel.file_name().unwrap_or_default();
     let mut existing = String::new();
     match crate::sys::open_beneath(&real_dir, Path::new(name), OFlag::O_RDONLY, 0) {
