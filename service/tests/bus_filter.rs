@@ -16,6 +16,17 @@ use serde_json::Value;
 
 const PYTHON: &str = "/usr/bin/python3";
 
+/// `efr-sandbox run` on `backend` in project `p` with the `grant` (a `bus_filter`), the
+/// real bus at `real` named by `var` in the service's environment; the caller adds the rest.
+fn bus_run(dir: &Path, var: &str, real: &Path, backend: &str, p: &str, grant: &str) -> Command {
+    let mut c = command(dir);
+    c.env(var, format!("unix:path={}", real.display()))
+        .arg("run")
+        .args(["--backend", backend, "--project", p, "--cwd", p])
+        .args(["--grant", grant]);
+    c
+}
+
 /// What the tests need, or why they cannot run.
 fn missing() -> Option<String> {
     for t in [
@@ -238,20 +249,20 @@ fn filtered_calls_reach_allowed_names_only() {
         let summary = d.path().join(format!("summary-{backend}.json"));
         let json = d.path().join(format!("finish-{backend}.json"));
         let p = proj.to_str().unwrap();
-        let o = command(d.path())
-            .env(
-                "DBUS_SESSION_BUS_ADDRESS",
-                format!("unix:path={}", real.display()),
-            )
-            .arg("run")
-            .args(["--backend", backend, "--project", p, "--cwd", p])
-            .args(["--grant", "bus_filter=session"])
-            .arg("--summary")
-            .arg(&summary)
-            .arg(format!("--json={}", json.display()))
-            .args(["--", &line])
-            .output()
-            .unwrap();
+        let o = bus_run(
+            d.path(),
+            "DBUS_SESSION_BUS_ADDRESS",
+            &real,
+            backend,
+            p,
+            "bus_filter=session",
+        )
+        .arg("--summary")
+        .arg(&summary)
+        .arg(format!("--json={}", json.display()))
+        .args(["--", &line])
+        .output()
+        .unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
         let err = String::from_utf8_lossy(&o.stderr);
         let ctx = format!("{backend}:\n{out}\n{err}");
@@ -372,11 +383,7 @@ fn allow_never_opens_a_never_name_with_a_warning() {
     let all = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
     assert!(all.contains("through bus.allow_never"), "{all}");
     let p = proj.to_str().unwrap();
-    let o = command(d.path())
-        .env("DBUS_SESSION_BUS_ADDRESS", format!("unix:path={}", real.display()))
-        .arg("run")
-        .args(["--backend", "native", "--project", p, "--cwd", p])
-        .args(["--grant", "bus_filter=session"])
+    let o = bus_run(d.path(), "DBUS_SESSION_BUS_ADDRESS", &real, "native", p, "bus_filter=session")
         .args(["--", "dbus-send --session --print-reply --dest=org.freedesktop.systemd1 /org/freedesktop/systemd1 org.freedesktop.systemd1.Manager.StartTransientUnit"])
         .output()
         .unwrap();
@@ -410,19 +417,19 @@ fn the_filter_dying_mid_call_cuts_the_bus_with_a_message() {
         let _ = std::fs::remove_file(proj.join("started"));
         let _ = std::fs::remove_file(proj.join("killed"));
         let p = proj.to_str().unwrap();
-        let child = command(d.path())
-            .env(
-                "DBUS_SESSION_BUS_ADDRESS",
-                format!("unix:path={}", real.display()),
-            )
-            .arg("run")
-            .args(["--backend", backend, "--project", p, "--cwd", p])
-            .args(["--grant", "bus_filter=session"])
-            .args(["--", &line])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = bus_run(
+            d.path(),
+            "DBUS_SESSION_BUS_ADDRESS",
+            &real,
+            backend,
+            p,
+            "bus_filter=session",
+        )
+        .args(["--", &line])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
         let t0 = Instant::now();
         while !proj.join("started").exists() {
             assert!(
@@ -484,11 +491,7 @@ fn gdbus_reaches_an_allowed_name() {
     config(d.path(), "");
     for backend in backends() {
         let p = proj.to_str().unwrap();
-        let o = command(d.path())
-            .env("DBUS_SESSION_BUS_ADDRESS", format!("unix:path={}", real.display()))
-            .arg("run")
-            .args(["--backend", backend, "--project", p, "--cwd", p])
-            .args(["--grant", "bus_filter=session"])
+        let o = bus_run(d.path(), "DBUS_SESSION_BUS_ADDRESS", &real, backend, p, "bus_filter=session")
             .args(["--", "gdbus call --session --dest org.example.Allowed --object-path /org/example/Obj --method org.example.Iface.Ping"])
             .output()
             .unwrap();
@@ -596,19 +599,19 @@ fn a_system_bus_filter() {
     for backend in backends() {
         let summary = d.path().join(format!("system-{backend}.json"));
         let p = proj.to_str().unwrap();
-        let o = command(d.path())
-            .env(
-                "DBUS_SYSTEM_BUS_ADDRESS",
-                format!("unix:path={}", real.display()),
-            )
-            .arg("run")
-            .args(["--backend", backend, "--project", p, "--cwd", p])
-            .args(["--grant", "bus_filter=system"])
-            .arg("--summary")
-            .arg(&summary)
-            .args(["--", &line])
-            .output()
-            .unwrap();
+        let o = bus_run(
+            d.path(),
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            &real,
+            backend,
+            p,
+            "bus_filter=system",
+        )
+        .arg("--summary")
+        .arg(&summary)
+        .args(["--", &line])
+        .output()
+        .unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
         let ctx = format!("{backend}: {out}\n{}", String::from_utf8_lossy(&o.stderr));
         assert!(out.contains("pong") && out.contains("REFUSED"), "{ctx}");
