@@ -542,3 +542,27 @@ open("g", "w").close()
         },
     );
 }
+
+/// The init starts the supervisor with the line's first supervised call; a line that makes
+/// none still has the protected files with several links reported (at its end).
+#[test]
+fn a_line_that_writes_nothing_reports_linked_protected_files() {
+    each(
+        |fx| {
+            std::fs::write(format!("{}/.envrc", fx.proj), "").unwrap();
+            std::fs::hard_link(
+                format!("{}/.envrc", fx.proj),
+                format!("{}/envrc-link", fx.proj),
+            )
+            .unwrap();
+        },
+        "cat envrc-link",
+        |fx, r, b| {
+            assert_eq!(
+                r.outcome.linked_protected,
+                vec![format!("{}/.envrc", fx.proj)],
+                "{b:?}"
+            );
+        },
+    );
+}

@@ -385,30 +385,23 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             fail(format!("init dropping capabilities: {e}"));
         }
     }
+    // The line's listener, once it is handed over; its supervisor starts with the line's
+    // first supervised call (see `crate::supervise::Lazy`).
+    let mut lazy = None;
     if let (Some((init_end, line_end)), Some(sv)) = (sup_pair, &spec.supervise) {
         drop(line_end);
-        // The line waits for the hand-over only; the rules are compiled after it, while
-        // the line goes on to its exec (its first supervised call waits for them).
+        // While the line sets itself up (its Landlock scopes, its filter).
+        let linked = crate::supervise::Linked::find(sv, report_fd);
         match crate::supervise::receive(&init_end, main) {
-            Ok(Some(l)) => match crate::supervise::Rules::new(&sv.roots, &sv.paths, &sv.names)
-                .and_then(|rules| crate::supervise::Supervisor::new(rules, l, report_fd))
-                .map(|s| s.with_sockets(sockets))
-            {
-                // Its own thread, blocked in the receive: one wake-up per supervised call
-                // and nothing else in its way (the init's loop below goes on as before).
-                Ok(s) => {
-                    if let Err(e) = s.spawn() {
-                        let _ = sys::kill(main, libc::SIGKILL);
-                        report(report_fd, &format!("setup_error {e}"));
-                    }
-                }
-                Err(e) => {
-                    // The line waits on its first write; end it rather than let it run
-                    // unsupervised.
-                    let _ = sys::kill(main, libc::SIGKILL);
-                    report(report_fd, &format!("setup_error {e}"));
-                }
-            },
+            Ok(Some(l)) => {
+                lazy = Some(crate::supervise::Lazy::new(
+                    l,
+                    sv.clone(),
+                    sockets,
+                    linked,
+                    report_fd,
+                ));
+            }
             // The line ended before handing over (it reported why).
             Ok(None) => {}
             Err(e) => {
@@ -417,6 +410,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             }
         }
     }
+    // Starts the supervisor; on failure the line, which waits on its first write, is ended
+    // rather than let run unsupervised.
+    let start = |l: crate::supervise::Lazy| {
+        if let Err(e) = l.start() {
+            report(report_fd, &format!("setup_error {e}"));
+            let _ = sys::kill(main, libc::SIGKILL);
+        }
+    };
 
     let mut full = FullWatch::new(&spec.watch_full);
     let mut status: Option<libc::c_int> = None;
@@ -445,11 +446,20 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
         let mut fds = vec![(sig_r, libc::POLLIN)];
         fds.extend(launcher.map(|fd| (fd, libc::POLLIN)));
+        let at = fds.len();
+        fds.extend(lazy.as_ref().map(|l| (l.fd(), libc::POLLIN)));
         if let Ok(r) = sys::poll(&fds, full.timeout()) {
-            if r.get(1)
-                .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
+            if launcher.is_some()
+                && r.get(1)
+                    .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
             {
                 launcher_gone();
+            }
+            // A supervised call waits (POLLIN only: POLLHUP is the line's end).
+            if r.get(at).is_some_and(|&e| e & libc::POLLIN != 0) {
+                if let Some(l) = lazy.take() {
+                    start(l);
+                }
             }
         }
         full.check(report_fd);

@@ -143,6 +143,80 @@ pub fn receive(sock: &OwnedFd, line: libc::pid_t) -> Result<Option<OwnedFd>, Str
     Ok(Some(l))
 }
 
+/// The protected files of a call that had more than one link at launch, by inode: writes
+/// through any of their names are refused.
+#[derive(Debug, Default)]
+pub struct Linked(HashSet<(u64, u64)>);
+
+impl Linked {
+    /// Finds the protected files of `spec` with more than one link and reports each
+    /// (`linked PATH\tLINKS`, at most [`MAX_REPORTED`]) on `report_fd`. The init does this
+    /// between forking the line and taking its listener, while the line sets itself up.
+    pub fn find(spec: &SuperviseSpec, report_fd: RawFd) -> Self {
+        let protected: Vec<Vec<u8>> = spec.paths.iter().map(|p| rules::trim(p)).collect();
+        let ops::Linked { inodes, paths } = ops::linked_protected(&protected);
+        for (path, n) in paths.iter().take(MAX_REPORTED) {
+            let line = format!("linked {}\t{n}", report_path(path));
+            crate::inner::report(report_fd, &line);
+        }
+        Linked(inodes)
+    }
+}
+
+/// A line's listener, held by the init until the line makes its first supervised call.
+///
+/// A line that writes nothing (`git status`, a test run that only reads) never needs the
+/// rules compiled or a thread started, and a line that does waits for them on its first
+/// call only. Before, the init did both right after the hand-over, while the line went on
+/// to its exec: the init's answer wakes the line on the init's own CPU (a socket's wake-up
+/// tells the scheduler the waker is about to sleep), so the line waited for that work. The
+/// init now goes back to its loop at once, polls [`Lazy::fd`] for `POLLIN` (a
+/// notification waits) and then calls [`Lazy::start`].
+#[derive(Debug)]
+pub struct Lazy {
+    listener: OwnedFd,
+    spec: SuperviseSpec,
+    sockets: SocketRules,
+    report_fd: RawFd,
+    linked: Linked,
+}
+
+impl Lazy {
+    /// The listener of `spec`'s call, its path sockets `sockets`, the protected files
+    /// found `linked`, reporting to `report_fd`.
+    pub fn new(
+        listener: OwnedFd,
+        spec: SuperviseSpec,
+        sockets: SocketRules,
+        linked: Linked,
+        report_fd: RawFd,
+    ) -> Self {
+        Lazy {
+            listener,
+            spec,
+            sockets,
+            report_fd,
+            linked,
+        }
+    }
+
+    /// The listener, to poll for `POLLIN`.
+    pub fn fd(&self) -> RawFd {
+        use std::os::fd::AsRawFd;
+        self.listener.as_raw_fd()
+    }
+
+    /// Compiles the rules and serves the call's notifications on threads of their own
+    /// ([`Supervisor::spawn`]).
+    pub fn start(self) -> Result<(), String> {
+        let sv = &self.spec;
+        let rules = Rules::new(&sv.roots, &sv.paths, &sv.names)?;
+        Supervisor::new(rules, self.listener, self.linked, self.report_fd)?
+            .with_sockets(self.sockets)
+            .spawn()
+    }
+}
+
 /// The byte the init answers with once it holds the listener.
 const TAKEN: u8 = b'T';
 
@@ -150,18 +224,16 @@ const TAKEN: u8 = b'T';
 const LISTENER: u8 = b'L';
 
 impl Supervisor {
-    /// The supervisor of `rules` (from a [`SuperviseSpec`]), serving `listener`; refusals
-    /// go to `report_fd` as `denied PATH` lines, and each protected file found with more
-    /// than one link as `linked PATH\tLINKS` (writes through any of its names are refused).
-    pub fn new(rules: Rules, listener: OwnedFd, report_fd: RawFd) -> Result<Self, String> {
-        let ops::Linked {
-            inodes: linked,
-            paths,
-        } = ops::linked_protected(&rules);
-        for (path, n) in paths.iter().take(MAX_REPORTED) {
-            let line = format!("linked {}\t{n}", report_path(path));
-            crate::inner::report(report_fd, &line);
-        }
+    /// The supervisor of `rules` (from a [`SuperviseSpec`]), serving `listener`, with the
+    /// protected files `linked` ([`Linked::find`]); refusals go to `report_fd` as `denied
+    /// PATH` lines.
+    pub fn new(
+        rules: Rules,
+        listener: OwnedFd,
+        linked: Linked,
+        report_fd: RawFd,
+    ) -> Result<Self, String> {
+        let linked = linked.0;
         let root = ops::root_fd().map_err(|e| format!("the view's root: errno {e}"))?;
         Ok(Supervisor {
             listener,

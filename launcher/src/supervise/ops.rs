@@ -11,7 +11,7 @@ use std::ffi::CString;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
-use super::rules::{Act, Fs, Refusal, Rules};
+use super::rules::{Act, Fs, Refusal};
 use super::{MAX_MADE, Supervisor, sys};
 
 /// What a handler answers.
@@ -915,9 +915,9 @@ pub struct Linked {
 /// protected directories (at most 4096 looked at). Most protected paths do not exist (a
 /// hundred names at each root and repository): one listing of each of their directories
 /// says which do ([`crate::listing`]), instead of a failed lookup for each.
-pub fn linked_protected(rules: &Rules) -> Linked {
+pub fn linked_protected(protected: &[Vec<u8>]) -> Linked {
     use std::os::unix::fs::MetadataExt;
-    let mut stack: Vec<std::path::PathBuf> = crate::listing::existing(rules.paths())
+    let mut stack: Vec<std::path::PathBuf> = crate::listing::existing(protected)
         .into_iter()
         .filter(|(_, t)| !t.is_symlink())
         .map(|(p, _)| p)
