@@ -16,7 +16,7 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{backends, command};
+use common::{backends, command, proposed};
 
 fn online() -> bool {
     if std::env::var_os("EFR_SANDBOX_ONLINE").is_some_and(|v| v == "1") {
@@ -68,27 +68,6 @@ fn temp_env(hosts: &[&str], caches: &[&str]) -> tempfile::TempDir {
     }
     std::fs::write(dir.path().join("config/efr/config.toml"), cfg).unwrap();
     dir
-}
-
-/// The host grants `classify` proposes for `line` in `proj` (`--grant host=NAME` each).
-fn proposed(d: &Path, proj: &Path, line: &str) -> Vec<String> {
-    let o = command(d)
-        .current_dir(proj)
-        .args(["classify", "--json", "--project"])
-        .arg(proj)
-        .args(["--", line])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "classify: {o:?}");
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["launch"]["kind"], "contained", "{v}");
-    v["launch"]["grants"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|g| g["kind"] == "host")
-        .map(|g| format!("host={}", g["host"].as_str().unwrap()))
-        .collect()
 }
 
 fn run(d: &Path, b: &str, proj: &Path, grants: &[String], line: &str) -> Output {

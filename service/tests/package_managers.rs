@@ -220,3 +220,68 @@ fn npm_installs_contained_from_a_local_registry_and_the_host_installs_offline_fr
         );
     }
 }
+
+#[test]
+fn pip_installs_contained_from_a_simple_index_with_the_proposed_grant() {
+    let py = "/usr/bin/python3";
+    let has_pip = Command::new(py)
+        .args(["-m", "pip", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_pip {
+        skip("python3 has no pip (apt-get install python3-pip)");
+        return;
+    }
+    for b in backends() {
+        let d = temp_env();
+        let home = d.path().join("home");
+        // pip has run here before: its cache exists.
+        std::fs::create_dir_all(home.join(".cache/pip")).unwrap();
+        let root = d.path().join("registry");
+        let server = registry::Server::start(&root);
+        registry::pip_registry(&root, py);
+        let proj = home.join("app");
+        std::fs::create_dir_all(&proj).unwrap();
+        let index = format!("{}/simple/", server.url());
+        let install = format!(
+            "{py} -m pip install --disable-pip-version-check --target pkgs --index-url {index} \
+             --trusted-host {} efrhello",
+            registry::HOST
+        );
+        let line = format!(
+            "{install} && {py} -c 'import sys; sys.path.insert(0, \"pkgs\"); \
+             import efrhello; print(efrhello.hello())'"
+        );
+        // Only what the classifier proposes for the line.
+        let grants = common::proposed(d.path(), &proj, &line);
+        assert_eq!(grants, [server.grant()], "{b}");
+        let (o, f) = run(d.path(), b, &proj, &grants[0], &line);
+        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("hello from the pip index"),
+            "{b}: {o:?}"
+        );
+        assert!(
+            f.sandbox_summary.cache_refused.is_empty(),
+            "{b}: {:?}",
+            f.sandbox_summary.cache_refused
+        );
+        assert!(
+            server.asked().iter().any(|p| p.ends_with(".whl")),
+            "{b}: {:?}",
+            server.asked()
+        );
+        // Its cache is the call's layer: no write under it refused. (pip 23.0 kept nothing
+        // of these downloads in its HTTP cache, on the host either, so what is merged is
+        // shown by the cargo and npm tests: the same merge.)
+        let cache = home.join(".cache/pip");
+        assert!(
+            !f.sandbox_summary
+                .denied_writes
+                .iter()
+                .any(|d| Path::new(d).starts_with(&cache)),
+            "{b}: {:?}",
+            f.sandbox_summary.denied_writes
+        );
+    }
+}

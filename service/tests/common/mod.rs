@@ -302,3 +302,34 @@ pub fn self_signed(dir: &Path, host: &str) {
         .unwrap();
     assert!(ok.success(), "openssl made no certificate for {host}");
 }
+
+/// The host grants `efr-sandbox classify` proposes for `line` in project `proj` (the
+/// `launch` of its result), as `--grant` values (`host=NAME[:PORT][:http]`).
+pub fn proposed(dir: &Path, proj: &Path, line: &str) -> Vec<String> {
+    let o = command(dir)
+        .current_dir(proj)
+        .args(["classify", "--json", "--project"])
+        .arg(proj)
+        .args(["--", line])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "classify: {o:?}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["launch"]["kind"], "contained", "{v}");
+    v["launch"]["grants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|g| g["kind"] == "host")
+        .map(|g| {
+            let mut s = format!("host={}", g["host"].as_str().unwrap_or_default());
+            if let Some(p) = g["port"].as_u64() {
+                s.push_str(&format!(":{p}"));
+            }
+            if g["plain_http"] == true {
+                s.push_str(":http");
+            }
+            s
+        })
+        .collect()
+}

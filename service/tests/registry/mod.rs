@@ -122,7 +122,9 @@ fn serve(c: std::net::TcpStream, root: &Path, log: &std::sync::Mutex<Vec<String>
         let body = if rel.split('/').any(|c| c == "..") {
             None
         } else if file.is_dir() {
-            std::fs::read(file.join("index.json")).ok()
+            std::fs::read(file.join("index.json"))
+                .or_else(|_| std::fs::read(file.join("index.html")))
+                .ok()
         } else {
             std::fs::read(&file).ok()
         };
@@ -130,14 +132,23 @@ fn serve(c: std::net::TcpStream, root: &Path, log: &std::sync::Mutex<Vec<String>
             Some(b) => {
                 let ct = if rel.ends_with(".tgz")
                     || rel.ends_with(".crate")
+                    || rel.ends_with(".whl")
                     || rel.ends_with("download")
                 {
                     "application/octet-stream"
+                } else if rel.starts_with("simple/") {
+                    "text/html"
                 } else {
                     "application/json"
                 };
+                // pip keeps in its HTTP cache only what the index says it may keep.
+                let cache = if rel.starts_with("simple/") || rel.ends_with(".whl") {
+                    "Cache-Control: max-age=86400\r\n"
+                } else {
+                    ""
+                };
                 let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nContent-Length: {}\r\n\r\n",
+                    "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\n{cache}Content-Length: {}\r\n\r\n",
                     b.len()
                 );
                 w.write_all(head.as_bytes()).is_ok()
@@ -306,6 +317,48 @@ pub fn npm_registry(root: &Path, url: &str, work: &Path) {
             "{{\"name\":\"efrhello\",\"dist-tags\":{{\"latest\":\"1.0.0\"}},\"versions\":{{\"1.0.0\":\
              {{\"name\":\"efrhello\",\"version\":\"1.0.0\",\"main\":\"index.js\",\"dist\":\
              {{\"tarball\":\"{url}/efrhello/-/efrhello-1.0.0.tgz\",\"integrity\":\"{integrity}\"}}}}}}}}"
+        ),
+    )
+    .unwrap();
+}
+
+/// Puts the wheel `efrhello 0.1.0` (pure Python, made here with python3's zipfile) and a
+/// PEP 503 simple index page for it into `root` (`simple/efrhello/`, `files/`).
+pub fn pip_registry(root: &Path, python: &str) {
+    let files = root.join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let whl = files.join("efrhello-0.1.0-py3-none-any.whl");
+    let script = r#"
+import sys, zipfile, hashlib, base64
+out = sys.argv[1]
+members = {
+    "efrhello/__init__.py": "def hello():\n    return 'hello from the pip index'\n",
+    "efrhello-0.1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: efrhello\nVersion: 0.1.0\n",
+    "efrhello-0.1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: efr-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = []
+with zipfile.ZipFile(out, "w") as z:
+    for name, text in members.items():
+        data = text.encode()
+        z.writestr(name, data)
+        h = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={h},{len(data)}")
+    record.append("efrhello-0.1.0.dist-info/RECORD,,")
+    z.writestr("efrhello-0.1.0.dist-info/RECORD", "\n".join(record) + "\n")
+"#;
+    let o = Command::new(python)
+        .args(["-c", script])
+        .arg(&whl)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "making the wheel: {o:?}");
+    let sum = sha256_hex(&std::fs::read(&whl).unwrap());
+    let page = root.join("simple/efrhello");
+    std::fs::create_dir_all(&page).unwrap();
+    std::fs::write(
+        page.join("index.html"),
+        format!(
+            "<!DOCTYPE html><html><body>\n<a href=\"/files/efrhello-0.1.0-py3-none-any.whl#sha256={sum}\">efrhello-0.1.0-py3-none-any.whl</a>\n</body></html>\n"
         ),
     )
     .unwrap();
