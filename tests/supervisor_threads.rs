@@ -1,7 +1,7 @@
 //! How many threads the write supervisor serves a call with: one while the line makes its
 //! supervised calls one after another (every waiting thread is woken by each notification,
 //! so a thread more costs a wake-up per call), more once calls come at once from several
-//! processes. The line counts the init's supervising threads itself, by their names in
+//! processes, and fewer again when they stop coming at once. The line counts the init's supervising threads itself, by their names in
 //! `/proc/*/task/*/comm`.
 
 mod common;
@@ -34,19 +34,27 @@ fn one_thread_for_calls_one_after_another_more_for_calls_at_once() {
              \x20   os.chmod(p, 0o600)\n",
         )
         .unwrap();
-        // One after another, then eight writers at once.
+        // One after another, then eight writers at once, then one after another again.
         let line = format!(
             "{py} ops.py a 400; {COUNT}; \
-             for w in 1 2 3 4 5 6 7 8; do {py} ops.py w$w 400 & done; wait; {COUNT}"
+             for w in 1 2 3 4 5 6 7 8; do {py} ops.py w$w 400 & done; wait; {COUNT}; \
+             {py} ops.py b 400; {COUNT}"
         );
         let ran = common::run(&fx, &line, b);
         assert!(ran.status.success(), "{b:?}: {}", ran.all_output());
         let t = threads(&ran.stdout);
-        assert_eq!(t.len(), 2, "{b:?}: {}", ran.all_output());
+        assert_eq!(t.len(), 3, "{b:?}: {}", ran.all_output());
         assert_eq!(t[0], 1, "{b:?}: sequential calls took {} threads", t[0]);
         assert!(
             t[1] > 1,
             "{b:?}: eight writers at once were served by one thread"
+        );
+        // The threads the writers needed end once the calls come one at a time again.
+        assert!(
+            t[2] <= 2,
+            "{b:?}: {} threads stayed after the writers were done (of {})",
+            t[2],
+            t[1]
         );
     }
 }

@@ -299,6 +299,9 @@ impl Supervisor {
                     // backlog, a full buffer): another thread is free before it is made.
                     self.grow(!may_block(n.data.nr));
                     ops::serve(&self, &n);
+                    if self.shrink() {
+                        return;
+                    }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 // A caller that died before its call was read, or no process left with
@@ -333,6 +336,19 @@ impl Supervisor {
         if self.clone().start_thread().is_err() {
             self.threads.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+
+    /// Whether this thread ends now: when two others wait already, the calls come fewer at
+    /// once than there are threads (eight writers are done, a sequential phase follows),
+    /// and each thread more costs a wake-up per call. Two, not one, so that a line whose
+    /// calls come two at a time does not start and end a thread for every pair; the last
+    /// thread never ends here (it needs two others waiting).
+    fn shrink(&self) -> bool {
+        if self.idle.load(Ordering::SeqCst) < 2 {
+            return false;
+        }
+        self.threads.fetch_sub(1, Ordering::SeqCst);
+        true
     }
 
     /// Reports a path socket the call may not reach: `denied_socket PATH\tOP`.
