@@ -12,7 +12,7 @@ use efr_policy::config::{Config, Env};
 use efr_probe::check::{CheckOptions, PreparedProbe, ProbeCall};
 use efr_sandbox_wire::SandboxCheck;
 
-use crate::launch::{CallParams, launcher, prepare};
+use efr_call::launch::{CallParams, launcher, prepare};
 
 /// The hidden subcommand under which `efr-sandbox` runs the probe inside a contained call.
 pub const PROBE_SUBCOMMAND: &str = "__probe";
@@ -81,7 +81,7 @@ fn probe_for_calls(
     let base = runtime
         .map(Path::to_path_buf)
         .unwrap_or_else(std::env::temp_dir);
-    let name = crate::sys::random_hex(8).map_err(|e| format!("no random name: {e}"))?;
+    let name = efr_call::sys::random_hex(8).map_err(|e| format!("no random name: {e}"))?;
     let dir = base.join(format!("efr-probe-{name}"));
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -123,7 +123,7 @@ fn make_plan(
     // The probe's own calls keep a proxy only when they have a host grant (the proxy
     // self-test), as before every call got one: the other checks were written and measured
     // for a call's network without it.
-    if !crate::egress::wanted(&plan)
+    if !efr_call::egress::wanted(&plan)
         || !plan
             .grants
             .iter()
@@ -131,12 +131,12 @@ fn make_plan(
     {
         return Ok(plan.into());
     }
-    let ce = crate::egress::call_env(&plan);
-    let mut pol = crate::egress::policy(&plan.grants, config, env, &c.projects, &ce);
+    let ce = efr_call::egress::call_env(&plan);
+    let mut pol = efr_call::egress::policy(&plan.grants, config, env, &c.projects, &ce);
     for (name, addr) in &c.resolve {
         pol.map(name, vec![*addr]);
     }
-    let cp = crate::egress::CallProxy::attach(&mut plan, pol, runtime, handle)
+    let cp = efr_call::egress::CallProxy::attach(&mut plan, pol, runtime, handle)
         .map_err(|e| format!("the call's proxy: {e}"))?;
     if c.test_weaken.iter().any(|w| w == "proxy_down") {
         // TESTS ONLY (the check honors it only with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1): the
@@ -169,7 +169,7 @@ pub fn options(
     runtime: Option<PathBuf>,
     handle: tokio::runtime::Handle,
 ) -> Result<CheckOptions, String> {
-    let choice = crate::launch::backend_choice(backend, &config).map_err(|e| e.message)?;
+    let choice = efr_call::launch::backend_choice(backend, &config).map_err(|e| e.message)?;
     let netview = config.network.netview.value;
     let bus_filter = config.bus.filter.value;
     let (probe, staged) = probe_for_calls(&config, &env, runtime.as_deref())?;
@@ -181,7 +181,7 @@ pub fn options(
             efr_sandbox_wire::Backend::Bwrap => "bwrap",
             _ => "native",
         };
-        Box::new(move || crate::bus::self_test(&config, &env, name, runtime.as_deref()))
+        Box::new(move || efr_call::bus::self_test(&config, &env, name, runtime.as_deref()))
     };
     let make_plan = move |c: &ProbeCall| {
         let mut p = make_plan(c, &config, &env, runtime.as_deref(), &handle)?;
@@ -216,7 +216,7 @@ pub fn check_cli(a: CheckArgs) -> anyhow::Result<i32> {
     let runtime = std::env::var_os("XDG_RUNTIME_DIR")
         .filter(|d| !d.is_empty())
         .map(|d| PathBuf::from(d).join("efr"))
-        .filter(|d| crate::launch::private_dir(d).is_ok());
+        .filter(|d| efr_call::launch::private_dir(d).is_ok());
     let opts = options(
         Arc::new(config),
         env,

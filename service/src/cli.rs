@@ -45,7 +45,7 @@ pub enum Command {
     /// The deletes contained calls made in real caches, held: `cache list`, and
     /// `cache apply PATH...` to apply approved ones.
     #[command(subcommand)]
-    Cache(crate::caches::CacheCommand),
+    Cache(crate::cache_cmd::CacheCommand),
 }
 
 #[derive(Debug, Args)]
@@ -169,7 +169,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             }
         },
         Command::Check(a) => crate::check::check_cli(a),
-        Command::Cache(c) => crate::caches::cache_cli(c),
+        Command::Cache(c) => crate::cache_cmd::cache_cli(c),
         Command::Classify(a) => crate::classify::classify_cli(a).map(|()| 0),
         Command::Serve(a) => {
             let mut limits = Limits::default();

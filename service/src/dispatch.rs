@@ -78,7 +78,7 @@ pub const METHODS: &[Method] = &[
     },
     Method {
         name: method::CACHE_DELETE_APPLY,
-        handler: crate::caches::apply_rpc,
+        handler: crate::cache_cmd::apply_rpc,
         test_only: false,
     },
     Method {

@@ -16,11 +16,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::dispatch::{Call, HandlerFuture, boxed, params};
-use crate::launch::{
+use crate::server::Service;
+use efr_call::launch::{
     CallParams, Chunker, EndOnDrop, OUTPUT_CHUNK, PidFd, finished, launcher, prepare, private_dir,
     started_item,
 };
-use crate::server::Service;
 
 /// A call handed out by `sandbox.plan`, until `sandbox.finish`.
 #[derive(Debug)]
@@ -31,11 +31,11 @@ pub struct PlannedCall {
     /// The read-only paths of its launch view (for the check after the call).
     view: Vec<String>,
     /// The call's proxy, until `sandbox.finish`.
-    proxy: Option<crate::egress::CallProxy>,
+    proxy: Option<efr_call::egress::CallProxy>,
     /// Its cache layers, merged at `sandbox.finish`.
-    caches: crate::caches::CallCaches,
+    caches: efr_call::caches::CallCaches,
     /// The call's bus filters, until `sandbox.finish`.
-    bus: Option<crate::bus::CallBus>,
+    bus: Option<efr_call::bus::CallBus>,
 }
 
 /// The calls handed out by `sandbox.plan`, by token.
@@ -124,9 +124,9 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let prepared = blocking(move || {
             prepare(&p2, &c2, &e2, Some(&runtime), None).map(|r| {
                 r.map(|plan| {
-                    let pol = crate::egress::wanted(&plan).then(|| {
-                        let ce = crate::egress::call_env(&plan);
-                        crate::egress::policy(&plan.grants, &c2, &e2, &p2.projects, &ce)
+                    let pol = efr_call::egress::wanted(&plan).then(|| {
+                        let ce = efr_call::egress::call_env(&plan);
+                        efr_call::egress::policy(&plan.grants, &c2, &e2, &p2.projects, &ce)
                     });
                     (plan, pol)
                 })
@@ -139,14 +139,14 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         };
         // The launcher starts from this process's environment: what of it is not passed
         // because it looks like a secret goes in the summary.
-        let env_dropped: Vec<String> = crate::launch::env_drops(&plan, &config)
+        let env_dropped: Vec<String> = efr_call::launch::env_drops(&plan, &config)
             .into_iter()
             .map(|(n, _)| n)
             .collect();
         let mut proxy = None;
         if let Some(pol) = pol {
             let runtime = svc.paths.runtime_dir.clone();
-            match crate::egress::CallProxy::attach(
+            match efr_call::egress::CallProxy::attach(
                 &mut plan,
                 pol,
                 Some(&runtime),
@@ -156,7 +156,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
                 Err(e) => return Ok(setup_error_end(format!("the call's proxy: {e}"))),
             }
         }
-        let bus = match crate::bus::attach_for(&mut plan, &config, &svc.paths.runtime_dir) {
+        let bus = match efr_call::bus::attach_for(&mut plan, &config, &svc.paths.runtime_dir) {
             Ok(b) => b,
             Err(e) => return Ok(setup_error_end(e)),
         };
@@ -289,7 +289,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let line = p.line.clone();
         let projects = p.projects.clone();
         let view = plan.read_only_inside.clone();
-        let caches = crate::caches::CallCaches::of(&plan, &env);
+        let caches = efr_call::caches::CallCaches::of(&plan, &env);
         let mut fin =
             blocking(move || finished(&o, &line, &projects, &view, &caches, &config, &env)).await?;
         fin.sandbox_summary.env_dropped = env_dropped;
@@ -319,7 +319,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             fin.exits.extend(host_exits);
         }
         if let Some(mut b) = bus {
-            for r in crate::bus::finish_into(&mut b, &mut fin, &p.line) {
+            for r in efr_call::bus::finish_into(&mut b, &mut fin, &p.line) {
                 call.items
                     .send(json!({"kind": "exit", "record": r}))
                     .await?;
@@ -361,21 +361,22 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
                 Err(msg) => return Ok(setup_error_end(msg)),
             };
             let mut proxy = None;
-            if crate::egress::wanted(&plan) {
-                let ce = crate::egress::call_env(&plan);
-                let pol = crate::egress::policy(&plan.grants, &config, &env, &p.call.projects, &ce);
-                match crate::egress::CallProxy::attach(&mut plan, pol, Some(&runtime), &handle) {
+            if efr_call::egress::wanted(&plan) {
+                let ce = efr_call::egress::call_env(&plan);
+                let pol =
+                    efr_call::egress::policy(&plan.grants, &config, &env, &p.call.projects, &ce);
+                match efr_call::egress::CallProxy::attach(&mut plan, pol, Some(&runtime), &handle) {
                     Ok(cp) => proxy = Some(cp),
                     Err(e) => return Ok(setup_error_end(format!("the call's proxy: {e}"))),
                 }
             }
-            let bus = match crate::bus::attach_for(&mut plan, &config, &runtime) {
+            let bus = match efr_call::bus::attach_for(&mut plan, &config, &runtime) {
                 Ok(b) => b,
                 Err(e) => return Ok(setup_error_end(e)),
             };
             let dir = runtime.join("plans");
             private_dir(&dir).map_err(|e| internal(format!("{}: {e}", dir.display())))?;
-            let token = crate::sys::random_hex(16)
+            let token = efr_call::sys::random_hex(16)
                 .map_err(|e| internal(format!("no random token: {e}")))?;
             let file = dir.join(format!("{token}.json"));
             let json = serde_json::to_vec(&plan).map_err(|e| internal(e.to_string()))?;
@@ -396,7 +397,7 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
                     projects: p.call.projects.clone(),
                     view: plan.read_only_inside.clone(),
                     proxy,
-                    caches: crate::caches::CallCaches::of(&plan, &env),
+                    caches: efr_call::caches::CallCaches::of(&plan, &env),
                     bus,
                 },
             );
@@ -448,7 +449,7 @@ pub fn finish(svc: Arc<Service>, call: Call) -> HandlerFuture {
                 fin.exits.extend(recs);
             }
             if let Some(b) = c.bus.as_mut() {
-                crate::bus::finish_into(b, &mut fin, &c.line);
+                efr_call::bus::finish_into(b, &mut fin, &c.line);
             }
             fin
         })

@@ -1,16 +1,11 @@
 //! `efr-sandbox`: the efr sandbox service (`serve`) and the user's commands.
 
-mod bus;
-mod caches;
+mod cache_cmd;
 mod check;
 mod classify;
 mod cli;
 mod conn;
 mod dispatch;
-mod egress;
-mod git_dirs;
-mod git_guard;
-mod launch;
 mod launch_rpc;
 mod methods;
 mod paths;
@@ -29,7 +24,7 @@ fn main() -> ExitCode {
     // for when no `efr-launch` is installed beside this binary. Single-threaded: nothing
     // else has started yet.
     let first = std::env::args_os().nth(1);
-    if first.as_deref() == Some(std::ffi::OsStr::new(launch::LAUNCH_SUBCOMMAND)) {
+    if first.as_deref() == Some(std::ffi::OsStr::new(efr_call::launch::LAUNCH_SUBCOMMAND)) {
         let args = std::env::args_os().skip(2);
         std::process::exit(efr_launcher::cli::main(
             args.map(|a| a.to_string_lossy().into_owned()).collect(),

@@ -12,7 +12,7 @@ use efr_policy::config::{Config, Env};
 use efr_sandbox_wire::{Bus, Desktop, ExitRecord, Grant, Needs, Verdict};
 
 use crate::cli::RunArgs;
-use crate::launch::{CallParams, finished, launcher, prepare};
+use efr_call::launch::{CallParams, finished, launcher, prepare};
 
 /// The kinds `--grant` takes, for messages.
 const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, bus_filter=session|system, \
@@ -267,10 +267,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // `--env`, and what of the environment is not passed because it looks like a secret.
     let mut env_dropped = Vec::new();
     let plan = match plan {
-        Ok(mut plan) => match crate::launch::apply_env_args(&mut plan, &a.env, &config) {
+        Ok(mut plan) => match efr_call::launch::apply_env_args(&mut plan, &a.env, &config) {
             Ok(refused) => {
                 env_dropped = refused;
-                env_dropped.extend(crate::launch::env_drops(&plan, &config));
+                env_dropped.extend(efr_call::launch::env_drops(&plan, &config));
                 Ok(plan)
             }
             Err(e) => return Ok(usage_error(format!("--env {e}"))),
@@ -287,14 +287,19 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         .build()?;
     let mut proxy = None;
     let plan = match plan {
-        Ok(mut plan) if a.plan_out.is_none() && crate::egress::wanted(&plan) => {
-            let ce = crate::egress::call_env(&plan);
-            let pol = crate::egress::policy(&plan.grants, &config, &env, &p.projects, &ce);
+        Ok(mut plan) if a.plan_out.is_none() && efr_call::egress::wanted(&plan) => {
+            let ce = efr_call::egress::call_env(&plan);
+            let pol = efr_call::egress::policy(&plan.grants, &config, &env, &p.projects, &ce);
             let runtime = std::env::var_os("XDG_RUNTIME_DIR")
                 .filter(|d| !d.is_empty())
                 .map(|d| PathBuf::from(d).join("efr"));
-            let rt_dir = runtime.filter(|d| crate::launch::private_dir(d).is_ok());
-            match crate::egress::CallProxy::attach(&mut plan, pol, rt_dir.as_deref(), rt.handle()) {
+            let rt_dir = runtime.filter(|d| efr_call::launch::private_dir(d).is_ok());
+            match efr_call::egress::CallProxy::attach(
+                &mut plan,
+                pol,
+                rt_dir.as_deref(),
+                rt.handle(),
+            ) {
                 Ok(cp) => {
                     proxy = Some(cp);
                     Ok(plan)
@@ -307,13 +312,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // The call's bus filters (`bus_filter` grants), ended with the call.
     let mut bus = None;
     let plan = match plan {
-        Ok(mut plan) if a.plan_out.is_none() && !crate::bus::wanted(&plan).is_empty() => {
-            let buses = crate::bus::wanted(&plan);
+        Ok(mut plan) if a.plan_out.is_none() && !efr_call::bus::wanted(&plan).is_empty() => {
+            let buses = efr_call::bus::wanted(&plan);
             let runtime = std::env::var_os("XDG_RUNTIME_DIR")
                 .filter(|d| !d.is_empty())
                 .map(|d| PathBuf::from(d).join("efr"))
-                .filter(|d| crate::launch::private_dir(d).is_ok());
-            match crate::bus::CallBus::attach(&mut plan, &buses, &config, runtime.as_deref()) {
+                .filter(|d| efr_call::launch::private_dir(d).is_ok());
+            match efr_call::bus::CallBus::attach(&mut plan, &buses, &config, runtime.as_deref()) {
                 Ok(cb) => {
                     bus = Some(cb);
                     Ok(plan)
@@ -336,7 +341,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // the line: the call ends with the line's status. Whatever else ends this process
     // (SIGKILL), the launcher sees it and kills the call.
     let forwarded = efr_launcher::run::forwarded_signals();
-    crate::sys::forward_signals(&forwarded)?;
+    efr_call::sys::forward_signals(&forwarded)?;
     // A contained call with no terminal on stdio: the launcher in a process group of its
     // own, so that a signal sent to this process's group reaches the line once (through
     // this process and the launcher), and the kernel's (a ^C with stdio redirected) are
@@ -352,14 +357,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                 || std::io::stdout().is_terminal()
                 || std::io::stderr().is_terminal()
         };
-    crate::sys::forward_kernel_signals(own_group);
+    efr_call::sys::forward_kernel_signals(own_group);
     let view: Vec<String> = plan
         .as_ref()
         .map(|p| p.read_only_inside.clone())
         .unwrap_or_default();
     let caches = plan
         .as_ref()
-        .map(|p| crate::caches::CallCaches::of(p, &env))
+        .map(|p| efr_call::caches::CallCaches::of(p, &env))
         .unwrap_or_default();
     let outcome = match plan {
         Err(setup) => efr_launcher::status::Outcome {
@@ -378,12 +383,12 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                     own_group,
                 )
                 .and_then(|r| {
-                    let pidfd = crate::sys::pidfd_open(r.child.id());
+                    let pidfd = efr_call::sys::pidfd_open(r.child.id());
                     if let Ok(fd) = &pidfd {
-                        crate::sys::forward_to(fd);
+                        efr_call::sys::forward_to(fd);
                     }
                     let end = r.wait();
-                    crate::sys::stop_forwarding(&forwarded);
+                    efr_call::sys::stop_forwarding(&forwarded);
                     drop(pidfd);
                     end
                 }) {
@@ -407,7 +412,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             }
         }
     };
-    crate::sys::stop_forwarding(&forwarded);
+    efr_call::sys::stop_forwarding(&forwarded);
     let mut fin = finished(
         &outcome,
         &p.line,
@@ -492,7 +497,7 @@ fn default_project(cwd: &Path, home: &Path) -> Result<(PathBuf, &'static str), &
 /// Where a conversation's `/tmp` and `$SCRATCH` live: `$XDG_RUNTIME_DIR/efr` (the
 /// service's own runtime dir, masked in every call), made private.
 fn conversation_runtime(id: &str, env: &Env) -> Result<PathBuf, String> {
-    crate::launch::check_conversation(id)
+    efr_call::launch::check_conversation(id)
         .map_err(|_| "expected 1 to 128 of A-Z a-z 0-9 . _ - (not . or ..)".to_string())?;
     let Some(rt) = &env.runtime_dir else {
         return Err(
@@ -502,7 +507,7 @@ fn conversation_runtime(id: &str, env: &Env) -> Result<PathBuf, String> {
         );
     };
     let dir = rt.join("efr");
-    crate::launch::private_dir(&dir)
+    efr_call::launch::private_dir(&dir)
         .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     Ok(dir)
 }
@@ -599,7 +604,7 @@ mod tests {
             443,
             efr_sandbox_wire::summary::BlockReason::NotAllowed,
         );
-        let rec = crate::egress::host_record(1, &r, "curl https://nope.test", &p);
+        let rec = efr_call::egress::host_record(1, &r, "curl https://nope.test", &p);
         assert_eq!(
             refusal_line(&rec),
             "refused: reach nope.test:443 (refused by the proxy: not_allowed); retry with \
@@ -616,7 +621,7 @@ mod tests {
                 efr_sandbox_wire::summary::BlockReason::Denied,
             )
         };
-        let rec = crate::egress::host_record(2, &r, "x", &p);
+        let rec = efr_call::egress::host_record(2, &r, "x", &p);
         let l = refusal_line(&rec);
         assert!(
             l.starts_with("refused: reach mirror.corp.test:8443 (refused by the proxy: denied): ")
