@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use efr_call::{Ctx, ProxyWhen};
 use efr_launcher::api::resolve_backend;
 use efr_policy::config::{Config, Env};
-use efr_probe::check::{CheckOptions, PreparedProbe, ProbeCall};
+use efr_probe::check::{CheckOptions, ProbeCall};
 use efr_sandbox_wire::SandboxCheck;
 
-use efr_call::launch::{CallParams, launcher, prepare};
+use efr_call::launch::CallParams;
 
 /// The hidden subcommand under which `efr-sandbox` runs the probe inside a contained call.
 pub const PROBE_SUBCOMMAND: &str = "__probe";
@@ -102,15 +103,9 @@ fn probe_for_calls(
     Ok((cmd, Some(staged)))
 }
 
-/// Makes a plan for the check (as every call's plan is made) and, for a call with a host
-/// grant, starts its proxy on `handle` with a socket below `runtime`.
-fn make_plan(
-    c: &ProbeCall,
-    config: &Config,
-    env: &Env,
-    runtime: Option<&Path>,
-    handle: &tokio::runtime::Handle,
-) -> Result<PreparedProbe, String> {
+/// Makes a call for the check (as every call is made) and, for a call with a host grant,
+/// starts its proxy on `ctx.handle` with a socket below `ctx.sockets`.
+fn make_call(c: &ProbeCall, ctx: &Ctx) -> Result<efr_call::Call, String> {
     let p = CallParams {
         line: c.line.clone(),
         cwd: Some(c.cwd.clone()),
@@ -119,30 +114,24 @@ fn make_plan(
         backend: Some(c.backend.as_str().into()),
         ..Default::default()
     };
-    let mut plan = prepare(&p, config, env, None, None).map_err(|e| e.message)??;
+    let mut call = efr_call::Call::prepare(&p, ctx).map_err(|e| e.to_string())?;
     // The probe's own calls keep a proxy only when they have a host grant (the proxy
     // self-test), as before every call got one: the other checks were written and measured
     // for a call's network without it.
-    if !efr_call::egress::wanted(&plan)
-        || !plan
-            .grants
-            .iter()
-            .any(|g| matches!(g, efr_sandbox_wire::Grant::Host { .. }))
-    {
-        return Ok(plan.into());
-    }
-    let ce = efr_call::egress::call_env(&plan);
-    let mut pol = efr_call::egress::policy(&plan.grants, config, env, &c.projects, &ce);
+    let Some(mut pol) = call.proxy_policy(ProxyWhen::HostGrants) else {
+        return Ok(call);
+    };
     for (name, addr) in &c.resolve {
         pol.map(name, vec![*addr]);
     }
-    let cp = efr_call::egress::CallProxy::attach(&mut plan, pol, runtime, handle)
-        .map_err(|e| format!("the call's proxy: {e}"))?;
+    call.attach(Some(pol), ctx).map_err(|e| e.to_string())?;
     if c.test_weaken.iter().any(|w| w == "proxy_down") {
         // TESTS ONLY (the check honors it only with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1): the
         // proxy stops serving; its socket stays, and nobody answers on it.
-        cp.stop_serving();
-        let sock = plan.proxy.as_ref().map(|p| PathBuf::from(&p.socket));
+        if let Some(cp) = call.proxy() {
+            cp.stop_serving();
+        }
+        let sock = call.plan().proxy.as_ref().map(|p| PathBuf::from(&p.socket));
         let t0 = Instant::now();
         while let Some(s) = &sock {
             if std::os::unix::net::UnixStream::connect(s).is_err()
@@ -153,10 +142,7 @@ fn make_plan(
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    Ok(PreparedProbe {
-        plan,
-        keep: Some(Box::new(cp)),
-    })
+    Ok(call)
 }
 
 /// The options of a check with this config; the proxies of its calls are served on `handle`
@@ -177,24 +163,32 @@ pub fn options(
     let bus_warnings = efr_policy::bus::filter_rules(&config.bus).warnings();
     let bus_test: Box<efr_probe::check::BusTest> = {
         let (config, env, runtime) = (config.clone(), env.clone(), runtime.clone());
+        let handle = handle.clone();
         let name = match backend {
             efr_sandbox_wire::Backend::Bwrap => "bwrap",
             _ => "native",
         };
-        Box::new(move || efr_call::bus::self_test(&config, &env, name, runtime.as_deref()))
+        Box::new(move || efr_call::bus::self_test(&config, &env, name, runtime.as_deref(), &handle))
     };
-    let make_plan = move |c: &ProbeCall| {
-        let mut p = make_plan(c, &config, &env, runtime.as_deref(), &handle)?;
+    // No conversations: a check's call names none.
+    let ctx = Ctx {
+        config,
+        env,
+        conversations: None,
+        sockets: runtime,
+        handle,
+    };
+    let make_call = move |c: &ProbeCall| {
+        let mut call = make_call(c, &ctx)?;
         if let Some(st) = &staged {
             // The staged probe's directory is the call's /tmp.
-            p.plan.tmp = Some(st.dir.to_string_lossy().into_owned());
+            call.plan_mut().tmp = Some(st.dir.to_string_lossy().into_owned());
         }
-        Ok(p)
+        Ok(call)
     };
     Ok(CheckOptions {
-        launcher: launcher(),
         probe,
-        make_plan: Box::new(make_plan),
+        make_call: Box::new(make_call),
         backend,
         netview,
         bus_filter,

@@ -6,13 +6,13 @@
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use efr_policy::config::{Config, Env};
 use efr_sandbox_wire::{Bus, Desktop, ExitRecord, Grant, Needs, Verdict};
 
 use crate::cli::RunArgs;
-use efr_call::launch::{CallParams, finished, launcher, prepare};
+use efr_call::launch::CallParams;
+use efr_call::{Ctx, LauncherEnd, PrepareError, ProxyWhen, setup_error_finish};
 
 /// The kinds `--grant` takes, for messages.
 const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, bus_filter=session|system, \
@@ -259,19 +259,36 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         unsandboxed: a.unsandboxed,
         conversation: a.conversation,
     };
-    let plan = match prepare(&p, &config, &env, runtime.as_deref(), None) {
-        Err(e) => return Ok(usage_error(e.message)),
-        Ok(Err(setup)) => Err(setup),
-        Ok(Ok(plan)) => Ok(plan),
+    // The call's proxy, served by a small runtime of its own while the line runs; its
+    // socket and the bus filters' below `$XDG_RUNTIME_DIR/efr`.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let sockets = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(|d| PathBuf::from(d).join("efr"))
+        .filter(|d| efr_call::launch::private_dir(d).is_ok());
+    let config = std::sync::Arc::new(config);
+    let ctx = Ctx {
+        config: config.clone(),
+        env: env.clone(),
+        conversations: runtime,
+        sockets,
+        handle: rt.handle().clone(),
+    };
+    let call = match efr_call::Call::prepare(&p, &ctx) {
+        Err(PrepareError::Params(e)) => return Ok(usage_error(e.message)),
+        Err(PrepareError::Setup(setup)) => Err(setup),
+        Ok(c) => Ok(c),
     };
     // `--env`, and what of the environment is not passed because it looks like a secret.
     let mut env_dropped = Vec::new();
-    let plan = match plan {
-        Ok(mut plan) => match efr_call::launch::apply_env_args(&mut plan, &a.env, &config) {
+    let call = match call {
+        Ok(mut c) => match c.env_args(&a.env) {
             Ok(refused) => {
-                env_dropped = refused;
-                env_dropped.extend(efr_call::launch::env_drops(&plan, &config));
-                Ok(plan)
+                env_dropped = c.note_env_dropped(refused);
+                Ok(c)
             }
             Err(e) => return Ok(usage_error(format!("--env {e}"))),
         },
@@ -280,57 +297,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     for (name, why) in &env_dropped {
         eprintln!("efr-sandbox: {name} is not passed to the call: {why}");
     }
-    // The call's proxy, served by a small runtime of its own while the line runs.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let mut proxy = None;
-    let plan = match plan {
-        Ok(mut plan) if a.plan_out.is_none() && efr_call::egress::wanted(&plan) => {
-            let ce = efr_call::egress::call_env(&plan);
-            let pol = efr_call::egress::policy(&plan.grants, &config, &env, &p.projects, &ce);
-            let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-                .filter(|d| !d.is_empty())
-                .map(|d| PathBuf::from(d).join("efr"));
-            let rt_dir = runtime.filter(|d| efr_call::launch::private_dir(d).is_ok());
-            match efr_call::egress::CallProxy::attach(
-                &mut plan,
-                pol,
-                rt_dir.as_deref(),
-                rt.handle(),
-            ) {
-                Ok(cp) => {
-                    proxy = Some(cp);
-                    Ok(plan)
-                }
-                Err(e) => Err(format!("the call's proxy: {e}")),
-            }
-        }
-        other => other,
-    };
-    // The call's bus filters (`bus_filter` grants), ended with the call.
-    let mut bus = None;
-    let plan = match plan {
-        Ok(mut plan) if a.plan_out.is_none() && !efr_call::bus::wanted(&plan).is_empty() => {
-            let buses = efr_call::bus::wanted(&plan);
-            let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-                .filter(|d| !d.is_empty())
-                .map(|d| PathBuf::from(d).join("efr"))
-                .filter(|d| efr_call::launch::private_dir(d).is_ok());
-            match efr_call::bus::CallBus::attach(&mut plan, &buses, &config, runtime.as_deref()) {
-                Ok(cb) => {
-                    bus = Some(cb);
-                    Ok(plan)
-                }
-                Err(e) => Err(e.to_string()),
-            }
+    // The call's proxy and bus filters (`bus_filter` grants), ended with the call.
+    let call = match call {
+        Ok(mut c) if a.plan_out.is_none() => {
+            let pol = c.proxy_policy(ProxyWhen::Wanted);
+            c.attach(pol, &ctx).map(|()| c).map_err(|e| e.to_string())
         }
         other => other,
     };
     if let Some(f) = &a.plan_out {
-        match &plan {
-            Ok(plan) => std::fs::write(f, serde_json::to_vec_pretty(plan)?)?,
+        match &call {
+            Ok(c) => std::fs::write(f, serde_json::to_vec_pretty(c.plan())?)?,
             Err(e) => return Ok(usage_error(format!("no plan: {e}"))),
         }
         return Ok(0);
@@ -348,9 +325,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // handed on too. With a terminal, the launcher must be in the terminal's foreground
     // group to relay it; an unsandboxed line must stay there for `/dev/tty` (sudo's
     // prompt).
-    let own_group = plan
+    let own_group = call
         .as_ref()
-        .is_ok_and(|p| p.mode == efr_launcher::plan::PlanMode::Contained)
+        .is_ok_and(|c| c.plan().mode == efr_launcher::plan::PlanMode::Contained)
         && !{
             use std::io::IsTerminal;
             std::io::stdin().is_terminal()
@@ -358,82 +335,30 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                 || std::io::stderr().is_terminal()
         };
     efr_call::sys::forward_kernel_signals(own_group);
-    let view: Vec<String> = plan
-        .as_ref()
-        .map(|p| p.read_only_inside.clone())
-        .unwrap_or_default();
-    let caches = plan
-        .as_ref()
-        .map(|p| efr_call::caches::CallCaches::of(p, &env))
-        .unwrap_or_default();
-    let outcome = match plan {
-        Err(setup) => efr_launcher::status::Outcome {
-            setup_error: Some(setup),
-            ..Default::default()
-        },
-        Ok(plan) => {
-            // The launcher puts the terminal's settings back itself, unless it is killed.
-            let terminal = efr_launcher::pty::SavedTerminal::of_stdio();
-            match launcher()
-                .spawn_in_group(
-                    &plan,
-                    Stdio::inherit(),
-                    Stdio::inherit(),
-                    Stdio::inherit(),
-                    own_group,
-                )
-                .and_then(|r| {
-                    let pidfd = efr_call::sys::pidfd_open(r.child.id());
-                    if let Ok(fd) = &pidfd {
-                        efr_call::sys::forward_to(fd);
-                    }
-                    let end = r.wait();
-                    efr_call::sys::stop_forwarding(&forwarded);
-                    drop(pidfd);
-                    end
-                }) {
-                Ok((mut o, st)) => {
-                    if std::os::unix::process::ExitStatusExt::signal(&st).is_some() {
-                        if let Some(t) = &terminal {
-                            t.restore();
-                        }
-                    }
-                    if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
-                        o.setup_error = Some(format!(
-                            "efr-launch ended without reporting the line's end ({st})"
-                        ));
-                    }
-                    o
-                }
-                Err(e) => efr_launcher::status::Outcome {
-                    setup_error: Some(format!("cannot start efr-launch: {e}")),
-                    ..Default::default()
-                },
-            }
+    let fin = match call {
+        Err(setup) => {
+            efr_call::sys::stop_forwarding(&forwarded);
+            let mut fin = setup_error_finish(setup);
+            fin.sandbox_summary.env_dropped = env_dropped.into_iter().map(|(n, _)| n).collect();
+            fin
+        }
+        Ok(c) => {
+            let (outcome, end) = match c.run_inherited(own_group) {
+                Ok((o, st)) => (o, LauncherEnd::Waited(Ok(st))),
+                Err(e) => (
+                    efr_launcher::status::Outcome {
+                        setup_error: Some(format!("cannot start efr-launch: {}", e.source)),
+                        ..Default::default()
+                    },
+                    LauncherEnd::Unknown,
+                ),
+            };
+            efr_call::sys::stop_forwarding(&forwarded);
+            let mut fin = c.fold(outcome, &end);
+            c.close(&mut fin);
+            fin
         }
     };
-    efr_call::sys::stop_forwarding(&forwarded);
-    let mut fin = finished(
-        &outcome,
-        &p.line,
-        &p.projects,
-        &view,
-        &caches,
-        &config,
-        &env,
-    );
-    fin.sandbox_summary.env_dropped = env_dropped.into_iter().map(|(n, _)| n).collect();
-    if let Some(mut cp) = proxy {
-        let recs = cp.finish(&mut fin.sandbox_summary, &p.line);
-        fin.exits.extend(recs);
-    }
-    if let Some(mut cb) = bus {
-        let (recs, notes) = cb.finish(&mut fin.sandbox_summary, &p.line);
-        fin.exits.extend(recs);
-        for n in notes {
-            eprintln!("efr-sandbox: {n}");
-        }
-    }
     drop(rt);
     if let Some(e) = &fin.sandbox_summary.setup_error {
         eprintln!("efr-sandbox: the sandbox could not start: {e}");

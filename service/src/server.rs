@@ -44,7 +44,7 @@ pub struct Service {
     /// The classifier's context for the config in force.
     pub classifier: crate::classify::ContextCache,
     /// Calls handed out by `sandbox.plan`, until `sandbox.finish`.
-    pub planned: crate::launch_rpc::Planned,
+    pub planned: efr_call::Planned,
     /// The last `sandbox_check` (behind `sandbox.status`; `admin.sandbox_check` runs a new
     /// one). The lock also keeps two checks from running at once.
     pub last_check: tokio::sync::Mutex<Option<efr_sandbox_wire::SandboxCheck>>,
