@@ -522,7 +522,7 @@ async fn drive(
                 match r {
                     Some(r) => {
                         if let Some(record) = call.record_refusal(&r) {
-                            send(&tx, LaunchItem::Exit { record }).await?;
+                            send(&tx, LaunchItem::Exit { record: Box::new(record) }).await?;
                         }
                     }
                     None => refusals = None,
@@ -598,17 +598,35 @@ async fn drive(
         Err(_) => return Err(Gone),
     };
     for record in fin.exits.clone() {
-        send(&tx, LaunchItem::Exit { record }).await?;
+        send(
+            &tx,
+            LaunchItem::Exit {
+                record: Box::new(record),
+            },
+        )
+        .await?;
     }
     if let Some(rx) = refusals.as_mut() {
         while let Ok(r) = rx.try_recv() {
             if let Some(record) = call.record_refusal(&r) {
-                send(&tx, LaunchItem::Exit { record }).await?;
+                send(
+                    &tx,
+                    LaunchItem::Exit {
+                        record: Box::new(record),
+                    },
+                )
+                .await?;
             }
         }
     }
     for record in call.close(&mut fin) {
-        send(&tx, LaunchItem::Exit { record }).await?;
+        send(
+            &tx,
+            LaunchItem::Exit {
+                record: Box::new(record),
+            },
+        )
+        .await?;
     }
     tx.send(Event::End(Box::new(fin))).await.map_err(|_| Gone)
 }

@@ -125,7 +125,8 @@ pub enum LaunchItem {
         data: OutputData,
     },
     Exit {
-        record: ExitRecord,
+        // Boxed: an exit record is far larger than the other items.
+        record: Box<ExitRecord>,
     },
 }
 

@@ -718,7 +718,7 @@ fn call_fixtures() -> Vec<Fixture> {
                     data: OutputData::DataB64("/w==".into()),
                 },
                 LaunchItem::Exit {
-                    record: ExitRecord {
+                    record: Box::new(ExitRecord {
                         id: "denial-1".into(),
                         source: ExitSource::Denial,
                         kind: ExitKind::Write,
@@ -738,7 +738,7 @@ fn call_fixtures() -> Vec<Fixture> {
                             by: JudgedBy::Policy,
                             reasons: vec!["outside the call's writable roots".into()],
                         },
-                    },
+                    }),
                 },
             ],
         ),
