@@ -1,17 +1,20 @@
 //! `efr-sandbox`: the efr sandbox service (`serve`) and the user's commands.
 
-mod cache_cmd;
-mod check;
-mod classify;
+// What is where:
+// - `state`: what the RPC handlers share (the `Service`: paths, policy, the classifier's
+//   context, the planned calls, the last check) and the connections' limits;
+// - `rpc/`: the service (server, connection, method table, one file per handler);
+// - `cli/`: the commands (one file per command; `serve` starts `rpc`);
+// - `probe`: the self-tests run with this service's calls (shared by `rpc` and `cli`);
+// - `paths`, `policy`: the service's dirs and its config in force;
+// - a call itself (plan, proxy, bus filter, caches, launcher, finish) is `efr_call`'s.
+// Handlers and commands never import each other.
 mod cli;
-mod conn;
-mod dispatch;
-mod launch_rpc;
-mod methods;
 mod paths;
 mod policy;
-mod run;
-mod server;
+mod probe;
+mod rpc;
+mod state;
 
 mod sys;
 
@@ -37,7 +40,7 @@ fn main() -> ExitCode {
         ));
     }
     // The probe, run inside a contained call by `check` (efr_probe::inside).
-    if first.as_deref() == Some(std::ffi::OsStr::new(check::PROBE_SUBCOMMAND)) {
+    if first.as_deref() == Some(std::ffi::OsStr::new(probe::PROBE_SUBCOMMAND)) {
         let args = std::env::args_os().skip(2);
         std::process::exit(efr_probe::inside::main(
             args.map(|a| a.to_string_lossy().into_owned()).collect(),

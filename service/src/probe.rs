@@ -1,37 +1,21 @@
-//! `admin.sandbox_check`, `sandbox.status` and `efr-sandbox check`: the probe (efr-probe)
-//! run with the plans this service builds from the config.
+//! The probe (efr-probe) run with calls of [`efr_call::Call`] built from the config: shared
+//! by `admin.sandbox_check`, `sandbox.status` and `efr-sandbox check`.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
+use efr_call::launch::CallParams;
 use efr_call::{Ctx, ProxyWhen};
 use efr_launcher::api::resolve_backend;
 use efr_policy::config::{Config, Env};
 use efr_probe::check::{CheckOptions, ProbeCall};
 use efr_sandbox_wire::SandboxCheck;
-
-use efr_call::launch::CallParams;
+use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 
 /// The hidden subcommand under which `efr-sandbox` runs the probe inside a contained call.
 pub const PROBE_SUBCOMMAND: &str = "__probe";
-
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Print the wire `sandbox_check` (JSON) instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// The backend to check as the one in force: native or bwrap (default: the config's
-    /// sandbox.backend; auto picks native when user namespaces work).
-    #[arg(long, value_name = "BACKEND")]
-    pub backend: Option<String>,
-    /// TESTS ONLY: weaken a layer on purpose (no_landlock, no_masks, seccomp_drop=NAME,
-    /// bwrap=PATH, proxy_down, proxy_open); honored only with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1.
-    #[arg(long = "test-weaken", value_name = "WHAT", hide = true)]
-    pub test_weaken: Vec<String>,
-}
 
 /// The probe's command: `$EFR_PROBE` when set (an `efr-probe` binary), else this executable's
 /// hidden `__probe` subcommand.
@@ -198,40 +182,9 @@ pub fn options(
     })
 }
 
-/// `efr-sandbox check`: exit status 0 only when every required check passes.
-pub fn check_cli(a: CheckArgs) -> anyhow::Result<i32> {
-    let env = Env::from_process();
-    let config = Config::load(&env)?;
-    // The proxy of the check's call is served by a small runtime of its own.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|d| !d.is_empty())
-        .map(|d| PathBuf::from(d).join("efr"))
-        .filter(|d| efr_call::launch::private_dir(d).is_ok());
-    let opts = options(
-        Arc::new(config),
-        env,
-        a.backend.as_deref(),
-        a.test_weaken,
-        runtime,
-        rt.handle().clone(),
-    )
-    .map_err(anyhow::Error::msg)?;
-    let c = efr_probe::check::run(&opts);
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
-    } else {
-        print!("{}", efr_probe::check::render(&c));
-    }
-    Ok(if efr_probe::check::verdict(&c) { 0 } else { 1 })
-}
-
 /// Runs a check for the service (blocking: call it off the async threads, on a thread of
 /// the service's runtime, which serves the proxy of the check's call).
-pub fn service_check(svc: &crate::server::Service, handle: tokio::runtime::Handle) -> SandboxCheck {
+pub fn service_check(svc: &crate::state::Service, handle: tokio::runtime::Handle) -> SandboxCheck {
     let config = svc.policy.config();
     let env = svc.policy.env().clone();
     let runtime = Some(svc.paths.runtime_dir.clone());
@@ -245,5 +198,19 @@ pub fn service_check(svc: &crate::server::Service, handle: tokio::runtime::Handl
             tests: Vec::new(),
             ms: 0,
         },
+    }
+}
+
+/// Runs a check now (off the async threads) and caches it. The caller holds the lock.
+pub async fn run_check(svc: &Arc<crate::state::Service>) -> Result<SandboxCheck, ErrorBody> {
+    let s2 = svc.clone();
+    let handle = tokio::runtime::Handle::current();
+    match tokio::task::spawn_blocking(move || service_check(&s2, handle)).await {
+        Ok(c) => Ok(c),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            format!("the check did not finish: {e}"),
+        )),
     }
 }

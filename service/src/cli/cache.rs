@@ -1,50 +1,7 @@
-//! `sandbox.cache_delete_apply` and `efr-sandbox cache`: the held cache deletes of
-//! [`efr_call::caches`].
+//! `efr-sandbox cache`: the held cache deletes of [`efr_call::caches`].
 
-use efr_call::caches::{MAX_HELD, RULES, RuleKind, apply, held, state_dir, store_path};
+use efr_call::caches::{RULES, RuleKind, apply, held, state_dir, store_path};
 use efr_policy::config::Env;
-
-/// `sandbox.cache_delete_apply`: applies held cache deletes the user approved.
-pub fn apply_rpc(
-    svc: std::sync::Arc<crate::server::Service>,
-    call: crate::dispatch::Call,
-) -> crate::dispatch::HandlerFuture {
-    use efr_sandbox_wire::rpc::{
-        CacheDeleteApplyParams, CacheDeleteApplyResult, ErrorBody, ErrorCode,
-    };
-    crate::dispatch::boxed(async move {
-        let p: CacheDeleteApplyParams = crate::dispatch::params(call.params)?;
-        if p.paths.is_empty() || p.paths.len() > MAX_HELD {
-            return Err(ErrorBody::new(
-                ErrorCode::Invalid,
-                format!("paths: between 1 and {MAX_HELD} held deletes"),
-            ));
-        }
-        let state = state_dir(svc.policy.env());
-        let r = tokio::task::spawn_blocking(move || apply(&state, &p.paths))
-            .await
-            .map_err(|e| {
-                ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("the apply did not finish: {e}"),
-                )
-            })?;
-        match r {
-            Ok(a) => serde_json::to_value(CacheDeleteApplyResult {
-                paths: a.paths,
-                freed_bytes: a.freed_bytes,
-            })
-            .map_err(|e| {
-                ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("result does not serialize: {e}"),
-                )
-            }),
-            Err(e) if e.is_invalid() => Err(ErrorBody::new(ErrorCode::Invalid, e.to_string())),
-            Err(e) => Err(ErrorBody::new(ErrorCode::Internal, e.to_string())),
-        }
-    })
-}
 
 /// `efr-sandbox cache`: the held deletes.
 #[derive(Debug, clap::Subcommand)]

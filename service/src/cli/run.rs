@@ -5,14 +5,60 @@
 //! which the launcher relays to it: see `efr_launcher::pty`). The exit status is the line's (128+N for a
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
 
+use clap::Args;
 use std::path::{Path, PathBuf};
 
 use efr_policy::config::{Config, Env};
 use efr_sandbox_wire::{Bus, Desktop, ExitRecord, Grant, Needs, Verdict};
 
-use crate::cli::RunArgs;
 use efr_call::launch::CallParams;
 use efr_call::{Ctx, LauncherEnd, PrepareError, ProxyWhen, setup_error_finish};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A project root (writable to the call); may be repeated. Default: the git top level
+    /// of the working directory, else the working directory itself (never `/` or the
+    /// home), said on stderr.
+    #[arg(long = "project", value_name = "DIR")]
+    pub projects: Vec<PathBuf>,
+    /// The conversation (1 to 128 of A-Z a-z 0-9 . _ -): calls of the same ID share their
+    /// `/tmp` and `$SCRATCH`, kept under `$XDG_RUNTIME_DIR/efr`. Default: a fresh `/tmp`
+    /// and no `$SCRATCH`.
+    #[arg(long, value_name = "ID")]
+    pub conversation: Option<String>,
+    /// Where the line runs (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
+    /// desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], net_view, open_network.
+    /// May be repeated.
+    #[arg(long = "grant", value_name = "KIND[=VALUE]")]
+    pub grants: Vec<String>,
+    /// A variable for the call: NAME keeps this environment's value, NAME=VALUE sets it
+    /// (either is refused when its name or value looks like a secret). May be repeated.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    pub env: Vec<String>,
+    /// native or bwrap (default: the config's sandbox.backend).
+    #[arg(long, value_name = "BACKEND")]
+    pub backend: Option<String>,
+    /// Run outside the sandbox; the launcher still owns (and ends) the process tree.
+    #[arg(long)]
+    pub unsandboxed: bool,
+    /// Write the call's sandbox_summary (JSON) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// Print the call's finish (`{sandbox_summary, exits, exit_status, ...}`, as
+    /// sandbox.launch ends) as one JSON line: the last line on stderr, or to FILE. The
+    /// line's stdout stays the line's (FILE is the sure way: the line shares stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub json: Option<Option<PathBuf>>,
+    /// Write the launcher plan to FILE and exit without running (benchmarks, debugging).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub plan_out: Option<PathBuf>,
+    /// The shell line (several words are joined with spaces).
+    #[arg(last = true, required = true, value_name = "LINE")]
+    pub line: Vec<String>,
+}
 
 /// The kinds `--grant` takes, for messages.
 const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, bus_filter=session|system, \
