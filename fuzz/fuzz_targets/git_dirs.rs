@@ -6,7 +6,7 @@
 //! service asks it) must name the same. Without `git` on PATH only the first is checked.
 
 #[allow(dead_code)]
-#[path = "../../service/src/git_dirs.rs"]
+#[path = "../../call/src/git_dirs.rs"]
 mod git_dirs;
 
 use std::path::{Path, PathBuf};

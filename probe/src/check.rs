@@ -7,8 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use efr_launcher::api::Launcher;
-use efr_launcher::plan::{EnvVar, Plan};
+use efr_launcher::plan::EnvVar;
 use efr_launcher::status::{LandlockReport, StatusLine};
 use efr_sandbox_wire::{
     Backend, BusProxyOff, CheckOutcome, CheckTest, Grant, Mode, ModeFallback, SandboxCheck,
@@ -66,40 +65,18 @@ pub struct ProbeCall {
     pub test_weaken: Vec<String>,
 }
 
-/// A plan, and what must live as long as its call (the call's proxy).
-pub struct PreparedProbe {
-    pub plan: Plan,
-    pub keep: Option<Box<dyn std::any::Any + Send>>,
-}
-
-impl std::fmt::Debug for PreparedProbe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PreparedProbe")
-            .field("plan", &self.plan)
-            .field("keep", &self.keep.is_some())
-            .finish()
-    }
-}
-
-impl From<Plan> for PreparedProbe {
-    fn from(plan: Plan) -> PreparedProbe {
-        PreparedProbe { plan, keep: None }
-    }
-}
-
-/// Builds the plan of a call the way the service builds every plan (from the config), and
-/// starts its proxy when it has a host grant.
-pub type MakePlan = dyn Fn(&ProbeCall) -> Result<PreparedProbe, String> + Send + Sync;
+/// Makes a call the way the service makes every call (its plan from the config), with its
+/// proxy when it has a host grant.
+pub type MakeCall = dyn Fn(&ProbeCall) -> Result<efr_call::Call, String> + Send + Sync;
 
 /// The bus filter's self-test: `Ok(detail)`, or why the filter is off with the detail.
 pub type BusTest = dyn Fn() -> Result<String, (BusProxyOff, String)> + Send + Sync;
 
 /// What the check runs with.
 pub struct CheckOptions {
-    pub launcher: Launcher,
     /// The probe's command (`efr-probe`, or `efr-sandbox __probe`); `inside ...` follows.
     pub probe: Vec<String>,
-    pub make_plan: Box<MakePlan>,
+    pub make_call: Box<MakeCall>,
     /// The backend the config (or `--backend`) puts in force.
     pub backend: Backend,
     /// The config's `network.netview`.
@@ -119,7 +96,6 @@ pub struct CheckOptions {
 impl std::fmt::Debug for CheckOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CheckOptions")
-            .field("launcher", &self.launcher)
             .field("probe", &self.probe)
             .field("backend", &self.backend)
             .field("netview", &self.netview)
@@ -176,9 +152,9 @@ fn run_probe(
             .cloned()
             .collect(),
     };
-    // `_keep` (the call's proxy) lives until the call has ended.
-    let (mut plan, _keep) = match (opts.make_plan)(&call) {
-        Ok(p) => (p.plan, p.keep),
+    // The call (and its proxy) lives until it has ended.
+    let mut c = match (opts.make_call)(&call) {
+        Ok(c) => c,
         Err(e) => {
             return Run {
                 error: Some(e),
@@ -186,6 +162,7 @@ fn run_probe(
             };
         }
     };
+    let plan = c.plan_mut();
     plan.backend = backend;
     if let Some(m) = &args.masked {
         plan.masks.push(m.clone());
@@ -204,23 +181,16 @@ fn run_probe(
         .filter(|w| !is_proxy_knob(w))
         .cloned()
         .collect();
-    let mut running =
-        match opts
-            .launcher
-            .spawn(&plan, Stdio::null(), Stdio::piped(), Stdio::piped())
-        {
-            Ok(r) => r,
-            Err(e) => {
-                return Run {
-                    error: Some(format!(
-                        "cannot start the launcher {}: {e}",
-                        opts.launcher.exe.display()
-                    )),
-                    ..Default::default()
-                };
-            }
-        };
-    let pid = running.child.id() as libc::pid_t;
+    let mut running = match c.spawn(Stdio::null(), Stdio::piped(), Stdio::piped()) {
+        Ok(r) => r,
+        Err(e) => {
+            return Run {
+                error: Some(e.to_string()),
+                ..Default::default()
+            };
+        }
+    };
+    let pid = running.child().id() as libc::pid_t;
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
         if done_rx.recv_timeout(PROBE_TIMEOUT).is_err() {
@@ -228,8 +198,8 @@ fn run_probe(
             let _ = crate::sys::kill(pid, libc::SIGKILL);
         }
     });
-    let mut out = running.child.stdout.take();
-    let mut err = running.child.stderr.take();
+    let mut out = running.child().stdout.take();
+    let mut err = running.child().stderr.take();
     let err_thread = std::thread::spawn(move || {
         let mut s = String::new();
         if let Some(e) = err.as_mut() {

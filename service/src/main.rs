@@ -1,22 +1,20 @@
 //! `efr-sandbox`: the efr sandbox service (`serve`) and the user's commands.
 
-mod bus;
-mod caches;
-mod check;
-mod classify;
+// What is where:
+// - `state`: what the RPC handlers share (the `Service`: paths, policy, the classifier's
+//   context, the planned calls, the last check) and the connections' limits;
+// - `rpc/`: the service (server, connection, method table, one file per handler);
+// - `cli/`: the commands (one file per command; `serve` starts `rpc`);
+// - `probe`: the self-tests run with this service's calls (shared by `rpc` and `cli`);
+// - `paths`, `policy`: the service's dirs and its config in force;
+// - a call itself (plan, proxy, bus filter, caches, launcher, finish) is `efr_call`'s.
+// Handlers and commands never import each other.
 mod cli;
-mod conn;
-mod dispatch;
-mod egress;
-mod git_dirs;
-mod git_guard;
-mod launch;
-mod launch_rpc;
-mod methods;
 mod paths;
 mod policy;
-mod run;
-mod server;
+mod probe;
+mod rpc;
+mod state;
 
 mod sys;
 
@@ -29,7 +27,7 @@ fn main() -> ExitCode {
     // for when no `efr-launch` is installed beside this binary. Single-threaded: nothing
     // else has started yet.
     let first = std::env::args_os().nth(1);
-    if first.as_deref() == Some(std::ffi::OsStr::new(launch::LAUNCH_SUBCOMMAND)) {
+    if first.as_deref() == Some(std::ffi::OsStr::new(efr_call::launch::LAUNCH_SUBCOMMAND)) {
         let args = std::env::args_os().skip(2);
         std::process::exit(efr_launcher::cli::main(
             args.map(|a| a.to_string_lossy().into_owned()).collect(),
@@ -42,7 +40,7 @@ fn main() -> ExitCode {
         ));
     }
     // The probe, run inside a contained call by `check` (efr_probe::inside).
-    if first.as_deref() == Some(std::ffi::OsStr::new(check::PROBE_SUBCOMMAND)) {
+    if first.as_deref() == Some(std::ffi::OsStr::new(probe::PROBE_SUBCOMMAND)) {
         let args = std::env::args_os().skip(2);
         std::process::exit(efr_probe::inside::main(
             args.map(|a| a.to_string_lossy().into_owned()).collect(),

@@ -6,16 +6,12 @@
 
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Context, bail};
 use efr_policy::config::{Config, ConfigStore, Env};
 use efr_policy::explain;
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 use efr_sandbox_wire::{ExplainParams, ExplainResult};
-
-use crate::cli::{ConfigArgs, ExplainArgs};
 
 /// What identifies one version of the config file: (dev, ino, size, mtime); `None` when
 /// there is no file.
@@ -82,72 +78,4 @@ impl Policy {
         explain::explain(&params, &config, &self.env)
             .map_err(|e| ErrorBody::new(ErrorCode::Invalid, e.to_string()))
     }
-}
-
-/// The `--cwd` and `--project` options of a command run in this process: the cwd (the
-/// current directory when absent; a relative one is taken from it) and the project roots
-/// (taken from the cwd), each of which must be a directory.
-pub fn cli_dirs(
-    cwd: Option<PathBuf>,
-    projects: Vec<PathBuf>,
-) -> anyhow::Result<(PathBuf, Vec<PathBuf>)> {
-    let here = std::env::current_dir().context("cannot read the current directory")?;
-    let cwd = match cwd {
-        Some(c) => here.join(c),
-        None => here,
-    };
-    if !cwd.is_dir() {
-        bail!("--cwd {} is not a directory", cwd.display());
-    }
-    let mut roots = Vec::new();
-    for p in projects {
-        let p = cwd.join(p);
-        if !p.is_dir() {
-            bail!("--project {} is not a directory", p.display());
-        }
-        roots.push(p);
-    }
-    Ok((cwd, roots))
-}
-
-/// `efr-sandbox explain`: runs explain in this process (no service needed) and prints
-/// policy's text, or the wire JSON with `--json`. The path is taken as bytes, so a name
-/// that is not UTF-8 is explained as it is. A broken config file, or a `--cwd` or
-/// `--project` that is not a directory, is an error.
-pub fn explain_cli(args: ExplainArgs) -> anyhow::Result<()> {
-    let env = Env::from_process();
-    let config = Config::load(&env)?;
-    let (cwd, projects) = cli_dirs(args.cwd, args.projects)?;
-    if args.path.is_empty() {
-        bail!("the path to explain is empty");
-    }
-    let result =
-        explain::explain_path(Path::new(&args.path), Some(&cwd), &projects, &config, &env)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
-    } else {
-        let text = explain::render_text(&result);
-        print!("{text}");
-        if !text.ends_with('\n') {
-            println!();
-        }
-    }
-    Ok(())
-}
-
-/// `efr-sandbox config`: the effective config with the source of each value. A broken file
-/// is an error (with its line and column) and a non-zero exit.
-pub fn config_cli(args: ConfigArgs) -> anyhow::Result<()> {
-    let env = Env::from_process();
-    let config = Config::load(&env)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&config.to_json())?);
-    } else {
-        print!("{}", config.render_text());
-    }
-    // What the bus filter leaves out of the config's rules, or opens through allow_never.
-    for w in efr_policy::bus::filter_rules(&config.bus).warnings() {
-        eprintln!("efr-sandbox: warning: {w}");
-    }
-    Ok(())
 }

@@ -11,7 +11,7 @@
 //! treat the repository conservatively), and "no repository" only where git finds none.
 
 #[allow(dead_code)]
-#[path = "../src/git_dirs.rs"]
+#[path = "../../call/src/git_dirs.rs"]
 mod git_dirs;
 
 use std::ffi::OsStr;

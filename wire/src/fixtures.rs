@@ -639,4 +639,108 @@ pub fn all() -> Vec<Fixture> {
         ),
         raw_fixture::<Vec<BlockReason>>("unknown_block_reason.json", json!(["quota", "not_tls"])),
     ]
+    .into_iter()
+    .chain(call_fixtures())
+    .collect()
+}
+
+/// The call's params and the launch stream's items (`efr-call`).
+fn call_fixtures() -> Vec<Fixture> {
+    use crate::call::*;
+    let call = CallParams {
+        line: "cargo test".into(),
+        cwd: Some("/home/ada/src/app".into()),
+        projects: vec!["/home/ada/src/app".into()],
+        grants: vec![Grant::Host {
+            host: "crates.io".into(),
+            port: None,
+            plain_http: false,
+        }],
+        backend: Some("native".into()),
+        unsandboxed: false,
+        conversation: Some("conv-1".into()),
+    };
+    vec![
+        fixture("call_params.json", call.clone()),
+        fixture(
+            "call_params_minimal.json",
+            CallParams {
+                line: "true".into(),
+                ..Default::default()
+            },
+        ),
+        fixture(
+            "plan_params.json",
+            PlanParams {
+                call,
+                status_fd: Some(3),
+            },
+        ),
+        fixture(
+            "plan_result.json",
+            PlanResult {
+                token: "0123456789abcdef0123456789abcdef".into(),
+                argv: vec![
+                    "/usr/libexec/efr-launch".into(),
+                    "--plan".into(),
+                    "/run/user/1000/efr/plans/0123456789abcdef0123456789abcdef.json".into(),
+                    "--status-fd".into(),
+                    "3".into(),
+                ],
+                plan_file: "/run/user/1000/efr/plans/0123456789abcdef0123456789abcdef.json".into(),
+                status_fd: 3,
+            },
+        ),
+        fixture(
+            "finish_params.json",
+            FinishParams {
+                token: "0123456789abcdef0123456789abcdef".into(),
+                status: "{\"kind\":\"exited\",\"code\":0,\"duration_ms\":4}\n".into(),
+            },
+        ),
+        fixture(
+            "launch_items.json",
+            vec![
+                LaunchItem::Started(Started {
+                    launcher_pid: 4242,
+                    pid: 2,
+                    backend: "native".into(),
+                    landlock: Some(json!({"abi": 6, "status": "enforced"})),
+                    seccomp: true,
+                    cgroup: None,
+                }),
+                LaunchItem::Output {
+                    stream: OutputStream::Stdout,
+                    data: OutputData::Data("ok\n".into()),
+                },
+                LaunchItem::Output {
+                    stream: OutputStream::Stderr,
+                    data: OutputData::DataB64("/w==".into()),
+                },
+                LaunchItem::Exit {
+                    record: Box::new(ExitRecord {
+                        id: "denial-1".into(),
+                        source: ExitSource::Denial,
+                        kind: ExitKind::Write,
+                        summary: "write /etc/hosts (refused by the sandbox)".into(),
+                        action: Action {
+                            line: "echo x > /etc/hosts".into(),
+                            ..Default::default()
+                        },
+                        facts: Facts::default(),
+                        needs: Needs::Contained {
+                            grants: vec![Grant::Write {
+                                path: "/etc/hosts".into(),
+                            }],
+                        },
+                        judgement: Judgement {
+                            verdict: Verdict::Review,
+                            by: JudgedBy::Policy,
+                            reasons: vec!["outside the call's writable roots".into()],
+                        },
+                    }),
+                },
+            ],
+        ),
+    ]
 }

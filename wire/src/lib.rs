@@ -7,6 +7,7 @@
 //! byte for byte by the tests) and `schema` the JSON Schema of all of them.
 
 pub mod always;
+pub mod call;
 pub mod envfilter;
 pub mod exit;
 pub mod explain;
@@ -24,6 +25,9 @@ pub mod summary;
 pub mod surface;
 
 pub use always::{AlwaysOutcome, NotSavedReason};
+pub use call::{
+    CallParams, FinishParams, LaunchItem, OutputData, OutputStream, PlanParams, PlanResult, Started,
+};
 pub use exit::{
     Action, Edit, ExitInfo, ExitKind, ExitRecord, ExitSource, Facts, GitCode, GitCodeItem,
     HostFact, JudgedBy, Judgement, Needs, Target, TargetClass, TargetOp, Verdict,

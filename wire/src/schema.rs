@@ -41,6 +41,11 @@ pub fn document() -> Value {
         crate::rpc::StatusResult,
         crate::rpc::CacheDeleteApplyParams,
         crate::rpc::CacheDeleteApplyResult,
+        crate::call::CallParams,
+        crate::call::PlanParams,
+        crate::call::PlanResult,
+        crate::call::FinishParams,
+        crate::call::LaunchItem,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({

@@ -48,6 +48,7 @@ const OPAQUE_XATTR: &str = "user.overlay.opaque";
 /// What the merge does with a path it knows the format of: one reviewed place, a reason
 /// each. A pattern is matched against the path's components, anywhere in it (`*` one
 /// component, `**` any number).
+#[derive(Debug)]
 pub struct Rule {
     pub pattern: &'static [&'static str],
     pub kind: RuleKind,
@@ -1355,7 +1356,7 @@ fn npm_index(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
     Ok(())
 }
 
-fn store_path(state: &Path) -> PathBuf {
+pub fn store_path(state: &Path) -> PathBuf {
     state.join("cache-deletes.json")
 }
 
@@ -1587,113 +1588,6 @@ pub fn fold(m: &Merged, fin: &mut efr_sandbox_wire::Finish, line: &str) {
     s.cache_refused.extend(m.refused.iter().cloned());
     for (i, d) in m.deletes.iter().enumerate() {
         fin.exits.push(delete_record(i, d, line));
-    }
-}
-
-/// `sandbox.cache_delete_apply`: applies held cache deletes the user approved.
-pub fn apply_rpc(
-    svc: std::sync::Arc<crate::server::Service>,
-    call: crate::dispatch::Call,
-) -> crate::dispatch::HandlerFuture {
-    use efr_sandbox_wire::rpc::{
-        CacheDeleteApplyParams, CacheDeleteApplyResult, ErrorBody, ErrorCode,
-    };
-    crate::dispatch::boxed(async move {
-        let p: CacheDeleteApplyParams = crate::dispatch::params(call.params)?;
-        if p.paths.is_empty() || p.paths.len() > MAX_HELD {
-            return Err(ErrorBody::new(
-                ErrorCode::Invalid,
-                format!("paths: between 1 and {MAX_HELD} held deletes"),
-            ));
-        }
-        let state = state_dir(svc.policy.env());
-        let r = tokio::task::spawn_blocking(move || apply(&state, &p.paths))
-            .await
-            .map_err(|e| {
-                ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("the apply did not finish: {e}"),
-                )
-            })?;
-        match r {
-            Ok(a) => serde_json::to_value(CacheDeleteApplyResult {
-                paths: a.paths,
-                freed_bytes: a.freed_bytes,
-            })
-            .map_err(|e| {
-                ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("result does not serialize: {e}"),
-                )
-            }),
-            Err(e) if e.is_invalid() => Err(ErrorBody::new(ErrorCode::Invalid, e.to_string())),
-            Err(e) => Err(ErrorBody::new(ErrorCode::Internal, e.to_string())),
-        }
-    })
-}
-
-/// `efr-sandbox cache`: the held deletes.
-#[derive(Debug, clap::Subcommand)]
-pub enum CacheCommand {
-    /// List the held cache deletes, one path a line.
-    List,
-    /// What the merge verifies or leaves out, by path pattern, and why.
-    Rules,
-    /// Apply held cache deletes (paths as `cache list` or a call's summary shows them).
-    Apply {
-        #[arg(required = true, value_name = "PATH")]
-        paths: Vec<String>,
-    },
-}
-
-/// Runs `efr-sandbox cache ...`; the exit status (2 for an unknown or stale path).
-pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
-    let env = Env::from_process();
-    let state = state_dir(&env);
-    match c {
-        CacheCommand::Rules => {
-            for r in RULES {
-                let what = match r.kind {
-                    RuleKind::NpmContent => "verified (hash), never replaced",
-                    RuleKind::NpmIndex => "lines added, unverified ones dropped",
-                    RuleKind::CargoCrate => "checked against the host's index, never replaced",
-                    RuleKind::Skip => "not merged",
-                    RuleKind::Refuse => "refused",
-                };
-                println!(".../{}: {what}: {}", r.pattern.join("/"), r.reason);
-            }
-            Ok(0)
-        }
-        CacheCommand::List => {
-            for d in held(&state)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", store_path(&state).display()))?
-            {
-                println!("{}", d.path);
-            }
-            Ok(0)
-        }
-        CacheCommand::Apply { paths } => {
-            let paths: Vec<String> = paths
-                .iter()
-                .map(|p| match p.strip_prefix("~/") {
-                    Some(r) => env.home.join(r).to_string_lossy().into_owned(),
-                    None => p.clone(),
-                })
-                .collect();
-            match apply(&state, &paths) {
-                Ok(a) => {
-                    for p in &a.paths {
-                        println!("deleted {p}");
-                    }
-                    println!("freed {} bytes", a.freed_bytes);
-                    Ok(0)
-                }
-                Err(e) => {
-                    eprintln!("efr-sandbox cache apply: {e}");
-                    Ok(if e.is_invalid() { 2 } else { 1 })
-                }
-            }
-        }
     }
 }
 

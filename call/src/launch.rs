@@ -17,37 +17,14 @@ use efr_sandbox_wire::{
     Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, JudgedBy, Judgement, Needs, Target,
     TargetClass, TargetOp, Verdict,
 };
-use serde::Deserialize;
+use efr_sandbox_wire::{LaunchItem, OutputData, Started};
 
 /// The hidden subcommand under which `efr-sandbox` runs the launcher itself, when no
 /// `efr-launch` is installed beside it (the same code: `efr_launcher::cli::main`).
 pub const LAUNCH_SUBCOMMAND: &str = "__launch";
 
-/// The params of `sandbox.launch` and `sandbox.plan`.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct CallParams {
-    /// The shell line.
-    pub line: String,
-    /// Where it runs (absolute; default: the first project root, else the home).
-    #[serde(default)]
-    pub cwd: Option<String>,
-    /// The turn's project roots (writable).
-    #[serde(default)]
-    pub projects: Vec<String>,
-    /// Grants on top of the default view (wire `grant`s).
-    #[serde(default)]
-    pub grants: Vec<Grant>,
-    /// `auto`, `native` or `bwrap`; the config's `sandbox.backend` when absent.
-    #[serde(default)]
-    pub backend: Option<String>,
-    /// Run outside the sandbox (an approved exit); the launcher still owns the tree.
-    #[serde(default)]
-    pub unsandboxed: bool,
-    /// The conversation: its `/tmp` and `$SCRATCH` live under the runtime dir and last
-    /// between calls. Without one, `/tmp` is fresh and there is no `$SCRATCH`.
-    #[serde(default)]
-    pub conversation: Option<String>,
-}
+/// The params of `sandbox.launch` and `sandbox.plan` (a wire type).
+pub use efr_sandbox_wire::CallParams;
 
 fn invalid(m: impl Into<String>) -> ErrorBody {
     ErrorBody::new(ErrorCode::Invalid, m)
@@ -55,7 +32,7 @@ fn invalid(m: impl Into<String>) -> ErrorBody {
 
 /// The launcher: `$EFR_LAUNCH`, else `efr-launch` beside this executable or on PATH, else
 /// this executable's own `__launch` subcommand.
-pub fn launcher() -> Launcher {
+pub(crate) fn launcher() -> Launcher {
     if let Some(p) = std::env::var_os("EFR_LAUNCH").filter(|p| !p.is_empty()) {
         return Launcher::new(PathBuf::from(p));
     }
@@ -596,8 +573,9 @@ pub fn socket_denial_record(n: usize, path: &str, line: &str) -> ExitRecord {
     }
 }
 
-/// The `started` item of `sandbox.launch`, from the launcher's status line.
-pub fn started_item(s: &StatusLine) -> serde_json::Value {
+/// The `started` item of `sandbox.launch`, from the launcher's `started` status line
+/// (`None` for another line).
+pub fn started_item(s: &StatusLine) -> Option<LaunchItem> {
     match s {
         StatusLine::Started {
             launcher_pid,
@@ -607,16 +585,15 @@ pub fn started_item(s: &StatusLine) -> serde_json::Value {
             seccomp,
             cgroup,
             ..
-        } => serde_json::json!({
-            "kind": "started",
-            "launcher_pid": launcher_pid,
-            "pid": pid,
-            "backend": backend,
-            "landlock": landlock,
-            "seccomp": seccomp,
-            "cgroup": cgroup,
-        }),
-        _ => serde_json::json!({ "kind": "started" }),
+        } => Some(LaunchItem::Started(Started {
+            launcher_pid: *launcher_pid,
+            pid: *pid,
+            backend: backend.clone(),
+            landlock: landlock.as_ref().and_then(|l| serde_json::to_value(l).ok()),
+            seccomp: *seccomp,
+            cgroup: cgroup.as_ref().and_then(|c| serde_json::to_value(c).ok()),
+        })),
+        _ => None,
     }
 }
 
@@ -675,25 +652,25 @@ pub struct Chunker {
 }
 
 impl Chunker {
-    /// The item payload (`("data", text)` or `("data_b64", b64)`) of the next bytes.
-    pub fn push(&mut self, bytes: &[u8]) -> Option<(&'static str, String)> {
+    /// The item payload (`data` text or `data_b64`) of the next bytes.
+    pub fn push(&mut self, bytes: &[u8]) -> Option<OutputData> {
         let mut buf = std::mem::take(&mut self.carry);
         buf.extend_from_slice(bytes);
         match std::str::from_utf8(&buf) {
-            Ok(s) => (!s.is_empty()).then(|| ("data", s.to_string())),
+            Ok(s) => (!s.is_empty()).then(|| OutputData::Data(s.to_string())),
             Err(e) if e.error_len().is_none() && buf.len() - e.valid_up_to() < 4 => {
                 self.carry = buf.split_off(e.valid_up_to());
                 let s = String::from_utf8(buf).unwrap_or_default();
-                (!s.is_empty()).then_some(("data", s))
+                (!s.is_empty()).then_some(OutputData::Data(s))
             }
-            Err(_) => Some(("data_b64", base64(&buf))),
+            Err(_) => Some(OutputData::DataB64(base64(&buf))),
         }
     }
 
     /// What is left at the end of the stream.
-    pub fn flush(&mut self) -> Option<(&'static str, String)> {
+    pub fn flush(&mut self) -> Option<OutputData> {
         let c = std::mem::take(&mut self.carry);
-        (!c.is_empty()).then(|| ("data_b64", base64(&c)))
+        (!c.is_empty()).then(|| OutputData::DataB64(base64(&c)))
     }
 }
 
@@ -733,14 +710,14 @@ mod tests {
         assert_eq!(base64(b"foobar"), "Zm9vYmFy");
         let mut c = Chunker::default();
         let e = "é".as_bytes();
-        assert_eq!(c.push(&[b'a', e[0]]), Some(("data", "a".into())));
-        assert_eq!(c.push(&[e[1], b'b']), Some(("data", "éb".into())));
+        assert_eq!(c.push(&[b'a', e[0]]), Some(OutputData::Data("a".into())));
+        assert_eq!(c.push(&[e[1], b'b']), Some(OutputData::Data("éb".into())));
         assert_eq!(
             c.push(&[0xff, b'x']),
-            Some(("data_b64", base64(&[0xff, b'x'])))
+            Some(OutputData::DataB64(base64(&[0xff, b'x'])))
         );
         assert_eq!(c.push(&[e[0]]), None);
-        assert_eq!(c.flush(), Some(("data_b64", base64(&[e[0]]))));
+        assert_eq!(c.flush(), Some(OutputData::DataB64(base64(&[e[0]]))));
     }
 
     #[test]

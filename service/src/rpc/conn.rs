@@ -12,10 +12,10 @@
 //! - `{cancel: id}` ends a running request with `{id, error: cancelled}`. Cancelling an id
 //!   that is not running (never was, or already ended) is a no-op with no answer.
 //! - Requests run concurrently, each as its own task; a request id still running cannot be
-//!   reused (`conflict`); more than [`Limits::inflight`] at once is `busy`.
+//!   reused (`conflict`); more than [`crate::state::Limits::inflight`] at once is `busy`.
 //! - A handler that panics ends its request with `internal`; the service goes on.
 //! - Outgoing frames go through a bounded queue; a client that does not read for
-//!   [`Limits::slow_reader`] while the queue is full (or while one frame is being written)
+//!   [`crate::state::Limits::slow_reader`] while the queue is full (or while one frame is being written)
 //!   is disconnected, so it wedges nothing but itself.
 //! - When the client ends its side (EOF), the requests still running finish and their
 //!   answers are written before the connection closes. When it hangs up altogether (its
@@ -38,29 +38,9 @@ use tokio::sync::mpsc::error::SendTimeoutError;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio::task::{AbortHandle, JoinSet};
 
-use crate::dispatch::{self, Call};
-use crate::server::Service;
-
-/// Per-connection limits.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    /// Frames waiting to be written.
-    pub queue: usize,
-    /// Requests running at once.
-    pub inflight: usize,
-    /// How long a full queue or one write may wait for the client to read.
-    pub slow_reader: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            queue: 64,
-            inflight: 64,
-            slow_reader: Duration::from_secs(10),
-        }
-    }
-}
+use crate::rpc::dispatch;
+use crate::rpc::handler::{Call, ItemSink};
+use crate::state::Service;
 
 /// The outgoing side of a connection.
 #[derive(Debug)]
@@ -157,15 +137,9 @@ impl RequestOut {
     }
 }
 
-/// Sends the `{id, item}` frames of one request.
-#[derive(Debug, Clone)]
-pub struct ItemSink(Arc<RequestOut>);
-
-impl ItemSink {
-    /// Sends one item; an error when the request has ended (cancelled) or the connection
-    /// is closing: the handler should return it.
-    pub async fn send(&self, item: Value) -> Result<(), ErrorBody> {
-        self.0.item(item).await
+impl crate::rpc::handler::ItemOut for RequestOut {
+    fn item(&self, item: Value) -> crate::rpc::handler::ItemFuture<'_> {
+        Box::pin(RequestOut::item(self, item))
     }
 }
 
@@ -395,7 +369,7 @@ impl Conn {
                 )
                 .await;
         }
-        let p: HelloParams = match dispatch::params(params) {
+        let p: HelloParams = match crate::rpc::handler::params(params) {
             Ok(p) => p,
             Err(error) => {
                 self.outbox
@@ -512,7 +486,7 @@ impl Conn {
         let call = Call {
             id,
             params,
-            items: ItemSink(out.clone()),
+            items: ItemSink::new(out.clone()),
         };
         let inner = tokio::spawn((m.handler)(self.svc.clone(), call));
         lock(&self.requests).insert(

@@ -5,14 +5,60 @@
 //! which the launcher relays to it: see `efr_launcher::pty`). The exit status is the line's (128+N for a
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
 
+use clap::Args;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use efr_policy::config::{Config, Env};
 use efr_sandbox_wire::{Bus, Desktop, ExitRecord, Grant, Needs, Verdict};
 
-use crate::cli::RunArgs;
-use crate::launch::{CallParams, finished, launcher, prepare};
+use efr_call::launch::CallParams;
+use efr_call::{Ctx, LauncherEnd, PrepareError, ProxyWhen, setup_error_finish};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A project root (writable to the call); may be repeated. Default: the git top level
+    /// of the working directory, else the working directory itself (never `/` or the
+    /// home), said on stderr.
+    #[arg(long = "project", value_name = "DIR")]
+    pub projects: Vec<PathBuf>,
+    /// The conversation (1 to 128 of A-Z a-z 0-9 . _ -): calls of the same ID share their
+    /// `/tmp` and `$SCRATCH`, kept under `$XDG_RUNTIME_DIR/efr`. Default: a fresh `/tmp`
+    /// and no `$SCRATCH`.
+    #[arg(long, value_name = "ID")]
+    pub conversation: Option<String>,
+    /// Where the line runs (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
+    /// desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], net_view, open_network.
+    /// May be repeated.
+    #[arg(long = "grant", value_name = "KIND[=VALUE]")]
+    pub grants: Vec<String>,
+    /// A variable for the call: NAME keeps this environment's value, NAME=VALUE sets it
+    /// (either is refused when its name or value looks like a secret). May be repeated.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    pub env: Vec<String>,
+    /// native or bwrap (default: the config's sandbox.backend).
+    #[arg(long, value_name = "BACKEND")]
+    pub backend: Option<String>,
+    /// Run outside the sandbox; the launcher still owns (and ends) the process tree.
+    #[arg(long)]
+    pub unsandboxed: bool,
+    /// Write the call's sandbox_summary (JSON) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// Print the call's finish (`{sandbox_summary, exits, exit_status, ...}`, as
+    /// sandbox.launch ends) as one JSON line: the last line on stderr, or to FILE. The
+    /// line's stdout stays the line's (FILE is the sure way: the line shares stderr).
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub json: Option<Option<PathBuf>>,
+    /// Write the launcher plan to FILE and exit without running (benchmarks, debugging).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub plan_out: Option<PathBuf>,
+    /// The shell line (several words are joined with spaces).
+    #[arg(last = true, required = true, value_name = "LINE")]
+    pub line: Vec<String>,
+}
 
 /// The kinds `--grant` takes, for messages.
 const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, bus_filter=session|system, \
@@ -259,19 +305,36 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         unsandboxed: a.unsandboxed,
         conversation: a.conversation,
     };
-    let plan = match prepare(&p, &config, &env, runtime.as_deref(), None) {
-        Err(e) => return Ok(usage_error(e.message)),
-        Ok(Err(setup)) => Err(setup),
-        Ok(Ok(plan)) => Ok(plan),
+    // The call's proxy, served by a small runtime of its own while the line runs; its
+    // socket and the bus filters' below `$XDG_RUNTIME_DIR/efr`.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let sockets = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(|d| PathBuf::from(d).join("efr"))
+        .filter(|d| efr_call::launch::private_dir(d).is_ok());
+    let config = std::sync::Arc::new(config);
+    let ctx = Ctx {
+        config: config.clone(),
+        env: env.clone(),
+        conversations: runtime,
+        sockets,
+        handle: rt.handle().clone(),
+    };
+    let call = match efr_call::Call::prepare(&p, &ctx) {
+        Err(PrepareError::Params(e)) => return Ok(usage_error(e.message)),
+        Err(PrepareError::Setup(setup)) => Err(setup),
+        Ok(c) => Ok(c),
     };
     // `--env`, and what of the environment is not passed because it looks like a secret.
     let mut env_dropped = Vec::new();
-    let plan = match plan {
-        Ok(mut plan) => match crate::launch::apply_env_args(&mut plan, &a.env, &config) {
+    let call = match call {
+        Ok(mut c) => match c.env_args(&a.env) {
             Ok(refused) => {
-                env_dropped = refused;
-                env_dropped.extend(crate::launch::env_drops(&plan, &config));
-                Ok(plan)
+                env_dropped = c.note_env_dropped(refused);
+                Ok(c)
             }
             Err(e) => return Ok(usage_error(format!("--env {e}"))),
         },
@@ -280,52 +343,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     for (name, why) in &env_dropped {
         eprintln!("efr-sandbox: {name} is not passed to the call: {why}");
     }
-    // The call's proxy, served by a small runtime of its own while the line runs.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let mut proxy = None;
-    let plan = match plan {
-        Ok(mut plan) if a.plan_out.is_none() && crate::egress::wanted(&plan) => {
-            let ce = crate::egress::call_env(&plan);
-            let pol = crate::egress::policy(&plan.grants, &config, &env, &p.projects, &ce);
-            let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-                .filter(|d| !d.is_empty())
-                .map(|d| PathBuf::from(d).join("efr"));
-            let rt_dir = runtime.filter(|d| crate::launch::private_dir(d).is_ok());
-            match crate::egress::CallProxy::attach(&mut plan, pol, rt_dir.as_deref(), rt.handle()) {
-                Ok(cp) => {
-                    proxy = Some(cp);
-                    Ok(plan)
-                }
-                Err(e) => Err(format!("the call's proxy: {e}")),
-            }
-        }
-        other => other,
-    };
-    // The call's bus filters (`bus_filter` grants), ended with the call.
-    let mut bus = None;
-    let plan = match plan {
-        Ok(mut plan) if a.plan_out.is_none() && !crate::bus::wanted(&plan).is_empty() => {
-            let buses = crate::bus::wanted(&plan);
-            let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-                .filter(|d| !d.is_empty())
-                .map(|d| PathBuf::from(d).join("efr"))
-                .filter(|d| crate::launch::private_dir(d).is_ok());
-            match crate::bus::CallBus::attach(&mut plan, &buses, &config, runtime.as_deref()) {
-                Ok(cb) => {
-                    bus = Some(cb);
-                    Ok(plan)
-                }
-                Err(e) => Err(e.to_string()),
-            }
+    // The call's proxy and bus filters (`bus_filter` grants), ended with the call.
+    let call = match call {
+        Ok(mut c) if a.plan_out.is_none() => {
+            let pol = c.proxy_policy(ProxyWhen::Wanted);
+            c.attach(pol, &ctx).map(|()| c).map_err(|e| e.to_string())
         }
         other => other,
     };
     if let Some(f) = &a.plan_out {
-        match &plan {
-            Ok(plan) => std::fs::write(f, serde_json::to_vec_pretty(plan)?)?,
+        match &call {
+            Ok(c) => std::fs::write(f, serde_json::to_vec_pretty(c.plan())?)?,
             Err(e) => return Ok(usage_error(format!("no plan: {e}"))),
         }
         return Ok(0);
@@ -336,99 +364,47 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // the line: the call ends with the line's status. Whatever else ends this process
     // (SIGKILL), the launcher sees it and kills the call.
     let forwarded = efr_launcher::run::forwarded_signals();
-    crate::sys::forward_signals(&forwarded)?;
+    efr_call::sys::forward_signals(&forwarded)?;
     // A contained call with no terminal on stdio: the launcher in a process group of its
     // own, so that a signal sent to this process's group reaches the line once (through
     // this process and the launcher), and the kernel's (a ^C with stdio redirected) are
     // handed on too. With a terminal, the launcher must be in the terminal's foreground
     // group to relay it; an unsandboxed line must stay there for `/dev/tty` (sudo's
     // prompt).
-    let own_group = plan
+    let own_group = call
         .as_ref()
-        .is_ok_and(|p| p.mode == efr_launcher::plan::PlanMode::Contained)
+        .is_ok_and(|c| c.plan().mode == efr_launcher::plan::PlanMode::Contained)
         && !{
             use std::io::IsTerminal;
             std::io::stdin().is_terminal()
                 || std::io::stdout().is_terminal()
                 || std::io::stderr().is_terminal()
         };
-    crate::sys::forward_kernel_signals(own_group);
-    let view: Vec<String> = plan
-        .as_ref()
-        .map(|p| p.read_only_inside.clone())
-        .unwrap_or_default();
-    let caches = plan
-        .as_ref()
-        .map(|p| crate::caches::CallCaches::of(p, &env))
-        .unwrap_or_default();
-    let outcome = match plan {
-        Err(setup) => efr_launcher::status::Outcome {
-            setup_error: Some(setup),
-            ..Default::default()
-        },
-        Ok(plan) => {
-            // The launcher puts the terminal's settings back itself, unless it is killed.
-            let terminal = efr_launcher::pty::SavedTerminal::of_stdio();
-            match launcher()
-                .spawn_in_group(
-                    &plan,
-                    Stdio::inherit(),
-                    Stdio::inherit(),
-                    Stdio::inherit(),
-                    own_group,
-                )
-                .and_then(|r| {
-                    let pidfd = crate::sys::pidfd_open(r.child.id());
-                    if let Ok(fd) = &pidfd {
-                        crate::sys::forward_to(fd);
-                    }
-                    let end = r.wait();
-                    crate::sys::stop_forwarding(&forwarded);
-                    drop(pidfd);
-                    end
-                }) {
-                Ok((mut o, st)) => {
-                    if std::os::unix::process::ExitStatusExt::signal(&st).is_some() {
-                        if let Some(t) = &terminal {
-                            t.restore();
-                        }
-                    }
-                    if o.setup_error.is_none() && o.code.is_none() && o.signal.is_none() {
-                        o.setup_error = Some(format!(
-                            "efr-launch ended without reporting the line's end ({st})"
-                        ));
-                    }
-                    o
-                }
-                Err(e) => efr_launcher::status::Outcome {
-                    setup_error: Some(format!("cannot start efr-launch: {e}")),
-                    ..Default::default()
-                },
-            }
+    efr_call::sys::forward_kernel_signals(own_group);
+    let fin = match call {
+        Err(setup) => {
+            efr_call::sys::stop_forwarding(&forwarded);
+            let mut fin = setup_error_finish(setup);
+            fin.sandbox_summary.env_dropped = env_dropped.into_iter().map(|(n, _)| n).collect();
+            fin
+        }
+        Ok(c) => {
+            let (outcome, end) = match c.run_inherited(own_group) {
+                Ok((o, st)) => (o, LauncherEnd::Waited(Ok(st))),
+                Err(e) => (
+                    efr_launcher::status::Outcome {
+                        setup_error: Some(format!("cannot start efr-launch: {}", e.source)),
+                        ..Default::default()
+                    },
+                    LauncherEnd::Unknown,
+                ),
+            };
+            efr_call::sys::stop_forwarding(&forwarded);
+            let mut fin = c.fold(outcome, &end);
+            c.close(&mut fin);
+            fin
         }
     };
-    crate::sys::stop_forwarding(&forwarded);
-    let mut fin = finished(
-        &outcome,
-        &p.line,
-        &p.projects,
-        &view,
-        &caches,
-        &config,
-        &env,
-    );
-    fin.sandbox_summary.env_dropped = env_dropped.into_iter().map(|(n, _)| n).collect();
-    if let Some(mut cp) = proxy {
-        let recs = cp.finish(&mut fin.sandbox_summary, &p.line);
-        fin.exits.extend(recs);
-    }
-    if let Some(mut cb) = bus {
-        let (recs, notes) = cb.finish(&mut fin.sandbox_summary, &p.line);
-        fin.exits.extend(recs);
-        for n in notes {
-            eprintln!("efr-sandbox: {n}");
-        }
-    }
     drop(rt);
     if let Some(e) = &fin.sandbox_summary.setup_error {
         eprintln!("efr-sandbox: the sandbox could not start: {e}");
@@ -492,7 +468,7 @@ fn default_project(cwd: &Path, home: &Path) -> Result<(PathBuf, &'static str), &
 /// Where a conversation's `/tmp` and `$SCRATCH` live: `$XDG_RUNTIME_DIR/efr` (the
 /// service's own runtime dir, masked in every call), made private.
 fn conversation_runtime(id: &str, env: &Env) -> Result<PathBuf, String> {
-    crate::launch::check_conversation(id)
+    efr_call::launch::check_conversation(id)
         .map_err(|_| "expected 1 to 128 of A-Z a-z 0-9 . _ - (not . or ..)".to_string())?;
     let Some(rt) = &env.runtime_dir else {
         return Err(
@@ -502,7 +478,7 @@ fn conversation_runtime(id: &str, env: &Env) -> Result<PathBuf, String> {
         );
     };
     let dir = rt.join("efr");
-    crate::launch::private_dir(&dir)
+    efr_call::launch::private_dir(&dir)
         .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     Ok(dir)
 }
@@ -599,7 +575,7 @@ mod tests {
             443,
             efr_sandbox_wire::summary::BlockReason::NotAllowed,
         );
-        let rec = crate::egress::host_record(1, &r, "curl https://nope.test", &p);
+        let rec = efr_call::egress::host_record(1, &r, "curl https://nope.test", &p);
         assert_eq!(
             refusal_line(&rec),
             "refused: reach nope.test:443 (refused by the proxy: not_allowed); retry with \
@@ -616,7 +592,7 @@ mod tests {
                 efr_sandbox_wire::summary::BlockReason::Denied,
             )
         };
-        let rec = crate::egress::host_record(2, &r, "x", &p);
+        let rec = efr_call::egress::host_record(2, &r, "x", &p);
         let l = refusal_line(&rec);
         assert!(
             l.starts_with("refused: reach mirror.corp.test:8443 (refused by the proxy: denied): ")

@@ -1,36 +1,21 @@
-//! `admin.sandbox_check`, `sandbox.status` and `efr-sandbox check`: the probe (efr-probe)
-//! run with the plans this service builds from the config.
+//! The probe (efr-probe) run with calls of [`efr_call::Call`] built from the config: shared
+//! by `admin.sandbox_check`, `sandbox.status` and `efr-sandbox check`.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
+use efr_call::launch::CallParams;
+use efr_call::{Ctx, ProxyWhen};
 use efr_launcher::api::resolve_backend;
 use efr_policy::config::{Config, Env};
-use efr_probe::check::{CheckOptions, PreparedProbe, ProbeCall};
+use efr_probe::check::{CheckOptions, ProbeCall};
 use efr_sandbox_wire::SandboxCheck;
-
-use crate::launch::{CallParams, launcher, prepare};
+use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 
 /// The hidden subcommand under which `efr-sandbox` runs the probe inside a contained call.
 pub const PROBE_SUBCOMMAND: &str = "__probe";
-
-#[derive(Debug, Args)]
-pub struct CheckArgs {
-    /// Print the wire `sandbox_check` (JSON) instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// The backend to check as the one in force: native or bwrap (default: the config's
-    /// sandbox.backend; auto picks native when user namespaces work).
-    #[arg(long, value_name = "BACKEND")]
-    pub backend: Option<String>,
-    /// TESTS ONLY: weaken a layer on purpose (no_landlock, no_masks, seccomp_drop=NAME,
-    /// bwrap=PATH, proxy_down, proxy_open); honored only with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1.
-    #[arg(long = "test-weaken", value_name = "WHAT", hide = true)]
-    pub test_weaken: Vec<String>,
-}
 
 /// The probe's command: `$EFR_PROBE` when set (an `efr-probe` binary), else this executable's
 /// hidden `__probe` subcommand.
@@ -81,7 +66,7 @@ fn probe_for_calls(
     let base = runtime
         .map(Path::to_path_buf)
         .unwrap_or_else(std::env::temp_dir);
-    let name = crate::sys::random_hex(8).map_err(|e| format!("no random name: {e}"))?;
+    let name = efr_call::sys::random_hex(8).map_err(|e| format!("no random name: {e}"))?;
     let dir = base.join(format!("efr-probe-{name}"));
     std::fs::DirBuilder::new()
         .mode(0o700)
@@ -102,15 +87,9 @@ fn probe_for_calls(
     Ok((cmd, Some(staged)))
 }
 
-/// Makes a plan for the check (as every call's plan is made) and, for a call with a host
-/// grant, starts its proxy on `handle` with a socket below `runtime`.
-fn make_plan(
-    c: &ProbeCall,
-    config: &Config,
-    env: &Env,
-    runtime: Option<&Path>,
-    handle: &tokio::runtime::Handle,
-) -> Result<PreparedProbe, String> {
+/// Makes a call for the check (as every call is made) and, for a call with a host grant,
+/// starts its proxy on `ctx.handle` with a socket below `ctx.sockets`.
+fn make_call(c: &ProbeCall, ctx: &Ctx) -> Result<efr_call::Call, String> {
     let p = CallParams {
         line: c.line.clone(),
         cwd: Some(c.cwd.clone()),
@@ -119,30 +98,24 @@ fn make_plan(
         backend: Some(c.backend.as_str().into()),
         ..Default::default()
     };
-    let mut plan = prepare(&p, config, env, None, None).map_err(|e| e.message)??;
+    let mut call = efr_call::Call::prepare(&p, ctx).map_err(|e| e.to_string())?;
     // The probe's own calls keep a proxy only when they have a host grant (the proxy
     // self-test), as before every call got one: the other checks were written and measured
     // for a call's network without it.
-    if !crate::egress::wanted(&plan)
-        || !plan
-            .grants
-            .iter()
-            .any(|g| matches!(g, efr_sandbox_wire::Grant::Host { .. }))
-    {
-        return Ok(plan.into());
-    }
-    let ce = crate::egress::call_env(&plan);
-    let mut pol = crate::egress::policy(&plan.grants, config, env, &c.projects, &ce);
+    let Some(mut pol) = call.proxy_policy(ProxyWhen::HostGrants) else {
+        return Ok(call);
+    };
     for (name, addr) in &c.resolve {
         pol.map(name, vec![*addr]);
     }
-    let cp = crate::egress::CallProxy::attach(&mut plan, pol, runtime, handle)
-        .map_err(|e| format!("the call's proxy: {e}"))?;
+    call.attach(Some(pol), ctx).map_err(|e| e.to_string())?;
     if c.test_weaken.iter().any(|w| w == "proxy_down") {
         // TESTS ONLY (the check honors it only with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1): the
         // proxy stops serving; its socket stays, and nobody answers on it.
-        cp.stop_serving();
-        let sock = plan.proxy.as_ref().map(|p| PathBuf::from(&p.socket));
+        if let Some(cp) = call.proxy() {
+            cp.stop_serving();
+        }
+        let sock = call.plan().proxy.as_ref().map(|p| PathBuf::from(&p.socket));
         let t0 = Instant::now();
         while let Some(s) = &sock {
             if std::os::unix::net::UnixStream::connect(s).is_err()
@@ -153,10 +126,7 @@ fn make_plan(
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    Ok(PreparedProbe {
-        plan,
-        keep: Some(Box::new(cp)),
-    })
+    Ok(call)
 }
 
 /// The options of a check with this config; the proxies of its calls are served on `handle`
@@ -169,7 +139,7 @@ pub fn options(
     runtime: Option<PathBuf>,
     handle: tokio::runtime::Handle,
 ) -> Result<CheckOptions, String> {
-    let choice = crate::launch::backend_choice(backend, &config).map_err(|e| e.message)?;
+    let choice = efr_call::launch::backend_choice(backend, &config).map_err(|e| e.message)?;
     let netview = config.network.netview.value;
     let bus_filter = config.bus.filter.value;
     let (probe, staged) = probe_for_calls(&config, &env, runtime.as_deref())?;
@@ -177,24 +147,32 @@ pub fn options(
     let bus_warnings = efr_policy::bus::filter_rules(&config.bus).warnings();
     let bus_test: Box<efr_probe::check::BusTest> = {
         let (config, env, runtime) = (config.clone(), env.clone(), runtime.clone());
+        let handle = handle.clone();
         let name = match backend {
             efr_sandbox_wire::Backend::Bwrap => "bwrap",
             _ => "native",
         };
-        Box::new(move || crate::bus::self_test(&config, &env, name, runtime.as_deref()))
+        Box::new(move || efr_call::bus::self_test(&config, &env, name, runtime.as_deref(), &handle))
     };
-    let make_plan = move |c: &ProbeCall| {
-        let mut p = make_plan(c, &config, &env, runtime.as_deref(), &handle)?;
+    // No conversations: a check's call names none.
+    let ctx = Ctx {
+        config,
+        env,
+        conversations: None,
+        sockets: runtime,
+        handle,
+    };
+    let make_call = move |c: &ProbeCall| {
+        let mut call = make_call(c, &ctx)?;
         if let Some(st) = &staged {
             // The staged probe's directory is the call's /tmp.
-            p.plan.tmp = Some(st.dir.to_string_lossy().into_owned());
+            call.plan_mut().tmp = Some(st.dir.to_string_lossy().into_owned());
         }
-        Ok(p)
+        Ok(call)
     };
     Ok(CheckOptions {
-        launcher: launcher(),
         probe,
-        make_plan: Box::new(make_plan),
+        make_call: Box::new(make_call),
         backend,
         netview,
         bus_filter,
@@ -204,40 +182,9 @@ pub fn options(
     })
 }
 
-/// `efr-sandbox check`: exit status 0 only when every required check passes.
-pub fn check_cli(a: CheckArgs) -> anyhow::Result<i32> {
-    let env = Env::from_process();
-    let config = Config::load(&env)?;
-    // The proxy of the check's call is served by a small runtime of its own.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|d| !d.is_empty())
-        .map(|d| PathBuf::from(d).join("efr"))
-        .filter(|d| crate::launch::private_dir(d).is_ok());
-    let opts = options(
-        Arc::new(config),
-        env,
-        a.backend.as_deref(),
-        a.test_weaken,
-        runtime,
-        rt.handle().clone(),
-    )
-    .map_err(anyhow::Error::msg)?;
-    let c = efr_probe::check::run(&opts);
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
-    } else {
-        print!("{}", efr_probe::check::render(&c));
-    }
-    Ok(if efr_probe::check::verdict(&c) { 0 } else { 1 })
-}
-
 /// Runs a check for the service (blocking: call it off the async threads, on a thread of
 /// the service's runtime, which serves the proxy of the check's call).
-pub fn service_check(svc: &crate::server::Service, handle: tokio::runtime::Handle) -> SandboxCheck {
+pub fn service_check(svc: &crate::state::Service, handle: tokio::runtime::Handle) -> SandboxCheck {
     let config = svc.policy.config();
     let env = svc.policy.env().clone();
     let runtime = Some(svc.paths.runtime_dir.clone());
@@ -251,5 +198,19 @@ pub fn service_check(svc: &crate::server::Service, handle: tokio::runtime::Handl
             tests: Vec::new(),
             ms: 0,
         },
+    }
+}
+
+/// Runs a check now (off the async threads) and caches it. The caller holds the lock.
+pub async fn run_check(svc: &Arc<crate::state::Service>) -> Result<SandboxCheck, ErrorBody> {
+    let s2 = svc.clone();
+    let handle = tokio::runtime::Handle::current();
+    match tokio::task::spawn_blocking(move || service_check(&s2, handle)).await {
+        Ok(c) => Ok(c),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            format!("the check did not finish: {e}"),
+        )),
     }
 }

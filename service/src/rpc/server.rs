@@ -26,29 +26,13 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
-use crate::conn::{self, Limits};
 use crate::paths::{ServicePaths, prepare_dir};
 use crate::policy::Policy;
+use crate::rpc::conn;
+use crate::state::{Limits, Service};
 
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 64;
-
-/// What every connection shares.
-#[derive(Debug)]
-pub struct Service {
-    pub paths: ServicePaths,
-    /// Answer the `debug.*` methods (`--test-methods`).
-    pub test_methods: bool,
-    pub limits: Limits,
-    pub policy: Policy,
-    /// The classifier's context for the config in force.
-    pub classifier: crate::classify::ContextCache,
-    /// Calls handed out by `sandbox.plan`, until `sandbox.finish`.
-    pub planned: crate::launch_rpc::Planned,
-    /// The last `sandbox_check` (behind `sandbox.status`; `admin.sandbox_check` runs a new
-    /// one). The lock also keeps two checks from running at once.
-    pub last_check: tokio::sync::Mutex<Option<efr_sandbox_wire::SandboxCheck>>,
-}
 
 /// The options of `serve`.
 #[derive(Debug, Clone)]

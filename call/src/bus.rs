@@ -576,10 +576,11 @@ fn private_bus() -> Result<PrivateBus, String> {
 /// no rule names and a BecomeMonitor must be refused and in the filter's log; the bus's
 /// socket (path and abstract) must be out of reach.
 pub fn self_test(
-    config: &Config,
+    config: &std::sync::Arc<Config>,
     env: &efr_policy::config::Env,
     backend: &str,
     runtime: Option<&Path>,
+    handle: &tokio::runtime::Handle,
 ) -> Result<String, (efr_sandbox_wire::BusProxyOff, String)> {
     use efr_sandbox_wire::BusProxyOff;
     let fail = |m: String| (BusProxyOff::SelfTest, m);
@@ -653,25 +654,28 @@ pub fn self_test(
         "DBUS_SESSION_BUS_ADDRESS".into(),
         format!("unix:path={}", bus.path.display()),
     ));
-    let mut plan = match crate::launch::prepare(&p, config, env, runtime, Some(penv)) {
-        Ok(Ok(plan)) => plan,
-        Ok(Err(e)) => return Err(fail(format!("the test call's plan: {e}"))),
-        Err(e) => return Err(fail(format!("the test call's plan: {}", e.message))),
+    let ctx = crate::call::Ctx {
+        config: config.clone(),
+        env: env.clone(),
+        conversations: runtime.map(Path::to_path_buf),
+        sockets: runtime.map(Path::to_path_buf),
+        handle: handle.clone(),
     };
-    let mut cb = CallBus::attach(&mut plan, &[Bus::Session], config, runtime)
-        .map_err(|e| fail(e.to_string()))?;
-    let mut run = crate::launch::launcher()
-        .spawn(&plan, Stdio::null(), Stdio::piped(), Stdio::null())
-        .map_err(|e| fail(format!("cannot start efr-launch: {e}")))?;
+    let mut call = match crate::call::Call::prepare_with_env(&p, &ctx, Some(penv)) {
+        Ok(c) => c,
+        Err(e) => return Err(fail(format!("the test call's plan: {e}"))),
+    };
+    call.attach(None, &ctx).map_err(|e| fail(e.to_string()))?;
+    let mut run = call
+        .spawn(Stdio::null(), Stdio::piped(), Stdio::null())
+        .map_err(|e| fail(format!("cannot start efr-launch: {}", e.source)))?;
     let mut out = String::new();
-    if let Some(mut o) = run.child.stdout.take() {
+    if let Some(mut o) = run.child().stdout.take() {
         let _ = o.read_to_string(&mut out);
     }
-    let (outcome, _) = run
-        .wait()
-        .map_err(|e| fail(format!("the test call: {e}")))?;
-    let mut summary = SandboxSummary::default();
-    let _ = cb.finish(&mut summary, "");
+    let (waited, mut call) = run.wait_call();
+    let (outcome, _) = waited.map_err(|e| fail(format!("the test call: {e}")))?;
+    let summary = call.bus_summary();
     if let Some(e) = &outcome.setup_error {
         return Err(fail(format!("the test call could not start: {e}")));
     }

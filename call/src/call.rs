@@ -1,0 +1,738 @@
+//! The owner of one call: [`Call`]. Every way a line runs goes through it, and nothing
+//! else in the workspace spawns `efr-launch`:
+//!
+//! 1. [`Call::prepare`] checks the params and builds the plan ([`crate::launch::prepare`],
+//!    the only plan builder);
+//! 2. [`Call::proxy_policy`] and [`Call::attach`] give it its egress proxy and bus filters
+//!    (its cache layers come with the plan);
+//! 3. it runs: as a stream of typed events ([`Call::start`], `sandbox.launch`), handed out
+//!    as a plan file for efrd to run ([`Planned`], `sandbox.plan`), with this process's
+//!    stdio ([`Call::run_inherited`], `efr-sandbox run`) or with pipes the caller reads
+//!    ([`Call::spawn`], the probe);
+//! 4. [`Call::fold`] and [`Call::close`] finish it: the one fallback for a launcher that
+//!    ended without reporting the line's end ([`fallback`]), the denials as exit records,
+//!    the cache merge and the quarantine of the git code it left, the proxy's and the bus
+//!    filters' part.
+//!
+//! A running call is held by the task [`Call::start`] spawns on the call's runtime, not by
+//! the connection that asked for it: the connection holds only the [`CallStream`]. Today
+//! dropping the stream ends the call (as a cancel does); a background job (issue 16) is a
+//! stream handed to an owner that outlives the connection.
+
+use std::collections::HashMap;
+use std::io::{BufRead, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+
+use efr_launcher::api::Running;
+use efr_launcher::plan::Plan;
+use efr_launcher::status::{Outcome, StatusLine};
+use efr_policy::config::{Config, Env};
+use efr_proxy::{ProxyPolicy, Refusal};
+use efr_sandbox_wire::rpc::ErrorBody;
+use efr_sandbox_wire::{
+    CallParams, ExitRecord, Finish, Grant, LaunchItem, OutputStream, PlanResult, SandboxSummary,
+};
+use tokio::sync::mpsc;
+
+use crate::bus::CallBus;
+use crate::caches::CallCaches;
+use crate::egress::CallProxy;
+use crate::launch::{Chunker, EndOnDrop, OUTPUT_CHUNK, PidFd, launcher, private_dir};
+
+/// Where a call's parts live and what serves its proxy.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    pub config: Arc<Config>,
+    pub env: Env,
+    /// The dir of the conversations' `/tmp` and `$SCRATCH` (`None`: a call may name no
+    /// conversation).
+    pub conversations: Option<PathBuf>,
+    /// The dir below which the call's proxy and bus filter sockets go (`None`: the temp
+    /// dir).
+    pub sockets: Option<PathBuf>,
+    /// The runtime that serves the call's proxy (and drives a [`Call::start`]ed call).
+    pub handle: tokio::runtime::Handle,
+}
+
+/// Which calls get an egress proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyWhen {
+    /// Every contained call with its own network ([`crate::egress::wanted`]).
+    Wanted,
+    /// Only such a call with a host grant (the probe's calls: its checks were written and
+    /// measured for a call's network without a proxy, but the proxy self-test).
+    HostGrants,
+}
+
+/// Why a call does not run.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// Bad params: an RPC `invalid` error, the CLI's usage error.
+    #[error("{}", .0.message)]
+    Params(ErrorBody),
+    /// The sandbox cannot start: the line does not run (a finish with this `setup_error`).
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// Why `efr-launch` could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the launcher {}: {source}", exe.display())]
+pub struct SpawnError {
+    /// The launcher's executable.
+    pub exe: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// How the launcher's end is known, for [`fallback`].
+#[derive(Debug)]
+pub enum LauncherEnd {
+    /// It was waited for.
+    Waited(std::io::Result<ExitStatus>),
+    /// Its end never came (its waiting thread gave nothing).
+    Unknown,
+    /// Only its status lines are known (efrd ran it: the plan + finish pair).
+    StatusLines,
+}
+
+/// The one fallback: an outcome that says nothing of the line's end (no setup error, no
+/// code, no signal) gets a setup error saying what is known of the launcher's end.
+pub fn fallback(o: &mut Outcome, end: &LauncherEnd) {
+    if o.setup_error.is_some() || o.code.is_some() || o.signal.is_some() {
+        return;
+    }
+    o.setup_error = Some(match end {
+        LauncherEnd::Waited(Ok(st)) => {
+            format!("efr-launch ended without reporting the line's end ({st})")
+        }
+        LauncherEnd::Waited(Err(e)) => format!("efr-launch could not be waited for: {e}"),
+        LauncherEnd::Unknown => "efr-launch ended without reporting the line's end".into(),
+        LauncherEnd::StatusLines => "the call's status lines say nothing of its end".into(),
+    });
+}
+
+/// The finish of a call that never ran.
+pub fn setup_error_finish(msg: String) -> Finish {
+    Finish {
+        sandbox_summary: SandboxSummary {
+            setup_error: Some(msg),
+            ..Default::default()
+        },
+        exit_status: 125,
+        duration_ms: 0,
+        ..Default::default()
+    }
+}
+
+/// One call, from its checked params to its finish.
+#[derive(Debug)]
+pub struct Call {
+    line: String,
+    projects: Vec<String>,
+    plan: Plan,
+    config: Arc<Config>,
+    env: Env,
+    proxy: Option<CallProxy>,
+    bus: Option<CallBus>,
+    env_dropped: Vec<String>,
+    /// The proxy's refusals recorded (and sent as items) while the call ran.
+    host_exits: Vec<ExitRecord>,
+}
+
+impl Call {
+    /// Checks `p` and builds its plan from the config (with its cache layers).
+    pub fn prepare(p: &CallParams, ctx: &Ctx) -> Result<Call, PrepareError> {
+        Call::prepare_with_env(p, ctx, None)
+    }
+
+    /// [`Self::prepare`], the line starting from `process_env` (this process's environment
+    /// when `None`).
+    pub fn prepare_with_env(
+        p: &CallParams,
+        ctx: &Ctx,
+        process_env: Option<Vec<(String, String)>>,
+    ) -> Result<Call, PrepareError> {
+        let plan = crate::launch::prepare(
+            p,
+            &ctx.config,
+            &ctx.env,
+            ctx.conversations.as_deref(),
+            process_env,
+        )
+        .map_err(PrepareError::Params)?
+        .map_err(PrepareError::Setup)?;
+        Ok(Call {
+            line: p.line.clone(),
+            projects: p.projects.clone(),
+            plan,
+            config: ctx.config.clone(),
+            env: ctx.env.clone(),
+            proxy: None,
+            bus: None,
+            env_dropped: Vec::new(),
+            host_exits: Vec::new(),
+        })
+    }
+
+    /// The call's plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The call's plan, to change before it runs (the probe's own environment and masks,
+    /// `efr-sandbox run --env`).
+    pub fn plan_mut(&mut self) -> &mut Plan {
+        &mut self.plan
+    }
+
+    /// The call's proxy, once attached.
+    pub fn proxy(&self) -> Option<&CallProxy> {
+        self.proxy.as_ref()
+    }
+
+    /// Applies `efr-sandbox run --env` ([`crate::launch::apply_env_args`]): the variables
+    /// refused, with why.
+    pub fn env_args(&mut self, args: &[String]) -> Result<Vec<(String, String)>, String> {
+        crate::launch::apply_env_args(&mut self.plan, args, &self.config)
+    }
+
+    /// Notes what of the environment the line does not get: `refused` (by `--env`) and
+    /// what looks like a secret; the summary's `env_dropped`. Gives them all, with why.
+    pub fn note_env_dropped(&mut self, refused: Vec<(String, String)>) -> Vec<(String, String)> {
+        let mut all = refused;
+        all.extend(crate::launch::env_drops(&self.plan, &self.config));
+        self.env_dropped = all.iter().map(|(n, _)| n.clone()).collect();
+        all
+    }
+
+    /// The policy of the call's proxy, when it gets one (reads token files: call it off
+    /// the async threads).
+    pub fn proxy_policy(&self, when: ProxyWhen) -> Option<ProxyPolicy> {
+        if !crate::egress::wanted(&self.plan) {
+            return None;
+        }
+        if when == ProxyWhen::HostGrants
+            && !self
+                .plan
+                .grants
+                .iter()
+                .any(|g| matches!(g, Grant::Host { .. }))
+        {
+            return None;
+        }
+        let ce = crate::egress::call_env(&self.plan);
+        Some(crate::egress::policy(
+            &self.plan.grants,
+            &self.config,
+            &self.env,
+            &self.projects,
+            &ce,
+        ))
+    }
+
+    /// Starts the call's proxy (with `policy`, from [`Self::proxy_policy`]) and its bus
+    /// filters (one per `bus_filter` grant), their sockets below `ctx.sockets`.
+    pub fn attach(&mut self, policy: Option<ProxyPolicy>, ctx: &Ctx) -> Result<(), PrepareError> {
+        if let Some(pol) = policy {
+            let cp = CallProxy::attach(&mut self.plan, pol, ctx.sockets.as_deref(), &ctx.handle)
+                .map_err(|e| PrepareError::Setup(format!("the call's proxy: {e}")))?;
+            self.proxy = Some(cp);
+        }
+        let buses = crate::bus::wanted(&self.plan);
+        if !buses.is_empty() {
+            let cb = CallBus::attach(&mut self.plan, &buses, &self.config, ctx.sockets.as_deref())
+                .map_err(|e| PrepareError::Setup(e.to_string()))?;
+            self.bus = Some(cb);
+        }
+        Ok(())
+    }
+
+    /// Spawns `efr-launch` for the call with the given stdio (the probe reads its output).
+    pub fn spawn(self, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Result<Spawned, SpawnError> {
+        let l = launcher();
+        match l.spawn(&self.plan, stdin, stdout, stderr) {
+            Ok(running) => Ok(Spawned {
+                running,
+                _call: self,
+            }),
+            Err(source) => Err(SpawnError { exe: l.exe, source }),
+        }
+    }
+
+    /// Runs the call with this process's stdio (`efr-sandbox run`): the launcher in a process
+    /// group of its own when `own_group`; the signals [`crate::sys::forward_signals`] set up
+    /// go to it while it runs; the terminal's settings put back when it was killed.
+    pub fn run_inherited(&self, own_group: bool) -> Result<(Outcome, ExitStatus), SpawnError> {
+        let forwarded = efr_launcher::run::forwarded_signals();
+        // The launcher puts the terminal's settings back itself, unless it is killed.
+        let terminal = efr_launcher::pty::SavedTerminal::of_stdio();
+        let l = launcher();
+        let r = l
+            .spawn_in_group(
+                &self.plan,
+                Stdio::inherit(),
+                Stdio::inherit(),
+                Stdio::inherit(),
+                own_group,
+            )
+            .and_then(|r| {
+                let pidfd = crate::sys::pidfd_open(r.child.id());
+                if let Ok(fd) = &pidfd {
+                    crate::sys::forward_to(fd);
+                }
+                let end = r.wait();
+                crate::sys::stop_forwarding(&forwarded);
+                drop(pidfd);
+                end
+            });
+        match r {
+            Ok((o, st)) => {
+                if std::os::unix::process::ExitStatusExt::signal(&st).is_some() {
+                    if let Some(t) = &terminal {
+                        t.restore();
+                    }
+                }
+                Ok((o, st))
+            }
+            Err(source) => Err(SpawnError { exe: l.exe, source }),
+        }
+    }
+
+    /// The finish of the line (blocking: the cache merge and the git guard walk): `o` with
+    /// the [`fallback`] for `end`, its denials as exit records, the held cache deletes,
+    /// the git code it left quarantined, the environment it did not get.
+    pub fn fold(&self, mut o: Outcome, end: &LauncherEnd) -> Finish {
+        fallback(&mut o, end);
+        let caches = CallCaches::of(&self.plan, &self.env);
+        let mut fin = crate::launch::finished(
+            &o,
+            &self.line,
+            &self.projects,
+            &self.plan.read_only_inside,
+            &caches,
+            &self.config,
+            &self.env,
+        );
+        fin.sandbox_summary.env_dropped = self.env_dropped.clone();
+        fin
+    }
+
+    /// The exit record of a proxy refusal the call has not recorded yet, kept for
+    /// [`Self::close`].
+    fn record_refusal(&mut self, r: &Refusal) -> Option<ExitRecord> {
+        let rec = self.proxy.as_ref()?.record_new(r, &self.line)?;
+        self.host_exits.push(rec.clone());
+        Some(rec)
+    }
+
+    /// Ends the call's bus filters and gives their part of a summary, their messages left
+    /// out (the bus filter's self-test).
+    pub fn bus_summary(&mut self) -> SandboxSummary {
+        let mut summary = SandboxSummary::default();
+        if let Some(mut b) = self.bus.take() {
+            let _ = b.finish(&mut summary, &self.line);
+        }
+        summary
+    }
+
+    /// Ends the call's proxy and bus filters and puts their part in `fin` (the refusals
+    /// recorded while it ran, then the rest); the records not given out before.
+    pub fn close(mut self, fin: &mut Finish) -> Vec<ExitRecord> {
+        let mut new = Vec::new();
+        if let Some(mut cp) = self.proxy.take() {
+            let rest = cp.finish(&mut fin.sandbox_summary, &self.line);
+            new.extend(rest.iter().cloned());
+            fin.exits.append(&mut self.host_exits);
+            fin.exits.extend(rest);
+        }
+        if let Some(mut b) = self.bus.take() {
+            new.extend(crate::bus::finish_into(&mut b, fin, &self.line));
+        }
+        new
+    }
+
+    /// Runs the call, its stdout and stderr on pipes, driven by a task on `ctx.handle` that
+    /// owns it: the stream gives its items (`started` first, the output, the exit records of
+    /// its refusals as they come) and then its finish. Dropping the stream ends the call's
+    /// tree (SIGTERM, then SIGKILL).
+    pub fn start(self, ctx: &Ctx) -> Result<CallStream, SpawnError> {
+        let refusals = self.proxy.as_ref().and_then(|c| c.take_events());
+        let l = launcher();
+        let running = l
+            .spawn(&self.plan, Stdio::null(), Stdio::piped(), Stdio::piped())
+            .map_err(|source| SpawnError { exe: l.exe, source })?;
+        let (tx, rx) = mpsc::channel(1);
+        ctx.handle.spawn(async move {
+            // `Err(Gone)`: the stream was dropped, and the call ended with it.
+            let _ = drive(self, running, refusals, tx).await;
+        });
+        Ok(CallStream { rx })
+    }
+}
+
+/// A call running with pipes ([`Call::spawn`]); its proxy and filters live as long as it.
+#[derive(Debug)]
+pub struct Spawned {
+    running: Running,
+    _call: Call,
+}
+
+impl Spawned {
+    /// The launcher's process.
+    pub fn child(&mut self) -> &mut std::process::Child {
+        &mut self.running.child
+    }
+
+    /// Waits for the launcher: the outcome its status lines give, and its exit status.
+    pub fn wait(self) -> std::io::Result<(Outcome, ExitStatus)> {
+        self.running.wait()
+    }
+
+    /// [`Self::wait`], and the call back (to close it).
+    pub fn wait_call(self) -> (std::io::Result<(Outcome, ExitStatus)>, Call) {
+        (self.running.wait(), self._call)
+    }
+}
+
+/// An event of a running call.
+#[derive(Debug)]
+pub enum Event {
+    /// An item of the stream.
+    Item(LaunchItem),
+    /// The finish (the last event).
+    End(Box<Finish>),
+}
+
+/// The events of a call [`Call::start`]ed; the call ends when this is dropped.
+#[derive(Debug)]
+pub struct CallStream {
+    rx: mpsc::Receiver<Event>,
+}
+
+impl CallStream {
+    /// The next event; `None` after the end.
+    pub async fn next(&mut self) -> Option<Event> {
+        self.rx.recv().await
+    }
+}
+
+enum Ev {
+    Out(OutputStream, Vec<u8>),
+    Status(String),
+    Exit(std::io::Result<ExitStatus>),
+}
+
+fn pump(mut r: impl Read + Send + 'static, name: OutputStream, tx: mpsc::Sender<Ev>) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; OUTPUT_CHUNK];
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if tx.blocking_send(Ev::Out(name, buf[..n].to_vec())).is_err() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+    });
+}
+
+/// Output held back until `started` is sent, at most.
+const HELD_OUTPUT_MAX: usize = 4 << 20;
+
+/// The receiver is gone: the call ends (its guard drops).
+struct Gone;
+
+async fn send(tx: &mpsc::Sender<Event>, item: LaunchItem) -> Result<(), Gone> {
+    tx.send(Event::Item(item)).await.map_err(|_| Gone)
+}
+
+fn output(stream: OutputStream, c: &mut Chunker, bytes: &[u8]) -> Option<LaunchItem> {
+    c.push(bytes)
+        .map(|data| LaunchItem::Output { stream, data })
+}
+
+/// Drives a started call to its end; returns early (ending the call: the guard drops) when
+/// the stream is dropped.
+async fn drive(
+    mut call: Call,
+    running: Running,
+    mut refusals: Option<mpsc::Receiver<Refusal>>,
+    tx: mpsc::Sender<Event>,
+) -> Result<(), Gone> {
+    let Running {
+        mut child,
+        mut status,
+    } = running;
+    let mut guard = PidFd::open(child.id()).ok().map(EndOnDrop::new);
+    let (etx, mut erx) = mpsc::channel::<Ev>(64);
+    if let Some(o) = child.stdout.take() {
+        pump(o, OutputStream::Stdout, etx.clone());
+    }
+    if let Some(e) = child.stderr.take() {
+        pump(e, OutputStream::Stderr, etx.clone());
+    }
+    let stx = etx.clone();
+    std::thread::spawn(move || {
+        let mut l = String::new();
+        loop {
+            l.clear();
+            match status.read_line(&mut l) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if stx.blocking_send(Ev::Status(l.clone())).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        let st = child.wait();
+        let _ = etx.blocking_send(Ev::Exit(st));
+    });
+    let mut text = String::new();
+    let mut chunkers: HashMap<OutputStream, Chunker> = HashMap::new();
+    let mut exit = None;
+    // The launcher writes `started` before the line runs, but the status lines and the
+    // output come through different threads here: output read before `started` is held
+    // (up to a bound) so that `started` is always the first item.
+    let mut started_sent = false;
+    let mut held: Vec<(OutputStream, Vec<u8>)> = Vec::new();
+    let mut held_bytes = 0usize;
+    loop {
+        let ev = tokio::select! {
+            ev = erx.recv() => match ev {
+                Some(ev) => ev,
+                None => break,
+            },
+            r = async {
+                match refusals.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                match r {
+                    Some(r) => {
+                        if let Some(record) = call.record_refusal(&r) {
+                            send(&tx, LaunchItem::Exit { record: Box::new(record) }).await?;
+                        }
+                    }
+                    None => refusals = None,
+                }
+                continue;
+            }
+            _ = tx.closed() => return Err(Gone),
+        };
+        match ev {
+            Ev::Out(stream, bytes) => {
+                if !started_sent && held_bytes < HELD_OUTPUT_MAX {
+                    held_bytes += bytes.len();
+                    held.push((stream, bytes));
+                    continue;
+                }
+                if let Some(i) = output(stream, chunkers.entry(stream).or_default(), &bytes) {
+                    send(&tx, i).await?;
+                }
+            }
+            Ev::Status(l) => {
+                if let Ok(s @ StatusLine::Started { .. }) = StatusLine::parse(&l) {
+                    if let Some(i) = crate::launch::started_item(&s) {
+                        send(&tx, i).await?;
+                    }
+                    started_sent = true;
+                    for (stream, bytes) in held.drain(..) {
+                        let c = chunkers.entry(stream).or_default();
+                        if let Some(i) = output(stream, c, &bytes) {
+                            send(&tx, i).await?;
+                        }
+                    }
+                }
+                text.push_str(&l);
+            }
+            Ev::Exit(st) => exit = Some(st),
+        }
+    }
+    // A launch that never started (a setup error) still hands on what it printed.
+    for (stream, bytes) in held.drain(..) {
+        if let Some(i) = output(stream, chunkers.entry(stream).or_default(), &bytes) {
+            send(&tx, i).await?;
+        }
+    }
+    for (stream, c) in chunkers.iter_mut() {
+        if let Some(data) = c.flush() {
+            send(
+                &tx,
+                LaunchItem::Output {
+                    stream: *stream,
+                    data,
+                },
+            )
+            .await?;
+        }
+    }
+    if let Some(g) = guard.as_mut() {
+        g.disarm();
+    }
+    let o = Outcome::from_lines(&text);
+    let end = match exit {
+        Some(st) => LauncherEnd::Waited(st),
+        None => LauncherEnd::Unknown,
+    };
+    // The cache merge and the git guard walk block: on the blocking pool.
+    let (mut call, mut fin) = match tokio::task::spawn_blocking(move || {
+        let fin = call.fold(o, &end);
+        (call, fin)
+    })
+    .await
+    {
+        Ok(x) => x,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => return Err(Gone),
+    };
+    for record in fin.exits.clone() {
+        send(
+            &tx,
+            LaunchItem::Exit {
+                record: Box::new(record),
+            },
+        )
+        .await?;
+    }
+    if let Some(rx) = refusals.as_mut() {
+        while let Ok(r) = rx.try_recv() {
+            if let Some(record) = call.record_refusal(&r) {
+                send(
+                    &tx,
+                    LaunchItem::Exit {
+                        record: Box::new(record),
+                    },
+                )
+                .await?;
+            }
+        }
+    }
+    for record in call.close(&mut fin) {
+        send(
+            &tx,
+            LaunchItem::Exit {
+                record: Box::new(record),
+            },
+        )
+        .await?;
+    }
+    tx.send(Event::End(Box::new(fin))).await.map_err(|_| Gone)
+}
+
+/// A call handed out by `sandbox.plan`, until `sandbox.finish`.
+#[derive(Debug)]
+pub struct PlannedCall {
+    plan_file: PathBuf,
+    call: Call,
+}
+
+impl PlannedCall {
+    /// Folds the status lines the launcher wrote (`sandbox.finish`), deletes the plan file,
+    /// ends the call's proxy and filters (blocking).
+    pub fn finish(self, status: &str) -> Finish {
+        let _ = std::fs::remove_file(&self.plan_file);
+        let o = Outcome::from_lines(status);
+        let mut fin = self.call.fold(o, &LauncherEnd::StatusLines);
+        self.call.close(&mut fin);
+        fin
+    }
+}
+
+/// Why a plan could not be handed out.
+#[derive(Debug, thiserror::Error)]
+pub enum HandOutError {
+    #[error("{}: {source}", dir.display())]
+    Dir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no random token: {0}")]
+    Token(std::io::Error),
+    #[error("the plan does not serialize: {0}")]
+    Serialize(serde_json::Error),
+    #[error("{}: {source}", file.display())]
+    Write {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The calls handed out by `sandbox.plan`, by token. Their plan files go when this is
+/// dropped.
+#[derive(Debug, Default)]
+pub struct Planned(Mutex<HashMap<String, PlannedCall>>);
+
+impl Planned {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, PlannedCall>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Writes the plan of `call` to a new file (0600) in `dir` (made 0700) and holds the
+    /// call until [`Self::take`]: its token and the launcher's command line, which reads
+    /// its status lines to `status_fd`.
+    pub fn hand_out(
+        &self,
+        call: Call,
+        dir: &Path,
+        status_fd: i32,
+    ) -> Result<PlanResult, HandOutError> {
+        private_dir(dir).map_err(|source| HandOutError::Dir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let token = crate::sys::random_hex(16).map_err(HandOutError::Token)?;
+        let file = dir.join(format!("{token}.json"));
+        let json = serde_json::to_vec(&call.plan).map_err(HandOutError::Serialize)?;
+        let write = |source| HandOutError::Write {
+            file: file.clone(),
+            source,
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&file)
+            .map_err(write)?;
+        std::io::Write::write_all(&mut f, &json).map_err(write)?;
+        let argv = launcher().command(&file, status_fd);
+        let result = PlanResult {
+            token: token.clone(),
+            argv,
+            plan_file: file.to_string_lossy().into_owned(),
+            status_fd,
+        };
+        self.lock().insert(
+            token,
+            PlannedCall {
+                plan_file: file,
+                call,
+            },
+        );
+        Ok(result)
+    }
+
+    /// The call of `token`, no longer held.
+    pub fn take(&self, token: &str) -> Option<PlannedCall> {
+        self.lock().remove(token)
+    }
+}
+
+impl Drop for Planned {
+    fn drop(&mut self) {
+        for (_, c) in self.lock().drain() {
+            let _ = std::fs::remove_file(&c.plan_file);
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! `efr-call`: the one owner of a call of the efr sandbox.
+//!
+//! - [`call`]: [`Call`], the owner: a call from its params to its finish, and the only
+//!   code that spawns `efr-launch` (see its module's page for the steps);
+//! - [`launch`]: a call's params checked and its plan built from the config (the only plan
+//!   builder of the workspace), the launcher located, the finish folded from the
+//!   launcher's status lines (denials as exit records, quarantine after the call);
+//! - [`egress`]: the call's egress proxy; [`bus`]: its bus filters; [`caches`]: its cache
+//!   layers and their merge; [`git_guard`] and [`git_dirs`]: the git code a call left;
+//! - [`sys`]: every `unsafe` of the crate.
+
+pub mod bus;
+pub mod caches;
+pub mod call;
+pub mod egress;
+pub mod git_dirs;
+pub mod git_guard;
+pub mod launch;
+pub mod sys;
+
+pub use call::{
+    Call, CallStream, Ctx, Event, LauncherEnd, Planned, PlannedCall, PrepareError, ProxyWhen,
+    SpawnError, Spawned, fallback, setup_error_finish,
+};

@@ -1,0 +1,74 @@
+//! The command line: the arguments of every command and [`run`], which runs one; one file
+//! per command (`serve` is [`crate::rpc::server::run`]). A command imports this module,
+//! [`crate::state`]'s shared parts and the crates below; never another command or a
+//! handler.
+
+use clap::{Parser, Subcommand};
+
+pub mod cache;
+pub mod check;
+pub mod classify;
+pub mod config;
+pub mod dirs;
+pub mod explain;
+pub mod run;
+pub mod serve;
+
+/// The efr sandbox: its RPC service and the user's commands.
+#[derive(Debug, Parser)]
+#[command(name = "efr-sandbox", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// What a contained call gets at a path, and which rule says so.
+    Explain(explain::ExplainArgs),
+    /// The effective config, and where each value comes from.
+    Config(config::ConfigArgs),
+    /// Classify a shell line: how it would run and every way it would leave the sandbox.
+    Classify(classify::ClassifyArgs),
+    /// Run the RPC service on a Unix socket.
+    Serve(serve::ServeArgs),
+    /// Run one shell line contained (or unsandboxed), with stdio passed through (on a
+    /// terminal, a contained line gets a pty of its own relayed to it); the exit status is the line's (128+N for a signal, 125 when the sandbox could not
+    /// start).
+    Run(run::RunArgs),
+    /// A standalone egress proxy for a listener path and a grant list (debugging,
+    /// benchmarks): `efr-sandbox proxy --listen PATH --grant host=NAME[:PORT][:http]...`;
+    /// `efr-sandbox proxy --help` lists the options.
+    #[command(disable_help_flag = true)]
+    Proxy {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run the sandbox's self-tests now, from inside real contained calls: one line per
+    /// test and a verdict; exit status 0 only when every required test passes.
+    Check(check::CheckArgs),
+    /// The deletes contained calls made in real caches, held: `cache list`, and
+    /// `cache apply PATH...` to apply approved ones.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
+}
+
+/// Runs the command line; the exit status.
+pub fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Explain(a) => explain::run(a).map(|()| 0),
+        Command::Config(a) => config::run(a).map(|()| 0),
+        Command::Run(a) => run::run(a),
+        Command::Proxy { args } => match efr_proxy::run_standalone(args) {
+            Ok(()) => Ok(0),
+            Err(e) => {
+                eprintln!("efr-sandbox proxy: {e}");
+                Ok(2)
+            }
+        },
+        Command::Check(a) => check::run(a),
+        Command::Cache(c) => cache::cache_cli(c),
+        Command::Classify(a) => classify::classify_cli(a).map(|()| 0),
+        Command::Serve(a) => serve::run(a),
+    }
+}

@@ -1,0 +1,45 @@
+//! `efr-sandbox serve`: the RPC service ([`crate::rpc::server`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::rpc::server::{self, MAX_CONNECTIONS, ServeOptions};
+use crate::state::Limits;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The socket to listen on (default: $XDG_RUNTIME_DIR/efr/sandbox.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Tests only: the uids allowed to connect, instead of the service's own uid. May be
+    /// repeated. Lets a test be "a peer of another uid" without privileges.
+    #[arg(long = "allow-uid", value_name = "UID", hide = true)]
+    pub allow_uids: Vec<u32>,
+    /// Tests only: also answer debug.sleep, debug.panic and debug.stream.
+    #[arg(long, hide = true)]
+    pub test_methods: bool,
+    /// Tests only: how long a client may leave its answers unread (default 10000).
+    #[arg(long, value_name = "MS", hide = true)]
+    pub slow_reader_ms: Option<u64>,
+    /// Tests only: connections served at once (default 64).
+    #[arg(long, value_name = "N", hide = true)]
+    pub max_connections: Option<usize>,
+}
+
+/// Runs the service until it is stopped.
+pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
+    let mut limits = Limits::default();
+    if let Some(ms) = a.slow_reader_ms {
+        limits.slow_reader = Duration::from_millis(ms.max(1));
+    }
+    server::run(ServeOptions {
+        socket: a.socket,
+        allow_uids: a.allow_uids,
+        test_methods: a.test_methods,
+        limits,
+        max_connections: a.max_connections.unwrap_or(MAX_CONNECTIONS),
+    })
+    .map(|()| 0)
+}

@@ -1,0 +1,135 @@
+//! What a handler gets and gives: the shared [`Service`], a [`Call`] (the request id, its
+//! params and a sink for stream items) and a boxed future of its result; [`params`] reads
+//! the params, [`boxed`] boxes the future, [`blocking`] runs work off the async threads.
+//! Every handler (one file each in `rpc/`) uses this module and no other handler.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::state::Service;
+
+/// What a handler returns.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = Result<Value, ErrorBody>> + Send>>;
+
+/// A method's handler.
+pub type Handler = fn(Arc<Service>, Call) -> HandlerFuture;
+
+/// What [`ItemOut::item`] returns.
+pub type ItemFuture<'a> = Pin<Box<dyn Future<Output = Result<(), ErrorBody>> + Send + 'a>>;
+
+/// Where a request's items go (the connection's writer; a trait, so that handlers need
+/// not know the connection).
+pub trait ItemOut: Send + Sync + std::fmt::Debug {
+    /// Sends one `{id, item}` frame.
+    fn item(&self, item: Value) -> ItemFuture<'_>;
+}
+
+/// Sends the `{id, item}` frames of one request.
+#[derive(Debug, Clone)]
+pub struct ItemSink(Arc<dyn ItemOut>);
+
+impl ItemSink {
+    pub fn new(out: Arc<dyn ItemOut>) -> ItemSink {
+        ItemSink(out)
+    }
+
+    /// Sends one item; an error when the request has ended (cancelled) or the connection
+    /// is closing: the handler should return it.
+    pub async fn send(&self, item: Value) -> Result<(), ErrorBody> {
+        self.0.item(item).await
+    }
+}
+
+/// One request, as a handler sees it.
+#[derive(Debug)]
+pub struct Call {
+    pub id: u64,
+    pub params: Value,
+    /// Sends `{id, item}` frames (streams only).
+    pub items: ItemSink,
+}
+
+/// Reads params into `T`; a failure is `invalid` with serde's message. Params must be an
+/// object; absent params (`null`) read as an empty object, so a method whose params are all
+/// optional needs none. Members `T` does not know are ignored, as every reader of the
+/// protocol does (additive changes).
+pub fn params<T: DeserializeOwned>(params: Value) -> Result<T, ErrorBody> {
+    let params = match params {
+        Value::Null => Value::Object(Default::default()),
+        Value::Object(m) => Value::Object(m),
+        other => {
+            return Err(ErrorBody::new(
+                ErrorCode::Invalid,
+                format!("invalid params: expected an object, got {}", kind(&other)),
+            ));
+        }
+    };
+    serde_json::from_value(params)
+        .map_err(|e| ErrorBody::new(ErrorCode::Invalid, format!("invalid params: {e}")))
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Boxes a handler's future.
+pub fn boxed<F>(f: F) -> HandlerFuture
+where
+    F: Future<Output = Result<Value, ErrorBody>> + Send + 'static,
+{
+    Box::pin(f)
+}
+
+/// Params of a method that takes none: absent, `null` or an object (whose members are
+/// ignored).
+#[derive(Debug, serde::Deserialize)]
+pub struct NoParams {}
+
+/// An `internal` error.
+pub fn internal(m: impl Into<String>) -> ErrorBody {
+    ErrorBody::new(ErrorCode::Internal, m)
+}
+
+/// The end of a call that never ran (`sandbox.launch`, `sandbox.plan`).
+pub fn setup_error_end(msg: String) -> Result<Value, ErrorBody> {
+    to_value(&efr_call::setup_error_finish(msg))
+}
+
+/// A result as its JSON (`internal` when it does not serialize).
+pub fn to_value<T: Serialize>(v: &T) -> Result<Value, ErrorBody> {
+    serde_json::to_value(v).map_err(|e| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("result does not serialize: {e}"),
+        )
+    })
+}
+
+/// Runs blocking work off the async threads; a panic goes on to the connection, which
+/// answers `internal`.
+pub async fn blocking<T: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, ErrorBody> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(ErrorBody::new(
+            ErrorCode::Internal,
+            format!("{what} did not finish: {e}"),
+        )),
+    }
+}

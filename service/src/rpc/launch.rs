@@ -1,0 +1,55 @@
+//! `sandbox.launch` (a stream): a call of [`efr_call::Call`], which owns it; this handler
+//! only hands its events on. See docs/protocol.md for the frames.
+
+use std::sync::Arc;
+
+use efr_call::{Event, PrepareError, ProxyWhen};
+use efr_sandbox_wire::CallParams;
+
+use crate::rpc::handler::{
+    Call, HandlerFuture, blocking, boxed, internal, params, setup_error_end, to_value,
+};
+use crate::state::Service;
+
+/// `sandbox.launch`: runs one line through the launcher; items `started`, `output`, `exit`
+/// (denials), then the end (summary, code or signal, duration). Cancel ends the tree.
+pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
+    boxed(async move {
+        let p: CallParams = params(call.params)?;
+        let ctx = svc.call_ctx();
+        let c2 = ctx.clone();
+        // The plan and, for a call that gets a proxy, its policy (which reads token files):
+        // one trip to the blocking pool, not two.
+        let prepared = blocking("the call", move || {
+            efr_call::Call::prepare(&p, &c2).map(|mut c| {
+                // The launcher starts from this process's environment: what of it is not
+                // passed because it looks like a secret goes in the summary.
+                c.note_env_dropped(Vec::new());
+                let pol = c.proxy_policy(ProxyWhen::Wanted);
+                (c, pol)
+            })
+        })
+        .await?;
+        let (mut c, pol) = match prepared {
+            Ok(x) => x,
+            Err(PrepareError::Params(e)) => return Err(e),
+            Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
+        };
+        match c.attach(pol, &ctx) {
+            Ok(()) => {}
+            Err(PrepareError::Params(e)) => return Err(e),
+            Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
+        }
+        let mut stream = match c.start(&ctx) {
+            Ok(s) => s,
+            Err(e) => return setup_error_end(format!("cannot start efr-launch: {}", e.source)),
+        };
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Event::Item(i) => call.items.send(to_value(&i)?).await?,
+                Event::End(fin) => return to_value(&fin),
+            }
+        }
+        Err(internal("the call ended without its finish"))
+    })
+}

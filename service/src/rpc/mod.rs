@@ -1,0 +1,21 @@
+//! The RPC service (docs/protocol.md): [`server`] (the socket, the peer check, the accept
+//! loop), [`conn`] (one connection: frames, hello, requests as tasks, cancel, the writer),
+//! [`dispatch`] (the method table), [`handler`] (what a handler gets), and one file per
+//! handler. A handler imports [`handler`], [`crate::state`] and the crates below; never
+//! another handler, the connection or a command.
+
+pub mod conn;
+pub mod dispatch;
+pub mod handler;
+pub mod server;
+
+pub mod always_save;
+pub mod cache_delete_apply;
+pub mod check;
+pub mod classify;
+pub mod debug;
+pub mod explain;
+pub mod finish;
+pub mod launch;
+pub mod plan;
+pub mod status;

@@ -1,0 +1,86 @@
+//! What the service's handlers share: the [`Service`] (paths, policy, the classifier's
+//! context, the planned calls, the last check) and the connections' [`Limits`]. Handlers
+//! (`rpc/`) and commands (`cli/`) read it; it imports neither.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use efr_policy::classify::Context;
+use efr_policy::config::{Config, Env};
+
+use crate::paths::ServicePaths;
+use crate::policy::Policy;
+
+/// Per-connection limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Frames waiting to be written.
+    pub queue: usize,
+    /// Requests running at once.
+    pub inflight: usize,
+    /// How long a full queue or one write may wait for the client to read.
+    pub slow_reader: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            queue: 64,
+            inflight: 64,
+            slow_reader: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What every connection shares.
+#[derive(Debug)]
+pub struct Service {
+    pub paths: ServicePaths,
+    /// Answer the `debug.*` methods (`--test-methods`).
+    pub test_methods: bool,
+    pub limits: Limits,
+    pub policy: Policy,
+    /// The classifier's context for the config in force.
+    pub classifier: ContextCache,
+    /// Calls handed out by `sandbox.plan`, until `sandbox.finish`.
+    pub planned: efr_call::Planned,
+    /// The last `sandbox_check` (behind `sandbox.status`; `admin.sandbox_check` runs a new
+    /// one). The lock also keeps two checks from running at once.
+    pub last_check: tokio::sync::Mutex<Option<efr_sandbox_wire::SandboxCheck>>,
+}
+
+impl Service {
+    /// The context of the service's calls: its config, its runtime dir (conversations and
+    /// sockets), the current runtime for their proxies.
+    pub fn call_ctx(&self) -> efr_call::Ctx {
+        efr_call::Ctx {
+            config: self.policy.config(),
+            env: self.policy.env().clone(),
+            conversations: Some(self.paths.runtime_dir.clone()),
+            sockets: Some(self.paths.runtime_dir.clone()),
+            handle: tokio::runtime::Handle::current(),
+        }
+    }
+}
+
+/// The classifier's context, built once per config in force (it reads the token files
+/// and git configs it needs when it is built).
+#[derive(Debug, Default)]
+pub struct ContextCache {
+    cached: Mutex<Option<(Arc<Config>, Arc<Context>)>>,
+}
+
+impl ContextCache {
+    /// The context for `config`: the cached one when the config is the same.
+    pub fn get(&self, config: &Arc<Config>, env: &Env) -> Arc<Context> {
+        let mut c = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((cfg, ctx)) = c.as_ref() {
+            if Arc::ptr_eq(cfg, config) {
+                return ctx.clone();
+            }
+        }
+        let ctx = Arc::new(Context::new(config, env).with_call_env(config, std::env::vars()));
+        *c = Some((config.clone(), ctx.clone()));
+        ctx
+    }
+}

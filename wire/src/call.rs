@@ -1,0 +1,179 @@
+//! A call of the service: the params of `sandbox.launch` and `sandbox.plan`, the items of
+//! the launch stream, and the params and result of the plan + finish pair (docs/protocol.md).
+//! Built by `efr-call`, the owner of a call; read by efrd.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::exit::ExitRecord;
+use crate::launch::Grant;
+
+/// The params of `sandbox.launch` (and, flattened, of `sandbox.plan`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CallParams {
+    /// The shell line.
+    pub line: String,
+    /// Where it runs (absolute; default: the first project root, else the home).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The turn's project roots (writable).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<String>,
+    /// Grants on top of the default view (wire `grant`s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<Grant>,
+    /// `auto`, `native` or `bwrap`; the config's `sandbox.backend` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// Run outside the sandbox (an approved exit); the launcher still owns the tree.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsandboxed: bool,
+    /// The conversation: its `/tmp` and `$SCRATCH` live under the runtime dir and last
+    /// between calls. Without one, `/tmp` is fresh and there is no `$SCRATCH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
+}
+
+/// The params of `sandbox.plan`: a call, and the fd efrd gives the launcher for its status
+/// lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanParams {
+    #[serde(flatten)]
+    pub call: CallParams,
+    /// The fd efrd gives the launcher for its status lines (3 to 1024; default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_fd: Option<i32>,
+}
+
+/// The result of `sandbox.plan` (when the sandbox can start: else a finish with its
+/// `setup_error`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PlanResult {
+    /// Names the call in `sandbox.finish`.
+    pub token: String,
+    /// The launcher's command line (it reads the plan file).
+    pub argv: Vec<String>,
+    /// The plan file (0600 in a 0700 dir of the runtime dir), removed at `sandbox.finish`.
+    pub plan_file: String,
+    pub status_fd: i32,
+}
+
+/// The params of `sandbox.finish`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FinishParams {
+    /// The token `sandbox.plan` gave.
+    pub token: String,
+    /// The status lines the launcher wrote, as written (JSON lines).
+    #[serde(default)]
+    pub status: String,
+}
+
+/// The stream a line's output came on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+impl OutputStream {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputStream::Stdout => "stdout",
+            OutputStream::Stderr => "stderr",
+        }
+    }
+}
+
+/// The bytes of one `output` item: `data` when they are valid UTF-8 (a character split
+/// between two reads is carried to the next item), else `data_b64` (standard base64 of the
+/// raw bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputData {
+    Data(String),
+    DataB64(String),
+}
+
+/// The `started` item: the launcher's `started` status line, as efrd sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Started {
+    pub launcher_pid: u32,
+    /// The line's process, as the launcher's pid namespace numbers it (0 when unknown).
+    pub pid: u32,
+    /// `native`, `bwrap` or `unsandboxed`.
+    pub backend: String,
+    /// The launcher's Landlock report (`null` when it reported none), as its status line
+    /// has it.
+    pub landlock: Option<Value>,
+    /// The seccomp filter is loaded.
+    pub seccomp: bool,
+    /// The call's cgroup, as the status line has it (`null`: none).
+    pub cgroup: Option<Value>,
+}
+
+/// One item of the `sandbox.launch` stream, before its end (a [`crate::Finish`]):
+/// `started` first, then the line's `output` and the `exit` records of its refusals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LaunchItem {
+    Started(Started),
+    Output {
+        stream: OutputStream,
+        #[serde(flatten)]
+        data: OutputData,
+    },
+    Exit {
+        // Boxed: an exit record is far larger than the other items.
+        record: Box<ExitRecord>,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The typed items are the bytes the service wrote with `json!` before them.
+    #[test]
+    fn items_as_before() {
+        let out = LaunchItem::Output {
+            stream: OutputStream::Stderr,
+            data: OutputData::DataB64("/w==".into()),
+        };
+        assert_eq!(
+            serde_json::to_string(&out).unwrap(),
+            json!({"kind": "output", "stream": "stderr", "data_b64": "/w=="}).to_string()
+        );
+        let started = LaunchItem::Started(Started {
+            launcher_pid: 7,
+            pid: 2,
+            backend: "bwrap".into(),
+            landlock: None,
+            seccomp: false,
+            cgroup: None,
+        });
+        assert_eq!(
+            serde_json::to_string(&started).unwrap(),
+            json!({"kind": "started", "launcher_pid": 7, "pid": 2, "backend": "bwrap",
+                   "landlock": null, "seccomp": false, "cgroup": null})
+            .to_string()
+        );
+        let plan = PlanResult {
+            token: "t".into(),
+            argv: vec!["efr-launch".into()],
+            plan_file: "/p.json".into(),
+            status_fd: 3,
+        };
+        assert_eq!(
+            serde_json::to_string(&plan).unwrap(),
+            json!({"token": "t", "argv": ["efr-launch"], "plan_file": "/p.json", "status_fd": 3})
+                .to_string()
+        );
+        let p: PlanParams =
+            serde_json::from_value(json!({"line": "true", "status_fd": 5})).unwrap();
+        assert_eq!(p.call.line, "true");
+        assert_eq!(p.status_fd, Some(5));
+    }
+}
