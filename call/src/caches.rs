@@ -1174,29 +1174,18 @@ fn cargo_crate_ok(cache: &Path, rel: &Path, f: &mut File) -> Result<(), String> 
     Ok(())
 }
 
+/// The digest of an npm integrity entry: standard base64 as ssri writes it, padding
+/// optional and bits past the last byte ignored; the URL-safe alphabet is accepted too.
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let val = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => (c - b'A') as u32,
-            b'a'..=b'z' => (c - b'a' + 26) as u32,
-            b'0'..=b'9' => (c - b'0' + 52) as u32,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        })
-    };
-    let s = s.trim_end_matches('=').as_bytes();
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0);
-    for &c in s {
-        acc = (acc << 6) | val(c)?;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
+    use base64::Engine;
+    use base64::alphabet::{STANDARD, URL_SAFE};
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurposeConfig = GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true);
+    const STD: GeneralPurpose = GeneralPurpose::new(&STANDARD, LENIENT);
+    const URL: GeneralPurpose = GeneralPurpose::new(&URL_SAFE, LENIENT);
+    STD.decode(s).or_else(|_| URL.decode(s)).ok()
 }
 
 /// The content path (below `_cacache`) an npm integrity string names first, of an
@@ -1630,5 +1619,13 @@ mod tests {
                 "content-v2/sha512/cf/83/e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e"
             )
         );
+        // The decoder: padding optional, URL-safe too, trailing bits ignored, else nothing.
+        assert_eq!(base64_decode("Zm8=").as_deref(), Some(&b"fo"[..]));
+        assert_eq!(base64_decode("Zm8").as_deref(), Some(&b"fo"[..]));
+        assert_eq!(base64_decode("Zm9").as_deref(), Some(&b"fo"[..]));
+        assert_eq!(base64_decode("-_8=").as_deref(), Some(&[0xfb, 0xff][..]));
+        assert_eq!(base64_decode("+/8=").as_deref(), Some(&[0xfb, 0xff][..]));
+        assert_eq!(base64_decode("Zm8*"), None);
+        assert_eq!(npm_content_path("sha512-not*base64"), None);
     }
 }

@@ -676,26 +676,8 @@ impl Chunker {
 
 /// Standard base64 with padding.
 pub fn base64(b: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut s = String::with_capacity(b.len().div_ceil(3) * 4);
-    for c in b.chunks(3) {
-        let n = (c[0] as u32) << 16
-            | (c.get(1).copied().unwrap_or(0) as u32) << 8
-            | c.get(2).copied().unwrap_or(0) as u32;
-        s.push(A[(n >> 18) as usize & 63] as char);
-        s.push(A[(n >> 12) as usize & 63] as char);
-        s.push(if c.len() > 1 {
-            A[(n >> 6) as usize & 63] as char
-        } else {
-            '='
-        });
-        s.push(if c.len() > 2 {
-            A[n as usize & 63] as char
-        } else {
-            '='
-        });
-    }
-    s
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(b)
 }
 
 #[cfg(test)]

@@ -333,4 +333,63 @@ mod tests {
             FORMERR
         );
     }
+
+    /// The malformed queries `proxy/compare` feeds to ours and to `hickory-proto` (the
+    /// measured reason the parser stays ours): what ours answers to each.
+    #[test]
+    fn malformed_queries() {
+        let t = table();
+        let ok = build_query(7, "registry.test", 1);
+        let rcode = |q: &[u8]| parse_response(&answer(&t, q).0.unwrap()).unwrap().0;
+        let raw = |name: &[u8]| {
+            let mut q = ok[..12].to_vec();
+            q.extend_from_slice(name);
+            q.extend_from_slice(&[0, 1, 0, 1]);
+            q
+        };
+        // A compression pointer in the question (here a loop), a label of type 0x40, a
+        // name over 255 bytes, no question, two questions announced: FORMERR, no name.
+        let mut two = ok.clone();
+        two[5] = 2;
+        let mut none = ok.clone();
+        none[5] = 0;
+        let mut long = Vec::new();
+        for _ in 0..5 {
+            long.push(63);
+            long.extend_from_slice(&[b'a'; 63]);
+        }
+        long.push(0);
+        let mut t40 = vec![0x41];
+        t40.extend_from_slice(&[b'a'; 65]);
+        t40.push(0);
+        for q in [raw(&[1, b'a', 0xc0, 12]), raw(&t40), raw(&long), two, none] {
+            assert_eq!(rcode(&q), FORMERR, "{q:02x?}");
+            assert_eq!(answer(&t, &q).1, DnsOutcome::Refused(None), "{q:02x?}");
+        }
+        // A dot or a NUL inside a label is not the name it would spell: refused.
+        for name in [&b"\x0dregistry.test\0"[..], b"\x08reg\0stry\x04test\0"] {
+            assert_eq!(rcode(&raw(name)), NXDOMAIN, "{name:02x?}");
+        }
+        // Sections after the question are not read: an EDNS OPT record (as dig sends),
+        // trailing bytes, counts of records that are not there; the name is answered.
+        let mut opt = ok.clone();
+        opt[11] = 1;
+        opt.extend_from_slice(&[0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 0]);
+        let mut junk = ok.clone();
+        junk.extend_from_slice(b"junk");
+        let mut an = ok.clone();
+        an[7] = 1;
+        for q in [opt, junk, an] {
+            let (r, o) = answer(&t, &q);
+            assert_eq!(o, DnsOutcome::Allowed("registry.test".into()));
+            assert_eq!(
+                parse_response(&r.unwrap()),
+                Some((NOERROR, vec![Ipv4Addr::new(127, 77, 0, 1)]))
+            );
+        }
+        // Another opcode (UPDATE): NOTIMP.
+        let mut up = ok.clone();
+        up[2] = 0x28;
+        assert_eq!(rcode(&up), NOTIMP);
+    }
 }

@@ -276,4 +276,91 @@ mod tests {
         assert_eq!(p.sni.as_deref(), Some("registry.test"));
         assert_eq!(p.len, two.len());
     }
+
+    /// `h`'s handshake message in records cut at `at` (offsets into the message).
+    fn in_records(h: &[u8], at: &[usize]) -> Vec<u8> {
+        let hs = &h[5..];
+        let mut out = Vec::new();
+        let mut prev = 0;
+        for &a in at.iter().chain([hs.len()].iter()) {
+            out.extend_from_slice(&[22, 3, 1]);
+            out.extend_from_slice(&((a - prev) as u16).to_be_bytes());
+            out.extend_from_slice(&hs[prev..a]);
+            prev = a;
+        }
+        out
+    }
+
+    #[test]
+    fn hello_over_several_records() {
+        let h = build_client_hello(Some("registry.test"));
+        // The handshake header itself cut (3 bytes, then 1), then the body in two.
+        let four = in_records(&h, &[3, 4, 40]);
+        let p = parse_client_hello(&four).unwrap();
+        assert_eq!(p.sni.as_deref(), Some("registry.test"));
+        assert_eq!(p.len, four.len());
+        for i in 0..four.len() {
+            assert_eq!(
+                parse_client_hello(&four[..i]),
+                Err(HelloError::Incomplete),
+                "{i}"
+            );
+        }
+        // What follows the hello's last record is not the hello's.
+        let mut more = four.clone();
+        more.extend_from_slice(&[23, 3, 3, 0, 1, 0]);
+        assert_eq!(parse_client_hello(&more).unwrap().len, four.len());
+        // A record after the first that is not a handshake.
+        let mut other = in_records(&h, &[10]);
+        other[5 + 10] = 23;
+        assert_eq!(
+            parse_client_hello(&other),
+            Err(HelloError::Malformed("record type"))
+        );
+    }
+
+    /// The malformed hellos `proxy/compare` feeds to ours and to `tls-parser` (the measured
+    /// reason the parser stays ours): `tls-parser` accepts every one of these but the
+    /// record length 0 and the session id; ours refuses each.
+    #[test]
+    fn malformed_hellos() {
+        let h = build_client_hello(Some("registry.test"));
+        let bad = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut v = h.clone();
+            f(&mut v);
+            parse_client_hello(&v)
+        };
+        let m = HelloError::Malformed;
+        assert_eq!(bad(&|v| v[2] = 9), Err(m("record version")));
+        assert_eq!(
+            bad(&|v| v[3..5].copy_from_slice(&[0, 0])),
+            Err(m("record length"))
+        );
+        assert_eq!(bad(&|v| v[9] = 4), Err(m("client version")));
+        assert_eq!(bad(&|v| v[9 + 2 + 32] = 33), Err(m("session id")));
+        // The cipher suites' length 0 (its bytes then read as what follows).
+        assert_eq!(
+            bad(&|v| v[44..46].copy_from_slice(&[0, 0])),
+            Err(m("cipher suites"))
+        );
+        // A second supported_versions: two of one extension.
+        let dup = bad(&|v| {
+            let e = [0u8, 0x2b, 0, 3, 2, 3, 4];
+            let el = u16::from_be_bytes([v[50], v[51]]) as usize + e.len();
+            v[50..52].copy_from_slice(&(el as u16).to_be_bytes());
+            v.extend_from_slice(&e);
+            let hl = v.len() - 9;
+            v[6..9].copy_from_slice(&(hl as u32).to_be_bytes()[1..]);
+            let rl = v.len() - 5;
+            v[3..5].copy_from_slice(&(rl as u16).to_be_bytes());
+        });
+        assert_eq!(dup, Err(m("duplicate extension")));
+        for sni in ["a b.test", "a\0b.test", ""] {
+            assert_eq!(
+                parse_client_hello(&build_client_hello(Some(sni))),
+                Err(m("host name bytes")),
+                "{sni:?}"
+            );
+        }
+    }
 }

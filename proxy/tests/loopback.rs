@@ -529,6 +529,70 @@ fn tls_checks() {
     );
 }
 
+/// A ClientHello in several records, written in small TCP segments (the record headers
+/// and the handshake header cut too), and a post-quantum-sized one (a 1220-byte key share)
+/// split the same way: the proxy joins them, checks the SNI and passes every byte on.
+#[test]
+fn hello_in_segments_and_records() {
+    let ep = echo_server();
+    let mut p = policy(&[&format!("sink.test:{ep}")]);
+    map_local(&mut p, "sink.test");
+    let tp = TestProxy::start(p, None);
+    let records = |h: &[u8], at: &[usize]| {
+        let hs = &h[5..];
+        let mut out = Vec::new();
+        let mut prev = 0;
+        for &a in at.iter().chain([hs.len()].iter()) {
+            out.extend_from_slice(&[22, 3, 1]);
+            out.extend_from_slice(&((a - prev) as u16).to_be_bytes());
+            out.extend_from_slice(&hs[prev..a]);
+            prev = a;
+        }
+        out
+    };
+    // The same hello with a key share extension of 1220 bytes appended.
+    let big = {
+        let mut h = build_client_hello(Some("sink.test"));
+        let mut ext = vec![0x00, 0x33, 0x04, 0xc4, 0x11, 0xec, 0x04, 0xc0];
+        ext.extend_from_slice(&[9u8; 1216]);
+        let el = u16::from_be_bytes([h[50], h[51]]) as usize + ext.len();
+        h[50..52].copy_from_slice(&(el as u16).to_be_bytes());
+        h.extend_from_slice(&ext);
+        let hl = h.len() - 9;
+        h[6..9].copy_from_slice(&(hl as u32).to_be_bytes()[1..]);
+        let rl = h.len() - 5;
+        h[3..5].copy_from_slice(&(rl as u16).to_be_bytes());
+        h
+    };
+    let small = build_client_hello(Some("sink.test"));
+    for (hello, segment) in [
+        (records(&small, &[3, 4, 40]), 2),
+        (records(&big, &[2, 700]), 7),
+        (big.clone(), 500),
+    ] {
+        let (code, _, mut s) = connect(tp.addr, "sink.test", ep);
+        assert_eq!(code, 200);
+        s.set_nodelay(true).unwrap();
+        for part in hello.chunks(segment) {
+            s.write_all(part).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        s.write_all(b"after").unwrap();
+        let mut back = vec![0u8; hello.len() + 5];
+        s.read_exact(&mut back).unwrap();
+        assert_eq!(&back[..hello.len()], &hello[..]);
+        assert_eq!(&back[hello.len()..], b"after");
+    }
+    // Cut short: the proxy waits for the rest, then the client gives up; nothing passes.
+    let h = records(&small, &[10]);
+    let (code, _, mut s) = connect(tp.addr, "sink.test", ep);
+    assert_eq!(code, 200);
+    s.write_all(&h[..h.len() - 1]).unwrap();
+    s.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_to_end(&mut s), b"");
+    assert!(tp.blocked().is_empty(), "{:?}", tp.blocked());
+}
+
 #[test]
 fn resolution_into_special_ranges_is_refused() {
     let ep = echo_server();
