@@ -215,7 +215,7 @@ pub fn spawn(
         let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
         // The launcher died before the death signal was set: nothing would end us.
         if sys::getppid() != me {
-            sys::exit_now(126);
+            sys::exit_now(crate::exit_code::BACKEND_FAILED);
         }
         // bubblewrap's process is in the caller's process group too, and handles no
         // signal: one sent to the group would kill it, and our init with it (it runs with
@@ -236,7 +236,7 @@ pub fn spawn(
         if view.proxy_socket.is_some() || !layers.is_empty() {
             if let Err(e) = pre_namespaces(view.proxy_socket.is_some(), &layers) {
                 crate::inner::report(report_w, &format!("setup_error {e}"));
-                sys::exit_now(126);
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
         for fd in [prog_fd, spec_fd, report_w, info_w]
@@ -250,7 +250,7 @@ pub fn spawn(
         }
         let e = sys::execve(bwrap, &argv, &[]);
         crate::inner::report(report_w, &format!("setup_error exec {bwrap}: {e}"));
-        sys::exit_now(126);
+        sys::exit_now(crate::exit_code::BACKEND_FAILED);
     }
     sys::close(prog_fd);
     sys::close(spec_fd);
@@ -329,7 +329,7 @@ pub fn inner_main(spec_fd: RawFd, report_fd: RawFd) -> ! {
         Ok(spec) => crate::inner::run_init(&spec, report_fd),
         Err(e) => {
             crate::inner::report(report_fd, &format!("setup_error inner spec: {e}"));
-            sys::exit_now(126)
+            sys::exit_now(crate::exit_code::BACKEND_FAILED)
         }
     }
 }

@@ -87,7 +87,7 @@ fn all_signals() -> Vec<libc::c_int> {
 /// namespace and ends the init (its namespace goes with it).
 fn launcher_gone() -> ! {
     let _ = sys::kill(-1, libc::SIGKILL);
-    sys::exit_now(128 + libc::SIGKILL)
+    sys::exit_now(crate::exit_code::of_signal(libc::SIGKILL))
 }
 
 /// How often the init looks at the watched file systems, in milliseconds.
@@ -166,12 +166,12 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     if pre.contained {
         if let Err(e) = crate::pty::attach_line(pre.terminal.as_ref()) {
             report(report_fd, &format!("setup_error {e}"));
-            sys::exit_now(127);
+            sys::exit_now(crate::exit_code::INIT_FAILED);
         }
     }
     let rfd = if report_fd != 3 {
         if sys::dup2(report_fd, 3).is_err() {
-            sys::exit_now(127);
+            sys::exit_now(crate::exit_code::INIT_FAILED);
         }
         3
     } else {
@@ -181,7 +181,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     let sup_fd = match pre.supervise_sock {
         Some(fd) if fd != 4 => {
             if sys::dup2(fd, 4).is_err() {
-                sys::exit_now(127);
+                sys::exit_now(crate::exit_code::INIT_FAILED);
             }
             Some(4)
         }
@@ -190,7 +190,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     sys::close_from(if sup_fd.is_some() { 5 } else { 4 });
     let fail = |msg: String| -> ! {
         report(rfd, &format!("setup_error {msg}"));
-        sys::exit_now(127)
+        sys::exit_now(crate::exit_code::INIT_FAILED)
     };
     if let Err(e) = sys::chdir(&spec.cwd) {
         fail(format!("cwd {}: {e}", spec.cwd));
@@ -299,7 +299,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         Ok(r) => r,
         Err(e) => {
             report(report_fd, &format!("setup_error init signals: {e}"));
-            sys::exit_now(127)
+            sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     };
     // A session of the call's own: no process of it has the user's terminal as controlling
@@ -310,14 +310,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     };
     if let Err(e) = crate::pty::leave_session() {
         report(report_fd, &format!("setup_error {e}"));
-        sys::exit_now(127)
+        sys::exit_now(crate::exit_code::INIT_FAILED)
     }
     if let Some(t) = &spec.terminal {
         match crate::pty::open_inside(t) {
             Ok(l) => pre.terminal = Some(l),
             Err(e) => {
                 report(report_fd, &format!("setup_error {e}"));
-                sys::exit_now(127)
+                sys::exit_now(crate::exit_code::INIT_FAILED)
             }
         }
     }
@@ -327,14 +327,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     if let Some(e) = &spec.egress {
         if let Err(e) = crate::egress::Egress::bind(e).and_then(|b| b.hand_over()) {
             report(report_fd, &format!("setup_error {e}"));
-            sys::exit_now(127)
+            sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     }
     // The init enters the line's Landlock domain before forking it: the supervisor then
     // can do nothing the line could not.
     let fail = |m: String| -> ! {
         report(report_fd, &format!("setup_error {m}"));
-        sys::exit_now(127)
+        sys::exit_now(crate::exit_code::INIT_FAILED)
     };
     let mut sup_pair = None;
     let sockets = spec
@@ -373,7 +373,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
         Err(e) => {
             report(report_fd, &format!("setup_error fork: {e}"));
-            sys::exit_now(127)
+            sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     };
     // The ports below 1024 are bound and the line forked: the init needs no capability any
@@ -499,7 +499,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     if libc::WIFSIGNALED(st) {
         let s = libc::WTERMSIG(st);
         report(report_fd, &format!("exit signal {s}"));
-        sys::exit_now(128 + s)
+        sys::exit_now(crate::exit_code::of_signal(s))
     }
     let c = libc::WEXITSTATUS(st);
     report(report_fd, &format!("exit code {c}"));

@@ -31,6 +31,7 @@ pub mod caller;
 pub mod cli;
 pub mod egress;
 pub mod env;
+pub mod exit_code;
 pub mod handoff;
 pub mod inner;
 mod listing;

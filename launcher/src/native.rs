@@ -361,20 +361,20 @@ pub fn spawn(
         // The launcher writes one byte once the id maps are in place; EOF means it failed
         // or died.
         if !matches!(sys::read(sync_r, &mut b), Ok(1)) {
-            sys::exit_now(126);
+            sys::exit_now(crate::exit_code::BACKEND_FAILED);
         }
         let rest = match build_root(view, sync_r) {
             Ok(r) => r,
             Err(e) => {
                 report(report_w, &format!("setup_error {e}"));
-                sys::exit_now(126);
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         };
         let _ = sys::sethostname("efr-sandbox");
         if !view.host_net {
             if let Err(e) = sys::loopback_up() {
                 report(report_w, &format!("setup_error loopback: {e}"));
-                sys::exit_now(126);
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
         let mut spec = spec.clone();

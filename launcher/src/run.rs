@@ -17,7 +17,7 @@ use crate::sys;
 use crate::view::Op;
 
 /// Exit status of the launcher when the line did not run.
-pub const SETUP_ERROR_EXIT: i32 = 125;
+pub const SETUP_ERROR_EXIT: i32 = crate::exit_code::SETUP_ERROR;
 
 /// The signals that reach a contained line through the launcher, with why. The line runs
 /// in a session of its own (see [`crate::inner`]), out of its caller's process group, so a
@@ -360,7 +360,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
                 // The launcher died before the death signal was set: nothing would end us.
                 if sys::getppid() != me {
-                    sys::exit_now(127);
+                    sys::exit_now(crate::exit_code::INIT_FAILED);
                 }
                 if let Err(e) = crate::unsandboxed::join(&cg) {
                     crate::inner::report(report_w, &format!("cgroup_failed {e}"));
@@ -456,7 +456,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 socket_denials,
                 linked_protected,
             });
-            return Try::Done(128 + libc::SIGKILL);
+            return Try::Done(crate::exit_code::of_signal(libc::SIGKILL));
         }
         let revents = match revents {
             Ok(r) => r,
@@ -652,7 +652,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     });
     Try::Done(match (code, signal) {
         (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        _ => 1,
+        (None, Some(s)) => crate::exit_code::of_signal(s),
+        _ => crate::exit_code::LINE_END_UNKNOWN,
     })
 }

@@ -161,8 +161,8 @@ impl Outcome {
     pub fn exit_status(&self) -> i32 {
         match (self.code, self.signal) {
             (Some(c), _) => c,
-            (None, Some(s)) => 128 + s,
-            _ => 127,
+            (None, Some(s)) => crate::exit_code::of_signal(s),
+            _ => crate::exit_code::INIT_FAILED,
         }
     }
 }
