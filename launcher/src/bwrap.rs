@@ -212,7 +212,13 @@ pub fn spawn(
     let me = sys::getpid();
     let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
-        let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+            crate::inner::report(
+                report_w,
+                &format!("setup_error prctl(PR_SET_PDEATHSIG) of bubblewrap: {e}"),
+            );
+            sys::exit_now(crate::exit_code::BACKEND_FAILED);
+        }
         // The launcher died before the death signal was set: nothing would end us.
         if sys::getppid() != me {
             sys::exit_now(crate::exit_code::BACKEND_FAILED);
@@ -243,10 +249,25 @@ pub fn spawn(
             .into_iter()
             .chain(spec.launcher_pidfd)
         {
-            let _ = sys::set_inheritable(fd);
+            if let Err(e) = sys::set_inheritable(fd) {
+                crate::inner::report(
+                    report_w,
+                    &format!("setup_error fd {fd} for bubblewrap's init: {e}"),
+                );
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
+            }
         }
         if let Some(t) = &spec.terminal {
-            let _ = sys::set_inheritable(t.sock);
+            if let Err(e) = sys::set_inheritable(t.sock) {
+                crate::inner::report(
+                    report_w,
+                    &format!(
+                        "setup_error terminal fd {} for bubblewrap's init: {e}",
+                        t.sock
+                    ),
+                );
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
+            }
         }
         let e = sys::execve(bwrap, &argv, &[]);
         crate::inner::report(report_w, &format!("setup_error exec {bwrap}: {e}"));
@@ -324,7 +345,14 @@ pub fn inner_main(spec_fd: RawFd, report_fd: RawFd) -> ! {
         }
     }
     sys::close(spec_fd);
-    let _ = sys::set_cloexec(report_fd);
+    // The report fd must not reach the line (it could write the launcher's report).
+    if let Err(e) = sys::set_cloexec(report_fd) {
+        crate::inner::report(
+            report_fd,
+            &format!("setup_error the report fd {report_fd} close-on-exec: {e}"),
+        );
+        sys::exit_now(crate::exit_code::BACKEND_FAILED)
+    }
     match serde_json::from_slice::<InnerSpec>(&data) {
         Ok(spec) => crate::inner::run_init(&spec, report_fd),
         Err(e) => {

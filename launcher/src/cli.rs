@@ -86,8 +86,13 @@ pub fn main(args: Vec<String>) -> i32 {
             }
         }
     }
+    // The status fd must not reach the call (the line could write status lines): a status
+    // fd that is not open is refused before anything runs.
     if let Some(fd) = status_fd {
-        let _ = crate::sys::set_cloexec(fd);
+        if let Err(e) = crate::sys::set_cloexec(fd) {
+            eprintln!("efr-launch: the status fd {fd}: {e}");
+            return crate::exit_code::SETUP_ERROR;
+        }
     }
     let out = StatusOut(status_fd);
     // The launch ends with the process that started it (see `crate::caller`).

@@ -177,7 +177,14 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     } else {
         3
     };
-    let _ = sys::set_cloexec(rfd);
+    // The report fd must not reach the line: it could write the launcher's report.
+    if let Err(e) = sys::set_cloexec(rfd) {
+        report(
+            rfd,
+            &format!("setup_error the report fd {rfd} close-on-exec: {e}"),
+        );
+        sys::exit_now(crate::exit_code::INIT_FAILED);
+    }
     let sup_fd = match pre.supervise_sock {
         Some(fd) if fd != 4 => {
             if sys::dup2(fd, 4).is_err() {
@@ -187,11 +194,18 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         }
         other => other,
     };
-    sys::close_from(if sup_fd.is_some() { 5 } else { 4 });
+    let first_closed = if sup_fd.is_some() { 5 } else { 4 };
+    let closed = sys::close_from(first_closed);
     let fail = |msg: String| -> ! {
         report(rfd, &format!("setup_error {msg}"));
         sys::exit_now(crate::exit_code::INIT_FAILED)
     };
+    // Every fd of the init and the launcher beyond these stays out of the line.
+    if let Err(e) = closed {
+        fail(format!(
+            "closing the line's fds from {first_closed} up: {e}"
+        ));
+    }
     if let Err(e) = sys::chdir(&spec.cwd) {
         fail(format!("cwd {}: {e}", spec.cwd));
     }
@@ -288,8 +302,25 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     if launcher.is_some_and(sys::pidfd_ended) {
         launcher_gone();
     }
-    let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
-    let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
+    // Not dumpable: the line (same uid) may not ptrace the init or take its fds. Then the
+    // reaper of the call's orphans, so that none outlives the line unseen.
+    for (op, arg, what) in [
+        (
+            libc::PR_SET_DUMPABLE,
+            0,
+            "prctl(PR_SET_DUMPABLE, 0) of the init",
+        ),
+        (
+            libc::PR_SET_CHILD_SUBREAPER,
+            1,
+            "prctl(PR_SET_CHILD_SUBREAPER) of the init",
+        ),
+    ] {
+        if let Err(e) = sys::prctl(op, arg, 0) {
+            report(report_fd, &format!("setup_error {what}: {e}"));
+            sys::exit_now(crate::exit_code::INIT_FAILED)
+        }
+    }
     // What the launcher hands on (see `crate::run::FORWARDED_SIGNALS`), and what the init
     // acts on itself.
     let fwd = crate::run::forwarded_signals();

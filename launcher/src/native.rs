@@ -356,7 +356,13 @@ pub fn spawn(
         // The init dies with the launcher. (It cannot compare getppid, its parent is
         // outside its pid namespace: the launcher's pidfd tells whether the launcher died
         // before this, see `run_init`.)
-        let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+            report(
+                report_w,
+                &format!("setup_error prctl(PR_SET_PDEATHSIG) of the call's init: {e}"),
+            );
+            sys::exit_now(crate::exit_code::BACKEND_FAILED);
+        }
         let mut b = [0u8; 1];
         // The launcher writes one byte once the id maps are in place; EOF means it failed
         // or died.

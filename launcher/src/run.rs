@@ -221,7 +221,11 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         )));
     }
     // What the backend leaves when it dies first comes to the launcher, which reaps it.
-    let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
+    if let Err(e) = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0) {
+        return Try::Done(out.setup_error(format!(
+            "prctl(PR_SET_CHILD_SUBREAPER) of the launcher: {e}"
+        )));
+    }
     let start = Instant::now();
     let start_ms = now_ms();
     let env = crate::env::scrub(plan, &crate::env::source(plan));
@@ -357,7 +361,15 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         let me = sys::getpid();
         let r = match sys::fork() {
             Ok(0) => {
-                let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+                if let Err(e) =
+                    sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
+                {
+                    crate::inner::report(
+                        report_w,
+                        &format!("setup_error prctl(PR_SET_PDEATHSIG) of the line: {e}"),
+                    );
+                    sys::exit_now(crate::exit_code::INIT_FAILED);
+                }
                 // The launcher died before the death signal was set: nothing would end us.
                 if sys::getppid() != me {
                     sys::exit_now(crate::exit_code::INIT_FAILED);
