@@ -213,9 +213,9 @@ pub fn spawn(
     let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
         if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
-            crate::inner::report(
+            crate::report::setup_error(
                 report_w,
-                &format!("setup_error prctl(PR_SET_PDEATHSIG) of bubblewrap: {e}"),
+                format!("prctl(PR_SET_PDEATHSIG) of bubblewrap: {e}"),
             );
             sys::exit_now(crate::exit_code::BACKEND_FAILED);
         }
@@ -241,7 +241,7 @@ pub fn spawn(
             .collect();
         if view.proxy_socket.is_some() || !layers.is_empty() {
             if let Err(e) = pre_namespaces(view.proxy_socket.is_some(), &layers) {
-                crate::inner::report(report_w, &format!("setup_error {e}"));
+                crate::report::setup_error(report_w, e);
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
@@ -250,27 +250,21 @@ pub fn spawn(
             .chain(spec.launcher_pidfd)
         {
             if let Err(e) = sys::set_inheritable(fd) {
-                crate::inner::report(
-                    report_w,
-                    &format!("setup_error fd {fd} for bubblewrap's init: {e}"),
-                );
+                crate::report::setup_error(report_w, format!("fd {fd} for bubblewrap's init: {e}"));
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
         if let Some(t) = &spec.terminal {
             if let Err(e) = sys::set_inheritable(t.sock) {
-                crate::inner::report(
+                crate::report::setup_error(
                     report_w,
-                    &format!(
-                        "setup_error terminal fd {} for bubblewrap's init: {e}",
-                        t.sock
-                    ),
+                    format!("terminal fd {} for bubblewrap's init: {e}", t.sock),
                 );
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
         let e = sys::execve(bwrap, &argv, &[]);
-        crate::inner::report(report_w, &format!("setup_error exec {bwrap}: {e}"));
+        crate::report::setup_error(report_w, format!("exec {bwrap}: {e}"));
         sys::exit_now(crate::exit_code::BACKEND_FAILED);
     }
     sys::close(prog_fd);
@@ -347,16 +341,16 @@ pub fn inner_main(spec_fd: RawFd, report_fd: RawFd) -> ! {
     sys::close(spec_fd);
     // The report fd must not reach the line (it could write the launcher's report).
     if let Err(e) = sys::set_cloexec(report_fd) {
-        crate::inner::report(
+        crate::report::setup_error(
             report_fd,
-            &format!("setup_error the report fd {report_fd} close-on-exec: {e}"),
+            format!("the report fd {report_fd} close-on-exec: {e}"),
         );
         sys::exit_now(crate::exit_code::BACKEND_FAILED)
     }
     match serde_json::from_slice::<InnerSpec>(&data) {
         Ok(spec) => crate::inner::run_init(&spec, report_fd),
         Err(e) => {
-            crate::inner::report(report_fd, &format!("setup_error inner spec: {e}"));
+            crate::report::setup_error(report_fd, format!("inner spec: {e}"));
             sys::exit_now(crate::exit_code::BACKEND_FAILED)
         }
     }

@@ -69,9 +69,7 @@ pub struct InnerSpec {
 
 /// The messages of the report pipe, one per line.
 pub fn report(fd: RawFd, msg: &str) {
-    let mut m = msg.replace('\n', " ");
-    m.push('\n');
-    let _ = sys::write_all(fd, m.as_bytes());
+    crate::report::write_line(fd, msg);
 }
 
 /// Every signal but SIGKILL and SIGSTOP: the line starts with all of them at their default
@@ -126,7 +124,7 @@ impl FullWatch {
             if let Ok((size, free)) = sys::statfs_bytes(p) {
                 if free <= (size / 200).max(64 << 10) {
                     *seen = true;
-                    report(report_fd, &format!("full {p}"));
+                    crate::report::send(report_fd, &crate::report::Report::Full(p.to_string()));
                 }
             }
         }
@@ -165,7 +163,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     sys::default_signals(&all_signals());
     if pre.contained {
         if let Err(e) = crate::pty::attach_line(pre.terminal.as_ref()) {
-            report(report_fd, &format!("setup_error {e}"));
+            crate::report::setup_error(report_fd, e);
             sys::exit_now(crate::exit_code::INIT_FAILED);
         }
     }
@@ -179,10 +177,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     };
     // The report fd must not reach the line: it could write the launcher's report.
     if let Err(e) = sys::set_cloexec(rfd) {
-        report(
-            rfd,
-            &format!("setup_error the report fd {rfd} close-on-exec: {e}"),
-        );
+        crate::report::setup_error(rfd, format!("the report fd {rfd} close-on-exec: {e}"));
         sys::exit_now(crate::exit_code::INIT_FAILED);
     }
     let sup_fd = match pre.supervise_sock {
@@ -197,7 +192,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     let first_closed = if sup_fd.is_some() { 5 } else { 4 };
     let closed = sys::close_from(first_closed);
     let fail = |msg: String| -> ! {
-        report(rfd, &format!("setup_error {msg}"));
+        crate::report::setup_error(rfd, msg);
         sys::exit_now(crate::exit_code::INIT_FAILED)
     };
     // Every fd of the init and the launcher beyond these stays out of the line.
@@ -284,12 +279,12 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             fail(e);
         }
     }
-    let ready = serde_json::json!({
-        "landlock": ll,
-        "seccomp": progs.is_some() || spec.seccomp_preloaded,
-        "supervised": sup_fd.is_some(),
-    });
-    report(rfd, &format!("ready {ready}"));
+    let ready = crate::report::Ready {
+        landlock: ll,
+        seccomp: progs.is_some() || spec.seccomp_preloaded,
+        supervised: sup_fd.is_some(),
+    };
+    crate::report::send(rfd, &crate::report::Report::Ready(ready));
     let argv = vec![spec.shell.clone(), "-c".into(), spec.line.clone()];
     let e = sys::execve(&spec.shell, &argv, &spec.env);
     fail(format!("exec {}: {e}", spec.shell))
@@ -317,7 +312,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         ),
     ] {
         if let Err(e) = sys::prctl(op, arg, 0) {
-            report(report_fd, &format!("setup_error {what}: {e}"));
+            crate::report::setup_error(report_fd, format!("{what}: {e}"));
             sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     }
@@ -329,7 +324,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     let sig_r = match sys::signal_pipe(&sigs) {
         Ok(r) => r,
         Err(e) => {
-            report(report_fd, &format!("setup_error init signals: {e}"));
+            crate::report::setup_error(report_fd, format!("init signals: {e}"));
             sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     };
@@ -340,14 +335,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         ..Default::default()
     };
     if let Err(e) = crate::pty::leave_session() {
-        report(report_fd, &format!("setup_error {e}"));
+        crate::report::setup_error(report_fd, e);
         sys::exit_now(crate::exit_code::INIT_FAILED)
     }
     if let Some(t) = &spec.terminal {
         match crate::pty::open_inside(t) {
             Ok(l) => pre.terminal = Some(l),
             Err(e) => {
-                report(report_fd, &format!("setup_error {e}"));
+                crate::report::setup_error(report_fd, e);
                 sys::exit_now(crate::exit_code::INIT_FAILED)
             }
         }
@@ -357,14 +352,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     // (the init's copies are closed by then).
     if let Some(e) = &spec.egress {
         if let Err(e) = crate::egress::Egress::bind(e).and_then(|b| b.hand_over()) {
-            report(report_fd, &format!("setup_error {e}"));
+            crate::report::setup_error(report_fd, e);
             sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     }
     // The init enters the line's Landlock domain before forking it: the supervisor then
     // can do nothing the line could not.
     let fail = |m: String| -> ! {
-        report(report_fd, &format!("setup_error {m}"));
+        crate::report::setup_error(report_fd, m);
         sys::exit_now(crate::exit_code::INIT_FAILED)
     };
     let mut sup_pair = None;
@@ -403,7 +398,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             p
         }
         Err(e) => {
-            report(report_fd, &format!("setup_error fork: {e}"));
+            crate::report::setup_error(report_fd, format!("fork: {e}"));
             sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     };
@@ -437,7 +432,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             Ok(None) => {}
             Err(e) => {
                 let _ = sys::kill(main, libc::SIGKILL);
-                report(report_fd, &format!("setup_error {e}"));
+                crate::report::setup_error(report_fd, e);
             }
         }
     }
@@ -445,7 +440,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     // rather than let run unsupervised.
     let start = |l: crate::supervise::Lazy| {
         if let Err(e) = l.start() {
-            report(report_fd, &format!("setup_error {e}"));
+            crate::report::setup_error(report_fd, e);
             let _ = sys::kill(main, libc::SIGKILL);
         }
     };
@@ -460,7 +455,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                 // and continues the line through the init (SIGCONT, below).
                 Ok(Some((pid, st))) if libc::WIFSTOPPED(st) => {
                     if pid == main {
-                        report(report_fd, &format!("stopped {}", libc::WSTOPSIG(st)));
+                        crate::report::send(
+                            report_fd,
+                            &crate::report::Report::Stopped(libc::WSTOPSIG(st)),
+                        );
                     }
                 }
                 Ok(Some((pid, st))) => {
@@ -529,10 +527,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     let st = status.unwrap_or(0);
     if libc::WIFSIGNALED(st) {
         let s = libc::WTERMSIG(st);
-        report(report_fd, &format!("exit signal {s}"));
+        crate::report::send(report_fd, &crate::report::Report::ExitSignal(s));
         sys::exit_now(crate::exit_code::of_signal(s))
     }
     let c = libc::WEXITSTATUS(st);
-    report(report_fd, &format!("exit code {c}"));
+    crate::report::send(report_fd, &crate::report::Report::ExitCode(c));
     sys::exit_now(c)
 }

@@ -39,6 +39,7 @@ pub mod lockdown;
 pub mod native;
 pub mod plan;
 pub mod pty;
+pub mod report;
 pub mod run;
 pub mod seccomp;
 pub mod status;

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::handoff::Rest;
-use crate::inner::{InnerSpec, report, run_init};
+use crate::inner::{InnerSpec, run_init};
 use crate::sys::{self, MOUNT_ATTR_RDONLY, mount};
 use crate::view::{Op, View};
 
@@ -357,9 +357,9 @@ pub fn spawn(
         // outside its pid namespace: the launcher's pidfd tells whether the launcher died
         // before this, see `run_init`.)
         if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
-            report(
+            crate::report::setup_error(
                 report_w,
-                &format!("setup_error prctl(PR_SET_PDEATHSIG) of the call's init: {e}"),
+                format!("prctl(PR_SET_PDEATHSIG) of the call's init: {e}"),
             );
             sys::exit_now(crate::exit_code::BACKEND_FAILED);
         }
@@ -372,14 +372,14 @@ pub fn spawn(
         let rest = match build_root(view, sync_r) {
             Ok(r) => r,
             Err(e) => {
-                report(report_w, &format!("setup_error {e}"));
+                crate::report::setup_error(report_w, e);
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         };
         let _ = sys::sethostname("efr-sandbox");
         if !view.host_net {
             if let Err(e) = sys::loopback_up() {
-                report(report_w, &format!("setup_error loopback: {e}"));
+                crate::report::setup_error(report_w, format!("loopback: {e}"));
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }

@@ -12,7 +12,8 @@ use efr_sandbox_wire::Backend;
 use crate::caller::Caller;
 use crate::inner::InnerSpec;
 use crate::plan::{NetMode, Plan, PlanMode};
-use crate::status::{CgroupKind, LandlockReport, StatusLine};
+use crate::report::Report;
+use crate::status::{CgroupKind, StatusLine};
 use crate::sys;
 use crate::view::Op;
 
@@ -364,9 +365,9 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 if let Err(e) =
                     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
                 {
-                    crate::inner::report(
+                    crate::report::setup_error(
                         report_w,
-                        &format!("setup_error prctl(PR_SET_PDEATHSIG) of the line: {e}"),
+                        format!("prctl(PR_SET_PDEATHSIG) of the line: {e}"),
                     );
                     sys::exit_now(crate::exit_code::INIT_FAILED);
                 }
@@ -375,7 +376,10 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                     sys::exit_now(crate::exit_code::INIT_FAILED);
                 }
                 if let Err(e) = crate::unsandboxed::join(&cg) {
-                    crate::inner::report(report_w, &format!("cgroup_failed {e}"));
+                    crate::report::send(
+                        report_w,
+                        &crate::report::Report::CgroupFailed(e.to_string()),
+                    );
                 }
                 crate::inner::exec_line(&spec, report_w, Default::default())
             }
@@ -513,58 +517,62 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 report_buf.extend_from_slice(&buf[..n]);
                 while let Some(p) = report_buf.iter().position(|&b| b == b'\n') {
                     let l: Vec<u8> = report_buf.drain(..=p).collect();
-                    let l = String::from_utf8_lossy(&l).trim_end().to_string();
-                    if let Some(r) = l.strip_prefix("ready ") {
-                        let v: serde_json::Value = serde_json::from_str(r).unwrap_or_default();
-                        let landlock: Option<LandlockReport> =
-                            serde_json::from_value(v["landlock"].clone()).ok().flatten();
-                        let pid = if contained {
-                            first_child(sig_target).unwrap_or(0)
-                        } else {
-                            child as u32
-                        };
-                        started = true;
-                        out.emit(&StatusLine::Started {
-                            launcher_pid: sys::getpid() as u32,
-                            start_time_ms: start_ms,
-                            pid,
-                            backend: backend_name.into(),
-                            landlock,
-                            seccomp: v["seccomp"].as_bool().unwrap_or(false),
-                            supervised: v["supervised"].as_bool().unwrap_or(false),
-                            cgroup: cg_kind,
-                        });
-                    } else if let Some(m) = l.strip_prefix("setup_error ") {
-                        setup_error.get_or_insert_with(|| m.to_string());
-                    } else if let Some(c) = l.strip_prefix("exit code ") {
-                        line_status = Some((c.parse().ok(), None));
-                    } else if let Some(s) = l.strip_prefix("exit signal ") {
-                        line_status = Some((None, s.parse().ok()));
-                    } else if let Some(d) = l.strip_prefix("denied_socket ") {
-                        let path = d.split('\t').next().unwrap_or(d).to_string();
-                        if !socket_denials.contains(&path) {
-                            socket_denials.push(path);
+                    let l = String::from_utf8_lossy(&l);
+                    // A line that does not decode is passed over, as an unknown one
+                    // always was (the init and the launcher are one binary).
+                    let Ok(r) = Report::decode(&l) else {
+                        continue;
+                    };
+                    match r {
+                        Report::Ready(ready) => {
+                            let pid = if contained {
+                                first_child(sig_target).unwrap_or(0)
+                            } else {
+                                child as u32
+                            };
+                            started = true;
+                            out.emit(&StatusLine::Started {
+                                launcher_pid: sys::getpid() as u32,
+                                start_time_ms: start_ms,
+                                pid,
+                                backend: backend_name.into(),
+                                landlock: ready.landlock,
+                                seccomp: ready.seccomp,
+                                supervised: ready.supervised,
+                                cgroup: cg_kind,
+                            });
                         }
-                    } else if let Some(d) = l.strip_prefix("denied ") {
-                        let path = d.split('\t').next().unwrap_or(d).to_string();
-                        if !supervised_denials.contains(&path) {
-                            supervised_denials.push(path);
+                        Report::SetupError(m) => {
+                            setup_error.get_or_insert(m);
                         }
-                    } else if let Some(d) = l.strip_prefix("linked ") {
-                        let path = d.split('\t').next().unwrap_or(d).to_string();
-                        if !linked_protected.contains(&path) {
-                            linked_protected.push(path);
+                        Report::ExitCode(c) => line_status = Some((Some(c), None)),
+                        Report::ExitSignal(s) => line_status = Some((None, Some(s))),
+                        Report::DeniedSocket { path, .. } => {
+                            if !socket_denials.contains(&path) {
+                                socket_denials.push(path);
+                            }
                         }
-                    } else if let Some(s) = l.strip_prefix("stopped ") {
-                        if let Some(r) = &relay {
-                            r.line_stopped(s.parse().unwrap_or(libc::SIGTSTP));
+                        Report::Denied { path, .. } => {
+                            if !supervised_denials.contains(&path) {
+                                supervised_denials.push(path);
+                            }
                         }
-                    } else if let Some(p) = l.strip_prefix("full ") {
-                        if !full_tmpfs.iter().any(|f| f == p) {
-                            full_tmpfs.push(p.to_string());
+                        Report::Linked { path, .. } => {
+                            if !linked_protected.contains(&path) {
+                                linked_protected.push(path);
+                            }
                         }
-                    } else if l.starts_with("cgroup_failed") {
-                        cg_kind = Some(CgroupKind::None);
+                        Report::Stopped(s) => {
+                            if let Some(r) = &relay {
+                                r.line_stopped(s);
+                            }
+                        }
+                        Report::Full(p) => {
+                            if !full_tmpfs.contains(&p) {
+                                full_tmpfs.push(p);
+                            }
+                        }
+                        Report::CgroupFailed(_) => cg_kind = Some(CgroupKind::None),
                     }
                 }
             } else if info.map(|x| x.0) == Some(fd) {
