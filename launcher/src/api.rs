@@ -36,7 +36,7 @@ pub fn resolve_backend(c: BackendChoice) -> Backend {
                 )
                 .map(|s| s.trim() == "0")
                 .unwrap_or(true);
-            if userns || !crate::bwrap::available() {
+            if userns || !crate::backend::bwrap::available() {
                 Backend::Native
             } else {
                 Backend::Bwrap

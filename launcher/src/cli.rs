@@ -28,7 +28,7 @@ fn read_bounded(r: impl Read) -> Result<Vec<u8>, String> {
 pub fn main(args: Vec<String>) -> i32 {
     if args.first().map(String::as_str) == Some("--inner") {
         match (fd_arg(args.get(1)), fd_arg(args.get(2))) {
-            (Ok(s), Ok(r)) => crate::bwrap::inner_main(s, r),
+            (Ok(s), Ok(r)) => crate::backend::bwrap::inner_main(s, r),
             _ => return crate::exit_code::USAGE,
         }
     }

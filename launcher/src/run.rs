@@ -10,9 +10,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use efr_sandbox_wire::Backend;
 
 use crate::caller::Caller;
-use crate::inner::InnerSpec;
+use crate::child::init::InnerSpec;
+use crate::child::report::Report;
 use crate::plan::{NetMode, Plan, PlanMode};
-use crate::report::Report;
 use crate::status::{CgroupKind, StatusLine};
 use crate::sys;
 use crate::view::Op;
@@ -21,7 +21,7 @@ use crate::view::Op;
 pub const SETUP_ERROR_EXIT: i32 = crate::exit_code::SETUP_ERROR;
 
 /// The signals that reach a contained line through the launcher, with why. The line runs
-/// in a session of its own (see [`crate::inner`]), out of its caller's process group, so a
+/// in a session of its own (see [`crate::child::init`]), out of its caller's process group, so a
 /// signal sent to that group (a terminal's ^C when stdio is not the terminal, `kill -INT
 /// -PGID` of a harness, a timeout) or to the launcher reaches the line only this way: the
 /// launcher hands each one, whoever sent it, to the call's init, which hands it to the
@@ -189,7 +189,7 @@ fn reap_orphans(deadline: Instant) {
 fn kill_call(
     child: libc::pid_t,
     init: libc::pid_t,
-    cgroup: Option<&crate::unsandboxed::Cgroup>,
+    cgroup: Option<&crate::backend::unsandboxed::Cgroup>,
 ) -> Vec<String> {
     let deadline = Instant::now() + KILL_WAIT;
     if init != child {
@@ -197,7 +197,9 @@ fn kill_call(
     }
     let _ = sys::kill(child, libc::SIGKILL);
     let _ = wait_until(child, deadline);
-    let survivors = cgroup.map(crate::unsandboxed::end_tree).unwrap_or_default();
+    let survivors = cgroup
+        .map(crate::backend::unsandboxed::end_tree)
+        .unwrap_or_default();
     reap_orphans(deadline);
     survivors
 }
@@ -297,7 +299,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
             .weaken_values("bwrap")
             .first()
             .map(|s| s.to_string())
-            .unwrap_or_else(|| crate::bwrap::BWRAP.to_string());
+            .unwrap_or_else(|| crate::backend::bwrap::BWRAP.to_string());
         spec.drop_caps = true;
         spec.watch_full = vec!["/tmp".into(), "/dev/shm".into()];
         if plan.weaken_values("no_supervise").is_empty() {
@@ -305,7 +307,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         }
         let base = crate::view::base(plan);
         if let (Some(_), Some(p)) = (&base.proxy_socket, &plan.proxy) {
-            spec.egress = Some(crate::egress::EgressSpec {
+            spec.egress = Some(crate::child::egress::EgressSpec {
                 socket: crate::plan::INSIDE_PROXY_SOCKET.into(),
                 relay_port: p.relay_port,
                 ports: p.ports.clone(),
@@ -317,9 +319,9 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 spec.seccomp = Some(plan.net() == NetMode::View);
                 // The view is computed while the child builds its base (see native::spawn).
                 let mut full = None;
-                let r = crate::native::spawn(&base, &spec, report_w, || {
+                let r = crate::backend::native::spawn(&base, &spec, report_w, || {
                     let v = finish();
-                    let rest = crate::handoff::Rest {
+                    let rest = crate::view::handoff::Rest {
                         ops: v.ops.clone(),
                         landlock: with_landlock.then(|| v.landlock.clone()),
                     };
@@ -342,10 +344,17 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                     if with_landlock {
                         spec.landlock = Some(v.landlock.clone());
                     }
-                    let r = match (crate::bwrap::Stage::new(&v), sys::pipe()) {
+                    let r = match (crate::backend::bwrap::Stage::new(&v), sys::pipe()) {
                         (Ok(st), Ok((ir, iw))) => {
                             info = Some((ir, iw));
-                            let r = crate::bwrap::spawn(&bwrap_path, &v, &spec, &st, report_w, iw);
+                            let r = crate::backend::bwrap::spawn(
+                                &bwrap_path,
+                                &v,
+                                &spec,
+                                &st,
+                                report_w,
+                                iw,
+                            );
                             stage = Some(st);
                             r
                         }
@@ -358,14 +367,14 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         }
     } else {
         backend_name = "unsandboxed";
-        let cg = crate::unsandboxed::create();
+        let cg = crate::backend::unsandboxed::create();
         let me = sys::getpid();
         let r = match sys::fork() {
             Ok(0) => {
                 if let Err(e) =
                     sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)
                 {
-                    crate::report::setup_error(
+                    crate::child::report::setup_error(
                         report_w,
                         format!("prctl(PR_SET_PDEATHSIG) of the line: {e}"),
                     );
@@ -375,13 +384,13 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 if sys::getppid() != me {
                     sys::exit_now(crate::exit_code::INIT_FAILED);
                 }
-                if let Err(e) = crate::unsandboxed::join(&cg) {
-                    crate::report::send(
+                if let Err(e) = crate::backend::unsandboxed::join(&cg) {
+                    crate::child::report::send(
                         report_w,
-                        &crate::report::Report::CgroupFailed(e.to_string()),
+                        &crate::child::report::Report::CgroupFailed(e.to_string()),
                     );
                 }
-                crate::inner::exec_line(&spec, report_w, Default::default())
+                crate::child::init::exec_line(&spec, report_w, Default::default())
             }
             Ok(p) => Ok(p),
             Err(e) => Err(format!("fork: {e}")),
@@ -617,7 +626,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         }
     }
     let survivors = match &cgroup {
-        Some(cg) => crate::unsandboxed::end_tree(cg),
+        Some(cg) => crate::backend::unsandboxed::end_tree(cg),
         None => Vec::new(),
     };
     drop(stage);

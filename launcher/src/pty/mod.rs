@@ -395,7 +395,7 @@ impl Relay {
         }))
     }
 
-    /// What the init gets (its [`crate::inner::InnerSpec`]'s `terminal`).
+    /// What the init gets (its [`crate::child::init::InnerSpec`]'s `terminal`).
     pub fn spec(&self) -> TerminalSpec {
         self.spec.clone()
     }

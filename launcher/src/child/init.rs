@@ -17,7 +17,7 @@ use std::os::fd::RawFd;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lockdown::LandlockSpec;
+use crate::restrict::lockdown::LandlockSpec;
 use crate::sys;
 
 /// What the line's process does between fork and exec.
@@ -47,7 +47,7 @@ pub struct InnerSpec {
     /// The init binds the proxy's sockets and hands them to the call's proxy (a call with
     /// a proxy).
     #[serde(default)]
-    pub egress: Option<crate::egress::EgressSpec>,
+    pub egress: Option<crate::child::egress::EgressSpec>,
     /// The writes the init supervises (a contained line); see [`crate::supervise`].
     #[serde(default)]
     pub supervise: Option<crate::supervise::SuperviseSpec>,
@@ -69,7 +69,7 @@ pub struct InnerSpec {
 
 /// The messages of the report pipe, one per line.
 pub fn report(fd: RawFd, msg: &str) {
-    crate::report::write_line(fd, msg);
+    crate::child::report::write_line(fd, msg);
 }
 
 /// Every signal but SIGKILL and SIGSTOP: the line starts with all of them at their default
@@ -124,7 +124,10 @@ impl FullWatch {
             if let Ok((size, free)) = sys::statfs_bytes(p) {
                 if free <= (size / 200).max(64 << 10) {
                     *seen = true;
-                    crate::report::send(report_fd, &crate::report::Report::Full(p.to_string()));
+                    crate::child::report::send(
+                        report_fd,
+                        &crate::child::report::Report::Full(p.to_string()),
+                    );
                 }
             }
         }
@@ -135,9 +138,9 @@ impl FullWatch {
 /// not enforced is an error when the spec requires Landlock.
 fn enter_landlock(
     spec: &InnerSpec,
-    l: &crate::lockdown::LandlockSpec,
+    l: &crate::restrict::lockdown::LandlockSpec,
 ) -> Result<crate::status::LandlockReport, String> {
-    let r = crate::lockdown::restrict(l)?;
+    let r = crate::restrict::lockdown::restrict(l)?;
     if spec.require_landlock && r.status == "not_enforced" {
         return Err("landlock is required but not enforced".into());
     }
@@ -163,7 +166,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     sys::default_signals(&all_signals());
     if pre.contained {
         if let Err(e) = crate::pty::attach_line(pre.terminal.as_ref()) {
-            crate::report::setup_error(report_fd, e);
+            crate::child::report::setup_error(report_fd, e);
             sys::exit_now(crate::exit_code::INIT_FAILED);
         }
     }
@@ -177,7 +180,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     };
     // The report fd must not reach the line: it could write the launcher's report.
     if let Err(e) = sys::set_cloexec(rfd) {
-        crate::report::setup_error(rfd, format!("the report fd {rfd} close-on-exec: {e}"));
+        crate::child::report::setup_error(rfd, format!("the report fd {rfd} close-on-exec: {e}"));
         sys::exit_now(crate::exit_code::INIT_FAILED);
     }
     let sup_fd = match pre.supervise_sock {
@@ -192,7 +195,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     let first_closed = if sup_fd.is_some() { 5 } else { 4 };
     let closed = sys::close_from(first_closed);
     let fail = |msg: String| -> ! {
-        crate::report::setup_error(rfd, msg);
+        crate::child::report::setup_error(rfd, msg);
         sys::exit_now(crate::exit_code::INIT_FAILED)
     };
     // Every fd of the init and the launcher beyond these stays out of the line.
@@ -214,7 +217,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     let mut ll = pre.landlock;
     match (&ll, &spec.landlock) {
         (Some(_), Some(l)) if l.scopes => {
-            if let Err(e) = crate::lockdown::nest_scopes() {
+            if let Err(e) = crate::restrict::lockdown::nest_scopes() {
                 fail(e);
             }
         }
@@ -232,12 +235,12 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     let progs = match spec.seccomp {
         Some(nv) if merged => {
             let bodies = crate::supervise::filter::bodies();
-            match crate::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
+            match crate::restrict::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
                 Ok(p) => Some(p),
                 Err(e) => fail(e),
             }
         }
-        Some(nv) => match crate::seccomp::program_without(nv, &spec.seccomp_drop) {
+        Some(nv) => match crate::restrict::seccomp::program_without(nv, &spec.seccomp_drop) {
             Ok(p) => Some(p),
             Err(e) => fail(e),
         },
@@ -249,13 +252,13 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         }
     }
     if let (Some(p), false) = (&progs, merged) {
-        if let Err(e) = crate::seccomp::load(p) {
+        if let Err(e) = crate::restrict::seccomp::load(p) {
             fail(e);
         }
     }
     // What the preloaded filter left out for the init's supervisor (bubblewrap backend).
     if spec.seccomp_preloaded && sup_fd.is_some() {
-        if let Err(e) = crate::seccomp::load(&crate::supervise::filter::line_only()) {
+        if let Err(e) = crate::restrict::seccomp::load(&crate::supervise::filter::line_only()) {
             fail(e);
         }
     }
@@ -279,12 +282,12 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             fail(e);
         }
     }
-    let ready = crate::report::Ready {
+    let ready = crate::child::report::Ready {
         landlock: ll,
         seccomp: progs.is_some() || spec.seccomp_preloaded,
         supervised: sup_fd.is_some(),
     };
-    crate::report::send(rfd, &crate::report::Report::Ready(ready));
+    crate::child::report::send(rfd, &crate::child::report::Report::Ready(ready));
     let argv = vec![spec.shell.clone(), "-c".into(), spec.line.clone()];
     let e = sys::execve(&spec.shell, &argv, &spec.env);
     fail(format!("exec {}: {e}", spec.shell))
@@ -312,7 +315,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         ),
     ] {
         if let Err(e) = sys::prctl(op, arg, 0) {
-            crate::report::setup_error(report_fd, format!("{what}: {e}"));
+            crate::child::report::setup_error(report_fd, format!("{what}: {e}"));
             sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     }
@@ -324,7 +327,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     let sig_r = match sys::signal_pipe(&sigs) {
         Ok(r) => r,
         Err(e) => {
-            crate::report::setup_error(report_fd, format!("init signals: {e}"));
+            crate::child::report::setup_error(report_fd, format!("init signals: {e}"));
             sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     };
@@ -335,14 +338,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         ..Default::default()
     };
     if let Err(e) = crate::pty::leave_session() {
-        crate::report::setup_error(report_fd, e);
+        crate::child::report::setup_error(report_fd, e);
         sys::exit_now(crate::exit_code::INIT_FAILED)
     }
     if let Some(t) = &spec.terminal {
         match crate::pty::open_inside(t) {
             Ok(l) => pre.terminal = Some(l),
             Err(e) => {
-                crate::report::setup_error(report_fd, e);
+                crate::child::report::setup_error(report_fd, e);
                 sys::exit_now(crate::exit_code::INIT_FAILED)
             }
         }
@@ -351,15 +354,15 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     // call's proxy before the line exists: the line finds them served, and never holds them
     // (the init's copies are closed by then).
     if let Some(e) = &spec.egress {
-        if let Err(e) = crate::egress::Egress::bind(e).and_then(|b| b.hand_over()) {
-            crate::report::setup_error(report_fd, e);
+        if let Err(e) = crate::child::egress::Egress::bind(e).and_then(|b| b.hand_over()) {
+            crate::child::report::setup_error(report_fd, e);
             sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     }
     // The init enters the line's Landlock domain before forking it: the supervisor then
     // can do nothing the line could not.
     let fail = |m: String| -> ! {
-        crate::report::setup_error(report_fd, m);
+        crate::child::report::setup_error(report_fd, m);
         sys::exit_now(crate::exit_code::INIT_FAILED)
     };
     let mut sup_pair = None;
@@ -398,7 +401,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             p
         }
         Err(e) => {
-            crate::report::setup_error(report_fd, format!("fork: {e}"));
+            crate::child::report::setup_error(report_fd, format!("fork: {e}"));
             sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     };
@@ -432,7 +435,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             Ok(None) => {}
             Err(e) => {
                 let _ = sys::kill(main, libc::SIGKILL);
-                crate::report::setup_error(report_fd, e);
+                crate::child::report::setup_error(report_fd, e);
             }
         }
     }
@@ -440,7 +443,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     // rather than let run unsupervised.
     let start = |l: crate::supervise::Lazy| {
         if let Err(e) = l.start() {
-            crate::report::setup_error(report_fd, e);
+            crate::child::report::setup_error(report_fd, e);
             let _ = sys::kill(main, libc::SIGKILL);
         }
     };
@@ -455,9 +458,9 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                 // and continues the line through the init (SIGCONT, below).
                 Ok(Some((pid, st))) if libc::WIFSTOPPED(st) => {
                     if pid == main {
-                        crate::report::send(
+                        crate::child::report::send(
                             report_fd,
-                            &crate::report::Report::Stopped(libc::WSTOPSIG(st)),
+                            &crate::child::report::Report::Stopped(libc::WSTOPSIG(st)),
                         );
                     }
                 }
@@ -527,10 +530,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     let st = status.unwrap_or(0);
     if libc::WIFSIGNALED(st) {
         let s = libc::WTERMSIG(st);
-        crate::report::send(report_fd, &crate::report::Report::ExitSignal(s));
+        crate::child::report::send(report_fd, &crate::child::report::Report::ExitSignal(s));
         sys::exit_now(crate::exit_code::of_signal(s))
     }
     let c = libc::WEXITSTATUS(st);
-    crate::report::send(report_fd, &crate::report::Report::ExitCode(c));
+    crate::child::report::send(report_fd, &crate::child::report::Report::ExitCode(c));
     sys::exit_now(c)
 }

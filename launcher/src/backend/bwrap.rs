@@ -5,7 +5,7 @@
 use std::os::fd::RawFd;
 use std::path::Path;
 
-use crate::inner::InnerSpec;
+use crate::child::init::InnerSpec;
 use crate::sys;
 use crate::view::{Op, View};
 
@@ -191,9 +191,12 @@ pub fn spawn(
                 .map(|s| s.to_string()),
         );
     }
-    let prog = crate::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
-    let prog_fd = sys::memfd_with("efr-seccomp", &crate::seccomp::program_bytes(&prog))
-        .map_err(|e| format!("memfd: {e}"))?;
+    let prog = crate::restrict::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
+    let prog_fd = sys::memfd_with(
+        "efr-seccomp",
+        &crate::restrict::seccomp::program_bytes(&prog),
+    )
+    .map_err(|e| format!("memfd: {e}"))?;
     let mut argv = vec![bwrap.to_string()];
     argv.extend(args(view, &stage.empty, Some(&stage.resolv)));
     // Our init runs inside bubblewrap's view, where the host path of this executable may
@@ -213,7 +216,7 @@ pub fn spawn(
     let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
         if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
-            crate::report::setup_error(
+            crate::child::report::setup_error(
                 report_w,
                 format!("prctl(PR_SET_PDEATHSIG) of bubblewrap: {e}"),
             );
@@ -241,7 +244,7 @@ pub fn spawn(
             .collect();
         if view.proxy_socket.is_some() || !layers.is_empty() {
             if let Err(e) = pre_namespaces(view.proxy_socket.is_some(), &layers) {
-                crate::report::setup_error(report_w, e);
+                crate::child::report::setup_error(report_w, e);
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
@@ -250,13 +253,16 @@ pub fn spawn(
             .chain(spec.launcher_pidfd)
         {
             if let Err(e) = sys::set_inheritable(fd) {
-                crate::report::setup_error(report_w, format!("fd {fd} for bubblewrap's init: {e}"));
+                crate::child::report::setup_error(
+                    report_w,
+                    format!("fd {fd} for bubblewrap's init: {e}"),
+                );
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
         if let Some(t) = &spec.terminal {
             if let Err(e) = sys::set_inheritable(t.sock) {
-                crate::report::setup_error(
+                crate::child::report::setup_error(
                     report_w,
                     format!("terminal fd {} for bubblewrap's init: {e}", t.sock),
                 );
@@ -264,7 +270,7 @@ pub fn spawn(
             }
         }
         let e = sys::execve(bwrap, &argv, &[]);
-        crate::report::setup_error(report_w, format!("exec {bwrap}: {e}"));
+        crate::child::report::setup_error(report_w, format!("exec {bwrap}: {e}"));
         sys::exit_now(crate::exit_code::BACKEND_FAILED);
     }
     sys::close(prog_fd);
@@ -341,16 +347,16 @@ pub fn inner_main(spec_fd: RawFd, report_fd: RawFd) -> ! {
     sys::close(spec_fd);
     // The report fd must not reach the line (it could write the launcher's report).
     if let Err(e) = sys::set_cloexec(report_fd) {
-        crate::report::setup_error(
+        crate::child::report::setup_error(
             report_fd,
             format!("the report fd {report_fd} close-on-exec: {e}"),
         );
         sys::exit_now(crate::exit_code::BACKEND_FAILED)
     }
     match serde_json::from_slice::<InnerSpec>(&data) {
-        Ok(spec) => crate::inner::run_init(&spec, report_fd),
+        Ok(spec) => crate::child::init::run_init(&spec, report_fd),
         Err(e) => {
-            crate::report::setup_error(report_fd, format!("inner spec: {e}"));
+            crate::child::report::setup_error(report_fd, format!("inner spec: {e}"));
             sys::exit_now(crate::exit_code::BACKEND_FAILED)
         }
     }
