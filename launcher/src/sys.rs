@@ -747,13 +747,11 @@ mod tests {
                 rlim_cur: 0,
                 rlim_max: 0,
             };
-            // SAFETY: getrlimit and setrlimit read or write one rlimit, which `lim` is.
-            let raised = unsafe {
-                libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && {
-                    lim.rlim_cur = lim.rlim_max;
-                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0
-                }
-            };
+            // SAFETY: getrlimit writes one rlimit, which `lim` is.
+            let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0;
+            lim.rlim_cur = lim.rlim_max;
+            // SAFETY: setrlimit reads one rlimit, which `lim` is.
+            let raised = got && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } == 0;
             if !raised || dup2(1, 5000).is_err() || !fd_open(5000) {
                 exit_now(2);
             }
