@@ -41,6 +41,7 @@ pub fn document() -> Value {
         crate::rpc::StatusResult,
         crate::rpc::CacheDeleteApplyParams,
         crate::rpc::CacheDeleteApplyResult,
+        crate::StatusLine,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({
