@@ -10,93 +10,6 @@ use efr_sandbox_wire::{Backend, Grant};
 use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanError, PlanMode, ProxyPlan};
 use crate::status::{Outcome, StatusLine};
 
-/// Inside every writable root, what later runs outside stays read-only (a trailing `/`
-/// marks a directory), as absolute paths of the plan; [`DEFAULT_PROTECT_NAMES`] holds the
-/// same names as patterns, for every repository below a root and for paths made later.
-pub const DEFAULT_READ_ONLY_INSIDE: &[&str] = &[
-    ".git/hooks/",
-    ".git/config",
-    ".git/info/attributes",
-    ".gitmodules",
-    ".envrc",
-    ".vscode/",
-    ".idea/",
-    ".efr/",
-];
-
-/// Name patterns kept read-only relative to every writable root and every repository below
-/// one, whether or not they exist at launch (the init refuses their creation). The service
-/// passes the relative entries of the config's `sandbox.read_only_inside` instead.
-pub const DEFAULT_PROTECT_NAMES: &[&str] = &[
-    ".git/hooks",
-    ".git/config",
-    ".git/config.worktree",
-    ".git/commondir",
-    ".git/info/attributes",
-    ".git/modules/**/hooks",
-    ".git/modules/**/config",
-    ".git/worktrees/*/config.worktree",
-    ".git/worktrees/*/commondir",
-    ".gitmodules",
-    ".envrc",
-    ".vscode",
-    ".idea",
-    ".efr",
-];
-
-/// Floor files, read-only when a project root is the home itself.
-pub const HOME_FLOORS: &[&str] = &[
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zprofile",
-    ".zshenv",
-    ".zlogin",
-    ".config/fish/",
-    ".gitconfig",
-    ".config/git/",
-    ".ssh/",
-    ".config/autostart/",
-    ".config/systemd/",
-    ".config/efr/",
-    ".local/bin/",
-    ".pam_environment",
-    ".xprofile",
-    ".xinitrc",
-];
-
-/// Masked below the home (credential stores, tokens, keyrings, browser profiles).
-pub const HOME_MASKS: &[&str] = &[
-    ".ssh/id_rsa",
-    ".ssh/id_ed25519",
-    ".ssh/id_ecdsa",
-    ".ssh/id_dsa",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".config/gcloud",
-    ".kube",
-    ".docker/config.json",
-    ".netrc",
-    ".git-credentials",
-    ".config/gh",
-    ".npmrc",
-    ".pypirc",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".password-store",
-    ".local/share/keyrings",
-    ".mozilla",
-    ".config/google-chrome",
-    ".config/chromium",
-    ".config/BraveSoftware",
-    ".thunderbird",
-    ".config/efr/secrets",
-];
-
 /// Which backend the config asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BackendChoice {
@@ -123,7 +36,7 @@ pub fn resolve_backend(c: BackendChoice) -> Backend {
                 )
                 .map(|s| s.trim() == "0")
                 .unwrap_or(true);
-            if userns || !crate::bwrap::available() {
+            if userns || !crate::backend::bwrap::available() {
                 Backend::Native
             } else {
                 Backend::Bwrap
@@ -152,15 +65,15 @@ pub struct LaunchRequest {
     pub backend: BackendChoice,
     /// Read-only paths inside the writable roots: absolute paths, or names relative to each
     /// project root (a trailing `/` marks a directory; a missing path of either kind is
-    /// refused to the call by the init's supervisor, nothing is made for it). When
-    /// `None`: [`DEFAULT_READ_ONLY_INSIDE`] in each root, the git dirs a `.git` file points
-    /// to, and [`HOME_FLOORS`] when a root is the home. The service passes the lists of
-    /// `efr_policy::config::Config::launch_view`.
+    /// refused to the call by the init's supervisor, nothing is made for it). The service
+    /// passes the lists of `efr_policy::config::Config::launch_view` (the one place of the
+    /// default masks and floors is policy/src/defaults.toml); [`build_plan`] refuses a
+    /// contained request without them ([`PlanError::NoView`]).
     pub read_only_inside: Option<Vec<String>>,
     /// Name patterns protected relative to every writable root and repository below one
-    /// (see [`crate::plan::Plan::protect_names`]); [`DEFAULT_PROTECT_NAMES`] when `None`.
+    /// (see [`crate::plan::Plan::protect_names`]); the policy's, as `read_only_inside`.
     pub protect_names: Option<Vec<String>>,
-    /// Absolute paths or `~/...`; [`HOME_MASKS`] below the home when `None`.
+    /// Absolute paths or `~/...`; the policy's, as `read_only_inside`.
     pub masks: Option<Vec<String>>,
     /// Masked files shown with their secrets removed: (path, content); see
     /// [`crate::plan::Plan::scrubbed`].
@@ -212,24 +125,6 @@ impl LaunchRequest {
     }
 }
 
-/// The git dirs a root's `.git` file (worktree, submodule) points to, and their common dir.
-fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(root.join(".git")) else {
-        return Vec::new();
-    };
-    let Some(g) = text.lines().find_map(|l| l.strip_prefix("gitdir: ")) else {
-        return Vec::new();
-    };
-    let gd = root.join(g.trim());
-    let mut out = vec![gd.clone()];
-    if let Ok(c) = std::fs::read_to_string(gd.join("commondir")) {
-        out.push(gd.join(c.trim()));
-    }
-    out.into_iter()
-        .filter_map(|p| p.canonicalize().ok())
-        .collect()
-}
-
 fn expand(home: Option<&str>, p: &str) -> Option<String> {
     if let Some(rest) = p.strip_prefix("~/") {
         Some(format!("{}/{rest}", home?.trim_end_matches('/')))
@@ -243,57 +138,32 @@ fn expand(home: Option<&str>, p: &str) -> Option<String> {
 /// Builds the plan of a request.
 pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
     let home = req.home.clone();
-    let mut ro = Vec::new();
-    match &req.read_only_inside {
-        // The caller's list (efr-policy's config through the service): absolute paths as
-        // they are, relative names inside each project root; no built-in floors or git
-        // dirs are added.
-        Some(v) => {
-            for n in v {
-                if n.starts_with('/') {
-                    ro.push(n.clone());
-                } else {
-                    for root in &req.projects {
-                        ro.push(format!("{}/{n}", root.trim_end_matches('/')));
-                    }
-                }
-            }
+    // The view is the policy's (`efr_policy::config::Config::launch_view`, from
+    // policy/src/defaults.toml and the user's config): the launcher keeps no list of its own.
+    let view = |what: &'static str, v: &Option<Vec<String>>| -> Result<Vec<String>, PlanError> {
+        match v {
+            Some(v) => Ok(v.clone()),
+            // An unsandboxed line has no view.
+            None if req.unsandboxed => Ok(Vec::new()),
+            None => Err(PlanError::NoView(what)),
         }
-        None => {
+    };
+    let mut ro = Vec::new();
+    // Absolute paths as they are, relative names inside each project root.
+    for n in view("read_only_inside", &req.read_only_inside)? {
+        if n.starts_with('/') {
+            ro.push(n);
+        } else {
             for root in &req.projects {
-                let r = root.trim_end_matches('/');
-                for n in DEFAULT_READ_ONLY_INSIDE {
-                    ro.push(format!("{r}/{n}"));
-                }
-                for gd in linked_git_dirs(Path::new(r)) {
-                    let g = gd.to_string_lossy();
-                    for n in ["config", "config.worktree", "commondir", "hooks/", "gitdir"] {
-                        ro.push(format!("{g}/{n}"));
-                    }
-                }
-                if home.as_deref().map(|h| h.trim_end_matches('/')) == Some(r) {
-                    for f in HOME_FLOORS {
-                        ro.push(format!("{r}/{f}"));
-                    }
-                }
+                ro.push(format!("{}/{n}", root.trim_end_matches('/')));
             }
         }
     }
-    let masks: Vec<String> = match &req.masks {
-        Some(v) => v
-            .iter()
-            .filter_map(|m| expand(home.as_deref(), m))
-            .collect(),
-        None => home
-            .as_deref()
-            .map(|h| {
-                HOME_MASKS
-                    .iter()
-                    .map(|m| format!("{}/{m}", h.trim_end_matches('/')))
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
+    let masks: Vec<String> = view("masks", &req.masks)?
+        .iter()
+        .filter_map(|m| expand(home.as_deref(), m))
+        .collect();
+    let protect_names = view("protect_names", &req.protect_names)?;
     let plan = Plan {
         version: PLAN_VERSION,
         mode: if req.unsandboxed {
@@ -312,13 +182,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         tmp_size: req.tmp_size.clone(),
         shm_size: req.shm_size.clone(),
         read_only_inside: ro,
-        protect_names: match &req.protect_names {
-            Some(v) => v.clone(),
-            None => DEFAULT_PROTECT_NAMES
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-        },
+        protect_names,
         masks,
         scrubbed: req
             .scrubbed
@@ -503,5 +367,39 @@ impl Running {
         }
         let st = self.child.wait()?;
         Ok((Outcome::from_lines(&text), st))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The launcher has no view of its own: a contained request without the policy's lists
+    /// is refused, naming the list; with them, the plan holds exactly those.
+    #[test]
+    fn the_view_is_the_requests_own() {
+        let mut r = LaunchRequest::contained("true", "/p");
+        r.projects = vec!["/p".into()];
+        r.home = Some("/home/u".into());
+        let e = build_plan(&r).unwrap_err();
+        assert!(matches!(e, PlanError::NoView("read_only_inside")), "{e}");
+        assert!(e.to_string().contains("names no read_only_inside"), "{e}");
+        r.read_only_inside = Some(vec![".envrc".into(), "/etc/x".into()]);
+        assert!(matches!(build_plan(&r), Err(PlanError::NoView("masks"))));
+        r.masks = Some(vec!["~/.ssh".into(), "relative-is-dropped".into()]);
+        assert!(matches!(
+            build_plan(&r),
+            Err(PlanError::NoView("protect_names"))
+        ));
+        r.protect_names = Some(vec![".git/hooks".into()]);
+        let p = build_plan(&r).unwrap();
+        assert_eq!(p.read_only_inside, ["/p/.envrc", "/etc/x"]);
+        assert_eq!(p.masks, ["/home/u/.ssh"]);
+        assert_eq!(p.protect_names, [".git/hooks"]);
+        // An unsandboxed line has no view to ask for.
+        let mut u = LaunchRequest::contained("true", "/p");
+        u.unsandboxed = true;
+        let p = build_plan(&u).unwrap();
+        assert!(p.masks.is_empty() && p.read_only_inside.is_empty());
     }
 }

@@ -28,8 +28,8 @@ fn read_bounded(r: impl Read) -> Result<Vec<u8>, String> {
 pub fn main(args: Vec<String>) -> i32 {
     if args.first().map(String::as_str) == Some("--inner") {
         match (fd_arg(args.get(1)), fd_arg(args.get(2))) {
-            (Ok(s), Ok(r)) => crate::bwrap::inner_main(s, r),
-            _ => return 2,
+            (Ok(s), Ok(r)) => crate::backend::bwrap::inner_main(s, r),
+            _ => return crate::exit_code::USAGE,
         }
     }
     let mut plan_src: Option<Result<Vec<u8>, String>> = None;
@@ -41,7 +41,7 @@ pub fn main(args: Vec<String>) -> i32 {
             "--plan" => {
                 let Some(p) = it.next() else {
                     eprintln!("{}", usage());
-                    return 2;
+                    return crate::exit_code::USAGE;
                 };
                 plan_src = Some(
                     std::fs::File::open(p)
@@ -59,21 +59,21 @@ pub fn main(args: Vec<String>) -> i32 {
                 }
                 Err(u) => {
                     eprintln!("{u}");
-                    return 2;
+                    return crate::exit_code::USAGE;
                 }
             },
             "--status-fd" => match fd_arg(it.next()) {
                 Ok(fd) => status_fd = Some(fd),
                 Err(u) => {
                     eprintln!("{u}");
-                    return 2;
+                    return crate::exit_code::USAGE;
                 }
             },
             "--caller-pid" => match it.next().and_then(|s| s.parse::<libc::pid_t>().ok()) {
                 Some(p) if p > 0 => caller_pid = Some(p),
                 _ => {
                     eprintln!("efr-launch: --caller-pid takes a pid\n{}", usage());
-                    return 2;
+                    return crate::exit_code::USAGE;
                 }
             },
             "-h" | "--help" => {
@@ -82,12 +82,17 @@ pub fn main(args: Vec<String>) -> i32 {
             }
             other => {
                 eprintln!("efr-launch: unknown argument {other:?}\n{}", usage());
-                return 2;
+                return crate::exit_code::USAGE;
             }
         }
     }
+    // The status fd must not reach the call (the line could write status lines): a status
+    // fd that is not open is refused before anything runs.
     if let Some(fd) = status_fd {
-        let _ = crate::sys::set_cloexec(fd);
+        if let Err(e) = crate::sys::set_cloexec(fd) {
+            eprintln!("efr-launch: the status fd {fd}: {e}");
+            return crate::exit_code::SETUP_ERROR;
+        }
     }
     let out = StatusOut(status_fd);
     // The launch ends with the process that started it (see `crate::caller`).
@@ -97,7 +102,7 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let Some(src) = plan_src else {
         eprintln!("{}", usage());
-        return 2;
+        return crate::exit_code::USAGE;
     };
     let data = match src {
         Ok(d) => d,

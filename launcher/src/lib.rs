@@ -1,12 +1,40 @@
-//! The launcher of the efr sandbox: the plan it reads, the native and bubblewrap backends,
-//! mounts, Landlock and seccomp, and the `efr-launch` binary that runs one shell line
-//! contained or unsandboxed and reports on a status fd.
+//! The launcher of the efr sandbox: the part that holds the privilege. It reads a plan,
+//! builds the call's view, starts the line through a backend, restricts it and reports how
+//! it ended on a status fd; the `efr-launch` binary runs one shell line contained or
+//! unsandboxed.
+//!
+//! # Modules, by what they do (in the manner of youki's libcontainer)
+//!
+//! * [`backend`]: how the call's namespaces come to be: [`backend::native`] (clone with
+//!   user namespaces), [`backend::bwrap`] (bubblewrap), [`backend::unsandboxed`] (a cgroup
+//!   around an ordinary child).
+//! * [`child`]: what runs inside the call: [`child::init`] (pid 1 of the call: forks the
+//!   line, reaps, forwards signals; and the line's process up to its exec),
+//!   [`child::egress`] (the proxy's sockets bound in the call's network namespace) and
+//!   [`child::report`] (the one codec of what the call's processes tell the launcher).
+//! * [`restrict`]: what the line may do: [`restrict::lockdown`] (Landlock) and
+//!   [`restrict::seccomp`] (the filter's reviewed tables); capabilities and no_new_privs
+//!   are dropped by the init through `sys`.
+//! * [`view`]: what the line sees: the mount view built from the plan, the masks and
+//!   excludes, the compact hand-off of the view to the backend ([`view::handoff`]).
+//! * [`supervise`]: the init's supervisor of the line's writes (seccomp user notification).
+//! * [`pty`]: the call's own terminal, relayed by the launcher.
+//! * [`run`]: the launcher's process (one call, in named steps); [`cli`]: `efr-launch`'s
+//!   command line; [`caller`]: the launch ends with its caller; [`exit_code`]: the
+//!   launcher's own exit statuses.
+//! * [`plan`] (the plan JSON, the wire from the service), [`status`] (the status lines,
+//!   the wire back), [`env`] (the line's environment), [`api`] (the library API below).
+//! * `sys`: every `unsafe` of the crate, each block with its `SAFETY` comment.
+//!
+//! The old flat paths (`efr_launcher::bwrap`, `native`, `unsandboxed`, `inner`, `egress`,
+//! `lockdown`, `seccomp`, `handoff`, `report`) are re-exported, so other crates compile
+//! unchanged.
 //!
 //! # Library API (for the service and the CLI)
 //!
 //! * [`api::LaunchRequest`] → [`api::build_plan`] → [`plan::Plan`]: the plan of one call
-//!   (project roots, cwd, grants, scratch and tmp dirs, backend) with the default
-//!   read-only-inside paths, floors and masks filled in.
+//!   (project roots, cwd, grants, scratch and tmp dirs, backend) with the view the request
+//!   names (the policy's read-only-inside paths, floors and masks).
 //! * [`api::Launcher`]: finds `efr-launch` and either gives the command line for a call
 //!   efrd runs itself ([`api::Launcher::command`], for `sandbox.plan`) or spawns it
 //!   ([`api::Launcher::spawn`] → [`api::Running`], whose status pipe yields
@@ -26,22 +54,24 @@
 //! signal, the launcher kills the whole call.
 
 pub mod api;
-pub mod bwrap;
+pub mod backend;
 pub mod caller;
+pub mod child;
 pub mod cli;
-pub mod egress;
 pub mod env;
-pub mod handoff;
-pub mod inner;
-mod listing;
-pub mod lockdown;
-pub mod native;
+pub mod exit_code;
 pub mod plan;
 pub mod pty;
+pub mod restrict;
 pub mod run;
-pub mod seccomp;
 pub mod status;
 pub mod supervise;
 mod sys;
-pub mod unsandboxed;
 pub mod view;
+
+// The flat paths the crate had before it was cut by what it does.
+pub use backend::{bwrap, native, unsandboxed};
+pub use child::{egress, init as inner, report};
+pub use restrict::{lockdown, seccomp};
+pub use view::handoff;
+use view::listing;

@@ -10,17 +10,18 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use efr_sandbox_wire::Backend;
 
 use crate::caller::Caller;
-use crate::inner::InnerSpec;
+use crate::child::init::InnerSpec;
+use crate::child::report::Report;
 use crate::plan::{NetMode, Plan, PlanMode};
-use crate::status::{CgroupKind, LandlockReport, StatusLine};
+use crate::status::{CgroupKind, StatusLine};
 use crate::sys;
 use crate::view::Op;
 
 /// Exit status of the launcher when the line did not run.
-pub const SETUP_ERROR_EXIT: i32 = 125;
+pub const SETUP_ERROR_EXIT: i32 = crate::exit_code::SETUP_ERROR;
 
 /// The signals that reach a contained line through the launcher, with why. The line runs
-/// in a session of its own (see [`crate::inner`]), out of its caller's process group, so a
+/// in a session of its own (see [`crate::child::init`]), out of its caller's process group, so a
 /// signal sent to that group (a terminal's ^C when stdio is not the terminal, `kill -INT
 /// -PGID` of a harness, a timeout) or to the launcher reaches the line only this way: the
 /// launcher hands each one, whoever sent it, to the call's init, which hands it to the
@@ -188,7 +189,7 @@ fn reap_orphans(deadline: Instant) {
 fn kill_call(
     child: libc::pid_t,
     init: libc::pid_t,
-    cgroup: Option<&crate::unsandboxed::Cgroup>,
+    cgroup: Option<&crate::backend::unsandboxed::Cgroup>,
 ) -> Vec<String> {
     let deadline = Instant::now() + KILL_WAIT;
     if init != child {
@@ -196,44 +197,289 @@ fn kill_call(
     }
     let _ = sys::kill(child, libc::SIGKILL);
     let _ = wait_until(child, deadline);
-    let survivors = cgroup.map(crate::unsandboxed::end_tree).unwrap_or_default();
+    let survivors = cgroup
+        .map(crate::backend::unsandboxed::end_tree)
+        .unwrap_or_default();
     reap_orphans(deadline);
     survivors
 }
 
-fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> Try {
+/// Step 1: what must hold before anything starts (the host, the test knobs, the caller, the
+/// launcher as the reaper of what its backend leaves). `Err` is the launcher's exit status
+/// (the setup error is written).
+fn preflight(plan: &Plan, out: &StatusOut, caller: &Caller) -> Result<(), i32> {
     if let Err(e) = plan.check_host() {
-        return Try::Done(out.setup_error(e.to_string()));
+        return Err(out.setup_error(e.to_string()));
     }
     if !plan.test_weaken.is_empty()
         && std::env::var(crate::plan::ALLOW_TEST_WEAKEN_ENV).as_deref() != Ok("1")
     {
-        return Try::Done(out.setup_error(format!(
+        return Err(out.setup_error(format!(
             "the plan asks to weaken the sandbox ({}), a test knob honored only with {}=1",
             plan.test_weaken.join(", "),
             crate::plan::ALLOW_TEST_WEAKEN_ENV
         )));
     }
     if caller.gone() {
-        return Try::Done(out.setup_error(format!(
+        return Err(out.setup_error(format!(
             "the caller (pid {}) ended before the line started",
             caller.pid()
         )));
     }
     // What the backend leaves when it dies first comes to the launcher, which reaps it.
-    let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
-    let start = Instant::now();
-    let start_ms = now_ms();
-    let env = crate::env::scrub(plan, &crate::env::source(plan));
-    let contained = plan.mode == PlanMode::Contained;
-    let mut spec = InnerSpec {
+    if let Err(e) = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0) {
+        return Err(out.setup_error(format!(
+            "prctl(PR_SET_CHILD_SUBREAPER) of the launcher: {e}"
+        )));
+    }
+    Ok(())
+}
+
+/// Step 2: the init's spec of the line, before the backend adds its part.
+fn line_spec(plan: &Plan) -> InnerSpec {
+    InnerSpec {
         shell: plan.shell().to_string(),
         line: plan.line.clone(),
         cwd: plan.cwd.clone(),
-        env,
+        env: crate::env::scrub(plan, &crate::env::source(plan)),
         require_landlock: plan.require_landlock,
         ..Default::default()
+    }
+}
+
+/// What a backend started (step 3): the first process of the call, or why it did not start,
+/// and what the launcher keeps of it until the end.
+struct Spawned {
+    backend_name: &'static str,
+    pid: Result<libc::pid_t, String>,
+    /// The contained call's view (for the retry check at the end).
+    view: Option<crate::view::View>,
+    /// Bubblewrap's stage directory, removed at the end.
+    stage: Option<crate::backend::bwrap::Stage>,
+    /// Bubblewrap's info pipe (read end, write end): the init's pid comes on it.
+    info: Option<(RawFd, RawFd)>,
+    /// The unsandboxed line's cgroup.
+    cgroup: Option<crate::backend::unsandboxed::Cgroup>,
+}
+
+/// Step 3, contained: computes the view (weakened when a test asks), completes the init's
+/// spec and starts the plan's backend.
+fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawned {
+    let mut info: Option<(RawFd, RawFd)> = None;
+    let mut view = None;
+    let mut stage = None;
+    let backend_name;
+    let pid = {
+        let no_masks = !plan.weaken_values("no_masks").is_empty();
+        let with_landlock = plan.weaken_values("no_landlock").is_empty();
+        // The whole view (weakened when a test asks).
+        let finish = || {
+            let mut v = crate::view::build(plan);
+            if no_masks {
+                v.ops.retain(|op| {
+                    !matches!(
+                        op,
+                        Op::MaskDir { .. } | Op::MaskFile { .. } | Op::SealDir { .. }
+                    )
+                });
+            }
+            v
+        };
+        spec.seccomp_drop = plan
+            .weaken_values("seccomp_drop")
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let bwrap_path = plan
+            .weaken_values("bwrap")
+            .first()
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| crate::backend::bwrap::BWRAP.to_string());
+        spec.drop_caps = true;
+        spec.watch_full = vec!["/tmp".into(), "/dev/shm".into()];
+        if plan.weaken_values("no_supervise").is_empty() {
+            spec.supervise = Some(crate::view::supervise_spec(plan));
+        }
+        let base = crate::view::base(plan);
+        if let (Some(_), Some(p)) = (&base.proxy_socket, &plan.proxy) {
+            spec.egress = Some(crate::child::egress::EgressSpec {
+                socket: crate::plan::INSIDE_PROXY_SOCKET.into(),
+                relay_port: p.relay_port,
+                ports: p.ports.clone(),
+            });
+        }
+        match plan.backend {
+            Backend::Native => {
+                backend_name = "native";
+                spec.seccomp = Some(plan.net() == NetMode::View);
+                // The view is computed while the child builds its base (see native::spawn).
+                let mut full = None;
+                let r = crate::backend::native::spawn(&base, spec, report_w, || {
+                    let v = finish();
+                    let rest = crate::view::handoff::Rest {
+                        ops: v.ops.clone(),
+                        landlock: with_landlock.then(|| v.landlock.clone()),
+                    };
+                    full = Some(v);
+                    rest
+                });
+                view = full;
+                r
+            }
+            Backend::Bwrap => {
+                backend_name = "bwrap";
+                spec.seccomp_preloaded = true;
+                spec.drop_caps = false;
+                if !std::path::Path::new(&bwrap_path).exists() {
+                    Err(format!(
+                        "backend bwrap unavailable: {bwrap_path} is missing"
+                    ))
+                } else {
+                    let v = finish();
+                    if with_landlock {
+                        spec.landlock = Some(v.landlock.clone());
+                    }
+                    let r = match (crate::backend::bwrap::Stage::new(&v), sys::pipe()) {
+                        (Ok(st), Ok((ir, iw))) => {
+                            info = Some((ir, iw));
+                            let r = crate::backend::bwrap::spawn(
+                                &bwrap_path,
+                                &v,
+                                spec,
+                                &st,
+                                report_w,
+                                iw,
+                            );
+                            stage = Some(st);
+                            r
+                        }
+                        (Err(e), _) | (_, Err(e)) => Err(format!("bwrap stage: {e}")),
+                    };
+                    view = Some(v);
+                    r
+                }
+            }
+        }
     };
+    Spawned {
+        backend_name,
+        pid,
+        view,
+        stage,
+        info,
+        cgroup: None,
+    }
+}
+
+/// Step 3, unsandboxed: the line's process in a cgroup of its own (when one can be made).
+fn spawn_unsandboxed(spec: &InnerSpec, report_w: RawFd) -> Spawned {
+    let cg = crate::backend::unsandboxed::create();
+    let me = sys::getpid();
+    let r = match sys::fork() {
+        Ok(0) => {
+            if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+                crate::child::report::setup_error(
+                    report_w,
+                    format!("prctl(PR_SET_PDEATHSIG) of the line: {e}"),
+                );
+                sys::exit_now(crate::exit_code::INIT_FAILED);
+            }
+            // The launcher died before the death signal was set: nothing would end us.
+            if sys::getppid() != me {
+                sys::exit_now(crate::exit_code::INIT_FAILED);
+            }
+            if let Err(e) = crate::backend::unsandboxed::join(&cg) {
+                crate::child::report::send(
+                    report_w,
+                    &crate::child::report::Report::CgroupFailed(e.to_string()),
+                );
+            }
+            crate::child::init::exec_line(spec, report_w, Default::default())
+        }
+        Ok(p) => Ok(p),
+        Err(e) => Err(format!("fork: {e}")),
+    };
+    Spawned {
+        backend_name: "unsandboxed",
+        pid: r,
+        view: None,
+        stage: None,
+        info: None,
+        cgroup: Some(cg),
+    }
+}
+
+/// What the call's report said (step 4), folded as it comes.
+#[derive(Debug, Default)]
+struct Harvest {
+    /// The first setup error.
+    setup_error: Option<String>,
+    /// The line's process reported `ready` (the launcher wrote `started`).
+    started: bool,
+    /// Paths the init's supervisor refused (a source the line cannot forge).
+    supervised_denials: Vec<String>,
+    socket_denials: Vec<String>,
+    /// The call's own file systems the init found full.
+    full_tmpfs: Vec<String>,
+    /// Protected files with several links, as the init's supervisor found them at launch.
+    linked_protected: Vec<String>,
+    /// The line's code or signal, once the init reported it.
+    line_status: Option<(Option<i32>, Option<i32>)>,
+}
+
+impl Harvest {
+    /// Folds a report that only adds to what is collected; gives back the others (`ready`,
+    /// `stopped`, `cgroup_failed`), which the launcher acts on.
+    fn take(&mut self, r: Report) -> Option<Report> {
+        fn once(v: &mut Vec<String>, p: String) {
+            if !v.contains(&p) {
+                v.push(p);
+            }
+        }
+        match r {
+            Report::SetupError(m) => {
+                self.setup_error.get_or_insert(m);
+            }
+            Report::ExitCode(c) => self.line_status = Some((Some(c), None)),
+            Report::ExitSignal(s) => self.line_status = Some((None, Some(s))),
+            Report::DeniedSocket { path, .. } => once(&mut self.socket_denials, path),
+            Report::Denied { path, .. } => once(&mut self.supervised_denials, path),
+            Report::Linked { path, .. } => once(&mut self.linked_protected, path),
+            Report::Full(p) => once(&mut self.full_tmpfs, p),
+            other => return Some(other),
+        }
+        None
+    }
+
+    /// The `exited` status line of the call (step 5).
+    fn exited(
+        self,
+        code: Option<i32>,
+        signal: Option<i32>,
+        start: Instant,
+        survivors: Vec<String>,
+    ) -> StatusLine {
+        StatusLine::Exited {
+            code,
+            signal,
+            duration_ms: start.elapsed().as_millis() as u64,
+            denials: self.supervised_denials,
+            full_tmpfs: self.full_tmpfs,
+            survivors,
+            socket_denials: self.socket_denials,
+            linked_protected: self.linked_protected,
+        }
+    }
+}
+
+fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> Try {
+    if let Err(code) = preflight(plan, out, caller) {
+        return Try::Done(code);
+    }
+    let start = Instant::now();
+    let start_ms = now_ms();
+    let contained = plan.mode == PlanMode::Contained;
+    let mut spec = line_spec(plan);
     // The call's own pty when stdio holds a terminal (see crate::pty).
     let mut relay = match contained.then(crate::pty::Relay::detect).transpose() {
         Ok(r) => r.flatten(),
@@ -262,116 +508,17 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         None
     };
     spec.launcher_pidfd = own_pidfd;
-    let mut info: Option<(RawFd, RawFd)> = None;
-    let mut view = None;
-    let mut stage = None;
-    let mut cgroup = None;
-    let backend_name;
-    let spawned: Result<libc::pid_t, String> = if contained {
-        let no_masks = !plan.weaken_values("no_masks").is_empty();
-        let with_landlock = plan.weaken_values("no_landlock").is_empty();
-        // The whole view (weakened when a test asks).
-        let finish = || {
-            let mut v = crate::view::build(plan);
-            if no_masks {
-                v.ops.retain(|op| {
-                    !matches!(
-                        op,
-                        Op::MaskDir { .. } | Op::MaskFile { .. } | Op::SealDir { .. }
-                    )
-                });
-            }
-            v
-        };
-        spec.seccomp_drop = plan
-            .weaken_values("seccomp_drop")
-            .into_iter()
-            .map(String::from)
-            .collect();
-        let bwrap_path = plan
-            .weaken_values("bwrap")
-            .first()
-            .map(|s| s.to_string())
-            .unwrap_or_else(|| crate::bwrap::BWRAP.to_string());
-        spec.drop_caps = true;
-        spec.watch_full = vec!["/tmp".into(), "/dev/shm".into()];
-        if plan.weaken_values("no_supervise").is_empty() {
-            spec.supervise = Some(crate::view::supervise_spec(plan));
-        }
-        let base = crate::view::base(plan);
-        if let (Some(_), Some(p)) = (&base.proxy_socket, &plan.proxy) {
-            spec.egress = Some(crate::egress::EgressSpec {
-                socket: crate::plan::INSIDE_PROXY_SOCKET.into(),
-                relay_port: p.relay_port,
-                ports: p.ports.clone(),
-            });
-        }
-        match plan.backend {
-            Backend::Native => {
-                backend_name = "native";
-                spec.seccomp = Some(plan.net() == NetMode::View);
-                // The view is computed while the child builds its base (see native::spawn).
-                let mut full = None;
-                let r = crate::native::spawn(&base, &spec, report_w, || {
-                    let v = finish();
-                    let rest = crate::handoff::Rest {
-                        ops: v.ops.clone(),
-                        landlock: with_landlock.then(|| v.landlock.clone()),
-                    };
-                    full = Some(v);
-                    rest
-                });
-                view = full;
-                r
-            }
-            Backend::Bwrap => {
-                backend_name = "bwrap";
-                spec.seccomp_preloaded = true;
-                spec.drop_caps = false;
-                if !std::path::Path::new(&bwrap_path).exists() {
-                    Err(format!(
-                        "backend bwrap unavailable: {bwrap_path} is missing"
-                    ))
-                } else {
-                    let v = finish();
-                    if with_landlock {
-                        spec.landlock = Some(v.landlock.clone());
-                    }
-                    let r = match (crate::bwrap::Stage::new(&v), sys::pipe()) {
-                        (Ok(st), Ok((ir, iw))) => {
-                            info = Some((ir, iw));
-                            let r = crate::bwrap::spawn(&bwrap_path, &v, &spec, &st, report_w, iw);
-                            stage = Some(st);
-                            r
-                        }
-                        (Err(e), _) | (_, Err(e)) => Err(format!("bwrap stage: {e}")),
-                    };
-                    view = Some(v);
-                    r
-                }
-            }
-        }
+    let Spawned {
+        backend_name,
+        pid: spawned,
+        view,
+        stage,
+        info,
+        cgroup,
+    } = if contained {
+        spawn_contained(plan, &mut spec, report_w)
     } else {
-        backend_name = "unsandboxed";
-        let cg = crate::unsandboxed::create();
-        let me = sys::getpid();
-        let r = match sys::fork() {
-            Ok(0) => {
-                let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
-                // The launcher died before the death signal was set: nothing would end us.
-                if sys::getppid() != me {
-                    sys::exit_now(127);
-                }
-                if let Err(e) = crate::unsandboxed::join(&cg) {
-                    crate::inner::report(report_w, &format!("cgroup_failed {e}"));
-                }
-                crate::inner::exec_line(&spec, report_w, Default::default())
-            }
-            Ok(p) => Ok(p),
-            Err(e) => Err(format!("fork: {e}")),
-        };
-        cgroup = Some(cg);
-        r
+        spawn_unsandboxed(&spec, report_w)
     };
     sys::close(report_w);
     if let Some(fd) = own_pidfd {
@@ -396,16 +543,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     let mut info_buf: Vec<u8> = Vec::new();
     // Signals to forward once the init's pid is known (bubblewrap).
     let mut held: Vec<libc::c_int> = Vec::new();
-    let mut setup_error: Option<String> = None;
-    let mut started = false;
-    // Paths the init's supervisor refused (a source the line cannot forge).
-    let mut supervised_denials: Vec<String> = Vec::new();
-    let mut socket_denials: Vec<String> = Vec::new();
-    // The call's own file systems the init found full.
-    let mut full_tmpfs: Vec<String> = Vec::new();
-    // Protected files with several links, as the init's supervisor found them at launch.
-    let mut linked_protected: Vec<String> = Vec::new();
-    let mut line_status: Option<(Option<i32>, Option<i32>)> = None;
+    let mut h = Harvest::default();
     let mut child_status: Option<libc::c_int> = None;
     let mut cg_kind = cgroup.as_ref().map(|c| c.kind);
     let mut drain_deadline: Option<Instant> = None;
@@ -418,7 +556,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         // after every other process of the call is killed and reaped. Do not wait for the
         // init's own exit (the kernel tearing down the call's namespaces, which
         // bubblewrap's monitor does not wait for either).
-        if contained && line_status.is_some() {
+        if contained && h.line_status.is_some() {
             break;
         }
         if let Some(d) = drain_deadline {
@@ -446,17 +584,8 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         if caller.gone() {
             let survivors = kill_call(child, sig_target, cgroup.as_ref());
             drop(stage);
-            out.emit(&StatusLine::Exited {
-                code: None,
-                signal: Some(libc::SIGKILL),
-                duration_ms: start.elapsed().as_millis() as u64,
-                denials: supervised_denials,
-                full_tmpfs,
-                survivors,
-                socket_denials,
-                linked_protected,
-            });
-            return Try::Done(128 + libc::SIGKILL);
+            out.emit(&h.exited(None, Some(libc::SIGKILL), start, survivors));
+            return Try::Done(crate::exit_code::of_signal(libc::SIGKILL));
         }
         let revents = match revents {
             Ok(r) => r,
@@ -501,58 +630,38 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 report_buf.extend_from_slice(&buf[..n]);
                 while let Some(p) = report_buf.iter().position(|&b| b == b'\n') {
                     let l: Vec<u8> = report_buf.drain(..=p).collect();
-                    let l = String::from_utf8_lossy(&l).trim_end().to_string();
-                    if let Some(r) = l.strip_prefix("ready ") {
-                        let v: serde_json::Value = serde_json::from_str(r).unwrap_or_default();
-                        let landlock: Option<LandlockReport> =
-                            serde_json::from_value(v["landlock"].clone()).ok().flatten();
-                        let pid = if contained {
-                            first_child(sig_target).unwrap_or(0)
-                        } else {
-                            child as u32
-                        };
-                        started = true;
-                        out.emit(&StatusLine::Started {
-                            launcher_pid: sys::getpid() as u32,
-                            start_time_ms: start_ms,
-                            pid,
-                            backend: backend_name.into(),
-                            landlock,
-                            seccomp: v["seccomp"].as_bool().unwrap_or(false),
-                            supervised: v["supervised"].as_bool().unwrap_or(false),
-                            cgroup: cg_kind,
-                        });
-                    } else if let Some(m) = l.strip_prefix("setup_error ") {
-                        setup_error.get_or_insert_with(|| m.to_string());
-                    } else if let Some(c) = l.strip_prefix("exit code ") {
-                        line_status = Some((c.parse().ok(), None));
-                    } else if let Some(s) = l.strip_prefix("exit signal ") {
-                        line_status = Some((None, s.parse().ok()));
-                    } else if let Some(d) = l.strip_prefix("denied_socket ") {
-                        let path = d.split('\t').next().unwrap_or(d).to_string();
-                        if !socket_denials.contains(&path) {
-                            socket_denials.push(path);
+                    let l = String::from_utf8_lossy(&l);
+                    // A line that does not decode is passed over, as an unknown one
+                    // always was (the init and the launcher are one binary).
+                    let Ok(r) = Report::decode(&l) else {
+                        continue;
+                    };
+                    match h.take(r) {
+                        Some(Report::Ready(ready)) => {
+                            let pid = if contained {
+                                first_child(sig_target).unwrap_or(0)
+                            } else {
+                                child as u32
+                            };
+                            h.started = true;
+                            out.emit(&StatusLine::Started {
+                                launcher_pid: sys::getpid() as u32,
+                                start_time_ms: start_ms,
+                                pid,
+                                backend: backend_name.into(),
+                                landlock: ready.landlock,
+                                seccomp: ready.seccomp,
+                                supervised: ready.supervised,
+                                cgroup: cg_kind,
+                            });
                         }
-                    } else if let Some(d) = l.strip_prefix("denied ") {
-                        let path = d.split('\t').next().unwrap_or(d).to_string();
-                        if !supervised_denials.contains(&path) {
-                            supervised_denials.push(path);
+                        Some(Report::Stopped(s)) => {
+                            if let Some(r) = &relay {
+                                r.line_stopped(s);
+                            }
                         }
-                    } else if let Some(d) = l.strip_prefix("linked ") {
-                        let path = d.split('\t').next().unwrap_or(d).to_string();
-                        if !linked_protected.contains(&path) {
-                            linked_protected.push(path);
-                        }
-                    } else if let Some(s) = l.strip_prefix("stopped ") {
-                        if let Some(r) = &relay {
-                            r.line_stopped(s.parse().unwrap_or(libc::SIGTSTP));
-                        }
-                    } else if let Some(p) = l.strip_prefix("full ") {
-                        if !full_tmpfs.iter().any(|f| f == p) {
-                            full_tmpfs.push(p.to_string());
-                        }
-                    } else if l.starts_with("cgroup_failed") {
-                        cg_kind = Some(CgroupKind::None);
+                        Some(Report::CgroupFailed(_)) => cg_kind = Some(CgroupKind::None),
+                        _ => {}
                     }
                 }
             } else if info.map(|x| x.0) == Some(fd) {
@@ -585,7 +694,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     // The call's last output to the user's terminal, and its settings back.
     drop(relay);
     if child_status.is_none() {
-        if contained && line_status.is_some() {
+        if contained && h.line_status.is_some() {
             // Ending on its own (see above); whoever inherits it reaps it.
             child_status = sys::waitpid(child, libc::WNOHANG)
                 .ok()
@@ -597,13 +706,13 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         }
     }
     let survivors = match &cgroup {
-        Some(cg) => crate::unsandboxed::end_tree(cg),
+        Some(cg) => crate::backend::unsandboxed::end_tree(cg),
         None => Vec::new(),
     };
     drop(stage);
     if !contained {
         if let Some(st) = child_status {
-            line_status = Some(if libc::WIFSIGNALED(st) {
+            h.line_status = Some(if libc::WIFSIGNALED(st) {
                 (None, Some(libc::WTERMSIG(st)))
             } else {
                 (Some(libc::WEXITSTATUS(st)), None)
@@ -611,23 +720,23 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         }
     }
     if may_retry
-        && !started
+        && !h.started
         && plan.backend == Backend::Bwrap
         && view.as_ref().is_some_and(covered_path_vanished)
     {
         return Try::Again;
     }
-    if let Some(e) = setup_error {
-        if !started || line_status.is_none() {
+    if let Some(e) = h.setup_error.take() {
+        if !h.started || h.line_status.is_none() {
             return Try::Done(out.setup_error(e));
         }
     }
     // The sandbox ended under a running line (its init was killed, or died): the kernel's
     // teardown of the call's pid namespace killed the line with SIGKILL.
-    if started && line_status.is_none() && contained {
-        line_status = Some((None, Some(libc::SIGKILL)));
+    if h.started && h.line_status.is_none() && contained {
+        h.line_status = Some((None, Some(libc::SIGKILL)));
     }
-    let Some((code, signal)) = line_status else {
+    let Some((code, signal)) = h.line_status else {
         let st = child_status.unwrap_or(0);
         return Try::Done(out.setup_error(format!(
             "the sandbox ended before the line did (wait status {st:#x}, signal {})",
@@ -640,19 +749,10 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     };
     // Only what the sandbox itself refused (the line cannot forge it): its stderr is not
     // read at all.
-    out.emit(&StatusLine::Exited {
-        code,
-        signal,
-        duration_ms: start.elapsed().as_millis() as u64,
-        denials: supervised_denials,
-        full_tmpfs,
-        survivors,
-        socket_denials,
-        linked_protected,
-    });
+    out.emit(&h.exited(code, signal, start, survivors));
     Try::Done(match (code, signal) {
         (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        _ => 1,
+        (None, Some(s)) => crate::exit_code::of_signal(s),
+        _ => crate::exit_code::LINE_END_UNKNOWN,
     })
 }

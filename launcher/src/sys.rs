@@ -96,17 +96,30 @@ pub fn drop_all_caps() -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
-    let _ = prctl(
+    let ctx = |what: &str, e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    match prctl(
         libc::PR_CAP_AMBIENT,
         libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
         0,
-    );
+    ) {
+        Ok(_) => {}
+        // A kernel without ambient capabilities (before 4.3) has no ambient set to clear.
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+        Err(e) => return Err(ctx("clearing the ambient capabilities", e)),
+    }
     // SECBIT_NOROOT | NOROOT_LOCKED | NO_SETUID_FIXUP | NO_SETUID_FIXUP_LOCKED |
     // KEEP_CAPS_LOCKED | NO_CAP_AMBIENT_RAISE | NO_CAP_AMBIENT_RAISE_LOCKED
     let bits: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
     // Needs CAP_SETPCAP; without it (a non-root user without a user namespace) the bits are
-    // moot: such a process gains nothing on exec anyway.
-    let _ = prctl(libc::PR_SET_SECUREBITS, bits, 0);
+    // moot: such a process gains nothing on exec anyway. Any other failure fails the drop.
+    if let Err(e) = prctl(libc::PR_SET_SECUREBITS, bits, 0) {
+        let has_setpcap = std::fs::read_to_string("/proc/self/status")
+            .map(|s| effective_cap(&s, CAP_SETPCAP))
+            .unwrap_or(true);
+        if !securebits_failure_is_moot(&e, has_setpcap) {
+            return Err(ctx("locking the securebits", e));
+        }
+    }
     #[repr(C)]
     struct Header {
         version: u32,
@@ -129,8 +142,28 @@ pub fn drop_all_caps() -> io::Result<()> {
         inheritable: 0,
     }; 2];
     // SAFETY: capset with a version-3 header reads exactly two Data structs, which `d` holds.
-    check_l(unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) })?;
+    check_l(unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) })
+        .map_err(|e| ctx("clearing the capability sets (capset)", e))?;
     Ok(())
+}
+
+/// `CAP_SETPCAP` (linux/capability.h; libc does not name it).
+pub const CAP_SETPCAP: u32 = 8;
+
+/// Whether the `CapEff:` line of a `/proc/PID/status` text holds capability `cap` (true
+/// when the line is missing or unreadable: the caller then treats a failure as real).
+pub fn effective_cap(status: &str, cap: u32) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        .is_none_or(|bits| cap < 64 && bits & (1u64 << cap) != 0)
+}
+
+/// Whether a failed `PR_SET_SECUREBITS` may be passed over: only `EPERM` of a process that
+/// lacks `CAP_SETPCAP` (it gains nothing on exec anyway).
+pub fn securebits_failure_is_moot(e: &io::Error, has_setpcap: bool) -> bool {
+    e.raw_os_error() == Some(libc::EPERM) && !has_setpcap
 }
 
 /// Sets no_new_privs.
@@ -138,8 +171,10 @@ pub fn no_new_privs() -> io::Result<()> {
     prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).map(|_| ())
 }
 
-/// Closes every fd from `from` up (close_range, with a fallback loop).
-pub fn close_from(from: RawFd) {
+/// Closes every fd from `from` up: `close_range`, or, on a kernel without it (`ENOSYS`,
+/// before 5.9), `close` of every number up to the hard limit of open files (at least 4096,
+/// at most 2^20). Any other failure of `close_range` is returned: fds may be left open.
+pub fn close_from(from: RawFd) -> io::Result<()> {
     // SAFETY: close_range takes integers; closing fds the process does not use further is the
     // intent (the callers are about to exec).
     let r = unsafe {
@@ -150,11 +185,38 @@ pub fn close_from(from: RawFd) {
             0 as libc::c_uint,
         )
     };
-    if r < 0 {
-        for fd in from..4096 {
-            // SAFETY: as above; a bad fd gives EBADF, which is ignored.
-            unsafe { libc::close(fd) };
-        }
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(e);
+    }
+    close_each_from(from, open_files_hard_limit());
+    Ok(())
+}
+
+/// The hard limit of open files, bounded to `4096..=2^20` (every fd number is below it).
+fn open_files_hard_limit() -> RawFd {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit, which `lim` is.
+    let max = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_max
+    } else {
+        1 << 20
+    };
+    max.clamp(4096, 1 << 20) as RawFd
+}
+
+/// `close` of every fd number in `from..to` (the fallback of [`close_from`]).
+pub fn close_each_from(from: RawFd, to: RawFd) {
+    for fd in from..to {
+        // SAFETY: closing fds the process does not use further is the intent (the callers
+        // are about to exec); a number that is no fd gives EBADF, which is what we want.
+        unsafe { libc::close(fd) };
     }
 }
 
@@ -640,4 +702,68 @@ pub fn socketpair() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> 
     // SAFETY: as above, the other end.
     let b = unsafe { OwnedFd::from_raw_fd(fds[1]) };
     Ok((a, b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effective_caps_are_read_from_the_status_text() {
+        let root = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        let user = "Name:\tx\nCapEff:\t0000000000000000\n";
+        let setpcap = CAP_SETPCAP;
+        assert!(effective_cap(root, setpcap));
+        assert!(!effective_cap(user, setpcap));
+        assert!(effective_cap("CapEff:\t0000000000000100\n", setpcap));
+        // Unreadable: assumed held, so that a failure counts.
+        assert!(effective_cap("Name:\tx\n", setpcap));
+        assert!(effective_cap("CapEff:\tzz\n", setpcap));
+    }
+
+    #[test]
+    fn only_eperm_without_setpcap_passes_over_the_securebits() {
+        let eperm = io::Error::from_raw_os_error(libc::EPERM);
+        let einval = io::Error::from_raw_os_error(libc::EINVAL);
+        assert!(securebits_failure_is_moot(&eperm, false));
+        assert!(!securebits_failure_is_moot(&eperm, true));
+        assert!(!securebits_failure_is_moot(&einval, false));
+        assert!(!securebits_failure_is_moot(&einval, true));
+    }
+
+    /// The fallback of `close_from` closes fds above 4096 too (the loop stopped at 4096),
+    /// in a child process: the harness keeps its fds.
+    #[test]
+    fn the_close_fallback_reaches_past_4096() {
+        let limit = open_files_hard_limit();
+        if limit <= 5000 {
+            eprintln!("skipped: the hard limit of open files is {limit}");
+            return;
+        }
+        let pid = fork().unwrap();
+        if pid == 0 {
+            // Only async-signal-safe calls from here (the harness has threads).
+            let mut lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes one rlimit, which `lim` is.
+            let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0;
+            lim.rlim_cur = lim.rlim_max;
+            // SAFETY: setrlimit reads one rlimit, which `lim` is.
+            let raised = got && unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } == 0;
+            if !raised || dup2(1, 5000).is_err() || !fd_open(5000) {
+                exit_now(2);
+            }
+            close_each_from(4000, open_files_hard_limit());
+            exit_now(if fd_open(5000) { 1 } else { 0 });
+        }
+        let (_, st) = waitpid(pid, 0).unwrap().expect("the child's status");
+        assert!(libc::WIFEXITED(st), "{st}");
+        assert_eq!(
+            libc::WEXITSTATUS(st),
+            0,
+            "fd 5000 survived the fallback (2: setup)"
+        );
+    }
 }

@@ -7,8 +7,9 @@
 //!   the sockets a call's init hands it), its [`Proxy::summary`] and refusal events
 //!   ([`Proxy::subscribe`]);
 //! - [`dns`]: the DNS answers of the call (synthetic addresses for allowed names);
-//! - [`fdpass`] and [`inside`]: the hand-over of the sockets the launcher's init binds in the
-//!   call's network namespace (relay listener, DNS socket, synthetic listeners);
+//! - [`fdpass`] and [`inside`] (re-exported from the `efr-fdpass` crate, which the launcher
+//!   uses too): the hand-over of the sockets the launcher's init binds in the call's network
+//!   namespace (relay listener, DNS socket, synthetic listeners);
 //! - [`run_standalone`]: `efr-sandbox proxy` / the `efr-proxy` binary.
 //!
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
@@ -16,9 +17,9 @@
 pub mod addr;
 pub mod buslog;
 pub mod dns;
-pub mod fdpass;
+pub use efr_fdpass as fdpass;
 pub mod head;
-pub mod inside;
+pub use efr_fdpass::inside;
 pub mod name;
 pub mod policy;
 pub mod report;

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -770,7 +770,9 @@ impl Proxy {
 async fn recv_byte(s: &UnixStream) -> io::Result<Option<(u8, Vec<OwnedFd>)>> {
     loop {
         s.ready(Interest::READABLE).await?;
-        match s.try_io(Interest::READABLE, || fdpass::recv_byte(s.as_raw_fd())) {
+        match s.try_io(Interest::READABLE, || {
+            fdpass::recv_byte(s.as_fd()).map_err(io::Error::from)
+        }) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             r => return r,
         }

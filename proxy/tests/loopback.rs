@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -1021,7 +1021,7 @@ fn handed_sockets_are_served() {
 #[test]
 fn hand_over_is_checked() {
     use efr_proxy::fdpass::{self, HAND_OVER};
-    use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
     use std::os::unix::net::UnixStream;
     let ep = echo_server();
     let mut p = policy(&[&format!("sink.test:{ep}")]);
@@ -1086,8 +1086,8 @@ fn hand_over_is_checked() {
         if fds.is_empty() {
             u.write_all(&bytes).unwrap();
         } else {
-            let raw: Vec<RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
-            fdpass::send_fds(u.as_raw_fd(), &bytes, &raw).unwrap();
+            let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
+            fdpass::send_fds(u.as_fd(), &bytes, &borrowed).unwrap();
         }
         if what == "roles cut short" {
             u.shutdown(Shutdown::Write).unwrap();
@@ -1115,7 +1115,7 @@ fn hand_over_is_checked() {
     let mut u = UnixStream::connect(&sock).unwrap();
     u.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let l = listener();
-    fdpass::send_fds(u.as_raw_fd(), &[HAND_OVER], &[l.as_raw_fd()]).unwrap();
+    fdpass::send_fds(u.as_fd(), &[HAND_OVER], &[l.as_fd()]).unwrap();
     let t = Instant::now();
     let mut back = Vec::new();
     let _ = u.read_to_end(&mut back);
@@ -1214,13 +1214,13 @@ fn other_fds_are_dropped() {
     let _client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let (served, _) = l.accept().unwrap();
     let mut u = UnixStream::connect(&sock).unwrap();
-    efr_proxy::fdpass::send_fds(u.as_raw_fd(), &[0], &[served.as_raw_fd()]).unwrap();
+    efr_proxy::fdpass::send_fds(u.as_fd(), &[0], &[served.as_fd()]).unwrap();
     u.write_all(b"\r\n\r\n").unwrap();
     assert!(ended(&mut u).starts_with("HTTP/1.1 400"));
     // An HTTP request on the Unix connection with an fd attached: served, fd dropped.
     let mut u = UnixStream::connect(&sock).unwrap();
     let (x, _y) = UnixStream::pair().unwrap();
-    efr_proxy::fdpass::send_fds(u.as_raw_fd(), b"C", &[x.as_raw_fd()]).unwrap();
+    efr_proxy::fdpass::send_fds(u.as_fd(), b"C", &[x.as_fd()]).unwrap();
     u.write_all(b"ONNECT nope.test:443 HTTP/1.1\r\n\r\n")
         .unwrap();
     assert!(ended(&mut u).starts_with("HTTP/1.1 403"));

@@ -10,6 +10,7 @@ use crate::always::{AlwaysOutcome, NotSavedReason};
 use crate::exit::*;
 use crate::explain::*;
 use crate::launch::{Bus, Desktop, Grant, Launch};
+use crate::launcher_status::{CgroupKind, LandlockReport, StatusLine};
 use crate::mode::Mode;
 use crate::rpc::{ClientFrame, ErrorCode, HelloParams, HelloResult, ServerFrame, StatusResult};
 use crate::status::*;
@@ -638,6 +639,75 @@ pub fn all() -> Vec<Fixture> {
             json!([{"kind": "teleport", "where": "mars"}, {"kind": "write", "path": "/srv"}]),
         ),
         raw_fixture::<Vec<BlockReason>>("unknown_block_reason.json", json!(["quota", "not_tls"])),
+        // The launcher's status lines (`efr-launch --status-fd`).
+        fixture(
+            "status_started.json",
+            StatusLine::Started {
+                launcher_pid: 4242,
+                start_time_ms: 1_764_633_600_000,
+                pid: 4244,
+                backend: "native".into(),
+                landlock: Some(LandlockReport {
+                    abi: 6,
+                    status: "fully_enforced".into(),
+                    net: true,
+                    scopes: true,
+                    unix_sockets: false,
+                }),
+                seccomp: true,
+                supervised: true,
+                cgroup: None,
+            },
+        ),
+        fixture(
+            "status_started_unsandboxed.json",
+            StatusLine::Started {
+                launcher_pid: 4242,
+                start_time_ms: 1_764_633_600_000,
+                pid: 4243,
+                backend: "unsandboxed".into(),
+                landlock: None,
+                seccomp: false,
+                supervised: false,
+                cgroup: Some(CgroupKind::V2),
+            },
+        ),
+        fixture(
+            "status_setup_error.json",
+            StatusLine::SetupError {
+                message: "cwd /home/ada/src/gone: No such file or directory".into(),
+            },
+        ),
+        fixture(
+            "status_exited.json",
+            StatusLine::Exited {
+                code: Some(1),
+                signal: None,
+                duration_ms: 812,
+                denials: vec!["/home/ada/src/app/.git/config".into()],
+                full_tmpfs: vec!["/tmp".into()],
+                survivors: vec!["sleep".into()],
+                socket_denials: vec!["/run/user/1000/bus".into()],
+                linked_protected: vec!["/home/ada/src/app/.envrc".into()],
+            },
+        ),
+        fixture(
+            "status_exited_signal.json",
+            StatusLine::Exited {
+                code: None,
+                signal: Some(9),
+                duration_ms: 3,
+                denials: Vec::new(),
+                full_tmpfs: Vec::new(),
+                survivors: Vec::new(),
+                socket_denials: Vec::new(),
+                linked_protected: Vec::new(),
+            },
+        ),
+        fixture(
+            "cgroup_kinds.json",
+            vec![CgroupKind::V2, CgroupKind::V1Freezer, CgroupKind::None],
+        ),
     ]
     .into_iter()
     .chain(call_fixtures())

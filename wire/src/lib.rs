@@ -14,6 +14,7 @@ pub mod explain;
 pub mod fixtures;
 pub mod frame;
 pub mod launch;
+pub mod launcher_status;
 pub mod mode;
 pub mod pattern;
 pub mod rpc;
@@ -34,6 +35,7 @@ pub use exit::{
 };
 pub use explain::{Access, ExplainParams, ExplainResult, FileKind, GrantHint, LinkInfo, RuleHit};
 pub use launch::{Bus, Desktop, Grant, Launch};
+pub use launcher_status::{CgroupKind, LandlockReport, StatusLine};
 pub use mode::Mode;
 pub use status::{
     Backend, BusProxyOff, CheckOutcome, CheckTest, ModeFallback, SandboxCheck, SandboxPaths,

@@ -46,6 +46,7 @@ pub fn document() -> Value {
         crate::call::PlanResult,
         crate::call::FinishParams,
         crate::call::LaunchItem,
+        crate::StatusLine,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({

@@ -145,10 +145,10 @@ pub fn open_inside(spec: &TerminalSpec) -> Result<LineEnd, String> {
         crate::sys::dup2(null.as_raw_fd(), fd)
             .map_err(|e| format!("/dev/null on fd {fd} of the init: {e}"))?;
     }
-    let sent = efr_proxy::fdpass::send_fds(spec.sock, &[MASTER], &[master.as_raw_fd()])
-        .map_err(|e| format!("the call's pty to the launcher: {e}"));
-    crate::sys::close(spec.sock);
-    sent?;
+    let sock = crate::sys::owned(spec.sock).map_err(|e| format!("the call's pty socket: {e}"))?;
+    efr_fdpass::send_fds(sock.as_fd(), &[MASTER], &[master.as_fd()])
+        .map_err(|e| format!("the call's pty to the launcher: {e}"))?;
+    drop(sock);
     Ok(LineEnd {
         slave,
         fds: spec.fds.clone(),
@@ -395,7 +395,7 @@ impl Relay {
         }))
     }
 
-    /// What the init gets (its [`crate::inner::InnerSpec`]'s `terminal`).
+    /// What the init gets (its [`crate::child::init::InnerSpec`]'s `terminal`).
     pub fn spec(&self) -> TerminalSpec {
         self.spec.clone()
     }
@@ -537,21 +537,19 @@ const MAX_PENDING: usize = 1 << 16;
 
 /// The relay thread: waits for the master, then relays until the call's end.
 fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) {
-    let (sock, stop, sigs) = (sock.as_raw_fd(), stop.as_raw_fd(), sigs.as_raw_fd());
+    let (sock_fd, stop, sigs) = (sock.as_fd(), stop.as_raw_fd(), sigs.as_raw_fd());
     let master = loop {
-        let Ok(r) = crate::sys::poll(&[(sock, libc::POLLIN), (stop, libc::POLLIN)], -1) else {
+        let Ok(r) = crate::sys::poll(
+            &[(sock_fd.as_raw_fd(), libc::POLLIN), (stop, libc::POLLIN)],
+            -1,
+        ) else {
             continue;
         };
         // The master first: a short call may have ended (stop written) before this thread
         // first ran, its output waiting in the pty.
-        match efr_proxy::fdpass::recv_byte(sock) {
+        match efr_fdpass::recv_byte(sock_fd) {
             Ok(Some((MASTER, mut fds))) if fds.len() == 1 => break fds.pop().expect("one fd"),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                ) =>
-            {
+            Err(e) if e.is_retry() => {
                 if r[1] != 0 {
                     return;
                 }

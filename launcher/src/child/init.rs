@@ -17,7 +17,7 @@ use std::os::fd::RawFd;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lockdown::LandlockSpec;
+use crate::restrict::lockdown::LandlockSpec;
 use crate::sys;
 
 /// What the line's process does between fork and exec.
@@ -47,7 +47,7 @@ pub struct InnerSpec {
     /// The init binds the proxy's sockets and hands them to the call's proxy (a call with
     /// a proxy).
     #[serde(default)]
-    pub egress: Option<crate::egress::EgressSpec>,
+    pub egress: Option<crate::child::egress::EgressSpec>,
     /// The writes the init supervises (a contained line); see [`crate::supervise`].
     #[serde(default)]
     pub supervise: Option<crate::supervise::SuperviseSpec>,
@@ -69,9 +69,7 @@ pub struct InnerSpec {
 
 /// The messages of the report pipe, one per line.
 pub fn report(fd: RawFd, msg: &str) {
-    let mut m = msg.replace('\n', " ");
-    m.push('\n');
-    let _ = sys::write_all(fd, m.as_bytes());
+    crate::child::report::write_line(fd, msg);
 }
 
 /// Every signal but SIGKILL and SIGSTOP: the line starts with all of them at their default
@@ -87,7 +85,7 @@ fn all_signals() -> Vec<libc::c_int> {
 /// namespace and ends the init (its namespace goes with it).
 fn launcher_gone() -> ! {
     let _ = sys::kill(-1, libc::SIGKILL);
-    sys::exit_now(128 + libc::SIGKILL)
+    sys::exit_now(crate::exit_code::of_signal(libc::SIGKILL))
 }
 
 /// How often the init looks at the watched file systems, in milliseconds.
@@ -126,7 +124,10 @@ impl FullWatch {
             if let Ok((size, free)) = sys::statfs_bytes(p) {
                 if free <= (size / 200).max(64 << 10) {
                     *seen = true;
-                    report(report_fd, &format!("full {p}"));
+                    crate::child::report::send(
+                        report_fd,
+                        &crate::child::report::Report::Full(p.to_string()),
+                    );
                 }
             }
         }
@@ -137,9 +138,9 @@ impl FullWatch {
 /// not enforced is an error when the spec requires Landlock.
 fn enter_landlock(
     spec: &InnerSpec,
-    l: &crate::lockdown::LandlockSpec,
+    l: &crate::restrict::lockdown::LandlockSpec,
 ) -> Result<crate::status::LandlockReport, String> {
-    let r = crate::lockdown::restrict(l)?;
+    let r = crate::restrict::lockdown::restrict(l)?;
     if spec.require_landlock && r.status == "not_enforced" {
         return Err("landlock is required but not enforced".into());
     }
@@ -165,33 +166,44 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     sys::default_signals(&all_signals());
     if pre.contained {
         if let Err(e) = crate::pty::attach_line(pre.terminal.as_ref()) {
-            report(report_fd, &format!("setup_error {e}"));
-            sys::exit_now(127);
+            crate::child::report::setup_error(report_fd, e);
+            sys::exit_now(crate::exit_code::INIT_FAILED);
         }
     }
     let rfd = if report_fd != 3 {
         if sys::dup2(report_fd, 3).is_err() {
-            sys::exit_now(127);
+            sys::exit_now(crate::exit_code::INIT_FAILED);
         }
         3
     } else {
         3
     };
-    let _ = sys::set_cloexec(rfd);
+    // The report fd must not reach the line: it could write the launcher's report.
+    if let Err(e) = sys::set_cloexec(rfd) {
+        crate::child::report::setup_error(rfd, format!("the report fd {rfd} close-on-exec: {e}"));
+        sys::exit_now(crate::exit_code::INIT_FAILED);
+    }
     let sup_fd = match pre.supervise_sock {
         Some(fd) if fd != 4 => {
             if sys::dup2(fd, 4).is_err() {
-                sys::exit_now(127);
+                sys::exit_now(crate::exit_code::INIT_FAILED);
             }
             Some(4)
         }
         other => other,
     };
-    sys::close_from(if sup_fd.is_some() { 5 } else { 4 });
+    let first_closed = if sup_fd.is_some() { 5 } else { 4 };
+    let closed = sys::close_from(first_closed);
     let fail = |msg: String| -> ! {
-        report(rfd, &format!("setup_error {msg}"));
-        sys::exit_now(127)
+        crate::child::report::setup_error(rfd, msg);
+        sys::exit_now(crate::exit_code::INIT_FAILED)
     };
+    // Every fd of the init and the launcher beyond these stays out of the line.
+    if let Err(e) = closed {
+        fail(format!(
+            "closing the line's fds from {first_closed} up: {e}"
+        ));
+    }
     if let Err(e) = sys::chdir(&spec.cwd) {
         fail(format!("cwd {}: {e}", spec.cwd));
     }
@@ -205,7 +217,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     let mut ll = pre.landlock;
     match (&ll, &spec.landlock) {
         (Some(_), Some(l)) if l.scopes => {
-            if let Err(e) = crate::lockdown::nest_scopes() {
+            if let Err(e) = crate::restrict::lockdown::nest_scopes() {
                 fail(e);
             }
         }
@@ -223,12 +235,12 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     let progs = match spec.seccomp {
         Some(nv) if merged => {
             let bodies = crate::supervise::filter::bodies();
-            match crate::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
+            match crate::restrict::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
                 Ok(p) => Some(p),
                 Err(e) => fail(e),
             }
         }
-        Some(nv) => match crate::seccomp::program_without(nv, &spec.seccomp_drop) {
+        Some(nv) => match crate::restrict::seccomp::program_without(nv, &spec.seccomp_drop) {
             Ok(p) => Some(p),
             Err(e) => fail(e),
         },
@@ -240,13 +252,13 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         }
     }
     if let (Some(p), false) = (&progs, merged) {
-        if let Err(e) = crate::seccomp::load(p) {
+        if let Err(e) = crate::restrict::seccomp::load(p) {
             fail(e);
         }
     }
     // What the preloaded filter left out for the init's supervisor (bubblewrap backend).
     if spec.seccomp_preloaded && sup_fd.is_some() {
-        if let Err(e) = crate::seccomp::load(&crate::supervise::filter::line_only()) {
+        if let Err(e) = crate::restrict::seccomp::load(&crate::supervise::filter::line_only()) {
             fail(e);
         }
     }
@@ -270,12 +282,12 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             fail(e);
         }
     }
-    let ready = serde_json::json!({
-        "landlock": ll,
-        "seccomp": progs.is_some() || spec.seccomp_preloaded,
-        "supervised": sup_fd.is_some(),
-    });
-    report(rfd, &format!("ready {ready}"));
+    let ready = crate::child::report::Ready {
+        landlock: ll,
+        seccomp: progs.is_some() || spec.seccomp_preloaded,
+        supervised: sup_fd.is_some(),
+    };
+    crate::child::report::send(rfd, &crate::child::report::Report::Ready(ready));
     let argv = vec![spec.shell.clone(), "-c".into(), spec.line.clone()];
     let e = sys::execve(&spec.shell, &argv, &spec.env);
     fail(format!("exec {}: {e}", spec.shell))
@@ -288,8 +300,25 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     if launcher.is_some_and(sys::pidfd_ended) {
         launcher_gone();
     }
-    let _ = sys::prctl(libc::PR_SET_DUMPABLE, 0, 0);
-    let _ = sys::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0);
+    // Not dumpable: the line (same uid) may not ptrace the init or take its fds. Then the
+    // reaper of the call's orphans, so that none outlives the line unseen.
+    for (op, arg, what) in [
+        (
+            libc::PR_SET_DUMPABLE,
+            0,
+            "prctl(PR_SET_DUMPABLE, 0) of the init",
+        ),
+        (
+            libc::PR_SET_CHILD_SUBREAPER,
+            1,
+            "prctl(PR_SET_CHILD_SUBREAPER) of the init",
+        ),
+    ] {
+        if let Err(e) = sys::prctl(op, arg, 0) {
+            crate::child::report::setup_error(report_fd, format!("{what}: {e}"));
+            sys::exit_now(crate::exit_code::INIT_FAILED)
+        }
+    }
     // What the launcher hands on (see `crate::run::FORWARDED_SIGNALS`), and what the init
     // acts on itself.
     let fwd = crate::run::forwarded_signals();
@@ -298,8 +327,8 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     let sig_r = match sys::signal_pipe(&sigs) {
         Ok(r) => r,
         Err(e) => {
-            report(report_fd, &format!("setup_error init signals: {e}"));
-            sys::exit_now(127)
+            crate::child::report::setup_error(report_fd, format!("init signals: {e}"));
+            sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     };
     // A session of the call's own: no process of it has the user's terminal as controlling
@@ -309,15 +338,15 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         ..Default::default()
     };
     if let Err(e) = crate::pty::leave_session() {
-        report(report_fd, &format!("setup_error {e}"));
-        sys::exit_now(127)
+        crate::child::report::setup_error(report_fd, e);
+        sys::exit_now(crate::exit_code::INIT_FAILED)
     }
     if let Some(t) = &spec.terminal {
         match crate::pty::open_inside(t) {
             Ok(l) => pre.terminal = Some(l),
             Err(e) => {
-                report(report_fd, &format!("setup_error {e}"));
-                sys::exit_now(127)
+                crate::child::report::setup_error(report_fd, e);
+                sys::exit_now(crate::exit_code::INIT_FAILED)
             }
         }
     }
@@ -325,16 +354,16 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     // call's proxy before the line exists: the line finds them served, and never holds them
     // (the init's copies are closed by then).
     if let Some(e) = &spec.egress {
-        if let Err(e) = crate::egress::Egress::bind(e).and_then(|b| b.hand_over()) {
-            report(report_fd, &format!("setup_error {e}"));
-            sys::exit_now(127)
+        if let Err(e) = crate::child::egress::Egress::bind(e).and_then(|b| b.hand_over()) {
+            crate::child::report::setup_error(report_fd, e);
+            sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     }
     // The init enters the line's Landlock domain before forking it: the supervisor then
     // can do nothing the line could not.
     let fail = |m: String| -> ! {
-        report(report_fd, &format!("setup_error {m}"));
-        sys::exit_now(127)
+        crate::child::report::setup_error(report_fd, m);
+        sys::exit_now(crate::exit_code::INIT_FAILED)
     };
     let mut sup_pair = None;
     let sockets = spec
@@ -372,8 +401,8 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             p
         }
         Err(e) => {
-            report(report_fd, &format!("setup_error fork: {e}"));
-            sys::exit_now(127)
+            crate::child::report::setup_error(report_fd, format!("fork: {e}"));
+            sys::exit_now(crate::exit_code::INIT_FAILED)
         }
     };
     // The ports below 1024 are bound and the line forked: the init needs no capability any
@@ -406,7 +435,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             Ok(None) => {}
             Err(e) => {
                 let _ = sys::kill(main, libc::SIGKILL);
-                report(report_fd, &format!("setup_error {e}"));
+                crate::child::report::setup_error(report_fd, e);
             }
         }
     }
@@ -414,7 +443,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     // rather than let run unsupervised.
     let start = |l: crate::supervise::Lazy| {
         if let Err(e) = l.start() {
-            report(report_fd, &format!("setup_error {e}"));
+            crate::child::report::setup_error(report_fd, e);
             let _ = sys::kill(main, libc::SIGKILL);
         }
     };
@@ -429,7 +458,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                 // and continues the line through the init (SIGCONT, below).
                 Ok(Some((pid, st))) if libc::WIFSTOPPED(st) => {
                     if pid == main {
-                        report(report_fd, &format!("stopped {}", libc::WSTOPSIG(st)));
+                        crate::child::report::send(
+                            report_fd,
+                            &crate::child::report::Report::Stopped(libc::WSTOPSIG(st)),
+                        );
                     }
                 }
                 Ok(Some((pid, st))) => {
@@ -498,10 +530,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     let st = status.unwrap_or(0);
     if libc::WIFSIGNALED(st) {
         let s = libc::WTERMSIG(st);
-        report(report_fd, &format!("exit signal {s}"));
-        sys::exit_now(128 + s)
+        crate::child::report::send(report_fd, &crate::child::report::Report::ExitSignal(s));
+        sys::exit_now(crate::exit_code::of_signal(s))
     }
     let c = libc::WEXITSTATUS(st);
-    report(report_fd, &format!("exit code {c}"));
+    crate::child::report::send(report_fd, &crate::child::report::Report::ExitCode(c));
     sys::exit_now(c)
 }

@@ -1,12 +1,12 @@
 //! What runs inside the call's network namespace, for the launcher's init (blocking, no
 //! tokio): [`hand_over`] gives the sockets the init bound there (the relay's listener, the
 //! DNS socket, the synthetic listeners: [`Sockets`]) to the call's proxy, once, over the
-//! proxy's Unix socket (see [`crate::fdpass`]). The proxy then serves them itself; nothing of
+//! proxy's Unix socket (see [`crate`]). The proxy then serves them itself; nothing of
 //! the call's traffic passes through the init.
 
 use std::io::{self, Read};
 use std::net::{TcpListener, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,12 +16,17 @@ use std::time::Duration;
 pub enum HandOverError {
     #[error("no socket to hand over")]
     Nothing,
-    #[error("{0} sockets to hand over, at most {max}", max = crate::fdpass::MAX_HANDED)]
+    #[error("{0} sockets to hand over, at most {max}", max = crate::MAX_HANDED)]
     TooMany(usize),
     #[error("connect {path}: {source}", path = .path.display())]
     Connect { path: PathBuf, source: io::Error },
-    #[error("sending the sockets: {0}")]
-    Send(io::Error),
+    #[error("setting the timeout on {path}: {source}", path = .path.display())]
+    Timeout { path: PathBuf, source: io::Error },
+    #[error("sending the sockets to {path}: {source}", path = .path.display())]
+    Send {
+        path: PathBuf,
+        source: crate::SendError,
+    },
     #[error("the proxy did not take the sockets: {0}")]
     NoAnswer(io::Error),
     #[error("the proxy refused the sockets")]
@@ -40,29 +45,24 @@ pub struct Sockets {
     pub synthetic: Vec<TcpListener>,
 }
 
-/// Hands `socks` to the call's proxy at `proxy`, once (see [`crate::fdpass`]), and waits
+/// Hands `socks` to the call's proxy at `proxy`, once (see [`crate`]), and waits
 /// up to `wait` for the proxy to say it took them; the sockets (our copies) are closed when
 /// this returns, either way. From then on the proxy accepts on the listeners and answers on
 /// the DNS socket itself: nothing of the call's traffic passes through the caller.
 pub fn hand_over(proxy: &Path, socks: Sockets, wait: Duration) -> Result<(), HandOverError> {
-    use crate::fdpass::{self, Role};
-    let mut list: Vec<(Role, std::os::fd::RawFd)> = Vec::new();
+    use crate::Role;
+    let mut list: Vec<(Role, BorrowedFd<'_>)> = Vec::new();
     if let Some(l) = &socks.relay {
-        list.push((Role::Relay, l.as_raw_fd()));
+        list.push((Role::Relay, l.as_fd()));
     }
     if let Some(u) = &socks.dns {
-        list.push((Role::Dns, u.as_raw_fd()));
+        list.push((Role::Dns, u.as_fd()));
     }
-    list.extend(
-        socks
-            .synthetic
-            .iter()
-            .map(|l| (Role::Synthetic, l.as_raw_fd())),
-    );
+    list.extend(socks.synthetic.iter().map(|l| (Role::Synthetic, l.as_fd())));
     if list.is_empty() {
         return Err(HandOverError::Nothing);
     }
-    if list.len() > fdpass::MAX_HANDED {
+    if list.len() > crate::MAX_HANDED {
         return Err(HandOverError::TooMany(list.len()));
     }
     let mut u = UnixStream::connect(proxy).map_err(|source| HandOverError::Connect {
@@ -71,12 +71,18 @@ pub fn hand_over(proxy: &Path, socks: Sockets, wait: Duration) -> Result<(), Han
     })?;
     u.set_write_timeout(Some(wait))
         .and_then(|()| u.set_read_timeout(Some(wait)))
-        .map_err(HandOverError::Send)?;
-    fdpass::send_hand_over(u.as_raw_fd(), &list).map_err(HandOverError::Send)?;
+        .map_err(|source| HandOverError::Timeout {
+            path: proxy.to_path_buf(),
+            source,
+        })?;
+    crate::send_hand_over(u.as_fd(), &list).map_err(|source| HandOverError::Send {
+        path: proxy.to_path_buf(),
+        source,
+    })?;
     let mut b = [0u8];
     loop {
         return match u.read(&mut b) {
-            Ok(1) if b[0] == fdpass::HAND_OVER => Ok(()),
+            Ok(1) if b[0] == crate::HAND_OVER => Ok(()),
             Ok(_) => Err(HandOverError::Refused),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => Err(HandOverError::NoAnswer(e)),

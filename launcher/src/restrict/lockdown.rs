@@ -244,7 +244,7 @@ pub fn restrict(spec: &LandlockSpec) -> Result<LandlockReport, String> {
 
 /// A domain of the calling process nested in the one it is in, with the scopes only
 /// (signals and abstract sockets may not leave it): the line's, under the init's full
-/// domain (see `crate::inner::run_init`), so that it cannot signal the init. No path is
+/// domain (see `crate::child::init::run_init`), so that it cannot signal the init. No path is
 /// opened: it costs a fraction of [`restrict`]. Without scopes in the kernel (ABI < 6), it
 /// does nothing.
 pub fn nest_scopes() -> Result<(), String> {

@@ -6,9 +6,9 @@ use std::os::fd::RawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use crate::handoff::Rest;
-use crate::inner::{InnerSpec, report, run_init};
+use crate::child::init::{InnerSpec, run_init};
 use crate::sys::{self, MOUNT_ATTR_RDONLY, mount};
+use crate::view::handoff::Rest;
 use crate::view::{Op, View};
 
 /// The most the child reads of a [`Rest`] (a view of many thousand paths fits).
@@ -232,7 +232,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                     // Not in the view: gone since the view was computed, or below the
                     // call's own /tmp (a runtime dir under the host's /tmp), which shows
                     // nothing of the host's. Nothing to hide; one that appears later has
-                    // no Landlock read rule (see `crate::lockdown`).
+                    // no Landlock read rule (see `crate::restrict::lockdown`).
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                     Err(e) => return Err(err("mask", e)),
                 }
@@ -327,7 +327,7 @@ fn read_rest(fd: RawFd) -> Result<Rest, String> {
     if !read_full(fd, &mut buf) {
         return Err(ended());
     }
-    crate::handoff::decode(&buf).map_err(|e| format!("view from the launcher: {e}"))
+    crate::view::handoff::decode(&buf).map_err(|e| format!("view from the launcher: {e}"))
 }
 
 /// Starts the contained tree; returns the init's pid (in the launcher's pid namespace).
@@ -356,25 +356,31 @@ pub fn spawn(
         // The init dies with the launcher. (It cannot compare getppid, its parent is
         // outside its pid namespace: the launcher's pidfd tells whether the launcher died
         // before this, see `run_init`.)
-        let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+            crate::child::report::setup_error(
+                report_w,
+                format!("prctl(PR_SET_PDEATHSIG) of the call's init: {e}"),
+            );
+            sys::exit_now(crate::exit_code::BACKEND_FAILED);
+        }
         let mut b = [0u8; 1];
         // The launcher writes one byte once the id maps are in place; EOF means it failed
         // or died.
         if !matches!(sys::read(sync_r, &mut b), Ok(1)) {
-            sys::exit_now(126);
+            sys::exit_now(crate::exit_code::BACKEND_FAILED);
         }
         let rest = match build_root(view, sync_r) {
             Ok(r) => r,
             Err(e) => {
-                report(report_w, &format!("setup_error {e}"));
-                sys::exit_now(126);
+                crate::child::report::setup_error(report_w, e);
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         };
         let _ = sys::sethostname("efr-sandbox");
         if !view.host_net {
             if let Err(e) = sys::loopback_up() {
-                report(report_w, &format!("setup_error loopback: {e}"));
-                sys::exit_now(126);
+                crate::child::report::setup_error(report_w, format!("loopback: {e}"));
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
         let mut spec = spec.clone();
@@ -392,7 +398,7 @@ pub fn spawn(
         Ok(()) => {
             let _ = sys::write_all(sync_w, b"1");
             // The child builds the base of its view meanwhile.
-            let bytes = crate::handoff::encode(&rest());
+            let bytes = crate::view::handoff::encode(&rest());
             let mut msg = (bytes.len() as u32).to_le_bytes().to_vec();
             msg.extend_from_slice(&bytes);
             let sent = sys::write_all(sync_w, &msg).map_err(|e| err("view to the child", e));

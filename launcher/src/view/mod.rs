@@ -1,13 +1,16 @@
 //! The contained view as a list of mount operations, computed once from the plan on the
 //! host and applied by either backend (our own mounts, or bubblewrap arguments).
 
+pub mod handoff;
+pub(crate) mod listing;
+
 use std::collections::BTreeSet;
 use std::os::unix::fs::FileTypeExt;
 
 use efr_sandbox_wire::{Bus, Desktop, Grant};
 
-use crate::lockdown::LandlockSpec;
 use crate::plan::{NetMode, Plan};
+use crate::restrict::lockdown::LandlockSpec;
 
 /// One mount operation, in order. Sources are host paths; destinations are view paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -335,7 +338,7 @@ pub fn build(plan: &Plan) -> View {
     // Which masks exist, and their types: one listing of each of their directories (most
     // of the hundred do not exist on a given machine).
     let found: std::collections::HashMap<std::path::PathBuf, std::fs::FileType> =
-        crate::listing::existing(&masks).into_iter().collect();
+        crate::view::listing::existing(&masks).into_iter().collect();
     for m in &masks {
         let t = found.get(std::path::Path::new(m));
         let is_link = t.is_some_and(|t| t.is_symlink());
@@ -432,7 +435,7 @@ pub fn build(plan: &Plan) -> View {
     write.push("/tmp".into());
     write.push("/dev/shm".into());
     // Every mask, existing or not, is left out of Landlock's read rules (see
-    // `crate::lockdown`), as the view resolves it; inside a writable path a write rule
+    // `crate::restrict::lockdown`), as the view resolves it; inside a writable path a write rule
     // covers it (there the init refuses its creation instead: `supervise_spec`).
     let mut hidden: Vec<String> = Vec::new();
     for (m, r) in masks.iter().zip(resolved) {
@@ -469,7 +472,7 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
     // (Which of them are links: one listing of each of their directories.)
     let mut paths = plan.read_only_inside.clone();
     let mut seen: BTreeSet<String> = paths.iter().cloned().collect();
-    for (p, t) in crate::listing::existing(&plan.read_only_inside) {
+    for (p, t) in crate::view::listing::existing(&plan.read_only_inside) {
         if let (true, Ok(c)) = (t.is_symlink(), std::fs::canonicalize(&p)) {
             let c = c.to_string_lossy().into_owned();
             if seen.insert(c.clone()) {

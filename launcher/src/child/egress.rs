@@ -4,7 +4,7 @@
 //!
 //! The init binds them before it forks the line ([`Egress::bind`]) and hands them, listening,
 //! to the call's proxy through its socket at [`crate::plan::INSIDE_PROXY_SOCKET`]
-//! ([`Egress::hand_over`], `efr_proxy::inside::hand_over`); the proxy accepts and answers on
+//! ([`Egress::hand_over`], `efr_fdpass::inside::hand_over`); the proxy accepts and answers on
 //! them itself (they stay in the call's namespace), so the init runs no thread and no byte of
 //! the call passes through it. The init's copies are closed once the proxy took them, before
 //! the line exists: the line never holds them.
@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use efr_proxy::inside::{Sockets, hand_over};
+use efr_fdpass::inside::{Sockets, hand_over};
 use serde::{Deserialize, Serialize};
 
 /// The DNS server's port (resolv.conf cannot name another).

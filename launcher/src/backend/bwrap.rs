@@ -5,7 +5,7 @@
 use std::os::fd::RawFd;
 use std::path::Path;
 
-use crate::inner::InnerSpec;
+use crate::child::init::InnerSpec;
 use crate::sys;
 use crate::view::{Op, View};
 
@@ -191,9 +191,12 @@ pub fn spawn(
                 .map(|s| s.to_string()),
         );
     }
-    let prog = crate::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
-    let prog_fd = sys::memfd_with("efr-seccomp", &crate::seccomp::program_bytes(&prog))
-        .map_err(|e| format!("memfd: {e}"))?;
+    let prog = crate::restrict::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
+    let prog_fd = sys::memfd_with(
+        "efr-seccomp",
+        &crate::restrict::seccomp::program_bytes(&prog),
+    )
+    .map_err(|e| format!("memfd: {e}"))?;
     let mut argv = vec![bwrap.to_string()];
     argv.extend(args(view, &stage.empty, Some(&stage.resolv)));
     // Our init runs inside bubblewrap's view, where the host path of this executable may
@@ -212,10 +215,16 @@ pub fn spawn(
     let me = sys::getpid();
     let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
-        let _ = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+        if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+            crate::child::report::setup_error(
+                report_w,
+                format!("prctl(PR_SET_PDEATHSIG) of bubblewrap: {e}"),
+            );
+            sys::exit_now(crate::exit_code::BACKEND_FAILED);
+        }
         // The launcher died before the death signal was set: nothing would end us.
         if sys::getppid() != me {
-            sys::exit_now(126);
+            sys::exit_now(crate::exit_code::BACKEND_FAILED);
         }
         // bubblewrap's process is in the caller's process group too, and handles no
         // signal: one sent to the group would kill it, and our init with it (it runs with
@@ -235,22 +244,34 @@ pub fn spawn(
             .collect();
         if view.proxy_socket.is_some() || !layers.is_empty() {
             if let Err(e) = pre_namespaces(view.proxy_socket.is_some(), &layers) {
-                crate::inner::report(report_w, &format!("setup_error {e}"));
-                sys::exit_now(126);
+                crate::child::report::setup_error(report_w, e);
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
         for fd in [prog_fd, spec_fd, report_w, info_w]
             .into_iter()
             .chain(spec.launcher_pidfd)
         {
-            let _ = sys::set_inheritable(fd);
+            if let Err(e) = sys::set_inheritable(fd) {
+                crate::child::report::setup_error(
+                    report_w,
+                    format!("fd {fd} for bubblewrap's init: {e}"),
+                );
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
+            }
         }
         if let Some(t) = &spec.terminal {
-            let _ = sys::set_inheritable(t.sock);
+            if let Err(e) = sys::set_inheritable(t.sock) {
+                crate::child::report::setup_error(
+                    report_w,
+                    format!("terminal fd {} for bubblewrap's init: {e}", t.sock),
+                );
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
+            }
         }
         let e = sys::execve(bwrap, &argv, &[]);
-        crate::inner::report(report_w, &format!("setup_error exec {bwrap}: {e}"));
-        sys::exit_now(126);
+        crate::child::report::setup_error(report_w, format!("exec {bwrap}: {e}"));
+        sys::exit_now(crate::exit_code::BACKEND_FAILED);
     }
     sys::close(prog_fd);
     sys::close(spec_fd);
@@ -324,12 +345,19 @@ pub fn inner_main(spec_fd: RawFd, report_fd: RawFd) -> ! {
         }
     }
     sys::close(spec_fd);
-    let _ = sys::set_cloexec(report_fd);
+    // The report fd must not reach the line (it could write the launcher's report).
+    if let Err(e) = sys::set_cloexec(report_fd) {
+        crate::child::report::setup_error(
+            report_fd,
+            format!("the report fd {report_fd} close-on-exec: {e}"),
+        );
+        sys::exit_now(crate::exit_code::BACKEND_FAILED)
+    }
     match serde_json::from_slice::<InnerSpec>(&data) {
-        Ok(spec) => crate::inner::run_init(&spec, report_fd),
+        Ok(spec) => crate::child::init::run_init(&spec, report_fd),
         Err(e) => {
-            crate::inner::report(report_fd, &format!("setup_error inner spec: {e}"));
-            sys::exit_now(126)
+            crate::child::report::setup_error(report_fd, format!("inner spec: {e}"));
+            sys::exit_now(crate::exit_code::BACKEND_FAILED)
         }
     }
 }

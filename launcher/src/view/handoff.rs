@@ -1,5 +1,5 @@
 //! The rest of a native call's view, as the launcher hands it to its child while the child
-//! builds the base (see [`crate::native::spawn`]): a compact encoding, cheap to read in a
+//! builds the base (see [`crate::backend::native::spawn`]): a compact encoding, cheap to read in a
 //! freshly cloned process (JSON through serde cost the child about 0.2 ms there).
 //!
 //! Records, one after the other: a tag byte, then the fields, each ended by a NUL (no path
@@ -8,7 +8,7 @@
 //! the line gets Landlock rules, whose lists follow as `r`, `w`, `d`, `s` paths, with `T`
 //! (TCP refused) and `C` (scopes).
 
-use crate::lockdown::LandlockSpec;
+use crate::restrict::lockdown::LandlockSpec;
 use crate::view::Op;
 
 /// What the child applies after the base of its view.

@@ -1,0 +1,102 @@
+//! The status lines `efr-launch` writes on its status fd, one JSON object per line: what the
+//! service, the CLI, the probe and efrd (which runs the launcher itself for `sandbox.plan`
+//! and hands the lines back in `sandbox.finish`) read of a launch. Moved here from
+//! `efr_launcher::status`, which re-exports them; the JSON is unchanged.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What Landlock enforced for the line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LandlockReport {
+    /// The kernel's Landlock ABI (0 when Landlock is missing).
+    pub abi: u32,
+    /// `fully_enforced`, `partially_enforced` or `not_enforced`.
+    pub status: String,
+    /// TCP bind/connect rules are handled (net_view only).
+    #[serde(default)]
+    pub net: bool,
+    /// Signal and abstract Unix socket scopes are enforced (ABI >= 6).
+    #[serde(default)]
+    pub scopes: bool,
+    /// Connecting path Unix sockets is restricted (ABI >= 9).
+    #[serde(default)]
+    pub unix_sockets: bool,
+}
+
+/// Which tree-ownership mechanism an unsandboxed launch got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupKind {
+    /// A cgroup v2 child of the launcher's delegated cgroup.
+    V2,
+    /// A cgroup v1 freezer child.
+    V1Freezer,
+    /// No cgroup: the child subreaper only.
+    None,
+}
+
+/// One status line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "event", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StatusLine {
+    /// The line is about to run.
+    Started {
+        launcher_pid: u32,
+        /// Unix time in milliseconds.
+        start_time_ms: u64,
+        /// The line's process, as the launcher's pid namespace numbers it (0 when unknown).
+        pid: u32,
+        /// `native`, `bwrap` or `unsandboxed`.
+        backend: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        landlock: Option<LandlockReport>,
+        /// The seccomp filter is loaded.
+        #[serde(default)]
+        seccomp: bool,
+        /// The init supervises the line's writes and path sockets.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        supervised: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cgroup: Option<CgroupKind>,
+    },
+    /// The sandbox could not start; the command did not run.
+    SetupError { message: String },
+    /// The line ended.
+    Exited {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        duration_ms: u64,
+        /// Paths whose writes the sandbox refused (from the line's stderr).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        denials: Vec<String>,
+        /// The call's own file systems (`/tmp`, `/dev/shm`) that were full.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        full_tmpfs: Vec<String>,
+        /// Programs of descendants the launcher could not end.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        survivors: Vec<String>,
+        /// Path sockets the call was refused (outside its own places, not granted).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        socket_denials: Vec<String>,
+        /// Protected files that had more than one hard link at launch (writes through any
+        /// of their names were refused).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        linked_protected: Vec<String>,
+    },
+}
+
+impl StatusLine {
+    /// Parses one line.
+    pub fn parse(line: &str) -> Result<StatusLine, serde_json::Error> {
+        serde_json::from_str(line.trim_end())
+    }
+
+    /// The line as written, without the newline.
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    }
+}
