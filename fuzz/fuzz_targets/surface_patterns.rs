@@ -1,0 +1,28 @@
+//! Feeds arbitrary bytes to the surface scan's matcher, as a file's first bytes and (when
+//! UTF-8) as a file name, and as the text of a patterns file. None may panic; a match's
+//! class is one the shipped patterns have, and matching is the same twice.
+
+#![no_main]
+
+use std::sync::OnceLock;
+
+use efr_surface::Patterns;
+use libfuzzer_sys::fuzz_target;
+
+fn shipped() -> &'static Patterns {
+    static P: OnceLock<Patterns> = OnceLock::new();
+    P.get_or_init(|| Patterns::shipped().expect("the shipped patterns load"))
+}
+
+fuzz_target!(|data: &[u8]| {
+    let p = shipped();
+    let a = p.by_content(data);
+    assert_eq!(a, p.by_content(data));
+    if let Ok(s) = std::str::from_utf8(data) {
+        let _ = p.by_name(s);
+        let comps: Vec<&str> = s.split('/').collect();
+        let _ = p.skips_dir(&comps);
+        // Any text as a patterns file: a value or a clear error, never a panic.
+        let _ = Patterns::parse(s).map_err(|e| e.to_string());
+    }
+});
