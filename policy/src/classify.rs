@@ -9,6 +9,7 @@
 //! - `paths`: the class of a path (project, scratch, tmp, home, floor, masked, ...).
 //! - `walk`: the walker that finds the exits of a parsed line.
 //! - `git`: git config and hooks: remotes and the `git_code` a git line runs outside.
+//! - `url`: hosts (and ports) of URLs and git remotes.
 //! - `tokens`: the hosts a contained call could hold a token for (`denied`).
 //! - `always`: matching and saving "allow always" rules.
 //!
@@ -35,6 +36,7 @@ mod later;
 pub mod paths;
 pub mod registries;
 pub mod tokens;
+pub mod url;
 mod walk;
 mod words;
 

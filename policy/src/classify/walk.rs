@@ -9,6 +9,7 @@ use efr_sandbox_wire::{
 
 use super::knowledge::{ArgRole, HostArgs, Knowledge, Wrapper, WriteOp};
 use super::paths::{classify_path, display, is_disk_device, is_harmless_device, normalize};
+use super::url::{url_host, url_host_port};
 use super::{ClassifyRequest, Context, Finding, Floor, WalkOut, git};
 use crate::shell::{self, Command, List, Pipeline, Redir, RedirOp, SimpleCommand, Word, WordPart};
 
@@ -177,83 +178,6 @@ fn join_display(args: &[Arg]) -> String {
         .map(|a| a.raw.as_str())
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// `scheme://[user[:pw]@]host[:port]/...`, `user@host:path` or a bare `host.tld/...`:
-/// (host, port, plain http). Never keeps the user or password.
-pub(crate) fn url_host(s: &str, bare_ok: bool) -> Option<(String, Option<u16>, bool)> {
-    let (scheme, rest) = match s.find("://") {
-        Some(i) => (s[..i].to_ascii_lowercase(), &s[i + 3..]),
-        None => {
-            if !bare_ok {
-                return None;
-            }
-            (String::new(), s)
-        }
-    };
-    if !scheme.is_empty()
-        && !scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
-    {
-        return None;
-    }
-    if scheme == "file" {
-        return None;
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let hostport = authority.rsplit('@').next().unwrap_or("");
-    let (host, port) = if let Some(h) = hostport.strip_prefix('[') {
-        let end = h.find(']')?;
-        let port = h[end + 1..].strip_prefix(':').and_then(|p| p.parse().ok());
-        (h[..end].to_string(), port)
-    } else {
-        match hostport.rsplit_once(':') {
-            Some((h, p)) if p.chars().all(|c| c.is_ascii_digit()) && !p.is_empty() => {
-                (h.to_string(), p.parse().ok())
-            }
-            Some((h, "")) => (h.to_string(), None),
-            _ => (hostport.to_string(), None),
-        }
-    };
-    let host = host.to_ascii_lowercase();
-    if host.is_empty()
-        || !host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
-    {
-        return None;
-    }
-    if scheme.is_empty() {
-        // a bare word is a host only when it looks like a domain name
-        let looks = host.contains('.')
-            && !host.starts_with('.')
-            && !host.ends_with('.')
-            && host
-                .rsplit('.')
-                .next()
-                .is_some_and(|tld| tld.len() >= 2 && tld.chars().all(|c| c.is_ascii_alphabetic()))
-            && !s.starts_with('.')
-            && !s.starts_with('/');
-        if !looks && host != "localhost" {
-            return None;
-        }
-        // file names such as notes.txt, a.tar.gz
-        const FILE_EXT: [&str; 20] = [
-            "txt", "md", "sh", "py", "rs", "js", "ts", "json", "toml", "yaml", "yml", "gz", "tar",
-            "zip", "c", "h", "html", "log", "conf", "lock",
-        ];
-        if host
-            .rsplit('.')
-            .next()
-            .is_some_and(|t| FILE_EXT.contains(&t))
-            && !s.contains('/')
-        {
-            return None;
-        }
-    }
-    let plain = scheme == "http";
-    Some((host, port, plain))
 }
 
 /// `[user@]host:path` (scp, rsync): the host, or None for a local path.
@@ -3164,7 +3088,7 @@ impl Walker<'_> {
                         self.touch(d, TargetOp::Write, env, cmd, false);
                     }
                     let url = git::rewrite_url(&git::repo_config(self.ctx, None), &url, false);
-                    git::url_host_port(&url)
+                    url_host_port(&url)
                         .map(|(h, p, ssh)| vec![(h, p, ssh)])
                         .unwrap_or_default()
                 } else if sub == "submodule" {
@@ -3178,7 +3102,7 @@ impl Walker<'_> {
                     };
                     let mut hosts: Vec<(String, Option<u16>, bool)> = Vec::new();
                     for u in urls {
-                        if let Some(hp) = git::url_host_port(&u) {
+                        if let Some(hp) = url_host_port(&u) {
                             if !hosts.contains(&hp) {
                                 hosts.push(hp);
                             }
@@ -3202,12 +3126,12 @@ impl Walker<'_> {
                         })
                         .map(|a| a.text.clone())
                         .unwrap_or_else(|| "origin".into());
-                    if let Some(hp) = git::url_host_port(&remote) {
+                    if let Some(hp) = url_host_port(&remote) {
                         vec![hp]
                     } else {
                         git::remote_urls(self.ctx, &repo, &remote)
                             .iter()
-                            .filter_map(|u| git::url_host_port(u))
+                            .filter_map(|u| url_host_port(u))
                             .collect()
                     }
                 };
@@ -3313,12 +3237,12 @@ impl Walker<'_> {
     }
 
     fn remote_hosts(&self, repo: &Path, remote: &str) -> Vec<(String, Option<u16>)> {
-        if let Some((h, p, _)) = git::url_host_port(remote) {
+        if let Some((h, p, _)) = url_host_port(remote) {
             return vec![(h, p)];
         }
         let mut v: Vec<(String, Option<u16>)> = Vec::new();
         for u in git::remote_urls(self.ctx, repo, remote) {
-            if let Some((h, p, _)) = git::url_host_port(&u) {
+            if let Some((h, p, _)) = url_host_port(&u) {
                 if !v.iter().any(|x| x.0 == h) {
                     v.push((h, p));
                 }
