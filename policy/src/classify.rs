@@ -9,6 +9,7 @@
 //! - `paths`: the class of a path (project, scratch, tmp, home, floor, masked, ...).
 //! - `walk`: the walker that finds the exits of a parsed line.
 //! - `git`: git config and hooks: remotes and the `git_code` a git line runs outside.
+//! - `url`: hosts (and ports) of URLs and git remotes.
 //! - `tokens`: the hosts a contained call could hold a token for (`denied`).
 //! - `always`: matching and saving "allow always" rules.
 //!
@@ -35,6 +36,7 @@ mod later;
 pub mod paths;
 pub mod registries;
 pub mod tokens;
+pub mod url;
 mod walk;
 mod words;
 
@@ -47,62 +49,13 @@ use efr_sandbox_wire::{
     Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, JudgedBy, Judgement, Launch, Mode,
     Needs, TargetClass, Verdict,
 };
-use serde::{Deserialize, Serialize};
 
 use crate::config::rules::RulePath;
 use crate::config::{AlwaysRule, Config, Env};
 
-/// What `sandbox.classify` asks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClassifyRequest {
-    /// The shell line.
-    pub line: String,
-    /// The directory the line runs in; relative paths are unknown without it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<PathBuf>,
-    pub mode: Mode,
-    /// The turn's project roots (writable).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub project_roots: Vec<PathBuf>,
-    /// The launch already granted for this call: exits it covers are not asked again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub granted: Option<Launch>,
-    #[serde(default)]
-    pub denials_in_a_row: u32,
-    #[serde(default)]
-    pub denials_this_turn: u32,
-}
-
-impl ClassifyRequest {
-    /// A request with only a line, a cwd and a mode.
-    pub fn new(line: impl Into<String>, cwd: Option<PathBuf>, mode: Mode) -> Self {
-        ClassifyRequest {
-            line: line.into(),
-            cwd,
-            mode,
-            project_roots: Vec::new(),
-            granted: None,
-            denials_in_a_row: 0,
-            denials_this_turn: 0,
-        }
-    }
-}
-
-/// What `sandbox.classify` answers: `{"launch": ..., "exits": [...]}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClassifyResult {
-    /// How the line runs: `direct` in full mode; otherwise contained with the grants its
-    /// exits need, or unsandboxed when one needs that (approval is asked per exit).
-    pub launch: Launch,
-    pub exits: Vec<ExitRecord>,
-    /// Parts of the line efr could not read (also in each exit's facts); not on the wire.
-    #[serde(skip)]
-    pub opaque: Vec<String>,
-    /// What the line does that needs no exit but that the caller should know: a `cmd &` job
-    /// the sandbox ends with the line, a server only the line itself reaches.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-}
+/// What `sandbox.classify` asks and answers: wire types, re-exported here for the
+/// classifier's callers.
+pub use efr_sandbox_wire::{ClassifyRequest, ClassifyResult};
 
 /// A path rule of the config, expanded.
 #[derive(Debug, Clone, PartialEq, Eq)]

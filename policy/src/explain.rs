@@ -33,7 +33,6 @@
 //! `non_utf8`); an `\xNN` in the asked path is read as that byte when the path as written
 //! does not exist.
 
-mod resolve;
 mod text;
 
 use std::ffi::{OsStr, OsString};
@@ -47,15 +46,9 @@ use efr_sandbox_wire::{
 
 use crate::config::rules::{is_pattern, pattern_covers, wildcard};
 use crate::config::{Config, Entry, Env, RulePath};
-use resolve::{canonical, kind, lkind, resolve};
+use crate::path::{LinkStep, Walk, canonical, kind, lkind, resolve};
 
 pub use text::render_text;
-
-/// The canonical form of an absolute path, as explain resolves it (every link followed,
-/// the missing rest lexical).
-pub(crate) fn canonical_path(p: &Path) -> PathBuf {
-    canonical(p)
-}
 
 /// Why a path could not be explained.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -121,18 +114,12 @@ fn absolute_cwd(c: &str, env: &Env, path: &str) -> Result<PathBuf, ExplainError>
 
 fn expand_tilde(p: &Path, env: &Env, asked: &str) -> Result<PathBuf, ExplainError> {
     let bytes = p.as_os_str().as_bytes();
-    if bytes == b"~" {
-        return Ok(env.home.clone());
-    }
-    if let Some(rest) = bytes.strip_prefix(b"~/") {
-        return Ok(env.home.join(OsStr::from_bytes(rest)));
-    }
-    if bytes.starts_with(b"~") {
+    if bytes.starts_with(b"~") && bytes != b"~" && !bytes.starts_with(b"~/") {
         return Err(ExplainError::TildeUser {
             path: asked.to_string(),
         });
     }
-    Ok(p.to_path_buf())
+    Ok(crate::path::expand_home_path(p, &env.home))
 }
 
 fn absolute(p: &Path, cwd: Option<&Path>, env: &Env, asked: &str) -> Result<PathBuf, ExplainError> {
@@ -561,7 +548,7 @@ pub fn explain_path(
 }
 
 /// The link to report: the path itself when it is one, else the first of its parents.
-fn pick_link(walk: &resolve::Walk) -> Option<&resolve::LinkStep> {
+fn pick_link(walk: &Walk) -> Option<&LinkStep> {
     let last = walk.orig_len.checked_sub(1);
     walk.links
         .iter()

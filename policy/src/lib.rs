@@ -10,4 +10,5 @@ pub mod bus;
 pub mod classify;
 pub mod config;
 pub mod explain;
+pub(crate) mod path;
 pub mod shell;

@@ -708,6 +708,52 @@ pub fn all() -> Vec<Fixture> {
             "cgroup_kinds.json",
             vec![CgroupKind::V2, CgroupKind::V1Freezer, CgroupKind::None],
         ),
+        fixture(
+            "classify_request.json",
+            crate::ClassifyRequest {
+                line: "npm install left-pad && git push".into(),
+                cwd: Some("/home/ada/src/app".into()),
+                mode: Mode::Cautious,
+                project_roots: vec!["/home/ada/src/app".into()],
+                granted: Some(Launch::Contained {
+                    grants: vec![Grant::Host {
+                        host: "registry.npmjs.org".into(),
+                        port: None,
+                        plain_http: false,
+                    }],
+                }),
+                denials_in_a_row: 1,
+                denials_this_turn: 2,
+            },
+        ),
+        fixture(
+            "classify_request_minimal.json",
+            crate::ClassifyRequest::new("ls", None, Mode::Auto),
+        ),
+        fixture(
+            "classify_result.json",
+            crate::ClassifyResult {
+                launch: Launch::Contained {
+                    grants: vec![Grant::Host {
+                        host: "registry.npmjs.org".into(),
+                        port: None,
+                        plain_http: false,
+                    }],
+                },
+                exits: vec![record.clone()],
+                opaque: Vec::new(),
+                notes: vec!["`sleep 9 &` runs in the background and ends with the line".into()],
+            },
+        ),
+        fixture(
+            "classify_result_minimal.json",
+            crate::ClassifyResult {
+                launch: Launch::Contained { grants: vec![] },
+                exits: vec![],
+                opaque: Vec::new(),
+                notes: vec![],
+            },
+        ),
     ]
     .into_iter()
     .chain(call_fixtures())

@@ -8,6 +8,7 @@
 
 pub mod always;
 pub mod call;
+pub mod classify;
 pub mod envfilter;
 pub mod exit;
 pub mod explain;
@@ -29,6 +30,7 @@ pub use always::{AlwaysOutcome, NotSavedReason};
 pub use call::{
     CallParams, FinishParams, LaunchItem, OutputData, OutputStream, PlanParams, PlanResult, Started,
 };
+pub use classify::{ClassifyRequest, ClassifyResult};
 pub use exit::{
     Action, Edit, ExitInfo, ExitKind, ExitRecord, ExitSource, Facts, GitCode, GitCodeItem,
     HostFact, JudgedBy, Judgement, Needs, Target, TargetClass, TargetOp, Verdict,

@@ -47,6 +47,8 @@ pub fn document() -> Value {
         crate::call::FinishParams,
         crate::call::LaunchItem,
         crate::StatusLine,
+        crate::ClassifyRequest,
+        crate::ClassifyResult,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({

@@ -2,7 +2,7 @@
 //! a new rule into the user's config file safely (`sandbox.always_save`).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use efr_sandbox_wire::{AlwaysOutcome, ExitKind, NotSavedReason};
 
@@ -82,13 +82,7 @@ fn rule_matches(ctx: &Context, rule: &AlwaysRule, f: &Finding) -> bool {
             _ => return false,
         };
         let under = |s: &str| -> bool {
-            let s = if let Some(r) = s.strip_prefix("~/") {
-                ctx.home.join(r)
-            } else if s == "~" {
-                ctx.home.clone()
-            } else {
-                PathBuf::from(s)
-            };
+            let s = crate::path::expand_home(s, &ctx.home);
             s.starts_with(&base)
         };
         let ok = if f.facts.targets.is_empty() {

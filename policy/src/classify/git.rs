@@ -9,6 +9,7 @@ use efr_sandbox_wire::{GitCode, GitCodeItem};
 
 use super::Context;
 use super::paths::{classify_path, normalize};
+pub use super::url::url_host_port;
 
 /// The git dirs of a work tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,8 +351,9 @@ fn include_if(key: &str, git_dir: Option<&Path>, home: &Path) -> bool {
 }
 
 fn expand_home(v: &str, home: &Path) -> PathBuf {
-    if let Some(r) = v.strip_prefix("~/") {
-        home.join(r)
+    // git's own reading of a leading `~/` only (a bare `~` stays as it is here)
+    if v.starts_with("~/") {
+        crate::path::expand_home(v, home)
     } else {
         PathBuf::from(v)
     }
@@ -517,37 +519,6 @@ fn relative_url(base: &str, rel: &str) -> String {
     }
     let sep = if base.ends_with(':') { "" } else { "/" };
     format!("{base}{sep}{rel}")
-}
-
-/// Host, port and whether it goes over ssh, of a git URL (`https://`, `ssh://`, `git://`,
-/// `user@host:path`); None for a local path. Never keeps the user or password.
-pub fn url_host_port(url: &str) -> Option<(String, Option<u16>, bool)> {
-    if url.starts_with('/')
-        || url.starts_with('.')
-        || url.starts_with("file://")
-        || url.starts_with('~')
-    {
-        return None;
-    }
-    if let Some(i) = url.find("://") {
-        let scheme = url[..i].to_ascii_lowercase();
-        let (h, p, _) = super::walk::url_host(url, false)?;
-        let ssh = scheme == "ssh" || scheme == "git+ssh" || scheme == "ssh+git";
-        return Some((h, p, ssh));
-    }
-    let (before, _) = url.split_once(':')?;
-    if before.contains('/') || before.is_empty() {
-        return None;
-    }
-    let host = before.rsplit('@').next()?.to_ascii_lowercase();
-    if host.is_empty()
-        || !host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-    {
-        return None;
-    }
-    Some((host, None, true))
 }
 
 /// The host is the host of a remote of a project root's git config.

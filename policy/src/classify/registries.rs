@@ -14,8 +14,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::git::url_host_port;
 use super::knowledge::Registry;
+use super::url::url_host_port;
 
 /// The setups read (`setup = "..."` in the command knowledge).
 pub const SETUPS: &[&str] = &[

@@ -18,10 +18,12 @@ use std::path::{Path, PathBuf};
 use efr_sandbox_wire::envfilter::glob_matches;
 
 use super::Context;
-use super::git::{find_git_dir, read_config, url_host_port};
+use super::git::{find_git_dir, read_config};
 use super::knowledge::Knowledge;
 use super::paths::rule_covers;
+use super::url::url_host_port;
 use crate::config::rules::RulePath;
+use crate::path::expand_home;
 
 /// The hosts a call of the turn could hold a token for, with no `unmask` grant and the
 /// context's [`Context::call_env`].
@@ -121,7 +123,7 @@ pub fn visible_token_hosts(
         }
         if mid.is_empty() {
             hosts.extend(remote_hosts.iter().cloned());
-        } else if let Some((h, _, _)) = super::walk::url_host(mid, true) {
+        } else if let Some((h, _, _)) = super::url::url_host(mid, true) {
             hosts.insert(h);
         }
     }
@@ -179,19 +181,12 @@ pub fn helper_gives_token(
                 .find_map(|w| w.strip_prefix("--file=").map(str::to_string))
         });
     let reads: Vec<PathBuf> = match file {
-        Some(f) => vec![expand_home(ctx, &f)],
-        None => h.reads.iter().map(|r| expand_home(ctx, r)).collect(),
+        Some(f) => vec![expand_home(&f, &ctx.home)],
+        None => h.reads.iter().map(|r| expand_home(r, &ctx.home)).collect(),
     };
     reads
         .iter()
         .any(|p| p.is_file() && visible(ctx, roots, unmasked, p))
-}
-
-fn expand_home(ctx: &Context, p: &str) -> PathBuf {
-    match p.strip_prefix("~/") {
-        Some(rest) => ctx.home.join(rest),
-        None => PathBuf::from(p),
-    }
 }
 
 /// The host of a url that holds a password (`scheme://user:pass@host/...`).
@@ -205,7 +200,7 @@ fn url_with_password(v: &str) -> Option<String> {
                     .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
                     .map(|j| j + 1)
                     .unwrap_or(0);
-                if let Some((h, _, _)) = super::walk::url_host(&v[start..], false) {
+                if let Some((h, _, _)) = super::url::url_host(&v[start..], false) {
                     return Some(h);
                 }
             }
@@ -279,7 +274,7 @@ fn read(p: &Path) -> Option<String> {
 }
 
 fn host_of(s: &str) -> Option<String> {
-    super::walk::url_host(s.trim().trim_matches('"').trim_matches('\''), true).map(|h| h.0)
+    super::url::url_host(s.trim().trim_matches('"').trim_matches('\''), true).map(|h| h.0)
 }
 
 /// The hosts one token file names, by its kind (its file name).
@@ -376,7 +371,7 @@ pub fn hosts_of_file(path: &Path, out: &mut BTreeSet<String>) {
         }
         ".git-credentials" | "credentials" if text.contains("://") => {
             for l in text.lines() {
-                if let Some(h) = super::walk::url_host(l.trim(), false).map(|h| h.0) {
+                if let Some(h) = super::url::url_host(l.trim(), false).map(|h| h.0) {
                     out.insert(h);
                 }
             }
@@ -552,10 +547,7 @@ pub fn scrub(format: &str, text: &str) -> Option<(String, bool)> {
 pub fn shown_scrubbed(home: &Path, path: &Path) -> bool {
     let k = Knowledge::get();
     k.file.settings_file.iter().any(|f| {
-        let p = match f.path.strip_prefix("~/") {
-            Some(rest) => home.join(rest),
-            None => PathBuf::from(&f.path),
-        };
+        let p = expand_home(&f.path, home);
         p == path
             && std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() <= 64 * 1024)
             && std::fs::read_to_string(&p)
@@ -573,10 +565,7 @@ pub fn scrubbed_copies(home: &Path, masks: &mut Vec<String>) -> Vec<(String, Str
     let k = Knowledge::get();
     let mut out = Vec::new();
     for f in &k.file.settings_file {
-        let path = match f.path.strip_prefix("~/") {
-            Some(rest) => home.join(rest),
-            None => PathBuf::from(&f.path),
-        };
+        let path = expand_home(&f.path, home);
         let ps = path.to_string_lossy().into_owned();
         let masked = masks.iter().any(|m| m.trim_end_matches('/') == ps);
         // A mask above it (a masked directory) hides it whole.

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use super::rules::{is_pattern, pattern_covers};
 use super::{Config, Env, RulePath};
+use crate::path::canonical;
 
 /// Directories walked at most when a pattern is expanded.
 const MAX_WALK: usize = 4096;
@@ -152,10 +153,6 @@ pub struct LaunchView {
 
 fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()
-}
-
-fn canonical(p: &Path) -> PathBuf {
-    crate::explain::canonical_path(p)
 }
 
 /// The existing paths below `root` that `pattern` (relative) matches exactly.

@@ -1,5 +1,9 @@
-//! Resolves a path as the kernel does: every link followed, `..` taken physically, and the
-//! part that does not exist appended lexically.
+//! Paths: the one place for canonical paths and home expansion.
+//!
+//! [`resolve`] and [`canonical`] resolve a path as the kernel does: every link followed, `..`
+//! taken physically, and the part that does not exist appended lexically. [`expand_home`]
+//! expands a leading `~` or `~/` as the shell does. The explanation, the config's view and
+//! the classifier take paths from here; this module imports no other module of the crate.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -162,4 +166,23 @@ pub(crate) fn kind(path: &Path) -> FileKind {
     fs::metadata(path)
         .map(|m| kind_of(&m))
         .unwrap_or(FileKind::Missing)
+}
+
+/// `~` as `home`, `~/rest` as `home/rest`, anything else (`~user/...` included) as it is.
+pub(crate) fn expand_home(text: &str, home: &Path) -> PathBuf {
+    expand_home_path(Path::new(text), home)
+}
+
+/// [`expand_home`] of a path that need not be UTF-8.
+pub(crate) fn expand_home_path(p: &Path, home: &Path) -> PathBuf {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = p.as_os_str().as_bytes();
+    if bytes == b"~" {
+        return home.to_path_buf();
+    }
+    match bytes.strip_prefix(b"~/") {
+        Some(rest) => home.join(OsStr::from_bytes(rest)),
+        None => p.to_path_buf(),
+    }
 }

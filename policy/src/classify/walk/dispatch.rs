@@ -1,0 +1,351 @@
+//! The dispatch: a command's name to the handler that reads its arguments.
+
+use super::*;
+
+impl Walker<'_> {
+    pub(super) fn dispatch(
+        &mut self,
+        args: &[Arg],
+        env: &mut Env,
+        pc: Pc,
+        stdin: Option<&str>,
+        cmd: &Cmd,
+    ) {
+        if args.is_empty() {
+            return;
+        }
+        if self.wrap > MAX_WRAP {
+            self.note_opaque("the command is wrapped too deeply for efr to read".into());
+            return;
+        }
+        self.wrap += 1;
+        self.dispatch_inner(args, env, pc, stdin, cmd);
+        self.wrap -= 1;
+    }
+
+    pub(super) fn dispatch_inner(
+        &mut self,
+        args: &[Arg],
+        env: &mut Env,
+        pc: Pc,
+        stdin: Option<&str>,
+        outer: &Cmd,
+    ) {
+        let a0 = &args[0];
+        if !a0.known {
+            if a0.download {
+                self.floor(
+                    "download_to_shell",
+                    false,
+                    format!("`{}` runs a download", short(&outer.display)),
+                    outer,
+                    |_| {},
+                );
+            }
+            self.note_opaque(format!(
+                "a variable or substitution is used as a command name: {}",
+                a0.raw
+            ));
+            return;
+        }
+        let name = basename(&a0.text).to_string();
+        if self.names.len() < 64 {
+            self.names.push(name.clone());
+        }
+        if self.functions.contains(&name) && !a0.text.contains('/') {
+            return;
+        }
+        // the command's own description, for inner commands of wrappers
+        let cmd = Cmd {
+            display: join_display(args),
+            words: args.iter().map(|a| a.text.clone()).collect(),
+            cwd: env.cwd.clone(),
+            background: pc.background,
+        };
+        let cmd = if self.wrap <= 1 { outer.clone() } else { cmd };
+        let rest = &args[1..];
+        self.runs_download(&name, a0, rest, env, &cmd);
+        let keys = self.key_files(&name, rest, env);
+        // any argument that names a masked path or a device is read (or used)
+        for a in rest {
+            if keys.iter().any(|k| k.text == a.text) {
+                continue;
+            }
+            if a.known
+                && !a.glob
+                && (a.text.starts_with('/') || a.text.starts_with("./") || a.text.contains('/'))
+            {
+                if let Some(p) = self.resolve(a, env) {
+                    let masked = self
+                        .ctx
+                        .masks
+                        .iter()
+                        .any(|m| super::super::paths::rule_covers(m, &p, &self.roots));
+                    let device =
+                        p.starts_with("/dev/") && !is_harmless_device(&p) && !is_disk_device(&p);
+                    if masked || device {
+                        self.touch(a, TargetOp::Read, env, &cmd, false);
+                    }
+                }
+            }
+        }
+        for k in &keys {
+            self.touch(k, TargetOp::Write, env, &cmd, false);
+        }
+        match name.as_str() {
+            "eval" => {
+                if rest.iter().any(|a| a.download) {
+                    self.floor(
+                        "download_to_shell",
+                        false,
+                        format!("`{}` runs a download", short(&cmd.display)),
+                        &cmd,
+                        |_| {},
+                    );
+                }
+                if rest.iter().all(|a| a.known) {
+                    let text = rest
+                        .iter()
+                        .map(|a| a.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    self.walk_string(&text, env, pc, "the string of eval");
+                } else {
+                    self.note_opaque(format!(
+                        "eval runs a string efr cannot read: {}",
+                        short(&cmd.display)
+                    ));
+                }
+                return;
+            }
+            "source" | "." => {
+                if rest.first().is_some_and(|a| a.download) {
+                    self.floor(
+                        "download_to_shell",
+                        false,
+                        format!("`{}` runs a download", short(&cmd.display)),
+                        &cmd,
+                        |_| {},
+                    );
+                } else if rest.first().is_some_and(|a| !a.known) {
+                    self.note_opaque(format!(
+                        "`{}` runs a script efr cannot name",
+                        short(&cmd.display)
+                    ));
+                }
+                return;
+            }
+            "trap" => {
+                if let Some(a) = rest.iter().find(|a| !is_opt(&a.text)) {
+                    if a.known {
+                        self.walk_string(&a.text.clone(), env, pc, "the string of trap");
+                    }
+                }
+                return;
+            }
+            "git" => return self.git(rest, env, &cmd),
+            "gh" => return self.gh(rest, env, &cmd),
+            "find" => return self.find(rest, env, pc, &cmd),
+            "xargs" => return self.xargs(rest, env, pc),
+            "parallel" => return self.parallel(rest, env, pc),
+            "dd" => return self.dd(rest, env, &cmd),
+            "sed" | "perl"
+                if rest.iter().any(|a| {
+                    a.text.starts_with("-i")
+                        || a.text == "--in-place"
+                        || (name == "perl" && a.text.starts_with("-p") && a.text.contains('i'))
+                }) =>
+            {
+                self.in_place(&name, rest, env, &cmd);
+                if name == "perl" {
+                    self.note_opaque(format!(
+                        "perl runs code efr does not read: {}",
+                        short(&cmd.display)
+                    ));
+                }
+                return;
+            }
+            "tar" | "bsdtar" => return self.tar(rest, env, &cmd),
+            "unzip" | "7z" | "7za" => return self.unzip(rest, env, &cmd),
+            "crontab" => {
+                if rest
+                    .iter()
+                    .all(|a| a.text == "-l" || a.text == "-u" || a.text.starts_with("-u"))
+                    && !rest.is_empty()
+                {
+                    return;
+                }
+                let mut f = self.finding(
+                    ExitKind::Floor,
+                    format!("`{}` changes your crontab", short(&cmd.display)),
+                    &cmd,
+                );
+                f.floor = Some(Floor {
+                    reason: "crontabs run programs on a schedule".into(),
+                    refuse: false,
+                });
+                f.runs_outside(&cmd.display);
+                self.push(f);
+                return;
+            }
+            _ if name.starts_with("mkfs")
+                || matches!(
+                    name.as_str(),
+                    "mkswap" | "wipefs" | "blkdiscard" | "sgdisk" | "badblocks"
+                ) =>
+            {
+                for a in rest.iter().filter(|a| !is_opt(&a.text)) {
+                    if let Some(p) = self.resolve(a, env) {
+                        if is_disk_device(&p) {
+                            let s = p.to_string_lossy().into_owned();
+                            self.floor(
+                                "device_write",
+                                false,
+                                format!("`{}` formats the disk device {s}", short(&cmd.display)),
+                                &cmd,
+                                |f| f.facts.devices.push(s.clone()),
+                            );
+                            return;
+                        }
+                        self.touch(a, TargetOp::Write, env, &cmd, false);
+                    }
+                }
+                return;
+            }
+            "ssh" | "autossh" | "mosh" => {
+                self.ssh(&name, rest, &cmd);
+                return;
+            }
+            _ => {}
+        }
+        let roles = self.k.roles(&name);
+        if let Some(wi) = roles.wrapper {
+            let w = &self.k.file.wrapper[wi];
+            self.wrapper(&name, w, rest, env, pc, stdin, &cmd);
+            return;
+        }
+        if let Some(si) = roles.shell {
+            let opts = self.k.file.shell[si].opts_with_arg.clone();
+            self.shell(&name, &opts, rest, env, pc, stdin, &cmd);
+            return;
+        }
+        if let Some(ii) = roles.inline {
+            self.inline(&name, ii, rest, env, pc, &cmd);
+        }
+        if let Some(wi) = roles.writer {
+            self.writer(&name, wi, rest, env, &cmd);
+        }
+        if let Some(oi) = roles.outside {
+            let o = &self.k.file.outside[oi];
+            let applies =
+                o.install_only.is_empty() || rest.iter().any(|a| o.install_only.contains(&a.text));
+            if applies {
+                let mut f = self.said(ExitKind::Outside, &o.reason, &cmd);
+                f.runs_outside(&cmd.display);
+                self.push(f);
+            }
+        }
+        if let Some(pi) = roles.privilege {
+            let why = self.k.file.privilege[pi].reason.clone();
+            let mut f = self.said(ExitKind::Privilege, &why, &cmd);
+            f.runs_outside(&cmd.display);
+            self.push(f);
+        }
+        if let Some(bi) = roles.background {
+            let why = self.k.file.background[bi].reason.clone();
+            let mut f = self.said(ExitKind::Background, &why, &cmd);
+            f.background = true;
+            self.push(f);
+        }
+        if roles.signal.is_some() {
+            self.signal(&name, rest, &cmd);
+        }
+        if let Some(bi) = roles.bus {
+            let b = &self.k.file.bus[bi];
+            let bus = if b.bus == "system" {
+                Bus::System
+            } else {
+                Bus::Session
+            };
+            let grant = if name == "notify-send" {
+                Grant::BusFilter { bus }
+            } else {
+                Grant::Bus { bus }
+            };
+            let real = matches!(grant, Grant::Bus { .. });
+            let mut f = self.said(ExitKind::Bus, &b.reason, &cmd);
+            f.needs = Needs::Contained {
+                grants: vec![grant],
+            };
+            if real {
+                // The real bus is a way out: whoever holds it can have code run outside.
+                f.user_only = true;
+                f.reasons.push(crate::bus::REAL_BUS_RUNS_CODE.to_string());
+            }
+            self.push(f);
+        }
+        if let Some(di) = roles.desktop {
+            let d = &self.k.file.desktop[di];
+            let desktop = match d.desktop.as_str() {
+                "hyprland" => Desktop::Hyprland,
+                "sway" => Desktop::Sway,
+                "i3" => Desktop::I3,
+                "niri" => Desktop::Niri,
+                "x11" => Desktop::X11,
+                _ => Desktop::Wayland,
+            };
+            let read = d.read_subcommands.contains(&name)
+                || rest
+                    .iter()
+                    .find(|a| !is_opt(&a.text) || a.text == "-t" || a.text == "-j")
+                    .is_some_and(|a| d.read_subcommands.contains(&a.text))
+                    && !rest.iter().any(|a| {
+                        a.text == "dispatch"
+                            || a.text == "keyword"
+                            || a.text == "--batch"
+                            || a.text == "action"
+                    });
+            let mut f = self.said(ExitKind::Desktop, &d.reason, &cmd);
+            f.facts.desktop_read = read;
+            f.needs = Needs::Contained {
+                grants: vec![Grant::Desktop { desktop }],
+            };
+            self.push(f);
+        }
+        if let Some(si) = roles.socket {
+            self.docker(&name, si, rest, env, &cmd);
+        }
+        self.lasting(&name, rest, &cmd);
+        self.cache_clean(&name, rest, env, &cmd);
+        self.cloud_copy(&name, rest, env, &cmd);
+        self.device_use(&name, rest, env, &cmd);
+        self.install_dests(&name, rest, env, &cmd);
+        if let Some(ni) = roles.network {
+            self.network(&name, ni, rest, env, pc, &cmd);
+        }
+        if let Some(ri) = roles.registry {
+            self.registry(&name, ri, rest, env, &cmd);
+        }
+        if !self.own_job_server(&name, pc, &cmd) {
+            self.server(&name, rest, &cmd);
+        }
+        if name == "python" || name.starts_with("python3") || name == "python2" {
+            // python -m pip / venv / http.server
+            if let Some(i) = rest.iter().position(|a| a.text == "-m") {
+                if let Some(m) = rest.get(i + 1) {
+                    let m = m.text.clone();
+                    let sub: Vec<Arg> = rest[i + 1..].to_vec();
+                    if m == "pip" || m == "pipx" || m == "twine" || m == "uv" {
+                        let ri = self.k.roles(&m).registry;
+                        if let Some(ri) = ri {
+                            self.registry(&m, ri, &sub[1..], env, &cmd);
+                        }
+                        self.install_dests(&m, &sub[1..], env, &cmd);
+                    } else if !self.own_job_server(&m, pc, &cmd) {
+                        self.server(&m, &sub[1..], &cmd);
+                    }
+                }
+            }
+        }
+    }
+}
