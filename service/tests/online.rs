@@ -13,7 +13,7 @@ mod common;
 mod registry;
 
 use std::net::{IpAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{backends, command, proposed};
@@ -83,21 +83,6 @@ fn run(d: &Path, b: &str, proj: &Path, grants: &[String], line: &str) -> Output 
     c.args(["--", line]).output().unwrap()
 }
 
-fn find(dir: &Path, name: &str) -> Option<PathBuf> {
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        if p.file_name().is_some_and(|n| n == name) {
-            return Some(p);
-        }
-        if p.is_dir() && !p.is_symlink() {
-            if let Some(f) = find(&p, name) {
-                return Some(f);
-            }
-        }
-    }
-    None
-}
-
 fn files_under(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .map(|rd| {
@@ -154,7 +139,7 @@ fn cargo_builds_from_crates_io_with_the_proposed_grants() {
         );
         let cache = home.join(".cargo/registry/cache");
         assert!(
-            find(&cache, "itoa-1.0.11.crate").is_some(),
+            common::find(&cache, "itoa-1.0.11.crate").is_some(),
             "{b}: no itoa in {}",
             cache.display()
         );

@@ -7,7 +7,7 @@
 mod common;
 mod registry;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{backends, command, have, skip};
@@ -42,21 +42,6 @@ fn run(d: &Path, b: &str, proj: &Path, grant: &str, line: &str) -> (Output, Fini
     let f: Finish = serde_json::from_slice(&std::fs::read(&fin).unwrap_or_default())
         .unwrap_or_else(|e| panic!("{b}: no finish ({e}): {o:?}"));
     (o, f)
-}
-
-fn find(dir: &Path, name: &str) -> Option<PathBuf> {
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
-        if p.file_name().is_some_and(|n| n == name) {
-            return Some(p);
-        }
-        if p.is_dir() && !p.is_symlink() {
-            if let Some(f) = find(&p, name) {
-                return Some(f);
-            }
-        }
-    }
-    None
 }
 
 #[test]
@@ -113,7 +98,7 @@ fn cargo_fetches_contained_from_a_sparse_registry_and_the_host_builds_offline_fr
             server.asked()
         );
         let cache = home.join(".cargo/registry/cache");
-        let krate = find(&cache, "efrhello-0.1.0.crate")
+        let krate = common::find(&cache, "efrhello-0.1.0.crate")
             .unwrap_or_else(|| panic!("{b}: no .crate in {}", cache.display()));
         assert!(std::fs::metadata(&krate).unwrap().len() > 0, "{b}");
         // The host builds offline from the merged cache (cargo unpacks the verified

@@ -333,3 +333,19 @@ pub fn proposed(dir: &Path, proj: &Path, line: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// The first file or directory named `name` below `dir` (links not followed).
+pub fn find(dir: &Path, name: &str) -> Option<PathBuf> {
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        if p.file_name().is_some_and(|n| n == name) {
+            return Some(p);
+        }
+        if p.is_dir() && !p.is_symlink() {
+            if let Some(f) = find(&p, name) {
+                return Some(f);
+            }
+        }
+    }
+    None
+}
