@@ -419,10 +419,12 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     let mut lazy = None;
     if let (Some((init_end, line_end)), Some(sv)) = (sup_pair, &spec.supervise) {
         drop(line_end);
-        // While the line sets itself up (its Landlock scopes, its filter).
-        let linked = crate::supervise::Linked::find(sv, report_fd);
         match crate::supervise::receive(&init_end, main) {
             Ok(Some(l)) => {
+                // After the answer, while the line goes on to its exec: a protected
+                // directory may hold thousands of files (the walk stops at 4096), and the
+                // line must not wait for them.
+                let linked = crate::supervise::Linked::find(sv, report_fd);
                 lazy = Some(crate::supervise::Lazy::new(
                     l,
                     sv.clone(),

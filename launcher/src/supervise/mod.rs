@@ -151,7 +151,7 @@ pub struct Linked(HashSet<(u64, u64)>);
 impl Linked {
     /// Finds the protected files of `spec` with more than one link and reports each
     /// (`linked PATH\tLINKS`, at most [`MAX_REPORTED`]) on `report_fd`. The init does this
-    /// between forking the line and taking its listener, while the line sets itself up.
+    /// once it has answered the hand-over, while the line goes on to its exec.
     pub fn find(spec: &SuperviseSpec, report_fd: RawFd) -> Self {
         let protected: Vec<Vec<u8>> = spec.paths.iter().map(|p| rules::trim(p)).collect();
         let ops::Linked { inodes, paths } = ops::linked_protected(&protected);
