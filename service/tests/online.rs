@@ -168,12 +168,7 @@ fn npm_installs_from_the_npm_registry_with_the_proposed_grants() {
         let d = temp_env(&["registry.npmjs.org"], &[".npm"]);
         let home = d.path().join("home");
         let proj = home.join("app");
-        std::fs::create_dir_all(&proj).unwrap();
-        std::fs::write(
-            proj.join("package.json"),
-            "{\"name\":\"app\",\"version\":\"1.0.0\"}\n",
-        )
-        .unwrap();
+        common::npm_project(&proj, "app");
         let line = "npm install --no-audit --no-fund is-number@7.0.0 && \
                     node -e 'console.log(\"is\", require(\"is-number\")(5))'";
         let grants = proposed(d.path(), &proj, line);
@@ -186,12 +181,7 @@ fn npm_installs_from_the_npm_registry_with_the_proposed_grants() {
         assert!(home.join(".npm/_cacache/index-v5").is_dir(), "{b}");
         // The host installs offline from the merged cache into another project.
         let other = d.path().join("other");
-        std::fs::create_dir_all(&other).unwrap();
-        std::fs::write(
-            other.join("package.json"),
-            "{\"name\":\"other\",\"version\":\"1.0.0\"}\n",
-        )
-        .unwrap();
+        common::npm_project(&other, "other");
         let o = Command::new("npm")
             .args([
                 "install",
@@ -218,12 +208,11 @@ fn pip_downloads_from_pypi_with_the_proposed_grants() {
     if !online() {
         return;
     }
-    let py = "/usr/bin/python3";
-    let has_pip = Command::new(py)
-        .args(["-m", "pip", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(has_pip, "{py} has no pip (apt-get install python3-pip)");
+    let py = common::PIP_PYTHON;
+    assert!(
+        common::have_pip(),
+        "{py} has no pip (apt-get install python3-pip)"
+    );
     for b in backends() {
         let d = temp_env(&["pypi.org", "files.pythonhosted.org"], &[".cache/pip"]);
         let home = d.path().join("home");

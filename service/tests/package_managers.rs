@@ -147,12 +147,7 @@ fn npm_installs_contained_from_a_local_registry_and_the_host_installs_offline_fr
         let server = registry::Server::start(&root);
         registry::npm_registry(&root, &server.url(), &d.path().join("work"));
         let proj = home.join("app");
-        std::fs::create_dir_all(&proj).unwrap();
-        std::fs::write(
-            proj.join("package.json"),
-            "{\"name\":\"app\",\"version\":\"1.0.0\"}\n",
-        )
-        .unwrap();
+        common::npm_project(&proj, "app");
         let line = format!(
             "npm install --no-audit --no-fund --registry {}/ efrhello && \
              node -e 'console.log(require(\"efrhello\")())'",
@@ -175,12 +170,7 @@ fn npm_installs_contained_from_a_local_registry_and_the_host_installs_offline_fr
         // The host installs offline from the merged cache into another project.
         let asked = server.asked().len();
         let other = d.path().join("other");
-        std::fs::create_dir_all(&other).unwrap();
-        std::fs::write(
-            other.join("package.json"),
-            "{\"name\":\"other\",\"version\":\"1.0.0\"}\n",
-        )
-        .unwrap();
+        common::npm_project(&other, "other");
         let o = Command::new("npm")
             .args([
                 "install",
@@ -208,12 +198,8 @@ fn npm_installs_contained_from_a_local_registry_and_the_host_installs_offline_fr
 
 #[test]
 fn pip_installs_contained_from_a_simple_index_with_the_proposed_grant() {
-    let py = "/usr/bin/python3";
-    let has_pip = Command::new(py)
-        .args(["-m", "pip", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_pip {
+    let py = common::PIP_PYTHON;
+    if !common::have_pip() {
         skip("python3 has no pip (apt-get install python3-pip)");
         return;
     }

@@ -349,3 +349,24 @@ pub fn find(dir: &Path, name: &str) -> Option<PathBuf> {
     }
     None
 }
+
+/// An npm project at `dir` named `name` (a `package.json` with no dependencies).
+pub fn npm_project(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        format!("{{\"name\":\"{name}\",\"version\":\"1.0.0\"}}\n"),
+    )
+    .unwrap();
+}
+
+/// The system python3 that has pip, the one contained calls find on a Debian machine.
+pub const PIP_PYTHON: &str = "/usr/bin/python3";
+
+/// Whether [`PIP_PYTHON`] has pip (`apt-get install python3-pip`).
+pub fn have_pip() -> bool {
+    Command::new(PIP_PYTHON)
+        .args(["-m", "pip", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
