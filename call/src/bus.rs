@@ -114,6 +114,8 @@ struct Filter {
     reader: Option<JoinHandle<()>>,
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_reader: Option<JoinHandle<()>>,
+    /// Between the call's clients and a proxy older than [`PIPELINED_AUTH_VERSION`].
+    relay: Option<crate::bus_relay::Relay>,
 }
 
 /// The bus filters of one call, running until [`CallBus::finish`] (or drop).
@@ -242,6 +244,9 @@ impl CallBus {
                     }
                 ));
             }
+            if let Some(mut r) = f.relay.take() {
+                r.stop();
+            }
             f.sync = None;
             let _ = f.child.kill();
             let _ = f.child.wait();
@@ -330,9 +335,17 @@ impl Drop for CallBus {
     }
 }
 
-/// Starts one xdg-dbus-proxy and waits for its ready byte.
+/// Starts one xdg-dbus-proxy and waits for its ready byte; the call's clients reach it on
+/// `sock`, through a [`crate::bus_relay::Relay`] when the proxy is older than
+/// [`PIPELINED_AUTH_VERSION`] (or its version is unknown).
 fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filter, AttachError> {
     let program = program();
+    let relayed = !matches!(cached_version(&program), Some(v) if v >= PIPELINED_AUTH_VERSION);
+    let listen = if relayed {
+        sock.with_extension("up")
+    } else {
+        sock.to_path_buf()
+    };
     let (ours, theirs) = UnixStream::pair().map_err(|e| AttachError::Spawn {
         program: program.clone(),
         source: e,
@@ -341,7 +354,7 @@ fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filt
     let mut child = Command::new(&program)
         .arg("--fd=0")
         .arg(upstream)
-        .arg(sock)
+        .arg(&listen)
         .arg("--filter")
         .arg("--log")
         .args(rules)
@@ -378,6 +391,7 @@ fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filt
         reader,
         stderr,
         stderr_reader,
+        relay: None,
     };
     let ready = {
         let s = f.sync.as_mut().expect("set above");
@@ -412,7 +426,36 @@ fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filt
             },
         });
     }
+    if relayed {
+        match crate::bus_relay::Relay::start(sock, &listen) {
+            Ok(r) => f.relay = Some(r),
+            Err(e) => {
+                f.sync = None;
+                let _ = f.child.kill();
+                let _ = f.child.wait();
+                return Err(AttachError::NotReady {
+                    program,
+                    socket: sock.to_path_buf(),
+                    why: e.to_string(),
+                });
+            }
+        }
+    }
     Ok(f)
+}
+
+/// [`version`] of `program`, asked once per program for the life of the process (`None`
+/// when it cannot be told).
+fn cached_version(program: &Path) -> Option<(u32, u32, u32)> {
+    type Version = Option<(u32, u32, u32)>;
+    static SEEN: Mutex<Vec<(PathBuf, Version)>> = Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, v)) = seen.iter().find(|(p, _)| p == program) {
+        return *v;
+    }
+    let v = version_of(program).ok();
+    seen.push((program.to_path_buf(), v));
+    v
 }
 
 /// The exit record of one refused destination: kind `bus`, source `denial`, needs the real
@@ -462,8 +505,11 @@ pub const PIPELINED_AUTH_VERSION: (u32, u32, u32) = (0, 1, 6);
 
 /// The program's version (`xdg-dbus-proxy 0.1.4`).
 pub fn version() -> Result<(u32, u32, u32), String> {
-    let p = program();
-    let o = Command::new(&p)
+    version_of(&program())
+}
+
+fn version_of(p: &Path) -> Result<(u32, u32, u32), String> {
+    let o = Command::new(p)
         .arg("--version")
         .stdin(Stdio::null())
         .output()
@@ -626,6 +672,11 @@ pub fn self_test(
                 "org.freedesktop.DBus.Monitoring.BecomeMonitor"
             )
         ),
+        // sd-bus sends its whole auth at once (where busctl is installed).
+        "if command -v busctl >/dev/null; then busctl --user call org.freedesktop.DBus \
+         /org/freedesktop/DBus org.freedesktop.DBus GetId >/dev/null && echo EFR_PIPELINED_OK \
+         || echo EFR_PIPELINED_FAILED; fi"
+            .into(),
         format!(
             "dbus-send --bus=unix:path={} --print-reply --dest=org.freedesktop.DBus \
              /org/freedesktop/DBus org.freedesktop.DBus.GetId && echo EFR_REAL_PATH_REACHED",
@@ -704,6 +755,10 @@ pub fn self_test(
             "BecomeMonitor was not refused and logged",
         ),
         (
+            !out.contains("EFR_PIPELINED_FAILED"),
+            "busctl (a client that sends its whole auth at once) got no answer",
+        ),
+        (
             !out.contains("EFR_REAL_PATH_REACHED"),
             "the real bus's socket path was reachable",
         ),
@@ -721,10 +776,13 @@ pub fn self_test(
          of reach",
         v.0, v.1, v.2
     );
+    if out.contains("EFR_PIPELINED_OK") {
+        detail += ", busctl (its whole auth at once) was answered";
+    }
     if v < PIPELINED_AUTH_VERSION {
         detail += &format!(
             "; before {}.{}.{} it closes a client that sends its whole auth at once (sd-bus's \
-             busctl, zbus)",
+             busctl, zbus), so such clients reach it through the service's auth relay",
             PIPELINED_AUTH_VERSION.0, PIPELINED_AUTH_VERSION.1, PIPELINED_AUTH_VERSION.2
         );
     }

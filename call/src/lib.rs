@@ -10,6 +10,7 @@
 //! - [`sys`]: every `unsafe` of the crate.
 
 pub mod bus;
+pub mod bus_relay;
 pub mod caches;
 pub mod call;
 pub mod egress;

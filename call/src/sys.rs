@@ -194,3 +194,80 @@ pub fn lgetxattr(path: &std::path::Path, name: &str) -> std::io::Result<Option<V
     buf.truncate(r as usize);
     Ok(Some(buf))
 }
+
+/// Most fds one D-Bus message (and one `SCM_RIGHTS` message) carries: the kernel's
+/// `SCM_MAX_FD`.
+pub const MAX_FDS: usize = 253;
+
+/// Reads into `buf` from the stream socket `sock` with the fds that came with those bytes
+/// (`SCM_RIGHTS`, received close-on-exec). `Ok((0, _))` at EOF. Fds beyond [`MAX_FDS`] are
+/// closed by the kernel and make this an error (the message they belonged to is lost).
+pub fn recv_with_fds(
+    sock: &impl std::os::fd::AsFd,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Vec<OwnedFd>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS]);
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let msg = loop {
+        match recvmsg::<()>(
+            sock.as_fd().as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            r => break r.map_err(std::io::Error::from)?,
+        }
+    };
+    let mut fds = Vec::new();
+    for c in msg.cmsgs().map_err(std::io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(raw) = c {
+            for fd in raw {
+                // SAFETY: the kernel installed these fds in this process for this message
+                // (SCM_RIGHTS); nothing else knows them, so they are ours to own.
+                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+        }
+    }
+    if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+        return Err(std::io::Error::other(format!(
+            "more than {MAX_FDS} fds came with one message"
+        )));
+    }
+    Ok((msg.bytes, fds))
+}
+
+/// Writes all of `bytes` on the stream socket `sock`, `fds` attached to the first of them
+/// (`SCM_RIGHTS`; the fds stay ours: the peer gets its own copies).
+pub fn send_with_fds(
+    sock: &impl std::os::fd::AsFd,
+    bytes: &[u8],
+    fds: &[OwnedFd],
+) -> std::io::Result<()> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let raw: Vec<std::os::fd::RawFd> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let mut sent = 0;
+    while sent < bytes.len() || (sent == 0 && !raw.is_empty()) {
+        let iov = [std::io::IoSlice::new(&bytes[sent..])];
+        let cmsg = [ControlMessage::ScmRights(&raw)];
+        let cmsgs: &[ControlMessage<'_>] = if sent == 0 && !raw.is_empty() {
+            &cmsg
+        } else {
+            &[]
+        };
+        match sendmsg::<()>(
+            sock.as_fd().as_raw_fd(),
+            &iov,
+            cmsgs,
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        ) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(std::io::Error::from(e)),
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => sent += n,
+        }
+    }
+    Ok(())
+}
