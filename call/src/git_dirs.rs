@@ -229,6 +229,15 @@ pub fn lookup(repo: &Path) -> Lookup {
     }
 }
 
+/// The config files every repository of `loc` has (or may have), before includes.
+pub fn standard_config_files(loc: &Located) -> Vec<PathBuf> {
+    vec![
+        loc.common.join("config"),
+        loc.git_dir.join("config"),
+        loc.git_dir.join("config.worktree"),
+    ]
+}
+
 /// The git dirs of the repository at `repo`, when known ([`lookup`]).
 pub fn locate(repo: &Path) -> Option<Located> {
     match lookup(repo) {
@@ -270,11 +279,7 @@ pub fn config_list(repo: &Path) -> Option<Vec<ConfigValue>> {
 /// with the keys git reads from each (`None` when git could not say: the built-in reader
 /// found the files).
 pub fn config_files(repo: &Path, loc: &Located) -> (Vec<PathBuf>, Option<Vec<ConfigValue>>) {
-    let mut files = vec![
-        loc.common.join("config"),
-        loc.git_dir.join("config"),
-        loc.git_dir.join("config.worktree"),
-    ];
+    let mut files = standard_config_files(loc);
     let list = if loc.by_git { config_list(repo) } else { None };
     match &list {
         Some(list) => files.extend(list.iter().map(|v| v.file.clone())),

@@ -341,7 +341,21 @@ impl Guard<'_> {
 
     fn repository(&mut self, repo: &Path) {
         let dotgit = repo.join(".git");
-        let mut loc = match git_dirs::lookup(repo) {
+        // A plain repository (most are: see `git_dirs::plain`) needs no asking, as at the
+        // launch: git's answer for it is `.git`, `.git`, `.git/hooks`, and its config files
+        // are the three below (no include). Git is asked for its values only when one of
+        // those changed (two git runs saved on every call that left the repository alone).
+        let plain = git_dirs::plain(repo);
+        let mut loc = match if plain {
+            git_dirs::Lookup::Found(Located {
+                git_dir: dotgit.clone(),
+                common: dotgit.clone(),
+                hooks: dotgit.join("hooks"),
+                by_git: true,
+            })
+        } else {
+            git_dirs::lookup(repo)
+        } {
             git_dirs::Lookup::Found(l) => {
                 if !l.by_git {
                     self.fallback = true;
@@ -408,11 +422,19 @@ impl Guard<'_> {
             || changed_since(&loc.git_dir.join("commondir"), self.since_ms);
         let made = made_since(&loc.git_dir, self.since_ms);
         let made_common = made_since(&loc.common, self.since_ms);
-        let (files, list) = git_dirs::config_files(repo, &loc);
+        let (files, mut list) = if plain {
+            (git_dirs::standard_config_files(&loc), None)
+        } else {
+            git_dirs::config_files(repo, &loc)
+        };
         let changed = files
             .iter()
             .any(|f| !protected(f, self.view) && self.inside(f) && changed_since(f, self.since_ms));
         if made || made_common || pointed || changed {
+            let mut files = files;
+            if plain {
+                (files, list) = git_dirs::config_files(repo, &loc);
+            }
             for f in &files {
                 self.config_file(&loc.common, f, list.as_deref());
             }
