@@ -272,7 +272,7 @@ pub struct AuthLines {
     lines: usize,
 }
 
-/// What [`AuthLines::next`] found.
+/// What [`AuthLines::next_part`] found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum AuthNext {
     /// Nothing whole yet: feed more.
@@ -301,7 +301,7 @@ impl AuthLines {
     }
 
     /// The next whole part of the auth.
-    pub fn next(&mut self) -> Result<AuthNext, AuthError> {
+    pub fn next_part(&mut self) -> Result<AuthNext, AuthError> {
         if !self.nul {
             match self.buf.first() {
                 None => return Ok(AuthNext::More),
@@ -343,7 +343,7 @@ fn auth(mut client: &UnixStream, mut proxy: &UnixStream) -> Result<Held, ClientE
     // are the kernel's business: the proxy reads its peer's from the socket).
     let mut out = vec![0u8];
     loop {
-        match lines.next()? {
+        match lines.next_part()? {
             AuthNext::More => {
                 let mut got = Vec::new();
                 fill(client, &mut got, &mut fds, 1, until)?;

@@ -14,7 +14,7 @@ fn run(pieces: &[&[u8]]) -> (Vec<AuthNext>, Option<AuthError>) {
     for p in pieces {
         a.push(p);
         loop {
-            match a.next() {
+            match a.next_part() {
                 Ok(AuthNext::More) => break,
                 Ok(AuthNext::Begin(rest)) => {
                     got.push(AuthNext::Begin(rest));

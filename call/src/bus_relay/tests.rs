@@ -308,7 +308,7 @@ fn auth_lines_split_what_a_client_sends_in_any_pieces() {
     for b in HANDSHAKE {
         a.push(&[*b]);
         loop {
-            match a.next().unwrap() {
+            match a.next_part().unwrap() {
                 AuthNext::More => break,
                 x => got.push(x),
             }
@@ -327,15 +327,15 @@ fn auth_lines_split_what_a_client_sends_in_any_pieces() {
     );
     let mut a = AuthLines::default();
     a.push(b"x");
-    assert_eq!(a.next(), Err(AuthError::NoNul));
+    assert_eq!(a.next_part(), Err(AuthError::NoNul));
     let mut a = AuthLines::default();
     a.push(&[0]);
     a.push(&vec![b'a'; MAX_AUTH_LINE]);
-    assert_eq!(a.next(), Err(AuthError::LongLine));
+    assert_eq!(a.next_part(), Err(AuthError::LongLine));
     // A line of the longest length is whole.
     let mut a = AuthLines::default();
     a.push(&[0]);
     a.push(&vec![b'a'; MAX_AUTH_LINE - 2]);
     a.push(b"\r\n");
-    assert!(matches!(a.next(), Ok(AuthNext::Line(l)) if l.len() == MAX_AUTH_LINE));
+    assert!(matches!(a.next_part(), Ok(AuthNext::Line(l)) if l.len() == MAX_AUTH_LINE));
 }
