@@ -7,8 +7,12 @@
 //! the reviewed [`patterns`] (`patterns.toml`, a reason per entry). It never follows a link,
 //! never opens what is not a plain file, and skips build outputs and caches.
 
+pub mod floor;
 pub mod patterns;
+pub mod questions;
+pub mod run;
 pub mod scan;
+pub mod state;
 
-pub use patterns::{Class, Patterns, PatternsError};
-pub use scan::{Budget, Finding, Partial, Scan, scan};
+pub use patterns::{Class, Patterns, PatternsError, shipped};
+pub use scan::{Budget, Finding, Partial, Scan, file_hosts, scan};

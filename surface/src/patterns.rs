@@ -2,13 +2,19 @@
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::bytes::{Regex, RegexSet};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The shipped patterns.
 pub const SHIPPED: &str = include_str!("patterns.toml");
 
+/// The shipped patterns, compiled once per process (a unit test checks that they load).
+pub fn shipped() -> &'static Patterns {
+    static P: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
+    P.get_or_init(|| Patterns::shipped().expect("the shipped patterns load"))
+}
+
 /// What a finding is reported as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Class {
     /// A private key.
@@ -283,11 +289,35 @@ impl Patterns {
             .collect::<Vec<_>>()
             .first()?;
         let (re, class, host) = &self.token_entries[i];
+        let host = re
+            .captures(head)
+            .and_then(|c| c.name("host"))
+            .map(|m| String::from_utf8_lossy(m.as_bytes()).to_ascii_lowercase())
+            .or_else(|| host.clone());
         Some(Match {
             class: *class,
             pattern: format!("token:{}", re.as_str()),
-            host: host.clone(),
+            host,
         })
+    }
+
+    /// Every host a token in `head` is for: of each token pattern that matches, its
+    /// capture group `host` at each match, or its fixed `host`. Sorted, without repeats,
+    /// lower case. (A file may hold tokens of several registries: `.npmrc`.)
+    pub fn hosts(&self, head: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        for i in self.tokens.matches(head).iter() {
+            let (re, _, fixed) = &self.token_entries[i];
+            for c in re.captures_iter(head) {
+                match c.name("host") {
+                    Some(m) => out.push(String::from_utf8_lossy(m.as_bytes()).to_ascii_lowercase()),
+                    None => out.extend(fixed.iter().cloned()),
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 }
 
@@ -341,6 +371,19 @@ mod tests {
             .by_content(b"registry=https://r.example/\n//r.example/:_authToken=abc123\n")
             .unwrap();
         assert_eq!(npm.class, Class::Token);
+        assert_eq!(npm.host.as_deref(), Some("r.example"));
+        assert_eq!(
+            p.by_content(b"_authToken=abc\n").unwrap().host.as_deref(),
+            Some("registry.npmjs.org")
+        );
+        assert_eq!(
+            p.hosts(
+                b"//R.Example:8443/npm/:_authToken=a\n//registry.npmjs.org/:_authToken=b\n\
+                  gh: ghp_0123456789abcdefghijABCDEFGHIJ012345\n"
+            ),
+            ["github.com", "r.example", "registry.npmjs.org"]
+        );
+        assert!(p.hosts(b"AKIAIOSFODNN7EXAMPLE").is_empty());
         let url = p
             .by_content(b"DATABASE=postgres://app:hunter2@db.internal/app\n")
             .unwrap();

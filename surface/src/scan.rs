@@ -45,6 +45,9 @@ pub struct Finding {
     pub pattern: String,
     /// The host a token of its kind is for, when the pattern names one.
     pub host: Option<String>,
+    /// Every host a token in the file's first bytes is for ([`Patterns::hosts`]): what
+    /// the proxy denies while the file is visible. Also read for a file found by its name.
+    pub hosts: Vec<String>,
 }
 
 /// Where a scan stopped before it was done.
@@ -159,33 +162,37 @@ pub fn scan(
                     continue;
                 }
                 let name = e.file_name();
-                if let Some(m) = name.to_str().and_then(|n| patterns.by_name(n)) {
-                    out.findings.push(Finding {
-                        path,
-                        class: m.class,
-                        pattern: m.pattern,
-                        host: m.host,
-                    });
-                    continue;
+                let by_name = name.to_str().and_then(|n| patterns.by_name(n));
+                let head = read_head(&path, &mut buf);
+                if head.is_some() {
+                    out.read += 1;
                 }
-                let Some(n) = read_head(&path, &mut buf) else {
+                let head = &buf[..head.unwrap_or(0)];
+                let Some(m) = by_name.or_else(|| patterns.by_content(head)) else {
                     continue;
                 };
-                out.read += 1;
-                if let Some(m) = patterns.by_content(&buf[..n]) {
-                    out.findings.push(Finding {
-                        path,
-                        class: m.class,
-                        pattern: m.pattern,
-                        host: m.host,
-                    });
-                }
+                out.findings.push(Finding {
+                    path,
+                    class: m.class,
+                    pattern: m.pattern,
+                    host: m.host,
+                    hosts: patterns.hosts(head),
+                });
             }
         }
     }
     out.findings.sort();
     out.findings.dedup();
     out
+}
+
+/// The hosts of the tokens in the first `max_bytes` of the plain file at `path`
+/// ([`Patterns::hosts`]), read as the scan reads (no link, no FIFO); `None` when it is not
+/// a plain file that can be read.
+pub fn file_hosts(path: &Path, patterns: &Patterns, max_bytes: usize) -> Option<Vec<String>> {
+    let mut buf = vec![0u8; max_bytes];
+    let n = read_head(path, &mut buf)?;
+    Some(patterns.hosts(&buf[..n]))
 }
 
 /// Reads the first bytes of the plain file at `path` into `buf`: opened without following

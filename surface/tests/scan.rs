@@ -149,6 +149,20 @@ fn finds_exactly_the_visible_secrets_and_never_blocks_or_follows_a_link() {
         .find(|f| f.path.ends_with("hosts.yml"))
         .unwrap();
     assert_eq!(gh.host.as_deref(), Some("github.com"));
+    assert_eq!(gh.hosts, ["github.com"]);
+    let npmrc = s
+        .findings
+        .iter()
+        .find(|f| f.path.ends_with(".npmrc"))
+        .unwrap();
+    assert_eq!(npmrc.hosts, ["registry.npmjs.org"]);
+    // A file found by its name is read too, for the hosts of its tokens.
+    let creds = s
+        .findings
+        .iter()
+        .find(|f| f.path.ends_with(".aws/credentials"))
+        .unwrap();
+    assert!(creds.hosts.is_empty());
     assert!(
         s.findings.iter().all(|f| !f.path.starts_with(&h.outside)),
         "{:?}",

@@ -490,9 +490,98 @@ pub fn all() -> Vec<Fixture> {
                 what: "a line was added".into(),
                 floor: true,
                 backup: Some("~/.local/state/efr/backups/bashrc.1".into()),
+                class: None,
+                hosts: Vec::new(),
+                question_id: None,
+                kept: false,
             },
         ),
         fixture("question_id.json", QuestionId::from_number(12)),
+        fixture(
+            "reported_file_finding.json",
+            ReportedFile {
+                path: "/home/ada/.npmrc".into(),
+                what: "holds a token for registry.npmjs.org".into(),
+                floor: false,
+                backup: None,
+                class: Some("token".into()),
+                hosts: vec!["registry.npmjs.org".into()],
+                question_id: Some(QuestionId::from_number(2)),
+                kept: false,
+            },
+        ),
+        fixture(
+            "surface_params.json",
+            SurfaceParams {
+                projects: vec!["/home/ada/src/app".into()],
+                conversation: "c1".into(),
+            },
+        ),
+        fixture(
+            "surface_result.json",
+            SurfaceResult {
+                files: vec![ReportedFile {
+                    path: "/home/ada/.aws/credentials".into(),
+                    what: "looks like credentials (glob:*credentials*)".into(),
+                    floor: false,
+                    backup: None,
+                    class: Some("credentials".into()),
+                    hosts: Vec::new(),
+                    question_id: None,
+                    kept: true,
+                }],
+                changes: vec![SurfaceChange {
+                    path: "/home/ada/.npmrc".into(),
+                    change: SurfaceChangeKind::Changed,
+                    why: "now holds a token for registry.npmjs.org".into(),
+                    masked: false,
+                    question_id: Some(QuestionId::from_number(2)),
+                }],
+                partial: Some(SurfacePartial {
+                    why: "time".into(),
+                    at: "/home/ada/big".into(),
+                }),
+                ms: 1000,
+            },
+        ),
+        fixture(
+            "surface_respond_params.json",
+            SurfaceRespondParams {
+                conversation: "c1".into(),
+                question_id: QuestionId::from_number(2),
+                keep: false,
+            },
+        ),
+        fixture(
+            "surface_respond_result.json",
+            SurfaceRespondResult {
+                path: "/home/ada/.npmrc".into(),
+                keep: false,
+                masked: true,
+            },
+        ),
+        fixture(
+            "floor_write_params.json",
+            FloorWriteParams {
+                path: "~/.bashrc".into(),
+                edit: None,
+                line: Some("export PATH=\"$HOME/.local/bin:$PATH\"".into()),
+            },
+        ),
+        fixture(
+            "floor_write_result.json",
+            FloorWriteResult {
+                home_file_changed: HomeFileChanged {
+                    path: "/home/ada/.bashrc".into(),
+                    floor: true,
+                    real: Some("/home/ada/dotfiles/bashrc".into()),
+                    backup: Some(
+                        "/home/ada/.local/state/efr/backups/%2Fhome%2Fada%2Fdotfiles%2Fbashrc.1764642000000000000.1"
+                            .into(),
+                    ),
+                },
+            },
+        ),
         fixture(
             "explain_params.json",
             ExplainParams {

@@ -44,7 +44,11 @@ pub use status::{
     SandboxStatus,
 };
 pub use summary::{BlockReason, Blocked, BusRefused, Finish, SandboxSummary};
-pub use surface::{QuestionId, ReportedFile, SurfaceChange, SurfaceChangeKind};
+pub use surface::{
+    FloorWriteParams, FloorWriteResult, HomeFileChanged, QuestionId, ReportedFile, SurfaceChange,
+    SurfaceChangeKind, SurfaceParams, SurfacePartial, SurfaceRespondParams, SurfaceRespondResult,
+    SurfaceResult,
+};
 
 /// The version both sides send in `hello`. Additive changes do not bump it.
 pub const PROTOCOL_VERSION: u32 = 1;

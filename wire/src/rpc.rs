@@ -18,6 +18,7 @@ pub mod method {
     pub const FINISH: &str = "sandbox.finish";
     pub const SURFACE: &str = "sandbox.surface";
     pub const SURFACE_RESPOND: &str = "sandbox.surface_respond";
+    pub const FLOOR_WRITE: &str = "sandbox.floor_write";
     pub const ALWAYS_SAVE: &str = "sandbox.always_save";
     pub const CACHE_DELETE_APPLY: &str = "sandbox.cache_delete_apply";
 }

@@ -102,4 +102,118 @@ pub struct ReportedFile {
     /// Where efr keeps the copy from before the change; absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<String>,
+    /// A file the surface scan found: what it looks like (`key`, `credentials`, `token`,
+    /// `env`, `history`); absent for a file a call changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+    /// The hosts a token in it is for (what the proxy denies while it is visible); absent
+    /// when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+    /// The open question about it (answer with `sandbox.surface_respond`); absent when
+    /// none is open (the user kept it visible, or it is not a scan's finding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question_id: Option<QuestionId>,
+    /// The user answered to keep it visible (false when absent); asked again when what
+    /// it holds changes (its class or its hosts).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub kept: bool,
+}
+
+/// Params of `sandbox.surface`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SurfaceParams {
+    /// The project roots of the turn (absolute); the home is always scanned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<String>,
+    /// The conversation whose questions these are (its question ids, and the changes
+    /// since its last scan).
+    #[serde(alias = "conversation_id")]
+    pub conversation: String,
+}
+
+/// Where a scan stopped before it was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SurfacePartial {
+    /// `time` or `entries`: the bound that cut it.
+    pub why: String,
+    /// The directory it was in.
+    pub at: String,
+}
+
+/// Result of `sandbox.surface`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+pub struct SurfaceResult {
+    /// What a contained call can read that looks like a secret, sorted by path; absent
+    /// when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ReportedFile>,
+    /// What changed since the conversation's last scan (none at its first); absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<SurfaceChange>,
+    /// Set when a bound cut the scan short: what is listed is what was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<SurfacePartial>,
+    /// How long the scan took, in milliseconds.
+    pub ms: u64,
+}
+
+/// Params of `sandbox.surface_respond`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SurfaceRespondParams {
+    #[serde(alias = "conversation_id")]
+    pub conversation: String,
+    pub question_id: QuestionId,
+    /// true: leave the file visible and stop asking while what it holds stays the same;
+    /// false: mask it from the next contained call on.
+    pub keep: bool,
+}
+
+/// Result of `sandbox.surface_respond`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SurfaceRespondResult {
+    /// The file the question was about.
+    pub path: String,
+    pub keep: bool,
+    /// The file is masked in contained calls from now on (`keep` false).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub masked: bool,
+}
+
+/// Params of `sandbox.floor_write`: a write to a floor file that the user approved, made
+/// by the service after it backed the file up. Exactly one of `edit` and `line`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FloorWriteParams {
+    /// The floor file (absolute, or `~/...`), inside the home.
+    pub path: String,
+    /// The file's new content (a file tool's edit), at most 8 KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<String>,
+    /// One line to append (the approved line), at most 8 KiB, without a newline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+}
+
+/// `home_file_changed` as the sandbox reports it: a file of the home (a floor file) that
+/// was written, where the copy from before is, and the real file when the path is a
+/// link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HomeFileChanged {
+    pub path: String,
+    /// The path is a floor file (false when absent).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub floor: bool,
+    /// The real file written, when `path` reaches it through a link; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub real: Option<String>,
+    /// The copy from before the write; absent when the file did not exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<String>,
+}
+
+/// Result of `sandbox.floor_write`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FloorWriteResult {
+    pub home_file_changed: HomeFileChanged,
 }
