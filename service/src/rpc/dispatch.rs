@@ -17,7 +17,8 @@ use efr_sandbox_wire::rpc::method;
 
 use crate::rpc::handler::Handler;
 use crate::rpc::{
-    always_save, cache_delete_apply, check, classify, debug, explain, finish, launch, plan, status,
+    always_save, cache_delete_apply, check, classify, debug, explain, finish, floor_write, launch,
+    plan, status, surface, surface_respond,
 };
 
 /// One row of the table.
@@ -75,6 +76,21 @@ pub const METHODS: &[Method] = &[
     Method {
         name: method::FINISH,
         handler: finish::finish,
+        test_only: false,
+    },
+    Method {
+        name: method::SURFACE,
+        handler: surface::surface,
+        test_only: false,
+    },
+    Method {
+        name: method::SURFACE_RESPOND,
+        handler: surface_respond::surface_respond,
+        test_only: false,
+    },
+    Method {
+        name: method::FLOOR_WRITE,
+        handler: floor_write::floor_write,
         test_only: false,
     },
     Method {
