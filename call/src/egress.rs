@@ -71,6 +71,14 @@ pub fn policy(
     for h in efr_policy::classify::tokens::visible_token_hosts(&ctx, &roots, &unmasked, call_env) {
         p.token_host(&h);
     }
+    // The token files the surface's last scans saw, that no answer masks (issue 15): a
+    // stat each, read again only when one changed since.
+    let store = efr_surface::state::Store::for_home(&env.home);
+    if let Ok(s) = efr_surface::state::for_calls(&store) {
+        for h in &s.token_hosts {
+            p.token_host(h);
+        }
+    }
     p
 }
 

@@ -199,6 +199,11 @@ pub fn prepare(
     });
     // Settings files that also hold a token are shown scrubbed over their mask.
     let mut masks = view.masks;
+    // The files the user answered "mask" to in the surface's questions (issue 15).
+    match efr_surface::state::Store::for_home(&env.home).read() {
+        Ok(st) => masks.extend(st.masks()),
+        Err(e) => return Ok(Err(format!("the surface's answers: {e}"))),
+    }
     let scrubbed = efr_policy::classify::tokens::scrubbed_copies(&env.home, &mut masks);
     let mut grants = grants;
     for w in &view.writable {

@@ -178,7 +178,12 @@ pub fn record_scan(
             .tokens
             .retain(|p, _| !roots.iter().any(|r| Path::new(p).starts_with(r)));
     }
-    for f in findings.iter().filter(|f| !f.hosts.is_empty()) {
+    // Files of tokens, credentials and dotenv kinds are watched even without a host yet: a
+    // token for a host written into one later is noticed at the next call.
+    let watched = |f: &&Finding| {
+        !f.hosts.is_empty() || matches!(f.class, Class::Token | Class::Credentials | Class::Env)
+    };
+    for f in findings.iter().filter(watched) {
         if let Some(s) = stamp(&f.path) {
             state.tokens.insert(
                 f.path.to_string_lossy().into_owned(),

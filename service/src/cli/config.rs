@@ -20,6 +20,21 @@ pub fn run(args: ConfigArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", config.render_text());
     }
+    // The surface's answered masks (issue 15), from the state directory.
+    let store = efr_surface::state::Store::for_home(&env.home);
+    match store.read() {
+        Ok(st) if !st.masks().is_empty() && !args.json => {
+            println!(
+                "\n# masked by the surface's answers ({})",
+                store.file().display()
+            );
+            for m in st.masks() {
+                println!("{m}");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => eprintln!("efr-sandbox: warning: the surface's answers: {e}"),
+    }
     // What the bus filter leaves out of the config's rules, or opens through allow_never.
     for w in efr_policy::bus::filter_rules(&config.bus).warnings() {
         eprintln!("efr-sandbox: warning: {w}");

@@ -13,6 +13,7 @@ pub mod dirs;
 pub mod explain;
 pub mod run;
 pub mod serve;
+pub mod surface;
 
 /// The efr sandbox: its RPC service and the user's commands.
 #[derive(Debug, Parser)]
@@ -51,6 +52,9 @@ pub enum Command {
     /// `cache apply PATH...` to apply approved ones.
     #[command(subcommand)]
     Cache(cache::CacheCommand),
+    /// What a contained call could read that looks like a secret, with a question id each:
+    /// `surface [--project DIR] [--json]`, and `surface respond QID --keep|--mask`.
+    Surface(surface::SurfaceArgs),
 }
 
 /// Runs the command line; the exit status.
@@ -70,5 +74,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Cache(c) => cache::cache_cli(c),
         Command::Classify(a) => classify::classify_cli(a).map(|()| 0),
         Command::Serve(a) => serve::run(a),
+        Command::Surface(a) => surface::run(a),
     }
 }

@@ -1,0 +1,549 @@
+//! The surface end to end (issue 15 items 2 to 5): `sandbox.surface` on a home built here,
+//! `sandbox.surface_respond`, the answers in the state directory taking effect in the next
+//! real contained call on both backends, a token file feeding the proxy's denied hosts,
+//! `sandbox.floor_write` with its backup, and the `surface` command.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Server, code, collect, command, have, message, skip};
+use serde_json::{Value, json};
+
+const HF: &str = "hf_abcdefghijklmnopqrstuvwxyz0123456789AB";
+
+fn write(p: &Path, text: &str) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A home with secrets visible (a project's `.env`, a dotenv of the home, a history, a
+/// file of credentials) and masked by the defaults (`~/.ssh`, `~/.aws`).
+fn build_home(home: &Path) -> PathBuf {
+    let proj = home.join("proj");
+    write(&proj.join(".env"), "SECRET=visible-before\n");
+    write(&proj.join("src/main.rs"), "fn main() {}\n");
+    write(&home.join(".duckdb_history"), "mysql -psecret\n");
+    // Masked by the defaults: never reported.
+    write(&home.join(".bash_history"), "mysql -psecret\n");
+    write(
+        &home.join("notes/creds/credentials"),
+        "user=a\npassword=b\n",
+    );
+    write(
+        &home.join(".ssh/id_ed25519"),
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+    );
+    write(&home.join(".aws/credentials"), "[default]\n");
+    proj
+}
+
+fn files(r: &Value) -> Vec<(String, Option<String>, bool)> {
+    r["files"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_string(),
+                f["question_id"].as_str().map(str::to_string),
+                f["kept"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+fn qid(r: &Value, path: &Path) -> String {
+    let p = path.to_str().unwrap();
+    files(r)
+        .into_iter()
+        .find(|(f, _, _)| f == p)
+        .and_then(|(_, q, _)| q)
+        .unwrap_or_else(|| panic!("no question for {p}: {r}"))
+}
+
+/// Runs `line` contained on `backend` through `sandbox.launch`; its stdout and end.
+fn launch(
+    c: &mut common::Client,
+    id: u64,
+    line: &str,
+    proj: &Path,
+    backend: &str,
+) -> (String, Value) {
+    c.request(
+        id,
+        "sandbox.launch",
+        json!({"line": line, "projects": [proj], "cwd": proj, "backend": backend,
+               "conversation": "c1"}),
+    );
+    let (items, end) = collect(c, id);
+    let out: String = items
+        .iter()
+        .filter(|i| i["kind"] == "output" && i["stream"] == "stdout")
+        .map(|i| i["data"].as_str().unwrap_or_default())
+        .collect();
+    (out, end)
+}
+
+fn canon(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap()
+}
+
+#[test]
+fn questions_answers_and_their_effect_in_the_next_real_call() {
+    let s = Server::start(&[]);
+    let home = canon(&s.home);
+    let proj = build_home(&home);
+    let mut c = s.client();
+    let r = c.call(
+        1,
+        "sandbox.surface",
+        json!({"projects": [proj], "conversation": "c1"}),
+    );
+    let r = &r["end"];
+    let got: Vec<String> = files(r).into_iter().map(|(p, _, _)| p).collect();
+    let want: Vec<String> = [
+        home.join(".duckdb_history"),
+        home.join("notes/creds/credentials"),
+        proj.join(".env"),
+    ]
+    .iter()
+    .map(|p| p.display().to_string())
+    .collect();
+    // The masked ones (~/.ssh, ~/.aws) are not reported: a call cannot read them.
+    assert_eq!(got, want, "{r}");
+    assert!(
+        r.get("changes").is_none(),
+        "the first scan has no changes: {r}"
+    );
+    let env_q = qid(r, &proj.join(".env"));
+    let hist_q = qid(r, &home.join(".duckdb_history"));
+    // The same ids at the next scan.
+    let r2 = c.call(
+        2,
+        "sandbox.surface",
+        json!({"projects": [proj], "conversation": "c1"}),
+    );
+    assert_eq!(qid(&r2["end"], &proj.join(".env")), env_q);
+    assert_eq!(files(&r2["end"]), files(r));
+
+    for (i, backend) in common::backends().into_iter().enumerate() {
+        let id = 10 + 10 * i as u64;
+        write(&proj.join(".env"), "SECRET=visible-before\n");
+        if i > 0 {
+            // Answered masks persist: start this backend over with no answers.
+            std::fs::remove_file(home.join(".local/state/efr/surface.json")).unwrap();
+        }
+        let env_q = qid(
+            &c.call(
+                id + 1,
+                "sandbox.surface",
+                json!({"projects": [proj], "conversation": "c1"}),
+            )["end"],
+            &proj.join(".env"),
+        );
+        let (out, end) = launch(&mut c, id + 2, "cat .env; echo END", &proj, backend);
+        assert_eq!(out, "SECRET=visible-before\nEND\n", "{backend}: {end}");
+        let a = c.call(
+            id + 3,
+            "sandbox.surface_respond",
+            json!({"conversation": "c1", "question_id": env_q, "keep": false}),
+        );
+        assert_eq!(a["end"]["masked"], json!(true), "{a}");
+        assert_eq!(a["end"]["path"], json!(proj.join(".env")), "{a}");
+        // The next real call sees it empty; the file outside is whole.
+        let (out, end) = launch(&mut c, id + 4, "cat .env; echo END", &proj, backend);
+        assert_eq!(out, "END\n", "{backend}: {end}");
+        assert_eq!(
+            std::fs::read_to_string(proj.join(".env")).unwrap(),
+            "SECRET=visible-before\n"
+        );
+        // The next scan does not list it, and says it is masked now.
+        let r = c.call(
+            id + 5,
+            "sandbox.surface",
+            json!({"projects": [proj], "conversation": "c1"}),
+        );
+        let r = &r["end"];
+        assert!(
+            !files(r).iter().any(|(p, _, _)| p.ends_with("proj/.env")),
+            "{backend}: {r}"
+        );
+        let ch = &r["changes"][0];
+        assert_eq!(
+            (&ch["change"], &ch["masked"]),
+            (&json!("disappeared"), &json!(true)),
+            "{r}"
+        );
+    }
+    let _ = env_q;
+
+    // keep: no more question, until what it holds changes.
+    let a = c.call(
+        50,
+        "sandbox.surface_respond",
+        json!({"conversation": "c1", "question_id": hist_q, "keep": true}),
+    );
+    assert_eq!(a["end"]["keep"], json!(true), "{a}");
+    let r = c.call(
+        51,
+        "sandbox.surface",
+        json!({"projects": [proj], "conversation": "c1"}),
+    );
+    let h = files(&r["end"])
+        .into_iter()
+        .find(|(p, _, _)| p.ends_with(".duckdb_history"))
+        .unwrap();
+    assert_eq!((h.1, h.2), (None, true), "{r}");
+    write(
+        &home.join(".duckdb_history"),
+        &format!("mysql -psecret\nexport HF_TOKEN={HF}\n"),
+    );
+    let r = c.call(
+        52,
+        "sandbox.surface",
+        json!({"projects": [proj], "conversation": "c1"}),
+    );
+    assert_eq!(qid(&r["end"], &home.join(".duckdb_history")), hist_q, "{r}");
+    let ch: Vec<&Value> = r["end"]["changes"].as_array().unwrap().iter().collect();
+    assert_eq!(ch.len(), 1, "{r}");
+    assert_eq!(ch[0]["change"], json!("changed"));
+    assert_eq!(ch[0]["why"], json!("now holds a token for huggingface.co"));
+
+    // Unknown and stale ids are not_found; a bad id or conversation is invalid.
+    for (id, q, conv) in [(60, "q99", "c1"), (61, "q1", "other")] {
+        let e = c.call(
+            id,
+            "sandbox.surface_respond",
+            json!({"conversation": conv, "question_id": q, "keep": true}),
+        );
+        assert_eq!(code(&e), "not_found", "{e}");
+        assert!(message(&e).contains(q), "{e}");
+    }
+    for (id, p) in [
+        (
+            62,
+            json!({"conversation": "c1", "question_id": "x1", "keep": true}),
+        ),
+        (
+            63,
+            json!({"conversation": "../x", "question_id": "q1", "keep": true}),
+        ),
+        (64, json!({"conversation": "c1"})),
+    ] {
+        let e = c.call(id, "sandbox.surface_respond", p);
+        assert_eq!(code(&e), "invalid", "{e}");
+    }
+    let e = c.call(
+        65,
+        "sandbox.surface",
+        json!({"projects": ["rel"], "conversation": "c1"}),
+    );
+    assert_eq!(code(&e), "invalid", "{e}");
+
+    // The state file: 0600, and `efr-sandbox config` lists the answered masks.
+    let state = home.join(".local/state/efr/surface.json");
+    let mode = std::fs::metadata(&state).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let out = command(s.dir.path()).arg("config").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("{}", proj.join(".env").display())) && text.contains("surface"),
+        "{text}"
+    );
+}
+
+#[test]
+fn token_files_feed_the_proxy_and_a_new_token_is_a_change() {
+    if !have("curl") {
+        skip("curl is needed");
+        return;
+    }
+    let s = Server::start(&[]);
+    let home = canon(&s.home);
+    let proj = home.join("proj");
+    write(&proj.join(".npmrc"), "//npm.example.com/:_authToken=aaa\n");
+    write(&proj.join("deploy/.env"), "A=1\n");
+    let mut c = s.client();
+    let r = c.call(
+        1,
+        "sandbox.surface",
+        json!({"projects": [proj], "conversation": "t"}),
+    );
+    let npmrc = r["end"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"].as_str().unwrap().ends_with(".npmrc"))
+        .cloned()
+        .unwrap();
+    assert_eq!(npmrc["hosts"], json!(["npm.example.com"]), "{r}");
+    let blocked = |end: &Value| end["end"]["sandbox_summary"]["blocked"].clone();
+    for (i, backend) in common::backends().into_iter().enumerate() {
+        let id = 10 + 10 * i as u64;
+        write(&proj.join("deploy/.env"), "A=1\n");
+        let _ = c.call(
+            id,
+            "sandbox.surface",
+            json!({"projects": [proj], "conversation": "t"}),
+        );
+        let (_, end) = launch(
+            &mut c,
+            id + 1,
+            "curl -sS https://huggingface.co/; true",
+            &proj,
+            backend,
+        );
+        assert_eq!(
+            blocked(&end),
+            json!([{"host": "huggingface.co", "port": 443, "reason": "not_allowed"}]),
+            "{backend}: {end}"
+        );
+        // A token written into a watched file mid-conversation: the next call's proxy
+        // denies its host, with no scan between.
+        write(&proj.join("deploy/.env"), &format!("A=1\nHF_TOKEN={HF}\n"));
+        let (_, end) = launch(
+            &mut c,
+            id + 2,
+            "curl -sS https://huggingface.co/; true",
+            &proj,
+            backend,
+        );
+        assert_eq!(
+            blocked(&end),
+            json!([{"host": "huggingface.co", "port": 443, "reason": "denied"}]),
+            "{backend}: {end}"
+        );
+    }
+    // A token added to .npmrc between two scans: changed, with why.
+    write(
+        &proj.join(".npmrc"),
+        "//npm.example.com/:_authToken=aaa\n//registry.npmjs.org/:_authToken=bbb\n",
+    );
+    let r = c.call(
+        40,
+        "sandbox.surface",
+        json!({"projects": [proj], "conversation": "t"}),
+    );
+    let ch: Vec<&Value> = r["end"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["path"].as_str().unwrap().ends_with(".npmrc"))
+        .collect();
+    assert_eq!(ch.len(), 1, "{r}");
+    assert_eq!(ch[0]["change"], json!("changed"));
+    assert_eq!(
+        ch[0]["why"],
+        json!("now holds a token for registry.npmjs.org")
+    );
+    let (_, end) = launch(
+        &mut c,
+        41,
+        "curl -sS https://registry.npmjs.org/; true",
+        &proj,
+        "native",
+    );
+    assert_eq!(
+        blocked(&end),
+        json!([{"host": "registry.npmjs.org", "port": 443, "reason": "denied"}]),
+        "{end}"
+    );
+}
+
+#[test]
+fn a_floor_write_backs_up_first_also_through_a_link() {
+    let s = Server::start(&[]);
+    let home = canon(&s.home);
+    let mut c = s.client();
+    let rc = home.join(".bashrc");
+    write(&rc, "alias ll='ls -l'\n");
+    let r = c.call(
+        1,
+        "sandbox.floor_write",
+        json!({"path": "~/.bashrc", "line": "export A=1"}),
+    );
+    let hc = &r["end"]["home_file_changed"];
+    assert_eq!(hc["path"], json!(rc), "{r}");
+    assert_eq!(hc["floor"], json!(true), "{r}");
+    assert!(hc.get("real").is_none(), "{r}");
+    let b = PathBuf::from(hc["backup"].as_str().unwrap());
+    assert!(b.starts_with(home.join(".local/state/efr/backups")), "{r}");
+    assert_eq!(std::fs::read_to_string(&b).unwrap(), "alias ll='ls -l'\n");
+    assert_eq!(
+        std::fs::metadata(&b).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::read_to_string(&rc).unwrap(),
+        "alias ll='ls -l'\nexport A=1\n"
+    );
+    // Through a link to a file in the home: the real file is backed up and written.
+    let real = home.join("dotfiles/zshrc");
+    write(&real, "old\n");
+    std::os::unix::fs::symlink(&real, home.join(".zshrc")).unwrap();
+    let r = c.call(
+        2,
+        "sandbox.floor_write",
+        json!({"path": home.join(".zshrc"), "edit": "new\n"}),
+    );
+    let hc = &r["end"]["home_file_changed"];
+    assert_eq!(hc["real"], json!(real), "{r}");
+    assert_eq!(std::fs::read_to_string(&real).unwrap(), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(hc["backup"].as_str().unwrap()).unwrap(),
+        "old\n"
+    );
+    // Refused: a link out of the home, a file that is no floor, both or neither payload,
+    // an edit over 8 KiB.
+    let outside = s.dir.path().join("outside");
+    write(&outside, "keep\n");
+    std::os::unix::fs::symlink(&outside, home.join(".profile")).unwrap();
+    for (id, p, want) in [
+        (
+            3,
+            json!({"path": "~/.profile", "edit": "x"}),
+            "outside the home",
+        ),
+        (
+            4,
+            json!({"path": "~/notes.txt", "edit": "x"}),
+            "not a floor file",
+        ),
+        (
+            5,
+            json!({"path": "~/.bashrc"}),
+            "exactly one of edit and line",
+        ),
+        (
+            6,
+            json!({"path": "~/.bashrc", "edit": "x".repeat(8193)}),
+            "over the 8192",
+        ),
+        (7, json!({"path": "rel", "edit": "x"}), "not absolute"),
+    ] {
+        let e = c.call(id, "sandbox.floor_write", p);
+        assert_eq!(code(&e), "invalid", "{e}");
+        assert!(message(&e).contains(want), "{want}: {e}");
+    }
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep\n");
+}
+
+fn cli(dir: &Path, args: &[&str]) -> std::process::Output {
+    command(dir).args(args).output().unwrap()
+}
+
+#[test]
+fn the_surface_command_lists_and_answers() {
+    let dir = common::temp_env();
+    let home = canon(&dir.path().join("home"));
+    let proj = build_home(&home);
+    let out = cli(
+        dir.path(),
+        &["surface", "--project", proj.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains(&proj.join(".env").display().to_string()),
+        "{text}"
+    );
+    assert!(
+        text.contains("efr-sandbox surface respond q") && text.contains("--mask"),
+        "{text}"
+    );
+    let out = cli(
+        dir.path(),
+        &["surface", "--project", proj.to_str().unwrap(), "--json"],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let q = qid(&v, &proj.join(".env"));
+    let out = cli(dir.path(), &["surface", "respond", &q, "--mask"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("masked"),
+        "{out:?}"
+    );
+    let st: Value =
+        serde_json::from_slice(&std::fs::read(home.join(".local/state/efr/surface.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        st["answers"][proj.join(".env").to_str().unwrap()]["keep"],
+        json!(false),
+        "{st}"
+    );
+    // An unknown id: a clear error and exit status 1.
+    let out = cli(dir.path(), &["surface", "respond", "q99", "--keep"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no open question q99"),
+        "{out:?}"
+    );
+    let out = cli(dir.path(), &["surface", "respond", "nope", "--keep"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+#[test]
+fn concurrent_responds_from_processes_and_a_killed_writer_lose_nothing() {
+    let dir = common::temp_env();
+    let home = canon(&dir.path().join("home"));
+    for i in 0..12 {
+        write(&home.join(format!("p{i}/.env")), "A=1\n");
+    }
+    let out = cli(dir.path(), &["surface", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<String> = (0..12)
+        .map(|i| qid(&v, &home.join(format!("p{i}/.env"))))
+        .collect();
+    // Twelve processes answer at once: every answer is kept.
+    let children: Vec<_> = ids
+        .iter()
+        .map(|q| {
+            command(dir.path())
+                .args(["surface", "respond", q, "--mask"])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut ch in children {
+        assert!(ch.wait().unwrap().success());
+    }
+    let state = home.join(".local/state/efr/surface.json");
+    let read = || -> Value { serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap() };
+    assert_eq!(read()["answers"].as_object().unwrap().len(), 12);
+    // A writer killed halfway through its write (the test hook makes it pause there): the
+    // old file stays whole, and the next writer takes the lock and writes.
+    let before = std::fs::read(&state).unwrap();
+    let mut ch: Command = command(dir.path());
+    ch.args(["surface", "--json"])
+        .env("EFR_SURFACE_TEST_SLOW_WRITE_MS", "3000")
+        .stdout(Stdio::null());
+    let mut child = ch.spawn().unwrap();
+    let tmp = home.join(".local/state/efr/.surface.json.tmp");
+    let t = std::time::Instant::now();
+    while !tmp.exists() || std::fs::metadata(&tmp).unwrap().len() == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the writer never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read(&state).unwrap(), before);
+    assert_eq!(read()["answers"].as_object().unwrap().len(), 12);
+    let out = cli(dir.path(), &["surface", "respond", &ids[0], "--keep"]);
+    assert!(out.status.success(), "{out:?}");
+    let after = read();
+    assert_eq!(after["answers"].as_object().unwrap().len(), 12);
+    assert_eq!(
+        after["answers"][home.join("p0/.env").to_str().unwrap()]["keep"],
+        json!(true)
+    );
+}
