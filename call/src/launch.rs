@@ -200,7 +200,7 @@ pub fn prepare(
     // Settings files that also hold a token are shown scrubbed over their mask.
     let mut masks = view.masks;
     // The files the user answered "mask" to in the surface's questions (issue 15).
-    match efr_surface::state::Store::for_home(&env.home).read() {
+    match efr_surface::state::read_for_calls(&efr_surface::state::Store::for_home(&env.home)) {
         Ok(st) => masks.extend(st.masks()),
         Err(e) => return Ok(Err(format!("the surface's answers: {e}"))),
     }

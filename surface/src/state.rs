@@ -334,10 +334,42 @@ pub struct ForCalls {
     pub token_hosts: BTreeSet<String>,
 }
 
-/// [`ForCalls`] of the state in `store`: one read of a small file and a `stat` per token
-/// file (a file that changed is read again, its first 64 KiB).
+/// The state of a store as the call path reads it: the file's bytes read each time, and
+/// parsed again only when they differ from the bytes this process parsed last (a stamp
+/// would not do: a new file renamed in may reuse a freed inode within one mtime tick).
+pub fn read_for_calls(store: &Store) -> Result<std::sync::Arc<State>, StateError> {
+    type Cached = Option<(PathBuf, Vec<u8>, std::sync::Arc<State>)>;
+    static CACHE: std::sync::Mutex<Cached> = std::sync::Mutex::new(None);
+    let file = store.file();
+    let bytes = match fs::read(&file) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(std::sync::Arc::new(State::default()));
+        }
+        Err(source) => return Err(StateError::Read { path: file, source }),
+    };
+    let mut c = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((f, b, st)) = c.as_ref() {
+        if *f == file && *b == bytes {
+            return Ok(st.clone());
+        }
+    }
+    let st: State = serde_json::from_slice(&bytes).map_err(|source| StateError::Parse {
+        path: file.clone(),
+        source,
+    })?;
+    let st = std::sync::Arc::new(st);
+    *c = Some((file, bytes, st.clone()));
+    Ok(st)
+}
+
+/// [`ForCalls`] of the state in `store`: the state read as [`read_for_calls`] does, a
+/// `stat` per watched file, and a read of one only when it changed since the scan (and
+/// since this process last read it).
 pub fn for_calls(store: &Store) -> Result<ForCalls, StateError> {
-    let state = store.read()?;
+    type Reread = std::collections::HashMap<String, ((u64, u64, u64, i64, i64), Vec<String>)>;
+    static REREAD: std::sync::Mutex<Option<Reread>> = std::sync::Mutex::new(None);
+    let state = read_for_calls(store)?;
     let masks = state.masks();
     let mut token_hosts = BTreeSet::new();
     for (path, t) in &state.tokens {
@@ -348,9 +380,21 @@ pub fn for_calls(store: &Store) -> Result<ForCalls, StateError> {
         match stamp(p) {
             None => {}
             Some(s) if s == t.stamp => token_hosts.extend(t.hosts.iter().cloned()),
-            Some(_) => {
-                if let Some(h) = crate::scan::file_hosts(p, crate::patterns::shipped(), 64 * 1024) {
-                    token_hosts.extend(h);
+            Some(s) => {
+                let mut rr = REREAD.lock().unwrap_or_else(|p| p.into_inner());
+                let rr = rr.get_or_insert_with(Default::default);
+                match rr.get(path) {
+                    Some((was, hosts)) if *was == s => token_hosts.extend(hosts.iter().cloned()),
+                    _ => {
+                        let hosts =
+                            crate::scan::file_hosts(p, crate::patterns::shipped(), 64 * 1024)
+                                .unwrap_or_default();
+                        token_hosts.extend(hosts.iter().cloned());
+                        if rr.len() > 4096 {
+                            rr.clear();
+                        }
+                        rr.insert(path.clone(), (s, hosts));
+                    }
                 }
             }
         }
@@ -425,6 +469,22 @@ mod tests {
         let st = Store::new(&dir).read().unwrap();
         assert_eq!(st.answers.len(), 200);
         assert_eq!(st.masks().len(), 8 * 12);
+    }
+
+    #[test]
+    fn the_call_path_sees_every_write_at_once() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Store::new(t.path().join("efr"));
+        assert!(read_for_calls(&s).unwrap().masks().is_empty());
+        for i in 0..50 {
+            // The same size each time, back to back: within one mtime tick.
+            s.update(|st| {
+                st.answers.clear();
+                st.answers.insert(format!("/m{:02}", i), answer(false));
+            })
+            .unwrap();
+            assert_eq!(read_for_calls(&s).unwrap().masks(), [format!("/m{:02}", i)]);
+        }
     }
 
     #[test]
