@@ -547,3 +547,24 @@ fn concurrent_responds_from_processes_and_a_killed_writer_lose_nothing() {
         json!(true)
     );
 }
+
+#[test]
+fn a_state_file_that_cannot_be_read_stops_the_call_not_its_masks() {
+    let s = Server::start(&[]);
+    let home = canon(&s.home);
+    let proj = build_home(&home);
+    write(&home.join(".local/state/efr/surface.json"), "{broken");
+    let mut c = s.client();
+    let (out, end) = launch(&mut c, 1, "cat .env", &proj, "native");
+    assert_eq!(out, "", "{end}");
+    let e = end["end"]["sandbox_summary"]["setup_error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no setup_error: {end}"));
+    assert!(
+        e.contains("the surface's answers") && e.contains("surface.json"),
+        "{e}"
+    );
+    let r = c.call(2, "sandbox.surface", json!({"conversation": "c1"}));
+    assert_eq!(code(&r), "internal", "{r}");
+    assert!(message(&r).contains("cannot parse"), "{r}");
+}
