@@ -301,12 +301,14 @@ fn replace(real: &Path, bytes: &[u8], mode: u32) -> Result<(), FloorWriteError> 
     let (Some(dir), Some(name)) = (real.parent(), real.file_name()) else {
         return Err(err(io::Error::other("no parent directory")));
     };
+    // A name of this write's own: two writes of one file at once each have theirs.
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = dir.join(format!(
-        ".{}.efr-tmp.{}",
+        ".{}.efr-tmp.{}.{}",
         name.to_string_lossy(),
-        std::process::id()
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
-    let _ = fs::remove_file(&tmp);
     let mut f = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -492,6 +494,48 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(e, FloorWriteError::NotAFile { .. }), "{e}");
+    }
+
+    #[test]
+    fn concurrent_writes_of_one_file_each_back_up_and_land_whole() {
+        let t = t();
+        let rc = t.home.join(".bashrc");
+        fs::write(&rc, "0\n").unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let (home, state, floors, rc) = (
+                    t.home.clone(),
+                    t.state.clone(),
+                    t.floors.clone(),
+                    rc.clone(),
+                );
+                std::thread::spawn(move || {
+                    floor_write(
+                        &home,
+                        &state,
+                        &floors,
+                        &rc,
+                        &Content::Edit(format!("{i}\n")),
+                    )
+                    .unwrap()
+                })
+            })
+            .collect();
+        let mut backups: Vec<String> = threads
+            .into_iter()
+            .map(|h| h.join().unwrap().backup.unwrap())
+            .collect();
+        backups.sort();
+        backups.dedup();
+        assert_eq!(backups.len(), 8);
+        let now = fs::read_to_string(&rc).unwrap();
+        assert!(now.len() == 2 && now.ends_with('\n'), "{now:?}");
+        let left: Vec<_> = fs::read_dir(&t.home)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains("efr-tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 
     #[test]
