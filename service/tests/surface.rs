@@ -255,6 +255,12 @@ fn questions_answers_and_their_effect_in_the_next_real_call() {
         text.contains(&format!("{}", proj.join(".env").display())) && text.contains("surface"),
         "{text}"
     );
+    let out = command(s.dir.path())
+        .args(["config", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["surface_masks"], json!([proj.join(".env")]), "{v}");
 }
 
 #[test]

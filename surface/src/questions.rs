@@ -357,6 +357,25 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_scan_reports_nothing_gone_and_keeps_what_it_did_not_see() {
+        let mut st = State::default();
+        let roots = [PathBuf::from("/h")];
+        let a = f("/h/a/.env", Class::Env, &[]);
+        let b = f("/h/b/.env", Class::Env, &[]);
+        record_scan(&mut st, "c", &roots, &[a.clone(), b.clone()], true);
+        let r = record_scan(&mut st, "c", &roots, std::slice::from_ref(&a), false);
+        assert!(r.changes.is_empty(), "{:?}", r.changes);
+        assert!(st.conversations["c"].last.contains_key("/h/b/.env"));
+        // Its question stays open.
+        let q2 = QuestionId::new("q2").unwrap();
+        assert_eq!(respond(&mut st, "c", &q2, true).unwrap(), "/h/b/.env");
+        // A full scan that does not see it: gone.
+        let r = record_scan(&mut st, "c", &roots, &[a], true);
+        assert_eq!(r.changes.len(), 1);
+        assert_eq!(r.changes[0].change, SurfaceChangeKind::Disappeared);
+    }
+
+    #[test]
     fn unknown_and_stale_ids_are_not_found() {
         let mut st = State::default();
         let roots = [PathBuf::from("/h")];
