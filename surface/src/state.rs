@@ -488,6 +488,43 @@ mod tests {
     }
 
     #[test]
+    fn for_calls_gives_the_hosts_of_watched_files_but_those_masked_or_gone() {
+        let t = tempfile::tempdir().unwrap();
+        let s = Store::new(t.path().join("efr"));
+        let a = t.path().join("a.env");
+        let b = t.path().join("b.env");
+        let gone = t.path().join("gone.env");
+        for p in [&a, &b, &gone] {
+            fs::write(p, "X=1\n").unwrap();
+        }
+        s.update(|st| {
+            for (p, h) in [(&a, "a.example"), (&b, "b.example"), (&gone, "g.example")] {
+                st.tokens.insert(
+                    p.to_string_lossy().into_owned(),
+                    TokenFile {
+                        hosts: vec![h.into()],
+                        stamp: stamp(p).unwrap(),
+                    },
+                );
+            }
+            st.answers
+                .insert(b.to_string_lossy().into_owned(), answer(false));
+        })
+        .unwrap();
+        fs::remove_file(&gone).unwrap();
+        let f = for_calls(&s).unwrap();
+        assert_eq!(f.token_hosts.into_iter().collect::<Vec<_>>(), ["a.example"]);
+        assert_eq!(f.masks, [b.to_string_lossy().into_owned()]);
+        // A token written into a watched file: its hosts are the file's now.
+        fs::write(&a, "X=1\nT=ghp_0123456789abcdefghijABCDEFGHIJ012345\n").unwrap();
+        let f = for_calls(&s).unwrap();
+        assert_eq!(
+            f.token_hosts.into_iter().collect::<Vec<_>>(),
+            ["github.com"]
+        );
+    }
+
+    #[test]
     fn a_broken_file_is_an_error_that_names_it() {
         let t = tempfile::tempdir().unwrap();
         let s = Store::new(t.path());
