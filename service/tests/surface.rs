@@ -574,3 +574,43 @@ fn a_state_file_that_cannot_be_read_stops_the_call_not_its_masks() {
     assert_eq!(code(&r), "internal", "{r}");
     assert!(message(&r).contains("cannot parse"), "{r}");
 }
+
+#[test]
+fn a_call_whose_project_is_the_home_cannot_touch_the_answers() {
+    // The home as the project root: everything in it writable but the masks and floors.
+    // The surface's state (answers, backups) is masked: the call neither reads nor changes
+    // it, so it cannot undo a "mask" answer for its next call.
+    let s = Server::start(&[]);
+    let home = canon(&s.home);
+    let proj = build_home(&home);
+    let mut c = s.client();
+    let r = c.call(1, "sandbox.surface", json!({"projects": [proj], "conversation": "c1"}));
+    let q = qid(&r["end"], &proj.join(".env"));
+    let r = c.call(
+        2,
+        "sandbox.surface_respond",
+        json!({"conversation": "c1", "question_id": q, "keep": false}),
+    );
+    assert!(r.get("error").is_none(), "{r}");
+    let state = home.join(".local/state/efr/surface.json");
+    let before = std::fs::read(&state).unwrap();
+    let mut id = 3;
+    for backend in common::backends() {
+        let line = format!(
+            "cat {st}; echo '{{}}' > {st}; rm -f {st}; mv {st} {st}.x; \
+             ls -a {dir}; cat {env}; echo done",
+            st = state.display(),
+            dir = state.parent().unwrap().display(),
+            env = proj.join(".env").display()
+        );
+        let (out, end) = launch(&mut c, id, &line, &home, backend);
+        id += 1;
+        assert!(out.contains("done"), "{backend}: {out} {end}");
+        assert!(!out.contains("question") && !out.contains("visible-before"), "{backend}: {out}");
+        assert_eq!(std::fs::read(&state).unwrap(), before, "{backend}: {end}");
+        // The answer still holds in the next call.
+        let (out, _) = launch(&mut c, id, "cat .env; echo end", &proj, backend);
+        id += 1;
+        assert_eq!(out, "end\n", "{backend}");
+    }
+}
