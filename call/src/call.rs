@@ -141,6 +141,8 @@ pub struct Call {
     env_dropped: Vec<String>,
     /// The proxy's refusals recorded (and sent as items) while the call ran.
     host_exits: Vec<ExitRecord>,
+    /// The floor files it may write, as they were before it ([`crate::floor_watch`]).
+    floors: std::sync::Mutex<Option<crate::floor_watch::FloorWatch>>,
 }
 
 impl Call {
@@ -165,6 +167,7 @@ impl Call {
         )
         .map_err(PrepareError::Params)?
         .map_err(PrepareError::Setup)?;
+        let floors = crate::floor_watch::FloorWatch::for_plan(&plan, &ctx.config, &ctx.env);
         Ok(Call {
             line: p.line.clone(),
             projects: p.projects.clone(),
@@ -175,6 +178,7 @@ impl Call {
             bus: None,
             env_dropped: Vec::new(),
             host_exits: Vec::new(),
+            floors: std::sync::Mutex::new(floors),
         })
     }
 
@@ -318,6 +322,10 @@ impl Call {
             &self.env,
         );
         fin.sandbox_summary.env_dropped = self.env_dropped.clone();
+        let watch = self.floors.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = watch {
+            w.finish(&mut fin.sandbox_summary);
+        }
         fin
     }
 

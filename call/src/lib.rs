@@ -14,6 +14,7 @@ pub mod bus_relay;
 pub mod caches;
 pub mod call;
 pub mod egress;
+pub mod floor_watch;
 pub mod git_dirs;
 pub mod git_guard;
 pub mod launch;

@@ -584,7 +584,11 @@ fn a_call_whose_project_is_the_home_cannot_touch_the_answers() {
     let home = canon(&s.home);
     let proj = build_home(&home);
     let mut c = s.client();
-    let r = c.call(1, "sandbox.surface", json!({"projects": [proj], "conversation": "c1"}));
+    let r = c.call(
+        1,
+        "sandbox.surface",
+        json!({"projects": [proj], "conversation": "c1"}),
+    );
     let q = qid(&r["end"], &proj.join(".env"));
     let r = c.call(
         2,
@@ -606,11 +610,110 @@ fn a_call_whose_project_is_the_home_cannot_touch_the_answers() {
         let (out, end) = launch(&mut c, id, &line, &home, backend);
         id += 1;
         assert!(out.contains("done"), "{backend}: {out} {end}");
-        assert!(!out.contains("question") && !out.contains("visible-before"), "{backend}: {out}");
+        assert!(
+            !out.contains("question") && !out.contains("visible-before"),
+            "{backend}: {out}"
+        );
         assert_eq!(std::fs::read(&state).unwrap(), before, "{backend}: {end}");
         // The answer still holds in the next call.
         let (out, _) = launch(&mut c, id, "cat .env; echo end", &proj, backend);
         id += 1;
         assert_eq!(out, "end\n", "{backend}");
+    }
+}
+
+#[test]
+fn an_approved_line_that_writes_floor_files_reports_them_with_backups() {
+    // An unsandboxed call (an approved exit) may write every floor file: the service reads
+    // them before, and after the call reports what changed with the content from before as
+    // a backup (a new name each time, 0600), through links too. A contained call without a
+    // write grant reaches no floor: nothing to report, nothing read.
+    let s = Server::start(&[]);
+    let home = canon(&s.home);
+    let proj = build_home(&home);
+    write(&home.join("dotfiles/bashrc"), "export A=1\n");
+    std::os::unix::fs::symlink(home.join("dotfiles/bashrc"), home.join(".bashrc")).unwrap();
+    write(&home.join(".local/bin/tool"), "#!/bin/sh\necho old\n");
+    write(&home.join(".profile"), "PATH=$PATH\n");
+    let mut c = s.client();
+    let line = "echo 'alias ll=ls' >> ~/.bashrc; echo 'echo new' > ~/.local/bin/tool; \
+                echo made > ~/.local/bin/other; rm ~/.profile";
+    c.request(
+        1,
+        "sandbox.launch",
+        json!({"line": line, "projects": [proj], "cwd": proj, "unsandboxed": true}),
+    );
+    let (_, end) = collect(&mut c, 1);
+    let changed = end["end"]["sandbox_summary"]["home_file_changed"]
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("no home_file_changed: {end}"));
+    let find = |p: &Path| {
+        changed
+            .iter()
+            .find(|e| e["path"] == p.to_str().unwrap())
+            .cloned()
+            .unwrap_or_else(|| panic!("no {} in {end}", p.display()))
+    };
+    let backup_of = |e: &Value| {
+        let b = PathBuf::from(
+            e["backup"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no backup: {e}")),
+        );
+        assert_eq!(
+            std::fs::metadata(&b).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{e}"
+        );
+        std::fs::read_to_string(b).unwrap()
+    };
+    let rc = find(&home.join(".bashrc"));
+    assert_eq!(rc["floor"], true, "{rc}");
+    assert_eq!(
+        rc["real"],
+        home.join("dotfiles/bashrc").to_str().unwrap(),
+        "{rc}"
+    );
+    assert_eq!(backup_of(&rc), "export A=1\n");
+    assert_eq!(
+        std::fs::read_to_string(home.join("dotfiles/bashrc")).unwrap(),
+        "export A=1\nalias ll=ls\n"
+    );
+    assert_eq!(
+        backup_of(&find(&home.join(".local/bin/tool"))),
+        "#!/bin/sh\necho old\n"
+    );
+    assert_eq!(backup_of(&find(&home.join(".profile"))), "PATH=$PATH\n");
+    let made = find(&home.join(".local/bin/other"));
+    assert!(made.get("backup").is_none(), "{made}");
+    assert_eq!(changed.len(), 4, "{end}");
+    // The same line again: a second backup, the first one kept.
+    c.request(
+        2,
+        "sandbox.launch",
+        json!({"line": "echo 'alias la=ls' >> ~/.bashrc", "projects": [proj], "cwd": proj,
+               "unsandboxed": true}),
+    );
+    let (_, end2) = collect(&mut c, 2);
+    let rc2 = end2["end"]["sandbox_summary"]["home_file_changed"][0].clone();
+    assert_ne!(rc2["backup"], rc["backup"], "{end2}");
+    assert_eq!(backup_of(&rc), "export A=1\n");
+    assert_eq!(backup_of(&rc2), "export A=1\nalias ll=ls\n");
+    // A contained call: floors are read-only, nothing is reported.
+    for (i, backend) in common::backends().into_iter().enumerate() {
+        let (_, end) = launch(
+            &mut c,
+            10 + i as u64,
+            "echo x >> ~/.bashrc; true",
+            &proj,
+            backend,
+        );
+        assert!(
+            end["end"]["sandbox_summary"]
+                .get("home_file_changed")
+                .is_none(),
+            "{backend}: {end}"
+        );
     }
 }

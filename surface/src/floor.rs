@@ -251,7 +251,7 @@ pub fn backups_of(state_dir: &Path, real: &Path) -> Vec<PathBuf> {
 /// Copies `bytes` (the file `real` before the write) to a new backup: `O_EXCL` (an older
 /// backup is never overwritten), `O_NOFOLLOW`, 0600, fsynced; then removes the oldest past
 /// [`MAX_BACKUPS`].
-fn back_up(state_dir: &Path, real: &Path, bytes: &[u8]) -> Result<PathBuf, FloorWriteError> {
+pub fn back_up(state_dir: &Path, real: &Path, bytes: &[u8]) -> Result<PathBuf, FloorWriteError> {
     let dir = state_dir.join(BACKUPS_DIR);
     let err = |source| FloorWriteError::Backup {
         path: real.to_path_buf(),

@@ -412,6 +412,16 @@ pub fn all() -> Vec<Fixture> {
                 ],
                 full_tmpfs: vec!["/tmp".into()],
                 linked_protected: vec!["/home/ada/src/app/.git/config".into()],
+                home_file_changed: vec![HomeFileChanged {
+                    path: "/home/ada/.bashrc".into(),
+                    floor: true,
+                    real: Some("/home/ada/dotfiles/bashrc".into()),
+                    backup: Some(
+                        "/home/ada/.local/state/efr/backups/%2Fhome%2Fada%2Fdotfiles%2Fbashrc.1764633600000000000.1"
+                            .into(),
+                    ),
+                }],
+                home_file_changed_more: 1,
                 survivors: vec!["sudo".into()],
                 env_dropped: vec!["PIP_INDEX_URL".into()],
                 setup_error: Some("project root /home/ada/gone does not exist".into()),

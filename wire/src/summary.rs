@@ -129,6 +129,14 @@ pub struct SandboxSummary {
     /// names (`find -samefile PATH`) to end it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub linked_protected: Vec<String>,
+    /// Floor files of the home that the call changed, made or removed (an unsandboxed
+    /// call, or a `write` grant that reaches a floor), each with the backup of what it held
+    /// before; at most 16 entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub home_file_changed: Vec<crate::HomeFileChanged>,
+    /// The changed floor files `home_file_changed` leaves out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub home_file_changed_more: u32,
     /// Programs of an approved exit's descendants that efr could not end.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub survivors: Vec<String>,

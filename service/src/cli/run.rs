@@ -422,6 +422,29 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             "efr-sandbox: {l} is protected and has other hard links: writes through any of its names were refused (find them with `find -samefile {l}`)"
         );
     }
+    for c in &fin.sandbox_summary.home_file_changed {
+        let via = c
+            .real
+            .as_deref()
+            .map(|r| format!(" (the file {r})"))
+            .unwrap_or_default();
+        match &c.backup {
+            Some(b) => eprintln!(
+                "efr-sandbox: changed {}{via}; what it held before: {b}",
+                c.path
+            ),
+            None => eprintln!(
+                "efr-sandbox: made {}{via} (a floor file: it runs outside the sandbox)",
+                c.path
+            ),
+        }
+    }
+    if fin.sandbox_summary.home_file_changed_more > 0 {
+        eprintln!(
+            "efr-sandbox: and {} more floor files changed",
+            fin.sandbox_summary.home_file_changed_more
+        );
+    }
     if let Some(f) = &a.summary {
         let json = serde_json::to_string_pretty(&fin.sandbox_summary)?;
         std::fs::write(f, json + "\n")
