@@ -107,7 +107,7 @@ impl Server {
 
     /// Waits until the service's stderr holds `what`.
     pub fn wait_log(&self, what: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while !self.stderr().contains(what) {
             assert!(
                 Instant::now() < deadline,
