@@ -26,7 +26,47 @@ pub fn of_signal(sig: libc::c_int) -> i32 {
     SIGNAL_BASE + sig
 }
 
-/// `efr-launch`: the line ran but neither its code nor its signal is known (the init's report
-/// was lost). (A caller folding status lines, `status::Outcome::exit_status`, says
-/// [`INIT_FAILED`] for the same case.)
-pub const LINE_END_UNKNOWN: i32 = 1;
+/// The line ran but neither its code nor its signal is known (the init's report was lost):
+/// `efr-launch` exits with it and a caller folding status lines
+/// (`status::Outcome::exit_status`) says the same, through [`of_end`].
+pub const LINE_END_UNKNOWN: i32 = INIT_FAILED;
+
+/// The shell-style status of a line's end as a status line gives it: the code, or 128+N
+/// for a signal, or [`LINE_END_UNKNOWN`]. The one mapping of the launcher's own exit and
+/// of [`crate::status::Outcome::exit_status`].
+pub fn of_end(code: Option<i32>, signal: Option<i32>) -> i32 {
+    match (code, signal) {
+        (Some(c), _) => c,
+        (None, Some(s)) => of_signal(s),
+        (None, None) => LINE_END_UNKNOWN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::Outcome;
+
+    /// `efr-launch`'s exit and a caller's fold of its status lines agree on every end,
+    /// the unknown one too (the launcher exited 1 where the fold said 127).
+    #[test]
+    fn launcher_exit_and_folded_status_agree() {
+        for (line, code, signal) in [
+            (
+                r#"{"event":"exited","code":3,"duration_ms":1}"#,
+                Some(3),
+                None,
+            ),
+            (
+                r#"{"event":"exited","signal":9,"duration_ms":1}"#,
+                None,
+                Some(9),
+            ),
+            (r#"{"event":"exited","duration_ms":1}"#, None, None),
+        ] {
+            let folded = Outcome::from_lines(line).exit_status();
+            assert_eq!(crate::run::line_exit(code, signal), folded, "{line}");
+        }
+        assert_eq!(crate::run::line_exit(None, None), INIT_FAILED);
+    }
+}

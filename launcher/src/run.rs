@@ -750,9 +750,11 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     // Only what the sandbox itself refused (the line cannot forge it): its stderr is not
     // read at all.
     out.emit(&h.exited(code, signal, start, survivors));
-    Try::Done(match (code, signal) {
-        (Some(c), _) => c,
-        (None, Some(s)) => crate::exit_code::of_signal(s),
-        _ => crate::exit_code::LINE_END_UNKNOWN,
-    })
+    Try::Done(line_exit(code, signal))
+}
+
+/// `efr-launch`'s exit status for a line that ended with `code` or `signal` (both absent:
+/// the init's report was lost).
+pub(crate) fn line_exit(code: Option<i32>, signal: Option<i32>) -> i32 {
+    crate::exit_code::of_end(code, signal)
 }

@@ -63,12 +63,9 @@ impl Outcome {
         }
     }
 
-    /// The shell-style exit status: the code, or 128+N for a signal.
+    /// The shell-style exit status: the code, or 128+N for a signal, or
+    /// [`crate::exit_code::LINE_END_UNKNOWN`] (what `efr-launch` exits with too).
     pub fn exit_status(&self) -> i32 {
-        match (self.code, self.signal) {
-            (Some(c), _) => c,
-            (None, Some(s)) => crate::exit_code::of_signal(s),
-            _ => crate::exit_code::INIT_FAILED,
-        }
+        crate::exit_code::of_end(self.code, self.signal)
     }
 }
