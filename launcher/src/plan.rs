@@ -845,6 +845,29 @@ mod tests {
         }
     }
 
+    /// The wire's plan fixtures read through the launcher's plan, validated, and render
+    /// again byte for byte (the plan's JSON is the same before and after the types moved
+    /// to `efr_sandbox_wire::plan`).
+    #[test]
+    fn wire_fixtures_read_back_byte_for_byte() {
+        for (name, text) in [
+            (
+                "plan.json",
+                include_str!("../../wire/fixtures/v1/plan.json"),
+            ),
+            (
+                "plan_minimal.json",
+                include_str!("../../wire/fixtures/v1/plan_minimal.json"),
+            ),
+        ] {
+            let p = Plan::from_json(text.as_bytes())
+                .unwrap_or_else(|e| panic!("{name} is refused: {e}"));
+            let mut again = serde_json::to_string_pretty(&p).unwrap();
+            again.push('\n');
+            assert_eq!(again, text, "{name}");
+        }
+    }
+
     #[test]
     fn version_checked() {
         let mut v = ok_plan();

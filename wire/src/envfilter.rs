@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 /// The environment policy of a call, as the plan carries it (the config's
 /// `[environment]` lists, in their order).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvPolicy {
     /// Name globs kept (case as written).

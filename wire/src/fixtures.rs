@@ -957,5 +957,77 @@ fn call_fixtures() -> Vec<Fixture> {
                 },
             ],
         ),
+        fixture("plan.json", example_plan()),
+        fixture(
+            "plan_minimal.json",
+            crate::plan::Plan::contained("true", "/home/ada/proj"),
+        ),
     ]
+}
+
+/// An example plan with every member set (what efr-call writes for the launcher).
+pub fn example_plan() -> crate::plan::Plan {
+    use crate::plan::*;
+    Plan {
+        version: PLAN_VERSION,
+        mode: PlanMode::Contained,
+        backend: Backend::Bwrap,
+        line: "npm install && git status".into(),
+        shell: Some("/bin/bash".into()),
+        cwd: "/home/ada/proj".into(),
+        home: Some("/home/ada".into()),
+        projects: vec!["/home/ada/proj".into()],
+        scratch: Some("/run/user/1000/efr/scratch/c1".into()),
+        tmp: Some("/run/user/1000/efr/tmp/c1".into()),
+        tmp_size: Some("2G".into()),
+        shm_size: Some("10%".into()),
+        read_only_inside: vec!["/home/ada/proj/.git/hooks".into()],
+        protect_names: vec![".envrc".into(), "**/.git/config".into()],
+        masks: vec!["/home/ada/.ssh".into(), "/home/ada/.npmrc".into()],
+        scrubbed: vec![ScrubbedFile {
+            path: "/home/ada/.npmrc".into(),
+            content: "registry=https://registry.npmjs.org/\n".into(),
+        }],
+        grants: vec![
+            Grant::Write {
+                path: "/home/ada/notes".into(),
+            },
+            Grant::Host {
+                host: "registry.npmjs.org".into(),
+                port: None,
+                plain_http: false,
+            },
+        ],
+        caches: vec![CacheLayer {
+            path: "/home/ada/.npm".into(),
+            upper: "/run/user/1000/efr/calls/c1/npm/upper".into(),
+            work: "/run/user/1000/efr/calls/c1/npm/work".into(),
+        }],
+        cache_files: vec![CacheFile {
+            path: "/home/ada/.cargo/.package-cache".into(),
+            private: "/run/user/1000/efr/calls/c1/package-cache".into(),
+        }],
+        env: Some(vec![EnvVar {
+            name: "PATH".into(),
+            value: "/usr/bin:/bin".into(),
+        }]),
+        env_set: vec![EnvVar {
+            name: "SCRATCH".into(),
+            value: "/run/user/1000/efr/scratch/c1".into(),
+        }],
+        env_keep: vec!["NODE_ENV".into()],
+        env_policy: Some(crate::envfilter::EnvPolicy {
+            keep: vec!["PATH".into(), "LANG".into(), "LC_*".into()],
+            drop: vec!["*_TOKEN".into()],
+            secret_values: vec!["ghp_[A-Za-z0-9]{36}".into()],
+        }),
+        hide_sockets: false,
+        require_landlock: true,
+        proxy: Some(ProxyPlan {
+            socket: "/run/user/1000/efr/calls/c1/proxy.sock".into(),
+            relay_port: 3128,
+            ports: vec![8080],
+        }),
+        test_weaken: vec!["no_supervise".into(), "seccomp_drop=keyctl".into()],
+    }
 }

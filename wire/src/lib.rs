@@ -18,6 +18,7 @@ pub mod launch;
 pub mod launcher_status;
 pub mod mode;
 pub mod pattern;
+pub mod plan;
 pub mod rpc;
 pub mod schema;
 mod serde_util;
@@ -39,6 +40,7 @@ pub use explain::{Access, ExplainParams, ExplainResult, FileKind, GrantHint, Lin
 pub use launch::{Bus, Desktop, Grant, Launch};
 pub use launcher_status::{CgroupKind, LandlockReport, StatusLine};
 pub use mode::Mode;
+pub use plan::{CacheFile, CacheLayer, EnvVar, NetMode, Plan, PlanMode, ProxyPlan, ScrubbedFile};
 pub use status::{
     Backend, BusProxyOff, CheckOutcome, CheckTest, ModeFallback, SandboxCheck, SandboxPaths,
     SandboxStatus,

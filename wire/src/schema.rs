@@ -55,6 +55,7 @@ pub fn document() -> Value {
         crate::StatusLine,
         crate::ClassifyRequest,
         crate::ClassifyResult,
+        crate::plan::Plan,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({
