@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use efr_sandbox_wire::{Backend, Grant};
 
-use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanError, PlanMode, ProxyPlan};
+use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanCheck, PlanError, PlanMode, ProxyPlan};
 use crate::status::{Outcome, StatusLine};
 
 /// Which backend the config asks for.

@@ -3,7 +3,7 @@
 use std::io::Read;
 use std::os::fd::RawFd;
 
-use crate::plan::{MAX_PLAN_BYTES, Plan};
+use crate::plan::{MAX_PLAN_BYTES, Plan, PlanCheck};
 use crate::run::StatusOut;
 
 fn usage() -> &'static str {

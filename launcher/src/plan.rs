@@ -1,5 +1,9 @@
 //! The plan: everything `efr-launch` needs to run one line, complete and validated.
 //!
+//! The plan's types are the wire's (`efr_sandbox_wire::plan`, re-exported here so callers
+//! keep their paths); its validation stays here, in [`PlanCheck`]: the launcher is the trust
+//! boundary and re-checks every plan it is handed, whoever wrote it.
+//!
 //! A plan is JSON with unknown fields refused. It is bounded (size, list lengths, path
 //! lengths) and validated before anything runs: every path absolute and free of NUL, every
 //! grant of a kind this launcher knows (a `Grant::Unknown` is refused), project roots and the
@@ -7,9 +11,13 @@
 
 use std::path::Path;
 
+use efr_sandbox_wire::Grant;
 use efr_sandbox_wire::size::Size;
-use efr_sandbox_wire::{Backend, Grant};
-use serde::{Deserialize, Serialize};
+
+pub use efr_sandbox_wire::plan::{
+    CacheFile, CacheLayer, DEFAULT_RELAY_PORT, EnvVar, NetMode, PLAN_VERSION, Plan, PlanMode,
+    ProxyPlan, ScrubbedFile,
+};
 
 /// Largest plan accepted, in bytes.
 pub const MAX_PLAN_BYTES: usize = 1 << 20;
@@ -19,131 +27,6 @@ pub const MAX_LINE_BYTES: usize = 256 * 1024;
 pub const MAX_LIST: usize = 4096;
 /// Longest path accepted, in bytes.
 pub const MAX_PATH: usize = 4096;
-/// The plan format this launcher reads.
-pub const PLAN_VERSION: u32 = 1;
-
-/// How the line runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanMode {
-    /// In the sandbox: namespaces, read-only view, Landlock, seccomp.
-    Contained,
-    /// Outside the sandbox; the launcher still owns the process tree.
-    Unsandboxed,
-}
-
-/// One variable the service sets for the line (after scrubbing, so it is kept as given).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EnvVar {
-    pub name: String,
-    pub value: String,
-}
-
-/// The complete input of one launch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Plan {
-    /// [`PLAN_VERSION`].
-    pub version: u32,
-    pub mode: PlanMode,
-    /// The backend of a contained launch (ignored for an unsandboxed one).
-    #[serde(default = "default_backend")]
-    pub backend: Backend,
-    /// The shell line.
-    pub line: String,
-    /// The shell that runs it as `SHELL -c LINE`; `/bin/sh` when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shell: Option<String>,
-    /// The directory the line starts in.
-    pub cwd: String,
-    /// The user's home (what `~` is inside); used for the environment and masks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub home: Option<String>,
-    /// The turn's project roots: writable.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub projects: Vec<String>,
-    /// The conversation's scratch directory: writable, at its own path.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scratch: Option<String>,
-    /// The host directory shown as `/tmp` inside (lasts for the conversation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tmp: Option<String>,
-    /// The size of the call's own `/tmp` tmpfs (when `tmp` is absent): bytes such as `2G`
-    /// or a share of the memory such as `25%` (`efr_sandbox_wire::size`);
-    /// [`DEFAULT_TMP_SIZE`] when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tmp_size: Option<String>,
-    /// The size of the call's `/dev/shm` tmpfs; [`DEFAULT_SHM_SIZE`] when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shm_size: Option<String>,
-    /// Paths inside writable roots that stay read-only (existing or not).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub read_only_inside: Vec<String>,
-    /// Name patterns (`*` within a component, `**` across) kept read-only relative to each
-    /// writable root and each repository below one, existing or not, whatever the host does
-    /// to them during the call (the init supervises the writes; see `crate::supervise`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub protect_names: Vec<String>,
-    /// Paths shown present but empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub masks: Vec<String>,
-    /// Masked files shown with their secrets removed: a generated copy bound read-only
-    /// over the mask (a settings file that also holds a token, such as `~/.npmrc`), so the
-    /// registry setting still applies inside. Each path is one of `masks`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scrubbed: Vec<ScrubbedFile>,
-    /// Grants on top of the default view.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub grants: Vec<Grant>,
-    /// Real caches shown writable through a per-call layer (overlayfs in the call's user
-    /// namespace); the service merges the layer's upper dir after the call.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub caches: Vec<CacheLayer>,
-    /// Files beside a cache that its tool must write (a lock), each shown writable as a
-    /// private per-call file `private` of the service bound at `path`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cache_files: Vec<CacheFile>,
-    /// The environment the line starts from (scrubbed by the launcher); the launcher's own
-    /// when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env: Option<Vec<EnvVar>>,
-    /// Variables set after scrubbing (e.g. `SCRATCH`, proxy variables).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env_set: Vec<EnvVar>,
-    /// Extra variable names kept by the scrubber (still dropped by the policy's `drop`
-    /// names and secret values; ignored without `env_policy`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env_keep: Vec<String>,
-    /// What of `env` the line keeps (the config's `[environment]`); when absent (an older
-    /// service), only [`crate::env::FALLBACK_KEEP`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env_policy: Option<efr_sandbox_wire::envfilter::EnvPolicy>,
-    /// Hide the host's listening path sockets (true when absent).
-    #[serde(default = "yes")]
-    pub hide_sockets: bool,
-    /// Fail the launch when Landlock cannot be enforced at all (false when absent).
-    #[serde(default)]
-    pub require_landlock: bool,
-    /// The call's egress proxy (a contained call with its own network only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<ProxyPlan>,
-    /// TESTS ONLY: weaken one layer on purpose, so the probe's tests can see the matching
-    /// check fail ([`TEST_WEAKEN_KINDS`]). Honored only when the launcher's environment
-    /// holds [`ALLOW_TEST_WEAKEN_ENV`]`=1`; otherwise a plan that holds any is a setup error.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub test_weaken: Vec<String>,
-}
-
-/// A masked file's copy with its secrets removed ([`Plan::scrubbed`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScrubbedFile {
-    /// The masked path (absolute).
-    pub path: String,
-    /// What the call reads there.
-    pub content: String,
-}
 
 /// Most scrubbed copies a plan holds, the longest one, and all of them together (they
 /// live in the native backend's 1 MiB staging tmpfs).
@@ -151,28 +34,17 @@ pub const MAX_SCRUBBED: usize = 16;
 pub const MAX_SCRUBBED_BYTES: usize = 64 * 1024;
 pub const MAX_SCRUBBED_TOTAL: usize = 256 * 1024;
 
-/// One real cache of the call and its per-call layer: `path` is the cache (the overlay's
-/// lower dir, and where the merged view is mounted), `upper` and `work` are empty
-/// directories of a private (0700) per-call directory of the service, outside every
-/// writable root. Paths hold no `,`, `:` or `\\` (overlayfs option syntax).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CacheLayer {
-    pub path: String,
-    pub upper: String,
-    pub work: String,
+/// The checks of one part of a plan (a cache layer, the proxy).
+trait PartCheck {
+    /// Its shape.
+    fn validate(&self) -> Result<(), PlanError>;
+    /// What it names on the host.
+    fn check_host(&self) -> Result<(), PlanError> {
+        Ok(())
+    }
 }
 
-/// A file a cache's tool writes beside the cache (`~/.cargo/.package-cache`), shown as the
-/// call's own: the service's empty per-call file `private`, bound writable at `path`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CacheFile {
-    pub path: String,
-    pub private: String,
-}
-
-impl CacheLayer {
+impl PartCheck for CacheLayer {
     fn validate(&self) -> Result<(), PlanError> {
         for (what, p) in [
             ("cache", &self.path),
@@ -220,45 +92,10 @@ fn memory() -> u64 {
 /// the call in both backends (a path under `/run` cannot be made on the read-only root, and
 /// `$XDG_RUNTIME_DIR` is masked).
 pub const INSIDE_PROXY_SOCKET: &str = "/dev/efr/proxy.sock";
-/// The relay's port on 127.0.0.1 when the plan names none.
-pub const DEFAULT_RELAY_PORT: u16 = 3128;
 /// Longest path a Unix socket address holds.
 pub const MAX_SOCKET_PATH: usize = 107;
 
-/// The call's egress proxy (design section 7): the launcher binds its socket into the view
-/// at [`INSIDE_PROXY_SOCKET`], points `/etc/resolv.conf` at the call's DNS server, sets the
-/// proxy variables, and the init binds (inside the call's network namespace) the relay's
-/// listener on `127.0.0.1:relay_port`, the DNS socket on `127.0.0.1:53` and the synthetic
-/// listeners on port 443 and `ports`, and hands them to the proxy, which serves them (the
-/// names the DNS answers are the proxy's, from its own policy).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProxyPlan {
-    /// The host path of the call's proxy socket (the service's proxy listens there).
-    pub socket: String,
-    /// The relay's TCP port on 127.0.0.1 (the proxy variables name it).
-    #[serde(default = "default_relay_port")]
-    pub relay_port: u16,
-    /// Ports besides 443 of the synthetic listeners (the ports host grants name), so a tool
-    /// that ignores the proxy variables reaches `name:port` too.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ports: Vec<u16>,
-}
-
-fn default_relay_port() -> u16 {
-    DEFAULT_RELAY_PORT
-}
-
-impl ProxyPlan {
-    /// A proxy plan for the socket at `socket` with the default relay port.
-    pub fn new(socket: impl Into<String>) -> ProxyPlan {
-        ProxyPlan {
-            socket: socket.into(),
-            relay_port: DEFAULT_RELAY_PORT,
-            ports: Vec::new(),
-        }
-    }
-
+impl PartCheck for ProxyPlan {
     fn validate(&self) -> Result<(), PlanError> {
         check_path("proxy socket", &self.socket)?;
         if self.socket.len() > MAX_SOCKET_PATH {
@@ -303,14 +140,6 @@ pub const TEST_WEAKEN_KINDS: &[&str] = &[
 /// The variable the service copies into a plan's `test_weaken` (comma-separated; tests
 /// only, and honoured by the launcher only with [`ALLOW_TEST_WEAKEN_ENV`]).
 pub const TEST_WEAKEN_ENV: &str = "EFR_SANDBOX_TEST_WEAKEN";
-
-fn yes() -> bool {
-    true
-}
-
-fn default_backend() -> Backend {
-    Backend::Native
-}
 
 /// Why a plan was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -380,57 +209,23 @@ fn check_env(what: &str, v: &[EnvVar]) -> Result<(), PlanError> {
     Ok(())
 }
 
-impl Plan {
-    /// A contained plan with every optional member empty.
-    pub fn contained(line: impl Into<String>, cwd: impl Into<String>) -> Plan {
-        Plan {
-            version: PLAN_VERSION,
-            mode: PlanMode::Contained,
-            backend: Backend::Native,
-            line: line.into(),
-            shell: None,
-            cwd: cwd.into(),
-            home: None,
-            projects: Vec::new(),
-            scratch: None,
-            tmp: None,
-            tmp_size: None,
-            shm_size: None,
-            read_only_inside: Vec::new(),
-            protect_names: Vec::new(),
-            masks: Vec::new(),
-            scrubbed: Vec::new(),
-            grants: Vec::new(),
-            caches: Vec::new(),
-            cache_files: Vec::new(),
-            env: None,
-            env_set: Vec::new(),
-            env_keep: Vec::new(),
-            env_policy: None,
-            hide_sockets: true,
-            require_landlock: false,
-            proxy: None,
-            test_weaken: Vec::new(),
-        }
-    }
-
-    /// Whether the plan asks for this `test_weaken` entry (exact, or `kind=` prefix: the
-    /// values).
-    pub fn weaken_values(&self, kind: &str) -> Vec<&str> {
-        self.test_weaken
-            .iter()
-            .filter_map(|w| {
-                if w == kind {
-                    Some("")
-                } else {
-                    w.strip_prefix(kind)?.strip_prefix('=')
-                }
-            })
-            .collect()
-    }
-
+/// The launcher's checks of a plan (the plan's types are the wire's: these are the
+/// launcher's, its trust boundary).
+pub trait PlanCheck: Sized {
     /// Reads and validates a plan from JSON bytes.
-    pub fn from_json(bytes: &[u8]) -> Result<Plan, PlanError> {
+    fn from_json(bytes: &[u8]) -> Result<Self, PlanError>;
+    /// The sizes in bytes of the call's own `/tmp` and `/dev/shm` tmpfs (a share of the
+    /// memory is taken of this machine's).
+    fn tmpfs_sizes(&self) -> (u64, u64);
+    /// Checks the plan's shape (not the file system: see [`PlanCheck::check_host`]).
+    fn validate(&self) -> Result<(), PlanError>;
+    /// Checks what the plan names on the host: project roots, cwd, scratch and tmp must be
+    /// directories; write, device and socket grants must exist.
+    fn check_host(&self) -> Result<(), PlanError>;
+}
+
+impl PlanCheck for Plan {
+    fn from_json(bytes: &[u8]) -> Result<Plan, PlanError> {
         if bytes.len() > MAX_PLAN_BYTES {
             return Err(PlanError::TooLarge);
         }
@@ -440,9 +235,7 @@ impl Plan {
         Ok(plan)
     }
 
-    /// The sizes in bytes of the call's own `/tmp` and `/dev/shm` tmpfs (a share of the
-    /// memory is taken of this machine's).
-    pub fn tmpfs_sizes(&self) -> (u64, u64) {
+    fn tmpfs_sizes(&self) -> (u64, u64) {
         let one = |s: &Option<String>, default: &str| {
             let size = Size::parse(s.as_deref().unwrap_or(default))
                 .or_else(|_| Size::parse(default))
@@ -458,13 +251,7 @@ impl Plan {
         )
     }
 
-    /// The shell that runs the line.
-    pub fn shell(&self) -> &str {
-        self.shell.as_deref().unwrap_or("/bin/sh")
-    }
-
-    /// Checks the plan's shape (not the file system: see [`Plan::check_host`]).
-    pub fn validate(&self) -> Result<(), PlanError> {
+    fn validate(&self) -> Result<(), PlanError> {
         if self.version != PLAN_VERSION {
             return Err(PlanError::Version(self.version));
         }
@@ -613,9 +400,7 @@ impl Plan {
         Ok(())
     }
 
-    /// Checks what the plan names on the host: project roots, cwd, scratch and tmp must be
-    /// directories; write, device and socket grants must exist.
-    pub fn check_host(&self) -> Result<(), PlanError> {
+    fn check_host(&self) -> Result<(), PlanError> {
         let dir = |what: &str, p: &str| -> Result<(), PlanError> {
             match std::fs::metadata(p) {
                 Ok(m) if m.is_dir() => Ok(()),
@@ -681,28 +466,6 @@ impl Plan {
         }
         Ok(())
     }
-
-    /// The grants' net mode.
-    pub fn net(&self) -> NetMode {
-        if self.grants.iter().any(|g| matches!(g, Grant::OpenNetwork)) {
-            NetMode::Open
-        } else if self.grants.iter().any(|g| matches!(g, Grant::NetView)) {
-            NetMode::View
-        } else {
-            NetMode::Own
-        }
-    }
-}
-
-/// The network a contained call gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NetMode {
-    /// Its own namespace with only loopback.
-    Own,
-    /// The host's namespace, only Unix and netlink sockets.
-    View,
-    /// The host's network as it is.
-    Open,
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use efr_sandbox_wire::Backend;
 use crate::caller::Caller;
 use crate::child::init::InnerSpec;
 use crate::child::report::Report;
-use crate::plan::{NetMode, Plan, PlanMode};
+use crate::plan::{NetMode, Plan, PlanCheck, PlanMode};
 use crate::status::{CgroupKind, StatusLine};
 use crate::sys;
 use crate::view::Op;

@@ -9,7 +9,7 @@ use std::os::unix::fs::FileTypeExt;
 
 use efr_sandbox_wire::{Bus, Desktop, Grant};
 
-use crate::plan::{NetMode, Plan};
+use crate::plan::{NetMode, Plan, PlanCheck};
 use crate::restrict::lockdown::LandlockSpec;
 
 /// One mount operation, in order. Sources are host paths; destinations are view paths.
