@@ -378,7 +378,7 @@ pub fn finished(
         ..
     }) = &o.started
     {
-        if backend != "unsandboxed" {
+        if *backend != efr_sandbox_wire::RunBackend::Unsandboxed {
             let roots: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
             sandbox_summary.quarantined =
                 crate::git_guard::after_call(&roots, view, *start_time_ms, config);
@@ -593,7 +593,7 @@ pub fn started_item(s: &StatusLine) -> Option<LaunchItem> {
         } => Some(LaunchItem::Started(Started {
             launcher_pid: *launcher_pid,
             pid: *pid,
-            backend: backend.clone(),
+            backend: *backend,
             landlock: landlock.as_ref().and_then(|l| serde_json::to_value(l).ok()),
             seccomp: *seccomp,
             cgroup: cgroup.as_ref().and_then(|c| serde_json::to_value(c).ok()),

@@ -10,13 +10,8 @@ use efr_sandbox_wire::{Backend, Grant};
 use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanCheck, PlanError, PlanMode, ProxyPlan};
 use crate::status::{Outcome, StatusLine};
 
-/// Which backend the config asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BackendChoice {
-    Auto,
-    Native,
-    Bwrap,
-}
+/// Which backend the config asks for: the wire's one backend choice.
+pub use efr_sandbox_wire::BackendChoice;
 
 /// `auto` → native when user namespaces work here, else bwrap when installed, else native
 /// (whose setup error then says why).

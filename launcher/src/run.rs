@@ -250,7 +250,7 @@ fn line_spec(plan: &Plan) -> InnerSpec {
 /// What a backend started (step 3): the first process of the call, or why it did not start,
 /// and what the launcher keeps of it until the end.
 struct Spawned {
-    backend_name: &'static str,
+    backend_name: efr_sandbox_wire::RunBackend,
     pid: Result<libc::pid_t, String>,
     /// The contained call's view (for the retry check at the end).
     view: Option<crate::view::View>,
@@ -310,7 +310,7 @@ fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawne
         }
         match plan.backend {
             Backend::Native => {
-                backend_name = "native";
+                backend_name = efr_sandbox_wire::RunBackend::Native;
                 spec.seccomp = Some(plan.net() == NetMode::View);
                 // The view is computed while the child builds its base (see native::spawn).
                 let mut full = None;
@@ -327,7 +327,7 @@ fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawne
                 r
             }
             Backend::Bwrap => {
-                backend_name = "bwrap";
+                backend_name = efr_sandbox_wire::RunBackend::Bwrap;
                 spec.seccomp_preloaded = true;
                 spec.drop_caps = false;
                 if !std::path::Path::new(&bwrap_path).exists() {
@@ -400,7 +400,7 @@ fn spawn_unsandboxed(spec: &InnerSpec, report_w: RawFd) -> Spawned {
         Err(e) => Err(format!("fork: {e}")),
     };
     Spawned {
-        backend_name: "unsandboxed",
+        backend_name: efr_sandbox_wire::RunBackend::Unsandboxed,
         pid: r,
         view: None,
         stage: None,
@@ -648,7 +648,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                                 launcher_pid: sys::getpid() as u32,
                                 start_time_ms: start_ms,
                                 pid,
-                                backend: backend_name.into(),
+                                backend: backend_name,
                                 landlock: ready.landlock,
                                 seccomp: ready.seccomp,
                                 supervised: ready.supervised,

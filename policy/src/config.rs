@@ -95,25 +95,8 @@ impl Entry {
     }
 }
 
-/// `sandbox.backend`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BackendChoice {
-    /// The probe picks the one that works (native first).
-    Auto,
-    Native,
-    Bwrap,
-}
-
-impl BackendChoice {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Native => "native",
-            BackendChoice::Bwrap => "bwrap",
-        }
-    }
-}
+/// `sandbox.backend`: the wire's one backend choice.
+pub use efr_sandbox_wire::BackendChoice;
 
 /// `[sandbox]`.
 #[derive(Debug, Clone, PartialEq, Eq)]

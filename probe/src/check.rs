@@ -115,7 +115,7 @@ struct Run {
     landlock: Option<LandlockReport>,
     seccomp_loaded: bool,
     supervised: bool,
-    backend: Option<String>,
+    backend: Option<efr_sandbox_wire::RunBackend>,
     /// Why no report came back (setup error, crash, bad output).
     error: Option<String>,
 }
@@ -231,7 +231,7 @@ fn run_probe(
         ..
     }) = &outcome.started
     {
-        run.backend = Some(backend.clone());
+        run.backend = Some(*backend);
         run.landlock = landlock.clone();
         run.seccomp_loaded = *seccomp;
         run.supervised = *supervised;
@@ -455,7 +455,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
                     detail =
                         format!("the launcher applied no Landlock to the call; inside: {detail}");
                 }
-                Some(l) if l.abi == 0 || l.status == "not_enforced" => {
+                Some(l) if l.abi == 0 || l.status == efr_sandbox_wire::Enforcement::NotEnforced => {
                     pass = false;
                     detail = format!(
                         "Landlock {} (ABI {}): {}",

@@ -102,8 +102,8 @@ pub struct Started {
     pub launcher_pid: u32,
     /// The line's process, as the launcher's pid namespace numbers it (0 when unknown).
     pub pid: u32,
-    /// `native`, `bwrap` or `unsandboxed`.
-    pub backend: String,
+    /// The backend the line really ran on.
+    pub backend: crate::RunBackend,
     /// The launcher's Landlock report (`null` when it reported none), as its status line
     /// has it.
     pub landlock: Option<Value>,
@@ -149,7 +149,7 @@ mod tests {
         let started = LaunchItem::Started(Started {
             launcher_pid: 7,
             pid: 2,
-            backend: "bwrap".into(),
+            backend: crate::RunBackend::Bwrap,
             landlock: None,
             seccomp: false,
             cgroup: None,

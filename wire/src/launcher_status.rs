@@ -6,14 +6,53 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::backend::RunBackend;
+
+/// What Landlock enforced of the line's ruleset (the landlock crate's `RulesetStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Enforcement {
+    /// Every access right the launcher asks for is enforced.
+    FullyEnforced,
+    /// Some are: the kernel's ABI is older than the launcher's target.
+    PartiallyEnforced,
+    /// None: Landlock is missing or off.
+    #[default]
+    NotEnforced,
+}
+
+impl Enforcement {
+    /// Every value, in wire order.
+    pub const ALL: [Enforcement; 3] = [
+        Enforcement::FullyEnforced,
+        Enforcement::PartiallyEnforced,
+        Enforcement::NotEnforced,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Enforcement::FullyEnforced => "fully_enforced",
+            Enforcement::PartiallyEnforced => "partially_enforced",
+            Enforcement::NotEnforced => "not_enforced",
+        }
+    }
+}
+
+impl std::fmt::Display for Enforcement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What Landlock enforced for the line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct LandlockReport {
     /// The kernel's Landlock ABI (0 when Landlock is missing).
     pub abi: u32,
-    /// `fully_enforced`, `partially_enforced` or `not_enforced`.
-    pub status: String,
+    /// What the kernel enforced of the ruleset.
+    pub status: Enforcement,
     /// TCP bind/connect rules are handled (net_view only).
     #[serde(default)]
     pub net: bool,
@@ -48,8 +87,8 @@ pub enum StatusLine {
         start_time_ms: u64,
         /// The line's process, as the launcher's pid namespace numbers it (0 when unknown).
         pid: u32,
-        /// `native`, `bwrap` or `unsandboxed`.
-        backend: String,
+        /// The backend the line really ran on.
+        backend: RunBackend,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         landlock: Option<LandlockReport>,
         /// The seccomp filter is loaded.

@@ -7,6 +7,7 @@
 //! byte for byte by the tests) and `schema` the JSON Schema of all of them.
 
 pub mod always;
+pub mod backend;
 pub mod call;
 pub mod classify;
 pub mod envfilter;
@@ -28,6 +29,7 @@ pub mod summary;
 pub mod surface;
 
 pub use always::{AlwaysOutcome, NotSavedReason};
+pub use backend::{BackendChoice, RunBackend};
 pub use call::{
     CallParams, FinishParams, LaunchItem, OutputData, OutputStream, PlanParams, PlanResult, Started,
 };
@@ -38,7 +40,7 @@ pub use exit::{
 };
 pub use explain::{Access, ExplainParams, ExplainResult, FileKind, GrantHint, LinkInfo, RuleHit};
 pub use launch::{Bus, Desktop, Grant, Launch};
-pub use launcher_status::{CgroupKind, LandlockReport, StatusLine};
+pub use launcher_status::{CgroupKind, Enforcement, LandlockReport, StatusLine};
 pub use mode::Mode;
 pub use plan::{CacheFile, CacheLayer, EnvVar, NetMode, Plan, PlanMode, ProxyPlan, ScrubbedFile};
 pub use status::{

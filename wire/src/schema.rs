@@ -56,6 +56,9 @@ pub fn document() -> Value {
         crate::ClassifyRequest,
         crate::ClassifyResult,
         crate::plan::Plan,
+        crate::BackendChoice,
+        crate::RunBackend,
+        crate::Enforcement,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({

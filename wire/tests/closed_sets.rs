@@ -75,6 +75,11 @@ fn strict_sets_refuse_an_unknown_value() {
     refuses::<Access>(json!("execute"));
     refuses::<FileKind>(json!("door"));
     refuses::<Backend>(json!("gvisor"));
+    // A plan never holds `auto`: the choice is resolved before the plan is written.
+    refuses::<Backend>(json!("auto"));
+    refuses::<BackendChoice>(json!("gvisor"));
+    refuses::<RunBackend>(json!("auto"));
+    refuses::<Enforcement>(json!("enforced"));
     refuses::<CheckOutcome>(json!("flaky"));
     refuses::<SurfaceChangeKind>(json!("moved"));
     refuses::<Bus>(json!("accessibility"));
@@ -170,6 +175,16 @@ fn closed_set_lists_match_their_wire_names() {
     }
     for r in BlockReason::ALL {
         assert_eq!(serde_json::to_value(r).ok(), Some(json!(r.as_str())));
+    }
+    for c in BackendChoice::ALL {
+        assert_eq!(serde_json::to_value(c).ok(), Some(json!(c.as_str())));
+        assert_eq!(BackendChoice::from_name(c.as_str()), Some(c));
+    }
+    for b in RunBackend::ALL {
+        assert_eq!(serde_json::to_value(b).ok(), Some(json!(b.as_str())));
+    }
+    for e in Enforcement::ALL {
+        assert_eq!(serde_json::to_value(e).ok(), Some(json!(e.as_str())));
     }
     for c in TargetClass::ALL {
         assert_eq!(serde_json::to_value(c).ok(), Some(json!(c.as_str())));

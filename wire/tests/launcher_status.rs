@@ -9,10 +9,10 @@ fn status_lines_keep_their_bytes() {
         launcher_pid: 1,
         start_time_ms: 2,
         pid: 3,
-        backend: "bwrap".into(),
+        backend: efr_sandbox_wire::RunBackend::Bwrap,
         landlock: Some(LandlockReport {
             abi: 4,
-            status: "partially_enforced".into(),
+            status: efr_sandbox_wire::Enforcement::PartiallyEnforced,
             net: false,
             scopes: false,
             unix_sockets: false,

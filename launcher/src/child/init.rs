@@ -141,7 +141,7 @@ fn enter_landlock(
     l: &crate::restrict::lockdown::LandlockSpec,
 ) -> Result<crate::status::LandlockReport, String> {
     let r = crate::restrict::lockdown::restrict(l)?;
-    if spec.require_landlock && r.status == "not_enforced" {
+    if spec.require_landlock && r.status == efr_sandbox_wire::Enforcement::NotEnforced {
         return Err("landlock is required but not enforced".into());
     }
     Ok(r)

@@ -211,7 +211,7 @@ mod tests {
             Report::Ready(Ready {
                 landlock: Some(LandlockReport {
                     abi: 6,
-                    status: "fully_enforced".into(),
+                    status: efr_sandbox_wire::Enforcement::FullyEnforced,
                     net: true,
                     scopes: true,
                     unix_sockets: false,

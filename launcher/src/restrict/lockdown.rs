@@ -29,6 +29,7 @@ use landlock::BitFlags;
 use serde::{Deserialize, Serialize};
 
 use crate::status::LandlockReport;
+use efr_sandbox_wire::Enforcement;
 
 /// The newest ABI this code knows.
 const TARGET: ABI = ABI::V9;
@@ -197,11 +198,11 @@ fn add_read_rules(
     Ok(created)
 }
 
-fn rs_str(s: RulesetStatus) -> &'static str {
+fn enforcement(s: RulesetStatus) -> Enforcement {
     match s {
-        RulesetStatus::FullyEnforced => "fully_enforced",
-        RulesetStatus::PartiallyEnforced => "partially_enforced",
-        RulesetStatus::NotEnforced => "not_enforced",
+        RulesetStatus::FullyEnforced => Enforcement::FullyEnforced,
+        RulesetStatus::PartiallyEnforced => Enforcement::PartiallyEnforced,
+        RulesetStatus::NotEnforced => Enforcement::NotEnforced,
     }
 }
 
@@ -235,7 +236,7 @@ pub fn restrict(spec: &LandlockSpec) -> Result<LandlockReport, String> {
     let st = created.restrict_self().map_err(e)?;
     Ok(LandlockReport {
         abi,
-        status: rs_str(st.ruleset).into(),
+        status: enforcement(st.ruleset),
         net: spec.deny_tcp && abi >= 4,
         scopes: spec.scopes && abi >= 6,
         unix_sockets: abi >= 9,
