@@ -16,7 +16,7 @@ use efr_sandbox_wire::size::Size;
 
 pub use efr_sandbox_wire::plan::{
     CacheFile, CacheLayer, DEFAULT_RELAY_PORT, EnvVar, NetMode, PLAN_VERSION, Plan, PlanMode,
-    ProxyPlan, ScrubbedFile,
+    ProxyPlan, ScrubbedFile, TestWeaken, UnknownWeaken,
 };
 
 /// Largest plan accepted, in bytes.
@@ -123,19 +123,6 @@ impl PartCheck for ProxyPlan {
 
 /// The variable that lets a plan's `test_weaken` take effect (tests only).
 pub const ALLOW_TEST_WEAKEN_ENV: &str = "EFR_LAUNCH_ALLOW_TEST_WEAKEN";
-
-/// The `test_weaken` entries known: `no_landlock` (Landlock is not applied), `no_masks`
-/// (masks are not mounted), `seccomp_drop=NAME` (the EPERM program loses the entry of that
-/// system call, such as `keyctl`, or the `socket` rule), `bwrap=PATH` (bubblewrap is run
-/// from PATH, such as `/bin/false`), `no_supervise` (the init does not supervise writes:
-/// the tests of the post-call guard, the layer behind it).
-pub const TEST_WEAKEN_KINDS: &[&str] = &[
-    "no_landlock",
-    "no_masks",
-    "seccomp_drop=",
-    "bwrap=",
-    "no_supervise",
-];
 
 /// The variable the service copies into a plan's `test_weaken` (comma-separated; tests
 /// only, and honoured by the launcher only with [`ALLOW_TEST_WEAKEN_ENV`]).
@@ -351,20 +338,7 @@ impl PlanCheck for Plan {
         if self.test_weaken.len() > 16 {
             return Err(invalid("test_weaken: too many entries"));
         }
-        for w in &self.test_weaken {
-            let known = TEST_WEAKEN_KINDS.iter().any(|k| {
-                if let Some(prefix) = k.strip_suffix('=') {
-                    w.strip_prefix(prefix)
-                        .and_then(|r| r.strip_prefix('='))
-                        .is_some_and(|v| !v.is_empty() && !v.contains('\0'))
-                } else {
-                    w == k
-                }
-            });
-            if !known {
-                return Err(invalid(format!("test_weaken: unknown entry {w:?}")));
-            }
-        }
+        self.weakenings().map_err(|e| invalid(e.to_string()))?;
         if self.grants.len() > MAX_LIST {
             return Err(invalid("grants: too many entries"));
         }
@@ -628,6 +602,29 @@ mod tests {
             let mut again = serde_json::to_string_pretty(&p).unwrap();
             again.push('\n');
             assert_eq!(again, text, "{name}");
+        }
+    }
+
+    #[test]
+    fn weakening_knobs_typed_and_unknown_ones_refused() {
+        let mut v = ok_plan();
+        v["test_weaken"] = serde_json::json!(["no_masks", "seccomp_drop=keyctl"]);
+        let p = Plan::from_json(v.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            p.weakenings(),
+            Ok(vec![
+                TestWeaken::NoMasks,
+                TestWeaken::SeccompDrop("keyctl".into())
+            ])
+        );
+        for bad in ["no_seccomp", "bwrap=", "seccomp_drop"] {
+            v["test_weaken"] = serde_json::json!([bad]);
+            let e = Plan::from_json(v.to_string().as_bytes()).unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("test_weaken: unknown entry {bad:?}")),
+                "{e}"
+            );
         }
     }
 

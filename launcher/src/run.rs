@@ -12,7 +12,7 @@ use efr_sandbox_wire::Backend;
 use crate::caller::Caller;
 use crate::child::init::InnerSpec;
 use crate::child::report::Report;
-use crate::plan::{NetMode, Plan, PlanCheck, PlanMode};
+use crate::plan::{NetMode, Plan, PlanCheck, PlanMode, TestWeaken};
 use crate::status::{CgroupKind, StatusLine};
 use crate::sys;
 use crate::view::Op;
@@ -270,8 +270,10 @@ fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawne
     let mut stage = None;
     let backend_name;
     let pid = {
-        let no_masks = !plan.weaken_values("no_masks").is_empty();
-        let with_landlock = plan.weaken_values("no_landlock").is_empty();
+        // Validated with the plan: an unknown knob never gets here.
+        let weaken = plan.weakenings().unwrap_or_default();
+        let no_masks = weaken.contains(&TestWeaken::NoMasks);
+        let with_landlock = !weaken.contains(&TestWeaken::NoLandlock);
         // The whole view (weakened when a test asks).
         let finish = || {
             let mut v = crate::view::build(plan);
@@ -285,19 +287,23 @@ fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawne
             }
             v
         };
-        spec.seccomp_drop = plan
-            .weaken_values("seccomp_drop")
-            .into_iter()
-            .map(String::from)
+        spec.seccomp_drop = weaken
+            .iter()
+            .filter_map(|w| match w {
+                TestWeaken::SeccompDrop(name) => Some(name.clone()),
+                _ => None,
+            })
             .collect();
-        let bwrap_path = plan
-            .weaken_values("bwrap")
-            .first()
-            .map(|s| s.to_string())
+        let bwrap_path = weaken
+            .iter()
+            .find_map(|w| match w {
+                TestWeaken::Bwrap(path) => Some(path.clone()),
+                _ => None,
+            })
             .unwrap_or_else(|| crate::backend::bwrap::BWRAP.to_string());
         spec.drop_caps = true;
         spec.watch_full = vec!["/tmp".into(), "/dev/shm".into()];
-        if plan.weaken_values("no_supervise").is_empty() {
+        if !weaken.contains(&TestWeaken::NoSupervise) {
             spec.supervise = Some(crate::view::supervise_spec(plan));
         }
         let base = crate::view::base(plan);

@@ -42,7 +42,9 @@ pub use explain::{Access, ExplainParams, ExplainResult, FileKind, GrantHint, Lin
 pub use launch::{Bus, Desktop, Grant, Launch};
 pub use launcher_status::{CgroupKind, Enforcement, LandlockReport, StatusLine};
 pub use mode::Mode;
-pub use plan::{CacheFile, CacheLayer, EnvVar, NetMode, Plan, PlanMode, ProxyPlan, ScrubbedFile};
+pub use plan::{
+    CacheFile, CacheLayer, EnvVar, NetMode, Plan, PlanMode, ProxyPlan, ScrubbedFile, TestWeaken,
+};
 pub use status::{
     Backend, BusProxyOff, CheckOutcome, CheckTest, ModeFallback, SandboxCheck, SandboxPaths,
     SandboxStatus,

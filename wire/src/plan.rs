@@ -130,7 +130,8 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyPlan>,
     /// TESTS ONLY: weaken one layer on purpose, so the probe's tests can see the matching
-    /// check fail. Honored only when the launcher's environment allows it
+    /// check fail ([`TestWeaken`], written as its string, so that an entry the launcher does
+    /// not know reaches it and is refused there with its name). Honored only when the launcher's environment allows it
     /// (`efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV=1`); otherwise a plan that holds any is
     /// a setup error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -257,21 +258,6 @@ impl Plan {
         }
     }
 
-    /// Whether the plan asks for this `test_weaken` entry (exact, or `kind=` prefix: the
-    /// values).
-    pub fn weaken_values(&self, kind: &str) -> Vec<&str> {
-        self.test_weaken
-            .iter()
-            .filter_map(|w| {
-                if w == kind {
-                    Some("")
-                } else {
-                    w.strip_prefix(kind)?.strip_prefix('=')
-                }
-            })
-            .collect()
-    }
-
     /// The shell that runs the line.
     pub fn shell(&self) -> &str {
         self.shell.as_deref().unwrap_or("/bin/sh")
@@ -285,6 +271,131 @@ impl Plan {
             NetMode::View
         } else {
             NetMode::Own
+        }
+    }
+}
+
+/// One test-only weakening knob of a plan's `test_weaken` (written there as its string:
+/// `no_landlock`, `seccomp_drop=keyctl`). The launcher honours them only when its
+/// environment allows it, and refuses a plan holding one it does not know
+/// ([`UnknownWeaken`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum TestWeaken {
+    /// `no_landlock`: Landlock is not applied.
+    NoLandlock,
+    /// `no_masks`: masks are not mounted.
+    NoMasks,
+    /// `seccomp_drop=NAME`: the EPERM program loses the entry of that system call (such as
+    /// `keyctl`), or the `socket` rule.
+    SeccompDrop(String),
+    /// `bwrap=PATH`: bubblewrap is run from PATH (such as `/bin/false`).
+    Bwrap(String),
+    /// `no_supervise`: the init does not supervise writes (the tests of the post-call
+    /// guard, the layer behind it).
+    NoSupervise,
+}
+
+/// A `test_weaken` entry that names no knob (or a knob without its value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "test_weaken: unknown entry {0:?} (known: no_landlock, no_masks, seccomp_drop=NAME, \
+     bwrap=PATH, no_supervise)"
+)]
+pub struct UnknownWeaken(pub String);
+
+impl TestWeaken {
+    /// The knobs' names (a `=` ends one that takes a value).
+    pub const NAMES: [&'static str; 5] = [
+        "no_landlock",
+        "no_masks",
+        "seccomp_drop=",
+        "bwrap=",
+        "no_supervise",
+    ];
+
+    /// Reads one entry.
+    pub fn parse(s: &str) -> Result<TestWeaken, UnknownWeaken> {
+        let value = |prefix: &str| {
+            s.strip_prefix(prefix)
+                .and_then(|r| r.strip_prefix('='))
+                .filter(|v| !v.is_empty() && !v.contains('\0'))
+                .map(String::from)
+        };
+        Ok(match s {
+            "no_landlock" => TestWeaken::NoLandlock,
+            "no_masks" => TestWeaken::NoMasks,
+            "no_supervise" => TestWeaken::NoSupervise,
+            _ => {
+                if let Some(v) = value("seccomp_drop") {
+                    TestWeaken::SeccompDrop(v)
+                } else if let Some(v) = value("bwrap") {
+                    TestWeaken::Bwrap(v)
+                } else {
+                    return Err(UnknownWeaken(s.chars().take(256).collect()));
+                }
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for TestWeaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TestWeaken::NoLandlock => f.write_str("no_landlock"),
+            TestWeaken::NoMasks => f.write_str("no_masks"),
+            TestWeaken::SeccompDrop(v) => write!(f, "seccomp_drop={v}"),
+            TestWeaken::Bwrap(v) => write!(f, "bwrap={v}"),
+            TestWeaken::NoSupervise => f.write_str("no_supervise"),
+        }
+    }
+}
+
+impl std::str::FromStr for TestWeaken {
+    type Err = UnknownWeaken;
+    fn from_str(s: &str) -> Result<TestWeaken, UnknownWeaken> {
+        TestWeaken::parse(s)
+    }
+}
+
+impl Plan {
+    /// The plan's `test_weaken` knobs, typed; the first unknown entry is an error.
+    pub fn weakenings(&self) -> Result<Vec<TestWeaken>, UnknownWeaken> {
+        self.test_weaken
+            .iter()
+            .map(|w| TestWeaken::parse(w))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weakening_knobs_read_and_write_as_their_strings() {
+        for s in [
+            "no_landlock",
+            "no_masks",
+            "seccomp_drop=keyctl",
+            "bwrap=/bin/false",
+            "no_supervise",
+        ] {
+            let w = TestWeaken::parse(s).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(w.to_string(), s);
+        }
+        for bad in [
+            "",
+            "no_landlock=1",
+            "seccomp_drop",
+            "seccomp_drop=",
+            "bwrap",
+            "bwrapx=/bin/false",
+            "no_seccomp",
+            "NO_MASKS",
+            "bwrap=/a\0b",
+        ] {
+            let e = TestWeaken::parse(bad).expect_err(bad);
+            assert!(e.to_string().contains("unknown entry"), "{e}");
         }
     }
 }
