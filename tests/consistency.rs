@@ -205,3 +205,34 @@ fn tmpfs_sizes_of_the_launcher_are_the_config_s() {
         efr_launcher::plan::DEFAULT_SHM_SIZE
     );
 }
+
+/// The launcher's fallback environment list (a plan without `env_policy`) keeps only what
+/// the built-in config's `[environment] keep` has, each entry as written there; and each
+/// variable a grant keeps is one the config does not keep without the grant.
+#[test]
+fn the_launcher_s_env_fallback_is_part_of_the_config_s() {
+    let c = Config::defaults();
+    let keep: Vec<&str> = c
+        .environment
+        .keep
+        .iter()
+        .map(|e| e.value.as_str())
+        .collect();
+    for (name, reason) in efr_launcher::env::FALLBACK_KEEP {
+        assert!(
+            keep.contains(name),
+            "{name} ({reason}) is kept by the launcher's fallback but not by defaults.toml"
+        );
+        assert!(!reason.is_empty(), "{name} has no reason");
+    }
+    let policy = c
+        .env_policy()
+        .compile()
+        .expect("the built-in policy compiles");
+    for (by, name, reason) in efr_launcher::env::GRANT_VARS {
+        assert!(
+            !policy.listed(name) || policy.dropped_name(name).is_some(),
+            "{name} ({reason}) is kept without its {by:?} grant"
+        );
+    }
+}

@@ -9,25 +9,89 @@ use efr_sandbox_wire::envfilter::glob_matches;
 
 use crate::plan::Plan;
 
-/// What a plan without an `env_policy` (an older service) keeps: a few ordinary names that
-/// carry no secret. The list of a current plan is the config's `[environment]`
-/// (`policy/defaults.toml`, with a reason each).
-pub const FALLBACK_KEEP: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_*", "TZ",
+/// What a plan without an `env_policy` (an older service, or a plan written by hand) keeps:
+/// a few ordinary names that carry no secret, each with why. The list of a current plan is
+/// the config's `[environment] keep` (`policy/defaults.toml`, the one reviewed place, with a
+/// reason each); every name here is one of its entries (the consistency test
+/// `tests/consistency.rs` checks it), so the fallback only ever keeps less.
+pub const FALLBACK_KEEP: &[(&str, &str)] = &[
+    ("PATH", "where programs are found"),
+    ("HOME", "the home directory"),
+    ("USER", "the user's name"),
+    ("LOGNAME", "the user's name"),
+    ("SHELL", "the user's shell"),
+    ("TERM", "the terminal type: programs need it to draw"),
+    ("LANG", "the locale"),
+    ("LANGUAGE", "the languages of messages"),
+    ("LC_*", "the locale's parts"),
+    ("TZ", "the time zone"),
 ];
 
-/// Variables a `desktop` grant keeps.
-const DESKTOP_VARS: &[&str] = &[
-    "WAYLAND_DISPLAY",
-    "DISPLAY",
-    "XAUTHORITY",
-    "XDG_RUNTIME_DIR",
-    "HYPRLAND_INSTANCE_SIGNATURE",
-    "SWAYSOCK",
-    "I3SOCK",
-    "NIRI_SOCKET",
-    "XDG_SESSION_TYPE",
-    "XDG_CURRENT_DESKTOP",
+/// Which grant keeps a variable [`GRANT_VARS`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantedBy {
+    /// Any `desktop` grant.
+    Desktop,
+    /// A `bus` grant of the session bus.
+    SessionBus,
+    /// A `bus` grant of the system bus.
+    SystemBus,
+}
+
+/// The variables a grant keeps whatever the policy's `drop` says (the policy drops each of
+/// them without the grant: `policy/defaults.toml`'s `[environment] drop`; the consistency
+/// test checks that none is kept without its grant). They are the grant's mechanism, not a
+/// choice of the policy: the launcher binds the sockets they name.
+pub const GRANT_VARS: &[(GrantedBy, &str, &str)] = &[
+    (
+        GrantedBy::Desktop,
+        "WAYLAND_DISPLAY",
+        "the Wayland socket's name",
+    ),
+    (GrantedBy::Desktop, "DISPLAY", "the X11 display"),
+    (
+        GrantedBy::Desktop,
+        "XAUTHORITY",
+        "the X11 server's key file",
+    ),
+    (
+        GrantedBy::Desktop,
+        "XDG_RUNTIME_DIR",
+        "where the desktop's sockets are",
+    ),
+    (
+        GrantedBy::Desktop,
+        "HYPRLAND_INSTANCE_SIGNATURE",
+        "Hyprland's socket directory",
+    ),
+    (GrantedBy::Desktop, "SWAYSOCK", "sway's IPC socket"),
+    (GrantedBy::Desktop, "I3SOCK", "i3's IPC socket"),
+    (GrantedBy::Desktop, "NIRI_SOCKET", "niri's IPC socket"),
+    (
+        GrantedBy::Desktop,
+        "XDG_SESSION_TYPE",
+        "toolkits pick Wayland or X11 by it",
+    ),
+    (
+        GrantedBy::Desktop,
+        "XDG_CURRENT_DESKTOP",
+        "toolkits pick the desktop's portal and theme by it",
+    ),
+    (
+        GrantedBy::SessionBus,
+        "DBUS_SESSION_BUS_ADDRESS",
+        "where the session bus is",
+    ),
+    (
+        GrantedBy::SessionBus,
+        "XDG_RUNTIME_DIR",
+        "the session bus's default place",
+    ),
+    (
+        GrantedBy::SystemBus,
+        "DBUS_SYSTEM_BUS_ADDRESS",
+        "where the system bus is",
+    ),
 ];
 
 /// A kept variable dropped because its value looks like a secret.
@@ -45,42 +109,32 @@ pub fn scrub(plan: &Plan, inherited: &[(String, String)]) -> Vec<String> {
 /// The variables of `inherited` a line keeps, and the kept ones dropped for their value
 /// (what the service tells the user).
 fn kept(plan: &Plan, inherited: &[(String, String)]) -> (Vec<(String, String)>, Vec<Dropped>) {
-    let desktop = plan
-        .grants
+    let granted_by = |by: GrantedBy| {
+        plan.grants.iter().any(|g| match (by, g) {
+            (GrantedBy::Desktop, Grant::Desktop { .. }) => true,
+            (GrantedBy::SessionBus, Grant::Bus { bus }) => *bus == efr_sandbox_wire::Bus::Session,
+            (GrantedBy::SystemBus, Grant::Bus { bus }) => *bus == efr_sandbox_wire::Bus::System,
+            _ => false,
+        })
+    };
+    let granted_vars: Vec<&str> = GRANT_VARS
         .iter()
-        .any(|g| matches!(g, Grant::Desktop { .. }));
-    let bus_session = plan.grants.iter().any(|g| {
-        matches!(
-            g,
-            Grant::Bus {
-                bus: efr_sandbox_wire::Bus::Session
-            }
-        )
-    });
-    let bus_system = plan.grants.iter().any(|g| {
-        matches!(
-            g,
-            Grant::Bus {
-                bus: efr_sandbox_wire::Bus::System
-            }
-        )
-    });
+        .filter(|(by, _, _)| granted_by(*by))
+        .map(|&(_, name, _)| name)
+        .collect();
     // The plan was validated, so its policy compiles; a policy that would not keeps
     // nothing but what the grants need.
     let policy = plan.env_policy.as_ref().map(|p| p.compile().ok());
     let mut out: Vec<(String, String)> = Vec::new();
     let mut dropped = Vec::new();
     for (k, v) in inherited {
-        let granted = (desktop && DESKTOP_VARS.contains(&k.as_str()))
-            || (bus_session && (k == "DBUS_SESSION_BUS_ADDRESS" || k == "XDG_RUNTIME_DIR"))
-            || (bus_system && k == "DBUS_SYSTEM_BUS_ADDRESS");
-        if granted {
+        if granted_vars.contains(&k.as_str()) {
             out.push((k.clone(), v.clone()));
             continue;
         }
         match &policy {
             None => {
-                if FALLBACK_KEEP.iter().any(|g| glob_matches(g, k, false)) {
+                if FALLBACK_KEEP.iter().any(|(g, _)| glob_matches(g, k, false)) {
                     out.push((k.clone(), v.clone()));
                 }
             }
