@@ -32,3 +32,39 @@ fn a_missing_backend_is_a_setup_error_and_nothing_runs() {
     );
     assert!(!std::path::Path::new(&marker).exists(), "the command ran");
 }
+
+/// A setup step that fails inside the call's namespaces (here a cache layer whose upper and
+/// work directories are on two file systems, which overlayfs refuses) is a setup error that
+/// names the operation and the path, on both backends; the command never ran.
+#[test]
+fn a_failed_mount_names_the_operation_and_the_path() {
+    for b in common::backends() {
+        let fx = Fixture::new();
+        let base = fx.dir.path().canonicalize().unwrap();
+        let cache = base.join("cache");
+        let upper = base.join("upper");
+        std::fs::create_dir_all(&cache).unwrap();
+        std::fs::create_dir_all(&upper).unwrap();
+        // The work dir on another file system than the upper dir.
+        let other = tempfile::tempdir_in("/dev/shm").unwrap();
+        let work = other.path().canonicalize().unwrap();
+        let marker = format!("{}/ran", fx.proj);
+        let mut plan = fx.plan(&format!("touch {marker}"), b, Vec::new());
+        plan.caches = vec![efr_launcher::plan::CacheLayer {
+            path: cache.display().to_string(),
+            upper: upper.display().to_string(),
+            work: work.display().to_string(),
+        }];
+        let ran = common::run_plan(&plan, None);
+        let msg = ran.outcome.setup_error.clone().unwrap_or_default();
+        assert_eq!(ran.status.code(), Some(125), "{b:?}: {ran:?}");
+        assert!(
+            msg.contains("mount overlay") && msg.contains(&cache.display().to_string()),
+            "{b:?}: the setup error names neither the operation nor the path: {msg:?}"
+        );
+        assert!(
+            !std::path::Path::new(&marker).exists(),
+            "{b:?}: the command ran"
+        );
+    }
+}

@@ -24,6 +24,8 @@
 //!   launcher's own exit statuses.
 //! * [`plan`] (the plan JSON, the wire from the service), [`status`] (the status lines,
 //!   the wire back), [`env`] (the line's environment), [`api`] (the library API below).
+//! * [`setup`]: the one error of the call's setup inside its namespaces
+//!   ([`setup::SetupError`]: every variant names the operation and the path).
 //! * `sys`: every `unsafe` of the crate, each block with its `SAFETY` comment.
 //!
 //! The old flat paths (`efr_launcher::bwrap`, `native`, `unsandboxed`, `inner`, `egress`,
@@ -64,6 +66,7 @@ pub mod plan;
 pub mod pty;
 pub mod restrict;
 pub mod run;
+pub mod setup;
 pub mod status;
 pub mod supervise;
 mod sys;

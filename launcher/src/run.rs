@@ -330,7 +330,7 @@ fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawne
                     rest
                 });
                 view = full;
-                r
+                r.map_err(|e| e.to_string())
             }
             Backend::Bwrap => {
                 backend_name = efr_sandbox_wire::RunBackend::Bwrap;

@@ -290,7 +290,11 @@ pub fn spawn(
 /// of that namespace (`ip_unprivileged_port_start = 0`: only the call lives there), mounts
 /// each layer on its cache, then enters a user namespace B mapping its own ids back, so
 /// bwrap runs as the same user as without them; its root bind holds the layers.
-fn pre_namespaces(net: bool, layers: &[(&str, &str, &str)]) -> Result<(), String> {
+fn pre_namespaces(
+    net: bool,
+    layers: &[(&str, &str, &str)],
+) -> Result<(), crate::setup::SetupError> {
+    use crate::setup::SetupError;
     let (uid, gid) = sys::ids();
     let mut flags = libc::CLONE_NEWUSER;
     if net {
@@ -299,18 +303,22 @@ fn pre_namespaces(net: bool, layers: &[(&str, &str, &str)]) -> Result<(), String
     if !layers.is_empty() {
         flags |= libc::CLONE_NEWNS;
     }
-    let ns = |e: std::io::Error| format!("namespaces before bwrap: {e}");
-    sys::unshare(flags).map_err(ns)?;
-    std::fs::write("/proc/self/setgroups", "deny").map_err(ns)?;
-    std::fs::write("/proc/self/uid_map", format!("0 {uid} 1\n")).map_err(ns)?;
-    std::fs::write("/proc/self/gid_map", format!("0 {gid} 1\n")).map_err(ns)?;
+    let write = |path: &str, content: String| {
+        std::fs::write(path, content).map_err(SetupError::write(path))
+    };
+    sys::unshare(flags).map_err(SetupError::sys("unshare the namespaces before bwrap"))?;
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("0 {uid} 1\n"))?;
+    write("/proc/self/gid_map", format!("0 {gid} 1\n"))?;
     if net {
-        sys::loopback_up().map_err(ns)?;
-        std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0").map_err(ns)?;
+        sys::loopback_up().map_err(SetupError::sys(
+            "bring loopback up in the call's network namespace",
+        ))?;
+        write("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0".into())?;
     }
     if !layers.is_empty() {
         sys::mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
-            .map_err(|e| format!("cache layer: private /: {e}"))?;
+            .map_err(SetupError::remount("make private", "/"))?;
         for (path, upper, work) in layers {
             sys::mount(
                 Some("overlay"),
@@ -319,13 +327,19 @@ fn pre_namespaces(net: bool, layers: &[(&str, &str, &str)]) -> Result<(), String
                 libc::MS_NOSUID | libc::MS_NODEV,
                 Some(&crate::view::overlay_options(path, upper, work)),
             )
-            .map_err(|e| format!("cache layer {path}: overlay: {e}"))?;
+            .map_err(|source| SetupError::Overlay {
+                path: path.to_string(),
+                upper: upper.to_string(),
+                work: work.to_string(),
+                source,
+            })?;
         }
     }
-    sys::unshare(libc::CLONE_NEWUSER).map_err(ns)?;
-    std::fs::write("/proc/self/setgroups", "deny").map_err(ns)?;
-    std::fs::write("/proc/self/uid_map", format!("{uid} 0 1\n")).map_err(ns)?;
-    std::fs::write("/proc/self/gid_map", format!("{gid} 0 1\n")).map_err(ns)?;
+    sys::unshare(libc::CLONE_NEWUSER)
+        .map_err(SetupError::sys("unshare the user namespace bwrap runs in"))?;
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} 0 1\n"))?;
+    write("/proc/self/gid_map", format!("{gid} 0 1\n"))?;
     Ok(())
 }
 

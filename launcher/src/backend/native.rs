@@ -7,6 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::child::init::{InnerSpec, run_init};
+use crate::setup::SetupError;
 use crate::sys::{self, MOUNT_ATTR_RDONLY, mount};
 use crate::view::handoff::Rest;
 use crate::view::{Op, View};
@@ -16,10 +17,6 @@ const MAX_REST: usize = 64 << 20;
 
 const O: &str = "/oldroot";
 const N: &str = "/newroot";
-
-fn err(what: &str, e: io::Error) -> String {
-    format!("{what}: {e}")
-}
 
 /// Creates a mount point at `dst` (a directory or an empty file) where it is missing.
 fn ensure_mountpoint(dst: &str, dir: bool) {
@@ -37,17 +34,24 @@ fn ensure_mountpoint(dst: &str, dir: bool) {
     }
 }
 
-fn bind(src: &str, dst: &str, ro: bool) -> Result<(), String> {
+fn bind(src: &str, dst: &str, ro: bool) -> Result<(), SetupError> {
     let is_dir = std::fs::metadata(src).map(|m| m.is_dir()).unwrap_or(false);
     ensure_mountpoint(dst, is_dir);
-    mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| err("bind", e))?;
+    mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None).map_err(|source| {
+        SetupError::Bind {
+            src: src.to_string(),
+            path: dst.to_string(),
+            source,
+        }
+    })?;
     if ro {
-        sys::mount_setattr_recursive(dst, MOUNT_ATTR_RDONLY, 0).map_err(|e| err("read-only", e))?;
+        sys::mount_setattr_recursive(dst, MOUNT_ATTR_RDONLY, 0)
+            .map_err(SetupError::remount("make read-only", dst))?;
     }
     Ok(())
 }
 
-fn setup_dev(view: &View) -> Result<(), String> {
+fn setup_dev(view: &View) -> Result<(), SetupError> {
     let dev = format!("{N}/dev");
     mount(
         Some("tmpfs"),
@@ -56,39 +60,43 @@ fn setup_dev(view: &View) -> Result<(), String> {
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("mode=0755,size=1m"),
     )
-    .map_err(|e| err("/dev", e))?;
+    .map_err(SetupError::mount("tmpfs", &dev))?;
     for d in ["null", "zero", "full", "random", "urandom", "tty"] {
         let src = format!("{O}/dev/{d}");
         if Path::new(&src).exists() {
             bind(&src, &format!("{dev}/{d}"), false)?;
         }
     }
-    std::fs::create_dir(format!("{dev}/pts")).map_err(|e| err("/dev/pts", e))?;
+    let pts = format!("{dev}/pts");
+    std::fs::create_dir(&pts).map_err(SetupError::create("directory", &pts))?;
     mount(
         Some("devpts"),
-        &format!("{dev}/pts"),
+        &pts,
         Some("devpts"),
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("newinstance,ptmxmode=0666,mode=0620"),
     )
-    .map_err(|e| err("devpts", e))?;
-    std::os::unix::fs::symlink("pts/ptmx", format!("{dev}/ptmx")).map_err(|e| err("ptmx", e))?;
-    std::fs::create_dir(format!("{dev}/shm")).map_err(|e| err("/dev/shm", e))?;
+    .map_err(SetupError::mount("devpts", &pts))?;
+    let ptmx = format!("{dev}/ptmx");
+    std::os::unix::fs::symlink("pts/ptmx", &ptmx).map_err(SetupError::create("link", &ptmx))?;
+    let shm = format!("{dev}/shm");
+    std::fs::create_dir(&shm).map_err(SetupError::create("directory", &shm))?;
     mount(
         Some("tmpfs"),
-        &format!("{dev}/shm"),
+        &shm,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NODEV,
         Some(&format!("mode=1777,size={}", view.shm_size)),
     )
-    .map_err(|e| err("/dev/shm", e))?;
+    .map_err(SetupError::mount("tmpfs", &shm))?;
     for (l, t) in [
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),
         ("stdout", "/proc/self/fd/1"),
         ("stderr", "/proc/self/fd/2"),
     ] {
-        std::os::unix::fs::symlink(t, format!("{dev}/{l}")).map_err(|e| err("/dev link", e))?;
+        let link = format!("{dev}/{l}");
+        std::os::unix::fs::symlink(t, &link).map_err(SetupError::create("link", &link))?;
     }
     for op in &view.ops {
         if let Op::Dev { path } = op {
@@ -102,8 +110,7 @@ fn setup_dev(view: &View) -> Result<(), String> {
             &format!("{O}{s}"),
             &format!("{N}{}", crate::plan::INSIDE_PROXY_SOCKET),
             true,
-        )
-        .map_err(|e| format!("proxy socket {s}: {e}"))?;
+        )?;
     }
     mount(
         None,
@@ -112,16 +119,16 @@ fn setup_dev(view: &View) -> Result<(), String> {
         libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NOEXEC,
         None,
     )
-    .map_err(|e| err("/dev read-only", e))?;
+    .map_err(SetupError::remount("remount read-only", &dev))?;
     Ok(())
 }
 
 /// `/etc/resolv.conf` of the new root names the call's DNS server: a read-only file of the
 /// base tmpfs bound over it (over its target when it is a link, as `/etc/resolv.conf`
 /// often is; an absolute target is taken inside the new root).
-fn resolv_conf() -> Result<(), String> {
+fn resolv_conf() -> Result<(), SetupError> {
     let src = "/stage/resolv.conf";
-    std::fs::write(src, crate::view::RESOLV_CONF).map_err(|e| err("resolv.conf", e))?;
+    std::fs::write(src, crate::view::RESOLV_CONF).map_err(SetupError::write(src))?;
     let mut dst = format!("{N}/etc/resolv.conf");
     for _ in 0..8 {
         let Ok(t) = std::fs::read_link(&dst) else {
@@ -135,19 +142,25 @@ fn resolv_conf() -> Result<(), String> {
         };
     }
     if std::fs::symlink_metadata(&dst).is_err() {
-        return Err(format!(
-            "resolv.conf: {dst} is missing; the call's DNS server cannot be named"
-        ));
+        return Err(SetupError::Missing {
+            what: "resolv.conf (the call's DNS server cannot be named)",
+            path: dst,
+        });
     }
-    mount(Some(src), &dst, None, libc::MS_BIND, None).map_err(|e| err("resolv.conf", e))?;
-    sys::mount_setattr_recursive(&dst, MOUNT_ATTR_RDONLY, 0).map_err(|e| err("resolv.conf", e))
+    mount(Some(src), &dst, None, libc::MS_BIND, None).map_err(|source| SetupError::Bind {
+        src: src.to_string(),
+        path: dst.clone(),
+        source,
+    })?;
+    sys::mount_setattr_recursive(&dst, MOUNT_ATTR_RDONLY, 0)
+        .map_err(SetupError::remount("make read-only", &dst))
 }
 
 /// Builds the view under `/newroot` and pivots into it. Runs in the child, as root of the
 /// new user namespace.
-fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
+fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, SetupError> {
     mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
-        .map_err(|e| err("private /", e))?;
+        .map_err(SetupError::remount("make private", "/"))?;
     // A base tmpfs (over /tmp of this mount namespace only) holds the old and new roots.
     mount(
         Some("tmpfs"),
@@ -156,22 +169,30 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
         libc::MS_NOSUID | libc::MS_NODEV,
         Some("mode=0700,size=1m"),
     )
-    .map_err(|e| err("base tmpfs", e))?;
+    .map_err(SetupError::mount("tmpfs (the base)", "/tmp"))?;
     for d in [
         "/tmp/oldroot",
         "/tmp/newroot",
         "/tmp/stage",
         "/tmp/stage/emptydir",
     ] {
-        std::fs::create_dir(d).map_err(|e| err(d, e))?;
+        std::fs::create_dir(d).map_err(SetupError::create("directory", d))?;
     }
-    std::fs::File::create("/tmp/stage/empty").map_err(|e| err("stage", e))?;
+    std::fs::File::create("/tmp/stage/empty")
+        .map_err(SetupError::create("file", "/tmp/stage/empty"))?;
     let _ = std::fs::set_permissions("/tmp/stage/empty", std::fs::Permissions::from_mode(0o444));
-    sys::pivot_root("/tmp", "/tmp/oldroot").map_err(|e| err("pivot_root (base)", e))?;
-    sys::chdir("/").map_err(|e| err("chdir", e))?;
+    sys::pivot_root("/tmp", "/tmp/oldroot").map_err(SetupError::root("pivot_root into", "/tmp"))?;
+    sys::chdir("/").map_err(SetupError::root("chdir", "/"))?;
     // The host's tree, read-only.
-    mount(Some(O), N, None, libc::MS_BIND | libc::MS_REC, None).map_err(|e| err("root bind", e))?;
-    sys::mount_setattr_recursive(N, MOUNT_ATTR_RDONLY, 0).map_err(|e| err("root read-only", e))?;
+    mount(Some(O), N, None, libc::MS_BIND | libc::MS_REC, None).map_err(|source| {
+        SetupError::Bind {
+            src: O.into(),
+            path: N.into(),
+            source,
+        }
+    })?;
+    sys::mount_setattr_recursive(N, MOUNT_ATTR_RDONLY, 0)
+        .map_err(SetupError::remount("make read-only", N))?;
     mount(
         Some("proc"),
         &format!("{N}/proc"),
@@ -179,7 +200,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         None,
     )
-    .map_err(|e| err("/proc", e))?;
+    .map_err(SetupError::mount("proc", &format!("{N}/proc")))?;
     setup_dev(view)?;
     match &view.tmp {
         Some(t) => bind(&format!("{O}{t}"), &format!("{N}/tmp"), false)?,
@@ -190,7 +211,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
             libc::MS_NOSUID | libc::MS_NODEV,
             Some(&format!("mode=1777,size={}", view.tmp_size)),
         )
-        .map_err(|e| err("/tmp", e))?,
+        .map_err(SetupError::mount("tmpfs", &format!("{N}/tmp")))?,
     }
     if let Some(s) = &view.scratch {
         bind(&format!("{O}{s}"), &format!("{N}{s}"), false)?;
@@ -201,8 +222,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
     let mut scrubbed = 0usize;
     for op in &rest.ops {
         match op {
-            Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)
-                .map_err(|e| format!("{dst}: {e}"))?,
+            Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)?,
             Op::Dev { .. } => {}
             Op::Overlay { path, upper, work } => {
                 let dst = format!("{N}{path}");
@@ -218,7 +238,12 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                     libc::MS_NOSUID | libc::MS_NODEV,
                     Some(&opts),
                 )
-                .map_err(|e| format!("cache layer {path}: {}", err("overlay", e)))?;
+                .map_err(|source| SetupError::Overlay {
+                    path: path.clone(),
+                    upper: upper.clone(),
+                    work: work.clone(),
+                    source,
+                })?;
             }
             Op::MaskDir { path } => {
                 match mount(
@@ -234,7 +259,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                     // nothing of the host's. Nothing to hide; one that appears later has
                     // no Landlock read rule (see `crate::restrict::lockdown`).
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(err("mask", e)),
+                    Err(e) => return Err(SetupError::mask("tmpfs", path)(e)),
                 }
             }
             Op::MaskFile { path } => {
@@ -244,25 +269,25 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                     // Gone since the view was computed (a socket of a program that
                     // ended): nothing left to hide.
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(err("mask", e)),
+                    Err(e) => return Err(SetupError::mask("empty file", path)(e)),
                 }
                 sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
-                    .map_err(|e| err("mask", e))?;
+                    .map_err(SetupError::mask("empty file (read-only)", path))?;
             }
             Op::MaskWith { path, content } => {
                 // The copy lives in the staging tmpfs of this mount namespace.
                 scrubbed += 1;
                 let src = format!("/stage/scrubbed-{scrubbed}");
-                std::fs::write(&src, content).map_err(|e| err("scrubbed copy", e))?;
+                std::fs::write(&src, content).map_err(SetupError::write(&src))?;
                 let _ = std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o444));
                 let p = format!("{N}{path}");
                 match mount(Some(&src), &p, None, libc::MS_BIND, None) {
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(err("scrubbed copy", e)),
+                    Err(e) => return Err(SetupError::mask("scrubbed copy", path)(e)),
                 }
                 sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
-                    .map_err(|e| err("scrubbed copy", e))?;
+                    .map_err(SetupError::mask("scrubbed copy (read-only)", path))?;
             }
             Op::SealDir { path } => {
                 let p = format!("{N}{path}");
@@ -280,7 +305,7 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
                     Ok(_) => {}
                     // Its mask was not in the view (above): nothing to seal.
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(err("seal mask", e)),
+                    Err(e) => return Err(SetupError::mask("seal", path)(e)),
                 }
             }
         }
@@ -289,11 +314,11 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, String> {
         resolv_conf()?;
     }
     // Leave the old root behind and make the new one the root.
-    sys::umount2(O, libc::MNT_DETACH).map_err(|e| err("detach old root", e))?;
-    sys::chdir(N).map_err(|e| err("chdir newroot", e))?;
-    sys::pivot_root(".", ".").map_err(|e| err("pivot_root", e))?;
-    sys::umount2(".", libc::MNT_DETACH).map_err(|e| err("detach base", e))?;
-    sys::chdir("/").map_err(|e| err("chdir /", e))?;
+    sys::umount2(O, libc::MNT_DETACH).map_err(SetupError::root("detach the old root", O))?;
+    sys::chdir(N).map_err(SetupError::root("chdir", N))?;
+    sys::pivot_root(".", ".").map_err(SetupError::root("pivot_root into", N))?;
+    sys::umount2(".", libc::MNT_DETACH).map_err(SetupError::root("detach the base", "/tmp"))?;
+    sys::chdir("/").map_err(SetupError::root("chdir", "/"))?;
     Ok(rest)
 }
 
@@ -313,21 +338,21 @@ fn read_full(fd: RawFd, buf: &mut [u8]) -> bool {
 
 /// The [`Rest`] the launcher writes on the sync pipe: its length (u32, little-endian),
 /// then its bytes.
-fn read_rest(fd: RawFd) -> Result<Rest, String> {
-    let ended = || "the launcher ended during setup".to_string();
+fn read_rest(fd: RawFd) -> Result<Rest, SetupError> {
+    let ended = || SetupError::Handoff("the launcher ended during setup".into());
     let mut len = [0u8; 4];
     if !read_full(fd, &mut len) {
         return Err(ended());
     }
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_REST {
-        return Err(format!("view of {len} bytes, over {MAX_REST}"));
+        return Err(SetupError::Handoff(format!("{len} bytes, over {MAX_REST}")));
     }
     let mut buf = vec![0u8; len];
     if !read_full(fd, &mut buf) {
         return Err(ended());
     }
-    crate::view::handoff::decode(&buf).map_err(|e| format!("view from the launcher: {e}"))
+    crate::view::handoff::decode(&buf).map_err(SetupError::Handoff)
 }
 
 /// Starts the contained tree; returns the init's pid (in the launcher's pid namespace).
@@ -339,9 +364,9 @@ pub fn spawn(
     spec: &InnerSpec,
     report_w: RawFd,
     rest: impl FnOnce() -> Rest,
-) -> Result<libc::pid_t, String> {
+) -> Result<libc::pid_t, SetupError> {
     let (uid, gid) = sys::ids();
-    let (sync_r, sync_w) = sys::pipe().map_err(|e| err("pipe", e))?;
+    let (sync_r, sync_w) = sys::pipe().map_err(SetupError::sys("pipe"))?;
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
@@ -350,7 +375,7 @@ pub fn spawn(
     if !view.host_net {
         flags |= libc::CLONE_NEWNET;
     }
-    let pid = sys::clone_fork(flags).map_err(|e| err("clone (user namespaces)", e))?;
+    let pid = sys::clone_fork(flags).map_err(SetupError::sys("clone (user namespaces)"))?;
     if pid == 0 {
         sys::close(sync_w);
         // The init dies with the launcher. (It cannot compare getppid, its parent is
@@ -379,7 +404,10 @@ pub fn spawn(
         let _ = sys::sethostname("efr-sandbox");
         if !view.host_net {
             if let Err(e) = sys::loopback_up() {
-                crate::child::report::setup_error(report_w, format!("loopback: {e}"));
+                crate::child::report::setup_error(
+                    report_w,
+                    SetupError::sys("bring loopback up in the call's network namespace")(e),
+                );
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
@@ -388,10 +416,15 @@ pub fn spawn(
         run_init(&spec, report_w)
     }
     sys::close(sync_r);
-    let maps = (|| -> io::Result<()> {
-        std::fs::write(format!("/proc/{pid}/uid_map"), format!("{uid} {uid} 1\n"))?;
-        std::fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
-        std::fs::write(format!("/proc/{pid}/gid_map"), format!("{gid} {gid} 1\n"))?;
+    let maps = (|| -> Result<(), SetupError> {
+        for (file, content) in [
+            ("uid_map", format!("{uid} {uid} 1\n")),
+            ("setgroups", "deny".to_string()),
+            ("gid_map", format!("{gid} {gid} 1\n")),
+        ] {
+            let path = format!("/proc/{pid}/{file}");
+            std::fs::write(&path, content).map_err(SetupError::write(&path))?;
+        }
         Ok(())
     })();
     match maps {
@@ -401,7 +434,8 @@ pub fn spawn(
             let bytes = crate::view::handoff::encode(&rest());
             let mut msg = (bytes.len() as u32).to_le_bytes().to_vec();
             msg.extend_from_slice(&bytes);
-            let sent = sys::write_all(sync_w, &msg).map_err(|e| err("view to the child", e));
+            let sent = sys::write_all(sync_w, &msg)
+                .map_err(SetupError::sys("write the view to the child"));
             sys::close(sync_w);
             match sent {
                 Ok(()) => Ok(pid),
@@ -416,7 +450,7 @@ pub fn spawn(
             sys::close(sync_w);
             let _ = sys::kill(pid, libc::SIGKILL);
             let _ = sys::waitpid(pid, 0);
-            Err(err("uid/gid maps", e))
+            Err(e)
         }
     }
 }

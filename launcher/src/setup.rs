@@ -1,0 +1,170 @@
+//! The one error of a launch's setup inside the call's namespaces (the native backend's
+//! view, the namespaces made before bubblewrap): every variant names the operation and the
+//! path it failed on, with the system's error. It crosses to the launcher as the report's
+//! `setup_error` line (`crate::child::report::Report::SetupError`, its text), which the
+//! launcher writes as the `setup_error` status line.
+
+use std::io;
+
+/// Why the call's setup failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A file system mounted (`tmpfs`, `proc`, `devpts`, `overlay`) on `path`.
+    #[error("mount {what} on {path}: {source}")]
+    Mount {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A cache's overlay on `path`.
+    #[error("mount overlay on {path} (upper {upper}, work {work}): {source}")]
+    Overlay {
+        path: String,
+        upper: String,
+        work: String,
+        #[source]
+        source: io::Error,
+    },
+    /// `src` bound on `path`.
+    #[error("bind {src} on {path}: {source}")]
+    Bind {
+        src: String,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A mount at `path` made read-only (or remounted: `what`).
+    #[error("{what} {path}: {source}")]
+    Remount {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A mask (`what`: a directory's tmpfs, a file's empty bind, a scrubbed copy, the seal
+    /// of a directory's mask) over `path`.
+    #[error("mask {what} over {path}: {source}")]
+    Mask {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A file, directory or link of the view made at `path`.
+    #[error("create {what} {path}: {source}")]
+    Create {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A file written at `path` (`/proc/self/uid_map`, the stage's `resolv.conf`).
+    #[error("write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// `pivot_root`, `chdir` or a detach (`what`) at `path`.
+    #[error("{what} {path}: {source}")]
+    Root {
+        what: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A path the view needs is not there.
+    #[error("{what} {path} is missing")]
+    Missing { what: &'static str, path: String },
+    /// A system call with no path (`clone`, `pipe`, `unshare`, loopback).
+    #[error("{what}: {source}")]
+    Sys {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// The rest of the view from the launcher did not come whole.
+    #[error("the view from the launcher: {0}")]
+    Handoff(String),
+}
+
+impl SetupError {
+    /// A [`SetupError::Mount`].
+    pub fn mount(what: &'static str, path: &str) -> impl FnOnce(io::Error) -> SetupError {
+        let path = path.to_string();
+        move |source| SetupError::Mount { what, path, source }
+    }
+
+    /// A [`SetupError::Create`].
+    pub fn create(what: &'static str, path: &str) -> impl FnOnce(io::Error) -> SetupError {
+        let path = path.to_string();
+        move |source| SetupError::Create { what, path, source }
+    }
+
+    /// A [`SetupError::Remount`].
+    pub fn remount(what: &'static str, path: &str) -> impl FnOnce(io::Error) -> SetupError {
+        let path = path.to_string();
+        move |source| SetupError::Remount { what, path, source }
+    }
+
+    /// A [`SetupError::Mask`].
+    pub fn mask(what: &'static str, path: &str) -> impl FnOnce(io::Error) -> SetupError {
+        let path = path.to_string();
+        move |source| SetupError::Mask { what, path, source }
+    }
+
+    /// A [`SetupError::Root`].
+    pub fn root(what: &'static str, path: &str) -> impl FnOnce(io::Error) -> SetupError {
+        let path = path.to_string();
+        move |source| SetupError::Root { what, path, source }
+    }
+
+    /// A [`SetupError::Write`].
+    pub fn write(path: &str) -> impl FnOnce(io::Error) -> SetupError {
+        let path = path.to_string();
+        move |source| SetupError::Write { path, source }
+    }
+
+    /// A [`SetupError::Sys`].
+    pub fn sys(what: &'static str) -> impl FnOnce(io::Error) -> SetupError {
+        move |source| SetupError::Sys { what, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_message_names_the_operation_and_the_path() {
+        let e = || io::Error::from_raw_os_error(libc::ENOENT);
+        for (err, want) in [
+            (
+                SetupError::mount("tmpfs", "/newroot/tmp")(e()),
+                "mount tmpfs on /newroot/tmp: ",
+            ),
+            (
+                SetupError::Bind {
+                    src: "/oldroot/a".into(),
+                    path: "/newroot/a".into(),
+                    source: e(),
+                },
+                "bind /oldroot/a on /newroot/a: ",
+            ),
+            (
+                SetupError::mask("tmpfs", "/newroot/home/u/.ssh")(e()),
+                "mask tmpfs over /newroot/home/u/.ssh: ",
+            ),
+            (
+                SetupError::write("/proc/self/uid_map")(e()),
+                "write /proc/self/uid_map: ",
+            ),
+        ] {
+            let m = err.to_string();
+            assert!(m.starts_with(want), "{m}");
+            assert!(m.ends_with("No such file or directory (os error 2)"), "{m}");
+            assert!(!m.ends_with('.'), "{m}");
+        }
+    }
+}
