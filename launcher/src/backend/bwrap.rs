@@ -191,7 +191,8 @@ pub fn spawn(
                 .map(|s| s.to_string()),
         );
     }
-    let prog = crate::restrict::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
+    let prog = crate::restrict::seccomp::program_without(view.landlock.deny_tcp, &drop)
+        .map_err(|e| e.to_string())?;
     let prog_fd = sys::memfd_with(
         "efr-seccomp",
         &crate::restrict::seccomp::program_bytes(&prog),

@@ -139,10 +139,10 @@ impl FullWatch {
 fn enter_landlock(
     spec: &InnerSpec,
     l: &crate::restrict::lockdown::LandlockSpec,
-) -> Result<crate::status::LandlockReport, String> {
+) -> Result<crate::status::LandlockReport, crate::restrict::lockdown::LandlockError> {
     let r = crate::restrict::lockdown::restrict(l)?;
     if spec.require_landlock && r.status == efr_sandbox_wire::Enforcement::NotEnforced {
-        return Err("landlock is required but not enforced".into());
+        return Err(crate::restrict::lockdown::LandlockError::Required);
     }
     Ok(r)
 }
@@ -218,12 +218,12 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     match (&ll, &spec.landlock) {
         (Some(_), Some(l)) if l.scopes => {
             if let Err(e) = crate::restrict::lockdown::nest_scopes() {
-                fail(e);
+                fail(e.to_string());
             }
         }
         (None, Some(l)) => match enter_landlock(spec, l) {
             Ok(r) => ll = Some(r),
-            Err(e) => fail(e),
+            Err(e) => fail(e.to_string()),
         },
         _ => {}
     }
@@ -237,12 +237,12 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             let bodies = crate::supervise::filter::bodies();
             match crate::restrict::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
                 Ok(p) => Some(p),
-                Err(e) => fail(e),
+                Err(e) => fail(e.to_string()),
             }
         }
         Some(nv) => match crate::restrict::seccomp::program_without(nv, &spec.seccomp_drop) {
             Ok(p) => Some(p),
-            Err(e) => fail(e),
+            Err(e) => fail(e.to_string()),
         },
         None => None,
     };
@@ -253,13 +253,13 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     }
     if let (Some(p), false) = (&progs, merged) {
         if let Err(e) = crate::restrict::seccomp::load(p) {
-            fail(e);
+            fail(e.to_string());
         }
     }
     // What the preloaded filter left out for the init's supervisor (bubblewrap backend).
     if spec.seccomp_preloaded && sup_fd.is_some() {
         if let Err(e) = crate::restrict::seccomp::load(&crate::supervise::filter::line_only()) {
-            fail(e);
+            fail(e.to_string());
         }
     }
     // Last: from here on, every supervised call waits for the init.
@@ -385,7 +385,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             }
             match enter_landlock(spec, l) {
                 Ok(r) => pre.landlock = Some(r),
-                Err(e) => fail(e),
+                Err(e) => fail(e.to_string()),
             }
         }
     }

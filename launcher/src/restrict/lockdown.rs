@@ -62,11 +62,37 @@ pub fn kernel_abi() -> u32 {
     crate::sys::landlock_abi()
 }
 
+/// Why the line's Landlock domain could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    /// The rule of one path.
+    #[error("landlock rule {path}: {source}")]
+    Rule {
+        path: String,
+        #[source]
+        source: landlock::RulesetError,
+    },
+    /// The ruleset itself (`what`: handle, scope, create, restrict_self).
+    #[error("landlock {what}: {source}")]
+    Ruleset {
+        what: &'static str,
+        #[source]
+        source: landlock::RulesetError,
+    },
+    /// The plan requires Landlock and the kernel enforces none of it.
+    #[error("landlock is required but not enforced")]
+    Required,
+}
+
+fn ruleset(what: &'static str) -> impl Fn(landlock::RulesetError) -> LandlockError {
+    move |source| LandlockError::Ruleset { what, source }
+}
+
 fn add_rules(
     mut created: landlock::RulesetCreated,
     paths: &[String],
     access: landlock::BitFlags<AccessFs>,
-) -> Result<landlock::RulesetCreated, String> {
+) -> Result<landlock::RulesetCreated, LandlockError> {
     for p in paths {
         let Ok(fd) = PathFd::new(p) else { continue };
         let is_dir = std::fs::metadata(p).map(|m| m.is_dir()).unwrap_or(false);
@@ -77,7 +103,10 @@ fn add_rules(
         };
         created = created
             .add_rule(PathBeneath::new(fd, acc))
-            .map_err(|e| format!("landlock rule {p}: {e}"))?;
+            .map_err(|source| LandlockError::Rule {
+                path: p.clone(),
+                source,
+            })?;
     }
     Ok(created)
 }
@@ -149,10 +178,13 @@ fn add_read_rules(
     root: &Path,
     hidden: &Hidden,
     read: BitFlags<AccessFs>,
-) -> Result<landlock::RulesetCreated, String> {
+) -> Result<landlock::RulesetCreated, LandlockError> {
     let rule = |c: landlock::RulesetCreated, fd: OwnedFd, acc, p: &Path| {
         c.add_rule(PathBeneath::new(fd, acc))
-            .map_err(|e| format!("landlock rule {}: {e}", p.display()))
+            .map_err(|source| LandlockError::Rule {
+                path: p.display().to_string(),
+                source,
+            })
     };
     let Some(fd) = open_path(root) else {
         return Ok(created);
@@ -208,24 +240,27 @@ fn enforcement(s: RulesetStatus) -> Enforcement {
 
 /// Restricts the calling process (no_new_privs must be set). Paths that do not exist are
 /// skipped.
-pub fn restrict(spec: &LandlockSpec) -> Result<LandlockReport, String> {
+pub fn restrict(spec: &LandlockSpec) -> Result<LandlockReport, LandlockError> {
     let abi = kernel_abi().min(TARGET as u32);
     let all = AccessFs::from_all(TARGET);
     let read = AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir;
     let write_all = all & !AccessFs::ResolveUnix & !AccessFs::IoctlDev;
     let dev = read | AccessFs::WriteFile | AccessFs::IoctlDev | AccessFs::Truncate;
-    let e = |e: landlock::RulesetError| format!("landlock: {e}");
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
-        .map_err(e)?;
+        .map_err(ruleset("handle file system access"))?;
     if spec.deny_tcp {
-        rs = rs.handle_access(AccessNet::from_all(TARGET)).map_err(e)?;
+        rs = rs
+            .handle_access(AccessNet::from_all(TARGET))
+            .map_err(ruleset("handle tcp access"))?;
     }
     if spec.scopes {
-        rs = rs.scope(Scope::from_all(TARGET)).map_err(e)?;
+        rs = rs
+            .scope(Scope::from_all(TARGET))
+            .map_err(ruleset("scope signals and abstract sockets"))?;
     }
-    let mut created = rs.create().map_err(e)?;
+    let mut created = rs.create().map_err(ruleset("create the ruleset"))?;
     let hidden = Hidden::new(&spec.hidden);
     for r in &spec.read {
         created = add_read_rules(created, Path::new(r), &hidden, read)?;
@@ -233,7 +268,9 @@ pub fn restrict(spec: &LandlockSpec) -> Result<LandlockReport, String> {
     created = add_rules(created, &spec.write, write_all | AccessFs::ResolveUnix)?;
     created = add_rules(created, &spec.dev, dev)?;
     created = add_rules(created, &spec.sockets, read | AccessFs::ResolveUnix)?;
-    let st = created.restrict_self().map_err(e)?;
+    let st = created
+        .restrict_self()
+        .map_err(ruleset("restrict the process"))?;
     Ok(LandlockReport {
         abi,
         status: enforcement(st.ruleset),
@@ -248,18 +285,17 @@ pub fn restrict(spec: &LandlockSpec) -> Result<LandlockReport, String> {
 /// domain (see `crate::child::init::run_init`), so that it cannot signal the init. No path is
 /// opened: it costs a fraction of [`restrict`]. Without scopes in the kernel (ABI < 6), it
 /// does nothing.
-pub fn nest_scopes() -> Result<(), String> {
+pub fn nest_scopes() -> Result<(), LandlockError> {
     if kernel_abi() < 6 {
         return Ok(());
     }
-    let e = |e: landlock::RulesetError| format!("landlock: {e}");
     Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .scope(Scope::from_all(TARGET))
-        .map_err(e)?
+        .map_err(ruleset("scope the line's nested domain"))?
         .create()
-        .map_err(e)?
+        .map_err(ruleset("create the line's nested domain"))?
         .restrict_self()
-        .map_err(e)?;
+        .map_err(ruleset("restrict the line to its nested domain"))?;
     Ok(())
 }

@@ -552,9 +552,26 @@ pub(crate) fn search_tree<R>(
     }
 }
 
+/// Why a filter could not be compiled or loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    /// A jump of the tree is longer than classic BPF's 255 instructions.
+    #[error("seccomp compile: a jump too far for classic BPF")]
+    JumpTooFar,
+    /// A call number both merged tables hold.
+    #[error("seccomp compile: call number {0} is in both filters' tables")]
+    BothTables(u32),
+    /// More instructions than the kernel takes.
+    #[error("seccomp compile: {0} instructions, over the kernel's 4096")]
+    TooLong(usize),
+    /// The kernel refused the program.
+    #[error("seccomp load: {0}")]
+    Load(#[source] std::io::Error),
+}
+
 /// The filter of a contained line. With `net_view`, AF_INET and AF_INET6 sockets are
 /// refused (EPERM) too.
-pub fn program(net_view: bool) -> Result<Program, String> {
+pub fn program(net_view: bool) -> Result<Program, SeccompError> {
     program_without(net_view, &[])
 }
 
@@ -562,7 +579,7 @@ pub fn program(net_view: bool) -> Result<Program, String> {
 /// `seccomp_drop=NAME`, NAME a system call of [`DENY_EPERM`] or [`DENY_ENOSYS`], or
 /// `clone`, `ioctl`, `socket`, `socketpair` for the argument rules, or `newest_known` for
 /// the ENOSYS of the numbers above [`NEWEST_KNOWN`]).
-pub fn program_without(net_view: bool, drop: &[String]) -> Result<Program, String> {
+pub fn program_without(net_view: bool, drop: &[String]) -> Result<Program, SeccompError> {
     program_with(net_view, drop, &[])
 }
 
@@ -575,8 +592,8 @@ pub fn program_with(
     net_view: bool,
     drop: &[String],
     extra: &[(u32, Program)],
-) -> Result<Program, String> {
-    let too_far = || "seccomp compile: a jump too far for classic BPF".to_string();
+) -> Result<Program, SeccompError> {
+    let too_far = || SeccompError::JumpTooFar;
     let mut p = vec![
         stmt(LD_W_ABS, OFF_ARCH),
         jump(JEQ_K, AUDIT_ARCH_NATIVE, 1, 0).ok_or_else(too_far)?,
@@ -606,26 +623,21 @@ pub fn program_with(
     let mut rules = rules(net_view, drop);
     for (nr, body) in extra {
         if rules.iter().any(|(n, _)| n == nr) || *nr > NEWEST_KNOWN {
-            return Err(format!(
-                "seccomp compile: call number {nr} is in both filters' tables"
-            ));
+            return Err(SeccompError::BothTables(*nr));
         }
         rules.push((*nr, Rule::Body(body.clone())));
     }
     rules.sort_by_key(|(nr, _)| *nr);
     p.extend(search_tree(&rules, &leaf).ok_or_else(too_far)?);
     if p.len() > 4096 {
-        return Err(format!(
-            "seccomp compile: {} instructions, over the kernel's 4096",
-            p.len()
-        ));
+        return Err(SeccompError::TooLong(p.len()));
     }
     Ok(p)
 }
 
 /// Loads the filter into the calling thread (no_new_privs must be set).
-pub fn load(prog: &Program) -> Result<(), String> {
-    crate::sys::seccomp_filter(prog).map_err(|e| format!("seccomp load: {e}"))
+pub fn load(prog: &Program) -> Result<(), SeccompError> {
+    crate::sys::seccomp_filter(prog).map_err(SeccompError::Load)
 }
 
 /// A program's bytes as the kernel and `bwrap --add-seccomp-fd` read them.
