@@ -82,44 +82,10 @@ pub fn prctl(op: libc::c_int, a: libc::c_ulong, b: libc::c_ulong) -> io::Result<
     check(unsafe { libc::prctl(op, a, b, 0 as libc::c_ulong, 0 as libc::c_ulong) })
 }
 
-/// Drops every capability: bounding set, ambient set, securebits locked so root gains none
-/// on exec, then effective/permitted/inheritable cleared.
-pub fn drop_all_caps() -> io::Result<()> {
-    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .unwrap_or(40);
-    for c in 0..=last {
-        match prctl(libc::PR_CAPBSET_DROP, c as libc::c_ulong, 0) {
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let ctx = |what: &str, e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
-    match prctl(
-        libc::PR_CAP_AMBIENT,
-        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-        0,
-    ) {
-        Ok(_) => {}
-        // A kernel without ambient capabilities (before 4.3) has no ambient set to clear.
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-        Err(e) => return Err(ctx("clearing the ambient capabilities", e)),
-    }
-    // SECBIT_NOROOT | NOROOT_LOCKED | NO_SETUID_FIXUP | NO_SETUID_FIXUP_LOCKED |
-    // KEEP_CAPS_LOCKED | NO_CAP_AMBIENT_RAISE | NO_CAP_AMBIENT_RAISE_LOCKED
-    let bits: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80;
-    // Needs CAP_SETPCAP; without it (a non-root user without a user namespace) the bits are
-    // moot: such a process gains nothing on exec anyway. Any other failure fails the drop.
-    if let Err(e) = prctl(libc::PR_SET_SECUREBITS, bits, 0) {
-        let has_setpcap = std::fs::read_to_string("/proc/self/status")
-            .map(|s| effective_cap(&s, CAP_SETPCAP))
-            .unwrap_or(true);
-        if !securebits_failure_is_moot(&e, has_setpcap) {
-            return Err(ctx("locking the securebits", e));
-        }
-    }
+/// Clears the effective, permitted and inheritable capability sets of the calling thread
+/// (`capset` with a version-3 header and two zeroed data structs). The order of the drop is
+/// `crate::restrict::caps::drop_all`'s.
+pub fn capset_clear() -> io::Result<()> {
     #[repr(C)]
     struct Header {
         version: u32,
@@ -143,27 +109,7 @@ pub fn drop_all_caps() -> io::Result<()> {
     }; 2];
     // SAFETY: capset with a version-3 header reads exactly two Data structs, which `d` holds.
     check_l(unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) })
-        .map_err(|e| ctx("clearing the capability sets (capset)", e))?;
-    Ok(())
-}
-
-/// `CAP_SETPCAP` (linux/capability.h; libc does not name it).
-pub const CAP_SETPCAP: u32 = 8;
-
-/// Whether the `CapEff:` line of a `/proc/PID/status` text holds capability `cap` (true
-/// when the line is missing or unreadable: the caller then treats a failure as real).
-pub fn effective_cap(status: &str, cap: u32) -> bool {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
-        .is_none_or(|bits| cap < 64 && bits & (1u64 << cap) != 0)
-}
-
-/// Whether a failed `PR_SET_SECUREBITS` may be passed over: only `EPERM` of a process that
-/// lacks `CAP_SETPCAP` (it gains nothing on exec anyway).
-pub fn securebits_failure_is_moot(e: &io::Error, has_setpcap: bool) -> bool {
-    e.raw_os_error() == Some(libc::EPERM) && !has_setpcap
+        .map(|_| ())
 }
 
 /// Sets no_new_privs.
@@ -707,29 +653,6 @@ pub fn socketpair() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn effective_caps_are_read_from_the_status_text() {
-        let root = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
-        let user = "Name:\tx\nCapEff:\t0000000000000000\n";
-        let setpcap = CAP_SETPCAP;
-        assert!(effective_cap(root, setpcap));
-        assert!(!effective_cap(user, setpcap));
-        assert!(effective_cap("CapEff:\t0000000000000100\n", setpcap));
-        // Unreadable: assumed held, so that a failure counts.
-        assert!(effective_cap("Name:\tx\n", setpcap));
-        assert!(effective_cap("CapEff:\tzz\n", setpcap));
-    }
-
-    #[test]
-    fn only_eperm_without_setpcap_passes_over_the_securebits() {
-        let eperm = io::Error::from_raw_os_error(libc::EPERM);
-        let einval = io::Error::from_raw_os_error(libc::EINVAL);
-        assert!(securebits_failure_is_moot(&eperm, false));
-        assert!(!securebits_failure_is_moot(&eperm, true));
-        assert!(!securebits_failure_is_moot(&einval, false));
-        assert!(!securebits_failure_is_moot(&einval, true));
-    }
 
     /// The fallback of `close_from` closes fds above 4096 too (the loop stopped at 4096),
     /// in a child process: the harness keeps its fds.

@@ -247,7 +247,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         None => None,
     };
     if spec.drop_caps {
-        if let Err(e) = sys::drop_all_caps() {
+        if let Err(e) = crate::restrict::caps::drop_all() {
             fail(format!("dropping capabilities: {e}"));
         }
     }
@@ -409,7 +409,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     // more (under bwrap it has none to drop). The supervisor makes the line's writes: with
     // a capability it could write what the line may not (CAP_DAC_OVERRIDE).
     if spec.drop_caps {
-        if let Err(e) = sys::drop_all_caps() {
+        if let Err(e) = crate::restrict::caps::drop_all() {
             let _ = sys::kill(main, libc::SIGKILL);
             fail(format!("init dropping capabilities: {e}"));
         }
