@@ -192,6 +192,16 @@ pub fn pipe() -> io::Result<(RawFd, RawFd)> {
     Ok((fds[0], fds[1]))
 }
 
+/// [`pipe`] as owned fds: (read, write), each closed when dropped.
+pub fn pipe_owned() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    let (r, w) = pipe()?;
+    // SAFETY: pipe2 just made both fds for this process; nobody else owns them.
+    let r = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(r) };
+    // SAFETY: as above, the write end.
+    let w = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(w) };
+    Ok((r, w))
+}
+
 /// read(2).
 pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` bytes of writes.

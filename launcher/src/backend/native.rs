@@ -2,7 +2,7 @@
 //! the view with our own mounts, pivot_root, and run the init.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -158,7 +158,7 @@ fn resolv_conf() -> Result<(), SetupError> {
 
 /// Builds the view under `/newroot` and pivots into it. Runs in the child, as root of the
 /// new user namespace.
-fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, SetupError> {
+fn build_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupError> {
     mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(SetupError::remount("make private", "/"))?;
     // A base tmpfs (over /tmp of this mount namespace only) holds the old and new roots.
@@ -217,8 +217,8 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, SetupError> {
         bind(&format!("{O}{s}"), &format!("{N}{s}"), false)?;
     }
     // The launcher computes the rest of the view while the steps above run: a length, then a [`Rest`] (EOF: it failed or died).
-    let rest = read_rest(sync_r)?;
-    sys::close(sync_r);
+    let rest = read_rest(sync_r.as_fd())?;
+    drop(sync_r);
     let mut scrubbed = 0usize;
     for op in &rest.ops {
         match op {
@@ -323,10 +323,10 @@ fn build_root(view: &View, sync_r: RawFd) -> Result<Rest, SetupError> {
 }
 
 /// Fills `buf` from `fd`; false at EOF or on an error.
-fn read_full(fd: RawFd, buf: &mut [u8]) -> bool {
+fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> bool {
     let mut at = 0;
     while at < buf.len() {
-        match sys::read(fd, &mut buf[at..]) {
+        match sys::read(fd.as_raw_fd(), &mut buf[at..]) {
             Ok(0) => return false,
             Ok(n) => at += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -338,7 +338,7 @@ fn read_full(fd: RawFd, buf: &mut [u8]) -> bool {
 
 /// The [`Rest`] the launcher writes on the sync pipe: its length (u32, little-endian),
 /// then its bytes.
-fn read_rest(fd: RawFd) -> Result<Rest, SetupError> {
+fn read_rest(fd: BorrowedFd<'_>) -> Result<Rest, SetupError> {
     let ended = || SetupError::Handoff("the launcher ended during setup".into());
     let mut len = [0u8; 4];
     if !read_full(fd, &mut len) {
@@ -366,7 +366,7 @@ pub fn spawn(
     rest: impl FnOnce() -> Rest,
 ) -> Result<libc::pid_t, SetupError> {
     let (uid, gid) = sys::ids();
-    let (sync_r, sync_w) = sys::pipe().map_err(SetupError::sys("pipe"))?;
+    let (sync_r, sync_w) = sys::pipe_owned().map_err(SetupError::sys("pipe"))?;
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
@@ -377,7 +377,7 @@ pub fn spawn(
     }
     let pid = sys::clone_fork(flags).map_err(SetupError::sys("clone (user namespaces)"))?;
     if pid == 0 {
-        sys::close(sync_w);
+        drop(sync_w);
         // The init dies with the launcher. (It cannot compare getppid, its parent is
         // outside its pid namespace: the launcher's pidfd tells whether the launcher died
         // before this, see `run_init`.)
@@ -391,7 +391,7 @@ pub fn spawn(
         let mut b = [0u8; 1];
         // The launcher writes one byte once the id maps are in place; EOF means it failed
         // or died.
-        if !matches!(sys::read(sync_r, &mut b), Ok(1)) {
+        if !matches!(sys::read(sync_r.as_raw_fd(), &mut b), Ok(1)) {
             sys::exit_now(crate::exit_code::BACKEND_FAILED);
         }
         let rest = match build_root(view, sync_r) {
@@ -415,7 +415,7 @@ pub fn spawn(
         spec.landlock = rest.landlock;
         run_init(&spec, report_w)
     }
-    sys::close(sync_r);
+    drop(sync_r);
     let maps = (|| -> Result<(), SetupError> {
         for (file, content) in [
             ("uid_map", format!("{uid} {uid} 1\n")),
@@ -429,14 +429,14 @@ pub fn spawn(
     })();
     match maps {
         Ok(()) => {
-            let _ = sys::write_all(sync_w, b"1");
+            let _ = sys::write_all(sync_w.as_raw_fd(), b"1");
             // The child builds the base of its view meanwhile.
             let bytes = crate::view::handoff::encode(&rest());
             let mut msg = (bytes.len() as u32).to_le_bytes().to_vec();
             msg.extend_from_slice(&bytes);
-            let sent = sys::write_all(sync_w, &msg)
+            let sent = sys::write_all(sync_w.as_raw_fd(), &msg)
                 .map_err(SetupError::sys("write the view to the child"));
-            sys::close(sync_w);
+            drop(sync_w);
             match sent {
                 Ok(()) => Ok(pid),
                 Err(e) => {
@@ -447,7 +447,7 @@ pub fn spawn(
             }
         }
         Err(e) => {
-            sys::close(sync_w);
+            drop(sync_w);
             let _ = sys::kill(pid, libc::SIGKILL);
             let _ = sys::waitpid(pid, 0);
             Err(e)
