@@ -84,9 +84,12 @@ pub enum SetupError {
         #[source]
         source: io::Error,
     },
-    /// The rest of the view from the launcher did not come whole.
+    /// The rest of the view from the launcher did not come whole (`what`).
     #[error("the view from the launcher: {0}")]
     Handoff(String),
+    /// The rest of the view from the launcher does not decode.
+    #[error("the view from the launcher: {0}")]
+    HandoffDecode(#[from] crate::view::handoff::HandoffError),
 }
 
 impl SetupError {

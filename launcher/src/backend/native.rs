@@ -352,7 +352,7 @@ fn read_rest(fd: BorrowedFd<'_>) -> Result<Rest, SetupError> {
     if !read_full(fd, &mut buf) {
         return Err(ended());
     }
-    crate::view::handoff::decode(&buf).map_err(SetupError::Handoff)
+    Ok(crate::view::handoff::decode(&buf)?)
 }
 
 /// Starts the contained tree; returns the init's pid (in the launcher's pid namespace).

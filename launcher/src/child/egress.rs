@@ -36,6 +36,22 @@ pub struct EgressSpec {
 }
 
 /// The bound sockets, until [`Egress::hand_over`].
+/// Why the proxy's sockets could not be bound in the call's namespace or handed over.
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    /// A socket bound (`what`: the proxy relay, the dns server, a synthetic relay) at `addr`.
+    #[error("{what} on {addr}: {source}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The proxy did not take the sockets (the hand-over's error names the socket's path).
+    #[error("the call's proxy did not take its sockets: {0}")]
+    HandOver(#[source] efr_fdpass::inside::HandOverError),
+}
+
 #[derive(Debug)]
 pub struct Egress {
     socket: PathBuf,
@@ -46,18 +62,19 @@ impl Egress {
     /// Binds the relay on `127.0.0.1:relay_port`, the DNS socket on `127.0.0.1:53` and the
     /// synthetic listeners on `0.0.0.0:443` and each extra port (only loopback exists in the
     /// namespace).
-    pub fn bind(spec: &EgressSpec) -> Result<Egress, String> {
+    pub fn bind(spec: &EgressSpec) -> Result<Egress, EgressError> {
         let lo = Ipv4Addr::LOCALHOST;
-        let relay = TcpListener::bind(SocketAddr::from((lo, spec.relay_port)))
-            .map_err(|e| format!("proxy relay on 127.0.0.1:{}: {e}", spec.relay_port))?;
-        let dns = UdpSocket::bind(SocketAddr::from((lo, DNS_PORT)))
-            .map_err(|e| format!("dns server on 127.0.0.1:{DNS_PORT}: {e}"))?;
+        let err = |what: &'static str, addr: SocketAddr| {
+            move |source| EgressError::Bind { what, addr, source }
+        };
+        let addr = SocketAddr::from((lo, spec.relay_port));
+        let relay = TcpListener::bind(addr).map_err(err("proxy relay", addr))?;
+        let addr = SocketAddr::from((lo, DNS_PORT));
+        let dns = UdpSocket::bind(addr).map_err(err("dns server", addr))?;
         let mut synthetic = Vec::new();
         for port in std::iter::once(SYNTHETIC_PORT).chain(spec.ports.iter().copied()) {
-            synthetic.push(
-                TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
-                    .map_err(|e| format!("synthetic relay on port {port}: {e}"))?,
-            );
+            let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
+            synthetic.push(TcpListener::bind(addr).map_err(err("synthetic relay", addr))?);
         }
         Ok(Egress {
             socket: PathBuf::from(&spec.socket),
@@ -71,8 +88,7 @@ impl Egress {
 
     /// Hands every socket to the call's proxy and waits until it took them; our copies are
     /// closed when this returns.
-    pub fn hand_over(self) -> Result<(), String> {
-        hand_over(&self.socket, self.socks, HAND_OVER_WAIT)
-            .map_err(|e| format!("the call's proxy did not take its sockets: {e}"))
+    pub fn hand_over(self) -> Result<(), EgressError> {
+        hand_over(&self.socket, self.socks, HAND_OVER_WAIT).map_err(EgressError::HandOver)
     }
 }

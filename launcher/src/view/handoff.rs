@@ -65,16 +65,32 @@ pub fn encode(rest: &Rest) -> Vec<u8> {
     out
 }
 
+/// What is wrong with the bytes of a [`Rest`] (the launcher and its child are one binary:
+/// any of these is a bug or a torn pipe).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandoffError {
+    #[error("view record cut short at byte {0}")]
+    CutShort(usize),
+    #[error("view path at byte {0} not utf-8")]
+    NotUtf8(usize),
+    #[error("view bind mode {0:?}")]
+    BindMode(String),
+    #[error("view landlock record before its start")]
+    LandlockFirst,
+    #[error("view record tag {0:#x}")]
+    Tag(u8),
+}
+
 /// The [`Rest`] in `b`, or what is wrong with it.
-pub fn decode(b: &[u8]) -> Result<Rest, String> {
+pub fn decode(b: &[u8]) -> Result<Rest, HandoffError> {
     let mut rest = Rest::default();
     let mut at = 0;
-    let field = |at: &mut usize| -> Result<String, String> {
+    let field = |at: &mut usize| -> Result<String, HandoffError> {
         let end = b[*at..]
             .iter()
             .position(|&c| c == 0)
-            .ok_or("view record cut short")?;
-        let s = std::str::from_utf8(&b[*at..*at + end]).map_err(|_| "view path not utf-8")?;
+            .ok_or(HandoffError::CutShort(*at))?;
+        let s = std::str::from_utf8(&b[*at..*at + end]).map_err(|_| HandoffError::NotUtf8(*at))?;
         *at += end + 1;
         Ok(s.to_string())
     };
@@ -98,7 +114,7 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
                 let rw = match field(&mut at)?.as_str() {
                     "w" => true,
                     "r" => false,
-                    other => return Err(format!("view bind mode {other:?}")),
+                    other => return Err(HandoffError::BindMode(other.chars().take(16).collect())),
                 };
                 rest.ops.push(Op::Bind { src, dst, rw });
             }
@@ -112,10 +128,7 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
             }
             b'L' => rest.landlock = Some(LandlockSpec::default()),
             b'r' | b'w' | b'd' | b's' | b'h' | b'T' | b'C' => {
-                let l = rest
-                    .landlock
-                    .as_mut()
-                    .ok_or("view landlock record before its start")?;
+                let l = rest.landlock.as_mut().ok_or(HandoffError::LandlockFirst)?;
                 match tag {
                     b'r' => l.read.push(field(&mut at)?),
                     b'w' => l.write.push(field(&mut at)?),
@@ -126,7 +139,7 @@ pub fn decode(b: &[u8]) -> Result<Rest, String> {
                     _ => l.scopes = true,
                 }
             }
-            other => return Err(format!("view record tag {other:#x}")),
+            other => return Err(HandoffError::Tag(other)),
         }
     }
     Ok(rest)
