@@ -279,7 +279,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             }
         };
         if let Err(e) = crate::supervise::install(fd, prog) {
-            fail(e);
+            fail(e.to_string());
         }
     }
     let ready = crate::child::report::Ready {
@@ -377,7 +377,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
         match crate::supervise::pair() {
             Ok(p) => sup_pair = Some(p),
-            Err(e) => fail(e),
+            Err(e) => fail(e.to_string()),
         }
         if let Some(l) = &spec.landlock {
             if let Err(e) = sys::no_new_privs() {

@@ -94,32 +94,61 @@ pub fn available() -> bool {
 /// listener's number, the init takes it from the line's fd table (`pidfd_getfd`) and
 /// answers one byte, and only then does the line go on (its own copy is close-on-exec:
 /// the program it runs never holds it).
-pub fn install(sock: RawFd, prog: &crate::seccomp::Program) -> Result<(), String> {
-    let sock = crate::sys::owned(sock).map_err(|e| format!("supervisor socket: {e}"))?;
-    let l = sys::seccomp_listener(prog).map_err(|e| format!("seccomp listener: {e}"))?;
+/// Why the supervisor could not be set up: the listener's hand-over from the line to the
+/// init, or the supervisor's start. Each variant names the step (the messages are the
+/// ones the init and the line report as their `setup_error`).
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    /// A step of the hand-over that failed with a system error (`what`: the supervisor
+    /// socket, the seccomp listener, handing over the seccomp listener, ...).
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The init answered something else than it took the listener.
+    #[error("the init did not take the seccomp listener")]
+    NotTaken,
+    /// The line sent something else than its listener's number.
+    #[error("the line sent something else than its seccomp listener")]
+    NotListener,
+    /// The protected name patterns do not compile.
+    #[error("{0}")]
+    Rules(String),
+    /// The view's root could not be opened (an errno).
+    #[error("the view's root: errno {0}")]
+    Root(i32),
+}
+
+fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SuperviseError {
+    move |source| SuperviseError::Io { what, source }
+}
+
+pub fn install(sock: RawFd, prog: &crate::seccomp::Program) -> Result<(), SuperviseError> {
+    let sock = crate::sys::owned(sock).map_err(io("supervisor socket"))?;
+    let l = sys::seccomp_listener(prog).map_err(io("seccomp listener"))?;
     use std::os::fd::AsRawFd;
     let mut msg = vec![LISTENER];
     msg.extend_from_slice(&l.as_raw_fd().to_ne_bytes());
     crate::sys::write_all(sock.as_raw_fd(), &msg)
-        .map_err(|e| format!("handing over the seccomp listener: {e}"))?;
+        .map_err(io("handing over the seccomp listener"))?;
     let mut ack = [0u8; 1];
     match crate::sys::read(sock.as_raw_fd(), &mut ack) {
         Ok(1) if ack[0] == TAKEN => Ok(()),
-        Ok(_) => Err("the init did not take the seccomp listener".into()),
-        Err(e) => Err(format!(
-            "waiting for the init to take the seccomp listener: {e}"
-        )),
+        Ok(_) => Err(SuperviseError::NotTaken),
+        Err(e) => Err(io("waiting for the init to take the seccomp listener")(e)),
     }
 }
 
 /// The init's side of the hand-over: a socket pair, one end for the line.
-pub fn pair() -> Result<(OwnedFd, OwnedFd), String> {
-    crate::sys::socketpair().map_err(|e| format!("supervisor socket pair: {e}"))
+pub fn pair() -> Result<(OwnedFd, OwnedFd), SuperviseError> {
+    crate::sys::socketpair().map_err(io("supervisor socket pair"))
 }
 
 /// Takes the listener of the line `line` (pid) when it says its number on `sock`; `None`
 /// when the line ended without saying.
-pub fn receive(sock: &OwnedFd, line: libc::pid_t) -> Result<Option<OwnedFd>, String> {
+pub fn receive(sock: &OwnedFd, line: libc::pid_t) -> Result<Option<OwnedFd>, SuperviseError> {
     use std::os::fd::AsRawFd;
     let mut msg = [0u8; 5];
     let mut got = 0;
@@ -128,18 +157,17 @@ pub fn receive(sock: &OwnedFd, line: libc::pid_t) -> Result<Option<OwnedFd>, Str
             Ok(0) => return Ok(None),
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("waiting for the seccomp listener: {e}")),
+            Err(e) => return Err(io("waiting for the seccomp listener")(e)),
         }
     }
     if msg[0] != LISTENER {
-        return Err("the line sent something else than its seccomp listener".into());
+        return Err(SuperviseError::NotListener);
     }
     let fd = RawFd::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
-    let pidfd = sys::pidfd_open(line).map_err(|e| format!("the line's pidfd: {e}"))?;
-    let l = sys::pidfd_getfd(pidfd.as_fd(), fd)
-        .map_err(|e| format!("taking the line's seccomp listener: {e}"))?;
-    crate::sys::write_all(sock.as_raw_fd(), &[TAKEN])
-        .map_err(|e| format!("answering the line: {e}"))?;
+    let pidfd = sys::pidfd_open(line).map_err(io("the line's pidfd"))?;
+    let l =
+        sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(io("taking the line's seccomp listener"))?;
+    crate::sys::write_all(sock.as_raw_fd(), &[TAKEN]).map_err(io("answering the line"))?;
     Ok(Some(l))
 }
 
@@ -208,9 +236,9 @@ impl Lazy {
 
     /// Compiles the rules and serves the call's notifications on threads of their own
     /// ([`Supervisor::spawn`]).
-    pub fn start(self) -> Result<(), String> {
+    pub fn start(self) -> Result<(), SuperviseError> {
         let sv = &self.spec;
-        let rules = Rules::new(&sv.roots, &sv.paths, &sv.names)?;
+        let rules = Rules::new(&sv.roots, &sv.paths, &sv.names).map_err(SuperviseError::Rules)?;
         Supervisor::new(rules, self.listener, self.linked, self.report_fd)?
             .with_sockets(self.sockets)
             .spawn()
@@ -232,9 +260,9 @@ impl Supervisor {
         listener: OwnedFd,
         linked: Linked,
         report_fd: RawFd,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SuperviseError> {
         let linked = linked.0;
-        let root = ops::root_fd().map_err(|e| format!("the view's root: errno {e}"))?;
+        let root = ops::root_fd().map_err(SuperviseError::Root)?;
         Ok(Supervisor {
             listener,
             root,
@@ -266,15 +294,13 @@ impl Supervisor {
     /// notification (the kernel's wake-up of the listener is not exclusive), so a thread
     /// more than the line needs costs a wake-up per call. The init's umask is set to 0
     /// first: modes are masked with each caller's own.
-    pub fn spawn(self) -> Result<(), String> {
+    pub fn spawn(self) -> Result<(), SuperviseError> {
         sys::umask(0);
         // A caller wakes a receiver on its own CPU (`SYNC_WAKE_UP`, 6.6; else as usual).
         sys::notif_sync_wake_up(self.listener.as_fd());
         let me = std::sync::Arc::new(self);
         me.threads.store(1, Ordering::SeqCst);
-        me.clone()
-            .start_thread()
-            .map_err(|e| format!("supervisor thread: {e}"))
+        me.clone().start_thread().map_err(io("supervisor thread"))
     }
 
     fn start_thread(self: std::sync::Arc<Self>) -> std::io::Result<()> {
