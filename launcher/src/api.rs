@@ -321,8 +321,7 @@ impl Launcher {
 
 /// The plan in an anonymous file (fd, positioned at the start).
 fn tempfile_plan(json: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
-    let fd = crate::sys::memfd_with("efr-plan", json)?;
-    crate::sys::owned(fd)
+    crate::sys::memfd_with("efr-plan", json)
 }
 
 /// A running `efr-launch`.

@@ -251,7 +251,7 @@ fn line_spec(plan: &Plan) -> InnerSpec {
 /// and what the launcher keeps of it until the end.
 struct Spawned {
     backend_name: efr_sandbox_wire::RunBackend,
-    pid: Result<libc::pid_t, String>,
+    pid: Result<libc::pid_t, crate::setup::SetupError>,
     /// The contained call's view (for the retry check at the end).
     view: Option<crate::view::View>,
     /// Bubblewrap's stage directory, removed at the end.
@@ -330,16 +330,17 @@ fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawne
                     rest
                 });
                 view = full;
-                r.map_err(|e| e.to_string())
+                r
             }
             Backend::Bwrap => {
                 backend_name = efr_sandbox_wire::RunBackend::Bwrap;
                 spec.seccomp_preloaded = true;
                 spec.drop_caps = false;
                 if !std::path::Path::new(&bwrap_path).exists() {
-                    Err(format!(
-                        "backend bwrap unavailable: {bwrap_path} is missing"
-                    ))
+                    Err(crate::setup::SetupError::Missing {
+                        what: "backend bwrap unavailable:",
+                        path: bwrap_path.clone(),
+                    })
                 } else {
                     let v = finish();
                     if with_landlock {
@@ -359,7 +360,9 @@ fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawne
                             stage = Some(st);
                             r
                         }
-                        (Err(e), _) | (_, Err(e)) => Err(format!("bwrap stage: {e}")),
+                        (Err(e), _) | (_, Err(e)) => {
+                            Err(crate::setup::SetupError::sys("bwrap stage")(e))
+                        }
                     };
                     view = Some(v);
                     r
@@ -403,7 +406,7 @@ fn spawn_unsandboxed(spec: &InnerSpec, report_w: RawFd) -> Spawned {
             crate::child::init::exec_line(spec, report_w, Default::default())
         }
         Ok(p) => Ok(p),
-        Err(e) => Err(format!("fork: {e}")),
+        Err(e) => Err(crate::setup::SetupError::sys("fork")(e)),
     };
     Spawned {
         backend_name: efr_sandbox_wire::RunBackend::Unsandboxed,
@@ -535,7 +538,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     }
     let child = match spawned {
         Ok(p) => p,
-        Err(e) => return Try::Done(out.setup_error(e)),
+        Err(e) => return Try::Done(out.setup_error(e.to_string())),
     };
     if let Some(Err(e)) = relay.as_mut().map(|r| r.start(child)) {
         let _ = sys::kill(child, libc::SIGKILL);

@@ -84,6 +84,12 @@ pub enum SetupError {
         #[source]
         source: io::Error,
     },
+    /// The line's seccomp filter (compiled for bubblewrap to load).
+    #[error(transparent)]
+    Seccomp(#[from] crate::restrict::seccomp::SeccompError),
+    /// The init's spec (bubblewrap's init reads it from a memfd).
+    #[error("the init's spec: {0}")]
+    InnerSpec(#[source] serde_json::Error),
     /// The rest of the view from the launcher did not come whole (`what`).
     #[error("the view from the launcher: {0}")]
     Handoff(String),

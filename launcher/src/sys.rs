@@ -480,13 +480,17 @@ pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
 }
 
 /// A sealed-size anonymous file holding `data`, positioned at its start (close-on-exec).
-pub fn memfd_with(name: &str, data: &[u8]) -> io::Result<RawFd> {
+pub fn memfd_with(name: &str, data: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let c = cstr(name)?;
     // SAFETY: `c` is a NUL-terminated name alive for the call.
-    let fd = check(unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC) })?;
-    write_all(fd, data)?;
+    let raw = check(unsafe { libc::memfd_create(c.as_ptr(), libc::MFD_CLOEXEC) })?;
+    // SAFETY: memfd_create just made this fd for this process; nobody else owns it (it is
+    // closed when `fd` drops, on the error paths below too).
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    write_all(fd.as_raw_fd(), data)?;
     // SAFETY: lseek on the fd just created.
-    check_l(unsafe { libc::lseek(fd, 0, libc::SEEK_SET) } as libc::c_long)?;
+    check_l(unsafe { libc::lseek(fd.as_raw_fd(), 0, libc::SEEK_SET) } as libc::c_long)?;
     Ok(fd)
 }
 

@@ -2,10 +2,11 @@
 //! (`--add-seccomp-fd`), and `efr-launch --inner` as the command: it is the sandbox's pid 1
 //! (`--as-pid-1`) and applies Landlock to the line itself.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 
 use crate::child::init::InnerSpec;
+use crate::setup::SetupError;
 use crate::sys;
 use crate::view::{Op, View};
 
@@ -174,12 +175,13 @@ pub fn spawn(
     stage: &Stage,
     report_w: RawFd,
     info_w: RawFd,
-) -> Result<libc::pid_t, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+) -> Result<libc::pid_t, SetupError> {
+    let exe = std::env::current_exe().map_err(SetupError::sys("own executable"))?;
     let exe = exe.to_string_lossy().into_owned();
-    let spec_json = serde_json::to_vec(spec).map_err(|e| e.to_string())?;
-    let spec_fd =
-        sys::memfd_with("efr-inner-spec", &spec_json).map_err(|e| format!("memfd: {e}"))?;
+    let spec_json = serde_json::to_vec(spec).map_err(SetupError::InnerSpec)?;
+    let spec_fd = sys::memfd_with("efr-inner-spec", &spec_json)
+        .map_err(SetupError::sys("memfd of the init's spec"))?;
+    let spec_fd_raw = spec_fd.as_raw_fd();
     // The filter bubblewrap loads holds our init too; the supervisor in it takes fds from
     // and writes results into the line's processes, so those two calls are refused to the
     // line by a filter of its own instead (`supervise::filter::line_only`).
@@ -191,13 +193,13 @@ pub fn spawn(
                 .map(|s| s.to_string()),
         );
     }
-    let prog = crate::restrict::seccomp::program_without(view.landlock.deny_tcp, &drop)
-        .map_err(|e| e.to_string())?;
+    let prog = crate::restrict::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
     let prog_fd = sys::memfd_with(
         "efr-seccomp",
         &crate::restrict::seccomp::program_bytes(&prog),
     )
-    .map_err(|e| format!("memfd: {e}"))?;
+    .map_err(SetupError::sys("memfd of the seccomp filter"))?;
+    let prog_fd_raw = prog_fd.as_raw_fd();
     let mut argv = vec![bwrap.to_string()];
     argv.extend(args(view, &stage.empty, Some(&stage.resolv)));
     // Our init runs inside bubblewrap's view, where the host path of this executable may
@@ -205,16 +207,16 @@ pub fn spawn(
     // read-only at a fixed path in the call's private /dev and run it from there.
     argv.extend(["--ro-bind".into(), exe.clone(), INSIDE_INIT.into()]);
     argv.extend(["--info-fd".into(), info_w.to_string()]);
-    argv.extend(["--add-seccomp-fd".into(), prog_fd.to_string()]);
+    argv.extend(["--add-seccomp-fd".into(), prog_fd_raw.to_string()]);
     argv.extend([
         "--".into(),
         INSIDE_INIT.into(),
         "--inner".into(),
-        spec_fd.to_string(),
+        spec_fd_raw.to_string(),
         report_w.to_string(),
     ]);
     let me = sys::getpid();
-    let pid = sys::fork().map_err(|e| format!("fork: {e}"))?;
+    let pid = sys::fork().map_err(SetupError::sys("fork bubblewrap's process"))?;
     if pid == 0 {
         if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
             crate::child::report::setup_error(
@@ -249,7 +251,7 @@ pub fn spawn(
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }
-        for fd in [prog_fd, spec_fd, report_w, info_w]
+        for fd in [prog_fd_raw, spec_fd_raw, report_w, info_w]
             .into_iter()
             .chain(spec.launcher_pidfd)
         {
@@ -274,8 +276,8 @@ pub fn spawn(
         crate::child::report::setup_error(report_w, format!("exec {bwrap}: {e}"));
         sys::exit_now(crate::exit_code::BACKEND_FAILED);
     }
-    sys::close(prog_fd);
-    sys::close(spec_fd);
+    std::mem::drop(prog_fd);
+    std::mem::drop(spec_fd);
     Ok(pid)
 }
 
@@ -291,11 +293,7 @@ pub fn spawn(
 /// of that namespace (`ip_unprivileged_port_start = 0`: only the call lives there), mounts
 /// each layer on its cache, then enters a user namespace B mapping its own ids back, so
 /// bwrap runs as the same user as without them; its root bind holds the layers.
-fn pre_namespaces(
-    net: bool,
-    layers: &[(&str, &str, &str)],
-) -> Result<(), crate::setup::SetupError> {
-    use crate::setup::SetupError;
+fn pre_namespaces(net: bool, layers: &[(&str, &str, &str)]) -> Result<(), SetupError> {
     let (uid, gid) = sys::ids();
     let mut flags = libc::CLONE_NEWUSER;
     if net {
