@@ -492,7 +492,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     // The call's own pty when stdio holds a terminal (see crate::pty).
     let mut relay = match contained.then(crate::pty::Relay::detect).transpose() {
         Ok(r) => r.flatten(),
-        Err(e) => return Try::Done(out.setup_error(e)),
+        Err(e) => return Try::Done(out.setup_error(e.to_string())),
     };
     spec.terminal = relay.as_ref().map(|r| r.spec());
     let (report_r, report_w) = match sys::pipe() {
@@ -543,7 +543,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     if let Some(Err(e)) = relay.as_mut().map(|r| r.start(child)) {
         let _ = sys::kill(child, libc::SIGKILL);
         let _ = sys::waitpid(child, 0);
-        return Try::Done(out.setup_error(e));
+        return Try::Done(out.setup_error(e.to_string()));
     }
     let mut sig_target = child;
     let mut report_buf = Vec::new();

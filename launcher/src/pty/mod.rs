@@ -101,10 +101,34 @@ pub struct TerminalSpec {
 /// The first byte of the message that carries the master to the launcher.
 const MASTER: u8 = b'T';
 
+/// Why the call's pty could not be made, handed over or relayed: the step (naming the fd
+/// where there is one) and the system's error.
+#[derive(Debug, thiserror::Error)]
+pub enum PtyError {
+    /// A step that failed with a system error.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The master could not be sent to the launcher.
+    #[error("the call's pty to the launcher: {0}")]
+    Send(#[source] efr_fdpass::SendError),
+    /// The spec names fds other than 0, 1 and 2.
+    #[error("terminal: fds {0:?} are not a choice of 0, 1 and 2")]
+    Fds(Vec<RawFd>),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> PtyError {
+    let what = what.into();
+    move |source| PtyError::Io { what, source }
+}
+
 /// The init starts a session of its own: neither it nor the line has the user's terminal
 /// as controlling terminal from here on (`/dev/tty` fails with ENXIO without a pty).
-pub fn leave_session() -> Result<(), String> {
-    sys::new_session().map_err(|e| format!("new session: {e}"))
+pub fn leave_session() -> Result<(), PtyError> {
+    sys::new_session().map_err(io("new session"))
 }
 
 /// The call's pty as the init holds it for the line.
@@ -117,37 +141,32 @@ pub struct LineEnd {
 /// In the init, a session leader ([`leave_session`]): opens the call's pty, gives it the
 /// user's settings and size, makes it the controlling terminal, replaces its own copies of
 /// the user's terminal with `/dev/null`, and sends the master to the launcher.
-pub fn open_inside(spec: &TerminalSpec) -> Result<LineEnd, String> {
+pub fn open_inside(spec: &TerminalSpec) -> Result<LineEnd, PtyError> {
     if spec.fds.is_empty() || spec.fds.iter().any(|&f| !(0..=2).contains(&f)) {
-        return Err(format!(
-            "terminal: fds {:?} are not a choice of 0, 1 and 2",
-            spec.fds
-        ));
+        return Err(PtyError::Fds(spec.fds.clone()));
     }
-    let (master, slave) = sys::openpty().map_err(|e| format!("the call's pty: {e}"))?;
+    let (master, slave) = sys::openpty().map_err(io("the call's pty"))?;
     sys::tcsetattr(slave.as_raw_fd(), &spec.settings.termios())
-        .map_err(|e| format!("the call's pty settings: {e}"))?;
+        .map_err(io("the call's pty settings"))?;
     let size = libc::winsize {
         ws_row: spec.rows,
         ws_col: spec.cols,
         ws_xpixel: spec.xpixel,
         ws_ypixel: spec.ypixel,
     };
-    sys::set_winsize(slave.as_raw_fd(), &size).map_err(|e| format!("the call's pty size: {e}"))?;
-    sys::set_controlling(slave.as_fd())
-        .map_err(|e| format!("the call's pty as controlling terminal: {e}"))?;
+    sys::set_winsize(slave.as_raw_fd(), &size).map_err(io("the call's pty size"))?;
+    sys::set_controlling(slave.as_fd()).map_err(io("the call's pty as controlling terminal"))?;
     let null = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")
-        .map_err(|e| format!("/dev/null: {e}"))?;
+        .map_err(io("/dev/null"))?;
     for &fd in &spec.fds {
         crate::sys::dup2(null.as_raw_fd(), fd)
-            .map_err(|e| format!("/dev/null on fd {fd} of the init: {e}"))?;
+            .map_err(io(format!("/dev/null on fd {fd} of the init")))?;
     }
-    let sock = crate::sys::owned(spec.sock).map_err(|e| format!("the call's pty socket: {e}"))?;
-    efr_fdpass::send_fds(sock.as_fd(), &[MASTER], &[master.as_fd()])
-        .map_err(|e| format!("the call's pty to the launcher: {e}"))?;
+    let sock = crate::sys::owned(spec.sock).map_err(io("the call's pty socket"))?;
+    efr_fdpass::send_fds(sock.as_fd(), &[MASTER], &[master.as_fd()]).map_err(PtyError::Send)?;
     drop(sock);
     Ok(LineEnd {
         slave,
@@ -158,14 +177,13 @@ pub fn open_inside(spec: &TerminalSpec) -> Result<LineEnd, String> {
 /// In the line's process before exec (a contained line): a process group of its own and,
 /// with the call's pty, that group in the pty's foreground and the slave on the fds that
 /// were the user's terminal.
-pub fn attach_line(t: Option<&LineEnd>) -> Result<(), String> {
-    sys::own_group().map_err(|e| format!("process group: {e}"))?;
+pub fn attach_line(t: Option<&LineEnd>) -> Result<(), PtyError> {
+    sys::own_group().map_err(io("process group"))?;
     if let Some(t) = t {
-        sys::take_foreground(t.slave.as_fd())
-            .map_err(|e| format!("foreground of the call's pty: {e}"))?;
+        sys::take_foreground(t.slave.as_fd()).map_err(io("foreground of the call's pty"))?;
         for &fd in &t.fds {
             crate::sys::dup2(t.slave.as_raw_fd(), fd)
-                .map_err(|e| format!("the call's pty on fd {fd}: {e}"))?;
+                .map_err(io(format!("the call's pty on fd {fd}")))?;
         }
     }
     Ok(())
@@ -322,13 +340,12 @@ impl Relay {
     /// terminal gets the call's pty (whatever terminal it is); the output goes to fd 1 or 2
     /// (the first that is a terminal, else the terminal of fd 0 opened for writing) and the
     /// keys are read from fd 0 (or the terminal of fd 1 or 2 opened for reading).
-    pub fn detect() -> Result<Option<Relay>, String> {
+    pub fn detect() -> Result<Option<Relay>, PtyError> {
         let ttys: Vec<RawFd> = (0..=2).filter(|&f| crate::sys::isatty(f)).collect();
         let Some(&ctl) = ttys.first() else {
             return Ok(None);
         };
-        let saved =
-            sys::tcgetattr(ctl).map_err(|e| format!("terminal settings of fd {ctl}: {e}"))?;
+        let saved = sys::tcgetattr(ctl).map_err(io(format!("terminal settings of fd {ctl}")))?;
         let size = sys::get_winsize(ctl).unwrap_or(libc::winsize {
             ws_row: 24,
             ws_col: 80,
@@ -359,8 +376,7 @@ impl Relay {
                 None => ctl,
             }
         };
-        let (inner, mine) =
-            crate::sys::socketpair().map_err(|e| format!("terminal socket: {e}"))?;
+        let (inner, mine) = crate::sys::socketpair().map_err(io("terminal socket"))?;
         let spec = TerminalSpec {
             sock: inner.as_raw_fd(),
             fds: ttys.clone(),
@@ -403,16 +419,15 @@ impl Relay {
     /// After the backend started: closes the launcher's copy of the init's end and starts
     /// the relay thread, which waits for the master, then relays. `init` is the pid a
     /// stopped line is continued through (see [`Relay::line_stopped`]).
-    pub fn start(&mut self, init: libc::pid_t) -> Result<(), String> {
+    pub fn start(&mut self, init: libc::pid_t) -> Result<(), PtyError> {
         self.inner = None;
         self.line.init.store(init, Ordering::SeqCst);
         let Some(sock) = self.mine.take() else {
             return Ok(());
         };
-        let (stop_r, stop_w) = crate::sys::pipe().map_err(|e| format!("relay pipe: {e}"))?;
-        let stop_r = crate::sys::owned(stop_r).map_err(|e| format!("relay pipe: {e}"))?;
-        self.stop_w = Some(crate::sys::owned(stop_w).map_err(|e| format!("relay pipe: {e}"))?);
-        let sigs = sys::relay_signals().map_err(|e| format!("relay signals: {e}"))?;
+        let (stop_r, stop_w) = crate::sys::pipe_owned().map_err(io("relay pipe"))?;
+        self.stop_w = Some(stop_w);
+        let sigs = sys::relay_signals().map_err(io("relay signals"))?;
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         self.done = Some(done_rx);
         let term = self.term.clone();
@@ -424,7 +439,7 @@ impl Relay {
                 term.restore();
                 let _ = done_tx.send(());
             })
-            .map_err(|e| format!("relay thread: {e}"))?;
+            .map_err(io("relay thread"))?;
         Ok(())
     }
 
