@@ -10,18 +10,33 @@ fn usage() -> &'static str {
     "usage: efr-launch (--plan FILE | --plan-fd N) [--status-fd N] [--caller-pid PID]"
 }
 
-fn fd_arg(v: Option<&String>) -> Result<RawFd, String> {
-    v.and_then(|s| s.parse::<RawFd>().ok())
-        .filter(|&fd| fd >= 0)
-        .ok_or_else(|| usage().to_string())
+/// Why `efr-launch`'s command line or its plan could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// An fd argument that is not a number of 0 or more.
+    #[error("{}", usage())]
+    Usage,
+    /// The plan at `from` (a path, or `fd N`) could not be opened or read.
+    #[error("plan {from}: {source}")]
+    Plan {
+        from: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-fn read_bounded(r: impl Read) -> Result<Vec<u8>, String> {
+fn fd_arg(v: Option<&String>) -> Result<RawFd, CliError> {
+    v.and_then(|s| s.parse::<RawFd>().ok())
+        .filter(|&fd| fd >= 0)
+        .ok_or(CliError::Usage)
+}
+
+fn read_bounded(from: String, r: impl Read) -> Result<Vec<u8>, CliError> {
     let mut data = Vec::new();
-    r.take(MAX_PLAN_BYTES as u64 + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| format!("reading the plan: {e}"))?;
-    Ok(data)
+    match r.take(MAX_PLAN_BYTES as u64 + 1).read_to_end(&mut data) {
+        Ok(_) => Ok(data),
+        Err(source) => Err(CliError::Plan { from, source }),
+    }
 }
 
 /// Runs `efr-launch` with these arguments; returns the exit status.
@@ -32,7 +47,7 @@ pub fn main(args: Vec<String>) -> i32 {
             _ => return crate::exit_code::USAGE,
         }
     }
-    let mut plan_src: Option<Result<Vec<u8>, String>> = None;
+    let mut plan_src: Option<Result<Vec<u8>, CliError>> = None;
     let mut status_fd = None;
     let mut caller_pid = None;
     let mut it = args.iter();
@@ -45,16 +60,22 @@ pub fn main(args: Vec<String>) -> i32 {
                 };
                 plan_src = Some(
                     std::fs::File::open(p)
-                        .map_err(|e| format!("plan {p}: {e}"))
-                        .and_then(read_bounded),
+                        .map_err(|source| CliError::Plan {
+                            from: p.clone(),
+                            source,
+                        })
+                        .and_then(|f| read_bounded(p.clone(), f)),
                 );
             }
             "--plan-fd" => match fd_arg(it.next()) {
                 Ok(fd) => {
                     plan_src = Some(
                         crate::sys::file_from_fd(fd)
-                            .map_err(|e| format!("plan fd {fd}: {e}"))
-                            .and_then(read_bounded),
+                            .map_err(|source| CliError::Plan {
+                                from: format!("fd {fd}"),
+                                source,
+                            })
+                            .and_then(|f| read_bounded(format!("fd {fd}"), f)),
                     );
                 }
                 Err(u) => {
@@ -106,7 +127,7 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     let data = match src {
         Ok(d) => d,
-        Err(e) => return out.setup_error(e),
+        Err(e) => return out.setup_error(e.to_string()),
     };
     let plan = match Plan::from_json(&data) {
         Ok(p) => p,
