@@ -276,7 +276,8 @@ impl PlanCheck for Plan {
                 )));
             }
         }
-        crate::supervise::Rules::new(&[], &[], &self.protect_names).map_err(invalid)?;
+        crate::supervise::Rules::new(&[], &[], &self.protect_names)
+            .map_err(|e| invalid(e.to_string()))?;
         check_list("masks", &self.masks)?;
         if self.scrubbed.len() > MAX_SCRUBBED {
             return Err(invalid(format!(

@@ -114,8 +114,8 @@ pub enum SuperviseError {
     #[error("the line sent something else than its seccomp listener")]
     NotListener,
     /// The protected name patterns do not compile.
-    #[error("{0}")]
-    Rules(String),
+    #[error(transparent)]
+    Rules(#[from] rules::RulesError),
     /// The view's root could not be opened (an errno).
     #[error("the view's root: errno {0}")]
     Root(i32),
@@ -238,7 +238,7 @@ impl Lazy {
     /// ([`Supervisor::spawn`]).
     pub fn start(self) -> Result<(), SuperviseError> {
         let sv = &self.spec;
-        let rules = Rules::new(&sv.roots, &sv.paths, &sv.names).map_err(SuperviseError::Rules)?;
+        let rules = Rules::new(&sv.roots, &sv.paths, &sv.names)?;
         Supervisor::new(rules, self.listener, self.linked, self.report_fd)?
             .with_sockets(self.sockets)
             .spawn()

@@ -111,10 +111,19 @@ fn ancestor_globs(pattern: &str) -> Vec<String> {
     out
 }
 
+/// A protected name pattern the rules refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RulesError {
+    /// A pattern with a `..` component (it would name a path outside the root it is
+    /// relative to).
+    #[error("protected name pattern {0}: a `..` component")]
+    ParentComponent(String),
+}
+
 impl Rules {
     /// The rules for writable `roots`, absolute protected `paths` and relative protected
     /// name patterns `names`.
-    pub fn new(roots: &[String], paths: &[String], names: &[String]) -> Result<Rules, String> {
+    pub fn new(roots: &[String], paths: &[String], names: &[String]) -> Result<Rules, RulesError> {
         let mut kept = Vec::new();
         let mut ancestors = Vec::new();
         for n in names {
@@ -123,7 +132,7 @@ impl Rules {
                 continue;
             }
             if n.split('/').any(|c| c == "..") {
-                return Err(format!("protected name pattern {n}: a `..` component"));
+                return Err(RulesError::ParentComponent(n.to_string()));
             }
             for a in ancestor_globs(n) {
                 if !ancestors.contains(&a) {
