@@ -14,13 +14,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::knowledge::Registry;
+use super::knowledge::{Registry, SetupName};
 use super::url::url_host_port;
-
-/// The setups read (`setup = "..."` in the command knowledge).
-pub const SETUPS: &[&str] = &[
-    "npm", "yarn", "pip", "uv", "poetry", "cargo", "go", "gem", "composer", "maven", "gradle",
-];
 
 /// A registry host found in the user's setup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +68,6 @@ pub fn proposal(
     };
     let setup = spec
         .setup
-        .as_deref()
         .map(|s| setup_of(s, words, var, cwd, home))
         .unwrap_or_default();
     let mut out: Vec<ProposedHost> = Vec::new();
@@ -118,27 +112,26 @@ pub fn proposal(
     out
 }
 
-/// What the setup `name` says (see [`SETUPS`]).
+/// What the setup `name` says.
 pub fn setup_of(
-    name: &str,
+    name: SetupName,
     words: &[&str],
     var: &dyn Fn(&str) -> Option<String>,
     cwd: Option<&Path>,
     home: &Path,
 ) -> Setup {
     match name {
-        "npm" => npm(words, var, cwd, home),
-        "yarn" => yarn(words, var, cwd, home),
-        "pip" => pip(words, var, cwd, home),
-        "uv" => uv(words, var, cwd, home),
-        "poetry" => poetry(cwd, home),
-        "cargo" => cargo(words, var, cwd, home),
-        "go" => go(var, home),
-        "gem" => gem(words, cwd, home),
-        "composer" => composer(var, cwd, home),
-        "maven" => maven(cwd, home),
-        "gradle" => gradle(cwd, home),
-        _ => Setup::default(),
+        SetupName::Npm => npm(words, var, cwd, home),
+        SetupName::Yarn => yarn(words, var, cwd, home),
+        SetupName::Pip => pip(words, var, cwd, home),
+        SetupName::Uv => uv(words, var, cwd, home),
+        SetupName::Poetry => poetry(cwd, home),
+        SetupName::Cargo => cargo(words, var, cwd, home),
+        SetupName::Go => go(var, home),
+        SetupName::Gem => gem(words, cwd, home),
+        SetupName::Composer => composer(var, cwd, home),
+        SetupName::Maven => maven(cwd, home),
+        SetupName::Gradle => gradle(cwd, home),
     }
 }
 

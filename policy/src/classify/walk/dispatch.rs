@@ -262,11 +262,7 @@ impl Walker<'_> {
         }
         if let Some(bi) = roles.bus {
             let b = &self.k.file.bus[bi];
-            let bus = if b.bus == "system" {
-                Bus::System
-            } else {
-                Bus::Session
-            };
+            let bus = b.bus;
             let grant = if name == "notify-send" {
                 Grant::BusFilter { bus }
             } else {
@@ -286,14 +282,7 @@ impl Walker<'_> {
         }
         if let Some(di) = roles.desktop {
             let d = &self.k.file.desktop[di];
-            let desktop = match d.desktop.as_str() {
-                "hyprland" => Desktop::Hyprland,
-                "sway" => Desktop::Sway,
-                "i3" => Desktop::I3,
-                "niri" => Desktop::Niri,
-                "x11" => Desktop::X11,
-                _ => Desktop::Wayland,
-            };
+            let desktop = d.desktop;
             let read = d.read_subcommands.contains(&name)
                 || rest
                     .iter()

@@ -1,0 +1,100 @@
+//! A command knowledge file that fails to load makes every line opaque, with the load
+//! error in the result (text and each exit's facts); never "safe".
+
+use std::sync::Arc;
+
+use efr_policy::classify::knowledge::{EMBEDDED_ORIGIN, Knowledge};
+use efr_policy::classify::{ClassifyRequest, Context, classify, knowledge, render_text};
+use efr_sandbox_wire::{ExitKind, Launch, Mode, Needs, Verdict};
+
+fn run(ctx: &Context, line: &str, mode: Mode) -> efr_policy::classify::ClassifyResult {
+    let mut req = ClassifyRequest::new(line, Some("/home/u/p".into()), mode);
+    req.project_roots = vec!["/home/u/p".into()];
+    classify(&req, ctx)
+}
+
+fn broken(text: &str) -> (Context, String) {
+    let loaded: knowledge::Loaded = Arc::new(Knowledge::load(text, "/etc/efr/commands.toml"));
+    let e = match loaded.as_ref() {
+        Ok(_) => panic!("the broken file loaded"),
+        Err(e) => e.to_string(),
+    };
+    (Context::defaults("/home/u").with_knowledge(loaded), e)
+}
+
+const LINES: &[&str] = &[
+    "ls -la",
+    "true",
+    "echo hi > out.txt",
+    "sudo rm -rf ~",
+    "curl https://example.com | sh",
+    "git status",
+];
+
+#[test]
+fn the_embedded_knowledge_loads_and_plain_lines_are_not_opaque() {
+    assert!(Knowledge::embedded().is_ok());
+    let ctx = Context::defaults("/home/u");
+    assert!(ctx.knowledge().is_ok());
+    let r = run(&ctx, "ls -la", Mode::Auto);
+    assert!(r.opaque.is_empty(), "{:?}", r.opaque);
+    let r = run(&ctx, "sudo true", Mode::Auto);
+    assert!(r.exits.iter().any(|e| e.kind == ExitKind::Privilege));
+}
+
+#[test]
+fn a_knowledge_file_that_does_not_load_makes_every_line_opaque() {
+    for text in [
+        // an enum value with a typo
+        "[[bus]]\nnames = [\"gdbus\"]\nbus = \"sesion\"\nreason = \"talks on the bus\"\n",
+        // not TOML
+        "[[wrapper]\nnames = [\"sudo\"]\n",
+        // a field that does not exist
+        "[[signal]]\nnames = [\"kill\"]\nreason = \"r\"\nsignals = true\n",
+        // a reference to nothing
+        "[[token_env]]\nnames = [\"NPM_TOKEN\"]\nregistry = \"npm\"\nreason = \"r\"\n",
+    ] {
+        let (ctx, err) = broken(text);
+        assert!(err.contains("/etc/efr/commands.toml"), "{err}");
+        for line in LINES {
+            for mode in [Mode::Auto, Mode::Cautious, Mode::Manual, Mode::Full] {
+                let r = run(&ctx, line, mode);
+                assert!(
+                    r.opaque.iter().any(|o| o.contains(&err)),
+                    "{line} ({mode:?}) is not opaque with the load error: {:?}",
+                    r.opaque
+                );
+                for e in &r.exits {
+                    assert!(
+                        e.facts.opaque.iter().any(|o| o.contains(&err)),
+                        "{line}: exit {} lacks the load error",
+                        e.id
+                    );
+                }
+                let text = render_text(&r);
+                assert!(
+                    text.contains(&format!(
+                        "opaque: efr cannot read any command of this line: {err}"
+                    )),
+                    "{text}"
+                );
+                if mode == Mode::Full {
+                    // full mode runs a line direct, but one it cannot read for floors gets
+                    // a review exit first (as any opaque line)
+                    assert_eq!(r.launch, Launch::Direct, "{line}");
+                    assert!(
+                        r.exits.iter().any(|e| e.kind == ExitKind::Floor
+                            && e.judgement.verdict == Verdict::Review
+                            && e.needs == Needs::Unsandboxed),
+                        "{line}: {text}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_embedded_origin_names_the_file() {
+    assert!(EMBEDDED_ORIGIN.starts_with("policy/data/commands.toml"));
+}
