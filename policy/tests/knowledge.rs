@@ -98,3 +98,41 @@ fn a_knowledge_file_that_does_not_load_makes_every_line_opaque() {
 fn the_embedded_origin_names_the_file() {
     assert!(EMBEDDED_ORIGIN.starts_with("policy/data/commands.toml"));
 }
+
+#[test]
+fn the_dispatch_table_is_the_knowledge() {
+    // A command is read by the handler [[handler]] names for it, and by no other.
+    let text = "[[handler]]\nnames = [\"mygit\"]\nhandler = \"git\"\nreason = \"a git\"\n";
+    let k = Knowledge::load(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));
+    let ctx = Context::defaults("/home/u").with_knowledge(Arc::new(Ok(k)));
+    let r = run(&ctx, "mygit push origin main", Mode::Auto);
+    assert!(r.exits.iter().any(|e| e.kind == ExitKind::Upload), "{r:?}");
+    assert!(r.opaque.is_empty(), "{:?}", r.opaque);
+    let r = run(&ctx, "git push origin main", Mode::Auto);
+    assert!(r.exits.is_empty(), "{r:?}");
+    // the embedded table: git, dd, mkfs.* (a prefix), sed -i
+    let ctx = Context::defaults("/home/u");
+    let r = run(&ctx, "git push origin main", Mode::Auto);
+    assert!(r.exits.iter().any(|e| e.kind == ExitKind::Upload), "{r:?}");
+    let r = run(&ctx, "mkfs.ext4 /dev/sda1", Mode::Auto);
+    assert!(r.exits.iter().any(|e| e.kind == ExitKind::Floor), "{r:?}");
+    // a handler that does not exist is a load error
+    let e = Knowledge::load(
+        "[[handler]]\nnames = [\"g\"]\nhandler = \"gti\"\nreason = \"r\"\n",
+        "test.toml",
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("gti"), "{e}");
+    // one name, two handlers
+    let e = Knowledge::load(
+        "[[handler]]\nnames = [\"g\"]\nhandler = \"git\"\nreason = \"r\"\n\
+         [[handler]]\nnames = [\"g\"]\nhandler = \"gh\"\nreason = \"r\"\n",
+        "test.toml",
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("g has two handlers"), "{e}");
+}

@@ -56,6 +56,47 @@ pub struct Wrapper {
     pub reason: String,
 }
 
+/// `handler`: the walker's code that reads a command's arguments itself (git's subcommands,
+/// find's `-exec`, dd's `of=`, ...), run by `walk/dispatch.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Handler {
+    /// `eval STRING...`: the string is read as a line.
+    Eval,
+    /// `source FILE`, `. FILE`: a downloaded or unknown script.
+    Source,
+    /// `trap STRING SIGNAL`: the string is read as a line.
+    Trap,
+    Git,
+    Gh,
+    Find,
+    Xargs,
+    Parallel,
+    Dd,
+    /// `sed -i`, `perl -i`/`-pi`: writes the files it edits (without `-i` the roles read it).
+    InPlace,
+    Tar,
+    Unzip,
+    /// `crontab FILE`, `crontab -e`: a floor (`-l` alone lists).
+    Crontab,
+    /// `mkfs*`, `mkswap`, ...: formats a disk device (a floor) or writes a file.
+    Format,
+    Ssh,
+}
+
+/// `[[handler]]`: commands read by a [`Handler`] before (and, when it applies, instead of)
+/// their roles. Names match exactly (no version suffix is taken off); `name_prefixes`
+/// match the start of the name (`mkfs` for `mkfs.ext4`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerSpec {
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub name_prefixes: Vec<String>,
+    pub handler: Handler,
+    pub reason: String,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Shell {
@@ -424,6 +465,8 @@ pub struct Keygen {
 #[serde(deny_unknown_fields)]
 pub struct File {
     #[serde(default)]
+    pub handler: Vec<HandlerSpec>,
+    #[serde(default)]
     pub wrapper: Vec<Wrapper>,
     #[serde(default)]
     pub shell: Vec<Shell>,
@@ -513,6 +556,15 @@ impl File {
                     }
                 }
             };
+        }
+        named!(handler);
+        let mut seen = std::collections::HashSet::new();
+        for h in &self.handler {
+            for n in &h.names {
+                if !seen.insert(n.as_str()) {
+                    return Err(format!("[[handler]]: {n} has two handlers"));
+                }
+            }
         }
         named!(wrapper);
         named!(shell);
@@ -648,6 +700,8 @@ pub const EMBEDDED_ORIGIN: &str = "policy/data/commands.toml (embedded)";
 pub struct Knowledge {
     pub file: File,
     index: HashMap<String, Roles>,
+    /// `[[handler]]` by exact name.
+    handlers: HashMap<String, Handler>,
 }
 
 impl Knowledge {
@@ -673,10 +727,7 @@ impl Knowledge {
     /// then opaque, so nothing reads this as "the command does nothing").
     pub fn empty() -> &'static Knowledge {
         static EMPTY: OnceLock<Knowledge> = OnceLock::new();
-        EMPTY.get_or_init(|| Knowledge {
-            file: File::default(),
-            index: HashMap::new(),
-        })
+        EMPTY.get_or_init(|| Knowledge::index(File::default()))
     }
 
     /// Load a knowledge file's text; `origin` (a path, or [`EMBEDDED_ORIGIN`]) names it in
@@ -728,7 +779,30 @@ impl Knowledge {
         idx!(socket);
         idx!(network);
         idx!(registry);
-        Knowledge { file, index }
+        let mut handlers = HashMap::new();
+        for h in &file.handler {
+            for n in &h.names {
+                handlers.insert(n.clone(), h.handler);
+            }
+        }
+        Knowledge {
+            file,
+            index,
+            handlers,
+        }
+    }
+
+    /// The handler that reads the command `name` (its base name), if one does: an exact
+    /// name, else a name prefix of `[[handler]]`.
+    pub fn handler(&self, name: &str) -> Option<Handler> {
+        if let Some(h) = self.handlers.get(name) {
+            return Some(*h);
+        }
+        self.file
+            .handler
+            .iter()
+            .find(|h| h.name_prefixes.iter().any(|p| name.starts_with(p.as_str())))
+            .map(|h| h.handler)
     }
 
     /// The roles of a command name (its base name).
