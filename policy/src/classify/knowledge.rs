@@ -56,6 +56,32 @@ pub struct Wrapper {
     pub reason: String,
 }
 
+/// `[[default_port]]`: the port a server listens on when the line names none.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultPort {
+    pub names: Vec<String>,
+    pub port: u16,
+    pub reason: String,
+}
+
+/// `[[module_runner]]`: an interpreter whose `-m MODULE` runs a module as a command
+/// (`python -m pip install`, `python -m http.server`): a registry module is read as that
+/// package manager, any other as a possible server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleRunner {
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub name_prefixes: Vec<String>,
+    /// The option that names the module (`-m`).
+    pub option: String,
+    /// Modules that are package managers: each names a `[[registry]]` command.
+    #[serde(default)]
+    pub registry_modules: Vec<String>,
+    pub reason: String,
+}
+
 /// `handler`: the walker's code that reads a command's arguments itself (git's subcommands,
 /// find's `-exec`, dd's `of=`, ...), run by `walk/dispatch.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
@@ -175,6 +201,10 @@ pub struct Server {
 pub struct BusSpec {
     pub names: Vec<String>,
     pub bus: Bus,
+    /// Names for which the filtered bus is enough (`notify-send`: a notification, which the
+    /// filter lets through); the others need the real bus.
+    #[serde(default)]
+    pub filtered: Vec<String>,
     pub reason: String,
 }
 
@@ -282,6 +312,9 @@ pub struct Registry {
     pub global_opts: Vec<String>,
     #[serde(default)]
     pub runner: bool,
+    /// Names of the entry that fetch when run with no subcommand (a bare `yarn` installs).
+    #[serde(default)]
+    pub bare_fetch: Vec<String>,
     /// Whose configuration names the user's own registry (`npm`, `pip`, `cargo`, ...).
     #[serde(default)]
     pub setup: Option<SetupName>,
@@ -467,6 +500,10 @@ pub struct File {
     #[serde(default)]
     pub handler: Vec<HandlerSpec>,
     #[serde(default)]
+    pub module_runner: Vec<ModuleRunner>,
+    #[serde(default)]
+    pub default_port: Vec<DefaultPort>,
+    #[serde(default)]
     pub wrapper: Vec<Wrapper>,
     #[serde(default)]
     pub shell: Vec<Shell>,
@@ -566,6 +603,8 @@ impl File {
                 }
             }
         }
+        named!(module_runner);
+        named!(default_port);
         named!(wrapper);
         named!(shell);
         named!(inline);
@@ -595,7 +634,31 @@ impl File {
                 ));
             }
         }
+        for m in &self.module_runner {
+            for rm in &m.registry_modules {
+                if !self.registry.iter().any(|r| r.names.contains(rm)) {
+                    return Err(format!(
+                        "[[module_runner]] {:?}: registry module {rm} is no [[registry]] command",
+                        m.names
+                    ));
+                }
+            }
+        }
+        for b in &self.bus {
+            if let Some(n) = b.filtered.iter().find(|n| !b.names.contains(n)) {
+                return Err(format!(
+                    "[[bus]] {:?}: filtered {n} is not one of its names",
+                    b.names
+                ));
+            }
+        }
         for r in &self.registry {
+            if let Some(n) = r.bare_fetch.iter().find(|n| !r.names.contains(n)) {
+                return Err(format!(
+                    "[[registry]] {:?}: bare_fetch {n} is not one of its names",
+                    r.names
+                ));
+            }
             if r.hosts.is_empty() {
                 return Err(format!("[[registry]] {:?} names no host", r.names));
             }
@@ -792,6 +855,14 @@ impl Knowledge {
         }
     }
 
+    /// The module runner `name` is (`python`, `python3.12`): an exact name or a prefix.
+    pub fn module_runner(&self, name: &str) -> Option<&ModuleRunner> {
+        self.file.module_runner.iter().find(|r| {
+            r.names.iter().any(|n| n == name)
+                || r.name_prefixes.iter().any(|p| name.starts_with(p.as_str()))
+        })
+    }
+
     /// The handler that reads the command `name` (its base name), if one does: an exact
     /// name, else a name prefix of `[[handler]]`.
     pub fn handler(&self, name: &str) -> Option<Handler> {
@@ -867,6 +938,47 @@ mod tests {
         assert!(e.contains("setup of no [[registry]]"), "{e}");
         let e = err("[[token_env]]\nnames = [\"T\"]\nregistry = \"nmp\"\nreason = \"r\"\n");
         assert!(e.contains("nmp"), "{e}");
+    }
+
+    #[test]
+    fn a_reference_to_a_command_that_is_not_there_is_a_load_error() {
+        let e = err("[[module_runner]]\nnames = [\"python\"]\noption = \"-m\"\n\
+                     registry_modules = [\"pipp\"]\nreason = \"r\"\n");
+        assert!(
+            e.contains("registry module pipp is no [[registry]] command"),
+            "{e}"
+        );
+        let e = err("[[bus]]\nnames = [\"gdbus\"]\nbus = \"session\"\n\
+                     filtered = [\"notify-send\"]\nreason = \"r\"\n");
+        assert!(
+            e.contains("filtered notify-send is not one of its names"),
+            "{e}"
+        );
+        let k = Knowledge::get();
+        assert!(k.module_runner("python3.12").is_some());
+        assert!(k.module_runner("pythonista").is_none());
+        assert_eq!(k.handler("mkfs.ext4"), Some(Handler::Format));
+        assert_eq!(k.handler("git2"), None);
+        // every handler the walker has is named by the embedded table
+        for h in [
+            Handler::Eval,
+            Handler::Source,
+            Handler::Trap,
+            Handler::Git,
+            Handler::Gh,
+            Handler::Find,
+            Handler::Xargs,
+            Handler::Parallel,
+            Handler::Dd,
+            Handler::InPlace,
+            Handler::Tar,
+            Handler::Unzip,
+            Handler::Crontab,
+            Handler::Format,
+            Handler::Ssh,
+        ] {
+            assert!(k.file.handler.iter().any(|e| e.handler == h), "{h:?}");
+        }
     }
 
     #[test]

@@ -147,7 +147,7 @@ impl Walker<'_> {
         if let Some(bi) = roles.bus {
             let b = &self.k.file.bus[bi];
             let bus = b.bus;
-            let grant = if name == "notify-send" {
+            let grant = if b.filtered.contains(&name) {
                 Grant::BusFilter { bus }
             } else {
                 Grant::Bus { bus }
@@ -202,13 +202,13 @@ impl Walker<'_> {
         if !self.own_job_server(&name, pc, &cmd) {
             self.server(&name, rest, &cmd);
         }
-        if name == "python" || name.starts_with("python3") || name == "python2" {
+        if let Some(runner) = self.k.module_runner(&name) {
             // python -m pip / venv / http.server
-            if let Some(i) = rest.iter().position(|a| a.text == "-m") {
+            if let Some(i) = rest.iter().position(|a| a.text == runner.option) {
                 if let Some(m) = rest.get(i + 1) {
                     let m = m.text.clone();
                     let sub: Vec<Arg> = rest[i + 1..].to_vec();
-                    if m == "pip" || m == "pipx" || m == "twine" || m == "uv" {
+                    if runner.registry_modules.contains(&m) {
                         let ri = self.k.roles(&m).registry;
                         if let Some(ri) = ri {
                             self.registry(&m, ri, &sub[1..], env, &cmd);
