@@ -241,6 +241,10 @@ pub struct Network {
     pub host_args: HostArgs,
     #[serde(default)]
     pub downloader: bool,
+    /// Names read as sending their download to stdout whatever the options (`xh URL | sh`
+    /// runs a download); curl and wget are read by their output options in the walker.
+    #[serde(default)]
+    pub to_stdout: Vec<String>,
     pub reason: String,
 }
 
@@ -649,6 +653,14 @@ impl File {
                 return Err(format!(
                     "[[bus]] {:?}: filtered {n} is not one of its names",
                     b.names
+                ));
+            }
+        }
+        for e in &self.network {
+            if let Some(n) = e.to_stdout.iter().find(|n| !e.names.contains(n)) {
+                return Err(format!(
+                    "[[network]] {:?}: to_stdout {n} is not one of its names",
+                    e.names
                 ));
             }
         }

@@ -371,8 +371,12 @@ impl Walker<'_> {
                     || ((a == "-O" || a == "--output-document")
                         && rest.get(j + 1).is_some_and(|b| b == "-"))
             }),
-            "fetch" | "http" | "https" | "xh" | "aria2c" => true,
-            _ => false,
+            _ => self
+                .k
+                .file
+                .network
+                .iter()
+                .any(|e| e.to_stdout.iter().any(|x| x == n)),
         }
     }
 
