@@ -222,11 +222,10 @@ fn under(p: &Path, root: &Path) -> bool {
     p.starts_with(root)
 }
 
-fn expand(p: &str, env: &Env) -> Option<PathBuf> {
-    if let Some(rest) = p.strip_prefix("~/") {
-        Some(env.home.join(rest))
-    } else if p.starts_with('/') {
-        Some(PathBuf::from(p))
+/// A cache path of the config: `~/...` (through the one home expansion) or absolute.
+pub(crate) fn expand(p: &str, env: &Env) -> Option<PathBuf> {
+    if p.starts_with("~/") || p.starts_with('/') {
+        Some(efr_policy::path::expand_home(p, &env.home))
     } else {
         None
     }

@@ -92,12 +92,11 @@ pub fn private_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
+/// A grant's path with `~` and `~/...` expanded (the one home expansion).
 fn expand_home(p: &str, env: &Env) -> String {
-    match p.strip_prefix("~/") {
-        Some(rest) => env.home.join(rest).to_string_lossy().into_owned(),
-        None if p == "~" => env.home.to_string_lossy().into_owned(),
-        None => p.to_string(),
-    }
+    efr_policy::path::expand_home(p, &env.home)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Checks the grants a caller sends: a `bus_filter` grant names the session or system bus
@@ -527,11 +526,7 @@ fn cache_root(path: &Path, config: &Config, env: &Env) -> Option<(PathBuf, Strin
         .iter()
         .filter(|e| !e.value.contains(['*', '?', '[']))
         .filter_map(|e| {
-            let p = match e.value.strip_prefix("~/") {
-                Some(rest) => env.home.join(rest),
-                None if e.value == "~" => env.home.clone(),
-                None => PathBuf::from(&e.value),
-            };
+            let p = efr_policy::path::expand_home(&e.value, &env.home);
             let root = canonical_lexical(&p);
             canon.starts_with(&root).then(|| (root, e.reason.clone()))
         })
@@ -688,6 +683,52 @@ pub fn base64(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every former copy of home expansion (issue 13 item 5) now gives what
+    /// efr_policy::path::expand_home gives: a grant's path, a cache path of the config, a
+    /// cache root, a config rule (Env::expand, RulePath::expand), the classifier's data paths.
+    #[test]
+    fn every_home_expansion_agrees() {
+        let env = Env::new("/home/u");
+        for text in [
+            "~",
+            "~/",
+            "~/a",
+            "~/a//b",
+            "~//etc/x",
+            "~///etc",
+            "~/.cache/pip",
+        ] {
+            let want = efr_policy::path::expand_home(text, &env.home);
+            assert!(want.starts_with("/home/u"), "{text}: {}", want.display());
+            let grants = check_grants(
+                &[Grant::Write {
+                    path: text.to_string(),
+                }],
+                &env,
+            )
+            .unwrap_or_default();
+            assert_eq!(
+                grants,
+                [Grant::Write {
+                    path: want.to_string_lossy().into_owned()
+                }],
+                "{text}"
+            );
+            assert_eq!(env.expand(text).as_deref(), Some(want.as_path()), "{text}");
+            assert_eq!(
+                efr_policy::config::RulePath::expand(text, &env),
+                efr_policy::config::RulePath::Abs(want.clone()),
+                "{text}"
+            );
+            if text.starts_with("~/") {
+                assert_eq!(
+                    crate::caches::expand(text, &env).as_deref(),
+                    Some(want.as_path())
+                );
+            }
+        }
+    }
 
     #[test]
     fn base64_and_chunks() {

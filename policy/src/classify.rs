@@ -91,6 +91,9 @@ pub struct Context {
     pub always: Vec<AlwaysRule>,
     /// The env the config's rules were expanded with (for always rule paths).
     pub env: Env,
+    /// The command knowledge (the embedded file unless [`Context::with_knowledge`]); when it
+    /// did not load, every line is opaque with the load error.
+    pub knowledge: knowledge::Loaded,
 }
 
 impl Context {
@@ -139,7 +142,27 @@ impl Context {
             call_env: Vec::new(),
             always: config.always.clone(),
             env: env.clone(),
+            knowledge: knowledge::Knowledge::embedded().clone(),
         }
+    }
+
+    /// The context with other command knowledge: a file loaded with
+    /// [`knowledge::Knowledge::load`] or [`knowledge::Knowledge::load_file`], or its error.
+    pub fn with_knowledge(mut self, k: knowledge::Loaded) -> Context {
+        self.knowledge = k;
+        self
+    }
+
+    /// The command knowledge, or why it did not load.
+    pub fn knowledge(&self) -> Result<&knowledge::Knowledge, &knowledge::KnowledgeError> {
+        self.knowledge.as_ref().as_ref()
+    }
+
+    /// The command knowledge, or none when it did not load (the walker notes the line
+    /// opaque for that; the token checks then know no token variable or helper).
+    pub(crate) fn knowledge_or_empty(&self) -> &knowledge::Knowledge {
+        self.knowledge()
+            .unwrap_or_else(|_| knowledge::Knowledge::empty())
     }
 
     /// The context with the environment a call starts from: `vars` (the caller's), kept as

@@ -5,10 +5,11 @@
 //! - [`explain`]: what a contained call gets at any path, and which rule says so.
 //! - [`shell`]: a parser that reads a shell line as bash does.
 //! - [`classify`]: turns a shell line into exit records.
+//! - [`path`]: canonical paths and the one home expansion ([`path::expand_home`]).
 
 pub mod bus;
 pub mod classify;
 pub mod config;
 pub mod explain;
-pub(crate) mod path;
+pub mod path;
 pub mod shell;

@@ -3,7 +3,9 @@
 //! [`resolve`] and [`canonical`] resolve a path as the kernel does: every link followed, `..`
 //! taken physically, and the part that does not exist appended lexically. [`expand_home`]
 //! expands a leading `~` or `~/` as the shell does. The explanation, the config's view and
-//! the classifier take paths from here; this module imports no other module of the crate.
+//! the classifier take paths from here, and so do the crates above (efr-call, the service's
+//! CLI): [`expand_home`] is the workspace's one home expansion. This module imports no
+//! other module of the crate.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -168,13 +170,18 @@ pub(crate) fn kind(path: &Path) -> FileKind {
         .unwrap_or(FileKind::Missing)
 }
 
-/// `~` as `home`, `~/rest` as `home/rest`, anything else (`~user/...` included) as it is.
-pub(crate) fn expand_home(text: &str, home: &Path) -> PathBuf {
+/// Home expansion, the one copy of the workspace: `~` is `home`, `~/rest` is `home/rest`,
+/// anything else (`~user/...`, a relative or an absolute path) is returned as it is.
+///
+/// Slashes after `~/` are taken off, so `~//etc/x` is `home/etc/x`: a path written under the
+/// home stays under it (joining `/etc/x` onto the home would give `/etc/x`). `$HOME//x` of a
+/// config path reads the same ([`crate::config::Env::expand`]).
+pub fn expand_home(text: &str, home: &Path) -> PathBuf {
     expand_home_path(Path::new(text), home)
 }
 
 /// [`expand_home`] of a path that need not be UTF-8.
-pub(crate) fn expand_home_path(p: &Path, home: &Path) -> PathBuf {
+pub fn expand_home_path(p: &Path, home: &Path) -> PathBuf {
     use std::ffi::OsStr;
     use std::os::unix::ffi::OsStrExt;
     let bytes = p.as_os_str().as_bytes();
@@ -182,7 +189,43 @@ pub(crate) fn expand_home_path(p: &Path, home: &Path) -> PathBuf {
         return home.to_path_buf();
     }
     match bytes.strip_prefix(b"~/") {
-        Some(rest) => home.join(OsStr::from_bytes(rest)),
+        Some(rest) => {
+            let rest = &rest[rest.iter().take_while(|b| **b == b'/').count()..];
+            if rest.is_empty() {
+                home.to_path_buf()
+            } else {
+                home.join(OsStr::from_bytes(rest))
+            }
+        }
         None => p.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_expansion() {
+        let h = Path::new("/home/u");
+        for (text, want) in [
+            ("~", "/home/u"),
+            ("~/", "/home/u"),
+            ("~/x", "/home/u/x"),
+            ("~/.config/efr", "/home/u/.config/efr"),
+            // under the home, never the root's /etc
+            ("~//etc/x", "/home/u/etc/x"),
+            ("~///etc", "/home/u/etc"),
+            ("~//", "/home/u"),
+            // not a home path
+            ("~user/x", "~user/x"),
+            ("~x", "~x"),
+            ("/etc/x", "/etc/x"),
+            ("rel/x", "rel/x"),
+            ("", ""),
+            ("a/~/b", "a/~/b"),
+        ] {
+            assert_eq!(expand_home(text, h), PathBuf::from(want), "{text}");
+        }
     }
 }

@@ -119,6 +119,23 @@ fn writable_hooks_path_makes_push_user_only() {
 }
 
 #[test]
+fn a_hooks_path_of_a_bare_tilde_is_the_home() {
+    // git reads core.hooksPath = ~ as $HOME (`git rev-parse --git-path hooks/pre-push`
+    // says HOME/pre-push); a hook there is code a call that can write the home can write.
+    let Some((home, ctx)) = setup() else { return };
+    let p = home.path().join("p");
+    assert!(git(&p, &["config", "core.hooksPath", "~"]));
+    std::fs::write(home.path().join("pre-push"), "#!/bin/sh\n").unwrap_or_default();
+    let roots = [home.path().to_path_buf()];
+    let gc = git_code(&ctx, &roots, &p);
+    let hook = gc.items.iter().find(|i| i.item == "hooks/pre-push");
+    assert!(
+        hook.is_some_and(|i| i.writable && i.file.ends_with("/pre-push") && !i.file.contains('~')),
+        "{gc:?}"
+    );
+}
+
+#[test]
 fn included_config_in_the_work_tree_is_writable_code() {
     let Some((home, ctx)) = setup() else { return };
     let p = home.path().join("p");

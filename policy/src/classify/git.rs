@@ -320,7 +320,7 @@ pub fn read_config(
                 && key.ends_with(".path")
                 && include_if(&key, git_dir, home));
         if include {
-            let p = expand_home(&v, home);
+            let p = crate::path::expand_home(&v, home);
             let p = if p.is_absolute() {
                 p
             } else {
@@ -342,21 +342,12 @@ fn include_if(key: &str, git_dir: Option<&Path>, home: &Path) -> bool {
         .or_else(|| cond.strip_prefix("gitdir/i:"))
     {
         let Some(g) = git_dir else { return false };
-        let pat = expand_home(pat.trim_end_matches("**").trim_end_matches('/'), home);
+        let pat = crate::path::expand_home(pat.trim_end_matches("**").trim_end_matches('/'), home);
         return g.starts_with(&pat)
             || g.to_string_lossy()
                 .contains(pat.to_string_lossy().trim_start_matches('/'));
     }
     true
-}
-
-fn expand_home(v: &str, home: &Path) -> PathBuf {
-    // git's own reading of a leading `~/` only (a bare `~` stays as it is here)
-    if v.starts_with("~/") {
-        crate::path::expand_home(v, home)
-    } else {
-        PathBuf::from(v)
-    }
 }
 
 fn unquote(v: &str) -> String {
@@ -782,7 +773,7 @@ pub fn git_code(ctx: &Context, roots: &[PathBuf], repo: &Path) -> GitCode {
         }
         let item = e.key.clone();
         if e.key == "core.hookspath" {
-            let p = expand_home(&e.value, &ctx.home);
+            let p = crate::path::expand_home(&e.value, &ctx.home);
             hooks_dir = if p.is_absolute() {
                 p
             } else {
@@ -799,7 +790,7 @@ pub fn git_code(ctx: &Context, roots: &[PathBuf], repo: &Path) -> GitCode {
             .unwrap_or("")
             .to_string();
         if first.contains('/') && e.key != "core.hookspath" {
-            let p = expand_home(&first, &ctx.home);
+            let p = crate::path::expand_home(&first, &ctx.home);
             let p = if p.is_absolute() {
                 p
             } else {

@@ -1,8 +1,17 @@
 //! Command knowledge: `policy/data/commands.toml`, embedded and read once.
+//!
+//! The file is typed: closed sets (the bus, the desktop, a registry's setup, a settings
+//! file's format, ...) are serde enums, the wire's where the wire has one, so a typo such as
+//! `bus = "sesion"` is a load error, not another meaning. [`Knowledge::load`] also checks
+//! what serde cannot (every entry has a reason, references name a known command). A file
+//! that fails to load is never empty knowledge: the classifier makes every line opaque
+//! with the load error ([`super::Context::knowledge`]).
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
+use efr_sandbox_wire::{Bus, Desktop};
 use serde::Deserialize;
 
 /// The data file, as written.
@@ -44,6 +53,73 @@ pub struct Wrapper {
     pub outside: bool,
     #[serde(default)]
     pub open_network: bool,
+    pub reason: String,
+}
+
+/// `[[default_port]]`: the port a server listens on when the line names none.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultPort {
+    pub names: Vec<String>,
+    pub port: u16,
+    pub reason: String,
+}
+
+/// `[[module_runner]]`: an interpreter whose `-m MODULE` runs a module as a command
+/// (`python -m pip install`, `python -m http.server`): a registry module is read as that
+/// package manager, any other as a possible server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleRunner {
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub name_prefixes: Vec<String>,
+    /// The option that names the module (`-m`).
+    pub option: String,
+    /// Modules that are package managers: each names a `[[registry]]` command.
+    #[serde(default)]
+    pub registry_modules: Vec<String>,
+    pub reason: String,
+}
+
+/// `handler`: the walker's code that reads a command's arguments itself (git's subcommands,
+/// find's `-exec`, dd's `of=`, ...), run by `walk/dispatch.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Handler {
+    /// `eval STRING...`: the string is read as a line.
+    Eval,
+    /// `source FILE`, `. FILE`: a downloaded or unknown script.
+    Source,
+    /// `trap STRING SIGNAL`: the string is read as a line.
+    Trap,
+    Git,
+    Gh,
+    Find,
+    Xargs,
+    Parallel,
+    Dd,
+    /// `sed -i`, `perl -i`/`-pi`: writes the files it edits (without `-i` the roles read it).
+    InPlace,
+    Tar,
+    Unzip,
+    /// `crontab FILE`, `crontab -e`: a floor (`-l` alone lists).
+    Crontab,
+    /// `mkfs*`, `mkswap`, ...: formats a disk device (a floor) or writes a file.
+    Format,
+    Ssh,
+}
+
+/// `[[handler]]`: commands read by a [`Handler`] before (and, when it applies, instead of)
+/// their roles. Names match exactly (no version suffix is taken off); `name_prefixes`
+/// match the start of the name (`mkfs` for `mkfs.ext4`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerSpec {
+    pub names: Vec<String>,
+    #[serde(default)]
+    pub name_prefixes: Vec<String>,
+    pub handler: Handler,
     pub reason: String,
 }
 
@@ -120,19 +196,23 @@ pub struct Server {
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BusSpec {
     pub names: Vec<String>,
-    pub bus: String,
+    pub bus: Bus,
+    /// Names for which the filtered bus is enough (`notify-send`: a notification, which the
+    /// filter lets through); the others need the real bus.
+    #[serde(default)]
+    pub filtered: Vec<String>,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DesktopSpec {
     pub names: Vec<String>,
-    pub desktop: String,
+    pub desktop: Desktop,
     #[serde(default)]
     pub read_subcommands: Vec<String>,
     pub reason: String,
@@ -161,7 +241,45 @@ pub struct Network {
     pub host_args: HostArgs,
     #[serde(default)]
     pub downloader: bool,
+    /// Names read as sending their download to stdout whatever the options (`xh URL | sh`
+    /// runs a download); curl and wget are read by their output options in the walker.
+    #[serde(default)]
+    pub to_stdout: Vec<String>,
     pub reason: String,
+}
+
+/// `setup`: whose configuration files name the user's own registry
+/// (`super::registries::setup_of` reads each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SetupName {
+    Npm,
+    Yarn,
+    Pip,
+    Uv,
+    Poetry,
+    Cargo,
+    Go,
+    Gem,
+    Composer,
+    Maven,
+    Gradle,
+}
+
+/// `format` of a settings file: how its secrets are found (`super::tokens::scrub`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScrubFormat {
+    /// `_authToken`, `_auth`, `_password`, `username` keys.
+    Npmrc,
+    /// `npmAuthToken`, `npmAuthIdent`, `npmPassword`.
+    Yarnrc,
+    /// `token` keys of `[registry]` and `[registries.*]`.
+    Cargo,
+    /// `<password>`, `<passphrase>`, `<privateKey>` of `<servers>`.
+    Maven,
+    /// Only passwords in urls.
+    Urls,
 }
 
 /// A host of a registry, with why it is needed.
@@ -198,9 +316,12 @@ pub struct Registry {
     pub global_opts: Vec<String>,
     #[serde(default)]
     pub runner: bool,
+    /// Names of the entry that fetch when run with no subcommand (a bare `yarn` installs).
+    #[serde(default)]
+    pub bare_fetch: Vec<String>,
     /// Whose configuration names the user's own registry (`npm`, `pip`, `cargo`, ...).
     #[serde(default)]
-    pub setup: Option<String>,
+    pub setup: Option<SetupName>,
     /// Every host the default registry needs.
     pub hosts: Vec<RegistryHost>,
     /// The hosts publishing reaches, when they are not `hosts`.
@@ -227,13 +348,13 @@ pub struct CredentialHelper {
 }
 
 /// A settings file shown to a call with its secret values removed.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SettingsFile {
     /// `~/...`.
     pub path: String,
-    /// How its secrets are found (`npmrc`, `yarnrc`, `cargo`, `maven`, `urls`).
-    pub format: String,
+    /// How its secrets are found.
+    pub format: ScrubFormat,
     pub reason: String,
 }
 
@@ -247,7 +368,7 @@ pub struct TokenEnv {
     /// The registry (a `setup` name) whose host, as the user's setup names it, the token
     /// is for.
     #[serde(default)]
-    pub registry: Option<String>,
+    pub registry: Option<SetupName>,
     pub reason: String,
 }
 
@@ -381,6 +502,12 @@ pub struct Keygen {
 #[serde(deny_unknown_fields)]
 pub struct File {
     #[serde(default)]
+    pub handler: Vec<HandlerSpec>,
+    #[serde(default)]
+    pub module_runner: Vec<ModuleRunner>,
+    #[serde(default)]
+    pub default_port: Vec<DefaultPort>,
+    #[serde(default)]
     pub wrapper: Vec<Wrapper>,
     #[serde(default)]
     pub shell: Vec<Shell>,
@@ -430,6 +557,179 @@ pub struct File {
     pub keygen: Vec<Keygen>,
 }
 
+/// ` (line N)` for a parse error's span.
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(r) => {
+            let at = r.start.min(text.len());
+            let n = text.as_bytes()[..at]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+                + 1;
+            format!(" (line {n})")
+        }
+        None => String::new(),
+    }
+}
+
+impl File {
+    /// What serde does not check: every entry names a command and says why, and what one
+    /// entry refers to exists.
+    fn check(&self) -> Result<(), String> {
+        macro_rules! named {
+            ($list:ident) => {
+                for (i, e) in self.$list.iter().enumerate() {
+                    if e.reason.trim().is_empty() {
+                        return Err(format!(
+                            "[[{}]] entry {} ({:?}) has no reason",
+                            stringify!($list),
+                            i + 1,
+                            e.names
+                        ));
+                    }
+                    if e.names.is_empty() || e.names.iter().any(|n| n.trim().is_empty()) {
+                        return Err(format!(
+                            "[[{}]] entry {} names no command (or an empty one)",
+                            stringify!($list),
+                            i + 1
+                        ));
+                    }
+                }
+            };
+        }
+        named!(handler);
+        let mut seen = std::collections::HashSet::new();
+        for h in &self.handler {
+            for n in &h.names {
+                if !seen.insert(n.as_str()) {
+                    return Err(format!("[[handler]]: {n} has two handlers"));
+                }
+            }
+        }
+        named!(module_runner);
+        named!(default_port);
+        named!(wrapper);
+        named!(shell);
+        named!(inline);
+        named!(writer);
+        named!(outside);
+        named!(privilege);
+        named!(background);
+        named!(signal);
+        named!(server);
+        named!(bus);
+        named!(desktop);
+        named!(socket);
+        named!(network);
+        named!(registry);
+        named!(credential_helper);
+        named!(token_env);
+        named!(install_dest);
+        named!(lasting);
+        named!(cache_clean);
+        named!(cloud_copy);
+        named!(keygen);
+        for (i, d) in self.device_use.iter().enumerate() {
+            if d.reason.trim().is_empty() || (d.names.is_empty() && d.name_prefixes.is_empty()) {
+                return Err(format!(
+                    "[[device_use]] entry {} needs a reason and a name or a name prefix",
+                    i + 1
+                ));
+            }
+        }
+        for m in &self.module_runner {
+            for rm in &m.registry_modules {
+                if !self.registry.iter().any(|r| r.names.contains(rm)) {
+                    return Err(format!(
+                        "[[module_runner]] {:?}: registry module {rm} is no [[registry]] command",
+                        m.names
+                    ));
+                }
+            }
+        }
+        for b in &self.bus {
+            if let Some(n) = b.filtered.iter().find(|n| !b.names.contains(n)) {
+                return Err(format!(
+                    "[[bus]] {:?}: filtered {n} is not one of its names",
+                    b.names
+                ));
+            }
+        }
+        for e in &self.network {
+            if let Some(n) = e.to_stdout.iter().find(|n| !e.names.contains(n)) {
+                return Err(format!(
+                    "[[network]] {:?}: to_stdout {n} is not one of its names",
+                    e.names
+                ));
+            }
+        }
+        for r in &self.registry {
+            if let Some(n) = r.bare_fetch.iter().find(|n| !r.names.contains(n)) {
+                return Err(format!(
+                    "[[registry]] {:?}: bare_fetch {n} is not one of its names",
+                    r.names
+                ));
+            }
+            if r.hosts.is_empty() {
+                return Err(format!("[[registry]] {:?} names no host", r.names));
+            }
+            for h in r.hosts.iter().chain(&r.publish_hosts) {
+                if h.reason.trim().is_empty()
+                    || h.host.is_empty()
+                    || h.host.contains(['/', ':', ' '])
+                {
+                    return Err(format!(
+                        "[[registry]] {:?}: host {:?} is not a host name with a reason",
+                        r.names, h.host
+                    ));
+                }
+            }
+            for c in &r.caches {
+                if !c.path.starts_with("~/") || c.reason.trim().is_empty() {
+                    return Err(format!(
+                        "[[registry]] {:?}: cache {:?} is not a ~/ path with a reason",
+                        r.names, c.path
+                    ));
+                }
+            }
+        }
+        for t in &self.token_env {
+            if t.hosts.is_empty() && t.registry.is_none() {
+                return Err(format!(
+                    "[[token_env]] {:?} names no host and no registry",
+                    t.names
+                ));
+            }
+            if let Some(s) = t.registry {
+                if !self.registry.iter().any(|r| r.setup == Some(s)) {
+                    return Err(format!(
+                        "[[token_env]] {:?}: registry {s:?} is the setup of no [[registry]]",
+                        t.names
+                    ));
+                }
+            }
+        }
+        for f in &self.settings_file {
+            if !f.path.starts_with("~/") || f.reason.trim().is_empty() {
+                return Err(format!(
+                    "[[settings_file]] {:?} is not a ~/ path with a reason",
+                    f.path
+                ));
+            }
+        }
+        for h in &self.credential_helper {
+            if !h.hidden && h.reads.is_empty() {
+                return Err(format!(
+                    "[[credential_helper]] {:?} reads no file and is not hidden",
+                    h.names
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What the knowledge says about one command name.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Roles {
@@ -449,30 +749,87 @@ pub struct Roles {
     pub registry: Option<usize>,
 }
 
+/// Why a knowledge file did not load.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KnowledgeError {
+    /// The file could not be read.
+    #[error("cannot read the command knowledge {origin}: {message}")]
+    Read { origin: String, message: String },
+    /// The TOML does not parse, or names a field or an enum value that does not exist.
+    #[error("the command knowledge {origin} does not parse: {message}")]
+    Parse { origin: String, message: String },
+    /// It parses but says something the classifier cannot use (an entry with no reason, a
+    /// reference to a command it does not know, ...).
+    #[error("the command knowledge {origin} is not valid: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+/// The knowledge a classifier context uses: loaded, or why not (then every line is opaque).
+pub type Loaded = Arc<Result<Knowledge, KnowledgeError>>;
+
+/// Where the embedded file comes from, in load errors.
+pub const EMBEDDED_ORIGIN: &str = "policy/data/commands.toml (embedded)";
+
 /// The loaded knowledge with an index by name.
 #[derive(Debug)]
 pub struct Knowledge {
     pub file: File,
     index: HashMap<String, Roles>,
+    /// `[[handler]]` by exact name.
+    handlers: HashMap<String, Handler>,
 }
 
 impl Knowledge {
-    /// The embedded knowledge (parsed once; the `knowledge_parses` test keeps it valid).
-    pub fn get() -> &'static Knowledge {
-        static K: OnceLock<Knowledge> = OnceLock::new();
-        K.get_or_init(|| match Knowledge::parse(COMMANDS_TOML) {
-            Ok(k) => k,
-            // A build defect, not input: the unit test parses the same text.
-            Err(_) => Knowledge {
-                file: File::default(),
-                index: HashMap::new(),
-            },
-        })
+    /// The embedded knowledge, loaded once. The `knowledge_loads` test keeps it valid, so an
+    /// error here is a build defect; it is kept, not hidden ([`Knowledge::get`]).
+    pub fn embedded() -> &'static Loaded {
+        static K: OnceLock<Loaded> = OnceLock::new();
+        K.get_or_init(|| Arc::new(Knowledge::load(COMMANDS_TOML, EMBEDDED_ORIGIN)))
     }
 
-    /// Parse a knowledge file.
-    pub fn parse(text: &str) -> Result<Knowledge, toml::de::Error> {
-        let file: File = toml::from_str(text)?;
+    /// The embedded knowledge for what has no classifier context (the scrubbed copies of a
+    /// launch): empty when it did not load, which shows no scrubbed copy (a masked settings
+    /// file stays masked). The classifier itself uses [`super::Context::knowledge`], which
+    /// makes every line opaque instead.
+    pub fn get() -> &'static Knowledge {
+        match Knowledge::embedded().as_ref() {
+            Ok(k) => k,
+            Err(_) => Knowledge::empty(),
+        }
+    }
+
+    /// No knowledge at all: the walker's stand-in when the file did not load (the line is
+    /// then opaque, so nothing reads this as "the command does nothing").
+    pub fn empty() -> &'static Knowledge {
+        static EMPTY: OnceLock<Knowledge> = OnceLock::new();
+        EMPTY.get_or_init(|| Knowledge::index(File::default()))
+    }
+
+    /// Load a knowledge file's text; `origin` (a path, or [`EMBEDDED_ORIGIN`]) names it in
+    /// errors.
+    pub fn load(text: &str, origin: &str) -> Result<Knowledge, KnowledgeError> {
+        let file: File = toml::from_str(text).map_err(|e| KnowledgeError::Parse {
+            origin: origin.to_string(),
+            message: e.message().to_string() + &line_of(text, e.span()),
+        })?;
+        file.check().map_err(|message| KnowledgeError::Invalid {
+            origin: origin.to_string(),
+            message,
+        })?;
+        Ok(Knowledge::index(file))
+    }
+
+    /// Load a knowledge file from disk.
+    pub fn load_file(path: &Path) -> Result<Knowledge, KnowledgeError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| KnowledgeError::Read {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?;
+        Knowledge::load(&text, &origin)
+    }
+
+    fn index(file: File) -> Knowledge {
         let mut index: HashMap<String, Roles> = HashMap::new();
         macro_rules! idx {
             ($list:ident) => {
@@ -497,7 +854,38 @@ impl Knowledge {
         idx!(socket);
         idx!(network);
         idx!(registry);
-        Ok(Knowledge { file, index })
+        let mut handlers = HashMap::new();
+        for h in &file.handler {
+            for n in &h.names {
+                handlers.insert(n.clone(), h.handler);
+            }
+        }
+        Knowledge {
+            file,
+            index,
+            handlers,
+        }
+    }
+
+    /// The module runner `name` is (`python`, `python3.12`): an exact name or a prefix.
+    pub fn module_runner(&self, name: &str) -> Option<&ModuleRunner> {
+        self.file.module_runner.iter().find(|r| {
+            r.names.iter().any(|n| n == name)
+                || r.name_prefixes.iter().any(|p| name.starts_with(p.as_str()))
+        })
+    }
+
+    /// The handler that reads the command `name` (its base name), if one does: an exact
+    /// name, else a name prefix of `[[handler]]`.
+    pub fn handler(&self, name: &str) -> Option<Handler> {
+        if let Some(h) = self.handlers.get(name) {
+            return Some(*h);
+        }
+        self.file
+            .handler
+            .iter()
+            .find(|h| h.name_prefixes.iter().any(|p| name.starts_with(p.as_str())))
+            .map(|h| h.handler)
     }
 
     /// The roles of a command name (its base name).
@@ -524,50 +912,97 @@ mod tests {
     use super::*;
 
     #[test]
-    fn knowledge_parses() {
-        let k = Knowledge::parse(COMMANDS_TOML).unwrap_or_else(|e| panic!("commands.toml: {e}"));
-        for w in &k.file.wrapper {
-            assert!(!w.reason.is_empty(), "{:?}", w.names);
-        }
+    fn knowledge_loads() {
+        // The embedded file: a parse error, an unknown enum value or an invalid reference
+        // fails `cargo test` here.
+        let k = Knowledge::load(COMMANDS_TOML, EMBEDDED_ORIGIN).unwrap_or_else(|e| panic!("{e}"));
         assert!(k.roles("sudo").wrapper.is_some());
         assert!(k.roles("python3.12").inline.is_some());
         assert!(k.roles("rm").writer.is_some());
-        for r in &k.file.registry {
-            assert!(!r.reason.is_empty(), "{:?}", r.names);
-            assert!(!r.hosts.is_empty(), "{:?} names no host", r.names);
-            for h in r.hosts.iter().chain(&r.publish_hosts) {
-                assert!(!h.reason.is_empty(), "{:?} {}", r.names, h.host);
-                assert!(
-                    !h.host.contains(['/', ':', ' ']),
-                    "{:?}: {} is not a host name",
-                    r.names,
-                    h.host
-                );
-            }
-            for c in &r.caches {
-                assert!(c.path.starts_with("~/") && !c.reason.is_empty(), "{c:?}");
-            }
-            if let Some(s) = &r.setup {
-                assert!(
-                    super::super::registries::SETUPS.contains(&s.as_str()),
-                    "{:?}: setup {s} is not read",
-                    r.names
-                );
-            }
+        assert!(Knowledge::embedded().is_ok());
+    }
+
+    fn err(text: &str) -> String {
+        match Knowledge::load(text, "test.toml") {
+            Ok(_) => panic!("loaded: {text}"),
+            Err(e) => e.to_string(),
         }
-        for t in &k.file.token_env {
-            assert!(!t.reason.is_empty() && (!t.hosts.is_empty() || t.registry.is_some()));
+    }
+
+    #[test]
+    fn a_typo_in_a_closed_set_is_a_load_error() {
+        let e = err("[[bus]]\nnames = [\"x\"]\nbus = \"sesion\"\nreason = \"r\"\n");
+        assert!(e.contains("test.toml") && e.contains("sesion"), "{e}");
+        assert!(e.contains("line 3"), "{e}");
+        let e = err("[[desktop]]\nnames = [\"x\"]\ndesktop = \"wayladn\"\nreason = \"r\"\n");
+        assert!(e.contains("wayladn"), "{e}");
+        let e = err("[[settings_file]]\npath = \"~/.x\"\nformat = \"npmrcc\"\nreason = \"r\"\n");
+        assert!(e.contains("npmrcc"), "{e}");
+        let e = err("[[wrapper]]\nnames = [\"x\"]\nreason = \"r\"\nprivilge = true\n");
+        assert!(e.contains("privilge"), "{e}");
+    }
+
+    #[test]
+    fn an_entry_without_a_reason_or_a_known_reference_is_a_load_error() {
+        let e = err("[[signal]]\nnames = [\"kill\"]\nreason = \" \"\n");
+        assert!(e.contains("[[signal]]") && e.contains("no reason"), "{e}");
+        let e = err("[[token_env]]\nnames = [\"T\"]\nregistry = \"npm\"\nreason = \"r\"\n");
+        assert!(e.contains("setup of no [[registry]]"), "{e}");
+        let e = err("[[token_env]]\nnames = [\"T\"]\nregistry = \"nmp\"\nreason = \"r\"\n");
+        assert!(e.contains("nmp"), "{e}");
+    }
+
+    #[test]
+    fn a_reference_to_a_command_that_is_not_there_is_a_load_error() {
+        let e = err("[[module_runner]]\nnames = [\"python\"]\noption = \"-m\"\n\
+                     registry_modules = [\"pipp\"]\nreason = \"r\"\n");
+        assert!(
+            e.contains("registry module pipp is no [[registry]] command"),
+            "{e}"
+        );
+        let e = err("[[bus]]\nnames = [\"gdbus\"]\nbus = \"session\"\n\
+                     filtered = [\"notify-send\"]\nreason = \"r\"\n");
+        assert!(
+            e.contains("filtered notify-send is not one of its names"),
+            "{e}"
+        );
+        let k = Knowledge::get();
+        assert!(k.module_runner("python3.12").is_some());
+        assert!(k.module_runner("pythonista").is_none());
+        assert_eq!(k.handler("mkfs.ext4"), Some(Handler::Format));
+        assert_eq!(k.handler("git2"), None);
+        // every handler the walker has is named by the embedded table
+        for h in [
+            Handler::Eval,
+            Handler::Source,
+            Handler::Trap,
+            Handler::Git,
+            Handler::Gh,
+            Handler::Find,
+            Handler::Xargs,
+            Handler::Parallel,
+            Handler::Dd,
+            Handler::InPlace,
+            Handler::Tar,
+            Handler::Unzip,
+            Handler::Crontab,
+            Handler::Format,
+            Handler::Ssh,
+        ] {
+            assert!(k.file.handler.iter().any(|e| e.handler == h), "{h:?}");
         }
-        for f in &k.file.settings_file {
-            assert!(f.path.starts_with("~/") && !f.reason.is_empty(), "{f:?}");
-            assert!(
-                super::super::tokens::SCRUB_FORMATS.contains(&f.format.as_str()),
-                "{f:?}"
-            );
-        }
-        for h in &k.file.credential_helper {
-            assert!(!h.reason.is_empty() && (h.hidden || !h.reads.is_empty()));
-        }
+    }
+
+    #[test]
+    fn a_missing_file_is_a_read_error_naming_the_path() {
+        let e = Knowledge::load_file(Path::new("/nonexistent/efr/commands.toml"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.starts_with("cannot read the command knowledge /nonexistent/efr/commands.toml"),
+            "{e}"
+        );
     }
 
     #[test]

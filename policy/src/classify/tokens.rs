@@ -19,7 +19,7 @@ use efr_sandbox_wire::envfilter::glob_matches;
 
 use super::Context;
 use super::git::{find_git_dir, read_config};
-use super::knowledge::Knowledge;
+use super::knowledge::{Knowledge, ScrubFormat};
 use super::paths::rule_covers;
 use super::url::url_host_port;
 use crate::config::rules::RulePath;
@@ -157,7 +157,7 @@ pub fn helper_gives_token(
         .chain(words[1..].iter().copied().filter(|w| !w.starts_with('-')))
         .collect::<Vec<_>>()
         .join(" ");
-    let k = Knowledge::get();
+    let k = ctx.knowledge_or_empty();
     let Some(h) = k
         .file
         .credential_helper
@@ -219,7 +219,7 @@ fn env_token_hosts(
     env: &[(String, String)],
     out: &mut BTreeSet<String>,
 ) {
-    let k = Knowledge::get();
+    let k = ctx.knowledge_or_empty();
     let var = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
     for (name, value) in env {
         if value.trim().is_empty() {
@@ -231,12 +231,7 @@ fn env_token_hosts(
             }
             out.extend(t.hosts.iter().cloned());
             if let Some(setup) = &t.registry {
-                if let Some(spec) = k
-                    .file
-                    .registry
-                    .iter()
-                    .find(|r| r.setup.as_deref() == Some(setup.as_str()))
-                {
+                if let Some(spec) = k.file.registry.iter().find(|r| r.setup == Some(*setup)) {
                     for h in super::registries::proposal(
                         spec,
                         false,
@@ -418,9 +413,6 @@ pub fn hosts_of_file(path: &Path, out: &mut BTreeSet<String>) {
     }
 }
 
-/// The formats [`scrub`] reads.
-pub const SCRUB_FORMATS: &[&str] = &["npmrc", "yarnrc", "cargo", "maven", "urls"];
-
 /// A line put where a secret was.
 const REMOVED: &str = "removed by the efr sandbox: a secret";
 
@@ -456,12 +448,12 @@ pub fn scrub_url_passwords(text: &str) -> (String, bool) {
 }
 
 /// `text` (a settings file of `format`) with its secret values removed, and whether it
-/// held one. `None` for a format not known, or a cargo file that does not parse (it is then
+/// held one. `None` for a cargo file that does not parse (it is then
 /// shown empty, as the mask shows it).
-pub fn scrub(format: &str, text: &str) -> Option<(String, bool)> {
+pub fn scrub(format: ScrubFormat, text: &str) -> Option<(String, bool)> {
     let mut any = false;
     let body = match format {
-        "npmrc" => {
+        ScrubFormat::Npmrc => {
             let mut out = String::new();
             for l in text.lines() {
                 let key = l.split_once('=').map(|(k, _)| k.trim()).unwrap_or("");
@@ -479,7 +471,7 @@ pub fn scrub(format: &str, text: &str) -> Option<(String, bool)> {
             }
             out
         }
-        "yarnrc" => {
+        ScrubFormat::Yarnrc => {
             let mut out = String::new();
             for l in text.lines() {
                 let t = l.trim_start();
@@ -498,7 +490,7 @@ pub fn scrub(format: &str, text: &str) -> Option<(String, bool)> {
             }
             out
         }
-        "cargo" => {
+        ScrubFormat::Cargo => {
             let mut t: toml::Table = text.parse().ok()?;
             if let Some(r) = t.get_mut("registry").and_then(|r| r.as_table_mut()) {
                 any |= r.remove("token").is_some();
@@ -516,7 +508,7 @@ pub fn scrub(format: &str, text: &str) -> Option<(String, bool)> {
                 text.to_string()
             }
         }
-        "maven" => {
+        ScrubFormat::Maven => {
             let mut out = text.to_string();
             for tag in ["password", "passphrase", "privateKey"] {
                 let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
@@ -535,8 +527,7 @@ pub fn scrub(format: &str, text: &str) -> Option<(String, bool)> {
             }
             out
         }
-        "urls" => text.to_string(),
-        _ => return None,
+        ScrubFormat::Urls => text.to_string(),
     };
     let (body, urls) = scrub_url_passwords(&body);
     Some((body, any || urls))
@@ -552,7 +543,7 @@ pub fn shown_scrubbed(home: &Path, path: &Path) -> bool {
             && std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() <= 64 * 1024)
             && std::fs::read_to_string(&p)
                 .ok()
-                .is_some_and(|t| !t.contains('\0') && scrub(&f.format, &t).is_some())
+                .is_some_and(|t| !t.contains('\0') && scrub(f.format, &t).is_some())
     })
 }
 
@@ -587,7 +578,7 @@ pub fn scrubbed_copies(home: &Path, masks: &mut Vec<String>) -> Vec<(String, Str
         if text.contains('\0') {
             continue;
         }
-        let Some((body, secret)) = scrub(&f.format, &text) else {
+        let Some((body, secret)) = scrub(f.format, &text) else {
             continue;
         };
         if masked || secret {
@@ -649,15 +640,13 @@ mod tests {
 
     #[test]
     fn scrub_keeps_settings_and_drops_secrets() {
-        let (t, any) = scrub(
-            "npmrc",
+        let (t, any) = scrub(ScrubFormat::Npmrc,
             "registry=https://r.example/\n//r.example/:_authToken=${NPM_TOKEN}\n_auth=abc\ncafile=/ca.pem\n",
         )
         .unwrap_or_default();
         assert!(any && t.contains("registry=https://r.example/") && t.contains("cafile=/ca.pem"));
         assert!(!t.contains("NPM_TOKEN") && !t.contains("abc"), "{t}");
-        let (t, any) = scrub(
-            "maven",
+        let (t, any) = scrub(ScrubFormat::Maven,
             "<servers><server><id>c</id><username>u</username><password>pw</password></server></servers><mirrors><mirror><url>https://m.example</url></mirror></mirrors>",
         )
         .unwrap_or_default();
@@ -666,7 +655,7 @@ mod tests {
             "{t}"
         );
         let (t, any) = scrub(
-            "urls",
+            ScrubFormat::Urls,
             "index-url = https://u:p@h.example/simple https://h2.example/\n",
         )
         .unwrap_or_default();
@@ -676,7 +665,7 @@ mod tests {
             "index-url = https://u@h.example/simple https://h2.example/\n"
         );
         let (t, any) = scrub(
-            "cargo",
+            ScrubFormat::Cargo,
             "[registries.corp]\nindex = \"https://c.example\"\ntoken = \"x\"\n",
         )
         .unwrap_or_default();
@@ -684,8 +673,9 @@ mod tests {
             any && t.contains("https://c.example") && !t.contains("token"),
             "{t}"
         );
-        let (_, any) = scrub("npmrc", "registry=https://r.example/\n").unwrap_or_default();
+        let (_, any) =
+            scrub(ScrubFormat::Npmrc, "registry=https://r.example/\n").unwrap_or_default();
         assert!(!any);
-        assert!(scrub("cargo", "[broken").is_none());
+        assert!(scrub(ScrubFormat::Cargo, "[broken").is_none());
     }
 }

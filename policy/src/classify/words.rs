@@ -70,14 +70,11 @@ pub(crate) fn opt_values(words: &[&str], opts: &[String]) -> Vec<String> {
     out
 }
 
-/// `~/x` with the home put in.
+/// `~/x` with the home put in ([`crate::path::expand_home`]), as text.
 pub(crate) fn home_path(p: &str, home: &std::path::Path) -> String {
-    match p.strip_prefix('~') {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
-            format!("{}{rest}", home.to_string_lossy())
-        }
-        _ => p.to_string(),
-    }
+    crate::path::expand_home(p, home)
+        .to_string_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]

@@ -71,11 +71,8 @@ impl Env {
     /// absolute path as it is. `None` for a relative path (taken inside roots by the
     /// caller) and for a variable that is not set.
     pub fn expand(&self, text: &str) -> Option<PathBuf> {
-        if text == "~" {
-            return Some(self.home.clone());
-        }
-        if let Some(rest) = text.strip_prefix("~/") {
-            return Some(join_rel(&self.home, rest));
+        if text == "~" || text.starts_with("~/") {
+            return Some(crate::path::expand_home(text, &self.home));
         }
         if let Some(var) = text.strip_prefix('$') {
             let (name, rest) = match var.find('/') {

@@ -46,9 +46,14 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
         CacheCommand::Apply { paths } => {
             let paths: Vec<String> = paths
                 .iter()
-                .map(|p| match p.strip_prefix("~/") {
-                    Some(r) => env.home.join(r).to_string_lossy().into_owned(),
-                    None => p.clone(),
+                .map(|p| {
+                    if p.starts_with("~/") {
+                        efr_policy::path::expand_home(p, &env.home)
+                            .to_string_lossy()
+                            .into_owned()
+                    } else {
+                        p.clone()
+                    }
                 })
                 .collect();
             match apply(&state, &paths) {

@@ -1,6 +1,10 @@
-//! The dispatch: a command's name to the handler that reads its arguments.
+//! The dispatch: a command's name to the handler that reads its arguments. The table is
+//! data: `[[handler]]` of commands.toml names the commands each [`Handler`] reads (this
+//! file's `handle` runs it); the other commands are read by their roles (wrapper, shell,
+//! writer, network, ...), also from the knowledge.
 
 use super::*;
+use crate::classify::knowledge::Handler;
 
 impl Walker<'_> {
     pub(super) fn dispatch(
@@ -92,131 +96,11 @@ impl Walker<'_> {
         for k in &keys {
             self.touch(k, TargetOp::Write, env, &cmd, false);
         }
-        match name.as_str() {
-            "eval" => {
-                if rest.iter().any(|a| a.download) {
-                    self.floor(
-                        "download_to_shell",
-                        false,
-                        format!("`{}` runs a download", short(&cmd.display)),
-                        &cmd,
-                        |_| {},
-                    );
-                }
-                if rest.iter().all(|a| a.known) {
-                    let text = rest
-                        .iter()
-                        .map(|a| a.text.as_str())
-                        .collect::<Vec<_>>()
-                        .join(" ");
-                    self.walk_string(&text, env, pc, "the string of eval");
-                } else {
-                    self.note_opaque(format!(
-                        "eval runs a string efr cannot read: {}",
-                        short(&cmd.display)
-                    ));
-                }
+        // commands read by a handler of their own (`[[handler]]` of commands.toml)
+        if let Some(h) = self.k.handler(&name) {
+            if self.handle(h, &name, rest, env, pc, &cmd) {
                 return;
             }
-            "source" | "." => {
-                if rest.first().is_some_and(|a| a.download) {
-                    self.floor(
-                        "download_to_shell",
-                        false,
-                        format!("`{}` runs a download", short(&cmd.display)),
-                        &cmd,
-                        |_| {},
-                    );
-                } else if rest.first().is_some_and(|a| !a.known) {
-                    self.note_opaque(format!(
-                        "`{}` runs a script efr cannot name",
-                        short(&cmd.display)
-                    ));
-                }
-                return;
-            }
-            "trap" => {
-                if let Some(a) = rest.iter().find(|a| !is_opt(&a.text)) {
-                    if a.known {
-                        self.walk_string(&a.text.clone(), env, pc, "the string of trap");
-                    }
-                }
-                return;
-            }
-            "git" => return self.git(rest, env, &cmd),
-            "gh" => return self.gh(rest, env, &cmd),
-            "find" => return self.find(rest, env, pc, &cmd),
-            "xargs" => return self.xargs(rest, env, pc),
-            "parallel" => return self.parallel(rest, env, pc),
-            "dd" => return self.dd(rest, env, &cmd),
-            "sed" | "perl"
-                if rest.iter().any(|a| {
-                    a.text.starts_with("-i")
-                        || a.text == "--in-place"
-                        || (name == "perl" && a.text.starts_with("-p") && a.text.contains('i'))
-                }) =>
-            {
-                self.in_place(&name, rest, env, &cmd);
-                if name == "perl" {
-                    self.note_opaque(format!(
-                        "perl runs code efr does not read: {}",
-                        short(&cmd.display)
-                    ));
-                }
-                return;
-            }
-            "tar" | "bsdtar" => return self.tar(rest, env, &cmd),
-            "unzip" | "7z" | "7za" => return self.unzip(rest, env, &cmd),
-            "crontab" => {
-                if rest
-                    .iter()
-                    .all(|a| a.text == "-l" || a.text == "-u" || a.text.starts_with("-u"))
-                    && !rest.is_empty()
-                {
-                    return;
-                }
-                let mut f = self.finding(
-                    ExitKind::Floor,
-                    format!("`{}` changes your crontab", short(&cmd.display)),
-                    &cmd,
-                );
-                f.floor = Some(Floor {
-                    reason: "crontabs run programs on a schedule".into(),
-                    refuse: false,
-                });
-                f.runs_outside(&cmd.display);
-                self.push(f);
-                return;
-            }
-            _ if name.starts_with("mkfs")
-                || matches!(
-                    name.as_str(),
-                    "mkswap" | "wipefs" | "blkdiscard" | "sgdisk" | "badblocks"
-                ) =>
-            {
-                for a in rest.iter().filter(|a| !is_opt(&a.text)) {
-                    if let Some(p) = self.resolve(a, env) {
-                        if is_disk_device(&p) {
-                            let s = p.to_string_lossy().into_owned();
-                            self.floor(
-                                "device_write",
-                                false,
-                                format!("`{}` formats the disk device {s}", short(&cmd.display)),
-                                &cmd,
-                                |f| f.facts.devices.push(s.clone()),
-                            );
-                            return;
-                        }
-                        self.touch(a, TargetOp::Write, env, &cmd, false);
-                    }
-                }
-                return;
-            }
-            "ssh" | "autossh" | "mosh" => {
-                self.ssh(&name, rest, &cmd);
-                return;
-            }
-            _ => {}
         }
         let roles = self.k.roles(&name);
         if let Some(wi) = roles.wrapper {
@@ -262,12 +146,8 @@ impl Walker<'_> {
         }
         if let Some(bi) = roles.bus {
             let b = &self.k.file.bus[bi];
-            let bus = if b.bus == "system" {
-                Bus::System
-            } else {
-                Bus::Session
-            };
-            let grant = if name == "notify-send" {
+            let bus = b.bus;
+            let grant = if b.filtered.contains(&name) {
                 Grant::BusFilter { bus }
             } else {
                 Grant::Bus { bus }
@@ -286,14 +166,7 @@ impl Walker<'_> {
         }
         if let Some(di) = roles.desktop {
             let d = &self.k.file.desktop[di];
-            let desktop = match d.desktop.as_str() {
-                "hyprland" => Desktop::Hyprland,
-                "sway" => Desktop::Sway,
-                "i3" => Desktop::I3,
-                "niri" => Desktop::Niri,
-                "x11" => Desktop::X11,
-                _ => Desktop::Wayland,
-            };
+            let desktop = d.desktop;
             let read = d.read_subcommands.contains(&name)
                 || rest
                     .iter()
@@ -329,13 +202,13 @@ impl Walker<'_> {
         if !self.own_job_server(&name, pc, &cmd) {
             self.server(&name, rest, &cmd);
         }
-        if name == "python" || name.starts_with("python3") || name == "python2" {
+        if let Some(runner) = self.k.module_runner(&name) {
             // python -m pip / venv / http.server
-            if let Some(i) = rest.iter().position(|a| a.text == "-m") {
+            if let Some(i) = rest.iter().position(|a| a.text == runner.option) {
                 if let Some(m) = rest.get(i + 1) {
                     let m = m.text.clone();
                     let sub: Vec<Arg> = rest[i + 1..].to_vec();
-                    if m == "pip" || m == "pipx" || m == "twine" || m == "uv" {
+                    if runner.registry_modules.contains(&m) {
                         let ri = self.k.roles(&m).registry;
                         if let Some(ri) = ri {
                             self.registry(&m, ri, &sub[1..], env, &cmd);
@@ -347,5 +220,134 @@ impl Walker<'_> {
                 }
             }
         }
+    }
+}
+
+impl Walker<'_> {
+    /// Runs the handler `h` for the command `name`; false when it does not apply to these
+    /// arguments (`sed` without `-i`), so the command's roles read it as any other.
+    fn handle(
+        &mut self,
+        h: Handler,
+        name: &str,
+        rest: &[Arg],
+        env: &mut Env,
+        pc: Pc,
+        cmd: &Cmd,
+    ) -> bool {
+        match h {
+            Handler::Eval => {
+                if rest.iter().any(|a| a.download) {
+                    self.floor(
+                        "download_to_shell",
+                        false,
+                        format!("`{}` runs a download", short(&cmd.display)),
+                        cmd,
+                        |_| {},
+                    );
+                }
+                if rest.iter().all(|a| a.known) {
+                    let text = rest
+                        .iter()
+                        .map(|a| a.text.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    self.walk_string(&text, env, pc, "the string of eval");
+                } else {
+                    self.note_opaque(format!(
+                        "eval runs a string efr cannot read: {}",
+                        short(&cmd.display)
+                    ));
+                }
+            }
+            Handler::Source => {
+                if rest.first().is_some_and(|a| a.download) {
+                    self.floor(
+                        "download_to_shell",
+                        false,
+                        format!("`{}` runs a download", short(&cmd.display)),
+                        cmd,
+                        |_| {},
+                    );
+                } else if rest.first().is_some_and(|a| !a.known) {
+                    self.note_opaque(format!(
+                        "`{}` runs a script efr cannot name",
+                        short(&cmd.display)
+                    ));
+                }
+            }
+            Handler::Trap => {
+                if let Some(a) = rest.iter().find(|a| !is_opt(&a.text)) {
+                    if a.known {
+                        self.walk_string(&a.text.clone(), env, pc, "the string of trap");
+                    }
+                }
+            }
+            Handler::Git => self.git(rest, env, cmd),
+            Handler::Gh => self.gh(rest, env, cmd),
+            Handler::Find => self.find(rest, env, pc, cmd),
+            Handler::Xargs => self.xargs(rest, env, pc),
+            Handler::Parallel => self.parallel(rest, env, pc),
+            Handler::Dd => self.dd(rest, env, cmd),
+            Handler::InPlace => {
+                let perl = name == "perl";
+                if !rest.iter().any(|a| {
+                    a.text.starts_with("-i")
+                        || a.text == "--in-place"
+                        || (perl && a.text.starts_with("-p") && a.text.contains('i'))
+                }) {
+                    return false;
+                }
+                self.in_place(name, rest, env, cmd);
+                if perl {
+                    self.note_opaque(format!(
+                        "perl runs code efr does not read: {}",
+                        short(&cmd.display)
+                    ));
+                }
+            }
+            Handler::Tar => self.tar(rest, env, cmd),
+            Handler::Unzip => self.unzip(rest, env, cmd),
+            Handler::Crontab => {
+                if rest
+                    .iter()
+                    .all(|a| a.text == "-l" || a.text == "-u" || a.text.starts_with("-u"))
+                    && !rest.is_empty()
+                {
+                    return true;
+                }
+                let mut f = self.finding(
+                    ExitKind::Floor,
+                    format!("`{}` changes your crontab", short(&cmd.display)),
+                    cmd,
+                );
+                f.floor = Some(Floor {
+                    reason: "crontabs run programs on a schedule".into(),
+                    refuse: false,
+                });
+                f.runs_outside(&cmd.display);
+                self.push(f);
+            }
+            Handler::Format => {
+                for a in rest.iter().filter(|a| !is_opt(&a.text)) {
+                    if let Some(p) = self.resolve(a, env) {
+                        if is_disk_device(&p) {
+                            let s = p.to_string_lossy().into_owned();
+                            self.floor(
+                                "device_write",
+                                false,
+                                format!("`{}` formats the disk device {s}", short(&cmd.display)),
+                                cmd,
+                                |f| f.facts.devices.push(s.clone()),
+                            );
+                            return true;
+                        }
+                        self.touch(a, TargetOp::Write, env, cmd, false);
+                    }
+                }
+            }
+            Handler::Ssh => self.ssh(name, rest, cmd),
+        }
+        true
     }
 }

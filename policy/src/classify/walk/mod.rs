@@ -3,9 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use efr_sandbox_wire::{
-    Bus, Desktop, ExitKind, Grant, HostFact, Needs, Target, TargetClass, TargetOp,
-};
+use efr_sandbox_wire::{ExitKind, Grant, HostFact, Needs, Target, TargetClass, TargetOp};
 
 use super::knowledge::{ArgRole, HostArgs, Knowledge, Wrapper, WriteOp};
 use super::paths::{classify_path, display, is_disk_device, is_harmless_device, normalize};
@@ -82,8 +80,12 @@ pub(crate) fn walk_line(req: &ClassifyRequest, ctx: &Context) -> WalkOut {
         downloaded: Vec::new(),
         notes: Vec::new(),
         reparsed: 0,
-        k: Knowledge::get(),
+        k: ctx.knowledge_or_empty(),
     };
+    if let Err(e) = ctx.knowledge() {
+        // Not "safe": without the knowledge efr cannot say what any command does.
+        w.note_opaque(format!("efr cannot read any command of this line: {e}"));
+    }
     let mut env = Env {
         vars: HashMap::new(),
         cwd,
@@ -170,7 +172,7 @@ pub(super) struct Walker<'a> {
     pub(super) notes: Vec<String>,
     /// Bytes of strings parsed again so far (MAX_REPARSE).
     pub(super) reparsed: usize,
-    pub(super) k: &'static Knowledge,
+    pub(super) k: &'a Knowledge,
 }
 
 pub(super) fn basename(s: &str) -> &str {
@@ -369,8 +371,12 @@ impl Walker<'_> {
                     || ((a == "-O" || a == "--output-document")
                         && rest.get(j + 1).is_some_and(|b| b == "-"))
             }),
-            "fetch" | "http" | "https" | "xh" | "aria2c" => true,
-            _ => false,
+            _ => self
+                .k
+                .file
+                .network
+                .iter()
+                .any(|e| e.to_stdout.iter().any(|x| x == n)),
         }
     }
 

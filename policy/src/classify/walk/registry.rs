@@ -31,7 +31,7 @@ impl Walker<'_> {
         let publish = is(&spec.publish);
         let mut fetch = spec.runner
             || is(&spec.fetch)
-            || (sub.is_empty() && matches!(name, "yarn" | "pnpm" | "bun" | "bundle"));
+            || (sub.is_empty() && spec.bare_fetch.iter().any(|n| n == name));
         let mut because = None;
         if !publish && !fetch && spec.fetch_if_missing.iter().any(|s| s == sub) {
             because = match name {

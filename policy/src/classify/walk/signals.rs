@@ -155,20 +155,13 @@ impl Walker<'_> {
             }
         }
         if ports.is_empty() {
-            let default = match name {
-                "http.server" | "SimpleHTTPServer" | "mkdocs" | "uvicorn" | "gunicorn" => {
-                    Some(8000)
-                }
-                "flask" => Some(5000),
-                "jupyter" | "jupyter-notebook" | "jupyter-lab" => Some(8888),
-                "vite" => Some(5173),
-                "hugo" => Some(1313),
-                "jekyll" => Some(4000),
-                "rails" | "next" | "serve" => Some(3000),
-                "http-server" => Some(8080),
-                "streamlit" => Some(8501),
-                _ => None,
-            };
+            let default = self
+                .k
+                .file
+                .default_port
+                .iter()
+                .find(|d| d.names.iter().any(|n| n == name))
+                .map(|d| d.port);
             ports.extend(default);
         }
         let what = if ports.is_empty() {
