@@ -114,7 +114,7 @@ struct Filter {
     reader: Option<JoinHandle<()>>,
     stderr: Arc<Mutex<Vec<u8>>>,
     stderr_reader: Option<JoinHandle<()>>,
-    /// Between the call's clients and a proxy older than [`PIPELINED_AUTH_VERSION`].
+    /// Between the call's clients and the proxy (see [`start`]).
     relay: Option<crate::bus_relay::Relay>,
 }
 
@@ -336,16 +336,14 @@ impl Drop for CallBus {
 }
 
 /// Starts one xdg-dbus-proxy and waits for its ready byte; the call's clients reach it on
-/// `sock`, through a [`crate::bus_relay::Relay`] when the proxy is older than
-/// [`PIPELINED_AUTH_VERSION`] (or its version is unknown).
+/// `sock` through a [`crate::bus_relay::Relay`]. The relay is what lets a client that sends
+/// its whole auth at once talk to a proxy older than [`PIPELINED_AUTH_VERSION`]; it is
+/// used with every version, because telling the version costs a run of the program on
+/// every `efr-sandbox run` (4 to 5 ms, measured with scripts/bench-bus.sh), more than the
+/// relay costs a call (a listener and a thread; a copy per message).
 fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filter, AttachError> {
     let program = program();
-    let relayed = !matches!(cached_version(&program), Some(v) if v >= PIPELINED_AUTH_VERSION);
-    let listen = if relayed {
-        sock.with_extension("up")
-    } else {
-        sock.to_path_buf()
-    };
+    let listen = sock.with_extension("up");
     let (ours, theirs) = UnixStream::pair().map_err(|e| AttachError::Spawn {
         program: program.clone(),
         source: e,
@@ -426,37 +424,22 @@ fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filt
             },
         });
     }
-    if relayed {
-        match crate::bus_relay::Relay::start(sock, &listen) {
-            Ok(r) => f.relay = Some(r),
-            Err(e) => {
-                f.sync = None;
-                let _ = f.child.kill();
-                let _ = f.child.wait();
-                return Err(AttachError::NotReady {
-                    program,
-                    socket: sock.to_path_buf(),
-                    why: e.to_string(),
-                });
-            }
+    match crate::bus_relay::Relay::start(sock, &listen) {
+        Ok(r) => f.relay = Some(r),
+        Err(e) => {
+            f.sync = None;
+            let _ = f.child.kill();
+            let _ = f.child.wait();
+            return Err(AttachError::NotReady {
+                program,
+                socket: sock.to_path_buf(),
+                why: e.to_string(),
+            });
         }
     }
     Ok(f)
 }
 
-/// [`version`] of `program`, asked once per program for the life of the process (`None`
-/// when it cannot be told).
-fn cached_version(program: &Path) -> Option<(u32, u32, u32)> {
-    type Version = Option<(u32, u32, u32)>;
-    static SEEN: Mutex<Vec<(PathBuf, Version)>> = Mutex::new(Vec::new());
-    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, v)) = seen.iter().find(|(p, _)| p == program) {
-        return *v;
-    }
-    let v = version_of(program).ok();
-    seen.push((program.to_path_buf(), v));
-    v
-}
 
 /// The exit record of one refused destination: kind `bus`, source `denial`, needs the real
 /// bus (the filter's rules are the config's; a rule in `[bus]` opens the name to every
@@ -782,7 +765,7 @@ pub fn self_test(
     if v < PIPELINED_AUTH_VERSION {
         detail += &format!(
             "; before {}.{}.{} it closes a client that sends its whole auth at once (sd-bus's \
-             busctl, zbus), so such clients reach it through the service's auth relay",
+             busctl, zbus), such clients are served through the service's auth relay",
             PIPELINED_AUTH_VERSION.0, PIPELINED_AUTH_VERSION.1, PIPELINED_AUTH_VERSION.2
         );
     }
