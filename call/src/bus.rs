@@ -440,7 +440,6 @@ fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filt
     Ok(f)
 }
 
-
 /// The exit record of one refused destination: kind `bus`, source `denial`, needs the real
 /// bus (the filter's rules are the config's; a rule in `[bus]` opens the name to every
 /// filtered call). Judged `review`, `user_only` for a never name.
