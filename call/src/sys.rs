@@ -74,7 +74,7 @@ const SI_KERNEL: libc::c_int = 0x80;
 /// in a process group of its own, they do not reach it otherwise.
 static FORWARD_KERNEL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Hands on the kernel's signals too (see [`FORWARD_KERNEL`]).
+/// Hands on the kernel's signals too (see `FORWARD_KERNEL`).
 pub fn forward_kernel_signals(on: bool) {
     FORWARD_KERNEL.store(on, std::sync::atomic::Ordering::SeqCst);
 }

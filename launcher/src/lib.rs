@@ -23,7 +23,7 @@
 //!   command line; [`caller`]: the launch ends with its caller; [`exit_code`]: the
 //!   launcher's own exit statuses.
 //! * [`plan`] (the plan JSON, the wire from the service), [`status`] (the status lines,
-//!   the wire back), [`env`] (the line's environment), [`api`] (the library API below).
+//!   the wire back), [`mod@env`] (the line's environment), [`api`] (the library API below).
 //! * [`setup`]: the one error of the call's setup inside its namespaces
 //!   ([`setup::SetupError`]: every variant names the operation and the path).
 //! * `sys`: every `unsafe` of the crate, each block with its `SAFETY` comment.

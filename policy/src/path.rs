@@ -1,6 +1,6 @@
 //! Paths: the one place for canonical paths and home expansion.
 //!
-//! [`resolve`] and [`canonical`] resolve a path as the kernel does: every link followed, `..`
+//! `resolve` and `canonical` resolve a path as the kernel does: every link followed, `..`
 //! taken physically, and the part that does not exist appended lexically. [`expand_home`]
 //! expands a leading `~` or `~/` as the shell does. The explanation, the config's view and
 //! the classifier take paths from here, and so do the crates above (efr-call, the service's

@@ -1,7 +1,7 @@
 //! The surface: what a contained call could still read that looks like a secret.
 //!
 //! Masks are a list, and a list never keeps up with the credential stores of a real home.
-//! So the sandbox looks: [`scan`] walks the places a call can read (the caller says which
+//! So the sandbox looks: [`scan()`] walks the places a call can read (the caller says which
 //! with a predicate, by the same rules as the launch view), bounded in depth, files, bytes
 //! per file and time, and reports each file whose name, first bytes or contents match one of
 //! the reviewed [`patterns`] (`patterns.toml`, a reason per entry). It never follows a link,

@@ -296,7 +296,7 @@ pub(crate) fn private_dir(dir: &Path) -> Result<(), StateError> {
     Ok(())
 }
 
-/// Tests only: with this variable set, [`write_all_synced`] writes half, waits this many
+/// Tests only: with this variable set, `write_all_synced` writes half, waits this many
 /// milliseconds, then writes the rest (so a test can kill a writer halfway).
 pub const TEST_SLOW_WRITE_ENV: &str = "EFR_SURFACE_TEST_SLOW_WRITE_MS";
 

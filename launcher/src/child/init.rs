@@ -59,7 +59,7 @@ pub struct InnerSpec {
     #[serde(default)]
     pub launcher_pidfd: Option<i32>,
     /// The call's own file systems (`/tmp`, `/dev/shm`) the init watches while the line
-    /// runs: each one found full is reported once (`full PATH`, see [`FullWatch`]).
+    /// runs: each one found full is reported once (`full PATH`, see `FullWatch`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub watch_full: Vec<String>,
     /// TESTS ONLY (the plan's `test_weaken`): entries left out of the EPERM program.

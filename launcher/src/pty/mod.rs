@@ -478,7 +478,7 @@ impl Relay {
 
     /// The call ended (every process of it is gone): the relay passes on what the call
     /// wrote last, then the user's terminal gets its settings back. Waits at most a little
-    /// over [`DRAIN`].
+    /// over `DRAIN`.
     pub fn finish(&mut self) {
         self.inner = None;
         self.mine = None;

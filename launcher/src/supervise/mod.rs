@@ -178,7 +178,7 @@ pub struct Linked(HashSet<(u64, u64)>);
 
 impl Linked {
     /// Finds the protected files of `spec` with more than one link and reports each
-    /// (`linked PATH\tLINKS`, at most [`MAX_REPORTED`]) on `report_fd`. The init does this
+    /// (`linked PATH\tLINKS`, at most `MAX_REPORTED`) on `report_fd`. The init does this
     /// once it has answered the hand-over, while the line goes on to its exec.
     pub fn find(spec: &SuperviseSpec, report_fd: RawFd) -> Self {
         let protected: Vec<Vec<u8>> = spec.paths.iter().map(|p| rules::trim(p)).collect();
@@ -288,7 +288,7 @@ impl Supervisor {
     /// Serves the call's notifications until no process has the filter any more, on
     /// threads of its own: one at first, and one more whenever a thread takes a
     /// notification while another one waits to be taken and no thread is free (up to
-    /// [`MAX_THREADS`]), so that calls made at once by several processes or threads of the
+    /// `MAX_THREADS`), so that calls made at once by several processes or threads of the
     /// line (npm's thread pool, `make -j`) each get a thread, and a line that makes its
     /// calls one after another costs one thread: every waiting thread is woken by each
     /// notification (the kernel's wake-up of the listener is not exclusive), so a thread

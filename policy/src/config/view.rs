@@ -77,7 +77,7 @@ pub(crate) fn nested_repos(root: &Path, skip: &[String]) -> Vec<PathBuf> {
 }
 
 /// The git repositories at `root` and up to `depth` levels below it (directories holding a
-/// `.git`), by a walk of at most [`MAX_WALK`] directories that follows no link and skips
+/// `.git`), by a walk of at most `MAX_WALK` directories that follows no link and skips
 /// `.git` dirs and the directories named in `skip`. Reads only.
 pub fn repositories(root: &Path, depth: usize, skip: &[String]) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -1,4 +1,4 @@
-//! The command line: the arguments of every command and [`run`], which runs one; one file
+//! The command line: the arguments of every command and [`run()`], which runs one; one file
 //! per command (`serve` is [`crate::rpc::server::run`]). A command imports this module,
 //! [`crate::state`]'s shared parts and the crates below; never another command or a
 //! handler.

@@ -30,7 +30,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
-    /// desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], net_view, open_network.
+    /// desktop=wayland|x11|hyprland|sway|i3|niri, `host=NAME[:PORT][:http]`, net_view, open_network.
     /// May be repeated.
     #[arg(long = "grant", value_name = "KIND[=VALUE]")]
     pub grants: Vec<String>,

@@ -2,10 +2,10 @@
 //! each.
 //!
 //! A handler is a plain `fn` that returns a boxed future ([`crate::rpc::handler`]); it gets
-//! the shared [`crate::state::Service`] and a [`Call`] (the request id, its params and a
+//! the shared [`crate::state::Service`] and a [`Call`](crate::rpc::handler::Call) (the request id, its params and a
 //! sink for stream items). A unary method
 //! returns its result (sent as `{id, end: result}`); a stream sends items through
-//! [`Call::items`] and returns its last word. An error returned ends the request as
+//! [`Call::items`](crate::rpc::handler::Call::items) and returns its last word. An error returned ends the request as
 //! `{id, error}`. Cancel and panics are handled by the connection, not by handlers.
 //!
 //! Adding a method is one row in [`METHODS`] and one handler file in `rpc/`.
