@@ -203,6 +203,18 @@ pub fn prepare(
         Ok(st) => masks.extend(st.masks()),
         Err(e) => return Ok(Err(format!("the surface's answers: {e}"))),
     }
+    // The sandbox's own state (the surface's answers and floor backups, the cache layers
+    // and held deletes) is masked by the defaults at its usual place; where
+    // `$XDG_STATE_HOME` puts it elsewhere, it is masked there too.
+    for dir in [
+        efr_surface::state::state_dir(&env.home),
+        crate::caches::state_dir(env),
+    ] {
+        let d = dir.to_string_lossy().into_owned();
+        if dir.is_dir() && !masks.iter().any(|m| dir.starts_with(m)) {
+            masks.push(d);
+        }
+    }
     let scrubbed = efr_policy::classify::tokens::scrubbed_copies(&env.home, &mut masks);
     let mut grants = grants;
     for w in &view.writable {

@@ -717,3 +717,49 @@ fn an_approved_line_that_writes_floor_files_reports_them_with_backups() {
         );
     }
 }
+
+#[test]
+fn the_state_is_masked_where_xdg_state_home_puts_it() {
+    // With $XDG_STATE_HOME outside ~/.local/state, the defaults' mask of ~/.local/state/efr
+    // does not cover the answers: the call's masks add the real state dir.
+    let dir = common::temp_env();
+    let home = canon(&dir.path().join("home"));
+    let proj = build_home(&home);
+    let state_home = home.join("xdg-state");
+    std::fs::create_dir_all(&state_home).unwrap();
+    let socket = dir.path().join("run").join("sandbox.sock");
+    let mut cmd = command(dir.path());
+    cmd.env("XDG_STATE_HOME", &state_home)
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--test-methods");
+    let s = Server::spawn(cmd, dir, socket);
+    let mut c = s.client();
+    let r = c.call(
+        1,
+        "sandbox.surface",
+        json!({"projects": [proj], "conversation": "c1"}),
+    );
+    let q = qid(&r["end"], &proj.join(".env"));
+    let r = c.call(
+        2,
+        "sandbox.surface_respond",
+        json!({"conversation": "c1", "question_id": q, "keep": false}),
+    );
+    assert!(r.get("error").is_none(), "{r}");
+    let state = state_home.join("efr/surface.json");
+    let before = std::fs::read(&state).unwrap();
+    for (i, backend) in common::backends().into_iter().enumerate() {
+        let line = format!(
+            "cat {st}; echo '{{}}' > {st}; rm -f {st}; echo done",
+            st = state.display()
+        );
+        let (out, end) = launch(&mut c, 10 + i as u64, &line, &home, backend);
+        assert!(
+            out.contains("done") && !out.contains("question"),
+            "{backend}: {out} {end}"
+        );
+        assert_eq!(std::fs::read(&state).unwrap(), before, "{backend}: {end}");
+    }
+}
