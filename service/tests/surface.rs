@@ -575,15 +575,8 @@ fn a_state_file_that_cannot_be_read_stops_the_call_not_its_masks() {
     assert!(message(&r).contains("cannot parse"), "{r}");
 }
 
-#[test]
-fn a_call_whose_project_is_the_home_cannot_touch_the_answers() {
-    // The home as the project root: everything in it writable but the masks and floors.
-    // The surface's state (answers, backups) is masked: the call neither reads nor changes
-    // it, so it cannot undo a "mask" answer for its next call.
-    let s = Server::start(&[]);
-    let home = canon(&s.home);
-    let proj = build_home(&home);
-    let mut c = s.client();
+/// Scans (conversation `c1`) and answers "mask" for the project's `.env` (ids 1 and 2).
+fn mask_env_file(c: &mut common::Client, proj: &Path) {
     let r = c.call(
         1,
         "sandbox.surface",
@@ -596,6 +589,18 @@ fn a_call_whose_project_is_the_home_cannot_touch_the_answers() {
         json!({"conversation": "c1", "question_id": q, "keep": false}),
     );
     assert!(r.get("error").is_none(), "{r}");
+}
+
+#[test]
+fn a_call_whose_project_is_the_home_cannot_touch_the_answers() {
+    // The home as the project root: everything in it writable but the masks and floors.
+    // The surface's state (answers, backups) is masked: the call neither reads nor changes
+    // it, so it cannot undo a "mask" answer for its next call.
+    let s = Server::start(&[]);
+    let home = canon(&s.home);
+    let proj = build_home(&home);
+    let mut c = s.client();
+    mask_env_file(&mut c, &proj);
     let state = home.join(".local/state/efr/surface.json");
     let before = std::fs::read(&state).unwrap();
     let mut id = 3;
@@ -736,18 +741,7 @@ fn the_state_is_masked_where_xdg_state_home_puts_it() {
         .arg("--test-methods");
     let s = Server::spawn(cmd, dir, socket);
     let mut c = s.client();
-    let r = c.call(
-        1,
-        "sandbox.surface",
-        json!({"projects": [proj], "conversation": "c1"}),
-    );
-    let q = qid(&r["end"], &proj.join(".env"));
-    let r = c.call(
-        2,
-        "sandbox.surface_respond",
-        json!({"conversation": "c1", "question_id": q, "keep": false}),
-    );
-    assert!(r.get("error").is_none(), "{r}");
+    mask_env_file(&mut c, &proj);
     let state = state_home.join("efr/surface.json");
     let before = std::fs::read(&state).unwrap();
     for (i, backend) in common::backends().into_iter().enumerate() {
