@@ -7,8 +7,10 @@
 //! most ten per file, in the state directory every contained call has masked).
 //!
 //! A call that can write no floor (every contained call without such a grant: floors are
-//! read-only in it) costs nothing here. The backup is taken from the bytes read before the
-//! call, so it is the file as it was even when the call rewrote it in place.
+//! read-only in it) costs nothing here. A change is told by each file's metadata (device,
+//! inode, size, mode, times); the bytes of small files (1 MiB each, 16 MiB in all) are
+//! read before the call, so the backup is the file as it was even when the call rewrote it
+//! in place.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,24 +18,47 @@ use std::path::{Path, PathBuf};
 use efr_launcher::plan::{Plan, PlanMode};
 use efr_policy::config::{Config, Env};
 use efr_sandbox_wire::{Grant, HomeFileChanged, SandboxSummary};
-use sha2::Digest;
 
 /// Most files watched for one call (floor directories such as `~/.local/bin` may be large).
 pub const MAX_WATCHED: usize = 512;
 /// Deepest level a floor directory is walked to.
 pub const MAX_DEPTH: usize = 4;
-/// Most bytes kept from before the call, all files together; a file past it is compared by
-/// its hash and reported without a backup.
+/// Most bytes kept from before the call, all files together; a file past it (or larger
+/// than [`MAX_KEPT_FILE`]) is compared by its metadata and reported without a backup.
 pub const MAX_KEPT: usize = 16 << 20;
+/// The largest file whose bytes are kept (a program in `~/.local/bin` may be tens of MiB:
+/// it is only stat'ed).
+pub const MAX_KEPT_FILE: u64 = 1 << 20;
 /// Most entries of the summary's `home_file_changed` (then `home_file_changed_more`).
 pub const MAX_SUMMARY: usize = 16;
 
 /// One file as it was before the call.
 #[derive(Debug)]
 struct Before {
-    hash: [u8; 32],
-    /// Its bytes, while [`MAX_KEPT`] allows.
+    meta: Meta,
+    /// Its bytes, when small enough and while [`MAX_KEPT`] allows.
     bytes: Option<Vec<u8>>,
+}
+
+/// What tells a file changed without reading it: its device, inode, size, mode and times
+/// (through links).
+type Meta = (u64, u64, u64, u32, i64, i64, i64, i64);
+
+fn meta(p: &Path) -> Option<Meta> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    m.is_file().then(|| {
+        (
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mode(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        )
+    })
 }
 
 /// The floor files a call may write, as they were before it.
@@ -111,13 +136,13 @@ impl FloorWatch {
         };
         let mut kept = 0usize;
         for p in w.files() {
-            let Some(bytes) = read(&p) else { continue };
-            let hash: [u8; 32] = sha2::Sha256::digest(&bytes).into();
-            let bytes = (kept + bytes.len() <= MAX_KEPT).then(|| {
-                kept += bytes.len();
-                bytes
-            });
-            w.before.insert(p, Before { hash, bytes });
+            let Some(m) = meta(&p) else { continue };
+            let bytes = if m.2 <= MAX_KEPT_FILE && kept + m.2 as usize <= MAX_KEPT {
+                read(&p).inspect(|b| kept += b.len())
+            } else {
+                None
+            };
+            w.before.insert(p, Before { meta: m, bytes });
         }
         Some(w)
     }
@@ -171,13 +196,8 @@ impl FloorWatch {
         let now = self.files();
         let mut changed: Vec<(PathBuf, Option<&Before>)> = Vec::new();
         for p in &now {
-            match (self.before.get(p), read(p)) {
-                (Some(b), Some(bytes)) => {
-                    let hash: [u8; 32] = sha2::Sha256::digest(&bytes).into();
-                    if hash != b.hash {
-                        changed.push((p.clone(), Some(b)));
-                    }
-                }
+            match (self.before.get(p), meta(p)) {
+                (Some(b), Some(m)) if m != b.meta => changed.push((p.clone(), Some(b))),
                 (None, Some(_)) => changed.push((p.clone(), None)),
                 _ => {}
             }
@@ -211,7 +231,7 @@ impl FloorWatch {
 }
 
 /// A file's bytes (through a link to a file inside or outside the home: what the user's
-/// next shell reads), at most efr-surface's floor file size; `None` for what is not a file.
+/// next shell reads), at most [`MAX_KEPT_FILE`]; `None` for what is not a file.
 fn read(p: &Path) -> Option<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
