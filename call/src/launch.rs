@@ -211,7 +211,9 @@ pub fn prepare(
         crate::caches::state_dir(env),
     ] {
         let d = dir.to_string_lossy().into_owned();
-        if dir.is_dir() && !masks.iter().any(|m| dir.starts_with(m)) {
+        // Also when it does not exist yet: the cache layers made below may make it, and
+        // the launcher masks what exists when it builds the view.
+        if !masks.iter().any(|m| dir.starts_with(m)) {
             masks.push(d);
         }
     }
