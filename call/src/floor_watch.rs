@@ -72,8 +72,11 @@ pub struct FloorWatch {
     cut: bool,
 }
 
+/// Whether a floor entry is a pattern: a `*` in it (the config's pattern rules,
+/// `efr_sandbox_wire::pattern`).
 fn has_glob(p: &Path) -> bool {
-    p.to_string_lossy().contains(['*', '?', '['])
+    use std::os::unix::ffi::OsStrExt;
+    p.as_os_str().as_bytes().contains(&b'*')
 }
 
 /// The part of `p` before its first component with a glob.
@@ -96,6 +99,19 @@ impl FloorWatch {
         if home.as_os_str().is_empty() || !home.is_absolute() {
             return None;
         }
+        // The write grants of a contained call (checked first: most calls have none, and
+        // then nothing else is done here on the call's path).
+        let grants: Vec<PathBuf> = plan
+            .grants
+            .iter()
+            .filter_map(|g| match g {
+                Grant::Write { path } => env.expand(path),
+                _ => None,
+            })
+            .collect();
+        if plan.mode != PlanMode::Unsandboxed && grants.is_empty() {
+            return None;
+        }
         let floors: Vec<PathBuf> = config
             .floors
             .paths
@@ -105,25 +121,15 @@ impl FloorWatch {
             .collect();
         let watched: Vec<PathBuf> = match plan.mode {
             PlanMode::Unsandboxed => floors,
-            _ => {
-                let grants: Vec<PathBuf> = plan
-                    .grants
-                    .iter()
-                    .filter_map(|g| match g {
-                        Grant::Write { path } => env.expand(path),
-                        _ => None,
-                    })
-                    .collect();
-                floors
-                    .into_iter()
-                    .filter(|f| {
-                        let lit = literal_prefix(f);
-                        grants
-                            .iter()
-                            .any(|g| lit.starts_with(g) || g.starts_with(&lit))
-                    })
-                    .collect()
-            }
+            _ => floors
+                .into_iter()
+                .filter(|f| {
+                    let lit = literal_prefix(f);
+                    grants
+                        .iter()
+                        .any(|g| lit.starts_with(g) || g.starts_with(&lit))
+                })
+                .collect(),
         };
         if watched.is_empty() {
             return None;

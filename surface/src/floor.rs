@@ -11,7 +11,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use efr_sandbox_wire::HomeFileChanged;
-use globset::GlobBuilder;
 
 use crate::state::private_dir;
 
@@ -74,20 +73,12 @@ impl FloorWriteError {
 
 /// Whether `path` is one of `floors` (absolute paths or `*` patterns, as
 /// `floors.paths` expands against the home): the path itself, or inside a floor directory.
+/// The config's own pattern rules (`efr_sandbox_wire::pattern`: `*` within a component,
+/// `**` across them), as the launch view and `explain` read the same entries.
 pub fn is_floor(path: &Path, floors: &[PathBuf]) -> bool {
+    use std::os::unix::ffi::OsStrExt;
     floors.iter().any(|f| {
-        let s = f.to_string_lossy();
-        if s.contains('*') || s.contains('?') || s.contains('[') {
-            GlobBuilder::new(&s)
-                .literal_separator(true)
-                .build()
-                .is_ok_and(|g| {
-                    let m = g.compile_matcher();
-                    path.ancestors().any(|a| m.is_match(a))
-                })
-        } else {
-            path.starts_with(f)
-        }
+        efr_sandbox_wire::pattern::covers(f.as_os_str().as_bytes(), path.as_os_str().as_bytes())
     })
 }
 
