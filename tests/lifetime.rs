@@ -75,17 +75,26 @@ fn describe(pids: &[i32]) -> String {
         .join("; ")
 }
 
-/// The bubblewrap stage dirs of launcher `pid` still on the host.
-fn stage_dirs(pid: i32) -> Vec<String> {
-    let prefix = format!(".efr-launch-{pid}-");
+/// The bubblewrap stage dirs on the host (every launcher's: `/tmp` is shared with the
+/// other tests, and a pid is reused, so a dir named for a pid may be an older launcher's).
+fn stage_dirs() -> Vec<String> {
     std::fs::read_dir(std::env::temp_dir())
         .map(|rd| {
             rd.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
+                .filter(|n| n.starts_with(".efr-launch-"))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The stage dirs of launcher `pid` that were not there in `before`.
+fn new_stage_dirs(before: &[String], pid: i32) -> Vec<String> {
+    let prefix = format!(".efr-launch-{pid}-");
+    stage_dirs()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix) && !before.contains(n))
+        .collect()
 }
 
 /// A shell that starts `efr-launch` in the background and waits for it: the launcher's
@@ -113,6 +122,7 @@ fn caller_killed(sig: i32) {
         let fx = Fixture::new();
         let proj = PathBuf::from(&fx.proj);
         let before = tree(&proj);
+        let stages_before = stage_dirs();
         let t = tag();
         let line = format!("sleep {t} & (sleep {t} &); echo $$ > ready; sleep {t}; wait");
         let plan = write_plan(&fx, &plan_for(&fx, &line, mode), "plan.json");
@@ -162,6 +172,14 @@ fn caller_killed(sig: i32) {
                     == Some(parent.id())
             })
             .unwrap();
+        if mode == Some(BackendChoice::Bwrap) {
+            // The check after the kill means something only if this call has a stage.
+            assert_eq!(
+                new_stage_dirs(&stages_before, launcher_pid).len(),
+                1,
+                "[{mode:?}] bubblewrap's stage while the call runs"
+            );
+        }
         common::sys::kill(parent.id() as i32, sig).unwrap();
         let t0 = Instant::now();
         let _ = parent.wait();
@@ -185,7 +203,7 @@ fn caller_killed(sig: i32) {
         assert_eq!(tree(&proj), want, "[{mode:?}] the call left something");
         if mode == Some(BackendChoice::Bwrap) {
             assert_eq!(
-                stage_dirs(launcher_pid),
+                new_stage_dirs(&stages_before, launcher_pid),
                 Vec::<String>::new(),
                 "[{mode:?}] bubblewrap's stage"
             );

@@ -136,22 +136,26 @@ impl Stage {
             sys::getpid()
         );
         std::fs::create_dir(&dir)?;
-        let empty = format!("{dir}/empty");
-        std::fs::File::create(&empty)?;
-        std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o444))?;
-        let resolv = format!("{dir}/resolv.conf");
-        std::fs::write(&resolv, crate::view::RESOLV_CONF)?;
-        std::fs::set_permissions(&resolv, std::fs::Permissions::from_mode(0o444))?;
+        // Owned from here: a step that fails below removes the dir with it.
+        let stage = Stage {
+            empty: format!("{dir}/empty"),
+            resolv: format!("{dir}/resolv.conf"),
+            dir,
+        };
+        let read_only = |f: &str, content: &[u8]| {
+            std::fs::write(f, content)?;
+            std::fs::set_permissions(f, std::fs::Permissions::from_mode(0o444))
+        };
+        read_only(&stage.empty, b"")?;
+        read_only(&stage.resolv, crate::view::RESOLV_CONF.as_bytes())?;
         let mut n = 0;
         for op in &view.ops {
             if let Op::MaskWith { content, .. } = op {
                 n += 1;
-                let f = format!("{dir}/scrubbed-{n}");
-                std::fs::write(&f, content)?;
-                std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444))?;
+                read_only(&format!("{}/scrubbed-{n}", stage.dir), content.as_bytes())?;
             }
         }
-        Ok(Stage { dir, empty, resolv })
+        Ok(stage)
     }
 }
 
