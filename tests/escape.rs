@@ -724,6 +724,7 @@ fn killed_launcher_tree_dies() {
         let fx = Fixture::new();
         let tag = format!("8888.{}{}", std::process::id(), b as u8);
         let plan = fx.plan(&format!("sleep {tag}"), b, vec![]);
+        let stages = efr_sandbox_tests::common::stage_dirs();
         let out = tempfile::NamedTempFile::new().unwrap();
         let mut running = efr_sandbox_tests::common::launcher()
             .spawn(
@@ -746,8 +747,15 @@ fn killed_launcher_tree_dies() {
             !procs_with(&format!("sleep {tag}")).is_empty(),
             "line did not start"
         );
+        let launcher_pid = running.child.id() as i32;
         running.child.kill().unwrap();
         running.child.wait().unwrap();
+        // Nor does it leave bubblewrap's stage in /tmp.
+        assert_eq!(
+            efr_sandbox_tests::common::new_stage_dirs(&stages, launcher_pid),
+            Vec::<String>::new(),
+            "[{b:?}] the killed launcher's stage"
+        );
         let t = Instant::now();
         while !procs_with(&format!("sleep {tag}")).is_empty()
             && t.elapsed() < Duration::from_secs(5)

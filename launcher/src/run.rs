@@ -521,7 +521,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         backend_name,
         pid: spawned,
         view,
-        stage,
+        mut stage,
         info,
         cgroup,
     } = if contained {
@@ -635,6 +635,11 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
             if fd == report_r {
                 if n == 0 {
                     report_open = false;
+                } else if stage.is_some() {
+                    // The init runs, so bubblewrap has made every mount from the stage:
+                    // the mounts hold its files, and the dir goes now rather than at the
+                    // end (a launcher killed by SIGKILL leaves nothing in /tmp).
+                    stage = None;
                 }
                 report_buf.extend_from_slice(&buf[..n]);
                 while let Some(p) = report_buf.iter().position(|&b| b == b'\n') {

@@ -321,6 +321,28 @@ pub fn alive(pid: i32) -> bool {
     state != "Z" && state != "X"
 }
 
+/// The bubblewrap stage dirs on the host (every launcher's: `/tmp` is shared with the
+/// other tests, and a pid is reused, so a dir named for a pid may be an older launcher's).
+pub fn stage_dirs() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".efr-launch-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The stage dirs of launcher `pid` that were not there in `before`.
+pub fn new_stage_dirs(before: &[String], pid: i32) -> Vec<String> {
+    let prefix = format!(".efr-launch-{pid}-");
+    stage_dirs()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix) && !before.contains(n))
+        .collect()
+}
+
 /// Every path under `dir` (relative, sorted), `.git` included.
 pub fn tree(dir: &Path) -> Vec<String> {
     fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {

@@ -112,7 +112,9 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
     a
 }
 
-/// A private directory on the host holding the empty file masks are bound from.
+/// A private directory on the host holding the empty file masks are bound from. The
+/// launcher removes it as soon as the call's init runs (bubblewrap's mounts of its files
+/// are made by then, and hold them), or when the launch ends before.
 #[derive(Debug)]
 pub struct Stage {
     pub dir: String,
@@ -135,7 +137,8 @@ impl Stage {
             std::env::temp_dir().display(),
             sys::getpid()
         );
-        std::fs::create_dir(&dir)?;
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(&dir)?;
         // Owned from here: a step that fails below removes the dir with it.
         let stage = Stage {
             empty: format!("{dir}/empty"),
