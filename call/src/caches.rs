@@ -351,6 +351,7 @@ pub fn attach(
     }
     writable.extend(plan.scratch.iter().cloned());
     let masks = efr_launcher::view::masks_in_force(plan);
+    crate::fresh_caches::make_missing(config, env, &plan.line, &writable, &masks);
     let caches = caches_for(config, env, &writable, &masks);
     plan.caches = prepare(&state_dir(env), &caches, &masks)?;
     // The files beside a layered cache, where they exist (plain files, not links).

@@ -397,9 +397,16 @@ pub fn finished(
                 crate::git_guard::after_call(&roots, view, *start_time_ms, config);
         }
     }
+    let quiet: Vec<PathBuf> = config
+        .sandbox
+        .quiet_refusals
+        .iter()
+        .filter_map(|e| crate::caches::expand(&e.value, env))
+        .collect();
     let mut exits: Vec<ExitRecord> = o
         .denials
         .iter()
+        .filter(|d| !quiet.iter().any(|q| Path::new(d.as_str()) == q))
         .enumerate()
         .map(|(i, d)| denial_record(i, d, line, projects, config, env))
         .collect();

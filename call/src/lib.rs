@@ -15,6 +15,7 @@ pub mod caches;
 pub mod call;
 pub mod egress;
 pub mod floor_watch;
+pub mod fresh_caches;
 pub mod git_dirs;
 pub mod git_guard;
 pub mod launch;

@@ -33,6 +33,7 @@ mod keys;
 pub mod knowledge;
 mod lasting;
 mod later;
+pub mod line_caches;
 pub mod paths;
 pub mod registries;
 pub mod tokens;

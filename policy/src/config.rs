@@ -114,6 +114,9 @@ pub struct SandboxConfig {
     pub build_output: Vec<Entry>,
     /// The trash (class `trash`).
     pub trash: Vec<Entry>,
+    /// Writes a tool makes and goes on without (cargo's last-use record): refused like any
+    /// other and listed in the summary's `denied_writes`, but no exit record and no hint.
+    pub quiet_refusals: Vec<Entry>,
     /// The size of the call's own `/tmp` (a tmpfs; a conversation's `/tmp` is a directory
     /// of the runtime dir, bounded by that file system).
     pub tmp_size: Setting<efr_sandbox_wire::size::Size>,
@@ -377,6 +380,7 @@ impl Config {
                 caches: Vec::new(),
                 build_output: Vec::new(),
                 trash: Vec::new(),
+                quiet_refusals: Vec::new(),
                 tmp_size: Setting::default_value(efr_sandbox_wire::size::Size::Percent(25)),
                 shm_size: Setting::default_value(efr_sandbox_wire::size::Size::Percent(10)),
             },

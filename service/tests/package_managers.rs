@@ -2,7 +2,8 @@
 //! contained against a registry the test serves on loopback (`registry`), reached through
 //! the call's proxy with one host grant; their caches hold the new files on the host
 //! afterwards (merged from the call's layer), and the host then builds offline from them,
-//! asking the registry nothing more.
+//! asking the registry nothing more. Each runs also in a fresh home, where the manager
+//! never ran and its cache does not exist yet.
 
 mod common;
 mod registry;
@@ -24,6 +25,15 @@ fn temp_env() -> tempfile::TempDir {
     )
     .unwrap();
     dir
+}
+
+/// Each backend, with a home where the manager ran before (its cache exists) and with a
+/// fresh one (no cache yet: the service makes it before the call, as the manager would).
+fn backends_fresh() -> Vec<(&'static str, bool)> {
+    backends()
+        .into_iter()
+        .flat_map(|b| [(b, false), (b, true)])
+        .collect()
 }
 
 fn run(d: &Path, b: &str, proj: &Path, grant: &str, line: &str) -> (Output, Finish) {
@@ -50,14 +60,16 @@ fn cargo_fetches_contained_from_a_sparse_registry_and_the_host_builds_offline_fr
         skip("no cargo whose toolchain this user can run");
         return;
     };
-    for b in backends() {
+    for (b, fresh) in backends_fresh() {
         let d = temp_env();
         let home = d.path().join("home");
-        // The cache exists (cargo ran here before: its lock files too), its registry is new
-        // to it.
-        std::fs::create_dir_all(home.join(".cargo/registry")).unwrap();
-        for f in [".package-cache", ".package-cache-mutate", ".global-cache"] {
-            std::fs::write(home.join(".cargo").join(f), "").unwrap();
+        if !fresh {
+            // The cache exists (cargo ran here before: its lock files too), its registry
+            // is new to it.
+            std::fs::create_dir_all(home.join(".cargo/registry")).unwrap();
+            for f in [".package-cache", ".package-cache-mutate", ".global-cache"] {
+                std::fs::write(home.join(".cargo").join(f), "").unwrap();
+            }
         }
         let root = d.path().join("registry");
         let server = registry::Server::start(&root);
@@ -74,8 +86,11 @@ fn cargo_fetches_contained_from_a_sparse_registry_and_the_host_builds_offline_fr
             zargs.join(" ")
         );
         let (o, f) = run(d.path(), b, &proj, &server.grant(), &line);
-        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
-        assert!(f.sandbox_summary.cache_refused.is_empty(), "{b}: {f:?}");
+        assert_eq!(o.status.code(), Some(0), "{b} (fresh {fresh}): {o:?}");
+        assert!(
+            f.sandbox_summary.cache_refused.is_empty(),
+            "{b} (fresh {fresh}): {f:?}"
+        );
         // Its lock files are the call's own: no write of them refused (cargo's last-use
         // record, `.global-cache`, is: cargo goes on without it).
         for l in [".package-cache", ".package-cache-mutate"] {
@@ -85,22 +100,37 @@ fn cargo_fetches_contained_from_a_sparse_registry_and_the_host_builds_offline_fr
                     .denied_writes
                     .iter()
                     .any(|d| Path::new(d) == p),
-                "{b}: {f:?}"
+                "{b} (fresh {fresh}): {f:?}"
             );
-            assert_eq!(std::fs::read(&p).unwrap(), b"", "{b}: {l}");
+            assert_eq!(std::fs::read(&p).unwrap(), b"", "{b} (fresh {fresh}): {l}");
         }
+        // Its last-use record is refused quietly (`sandbox.quiet_refusals`): no exit to
+        // approve and no "retry with" line for a write cargo does without.
+        assert!(
+            f.exits.iter().all(|e| !e.summary.contains(".global-cache")),
+            "{b} (fresh {fresh}): {:?}",
+            f.exits
+        );
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !stderr.contains("refused:"),
+            "{b} (fresh {fresh}): {stderr}"
+        );
         assert!(
             server
                 .asked()
                 .iter()
                 .any(|p| p == "/dl/efrhello/0.1.0/download"),
-            "{b}: {:?}",
+            "{b} (fresh {fresh}): {:?}",
             server.asked()
         );
         let cache = home.join(".cargo/registry/cache");
         let krate = common::find(&cache, "efrhello-0.1.0.crate")
-            .unwrap_or_else(|| panic!("{b}: no .crate in {}", cache.display()));
-        assert!(std::fs::metadata(&krate).unwrap().len() > 0, "{b}");
+            .unwrap_or_else(|| panic!("{b} (fresh {fresh}): no .crate in {}", cache.display()));
+        assert!(
+            std::fs::metadata(&krate).unwrap().len() > 0,
+            "{b} (fresh {fresh})"
+        );
         // The host builds offline from the merged cache (cargo unpacks the verified
         // `.crate`: the call's unpacked sources were not merged).
         let asked = server.asked().len();
@@ -117,7 +147,10 @@ fn cargo_fetches_contained_from_a_sparse_registry_and_the_host_builds_offline_fr
             .env("CARGO_TARGET_DIR", d.path().join("target"))
             .current_dir(&proj);
         let o = c.output().unwrap();
-        assert!(o.status.success(), "{b}: offline build: {o:?}");
+        assert!(
+            o.status.success(),
+            "{b} (fresh {fresh}): offline build: {o:?}"
+        );
         let out = Command::new(d.path().join("target/debug/app"))
             .output()
             .unwrap();
@@ -128,7 +161,7 @@ fn cargo_fetches_contained_from_a_sparse_registry_and_the_host_builds_offline_fr
         assert_eq!(
             server.asked().len(),
             asked,
-            "{b}: the offline build asked the registry"
+            "{b} (fresh {fresh}): the offline build asked the registry"
         );
     }
 }
@@ -139,10 +172,12 @@ fn npm_installs_contained_from_a_local_registry_and_the_host_installs_offline_fr
         skip("npm is not installed");
         return;
     }
-    for b in backends() {
+    for (b, fresh) in backends_fresh() {
         let d = temp_env();
         let home = d.path().join("home");
-        std::fs::create_dir_all(home.join(".npm")).unwrap();
+        if !fresh {
+            std::fs::create_dir_all(home.join(".npm")).unwrap();
+        }
         let root = d.path().join("registry");
         let server = registry::Server::start(&root);
         registry::npm_registry(&root, &server.url(), &d.path().join("work"));
@@ -154,19 +189,22 @@ fn npm_installs_contained_from_a_local_registry_and_the_host_installs_offline_fr
             server.url()
         );
         let (o, f) = run(d.path(), b, &proj, &server.grant(), &line);
-        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        assert_eq!(o.status.code(), Some(0), "{b} (fresh {fresh}): {o:?}");
         assert!(
             String::from_utf8_lossy(&o.stdout).contains("hello from the npm registry"),
-            "{b}: {o:?}"
+            "{b} (fresh {fresh}): {o:?}"
         );
         assert!(
             f.sandbox_summary
                 .cache_refused
                 .iter()
                 .all(|r| !r.contains("_cacache")),
-            "{b}: {f:?}"
+            "{b} (fresh {fresh}): {f:?}"
         );
-        assert!(home.join(".npm/_cacache/index-v5").is_dir(), "{b}");
+        assert!(
+            home.join(".npm/_cacache/index-v5").is_dir(),
+            "{b} (fresh {fresh})"
+        );
         // The host installs offline from the merged cache into another project.
         let asked = server.asked().len();
         let other = d.path().join("other");
@@ -186,12 +224,18 @@ fn npm_installs_contained_from_a_local_registry_and_the_host_installs_offline_fr
             .current_dir(&other)
             .output()
             .unwrap();
-        assert!(o.status.success(), "{b}: offline install: {o:?}");
-        assert!(other.join("node_modules/efrhello/index.js").exists(), "{b}");
+        assert!(
+            o.status.success(),
+            "{b} (fresh {fresh}): offline install: {o:?}"
+        );
+        assert!(
+            other.join("node_modules/efrhello/index.js").exists(),
+            "{b} (fresh {fresh})"
+        );
         assert_eq!(
             server.asked().len(),
             asked,
-            "{b}: the offline install asked the registry"
+            "{b} (fresh {fresh}): the offline install asked the registry"
         );
     }
 }
@@ -203,11 +247,13 @@ fn pip_installs_contained_from_a_simple_index_with_the_proposed_grant() {
         skip("python3 has no pip (apt-get install python3-pip)");
         return;
     }
-    for b in backends() {
+    for (b, fresh) in backends_fresh() {
         let d = temp_env();
         let home = d.path().join("home");
-        // pip has run here before: its cache exists.
-        std::fs::create_dir_all(home.join(".cache/pip")).unwrap();
+        if !fresh {
+            // pip has run here before: its cache exists.
+            std::fs::create_dir_all(home.join(".cache/pip")).unwrap();
+        }
         let root = d.path().join("registry");
         let server = registry::Server::start(&root);
         registry::pip_registry(&root, py);
@@ -225,21 +271,21 @@ fn pip_installs_contained_from_a_simple_index_with_the_proposed_grant() {
         );
         // Only what the classifier proposes for the line.
         let grants = common::proposed(d.path(), &proj, &line);
-        assert_eq!(grants, [server.grant()], "{b}");
+        assert_eq!(grants, [server.grant()], "{b} (fresh {fresh})");
         let (o, f) = run(d.path(), b, &proj, &grants[0], &line);
-        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        assert_eq!(o.status.code(), Some(0), "{b} (fresh {fresh}): {o:?}");
         assert!(
             String::from_utf8_lossy(&o.stdout).contains("hello from the pip index"),
-            "{b}: {o:?}"
+            "{b} (fresh {fresh}): {o:?}"
         );
         assert!(
             f.sandbox_summary.cache_refused.is_empty(),
-            "{b}: {:?}",
+            "{b} (fresh {fresh}): {:?}",
             f.sandbox_summary.cache_refused
         );
         assert!(
             server.asked().iter().any(|p| p.ends_with(".whl")),
-            "{b}: {:?}",
+            "{b} (fresh {fresh}): {:?}",
             server.asked()
         );
         // Its cache is the call's layer: no write under it refused. (pip 23.0 kept nothing
@@ -251,7 +297,7 @@ fn pip_installs_contained_from_a_simple_index_with_the_proposed_grant() {
                 .denied_writes
                 .iter()
                 .any(|d| Path::new(d).starts_with(&cache)),
-            "{b}: {:?}",
+            "{b} (fresh {fresh}): {:?}",
             f.sandbox_summary.denied_writes
         );
     }

@@ -435,6 +435,12 @@ fn sandbox(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut SandboxConfig) -> Result<()
             check: check_anchored,
             list: &mut cfg.trash,
         },
+        ListField {
+            name: "quiet_refusals",
+            field: "path",
+            check: check_anchored,
+            list: &mut cfg.quiet_refusals,
+        },
     ];
     for (k, v) in ordered(t) {
         let name: &str = k.get_ref();

@@ -42,6 +42,11 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
     list(&mut out, "sandbox.caches", &c.sandbox.caches);
     list(&mut out, "sandbox.build_output", &c.sandbox.build_output);
     list(&mut out, "sandbox.trash", &c.sandbox.trash);
+    list(
+        &mut out,
+        "sandbox.quiet_refusals",
+        &c.sandbox.quiet_refusals,
+    );
     for (key, s) in [
         ("sandbox.tmp_size", &c.sandbox.tmp_size),
         ("sandbox.shm_size", &c.sandbox.shm_size),
