@@ -152,8 +152,9 @@ fn enter_landlock(
 pub struct Prepared {
     /// The Landlock domain the init entered (the line nests its own in it).
     pub landlock: Option<crate::status::LandlockReport>,
-    /// The line's end of the socket its seccomp listener goes to the init over.
-    pub supervise_sock: Option<RawFd>,
+    /// The line's notification filter is in force already (loaded by the thread of the
+    /// init that forked it, see [`crate::supervise::fork_supervised`]).
+    pub supervised: bool,
     /// A contained line: a process group of its own, and the call's pty when it has one
     /// (see [`crate::pty::attach_line`]).
     pub contained: bool,
@@ -183,16 +184,8 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         crate::child::report::setup_error(rfd, format!("the report fd {rfd} close-on-exec: {e}"));
         sys::exit_now(crate::exit_code::INIT_FAILED);
     }
-    let sup_fd = match pre.supervise_sock {
-        Some(fd) if fd != 4 => {
-            if sys::dup2(fd, 4).is_err() {
-                sys::exit_now(crate::exit_code::INIT_FAILED);
-            }
-            Some(4)
-        }
-        other => other,
-    };
-    let first_closed = if sup_fd.is_some() { 5 } else { 4 };
+    let sup = pre.supervised;
+    let first_closed = 4;
     let closed = sys::close_from(first_closed);
     let fail = |msg: String| -> ! {
         crate::child::report::setup_error(rfd, msg);
@@ -207,7 +200,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
     if let Err(e) = sys::chdir(&spec.cwd) {
         fail(format!("cwd {}: {e}", spec.cwd));
     }
-    if spec.landlock.is_some() || spec.seccomp.is_some() || spec.drop_caps || sup_fd.is_some() {
+    if spec.landlock.is_some() || spec.seccomp.is_some() || spec.drop_caps || sup {
         if let Err(e) = sys::no_new_privs() {
             fail(format!("no_new_privs: {e}"));
         }
@@ -228,18 +221,12 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         _ => {}
     }
     // The line's filters: the EPERM one, and the supervisor's with its listener. Where this
-    // process loads both (the native backend), they are one program, loaded last (one
-    // load, and one filter run per call); bubblewrap loads the EPERM one for the whole
-    // sandbox, and the line then adds the supervisor's own.
-    let merged = sup_fd.is_some() && !spec.seccomp_preloaded;
+    // process loads both (the native backend), they are one program, loaded before the fork
+    // with the listener (one load, and one filter run per call); bubblewrap loads the EPERM
+    // one for the whole sandbox, and the line's fork then adds the supervisor's own.
+    let merged = sup && !spec.seccomp_preloaded;
     let progs = match spec.seccomp {
-        Some(nv) if merged => {
-            let bodies = crate::supervise::filter::bodies();
-            match crate::restrict::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
-                Ok(p) => Some(p),
-                Err(e) => fail(e.to_string()),
-            }
-        }
+        Some(_) if merged => None,
         Some(nv) => match crate::restrict::seccomp::program_without(nv, &spec.seccomp_drop) {
             Ok(p) => Some(p),
             Err(e) => fail(e.to_string()),
@@ -251,41 +238,15 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
             fail(format!("dropping capabilities: {e}"));
         }
     }
-    if let (Some(p), false) = (&progs, merged) {
+    if let Some(p) = &progs {
         if let Err(e) = crate::restrict::seccomp::load(p) {
-            fail(e.to_string());
-        }
-    }
-    // What the preloaded filter left out for the init's supervisor (bubblewrap backend).
-    if spec.seccomp_preloaded && sup_fd.is_some() {
-        if let Err(e) = crate::restrict::seccomp::load(&crate::supervise::filter::line_only()) {
-            fail(e.to_string());
-        }
-    }
-    // Last: from here on, every supervised call waits for the init.
-    if let Some(fd) = sup_fd {
-        // The init takes the listener from this process's fd table, which a process that
-        // is not dumpable (inherited from the init) refuses to one without capabilities.
-        // The exec just after makes it dumpable anyway.
-        if let Err(e) = sys::prctl(libc::PR_SET_DUMPABLE, 1, 0) {
-            fail(format!("making the line dumpable for the hand-over: {e}"));
-        }
-        let own;
-        let prog = match (&progs, merged) {
-            (Some(p), true) => p,
-            _ => {
-                own = crate::supervise::filter::program();
-                &own
-            }
-        };
-        if let Err(e) = crate::supervise::install(fd, prog) {
             fail(e.to_string());
         }
     }
     let ready = crate::child::report::Ready {
         landlock: ll,
-        seccomp: progs.is_some() || spec.seccomp_preloaded,
-        supervised: sup_fd.is_some(),
+        seccomp: progs.is_some() || spec.seccomp_preloaded || (merged && spec.seccomp.is_some()),
+        supervised: sup,
     };
     crate::child::report::send(rfd, &crate::child::report::Report::Ready(ready));
     let argv = vec![spec.shell.clone(), "-c".into(), spec.line.clone()];
@@ -365,7 +326,6 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         crate::child::report::setup_error(report_fd, m);
         sys::exit_now(crate::exit_code::INIT_FAILED)
     };
-    let mut sup_pair = None;
     let sockets = spec
         .supervise
         .as_ref()
@@ -374,10 +334,6 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     if spec.supervise.is_some() {
         if !crate::supervise::available() {
             fail("the kernel cannot supervise writes (seccomp user notification)".into());
-        }
-        match crate::supervise::pair() {
-            Ok(p) => sup_pair = Some(p),
-            Err(e) => fail(e.to_string()),
         }
         if let Some(l) = &spec.landlock {
             if let Err(e) = sys::no_new_privs() {
@@ -389,20 +345,44 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             }
         }
     }
-    pre.supervise_sock = sup_pair
-        .as_ref()
-        .map(|(_, line_end)| std::os::fd::AsRawFd::as_raw_fd(line_end));
-    let main = match sys::fork() {
-        Ok(0) => exec_line(spec, report_fd, pre),
-        Ok(p) => {
-            // The line holds the call's pty now; the init keeps it as controlling terminal
-            // only (an open slave here would keep its master from ever reading EOF).
-            drop(pre.terminal);
-            p
+    pre.supervised = spec.supervise.is_some();
+    let (main, listener) = if spec.supervise.is_some() {
+        // The line's filter with its listener, loaded by the thread that forks it: on the
+        // native backend the EPERM program with the supervised table merged in (one filter
+        // run per call), under bubblewrap (which loaded the EPERM one) the table alone,
+        // after the line's own refusals.
+        let merged = match spec.seccomp {
+            Some(nv) if !spec.seccomp_preloaded => {
+                let bodies = crate::supervise::filter::bodies();
+                match crate::restrict::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
+                    Ok(p) => Some(p),
+                    Err(e) => fail(e.to_string()),
+                }
+            }
+            _ => None,
+        };
+        let own = crate::supervise::filter::program();
+        let line_only = crate::supervise::filter::line_only();
+        let pre_load = spec.seccomp_preloaded.then_some(&line_only);
+        match crate::supervise::fork_supervised(
+            merged.as_ref().unwrap_or(&own),
+            pre_load,
+            move || exec_line(spec, report_fd, pre),
+        ) {
+            Ok((p, l)) => (p, Some(l)),
+            Err(e) => fail(e.to_string()),
         }
-        Err(e) => {
-            crate::child::report::setup_error(report_fd, format!("fork: {e}"));
-            sys::exit_now(crate::exit_code::INIT_FAILED)
+    } else {
+        match sys::fork() {
+            Ok(0) => exec_line(spec, report_fd, pre),
+            Ok(p) => {
+                // The line holds the call's pty now; the init keeps it as controlling
+                // terminal only (an open slave here would keep its master from ever
+                // reading EOF). Under the supervisor, the fork's thread drops it.
+                drop(pre.terminal);
+                (p, None)
+            }
+            Err(e) => fail(format!("fork: {e}")),
         }
     };
     // The ports below 1024 are bound and the line forked: the init needs no capability any
@@ -414,32 +394,20 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             fail(format!("init dropping capabilities: {e}"));
         }
     }
-    // The line's listener, once it is handed over; its supervisor starts with the line's
-    // first supervised call (see `crate::supervise::Lazy`).
+    // The line's listener; its supervisor starts with the line's first supervised call
+    // (see `crate::supervise::Lazy`).
     let mut lazy = None;
-    if let (Some((init_end, line_end)), Some(sv)) = (sup_pair, &spec.supervise) {
-        drop(line_end);
-        match crate::supervise::receive(&init_end, main) {
-            Ok(Some(l)) => {
-                // After the answer, while the line goes on to its exec: a protected
-                // directory may hold thousands of files (the walk stops at 4096), and the
-                // line must not wait for them.
-                let linked = crate::supervise::Linked::find(sv, report_fd);
-                lazy = Some(crate::supervise::Lazy::new(
-                    l,
-                    sv.clone(),
-                    sockets,
-                    linked,
-                    report_fd,
-                ));
-            }
-            // The line ended before handing over (it reported why).
-            Ok(None) => {}
-            Err(e) => {
-                let _ = sys::kill(main, libc::SIGKILL);
-                crate::child::report::setup_error(report_fd, e);
-            }
-        }
+    if let (Some(l), Some(sv)) = (listener, &spec.supervise) {
+        // While the line goes on to its exec: a protected directory may hold thousands of
+        // files (the walk stops at 4096), and the line must not wait for them.
+        let linked = crate::supervise::Linked::find(sv, report_fd);
+        lazy = Some(crate::supervise::Lazy::new(
+            l,
+            sv.clone(),
+            sockets,
+            linked,
+            report_fd,
+        ));
     }
     // Starts the supervisor; on failure the line, which waits on its first write, is ended
     // rather than let run unsupervised.
