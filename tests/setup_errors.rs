@@ -68,3 +68,45 @@ fn a_failed_mount_names_the_operation_and_the_path() {
         );
     }
 }
+
+/// The init does not wait for the proxy's answer before the line starts (the sockets are
+/// bound and listening already), but a proxy that refuses them (here one that closes the
+/// connection unanswered) still ends the call with a setup error that says so, on both
+/// backends: the line is killed, long before it would have ended.
+#[test]
+fn a_proxy_that_refuses_the_sockets_ends_the_call() {
+    for b in common::backends() {
+        let fx = Fixture::new();
+        let sock = fx.dir.path().join("proxy.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let refuser = std::thread::spawn(move || {
+            let (mut c, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 64];
+            let _ = std::io::Read::read(&mut c, &mut buf);
+            // Closed unanswered, the sockets unread.
+        });
+        let marker = format!("{}/ran", fx.proj);
+        let mut plan = fx.plan(&format!("sleep 20; touch {marker}"), b, Vec::new());
+        plan.proxy = Some(efr_sandbox_wire::plan::ProxyPlan {
+            socket: sock.to_string_lossy().into_owned(),
+            relay_port: 3128,
+            ports: Vec::new(),
+        });
+        let t = std::time::Instant::now();
+        let r = common::run_plan(&plan, None);
+        refuser.join().unwrap();
+        let err = r.outcome.setup_error.clone().unwrap_or_default();
+        assert!(
+            err.contains("the call's proxy did not take its sockets"),
+            "[{b:?}] {r:?}"
+        );
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(15),
+            "[{b:?}] {r:?}"
+        );
+        assert!(
+            !std::path::Path::new(&marker).exists(),
+            "[{b:?}] the line ran on"
+        );
+    }
+}

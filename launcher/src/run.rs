@@ -740,10 +740,10 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     {
         return Try::Again;
     }
+    // Also after the line started: the init reports one only when it killed the line for
+    // it (its supervisor or the call's proxy failed), so the line's end is not its own.
     if let Some(e) = h.setup_error.take() {
-        if !h.started || h.line_status.is_none() {
-            return Try::Done(out.setup_error(e));
-        }
+        return Try::Done(out.setup_error(e));
     }
     // The sandbox ended under a running line (its init was killed, or died): the kernel's
     // teardown of the call's pid namespace killed the line with SIGKILL.

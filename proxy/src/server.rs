@@ -208,16 +208,21 @@ impl Proxy {
         UnixListener::bind(path)
     }
 
-    /// Serve a Unix listener until [`Proxy::shutdown`].
+    /// Serve a Unix listener until [`Proxy::shutdown`]. Only the first connection it
+    /// accepts may be a hand-over: a call's init connects and sends before the call's line
+    /// exists, so its connection is first in the listener's queue whether or not the init
+    /// waits for the answer (it does not), and a connection the line makes later is not.
     pub async fn serve_unix(&self, listener: UnixListener) {
+        let mut first = true;
         loop {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
                         let p = self.clone();
+                        let may_hand_over = std::mem::replace(&mut first, false);
                         tokio::spawn(async move {
                             tokio::select! {
-                                _ = p.handle_unix(s) => {}
+                                _ = p.handle_unix(s, may_hand_over) => {}
                                 _ = p.closed() => {}
                             }
                         });
@@ -267,7 +272,7 @@ impl Proxy {
     /// A connection on the Unix socket: an HTTP proxy request on the connection itself, or
     /// the hand-over of a call's sockets (first byte [`fdpass::HAND_OVER`], see
     /// [`crate::fdpass`]).
-    async fn handle_unix(&self, mut s: UnixStream) {
+    async fn handle_unix(&self, mut s: UnixStream, may_hand_over: bool) {
         let inner = &self.inner;
         let first = {
             // The wait for the first byte holds a head slot, as reading a head does.
@@ -286,7 +291,7 @@ impl Proxy {
             }
         };
         match first {
-            (fdpass::HAND_OVER, fds) => self.take_hand_over(s, fds).await,
+            (fdpass::HAND_OVER, fds) => self.take_hand_over(s, fds, may_hand_over).await,
             (b, fds) => {
                 drop(fds); // an fd sent with an HTTP request: closed unread
                 self.handle_inner(s, vec![b]).await
@@ -294,14 +299,15 @@ impl Proxy {
         }
     }
 
-    /// The hand-over (see [`crate::fdpass`]): only the first this proxy gets, every socket
+    /// The hand-over (see [`crate::fdpass`]): only on the first connection this proxy
+    /// accepted ([`Proxy::serve_unix`]) and only once, every socket
     /// checked against its role; then each is served here (the relay like
     /// [`Proxy::serve_tcp`], the synthetic listeners by [`Proxy::serve_synthetic`], DNS by
     /// [`Proxy::serve_dns`], all with one [`NameTable`] of this proxy's policy) and the
     /// sender gets the byte [`fdpass::HAND_OVER`]. Anything else: no answer, fds closed.
-    async fn take_hand_over(&self, mut s: UnixStream, fds: Vec<OwnedFd>) {
+    async fn take_hand_over(&self, mut s: UnixStream, fds: Vec<OwnedFd>, may_hand_over: bool) {
         let inner = &self.inner;
-        let first = !inner.handed.swap(true, Ordering::SeqCst);
+        let first = may_hand_over && !inner.handed.swap(true, Ordering::SeqCst);
         // The roles are read even when refusing, so the sender sees a close, not a reset.
         let roles = timeout(inner.policy.limits.handshake_timeout, async {
             let n = s.read_u8().await? as usize;

@@ -172,7 +172,6 @@ pub fn run_standalone(args: impl IntoIterator<Item = String>) -> Result<(), Stri
             let l = Proxy::bind_unix(path).map_err(|e| format!("bind {}: {e}", path.display()))?;
             let p = proxy.clone();
             tokio::spawn(async move { p.serve_unix(l).await });
-            eprintln!("efr-proxy: listening on {}", path.display());
         }
         if let Some(addr) = a.listen_tcp {
             let l = tokio::net::TcpListener::bind(addr)
@@ -189,11 +188,15 @@ pub fn run_standalone(args: impl IntoIterator<Item = String>) -> Result<(), Stri
             let socks = bind_handed(&a)?;
             if socks.relay.is_some() || socks.dns.is_some() || !socks.synthetic.is_empty() {
                 let wait = Duration::from_secs(10);
-                tokio::task::spawn_blocking(move || crate::inside::hand_over(&path, socks, wait))
+                let to = path.clone();
+                tokio::task::spawn_blocking(move || crate::inside::hand_over(&to, socks, wait))
                     .await
                     .map_err(|e| format!("hand-over: {e}"))?
                     .map_err(|e| format!("hand-over: {e}"))?;
             }
+            // Said only now: the proxy takes a hand-over on its first connection only, so a
+            // client told to go ahead must come after this runner's own.
+            eprintln!("efr-proxy: listening on {}", path.display());
         }
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|e| format!("signal: {e}"))?;

@@ -1145,6 +1145,50 @@ fn hand_over_is_checked() {
     inside::hand_over(&sock, full, Duration::from_secs(10)).unwrap();
 }
 
+/// The init does not wait for the proxy's answer before it forks the line, so a line could
+/// send a hand-over of its own before the proxy has read the init's: the proxy takes one
+/// only on the first connection it accepted (the init's, made before the line exists),
+/// whichever message arrives first.
+#[test]
+fn only_the_first_connection_may_hand_over() {
+    let p = policy(&[]);
+    let (tp, sock, _dir) = unix_proxy(p);
+    // The init's connection, first in the queue; its message comes last.
+    let first = UnixStream::connect(&sock).unwrap();
+    // A later connection hands over at once: refused, and it does not use up the one
+    // hand-over.
+    let late = inside::Sockets {
+        relay: Some(TcpListener::bind("127.0.0.1:0").unwrap()),
+        ..Default::default()
+    };
+    let late_sock = sock.clone();
+    let err = std::thread::spawn(move || {
+        inside::hand_over(&late_sock, late, Duration::from_secs(10)).unwrap_err()
+    })
+    .join()
+    .unwrap();
+    assert!(matches!(err, inside::HandOverError::Refused), "{err}");
+    // The first connection's hand-over, sent now, is taken and served.
+    let relay = TcpListener::bind("127.0.0.1:0").unwrap();
+    let raddr = relay.local_addr().unwrap();
+    efr_proxy::fdpass::send_hand_over(
+        first.as_fd(),
+        &[(efr_proxy::fdpass::Role::Relay, relay.as_fd())],
+    )
+    .unwrap();
+    drop(relay);
+    let mut first = first;
+    first
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut b = [0u8];
+    first.read_exact(&mut b).unwrap();
+    assert_eq!(b, [efr_proxy::fdpass::HAND_OVER]);
+    let (code, _, _) = connect(raddr, "nope.test", 443);
+    assert_eq!(code, 403, "the handed relay is served");
+    assert_eq!(tp.proxy.stats().malformed, 1);
+}
+
 /// A pseudo-random payload (xorshift).
 fn payload(len: usize, mut seed: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(len + 8);

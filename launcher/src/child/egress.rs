@@ -2,18 +2,29 @@
 //! listener the proxy variables name, the DNS server's UDP socket on `127.0.0.1:53` and the
 //! listeners for synthetic addresses (port 443 and the ports grants name).
 //!
-//! The init binds them before it forks the line ([`Egress::bind`]) and hands them, listening,
+//! The init binds them before it forks the line ([`Egress::bind`]) and sends them, listening,
 //! to the call's proxy through its socket at [`crate::plan::INSIDE_PROXY_SOCKET`]
-//! ([`Egress::hand_over`], `efr_fdpass::inside::hand_over`); the proxy accepts and answers on
-//! them itself (they stay in the call's namespace), so the init runs no thread and no byte of
-//! the call passes through it. The init's copies are closed once the proxy took them, before
-//! the line exists: the line never holds them.
+//! ([`Egress::send`]); the proxy accepts and answers on them itself (they stay in the call's
+//! namespace), so the init runs no thread and no byte of the call passes through it. The
+//! init's copies are closed once sent, before the line exists: the line never holds them.
+//!
+//! The init does not wait for the proxy's answer before it forks the line: the sockets are
+//! bound and listening already (a connection waits in the relay's queue, a query in the DNS
+//! socket's buffer until the proxy serves them), and the proxy takes a hand-over only on
+//! the first connection it accepted, which is the init's (made before the line exists). The
+//! answer is watched in the init's loop ([`Pending`]); a refusal, a close or no answer
+//! within [`HAND_OVER_WAIT`] ends the call with a setup error. (Waiting for it cost a launch
+//! a trip through the service's runtime and back before the line could start.)
 
+use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use efr_fdpass::inside::{Sockets, hand_over};
+use efr_fdpass::Role;
+use efr_fdpass::inside::{HandOverError, Sockets};
 use serde::{Deserialize, Serialize};
 
 /// The DNS server's port (resolv.conf cannot name another).
@@ -86,9 +97,86 @@ impl Egress {
         })
     }
 
-    /// Hands every socket to the call's proxy and waits until it took them; our copies are
-    /// closed when this returns.
-    pub fn hand_over(self) -> Result<(), EgressError> {
-        hand_over(&self.socket, self.socks, HAND_OVER_WAIT).map_err(EgressError::HandOver)
+    /// Sends every socket to the call's proxy, in one message on a connection of its own;
+    /// our copies are closed when this returns. The answer comes later ([`Pending`]).
+    pub fn send(self) -> Result<Pending, EgressError> {
+        let fail = |e| EgressError::HandOver(e);
+        let path = self.socket;
+        let socks = self.socks;
+        let mut list: Vec<(Role, BorrowedFd<'_>)> = Vec::new();
+        list.extend(socks.relay.iter().map(|l| (Role::Relay, l.as_fd())));
+        list.extend(socks.dns.iter().map(|u| (Role::Dns, u.as_fd())));
+        list.extend(socks.synthetic.iter().map(|l| (Role::Synthetic, l.as_fd())));
+        if list.len() > efr_fdpass::MAX_HANDED {
+            return Err(fail(HandOverError::TooMany(list.len())));
+        }
+        let u = UnixStream::connect(&path).map_err(|source| {
+            fail(HandOverError::Connect {
+                path: path.clone(),
+                source,
+            })
+        })?;
+        u.set_write_timeout(Some(HAND_OVER_WAIT))
+            .map_err(|source| {
+                fail(HandOverError::Timeout {
+                    path: path.clone(),
+                    source,
+                })
+            })?;
+        efr_fdpass::send_hand_over(u.as_fd(), &list).map_err(|source| {
+            fail(HandOverError::Send {
+                path: path.clone(),
+                source,
+            })
+        })?;
+        u.set_nonblocking(true).map_err(|source| {
+            fail(HandOverError::Timeout {
+                path: path.clone(),
+                source,
+            })
+        })?;
+        Ok(Pending {
+            stream: u,
+            deadline: Instant::now() + HAND_OVER_WAIT,
+        })
+    }
+}
+
+/// A hand-over sent and not answered yet, watched by the init while the line runs.
+#[derive(Debug)]
+pub struct Pending {
+    stream: UnixStream,
+    deadline: Instant,
+}
+
+impl Pending {
+    /// The connection, to poll for `POLLIN` (the answer or a close).
+    pub fn fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+
+    /// Milliseconds until the answer is late (at least 1, for a poll timeout).
+    pub fn ms_left(&self) -> i32 {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1)
+    }
+
+    /// What the proxy answered: `Some(Ok(()))` it took the sockets, `Some(Err(_))` it
+    /// refused them, closed or did not answer in time; `None` no answer yet.
+    pub fn answer(&mut self) -> Option<Result<(), EgressError>> {
+        let mut b = [0u8];
+        let r = match self.stream.read(&mut b) {
+            Ok(1) if b[0] == efr_fdpass::HAND_OVER => Ok(()),
+            Ok(_) => Err(HandOverError::Refused),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return None,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() < self.deadline {
+                    return None;
+                }
+                Err(HandOverError::NoAnswer(std::io::ErrorKind::TimedOut.into()))
+            }
+            Err(e) => Err(HandOverError::NoAnswer(e)),
+        };
+        Some(r.map_err(EgressError::HandOver))
     }
 }

@@ -311,13 +311,18 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             }
         }
     }
-    // The proxy's sockets are bound in the call's network namespace and handed to the
-    // call's proxy before the line exists: the line finds them served, and never holds them
-    // (the init's copies are closed by then).
+    // The proxy's sockets are bound in the call's network namespace and sent to the
+    // call's proxy before the line exists: the line finds them listening, and never holds
+    // them (the init's copies are closed by then). The proxy's answer is watched below,
+    // while the line starts.
+    let mut egress = None;
     if let Some(e) = &spec.egress {
-        if let Err(e) = crate::child::egress::Egress::bind(e).and_then(|b| b.hand_over()) {
-            crate::child::report::setup_error(report_fd, e);
-            sys::exit_now(crate::exit_code::INIT_FAILED)
+        match crate::child::egress::Egress::bind(e).and_then(|b| b.send()) {
+            Ok(p) => egress = Some(p),
+            Err(e) => {
+                crate::child::report::setup_error(report_fd, e);
+                sys::exit_now(crate::exit_code::INIT_FAILED)
+            }
         }
     }
     // The init enters the line's Landlock domain before forking it: the supervisor then
@@ -450,7 +455,13 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         fds.extend(launcher.map(|fd| (fd, libc::POLLIN)));
         let at = fds.len();
         fds.extend(lazy.as_ref().map(|l| (l.fd(), libc::POLLIN)));
-        if let Ok(r) = sys::poll(&fds, full.timeout()) {
+        fds.extend(egress.as_ref().map(|p| (p.fd(), libc::POLLIN)));
+        let timeout = match (&egress, full.timeout()) {
+            (Some(p), -1) => p.ms_left(),
+            (Some(p), t) => t.min(p.ms_left()),
+            (None, t) => t,
+        };
+        if let Ok(r) = sys::poll(&fds, timeout) {
             if launcher.is_some()
                 && r.get(1)
                     .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
@@ -462,6 +473,15 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                 if let Some(l) = lazy.take() {
                     start(l);
                 }
+            }
+        }
+        // The proxy's answer (or a close, or none in time): a call whose proxy did not take
+        // its sockets ends, as it would not have started before.
+        if let Some(answer) = egress.as_mut().and_then(|p| p.answer()) {
+            egress = None;
+            if let Err(e) = answer {
+                crate::child::report::setup_error(report_fd, e);
+                let _ = sys::kill(main, libc::SIGKILL);
             }
         }
         full.check(report_fd);
@@ -486,6 +506,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
     }
     full.check(report_fd);
+    // A refusal that came while the line was ending is still the call's setup error.
+    if let Some(Err(e)) = egress.as_mut().and_then(|p| p.answer()) {
+        crate::child::report::setup_error(report_fd, e);
+    }
     // The line's main process ended: end the rest of the namespace.
     // Only once every other process of the call is reaped does the init report the end:
     // the launcher then ends at once, without waiting for the init's exit (see `run`).
