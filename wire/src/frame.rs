@@ -70,8 +70,9 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> 
     if body.len() > MAX_FRAME {
         return Err(EncodeError::TooLarge { len: body.len() });
     }
+    let len = u32::try_from(body.len()).map_err(|_| EncodeError::TooLarge { len: body.len() })?;
     let mut out = Vec::with_capacity(4 + body.len());
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&body);
     Ok(out)
 }
@@ -170,7 +171,8 @@ impl FrameDecoder {
     /// Adds bytes that arrived. Bytes of a frame being skipped are dropped at once.
     pub fn push(&mut self, mut data: &[u8]) {
         if let State::Skip(left) = &mut self.state {
-            let drop = (*left).min(data.len() as u64) as usize;
+            // A count past usize::MAX is more than any push holds: all of it is dropped.
+            let drop = usize::try_from(*left).map_or(data.len(), |left| left.min(data.len()));
             *left -= drop as u64;
             data = &data[drop..];
             if *left == 0 {
@@ -193,7 +195,8 @@ impl FrameDecoder {
                     match check_header(header) {
                         Ok(len) => self.state = State::Body(len),
                         Err(FrameError::TooLarge { len }) => {
-                            let drop = len.min(self.buf.len() as u64) as usize;
+                            let drop = usize::try_from(len)
+                                .map_or(self.buf.len(), |len| len.min(self.buf.len()));
                             self.buf.drain(..drop);
                             let left = len - drop as u64;
                             self.state = if left == 0 {
