@@ -14,6 +14,12 @@
 //!
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 pub mod addr;
 pub mod buslog;
 pub mod dns;

@@ -225,6 +225,9 @@ mod tests {
         assert_eq!(s.blocked[0].count, 2);
         // Every refusal is in the summary: 32 listed (one of them twice), the rest more.
         let listed: u32 = s.blocked.iter().map(|b| b.count).sum();
-        assert_eq!(listed + s.blocked_more, (MAX_ENTRIES + 10 + 2) as u32);
+        assert_eq!(
+            listed + s.blocked_more,
+            u32::try_from(MAX_ENTRIES + 10 + 2).unwrap()
+        );
     }
 }
