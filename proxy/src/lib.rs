@@ -14,6 +14,7 @@
 //!
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
 
+#![warn(missing_docs)]
 #![deny(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,

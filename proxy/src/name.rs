@@ -15,12 +15,16 @@ pub enum Host {
 /// Why a host string is not a usable name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
+    /// The host is empty.
     #[error("empty host")]
     Empty,
+    /// The name is longer than [`MAX_NAME`] characters.
     #[error("host longer than 253 characters")]
     TooLong,
+    /// A label is empty or longer than 63 characters.
     #[error("label empty or longer than 63 characters")]
     BadLabel,
+    /// A character a host name may not hold.
     #[error("character not allowed in a host name")]
     BadChar,
 }
