@@ -190,6 +190,10 @@ fn run_probe(
             };
         }
     };
+    #[allow(
+        clippy::cast_possible_wrap,
+        reason = "a pid: at most the kernel's pid_max (2^22), always a positive pid_t"
+    )]
     let pid = running.child().id() as libc::pid_t;
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
@@ -325,7 +329,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             return SandboxCheck {
                 status,
                 tests,
-                ms: start.elapsed().as_millis() as u64,
+                ms: crate::elapsed_ms(start),
             };
         }
     };
@@ -374,7 +378,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             match host::bwrap_ok(efr_launcher::bwrap::BWRAP) {
                 Ok(t) => bwrap_text = Some(t),
                 Err(e) => {
-                    let ms = t0.elapsed().as_millis() as u64;
+                    let ms = crate::elapsed_ms(t0);
                     if required {
                         tests.push(test(&name, false, ms, e, true));
                     } else {
@@ -388,7 +392,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             }
         }
         let r = run_probe(opts, b, &args, Vec::new(), Vec::new(), &project);
-        let ms = t0.elapsed().as_millis() as u64;
+        let ms = crate::elapsed_ms(t0);
         let prefix = bwrap_text.map(|t| format!("{t}: ")).unwrap_or_default();
         let (pass, detail) = match (&r.error, &r.report) {
             (Some(e), _) => (false, format!("{prefix}{}", explain_setup(b, e))),
@@ -521,7 +525,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             Vec::new(),
             &project,
         );
-        let ms = t0.elapsed().as_millis() as u64;
+        let ms = crate::elapsed_ms(t0);
         let (pass, detail) = match (&r.error, r.report.as_ref().and_then(|x| x.get("netview"))) {
             (Some(e), _) => (false, explain_setup(opts.backend, e)),
             (None, Some(t)) => (t.pass, t.detail.clone()),
@@ -535,13 +539,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     let t0 = Instant::now();
     let (pass, detail) = proxy_check(opts, &project);
     status.proxy = pass;
-    tests.push(test(
-        "proxy",
-        pass,
-        t0.elapsed().as_millis() as u64,
-        detail,
-        false,
-    ));
+    tests.push(test("proxy", pass, crate::elapsed_ms(t0), detail, false));
 
     // The bus filter: its self-test, run by the service (a private dbus-daemon).
     let t0 = Instant::now();
@@ -566,7 +564,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             )),
         }
     };
-    let ms = t0.elapsed().as_millis() as u64;
+    let ms = crate::elapsed_ms(t0);
     let warn = |d: String| {
         if opts.bus_warnings.is_empty() {
             d
@@ -624,7 +622,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     SandboxCheck {
         status,
         tests,
-        ms: start.elapsed().as_millis() as u64,
+        ms: crate::elapsed_ms(start),
     }
 }
 
@@ -800,7 +798,8 @@ pub fn render(c: &SandboxCheck) -> String {
 
 /// RFC 3339 (UTC, seconds) of a Unix time.
 pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
+    // Never saturates: u64::MAX / 86400 is under 2^48.
+    let days = i64::try_from(secs / 86400).unwrap_or(i64::MAX);
     let rem = secs % 86400;
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
