@@ -54,10 +54,15 @@ pub const PROXY_WEAKEN_KINDS: &[&str] = &["proxy_down", "proxy_open"];
 /// One contained call the check asks for.
 #[derive(Debug, Clone)]
 pub struct ProbeCall {
+    /// The shell line the call runs (`exec` of the probe's command and its tests).
     pub line: String,
+    /// Where it runs (absolute): the check's own project dir.
     pub cwd: String,
+    /// The call's project roots (writable).
     pub projects: Vec<String>,
+    /// Grants on top of the default view.
     pub grants: Vec<Grant>,
+    /// The backend the call runs on.
     pub backend: Backend,
     /// Names mapped for this call's proxy only (on top of the config's `[network.resolve]`).
     pub resolve: Vec<(String, IpAddr)>,
@@ -76,6 +81,7 @@ pub type BusTest = dyn Fn() -> Result<String, (BusProxyOff, String)> + Send + Sy
 pub struct CheckOptions {
     /// The probe's command (`efr-probe`, or `efr-sandbox __probe`); `inside ...` follows.
     pub probe: Vec<String>,
+    /// Makes each call of the check, as the service makes its calls.
     pub make_call: Box<MakeCall>,
     /// The backend the config (or `--backend`) puts in force.
     pub backend: Backend,

@@ -16,15 +16,20 @@ use crate::sys;
 /// One self-test's result as the probe reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InsideTest {
+    /// The test's name, such as `landlock` or `seccomp`.
     pub name: String,
+    /// The test passed.
     pub pass: bool,
+    /// How long it took, in milliseconds.
     pub ms: u64,
+    /// What it saw, one line (why, when it failed).
     pub detail: String,
 }
 
 /// What the probe prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InsideReport {
+    /// Every test run, in order.
     pub tests: Vec<InsideTest>,
 }
 

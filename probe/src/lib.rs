@@ -10,6 +10,7 @@
 //!
 //! docs/probe.md lists each check, what it proves, and what a failure means.
 
+#![warn(missing_docs)]
 #![deny(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,

@@ -33,6 +33,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// One hello the host read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
+    /// The SNI the hello named; `None` when it named none.
     pub sni: Option<String>,
     /// The client random was the expected nonce.
     pub nonce: bool,
