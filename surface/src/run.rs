@@ -113,7 +113,8 @@ pub fn surface(
             why: p.why.to_string(),
             at: p.at.display().to_string(),
         }),
-        ms: start.elapsed().as_millis() as u64,
+        // Saturating: u64::MAX milliseconds are 584 million years.
+        ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
 }
 
