@@ -14,21 +14,41 @@ use std::time::Duration;
 /// Why a hand-over failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HandOverError {
+    /// [`Sockets`] holds no socket.
     #[error("no socket to hand over")]
     Nothing,
+    /// More sockets than [`MAX_HANDED`](crate::MAX_HANDED) (how many there were).
     #[error("{0} sockets to hand over, at most {max}", max = crate::MAX_HANDED)]
     TooMany(usize),
+    /// Connecting to the proxy's Unix socket failed.
     #[error("connect {path}: {source}", path = .path.display())]
-    Connect { path: PathBuf, source: io::Error },
+    Connect {
+        /// The proxy's socket.
+        path: PathBuf,
+        /// What connect said.
+        source: io::Error,
+    },
+    /// Setting the send or receive timeout on the connection failed.
     #[error("setting the timeout on {path}: {source}", path = .path.display())]
-    Timeout { path: PathBuf, source: io::Error },
+    Timeout {
+        /// The proxy's socket.
+        path: PathBuf,
+        /// What setsockopt said.
+        source: io::Error,
+    },
+    /// Sending the hand-over message failed.
     #[error("sending the sockets to {path}: {source}", path = .path.display())]
     Send {
+        /// The proxy's socket.
         path: PathBuf,
+        /// Why the send failed.
         source: crate::SendError,
     },
+    /// Reading the answer failed, such as no answer within the wait.
     #[error("the proxy did not take the sockets: {0}")]
     NoAnswer(io::Error),
+    /// The proxy answered another byte than [`HAND_OVER`](crate::HAND_OVER), or closed the
+    /// connection with no answer.
     #[error("the proxy refused the sockets")]
     Refused,
 }

@@ -20,6 +20,13 @@
 //! owned ([`OwnedFd`], each owned the moment the kernel installs it, so none leaks).
 //! [`inside`] is the init's side of the hand-over.
 
+#![warn(missing_docs)]
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 pub mod inside;
 mod sys;
 

@@ -70,7 +70,7 @@ pub(super) fn send_with_fds<const N: usize>(
         // reads them.
         let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
         if n > 0 {
-            return Ok(n as usize);
+            return Ok(n.unsigned_abs());
         }
         let e = io::Error::last_os_error();
         if n < 0 && e.kind() == io::ErrorKind::Interrupted {
@@ -108,8 +108,9 @@ pub(super) fn recv_fds<const N: usize>(
                 libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT,
             )
         };
-        if n >= 0 {
-            break n as usize;
+        // Negative (-1) is the only value that does not convert.
+        if let Ok(n) = usize::try_from(n) {
+            break n;
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -135,10 +136,19 @@ pub(super) fn recv_fds<const N: usize>(
     Ok((n, fds, msg.msg_flags & libc::MSG_CTRUNC != 0))
 }
 
+/// The size of `T`, an int or a socket address, as the `socklen_t` the socket calls take.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "used for an int and socket addresses only: at most 128 bytes (sockaddr_storage)"
+)]
+fn socklen_of<T>() -> libc::socklen_t {
+    size_of::<T>() as libc::socklen_t
+}
+
 /// `getsockopt(fd, SOL_SOCKET, opt)` of an int option; `None` on failure.
 pub(super) fn getsockopt_int(fd: BorrowedFd<'_>, opt: libc::c_int) -> Option<libc::c_int> {
     let mut v: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    let mut len = socklen_of::<libc::c_int>();
     // SAFETY: `v` and `len` are valid for getsockopt to write an int (`len` bytes at most).
     let rc = unsafe {
         libc::getsockopt(
@@ -168,7 +178,7 @@ pub(super) fn local_port(fd: BorrowedFd<'_>) -> Option<u16> {
     // the same offset, right after the family.
     // SAFETY: an all-zero sockaddr_in6 (plain integers) is valid.
     let mut sa: libc::sockaddr_in6 = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+    let mut len = socklen_of::<libc::sockaddr_in6>();
     // SAFETY: `sa` and `len` are valid for getsockname, which writes at most `len` bytes.
     if unsafe { libc::getsockname(fd.as_raw_fd(), (&raw mut sa).cast(), &mut len) } != 0 {
         return None;
@@ -184,7 +194,7 @@ pub(super) fn local_port(fd: BorrowedFd<'_>) -> Option<u16> {
 pub(super) fn is_connected(fd: BorrowedFd<'_>) -> bool {
     // SAFETY: an all-zero sockaddr_storage (plain integers) is valid.
     let mut sa: libc::sockaddr_storage = unsafe { zeroed() };
-    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    let mut len = socklen_of::<libc::sockaddr_storage>();
     // SAFETY: `sa` and `len` are valid for getpeername, which writes at most `len` bytes.
     (unsafe { libc::getpeername(fd.as_raw_fd(), (&raw mut sa).cast(), &mut len) }) == 0
 }

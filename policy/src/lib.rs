@@ -7,6 +7,12 @@
 //! - [`classify`]: turns a shell line into exit records.
 //! - [`path`]: canonical paths and the one home expansion ([`path::expand_home`]).
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 pub mod bus;
 pub mod classify;
 pub mod config;

@@ -54,10 +54,15 @@ pub const PROXY_WEAKEN_KINDS: &[&str] = &["proxy_down", "proxy_open"];
 /// One contained call the check asks for.
 #[derive(Debug, Clone)]
 pub struct ProbeCall {
+    /// The shell line the call runs (`exec` of the probe's command and its tests).
     pub line: String,
+    /// Where it runs (absolute): the check's own project dir.
     pub cwd: String,
+    /// The call's project roots (writable).
     pub projects: Vec<String>,
+    /// Grants on top of the default view.
     pub grants: Vec<Grant>,
+    /// The backend the call runs on.
     pub backend: Backend,
     /// Names mapped for this call's proxy only (on top of the config's `[network.resolve]`).
     pub resolve: Vec<(String, IpAddr)>,
@@ -76,6 +81,7 @@ pub type BusTest = dyn Fn() -> Result<String, (BusProxyOff, String)> + Send + Sy
 pub struct CheckOptions {
     /// The probe's command (`efr-probe`, or `efr-sandbox __probe`); `inside ...` follows.
     pub probe: Vec<String>,
+    /// Makes each call of the check, as the service makes its calls.
     pub make_call: Box<MakeCall>,
     /// The backend the config (or `--backend`) puts in force.
     pub backend: Backend,
@@ -190,6 +196,10 @@ fn run_probe(
             };
         }
     };
+    #[allow(
+        clippy::cast_possible_wrap,
+        reason = "a pid: at most the kernel's pid_max (2^22), always a positive pid_t"
+    )]
     let pid = running.child().id() as libc::pid_t;
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
@@ -325,7 +335,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             return SandboxCheck {
                 status,
                 tests,
-                ms: start.elapsed().as_millis() as u64,
+                ms: crate::elapsed_ms(start),
             };
         }
     };
@@ -374,7 +384,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             match host::bwrap_ok(efr_launcher::bwrap::BWRAP) {
                 Ok(t) => bwrap_text = Some(t),
                 Err(e) => {
-                    let ms = t0.elapsed().as_millis() as u64;
+                    let ms = crate::elapsed_ms(t0);
                     if required {
                         tests.push(test(&name, false, ms, e, true));
                     } else {
@@ -388,7 +398,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             }
         }
         let r = run_probe(opts, b, &args, Vec::new(), Vec::new(), &project);
-        let ms = t0.elapsed().as_millis() as u64;
+        let ms = crate::elapsed_ms(t0);
         let prefix = bwrap_text.map(|t| format!("{t}: ")).unwrap_or_default();
         let (pass, detail) = match (&r.error, &r.report) {
             (Some(e), _) => (false, format!("{prefix}{}", explain_setup(b, e))),
@@ -521,7 +531,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             Vec::new(),
             &project,
         );
-        let ms = t0.elapsed().as_millis() as u64;
+        let ms = crate::elapsed_ms(t0);
         let (pass, detail) = match (&r.error, r.report.as_ref().and_then(|x| x.get("netview"))) {
             (Some(e), _) => (false, explain_setup(opts.backend, e)),
             (None, Some(t)) => (t.pass, t.detail.clone()),
@@ -535,13 +545,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     let t0 = Instant::now();
     let (pass, detail) = proxy_check(opts, &project);
     status.proxy = pass;
-    tests.push(test(
-        "proxy",
-        pass,
-        t0.elapsed().as_millis() as u64,
-        detail,
-        false,
-    ));
+    tests.push(test("proxy", pass, crate::elapsed_ms(t0), detail, false));
 
     // The bus filter: its self-test, run by the service (a private dbus-daemon).
     let t0 = Instant::now();
@@ -566,7 +570,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             )),
         }
     };
-    let ms = t0.elapsed().as_millis() as u64;
+    let ms = crate::elapsed_ms(t0);
     let warn = |d: String| {
         if opts.bus_warnings.is_empty() {
             d
@@ -624,7 +628,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     SandboxCheck {
         status,
         tests,
-        ms: start.elapsed().as_millis() as u64,
+        ms: crate::elapsed_ms(start),
     }
 }
 
@@ -800,7 +804,8 @@ pub fn render(c: &SandboxCheck) -> String {
 
 /// RFC 3339 (UTC, seconds) of a Unix time.
 pub fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
+    // Never saturates: u64::MAX / 86400 is under 2^48.
+    let days = i64::try_from(secs / 86400).unwrap_or(i64::MAX);
     let rem = secs % 86400;
     let z = days + 719_468;
     let era = z.div_euclid(146_097);

@@ -16,15 +16,20 @@ use crate::sys;
 /// One self-test's result as the probe reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InsideTest {
+    /// The test's name, such as `landlock` or `seccomp`.
     pub name: String,
+    /// The test passed.
     pub pass: bool,
+    /// How long it took, in milliseconds.
     pub ms: u64,
+    /// What it saw, one line (why, when it failed).
     pub detail: String,
 }
 
 /// What the probe prints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InsideReport {
+    /// Every test run, in order.
     pub tests: Vec<InsideTest>,
 }
 
@@ -145,7 +150,7 @@ pub fn run(a: &InsideArgs) -> InsideReport {
         tests.push(InsideTest {
             name: name.into(),
             pass: r.is_ok(),
-            ms: start.elapsed().as_millis() as u64,
+            ms: crate::elapsed_ms(start),
             detail: r.unwrap_or_else(|e| e),
         });
     };
@@ -349,7 +354,8 @@ fn netns(port: Option<u16>) -> Result<String, String> {
 
 /// The kernel's Landlock ABI (0 when none).
 pub fn landlock_abi() -> u32 {
-    crate::sys::landlock_abi_version().map_or(0, |r| r as u32)
+    // Saturating: an ABI past u32::MAX (none is) still reads as one.
+    crate::sys::landlock_abi_version().map_or(0, |r| u32::try_from(r).unwrap_or(u32::MAX))
 }
 
 fn landlock() -> Result<String, String> {
@@ -381,6 +387,10 @@ fn landlock() -> Result<String, String> {
     if abi >= 6 {
         // The parent is the init, outside the line's Landlock domain: the signal scope
         // refuses even a null signal to it.
+        #[allow(
+            clippy::cast_possible_wrap,
+            reason = "a pid: at most the kernel's pid_max (2^22), always a positive pid_t"
+        )]
         let parent = std::os::unix::process::parent_id() as libc::pid_t;
         // Signal 0 only checks the permission.
         let e = match crate::sys::kill(parent, 0) {

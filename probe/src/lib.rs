@@ -10,8 +10,20 @@
 //!
 //! docs/probe.md lists each check, what it proves, and what a failure means.
 
+#![warn(missing_docs)]
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 pub mod check;
 pub mod host;
 pub mod inside;
 pub mod sys;
 pub mod testhost;
+
+/// The milliseconds since `t`, saturating (`u64::MAX` milliseconds are 584 million years).
+pub(crate) fn elapsed_ms(t: std::time::Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}

@@ -109,9 +109,6 @@ pub fn getrandom(buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is a live, exclusively borrowed buffer; getrandom writes at most
     // `buf.len()` bytes into it.
     let r = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    // Negative (-1) is the only value that does not convert.
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }

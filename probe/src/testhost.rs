@@ -33,6 +33,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// One hello the host read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
+    /// The SNI the hello named; `None` when it named none.
     pub sni: Option<String>,
     /// The client random was the expected nonce.
     pub nonce: bool,
@@ -145,7 +146,12 @@ pub fn nonce() -> [u8; 32] {
             .unwrap_or(0)
             ^ u128::from(std::process::id());
         for (i, x) in b.iter_mut().enumerate() {
-            *x = (t >> ((i % 16) * 8)) as u8 ^ i as u8;
+            #[allow(
+                clippy::cast_possible_truncation,
+                reason = "a byte of the clock on purpose, and `i` is below 32"
+            )]
+            let byte = (t >> ((i % 16) * 8)) as u8 ^ i as u8;
+            *x = byte;
         }
     }
     b

@@ -49,6 +49,7 @@ pub struct BusLog {
 }
 
 impl BusLog {
+    /// A reader of the log of `bus`'s filter, before its first byte.
     pub fn new(bus: Bus) -> BusLog {
         BusLog {
             bus,

@@ -57,7 +57,8 @@ impl NameTable {
         if let Some(ip) = t.by_name.get(&n) {
             return Some(*ip);
         }
-        let idx = t.by_name.len() as u32 + 1;
+        // Saturating: a count past u32::MAX is past the bound below too.
+        let idx = u32::try_from(t.by_name.len() + 1).unwrap_or(u32::MAX);
         if idx >= 0xffff {
             return None;
         }
@@ -205,6 +206,11 @@ pub fn build_query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
     q.extend_from_slice(&id.to_be_bytes());
     q.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
     for l in name.split('.').filter(|l| !l.is_empty()) {
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "a test's label: a DNS label is at most 63 bytes, a longer one makes a \
+                      malformed query either way"
+        )]
         q.push(l.len() as u8);
         q.extend_from_slice(l.as_bytes());
     }

@@ -6,8 +6,11 @@ use crate::policy::Kind;
 /// Bounds of a request head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeadLimits {
+    /// The longest request or header line, in bytes, without its newline (8 KiB by default).
     pub max_line: usize,
+    /// The most header lines (64 by default).
     pub max_headers: usize,
+    /// The most bytes of the whole head, blank line included (16 KiB by default).
     pub max_head: usize,
 }
 
@@ -24,16 +27,20 @@ impl Default for HeadLimits {
 /// A parsed request head.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
+    /// A CONNECT tunnel or a plain HTTP request.
     pub kind: Kind,
+    /// The request's method as sent (`CONNECT`, `GET`, ...).
     pub method: String,
     /// Host as written (brackets kept for IPv6), not yet normalised.
     pub host: String,
+    /// The target's port (80 when a plain HTTP URI names none).
     pub port: u16,
     /// Origin-form path and query of a plain HTTP request (`/` when the URI has none);
     /// empty for CONNECT.
     pub path: String,
     /// `HTTP/1.0` or `HTTP/1.1`.
     pub version: String,
+    /// The header lines in order, as (name, value) with the value's spaces and tabs trimmed.
     pub headers: Vec<(String, String)>,
     /// Bytes of the head, blank line included.
     pub len: usize,
@@ -42,19 +49,26 @@ pub struct Head {
 /// Why a head cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HeadError {
+    /// A request or header line is over [`HeadLimits::max_line`].
     #[error("request or header line too long")]
     LineTooLong,
+    /// More header lines than [`HeadLimits::max_headers`].
     #[error("too many header lines")]
     TooManyHeaders,
+    /// The head is over [`HeadLimits::max_head`] bytes.
     #[error("request head too large")]
     HeadTooLarge,
+    /// The head breaks HTTP's syntax; the text names what.
     #[error("malformed request: {0}")]
     Malformed(&'static str),
     /// The line parsed but the target is unusable; `host`/`port` are what could be read.
     #[error("bad request target: {why}")]
     BadTarget {
+        /// The target's host as read, cut to 253 bytes.
         host: String,
+        /// The target's port as read.
         port: u16,
+        /// What is wrong with the target.
         why: &'static str,
     },
 }

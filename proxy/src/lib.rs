@@ -14,6 +14,13 @@
 //!
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
 
+#![warn(missing_docs)]
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 pub mod addr;
 pub mod buslog;
 pub mod dns;

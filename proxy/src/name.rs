@@ -15,12 +15,16 @@ pub enum Host {
 /// Why a host string is not a usable name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
+    /// The host is empty.
     #[error("empty host")]
     Empty,
+    /// The name is longer than [`MAX_NAME`] characters.
     #[error("host longer than 253 characters")]
     TooLong,
+    /// A label is empty or longer than 63 characters.
     #[error("label empty or longer than 63 characters")]
     BadLabel,
+    /// A character a host name may not hold.
     #[error("character not allowed in a host name")]
     BadChar,
 }
@@ -184,16 +188,17 @@ pub fn parse_ipv4_loose(s: &str) -> Option<Ipv4Addr> {
     if head.iter().any(|&n| n > 255) {
         return None;
     }
-    let last_bits = 8 * (5 - nums.len() as u32);
+    let last_bits = 8 * (5 - nums.len());
     if last[0] >= (1u64 << last_bits) {
         return None;
     }
     let mut v: u64 = 0;
     for (i, &n) in head.iter().enumerate() {
-        v |= n << (24 - 8 * i as u32);
+        v |= n << (24 - 8 * i);
     }
     v |= last[0];
-    Some(Ipv4Addr::from(v as u32))
+    // In range: the parts' bounds above keep `v` within 32 bits.
+    Some(Ipv4Addr::from(u32::try_from(v).ok()?))
 }
 
 /// Does `name` (normalised) match `pattern` (normalised)? `*.suffix` matches any name with at
@@ -240,16 +245,14 @@ pub fn punycode_encode(input: &str) -> Option<String> {
         }
         k + (((BASE - TMIN + 1) * delta) / (delta + SKEW))
     }
-    fn digit(d: u32) -> char {
-        (if d < 26 {
-            b'a' + d as u8
-        } else {
-            b'0' + (d as u8 - 26)
-        }) as char
+    /// The digit of value `d` (0 to 35: `a`-`z`, then `0`-`9`).
+    fn digit(d: u32) -> Option<char> {
+        const DIGITS: &[u8; BASE as usize] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        DIGITS.get(usize::try_from(d).ok()?).map(|&b| char::from(b))
     }
     let cps: Vec<u32> = input.chars().map(|c| c as u32).collect();
     let mut out: String = input.chars().filter(|c| c.is_ascii()).collect();
-    let b = out.len() as u32;
+    let b = u32::try_from(out.len()).ok()?;
     let mut h = b;
     if b > 0 {
         out.push('-');
@@ -257,7 +260,7 @@ pub fn punycode_encode(input: &str) -> Option<String> {
     let mut n: u32 = 0x80;
     let mut delta: u32 = 0;
     let mut bias: u32 = 72;
-    let total = cps.len() as u32;
+    let total = u32::try_from(cps.len()).ok()?;
     while h < total {
         let m = *cps.iter().filter(|&&c| c >= n).min()?;
         delta = delta.checked_add((m - n).checked_mul(h + 1)?)?;
@@ -280,11 +283,11 @@ pub fn punycode_encode(input: &str) -> Option<String> {
                     if q < t {
                         break;
                     }
-                    out.push(digit(t + (q - t) % (BASE - t)));
+                    out.push(digit(t + (q - t) % (BASE - t))?);
                     q = (q - t) / (BASE - t);
                     k += BASE;
                 }
-                out.push(digit(q));
+                out.push(digit(q)?);
                 bias = adapt(delta, h + 1, h == b);
                 delta = 0;
                 h += 1;

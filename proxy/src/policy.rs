@@ -134,6 +134,7 @@ pub struct ProxyPolicy {
     /// `[network.resolve]`: names the proxy resolves to these addresses, special ranges
     /// allowed (local registries, tests). Keys normalised.
     pub resolve: BTreeMap<String, Vec<IpAddr>>,
+    /// The call's bounds: connections, bytes, timeouts and the request head's size.
     pub limits: Limits,
 }
 
@@ -151,14 +152,20 @@ pub enum Kind {
 pub enum Decision {
     /// Go on: `host` normalised; `addrs` the mapped addresses when `resolve` names it.
     Allow {
+        /// The host, normalised.
         host: String,
+        /// The port asked for.
         port: u16,
+        /// The addresses `[network.resolve]` maps the name to; `None`: resolve it as usual.
         addrs: Option<Vec<IpAddr>>,
     },
     /// Refuse; `host` normalised when possible, else the raw host (cut to 253 bytes).
     Refuse {
+        /// The host, normalised when possible, else as sent (cut to 253 bytes).
         host: String,
+        /// The port asked for.
         port: u16,
+        /// Why the proxy refuses.
         reason: BlockReason,
     },
 }

@@ -16,8 +16,11 @@ pub const MAX_ENTRIES: usize = 1024;
 /// source `denial`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
+    /// The host refused, as [`Decision::Refuse`](crate::Decision::Refuse) names it.
     pub host: String,
+    /// The port asked for.
     pub port: u16,
+    /// Why it was refused.
     pub reason: BlockReason,
     /// A `denied` for an answer in a special range: the address and its range (the
     /// record's reason names them, and `[network.resolve]`).
@@ -39,6 +42,7 @@ impl Refusal {
 /// The address in a special range that a granted name resolved to (refused `denied`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Special {
+    /// The address the name resolved to.
     pub address: IpAddr,
     /// The range's name, as `crate::addr::special_range` gives it ("private", "loopback",
     /// "carrier-grade NAT", ...).
@@ -225,6 +229,9 @@ mod tests {
         assert_eq!(s.blocked[0].count, 2);
         // Every refusal is in the summary: 32 listed (one of them twice), the rest more.
         let listed: u32 = s.blocked.iter().map(|b| b.count).sum();
-        assert_eq!(listed + s.blocked_more, (MAX_ENTRIES + 10 + 2) as u32);
+        assert_eq!(
+            listed + s.blocked_more,
+            u32::try_from(MAX_ENTRIES + 10 + 2).unwrap()
+        );
     }
 }

@@ -753,13 +753,14 @@ impl Proxy {
     }
 
     fn now_ms(&self) -> u64 {
-        self.inner.epoch.elapsed().as_millis() as u64
+        // Saturating: u64::MAX milliseconds are 584 million years.
+        u64::try_from(self.inner.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Returns once no byte went either way for `idle`. One timer per tunnel, set for when
     /// the tunnel would be idle (not a periodic tick): no wakeup while bytes flow.
     async fn watch_idle(&self, st: &TunnelState, idle: Duration) {
-        let idle_ms = idle.as_millis() as u64;
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
         loop {
             let quiet = self
                 .now_ms()

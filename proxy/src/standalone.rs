@@ -23,11 +23,18 @@ listeners for synthetic addresses 127.77.x.y).";
 /// Parsed options of the standalone runner.
 #[derive(Debug, Clone, Default)]
 pub struct StandaloneArgs {
+    /// `--listen PATH`: the Unix socket clients (and hand-overs) come on.
     pub listen: Option<PathBuf>,
+    /// `--listen-tcp ADDR`: a TCP listener for proxy requests (tests and benchmarks).
     pub listen_tcp: Option<SocketAddr>,
+    /// `--relay-tcp ADDR`: a relay listener to bind and hand over on `listen`.
     pub relay_tcp: Option<SocketAddr>,
+    /// `--dns-udp ADDR`: a DNS socket to bind and hand over on `listen`.
     pub dns_udp: Option<SocketAddr>,
+    /// `--synthetic-tcp ADDR`: listeners for synthetic addresses to bind and hand over on
+    /// `listen`.
     pub synthetic_tcp: Vec<SocketAddr>,
+    /// The grants, allow and deny lists, token hosts, `--resolve` names and limits.
     pub policy: ProxyPolicy,
 }
 

@@ -30,7 +30,7 @@ pub(crate) fn set_pipe_size(pipe: &OwnedFd, size: libc::c_int) -> Option<usize> 
         // SAFETY: as above; F_GETPIPE_SZ only reads.
         cap = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_GETPIPE_SZ) };
     }
-    (cap > 0).then_some(cap as usize)
+    usize::try_from(cap).ok().filter(|&c| c > 0)
 }
 
 /// `splice(2)` of at most `len` bytes `from` -> `to` (no offsets: pipes and sockets).
@@ -49,11 +49,8 @@ pub(crate) fn splice(from: RawFd, to: RawFd, len: usize, flags: libc::c_uint) ->
             flags,
         )
     };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    // Negative (-1) is the only value that does not convert.
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
 /// `shutdown(fd, SHUT_WR)`, result ignored (as the copy's EOF path always did).

@@ -193,6 +193,11 @@ pub fn sni_matches(sni: &str, host: &str) -> bool {
 
 /// A minimal, well-formed TLS 1.2/1.3-style ClientHello record for `sni` (tests, benches and
 /// fuzz seeds; no server would complete a handshake with it).
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a test's hello: its lengths fit their fields for an SNI up to 65,000 bytes, and a \
+              longer one makes a malformed hello either way"
+)]
 pub fn build_client_hello(sni: Option<&str>) -> Vec<u8> {
     let mut body = Vec::new();
     body.extend_from_slice(&[3, 3]);
@@ -227,6 +232,11 @@ pub fn build_client_hello(sni: Option<&str>) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(
+        clippy::cast_possible_truncation,
+        reason = "test data: the lengths of hellos of a few hundred bytes"
+    )]
+
     use super::*;
 
     #[test]

@@ -35,28 +35,84 @@ pub enum Content {
 /// Why a floor write was refused or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum FloorWriteError {
+    /// The edit or line is over [`MAX_EDIT`] bytes.
     #[error("the edit of {path} is {len} bytes, over the {MAX_EDIT} allowed")]
-    TooLarge { path: PathBuf, len: usize },
+    TooLarge {
+        /// The floor file asked.
+        path: PathBuf,
+        /// The edit's or line's length, in bytes.
+        len: usize,
+    },
+    /// The line to append holds a line break (`\n`, `\r`) or a NUL.
     #[error("the line for {path} holds a newline or a NUL: one line only")]
-    BadLine { path: PathBuf },
+    BadLine {
+        /// The floor file asked.
+        path: PathBuf,
+    },
+    /// The path is not absolute, holds `.` or `..`, or names no file.
     #[error("{path} is not an absolute path without `..`")]
-    NotAbsolute { path: PathBuf },
+    NotAbsolute {
+        /// The path asked.
+        path: PathBuf,
+    },
+    /// The path is not below the home.
     #[error("{path} is not inside the home {home}")]
-    OutsideHome { path: PathBuf, home: PathBuf },
+    OutsideHome {
+        /// The path asked.
+        path: PathBuf,
+        /// The home.
+        home: PathBuf,
+    },
+    /// The path leads through a link to a file outside the home; nothing was written.
     #[error("{path} reaches {real} through a link, outside the home: refused")]
-    LinkOutOfHome { path: PathBuf, real: PathBuf },
+    LinkOutOfHome {
+        /// The path asked.
+        path: PathBuf,
+        /// Where its links lead.
+        real: PathBuf,
+    },
+    /// Neither the path nor its real file is a floor (`floors.paths`).
     #[error("{path} is not a floor file (floors.paths)")]
-    NotAFloor { path: PathBuf },
+    NotAFloor {
+        /// The path asked.
+        path: PathBuf,
+    },
+    /// The real file exists and is not a regular file.
     #[error("{path} is not a regular file")]
-    NotAFile { path: PathBuf },
+    NotAFile {
+        /// The real file.
+        path: PathBuf,
+    },
+    /// The file is over [`MAX_FILE`] bytes.
     #[error("{path} is over {MAX_FILE} bytes: not a floor file to rewrite")]
-    FileTooLarge { path: PathBuf },
+    FileTooLarge {
+        /// The real file.
+        path: PathBuf,
+    },
+    /// Reading the file, the home or a directory on the way failed.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// What could not be read.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// Making the backup failed; the file was not written.
     #[error("cannot back up {path}: {source}")]
-    Backup { path: PathBuf, source: io::Error },
+    Backup {
+        /// The real file being backed up.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// Writing the new content failed; the old file stays as it was.
     #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: io::Error },
+    Write {
+        /// The real file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
 }
 
 impl FloorWriteError {

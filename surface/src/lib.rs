@@ -7,6 +7,13 @@
 //! the reviewed [`patterns`] (`patterns.toml`, a reason per entry). It never follows a link,
 //! never opens what is not a plain file, and skips build outputs and caches.
 
+#![warn(missing_docs)]
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 pub mod floor;
 pub mod patterns;
 pub mod questions;

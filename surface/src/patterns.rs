@@ -30,6 +30,7 @@ pub enum Class {
 }
 
 impl Class {
+    /// The class's name, as `patterns.toml` and the wire's `reported_file.class` write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Class::Key => "key",
@@ -102,20 +103,32 @@ struct ExceptEntry {
 /// Why patterns could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum PatternsError {
+    /// The file is not TOML of the patterns' shape.
     #[error("surface patterns: {0}")]
     Toml(#[from] toml::de::Error),
+    /// A name glob does not compile.
     #[error("surface patterns: name glob {glob:?}: {source}")]
     Glob {
+        /// The glob as written.
         glob: String,
+        /// What globset said.
         source: globset::Error,
     },
+    /// A token regex does not compile.
     #[error("surface patterns: token regex {regex:?}: {source}")]
     Regex {
+        /// The regex as written.
         regex: String,
+        /// What the regex crate said.
         source: Box<regex::Error>,
     },
+    /// An entry has no reason: every pattern needs one.
     #[error("surface patterns: an entry of {kind} has an empty reason")]
-    NoReason { kind: &'static str },
+    NoReason {
+        /// The table the entry is in (`name`, `header`, `token`, `skip`, `except`).
+        kind: &'static str,
+    },
+    /// A `skip` entry names both or neither of `name` and `path`.
     #[error("surface patterns: a skip entry needs exactly one of name and path")]
     Skip,
 }
@@ -123,6 +136,7 @@ pub enum PatternsError {
 /// What matched, and why it is a pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Match {
+    /// What the file looks like by this pattern.
     pub class: Class,
     /// The pattern as written (`glob:*.pem`, `header:-----BEGIN ...`, `token:\bAKIA...`).
     pub pattern: String,

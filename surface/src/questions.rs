@@ -204,11 +204,15 @@ fn describe_seen(s: &Seen) -> String {
 /// Why an answer was not recorded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RespondError {
+    /// The conversation has no such open question: an unknown id, or one whose file was not
+    /// in its last scan.
     #[error(
         "no open question {question_id} in conversation {conversation:?} (unknown, or its file is gone since the last scan)"
     )]
     NotFound {
+        /// The conversation named.
         conversation: String,
+        /// The question id named.
         question_id: String,
     },
 }

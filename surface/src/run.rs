@@ -17,10 +17,13 @@ use crate::state::{StateError, Store};
 /// Why a surface scan could not be recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum SurfaceError {
+    /// A project root that is not an absolute path (as given).
     #[error("project {0:?} is not an absolute path")]
     Project(String),
+    /// A conversation name the launch would not take (as given).
     #[error("conversation {0:?}: 1 to 128 of A-Z a-z 0-9 . _ -")]
     Conversation(String),
+    /// Reading or writing the surface's state failed.
     #[error("surface state: {0}")]
     State(#[from] StateError),
 }
@@ -28,10 +31,13 @@ pub enum SurfaceError {
 /// Why an answer could not be recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum SurfaceRespondError {
+    /// A conversation name the launch would not take (as given).
     #[error("conversation {0:?}: 1 to 128 of A-Z a-z 0-9 . _ -")]
     Conversation(String),
+    /// No open question of that id in the conversation.
     #[error(transparent)]
     NotFound(#[from] RespondError),
+    /// Reading or writing the surface's state failed.
     #[error("surface state: {0}")]
     State(#[from] StateError),
 }
@@ -113,7 +119,8 @@ pub fn surface(
             why: p.why.to_string(),
             at: p.at.display().to_string(),
         }),
-        ms: start.elapsed().as_millis() as u64,
+        // Saturating: u64::MAX milliseconds are 584 million years.
+        ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
 }
 

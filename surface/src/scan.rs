@@ -39,7 +39,9 @@ impl Default for Budget {
 /// A file that looks like a secret.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Finding {
+    /// The file, as the scan reached it (below a root it was given).
     pub path: PathBuf,
+    /// What the file looks like.
     pub class: Class,
     /// The pattern that matched, as [`crate::patterns::Match::pattern`].
     pub pattern: String,
@@ -66,8 +68,9 @@ pub struct Scan {
     pub findings: Vec<Finding>,
     /// Set when a bound cut the scan short.
     pub partial: Option<Partial>,
-    /// Entries looked at, files read.
+    /// Entries looked at.
     pub entries: usize,
+    /// Files read.
     pub read: usize,
 }
 

@@ -52,10 +52,12 @@ pub struct Answer {
     /// What the file held when the user answered: a kept file is asked about again when
     /// its class or hosts change.
     pub class: Class,
+    /// The hosts its tokens were for, when the user answered (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
     /// The conversation and question it answered.
     pub conversation: String,
+    /// The question's id (`q1`, `q2`, ...).
     pub question_id: String,
     /// When, in seconds since the epoch.
     pub at: u64,
@@ -64,9 +66,12 @@ pub struct Answer {
 /// What a scan saw at a path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Seen {
+    /// What the file looked like.
     pub class: Class,
+    /// The hosts its tokens are for (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
+    /// The pattern that matched, as [`crate::Finding::pattern`].
     pub pattern: String,
 }
 
@@ -89,6 +94,7 @@ pub struct Conversation {
 /// A token file a scan saw, for the proxy of later calls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenFile {
+    /// The hosts the file's tokens are for.
     pub hosts: Vec<String>,
     /// (dev, ino, size, mtime, mtime_nsec) when scanned: the file is read again only when
     /// it changed.
@@ -98,6 +104,7 @@ pub struct TokenFile {
 /// The whole state file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct State {
+    /// The file's format: 1 as this version writes it (0 when absent).
     #[serde(default)]
     pub version: u32,
     /// Scans recorded, ever.
@@ -106,6 +113,7 @@ pub struct State {
     /// The answers by path (for every conversation and every call of the user).
     #[serde(default)]
     pub answers: BTreeMap<String, Answer>,
+    /// Each conversation's questions and last scan, by conversation name.
     #[serde(default)]
     pub conversations: BTreeMap<String, Conversation>,
     /// The token files of the last scans by path.
@@ -142,23 +150,54 @@ impl State {
 /// Why the state could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// Making the state directory, or reading or tightening its mode (0700), failed.
     #[error("cannot create the state directory {path}: {source}")]
-    Dir { path: PathBuf, source: io::Error },
+    Dir {
+        /// The state directory.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The state directory is a link or another user's.
     #[error(
         "the state directory {path} is not a directory of this user (a link, or another owner)"
     )]
-    NotOurs { path: PathBuf },
+    NotOurs {
+        /// The state directory.
+        path: PathBuf,
+    },
+    /// Taking the state's lock failed.
     #[error("cannot lock {path}: {source}")]
-    Lock { path: PathBuf, source: io::Error },
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// Reading the state file failed.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    Read {
+        /// The state file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The state file is not the state's JSON.
     #[error("cannot parse {path}: {source}")]
     Parse {
+        /// The state file.
         path: PathBuf,
+        /// What serde_json said.
         source: serde_json::Error,
     },
+    /// Writing the state file failed.
     #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: io::Error },
+    Write {
+        /// The state file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
 }
 
 /// The state file of one state directory.
@@ -168,6 +207,7 @@ pub struct Store {
 }
 
 impl Store {
+    /// The store of the state directory `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Store {
         Store { dir: dir.into() }
     }
@@ -177,6 +217,7 @@ impl Store {
         Store::new(state_dir(home))
     }
 
+    /// The state directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -330,7 +371,9 @@ pub fn stamp(path: &Path) -> Option<(u64, u64, u64, i64, i64)> {
 /// changed since; one gone is left out).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ForCalls {
+    /// The paths the user answered to mask, sorted.
     pub masks: Vec<String>,
+    /// The hosts of the token files no answer masks.
     pub token_hosts: BTreeSet<String>,
 }
 

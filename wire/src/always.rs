@@ -17,6 +17,7 @@ pub enum NotSavedReason {
     Io,
     /// The reload after the write did not finish in time.
     ReloadTimeout,
+    /// A reason this reader does not know (a newer service's).
     #[serde(other)]
     Unknown,
 }
@@ -40,12 +41,17 @@ impl NotSavedReason {
 pub enum AlwaysOutcome {
     /// Saved as rule `index` of `[[always]]`; `rule` says it in words.
     Saved {
+        /// The rule's place among the file's `[[always]]` tables, from 0.
         index: u32,
+        /// The saved rule in words (`allow ...`).
         rule: String,
     },
+    /// Not saved; the file is as it was.
     NotSaved {
+        /// Why the rule was not saved.
         reason: NotSavedReason,
     },
+    /// An outcome this reader does not know (a newer service's).
     #[serde(other)]
     Unknown,
 }

@@ -39,6 +39,7 @@ pub struct CallParams {
 /// lines.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PlanParams {
+    /// The call; its members sit at the top level of the params.
     #[serde(flatten)]
     pub call: CallParams,
     /// The fd efrd gives the launcher for its status lines (3 to 1024; default 3).
@@ -56,6 +57,8 @@ pub struct PlanResult {
     pub argv: Vec<String>,
     /// The plan file (0600 in a 0700 dir of the runtime dir), removed at `sandbox.finish`.
     pub plan_file: String,
+    /// The fd the launcher writes its status lines on (the one asked, else 3): efrd runs
+    /// `argv` with it open.
     pub status_fd: i32,
 }
 
@@ -73,11 +76,14 @@ pub struct FinishParams {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputStream {
+    /// The line's standard output.
     Stdout,
+    /// The line's standard error.
     Stderr,
 }
 
 impl OutputStream {
+    /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {
             OutputStream::Stdout => "stdout",
@@ -92,13 +98,16 @@ impl OutputStream {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputData {
+    /// The bytes as UTF-8 text (member `data`).
     Data(String),
+    /// The raw bytes in standard base64 with padding (member `data_b64`).
     DataB64(String),
 }
 
 /// The `started` item: the launcher's `started` status line, as efrd sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Started {
+    /// The launcher's own pid, in its caller's pid namespace.
     pub launcher_pid: u32,
     /// The line's process, as the launcher's pid namespace numbers it (0 when unknown).
     pub pid: u32,
@@ -118,14 +127,21 @@ pub struct Started {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LaunchItem {
+    /// The line is running; always the first item.
     Started(Started),
+    /// Some of the line's output, at most 32 KiB per item, in the order it came.
     Output {
+        /// The stream the bytes came on.
         stream: OutputStream,
+        /// The bytes, as `data` or `data_b64`.
         #[serde(flatten)]
         data: OutputData,
     },
+    /// One of the call's refusals as an `exit_record` (a write, a host, a held cache
+    /// delete, ...).
     Exit {
         // Boxed: an exit record is far larger than the other items.
+        /// The exit record.
         record: Box<ExitRecord>,
     },
 }

@@ -129,6 +129,7 @@ impl ExitSource {
 pub enum Needs {
     /// Contained, with these grants added to the call's own.
     Contained {
+        /// The grants the exit needs (absent when empty).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         grants: Vec<Grant>,
     },
@@ -200,16 +201,22 @@ impl TargetClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TargetOp {
+    /// Reads the path.
     Read,
+    /// Writes the path (makes or changes it).
     Write,
+    /// Deletes the path.
     Delete,
 }
 
 /// A path an exit touches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Target {
+    /// The path, absolute (the classifier writes the home as `~`).
     pub path: String,
+    /// Where the path lies, which sets how it is judged.
     pub class: TargetClass,
+    /// What the exit does to the path.
     pub op: TargetOp,
     /// efr backs the file up before the write runs (false when absent).
     #[serde(default, skip_serializing_if = "is_false")]
@@ -222,6 +229,7 @@ pub struct Target {
 /// A host an exit reaches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HostFact {
+    /// The host name or IP address, as the line names it.
     pub host: String,
     /// Absent when the line names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -258,8 +266,10 @@ pub struct GitCodeItem {
 /// `facts` of an exit record.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Facts {
+    /// The paths the exit touches (absent when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<Target>,
+    /// The network hosts the exit reaches (absent when empty).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostFact>,
     /// Host Unix sockets the line connects to.
@@ -287,8 +297,12 @@ pub struct Facts {
     /// efr cannot see); absent when the whole line was read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub opaque: Vec<String>,
+    /// The caller's count of the user's denials in a row this turn, as `sandbox.classify`
+    /// got it (0 when absent).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub denials_in_a_row: u32,
+    /// The caller's count of the user's denials this turn, as `sandbox.classify` got it (0
+    /// when absent).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub denials_this_turn: u32,
 }
@@ -334,7 +348,9 @@ pub enum JudgedBy {
 /// `judgement` of an exit record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Judgement {
+    /// What the rules say about the exit.
     pub verdict: Verdict,
+    /// Which rule set the verdict.
     pub by: JudgedBy,
     /// Plain sentences; absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -344,7 +360,9 @@ pub struct Judgement {
 /// The payload of a file tool's edit of a floor file (at most 8 KiB).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Edit {
+    /// The floor file the edit writes.
     pub path: String,
+    /// The file's whole new content.
     pub content: String,
 }
 
@@ -357,16 +375,19 @@ pub struct Action {
     /// The simple commands of the line that make this exit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<String>,
+    /// The exit starts a job that outlives the call (false when absent).
     #[serde(default, skip_serializing_if = "is_false")]
     pub background: bool,
     /// A pattern whose match in the job's output wakes the turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<String>,
+    /// The job's end wakes the turn (false when absent).
     #[serde(default, skip_serializing_if = "is_false")]
     pub wake_turn: bool,
     /// Absent when the call starts no job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_minutes: Option<u32>,
+    /// The edit a file tool's exit writes; absent for every other source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit: Option<Edit>,
 }
@@ -374,24 +395,36 @@ pub struct Action {
 /// `exit_record`: one exit with its facts, needs and judgement.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ExitRecord {
+    /// Names the exit within its answer (`x1`, `denial-1`, `host-1`, ...).
     pub id: String,
+    /// Where the exit was found.
     pub source: ExitSource,
+    /// What kind of exit it is.
     pub kind: ExitKind,
     /// One plain line.
     pub summary: String,
+    /// What would run.
     pub action: Action,
+    /// What the exit touches and reaches, for the reviewer.
     pub facts: Facts,
+    /// The launch that would let the exit run.
     pub needs: Needs,
+    /// The verdict of the rules, with who set it and why.
     pub judgement: Judgement,
 }
 
 /// `exit_info`: the exit as an approval question carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ExitInfo {
+    /// The exit record's `id`.
     pub id: String,
+    /// The exit record's `kind`.
     pub kind: ExitKind,
+    /// The exit record's `source`.
     pub source: ExitSource,
+    /// The exit record's `summary`: one plain line.
     pub summary: String,
+    /// The exit record's `needs`.
     pub needs: Needs,
     /// The rule an "allow always" answer would save, in words; absent when no rule may
     /// cover the call.

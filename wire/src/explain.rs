@@ -28,7 +28,9 @@ pub struct ExplainParams {
 pub enum Access {
     /// Hidden (masked, or outside the view).
     None,
+    /// Readable, not writable.
     Read,
+    /// Readable and writable.
     Write,
 }
 
@@ -36,12 +38,19 @@ pub enum Access {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FileKind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// A symbolic link.
     Symlink,
+    /// A Unix socket.
     Socket,
+    /// A named pipe.
     Fifo,
+    /// A block device node.
     BlockDevice,
+    /// A character device node.
     CharDevice,
     /// Nothing is there (yet).
     Missing,
@@ -67,12 +76,14 @@ pub struct LinkInfo {
     pub points_to: String,
     /// Where it leads, every link resolved.
     pub resolved: String,
+    /// What the link leads to, every link followed (`missing` when it dangles).
     pub target_kind: FileKind,
 }
 
 /// The grant that would change what a contained call gets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GrantHint {
+    /// The grant, as a call's `grants` would carry it.
     pub grant: Grant,
     /// What it would change, one line.
     pub effect: String,
@@ -90,19 +101,24 @@ pub struct ExplainResult {
     pub canonical: String,
     /// How efr shows it: relative to a project root, `$SCRATCH/...`, `~/...` or absolute.
     pub shown: String,
+    /// Something is at the path itself (a dangling link is there).
     pub exists: bool,
     /// What the path itself is (a link is `symlink`).
     pub kind: FileKind,
     /// The link the path goes through; absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkInfo>,
+    /// Where the path lies (`masked` or `floor` when a rule says so).
     pub class: TargetClass,
+    /// What a contained call may do at the path.
     pub access: Access,
     /// The rule that makes it writable (a project root, scratch, `/tmp`, a grant).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writable_by: Option<RuleHit>,
+    /// The mask that hides the path or a link it passes; absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub masked: Option<RuleHit>,
+    /// The floor rule the path falls under; absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<RuleHit>,
     /// Read-only although it is inside a writable root.

@@ -21,7 +21,9 @@ use crate::surface::*;
 /// reads back through its Rust type unchanged.
 #[derive(Debug)]
 pub struct Fixture {
+    /// The file's name under `fixtures/v1/`, such as `exit_record.json`.
     pub name: &'static str,
+    /// The value the file holds.
     pub value: Value,
     /// Reads the text through the fixture's type and renders it again.
     pub reread: fn(&str) -> Result<String, String>,

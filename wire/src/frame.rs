@@ -17,16 +17,29 @@ pub const MAX_FRAME: usize = 16 * 1024 * 1024;
 /// Why a frame was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum FrameError {
+    /// The header names a body over [`MAX_FRAME`]; the body is skipped.
     #[error("frame of {len} bytes is over the limit of {MAX_FRAME} bytes")]
-    TooLarge { len: u64 },
+    TooLarge {
+        /// The length the header names, in bytes.
+        len: u64,
+    },
+    /// The header names a body of 0 bytes.
     #[error("frame of 0 bytes holds no json object")]
     Empty,
+    /// The body is not JSON: serde's message.
     #[error("frame is not json: {0}")]
     NotJson(String),
+    /// The body is JSON but not an object.
     #[error("frame holds json that is not an object")]
     NotObject,
+    /// The stream ended inside a header or a body.
     #[error("connection ended inside a frame ({got} of {want} bytes)")]
-    Truncated { got: usize, want: usize },
+    Truncated {
+        /// The bytes of the header or body that arrived.
+        got: usize,
+        /// The bytes the header or body needs.
+        want: usize,
+    },
 }
 
 /// Checks a frame header; the length it names is safe to allocate when this returns Ok.
@@ -53,12 +66,18 @@ pub fn parse_body(body: &[u8]) -> Result<Map<String, Value>, FrameError> {
 /// Why a value could not be written as a frame.
 #[derive(Debug, thiserror::Error)]
 pub enum EncodeError {
+    /// serde_json could not serialize the value.
     #[error("value does not serialize to json: {0}")]
     Json(#[from] serde_json::Error),
+    /// The value serializes to JSON that is not an object.
     #[error("value serializes to something that is not a json object")]
     NotObject,
+    /// The body would be over [`MAX_FRAME`].
     #[error("encoded frame of {len} bytes is over the limit of {MAX_FRAME} bytes")]
-    TooLarge { len: usize },
+    TooLarge {
+        /// The body's length, in bytes.
+        len: usize,
+    },
 }
 
 /// Encodes one value (which must serialize to an object) as a frame.
@@ -70,8 +89,9 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> 
     if body.len() > MAX_FRAME {
         return Err(EncodeError::TooLarge { len: body.len() });
     }
+    let len = u32::try_from(body.len()).map_err(|_| EncodeError::TooLarge { len: body.len() })?;
     let mut out = Vec::with_capacity(4 + body.len());
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&body);
     Ok(out)
 }
@@ -79,8 +99,10 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, EncodeError> 
 /// A failure to read a frame from a blocking reader.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadFrameError {
+    /// The frame was refused.
     #[error(transparent)]
     Frame(#[from] FrameError),
+    /// The reader failed.
     #[error("reading a frame failed: {0}")]
     Io(#[from] io::Error),
 }
@@ -115,8 +137,10 @@ pub fn read_frame<R: Read>(r: &mut R) -> Result<Option<Map<String, Value>>, Read
 /// A failure to write a frame to a blocking writer.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteFrameError {
+    /// The value could not be made a frame.
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    /// The writer failed.
     #[error("writing a frame failed: {0}")]
     Io(#[from] io::Error),
 }
@@ -160,6 +184,7 @@ impl Default for FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// A decoder at the start of a stream, waiting for a header.
     pub fn new() -> Self {
         FrameDecoder {
             buf: Vec::new(),
@@ -170,7 +195,8 @@ impl FrameDecoder {
     /// Adds bytes that arrived. Bytes of a frame being skipped are dropped at once.
     pub fn push(&mut self, mut data: &[u8]) {
         if let State::Skip(left) = &mut self.state {
-            let drop = (*left).min(data.len() as u64) as usize;
+            // A count past usize::MAX is more than any push holds: all of it is dropped.
+            let drop = usize::try_from(*left).map_or(data.len(), |left| left.min(data.len()));
             *left -= drop as u64;
             data = &data[drop..];
             if *left == 0 {
@@ -193,7 +219,8 @@ impl FrameDecoder {
                     match check_header(header) {
                         Ok(len) => self.state = State::Body(len),
                         Err(FrameError::TooLarge { len }) => {
-                            let drop = len.min(self.buf.len() as u64) as usize;
+                            let drop = usize::try_from(len)
+                                .map_or(self.buf.len(), |len| len.min(self.buf.len()));
                             self.buf.drain(..drop);
                             let left = len - drop as u64;
                             self.state = if left == 0 {

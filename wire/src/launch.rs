@@ -25,7 +25,9 @@ pub enum Launch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Bus {
+    /// The user's session bus (`$DBUS_SESSION_BUS_ADDRESS`).
     Session,
+    /// The system bus (`/run/dbus/system_bus_socket`).
     System,
 }
 
@@ -43,11 +45,17 @@ impl Bus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Desktop {
+    /// The Wayland compositor's socket (`$WAYLAND_DISPLAY` in the runtime dir).
     Wayland,
+    /// The X server's socket of `$DISPLAY` (`/tmp/.X11-unix/XN`).
     X11,
+    /// Hyprland's two sockets of `$HYPRLAND_INSTANCE_SIGNATURE`.
     Hyprland,
+    /// Sway's IPC socket (`$SWAYSOCK`).
     Sway,
+    /// i3's IPC socket (`$I3SOCK`).
     I3,
+    /// Niri's IPC socket (`$NIRI_SOCKET`).
     Niri,
 }
 
@@ -81,9 +89,14 @@ impl Desktop {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Grant {
     /// Write access to a path (and below it, for a directory).
-    Write { path: String },
+    Write {
+        /// The path: absolute, or `~/...` for one in the home.
+        path: String,
+    },
     /// Egress through the proxy to one host.
     Host {
+        /// A host name, or `*.suffix` for every name below it (an IP address needs
+        /// `open_network`).
         host: String,
         /// 443 when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,17 +108,35 @@ pub enum Grant {
     /// The host's network as it is.
     OpenNetwork,
     /// Connect to one host Unix socket.
-    Socket { path: String },
+    Socket {
+        /// The socket's path: absolute, or `~/...` for one in the home.
+        path: String,
+    },
     /// The real socket of a bus and its address.
-    Bus { bus: Bus },
+    Bus {
+        /// The bus.
+        bus: Bus,
+    },
     /// The call's own filtered socket of a bus.
-    BusFilter { bus: Bus },
+    BusFilter {
+        /// The bus the filter stands in front of.
+        bus: Bus,
+    },
     /// One device node.
-    Device { path: String },
+    Device {
+        /// The device node's path, such as `/dev/kvm`.
+        path: String,
+    },
     /// Lift one mask.
-    Unmask { path: String },
+    Unmask {
+        /// The masked path to lift, as the mask names it: absolute, or `~/...`.
+        path: String,
+    },
     /// A bind of the one control socket of a desktop, with its variables.
-    Desktop { desktop: Desktop },
+    Desktop {
+        /// The desktop whose socket is bound.
+        desktop: Desktop,
+    },
     /// The host's network namespace with only Unix and netlink sockets.
     NetView,
     /// A kind this reader does not know.

@@ -82,6 +82,7 @@ pub enum CgroupKind {
 pub enum StatusLine {
     /// The line is about to run.
     Started {
+        /// The launcher's own pid, in its caller's pid namespace.
         launcher_pid: u32,
         /// Unix time in milliseconds.
         start_time_ms: u64,
@@ -89,6 +90,7 @@ pub enum StatusLine {
         pid: u32,
         /// The backend the line really ran on.
         backend: RunBackend,
+        /// What Landlock enforced; absent when the init reported nothing of it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         landlock: Option<LandlockReport>,
         /// The seccomp filter is loaded.
@@ -97,17 +99,24 @@ pub enum StatusLine {
         /// The init supervises the line's writes and path sockets.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         supervised: bool,
+        /// How an unsandboxed launch owns its tree; absent for a contained one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cgroup: Option<CgroupKind>,
     },
     /// The sandbox could not start; the command did not run.
-    SetupError { message: String },
+    SetupError {
+        /// What failed, one line.
+        message: String,
+    },
     /// The line ended.
     Exited {
+        /// The line's exit code; absent when a signal ended it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<i32>,
+        /// The signal that ended the line; absent when it exited.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<i32>,
+        /// Milliseconds from the start of the sandbox's setup to the line's end.
         duration_ms: u64,
         /// Paths whose writes the sandbox refused (from the line's stderr).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -6,6 +6,13 @@
 //! `fixtures` holds the frozen example of every type (written to `fixtures/v1/` and compared
 //! byte for byte by the tests) and `schema` the JSON Schema of all of them.
 
+#![warn(missing_docs)]
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 pub mod always;
 pub mod backend;
 pub mod call;

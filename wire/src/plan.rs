@@ -36,7 +36,9 @@ pub enum PlanMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnvVar {
+    /// The variable's name.
     pub name: String,
+    /// Its value, as the line gets it.
     pub value: String,
 }
 
@@ -46,6 +48,7 @@ pub struct EnvVar {
 pub struct Plan {
     /// [`PLAN_VERSION`].
     pub version: u32,
+    /// Contained or unsandboxed.
     pub mode: PlanMode,
     /// The backend of a contained launch (ignored for an unsandboxed one).
     #[serde(default = "default_backend")]
@@ -155,8 +158,12 @@ pub struct ScrubbedFile {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheLayer {
+    /// The real cache (absolute): the overlay's lower dir and where the merged view is
+    /// mounted.
     pub path: String,
+    /// The layer's upper dir: what the call adds, changes or deletes lands here.
     pub upper: String,
+    /// Overlayfs's work dir, on the same file system as `upper`.
     pub work: String,
 }
 
@@ -165,7 +172,9 @@ pub struct CacheLayer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheFile {
+    /// Where the call sees the file (absolute).
     pub path: String,
+    /// The service's empty per-call file bound there.
     pub private: String,
 }
 

@@ -19,12 +19,16 @@ pub enum Size {
 /// Why a size was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SizeError {
+    /// Not a size such as `512M`, `2G` or `25%`.
     #[error("{0:?}: expected a size such as 512M, 2G or 25% (of the memory)")]
     Syntax(String),
+    /// A percentage that is not a whole number from 1 to 100.
     #[error("{0:?}: a percentage of the memory from 1% to 100%")]
     Percent(String),
+    /// Less than [`MIN_BYTES`] (1 MiB).
     #[error("{0:?}: at least 1M")]
     TooSmall(String),
+    /// More bytes than a `u64` holds.
     #[error("{0:?}: too large")]
     TooLarge(String),
 }

@@ -9,7 +9,10 @@ use crate::serde_util::is_false;
 /// `mode_fallback`: the mode a turn asked for could not be had, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ModeFallback {
+    /// The mode the turn asked for.
     pub asked: Mode,
+    /// Why it could not be had: `sandbox_unavailable` (a required self-test failed) or
+    /// `root` (the service runs as root).
     pub reason: String,
 }
 
@@ -46,6 +49,7 @@ pub enum BusProxyOff {
     SelfTest,
     /// The installed xdg-dbus-proxy is too old.
     OldVersion,
+    /// A reason this reader does not know (a newer service's).
     #[serde(other)]
     Unknown,
 }
@@ -70,6 +74,7 @@ pub enum SocketMediation {
     Landlock,
     /// The init's supervisor (seccomp user notification of connect and the sends).
     Supervisor,
+    /// A value this reader does not know (a newer service's).
     #[serde(other)]
     Unknown,
 }
@@ -97,6 +102,8 @@ pub struct SandboxStatus {
     /// The Landlock ABI in force; absent when Landlock is not there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landlock_abi: Option<u32>,
+    /// The seccomp self-test passed: the filter loads and refuses what it should (false
+    /// when absent).
     #[serde(default, skip_serializing_if = "is_false")]
     pub seccomp: bool,
     /// The network view self-test passed.
@@ -129,7 +136,9 @@ pub struct SandboxStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CheckOutcome {
+    /// The test passed.
     Pass,
+    /// The test failed; `detail` says why.
     Fail,
     /// Not run here (such as a backend that is not installed).
     Skip,
@@ -140,7 +149,9 @@ pub enum CheckOutcome {
 pub struct CheckTest {
     /// Such as `userns`, `landlock`, `seccomp`, `netview`, `proxy`.
     pub name: String,
+    /// How the test went.
     pub outcome: CheckOutcome,
+    /// How long it took, in milliseconds.
     pub ms: u64,
     /// One line a person can act on.
     pub detail: String,
@@ -152,7 +163,9 @@ pub struct CheckTest {
 /// `sandbox_check`: the self-tests, run now from inside a contained call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxCheck {
+    /// The status the tests give.
     pub status: SandboxStatus,
+    /// Every self-test, in the order run.
     pub tests: Vec<CheckTest>,
     /// The whole check, in milliseconds.
     pub ms: u64,
@@ -161,8 +174,12 @@ pub struct SandboxCheck {
 /// `sandbox_paths`: the roots the service uses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxPaths {
+    /// The service's runtime dir (`$XDG_RUNTIME_DIR/efr`, or the directory of `--socket`).
     pub runtime_dir: String,
+    /// The service's socket (`<runtime dir>/sandbox.sock` by default).
     pub socket: String,
+    /// The root of the conversations' `$SCRATCH` directories (`<runtime dir>/scratch`).
     pub scratch: String,
+    /// The user's config file (`$XDG_CONFIG_HOME/efr/config.toml`).
     pub config_file: String,
 }

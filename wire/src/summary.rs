@@ -25,6 +25,7 @@ pub enum BlockReason {
     Limit,
     /// The deny list holds the host, or the call could hold a token for it.
     Denied,
+    /// A reason this reader does not know (a newer service's).
     #[serde(other)]
     Unknown,
 }
@@ -58,8 +59,11 @@ impl BlockReason {
 /// `blocked`: the connections the proxy refused for one host, port and reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Blocked {
+    /// The host the call tried to reach, as the proxy saw it.
     pub host: String,
+    /// The port it asked for.
     pub port: u16,
+    /// Why the proxy refused it.
     pub reason: BlockReason,
     /// 1 when absent; sent only when it is not 1.
     #[serde(default = "one", skip_serializing_if = "is_one")]
@@ -69,10 +73,16 @@ pub struct Blocked {
 /// `bus_refused`: what the bus filter refused for one name, member and path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct BusRefused {
+    /// The bus the filter stands in front of.
     pub bus: Bus,
+    /// The bus name the refused call was sent to (`(no dest)` when it named none); at most
+    /// 255 bytes.
     pub name: String,
+    /// The interface and member called, such as `org.example.Iface.Ping`; absent when the
+    /// log names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<String>,
+    /// The object path called; absent when the log names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// 1 when absent.
@@ -96,6 +106,7 @@ pub struct SandboxSummary {
     /// At most 16 entries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bus_refused: Vec<BusRefused>,
+    /// The refused messages `bus_refused` leaves out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub bus_refused_more: u32,
     /// The paths the call deleted in real caches: held, not applied (each is also an exit
@@ -155,6 +166,7 @@ pub struct SandboxSummary {
 /// `efr-sandbox run --json` prints.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Finish {
+    /// What the sandbox saw of the call.
     pub sandbox_summary: SandboxSummary,
     /// The exit records of the call's refusals (a refused write: source `denial`; a
     /// refused host: source `host`); absent when none.
@@ -168,5 +180,6 @@ pub struct Finish {
     pub signal: Option<i32>,
     /// The shell-style status: the code, 128+N for a signal, 125 for a setup error.
     pub exit_status: i32,
+    /// How long the call took, in milliseconds.
     pub duration_ms: u64,
 }

@@ -51,6 +51,7 @@ impl QuestionId {
         QuestionId(format!("q{}", n.max(1)))
     }
 
+    /// The id as its text (`q1`, `q2`, ...).
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -78,7 +79,9 @@ pub enum SurfaceChangeKind {
 /// `surface_change`: one change of what contained calls can reach.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SurfaceChange {
+    /// The file that changed (absolute).
     pub path: String,
+    /// How it changed.
     pub change: SurfaceChangeKind,
     /// Why it matters, one line (such as `holds a token for registry.npmjs.org`).
     pub why: String,
@@ -93,6 +96,7 @@ pub struct SurfaceChange {
 /// `reported_file`: a file outside the project that a turn's calls changed or exposed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ReportedFile {
+    /// The file (absolute).
     pub path: String,
     /// One line: what happened to it.
     pub what: String,
@@ -162,8 +166,10 @@ pub struct SurfaceResult {
 /// Params of `sandbox.surface_respond`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SurfaceRespondParams {
+    /// The conversation the question was asked in (also read as `conversation_id`).
     #[serde(alias = "conversation_id")]
     pub conversation: String,
+    /// The question answered, as `sandbox.surface` gave it.
     pub question_id: QuestionId,
     /// true: leave the file visible and stop asking while what it holds stays the same;
     /// false: mask it from the next contained call on.
@@ -175,6 +181,7 @@ pub struct SurfaceRespondParams {
 pub struct SurfaceRespondResult {
     /// The file the question was about.
     pub path: String,
+    /// The answer, as given.
     pub keep: bool,
     /// The file is masked in contained calls from now on (`keep` false).
     #[serde(default, skip_serializing_if = "is_false")]
@@ -200,6 +207,7 @@ pub struct FloorWriteParams {
 /// link.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HomeFileChanged {
+    /// The floor file written (absolute).
     pub path: String,
     /// The path is a floor file (false when absent).
     #[serde(default, skip_serializing_if = "is_false")]
@@ -215,5 +223,6 @@ pub struct HomeFileChanged {
 /// Result of `sandbox.floor_write`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FloorWriteResult {
+    /// The file written, and where its backup is.
     pub home_file_changed: HomeFileChanged,
 }

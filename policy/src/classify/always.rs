@@ -222,7 +222,8 @@ pub fn save_always(path: &Path, expected: Option<&str>, rule: &AlwaysRule) -> Al
     };
     match write() {
         Ok(()) => AlwaysOutcome::Saved {
-            index: index as u32,
+            // Saturating: a file of more than u32::MAX `[[always]]` tables does not load.
+            index: u32::try_from(index).unwrap_or(u32::MAX),
             rule: describe(rule),
         },
         Err(e) => {
