@@ -46,7 +46,6 @@ pub struct EgressSpec {
     pub ports: Vec<u16>,
 }
 
-/// The bound sockets, until [`Egress::hand_over`].
 /// Why the proxy's sockets could not be bound in the call's namespace or handed over.
 #[derive(Debug, thiserror::Error)]
 pub enum EgressError {
@@ -63,6 +62,7 @@ pub enum EgressError {
     HandOver(#[source] efr_fdpass::inside::HandOverError),
 }
 
+/// The bound sockets, until [`Egress::send`].
 #[derive(Debug)]
 pub struct Egress {
     socket: PathBuf,
