@@ -12,7 +12,9 @@
 # such as main's target/release: no proxy for a call without a host grant). Without it, the
 # pair is this build with no grant against this build with `--grant net_view` (the host's
 # network namespace with only Unix and netlink sockets: no proxy, no network namespace made),
-# which bounds the cost from above (it includes the namespace).
+# which bounds the cost from above (it includes the namespace). With WEAKEN=no_proxy, the
+# pair is this build against itself with the test knob `no_proxy` (its own network
+# namespace, no proxy): the proxy's own share of a launch.
 # Prints medians (microseconds), the ratio of the medians and the median of the per-round
 # differences ("paired").
 # Usage: scripts/bench-proxy-launch.sh [N] [native|bwrap]  (builds release first)
@@ -31,18 +33,23 @@ cleanup() {
   rm -rf "$D"
 }
 trap cleanup EXIT
-if [ -n "${BEFORE:-}" ]; then OLD=$BEFORE; OLDGRANT=""; else OLD=$NEW; OLDGRANT=net_view; fi
+OLDENV=""
+if [ -n "${BEFORE:-}" ]; then OLD=$BEFORE; OLDGRANT=""
+elif [ "${WEAKEN:-}" = no_proxy ]; then
+  OLD=$NEW; OLDGRANT=""; OLDENV="EFR_SANDBOX_TEST_WEAKEN=no_proxy"
+  export EFR_LAUNCH_ALLOW_TEST_WEAKEN=1
+else OLD=$NEW; OLDGRANT=net_view; fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 # --- rpc: one server per build, the client in python (frames: 4-byte length + JSON).
-serve() { # name dir
+serve() { # name dir [VAR=value]
   mkdir -p "$D/run-$1"
-  HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR= "$2/efr-sandbox" serve \
+  env ${3:-} HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR= "$2/efr-sandbox" serve \
     --socket "$D/run-$1/sandbox.sock" </dev/null >/dev/null 2>"$D/serve-$1.log" &
   echo $! > "$D/pid-$1"
 }
 serve new "$NEW"
-serve old "$OLD"
+serve old "$OLD" "$OLDENV"
 python3 - "$D" "$N" "$BACKEND" "$OLDGRANT" "$(cat "$D/pid-new")" "$(cat "$D/pid-old")" <<'EOF'
 import json, os, socket, struct, sys, time
 d, n, backend, oldgrant = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -121,7 +128,7 @@ for k in new old; do kill "$(cat "$D/pid-$k")" 2>/dev/null || true; rm -f "$D/pi
 run_new() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config "$NEW/efr-sandbox" run --project . --backend "$BACKEND" -- true); }
 run_old() {
   if [ -n "$OLDGRANT" ]; then set -- --grant "$OLDGRANT"; fi
-  (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config "$OLD/efr-sandbox" run --project . --backend "$BACKEND" "$@" -- true)
+  (cd "$D/proj" && env $OLDENV HOME=$D/home XDG_CONFIG_HOME=$D/config "$OLD/efr-sandbox" run --project . --backend "$BACKEND" "$@" -- true)
 }
 one() { s=$(date +%s%N); "run_$1" >/dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000 )) >> "$D/t-$1"; }
 for w in 1 2 3 4 5; do run_new >/dev/null 2>&1; run_old >/dev/null 2>&1; done

@@ -28,9 +28,13 @@ pub const SOCKET_NAME: &str = "proxy.sock";
 
 /// Whether a plan gets a proxy: contained with its own network (grants or not: with none,
 /// the proxy only refuses, and each refusal is an exit record naming the grant that would
-/// open it). `net_view` and `open_network` calls use the host's network and get none.
+/// open it). `net_view` and `open_network` calls use the host's network and get none;
+/// nor does a plan weakened with the test knob `no_proxy` (the launcher refuses such a plan
+/// unless its own variable allows it).
 pub fn wanted(plan: &Plan) -> bool {
-    plan.mode == PlanMode::Contained && plan.net() == NetMode::Own
+    plan.mode == PlanMode::Contained
+        && plan.net() == NetMode::Own
+        && !plan.test_weaken.iter().any(|w| w == "no_proxy")
 }
 
 /// The policy of a call: its host grants, the config's allow, deny and resolve lists, and

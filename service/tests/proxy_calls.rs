@@ -508,3 +508,41 @@ fn launch_with_no_grant_carries_host_exits() {
         );
     }
 }
+
+/// The benchmark's knob (`scripts/bench-proxy-launch.sh`, WEAKEN=no_proxy): a call with its
+/// own network and no proxy, the same build otherwise; the launcher refuses such a plan
+/// unless its own variable allows test knobs.
+#[test]
+fn the_no_proxy_knob_drops_the_proxy_only_where_test_knobs_are_allowed() {
+    let dir = temp_env();
+    let proj = dir.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let summary = dir.path().join("summary.json");
+    let run = |allow: bool| {
+        let mut c = command(dir.path());
+        c.env(efr_launcher::plan::TEST_WEAKEN_ENV, "no_proxy");
+        if allow {
+            c.env(efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV, "1");
+        } else {
+            c.env_remove(efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV);
+        }
+        c.arg("run")
+            .arg("--project")
+            .arg(&proj)
+            .arg("--summary")
+            .arg(&summary)
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+    };
+    let o = run(true);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_ne!(v["proxied"], json!(true), "{v}");
+    let o = run(false);
+    assert_eq!(o.status.code(), Some(125), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no_proxy"),
+        "{o:?}"
+    );
+}

@@ -302,24 +302,29 @@ pub enum TestWeaken {
     /// `no_supervise`: the init does not supervise writes (the tests of the post-call
     /// guard, the layer behind it).
     NoSupervise,
+    /// `no_proxy`: the service gives a call with its own network no egress proxy (its
+    /// share of a launch, measured by `scripts/bench-proxy-launch.sh`); the launcher does
+    /// nothing of its own for it.
+    NoProxy,
 }
 
 /// A `test_weaken` entry that names no knob (or a knob without its value).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "test_weaken: unknown entry {0:?} (known: no_landlock, no_masks, seccomp_drop=NAME, \
-     bwrap=PATH, no_supervise)"
+     bwrap=PATH, no_supervise, no_proxy)"
 )]
 pub struct UnknownWeaken(pub String);
 
 impl TestWeaken {
     /// The knobs' names (a `=` ends one that takes a value).
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         "no_landlock",
         "no_masks",
         "seccomp_drop=",
         "bwrap=",
         "no_supervise",
+        "no_proxy",
     ];
 
     /// Reads one entry.
@@ -334,6 +339,7 @@ impl TestWeaken {
             "no_landlock" => TestWeaken::NoLandlock,
             "no_masks" => TestWeaken::NoMasks,
             "no_supervise" => TestWeaken::NoSupervise,
+            "no_proxy" => TestWeaken::NoProxy,
             _ => {
                 if let Some(v) = value("seccomp_drop") {
                     TestWeaken::SeccompDrop(v)
@@ -355,6 +361,7 @@ impl std::fmt::Display for TestWeaken {
             TestWeaken::SeccompDrop(v) => write!(f, "seccomp_drop={v}"),
             TestWeaken::Bwrap(v) => write!(f, "bwrap={v}"),
             TestWeaken::NoSupervise => f.write_str("no_supervise"),
+            TestWeaken::NoProxy => f.write_str("no_proxy"),
         }
     }
 }
