@@ -4,7 +4,7 @@
 //! except when they hold a terminal: then the line gets its own pty, which the launcher
 //! relays (see [`crate::pty`]).
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use efr_sandbox_wire::Backend;
@@ -257,7 +257,7 @@ struct Spawned {
     /// Bubblewrap's stage directory, removed at the end.
     stage: Option<crate::backend::bwrap::Stage>,
     /// Bubblewrap's info pipe (read end, write end): the init's pid comes on it.
-    info: Option<(RawFd, RawFd)>,
+    info: Option<(OwnedFd, OwnedFd)>,
     /// The unsandboxed line's cgroup.
     cgroup: Option<crate::backend::unsandboxed::Cgroup>,
 }
@@ -265,7 +265,7 @@ struct Spawned {
 /// Step 3, contained: computes the view (weakened when a test asks), completes the init's
 /// spec and starts the plan's backend.
 fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawned {
-    let mut info: Option<(RawFd, RawFd)> = None;
+    let mut info: Option<(OwnedFd, OwnedFd)> = None;
     let mut view = None;
     let mut stage = None;
     let backend_name;
@@ -346,17 +346,17 @@ fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawne
                     if with_landlock {
                         spec.landlock = Some(v.landlock.clone());
                     }
-                    let r = match (crate::backend::bwrap::Stage::new(&v), sys::pipe()) {
+                    let r = match (crate::backend::bwrap::Stage::new(&v), sys::pipe_owned()) {
                         (Ok(st), Ok((ir, iw))) => {
-                            info = Some((ir, iw));
                             let r = crate::backend::bwrap::spawn(
                                 &bwrap_path,
                                 &v,
                                 spec,
                                 &st,
                                 report_w,
-                                iw,
+                                iw.as_raw_fd(),
                             );
+                            info = Some((ir, iw));
                             stage = Some(st);
                             r
                         }
@@ -495,7 +495,8 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         Err(e) => return Try::Done(out.setup_error(e.to_string())),
     };
     spec.terminal = relay.as_ref().map(|r| r.spec());
-    let (report_r, report_w) = match sys::pipe() {
+    // Owned: both ends are closed on every way out of this attempt (a retry included).
+    let (report_r, report_w) = match sys::pipe_owned() {
         Ok(p) => p,
         Err(e) => return Try::Done(out.setup_error(format!("pipe: {e}"))),
     };
@@ -525,17 +526,19 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         info,
         cgroup,
     } = if contained {
-        spawn_contained(plan, &mut spec, report_w)
+        spawn_contained(plan, &mut spec, report_w.as_raw_fd())
     } else {
-        spawn_unsandboxed(&spec, report_w)
+        spawn_unsandboxed(&spec, report_w.as_raw_fd())
     };
-    sys::close(report_w);
+    // The write ends are the children's now: the reads below see their end.
+    drop(report_w);
     if let Some(fd) = own_pidfd {
         sys::close(fd);
     }
-    if let Some((_, iw)) = info {
-        sys::close(iw);
-    }
+    let info: Option<OwnedFd> = info.map(|(r, _w)| r);
+    // `report_owned` closes the read end when this attempt returns.
+    let report_owned = report_r;
+    let report_r = report_owned.as_raw_fd();
     let child = match spawned {
         Ok(p) => p,
         Err(e) => return Try::Done(out.setup_error(e.to_string())),
@@ -577,8 +580,8 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         if report_open {
             fds.push((report_r, libc::POLLIN));
         }
-        if let (true, Some((ir, _))) = (info_open, info) {
-            fds.push((ir, libc::POLLIN));
+        if let (true, Some(ir)) = (info_open, &info) {
+            fds.push((ir.as_raw_fd(), libc::POLLIN));
         }
         if let Some(c) = caller.fd() {
             fds.push((c, libc::POLLIN));
@@ -678,7 +681,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                         _ => {}
                     }
                 }
-            } else if info.map(|x| x.0) == Some(fd) {
+            } else if info.as_ref().map(AsRawFd::as_raw_fd) == Some(fd) {
                 // bubblewrap writes its JSON in several writes: read it whole.
                 if n == 0 {
                     info_open = false;
