@@ -11,7 +11,7 @@ use efr_launcher::plan::EnvVar;
 use efr_launcher::status::{LandlockReport, StatusLine};
 use efr_sandbox_wire::{
     Backend, BusProxyOff, CheckOutcome, CheckTest, Grant, Mode, ModeFallback, SandboxCheck,
-    SandboxStatus,
+    SandboxStatus, SelfTest,
 };
 
 use crate::host;
@@ -25,17 +25,17 @@ pub const CANARY: &str = "EFR_PROBE_CANARY_API_TOKEN";
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The tests a working contained call needs (with `backend_<the backend in force>`).
-pub const REQUIRED: &[&str] = &[
-    "userns",
-    "mounts",
-    "masks",
-    "pidns",
-    "netns",
-    "landlock",
-    "seccomp",
-    "caps",
-    "no_new_privs",
-    "env",
+pub const REQUIRED: &[SelfTest] = &[
+    SelfTest::Userns,
+    SelfTest::Mounts,
+    SelfTest::Masks,
+    SelfTest::Pidns,
+    SelfTest::Netns,
+    SelfTest::Landlock,
+    SelfTest::Seccomp,
+    SelfTest::Caps,
+    SelfTest::NoNewPrivs,
+    SelfTest::Env,
 ];
 
 /// The name of the `proxy` check's test host (granted to its call, mapped to the loopback
@@ -274,9 +274,9 @@ fn run_probe(
     run
 }
 
-fn test(name: &str, pass: bool, ms: u64, detail: String, required: bool) -> CheckTest {
+fn test(name: SelfTest, pass: bool, ms: u64, detail: String, required: bool) -> CheckTest {
     CheckTest {
-        name: name.into(),
+        name,
         outcome: if pass {
             CheckOutcome::Pass
         } else {
@@ -288,9 +288,9 @@ fn test(name: &str, pass: bool, ms: u64, detail: String, required: bool) -> Chec
     }
 }
 
-fn skip(name: &str, detail: &str) -> CheckTest {
+fn skip(name: SelfTest, detail: &str) -> CheckTest {
     CheckTest {
-        name: name.into(),
+        name,
         outcome: CheckOutcome::Skip,
         ms: 0,
         detail: detail.into(),
@@ -362,7 +362,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     // Root: full mode is refused.
     let root = host::is_root();
     tests.push(test(
-        "user",
+        SelfTest::User,
         !root,
         0,
         if root {
@@ -376,7 +376,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     // Each backend.
     let mut primary_run = None;
     for b in [Backend::Native, Backend::Bwrap] {
-        let name = format!("backend_{}", b.as_str());
+        let name = SelfTest::backend(b);
         let required = b == opts.backend;
         let t0 = Instant::now();
         let mut bwrap_text = None;
@@ -386,11 +386,11 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
                 Err(e) => {
                     let ms = crate::elapsed_ms(t0);
                     if required {
-                        tests.push(test(&name, false, ms, e, true));
+                        tests.push(test(name, false, ms, e, true));
                     } else {
                         tests.push(CheckTest {
                             outcome: CheckOutcome::Skip,
-                            ..test(&name, false, ms, e, false)
+                            ..test(name, false, ms, e, false)
                         });
                     }
                     continue;
@@ -426,7 +426,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             }
             (None, None) => (false, format!("{prefix}no report")),
         };
-        tests.push(test(&name, pass, ms, detail, required));
+        tests.push(test(name, pass, ms, detail, required));
         if required {
             primary_run = Some(r);
         }
@@ -440,7 +440,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
         ""
     };
     for name in REQUIRED {
-        let inside = run.report.as_ref().and_then(|r| r.get(name));
+        let inside = run.report.as_ref().and_then(|r| r.get(*name));
         let (ms, mut pass, mut detail) = match (inside, &run.error) {
             (Some(t), _) => (t.ms, t.pass, t.detail.clone()),
             (None, Some(e)) => (
@@ -454,12 +454,12 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             (None, None) => (0, false, "not tested: the probe gave no result".into()),
         };
         match *name {
-            "userns" if !pass => {
+            SelfTest::Userns if !pass => {
                 if let Some(b) = host::userns_blocker() {
                     detail = format!("{detail}; {b}");
                 }
             }
-            "landlock" => match &run.landlock {
+            SelfTest::Landlock => match &run.landlock {
                 None if run.report.is_some() => {
                     pass = false;
                     detail =
@@ -489,7 +489,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
                 }
                 None => {}
             },
-            "seccomp" => {
+            SelfTest::Seccomp => {
                 if pass && !run.seccomp_loaded {
                     pass = false;
                     detail = format!("the launcher did not report its filter loaded; {detail}");
@@ -507,13 +507,13 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             }
             _ => {}
         }
-        tests.push(test(name, pass, ms, detail, true));
+        tests.push(test(*name, pass, ms, detail, true));
     }
 
     // The network view.
     if !opts.netview {
         tests.push(skip(
-            "netview",
+            SelfTest::Netview,
             "network.netview is false in the config: net_view grants are refused",
         ));
         status.netview_off = true;
@@ -532,20 +532,29 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             &project,
         );
         let ms = crate::elapsed_ms(t0);
-        let (pass, detail) = match (&r.error, r.report.as_ref().and_then(|x| x.get("netview"))) {
+        let (pass, detail) = match (
+            &r.error,
+            r.report.as_ref().and_then(|x| x.get(SelfTest::Netview)),
+        ) {
             (Some(e), _) => (false, explain_setup(opts.backend, e)),
             (None, Some(t)) => (t.pass, t.detail.clone()),
             (None, None) => (false, "the probe gave no result".into()),
         };
         status.netview = pass;
-        tests.push(test("netview", pass, ms, detail, false));
+        tests.push(test(SelfTest::Netview, pass, ms, detail, false));
     }
 
     // The egress proxy, from inside a call with a host grant.
     let t0 = Instant::now();
     let (pass, detail) = proxy_check(opts, &project);
     status.proxy = pass;
-    tests.push(test("proxy", pass, crate::elapsed_ms(t0), detail, false));
+    tests.push(test(
+        SelfTest::Proxy,
+        pass,
+        crate::elapsed_ms(t0),
+        detail,
+        false,
+    ));
 
     // The bus filter: its self-test, run by the service (a private dbus-daemon).
     let t0 = Instant::now();
@@ -580,7 +589,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     };
     match bus {
         Ok(detail) => {
-            tests.push(test("bus_proxy", true, ms, warn(detail), false));
+            tests.push(test(SelfTest::BusProxy, true, ms, warn(detail), false));
             status.bus_proxy = true;
             status.bus_proxy_off = None;
         }
@@ -591,7 +600,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
                 } else {
                     CheckOutcome::Skip
                 },
-                ..test("bus_proxy", false, ms, warn(detail), false)
+                ..test(SelfTest::BusProxy, false, ms, warn(detail), false)
             });
             status.bus_proxy = false;
             status.bus_proxy_off = Some(off);
@@ -610,7 +619,7 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     // Name the layer that failed rather than the backend's summary of it, when one did.
     let first = failed
         .iter()
-        .find(|t| !t.name.starts_with("backend_") && !t.detail.starts_with("not tested"))
+        .find(|t| !t.name.is_backend() && !t.detail.starts_with("not tested"))
         .or(failed.first());
     if let Some(f) = first {
         status.unavailable = Some(format!("{}: {}", f.name, f.detail));
@@ -698,7 +707,10 @@ fn proxy_check(opts: &CheckOptions, project: &str) -> (bool, String) {
     let r = run_probe(opts, opts.backend, &args, grants, resolve, project);
     let seen = host.seen();
     drop(host);
-    match (&r.error, r.report.as_ref().and_then(|x| x.get("proxy"))) {
+    match (
+        &r.error,
+        r.report.as_ref().and_then(|x| x.get(SelfTest::Proxy)),
+    ) {
         (Some(e), _) => (false, explain_setup(opts.backend, e)),
         (None, Some(t)) if !t.pass => (false, t.detail.clone()),
         (None, Some(t)) => {

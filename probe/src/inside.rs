@@ -9,6 +9,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 
+use efr_sandbox_wire::SelfTest;
 use serde::{Deserialize, Serialize};
 
 use crate::sys;
@@ -16,8 +17,8 @@ use crate::sys;
 /// One self-test's result as the probe reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InsideTest {
-    /// The test's name, such as `landlock` or `seccomp`.
-    pub name: String,
+    /// Which test (its wire name, such as `landlock` or `seccomp`).
+    pub name: SelfTest,
     /// The test passed.
     pub pass: bool,
     /// How long it took, in milliseconds.
@@ -35,7 +36,7 @@ pub struct InsideReport {
 
 impl InsideReport {
     /// The test of this name.
-    pub fn get(&self, name: &str) -> Option<&InsideTest> {
+    pub fn get(&self, name: SelfTest) -> Option<&InsideTest> {
         self.tests.iter().find(|t| t.name == name)
     }
 }
@@ -144,38 +145,38 @@ pub fn main(args: Vec<String>) -> i32 {
 /// Runs the tests the arguments ask for.
 pub fn run(a: &InsideArgs) -> InsideReport {
     let mut tests = Vec::new();
-    let mut t = |name: &str, f: &dyn Fn() -> Result<String, String>| {
+    let mut t = |name: SelfTest, f: &dyn Fn() -> Result<String, String>| {
         let start = Instant::now();
         let r = f();
         tests.push(InsideTest {
-            name: name.into(),
+            name,
             pass: r.is_ok(),
             ms: crate::elapsed_ms(start),
             detail: r.unwrap_or_else(|e| e),
         });
     };
     if a.netview {
-        t("netview", &netview);
+        t(SelfTest::Netview, &netview);
         return InsideReport { tests };
     }
     if let Some(p) = &a.proxy {
-        t("proxy", &|| {
+        t(SelfTest::Proxy, &|| {
             proxy(p, a.denied.as_deref(), a.nonce.as_deref())
         });
         return InsideReport { tests };
     }
-    t("userns", &userns);
-    t("mounts", &|| {
+    t(SelfTest::Userns, &userns);
+    t(SelfTest::Mounts, &|| {
         mounts(a.project.as_deref(), a.hooks.as_deref())
     });
-    t("masks", &|| masks(a.masked.as_deref()));
-    t("pidns", &pidns);
-    t("netns", &|| netns(a.port));
-    t("landlock", &landlock);
-    t("seccomp", &seccomp);
-    t("caps", &caps);
-    t("no_new_privs", &no_new_privs);
-    t("env", &|| env(a.canary.as_deref()));
+    t(SelfTest::Masks, &|| masks(a.masked.as_deref()));
+    t(SelfTest::Pidns, &pidns);
+    t(SelfTest::Netns, &|| netns(a.port));
+    t(SelfTest::Landlock, &landlock);
+    t(SelfTest::Seccomp, &seccomp);
+    t(SelfTest::Caps, &caps);
+    t(SelfTest::NoNewPrivs, &no_new_privs);
+    t(SelfTest::Env, &|| env(a.canary.as_deref()));
     InsideReport { tests }
 }
 

@@ -1,6 +1,7 @@
 //! Run outside any sandbox, every self-test of the probe must fail: no check passes by
 //! construction. (Restrictions are applied in a child, never here: this process has none.)
 
+use efr_sandbox_wire::SelfTest;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
@@ -40,7 +41,7 @@ fn every_test_fails_outside_a_sandbox() {
         ..Default::default()
     };
     let r = probe(&args, &[("EFR_PROBE_TEST_CANARY_TOKEN", "x")]);
-    let names: Vec<&str> = r.tests.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<SelfTest> = r.tests.iter().map(|t| t.name).collect();
     assert_eq!(
         names,
         efr_probe::check::REQUIRED,
@@ -50,26 +51,27 @@ fn every_test_fails_outside_a_sandbox() {
         assert!(!t.pass, "{} passed outside a sandbox: {}", t.name, t.detail);
         assert!(!t.detail.is_empty());
     }
-    let d = |n: &str| r.get(n).unwrap().detail.clone();
+    let d = |n: SelfTest| r.get(n).unwrap().detail.clone();
     assert!(
-        d("netns").contains("shares the host's network"),
+        d(SelfTest::Netns).contains("shares the host's network"),
         "{}",
-        d("netns")
+        d(SelfTest::Netns)
     );
     assert!(
-        d("env").contains("EFR_PROBE_TEST_CANARY_TOKEN"),
+        d(SelfTest::Env).contains("EFR_PROBE_TEST_CANARY_TOKEN"),
         "{}",
-        d("env")
+        d(SelfTest::Env)
     );
     assert!(
-        d("mounts").contains("root is writable") || d("mounts").contains("not mounted read-only"),
+        d(SelfTest::Mounts).contains("root is writable")
+            || d(SelfTest::Mounts).contains("not mounted read-only"),
         "{}",
-        d("mounts")
+        d(SelfTest::Mounts)
     );
     assert!(
-        d("masks").contains("masks are not mounted"),
+        d(SelfTest::Masks).contains("masks are not mounted"),
         "{}",
-        d("masks")
+        d(SelfTest::Masks)
     );
     // Nothing was left behind.
     assert_eq!(std::fs::read_dir(&hooks).unwrap().count(), 0);
@@ -81,7 +83,7 @@ fn every_test_fails_outside_a_sandbox() {
         },
         &[],
     );
-    let t = nv.get("netview").unwrap();
+    let t = nv.get(SelfTest::Netview).unwrap();
     assert!(
         !t.pass && t.detail.contains("socket(AF_INET) worked"),
         "{t:?}"
@@ -132,14 +134,14 @@ fn the_proxy_test_fails_without_a_proxy_and_with_an_open_one() {
     };
     // No proxy variables.
     let r = probe(&args, &[]);
-    let t = r.get("proxy").unwrap();
+    let t = r.get(SelfTest::Proxy).unwrap();
     assert!(!t.pass && t.detail.contains("no HTTPS_PROXY"), "{t:?}");
     // Nobody on the relay port.
     let dead = TcpListener::bind("127.0.0.1:0").unwrap();
     let dead_url = format!("http://{}", dead.local_addr().unwrap());
     drop(dead);
     let r = probe(&args, &[("HTTPS_PROXY", &dead_url)]);
-    let t = r.get("proxy").unwrap();
+    let t = r.get(SelfTest::Proxy).unwrap();
     assert!(
         !t.pass && t.detail.contains("the proxy did not answer"),
         "{t:?}"
@@ -147,7 +149,7 @@ fn the_proxy_test_fails_without_a_proxy_and_with_an_open_one() {
     // A proxy that lets every name through: (a) holds, (b) fails.
     let url = format!("http://127.0.0.1:{}", open_proxy(host.port()));
     let r = probe(&args, &[("HTTPS_PROXY", &url)]);
-    let t = r.get("proxy").unwrap();
+    let t = r.get(SelfTest::Proxy).unwrap();
     assert!(
         !t.pass
             && t.detail

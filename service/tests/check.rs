@@ -74,7 +74,7 @@ fn check_passes_and_reports_every_layer() {
     }
     assert_eq!(o.status.code(), Some(0), "{v:#}");
     for name in efr_probe::check::REQUIRED {
-        let t = test(&v, name);
+        let t = test(&v, name.as_str());
         assert_eq!(t["outcome"], "pass", "{t}");
         assert_eq!(t["required"], true, "{t}");
         assert!(!t["detail"].as_str().unwrap().is_empty());

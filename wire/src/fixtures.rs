@@ -232,6 +232,7 @@ pub fn all() -> Vec<Fixture> {
         fixture("enforcements.json", crate::Enforcement::ALL.to_vec()),
         fixture("buses.json", vec![Bus::Session, Bus::System]),
         fixture("desktops.json", Desktop::ALL.to_vec()),
+        fixture("self_tests.json", crate::SelfTest::ALL.to_vec()),
         fixture(
             "check_outcomes.json",
             vec![CheckOutcome::Pass, CheckOutcome::Fail, CheckOutcome::Skip],
@@ -361,14 +362,14 @@ pub fn all() -> Vec<Fixture> {
                 status: example_status(),
                 tests: vec![
                     CheckTest {
-                        name: "userns".into(),
+                        name: crate::SelfTest::Userns,
                         outcome: CheckOutcome::Pass,
                         ms: 3,
                         detail: "own user namespace, uid 1000 maps to 1000".into(),
                         required: true,
                     },
                     CheckTest {
-                        name: "bwrap".into(),
+                        name: crate::SelfTest::BackendBwrap,
                         outcome: CheckOutcome::Skip,
                         ms: 0,
                         detail: "bubblewrap is not installed (apt install bubblewrap)".into(),

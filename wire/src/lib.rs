@@ -54,7 +54,7 @@ pub use plan::{
 };
 pub use status::{
     Backend, BusProxyOff, CheckOutcome, CheckTest, ModeFallback, SandboxCheck, SandboxPaths,
-    SandboxStatus,
+    SandboxStatus, SelfTest,
 };
 pub use summary::{BlockReason, Blocked, BusRefused, Finish, SandboxSummary};
 pub use surface::{

@@ -144,11 +144,121 @@ pub enum CheckOutcome {
     Skip,
 }
 
+/// The self-tests of `sandbox_check`, by name. A reader takes a name it does not know as
+/// `unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SelfTest {
+    /// Who the service runs as (root is refused full mode).
+    User,
+    /// A contained call on the native backend ran and every layer inside held.
+    BackendNative,
+    /// A contained call under bubblewrap ran and every layer inside held.
+    BackendBwrap,
+    /// Inside: the call has a user namespace of its own.
+    Userns,
+    /// Inside: the project is writable, its `.git/hooks` read-only, the rest of the view
+    /// read-only.
+    Mounts,
+    /// Inside: a masked directory looks empty.
+    Masks,
+    /// Inside: the call has a pid namespace of its own (no host process is visible).
+    Pidns,
+    /// Inside: the call has a network namespace of its own (the host's loopback is out of
+    /// reach).
+    Netns,
+    /// Inside: Landlock is enforced.
+    Landlock,
+    /// Inside: the seccomp filter refuses what it should.
+    Seccomp,
+    /// Inside: the call holds no capability.
+    Caps,
+    /// Inside: no_new_privs is set.
+    NoNewPrivs,
+    /// Inside: a secret-looking variable of the caller's environment is gone.
+    Env,
+    /// A `net_view` call sees the host's network with only Unix and netlink sockets.
+    Netview,
+    /// A call with a host grant reaches its granted host through its proxy, and no other.
+    Proxy,
+    /// The bus filter (xdg-dbus-proxy) passes what its rules allow and refuses the rest.
+    BusProxy,
+    /// A test this reader does not know (a newer service's).
+    #[serde(other)]
+    Unknown,
+}
+
+impl SelfTest {
+    /// Every value, in wire order.
+    pub const ALL: [SelfTest; 17] = [
+        SelfTest::User,
+        SelfTest::BackendNative,
+        SelfTest::BackendBwrap,
+        SelfTest::Userns,
+        SelfTest::Mounts,
+        SelfTest::Masks,
+        SelfTest::Pidns,
+        SelfTest::Netns,
+        SelfTest::Landlock,
+        SelfTest::Seccomp,
+        SelfTest::Caps,
+        SelfTest::NoNewPrivs,
+        SelfTest::Env,
+        SelfTest::Netview,
+        SelfTest::Proxy,
+        SelfTest::BusProxy,
+        SelfTest::Unknown,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SelfTest::User => "user",
+            SelfTest::BackendNative => "backend_native",
+            SelfTest::BackendBwrap => "backend_bwrap",
+            SelfTest::Userns => "userns",
+            SelfTest::Mounts => "mounts",
+            SelfTest::Masks => "masks",
+            SelfTest::Pidns => "pidns",
+            SelfTest::Netns => "netns",
+            SelfTest::Landlock => "landlock",
+            SelfTest::Seccomp => "seccomp",
+            SelfTest::Caps => "caps",
+            SelfTest::NoNewPrivs => "no_new_privs",
+            SelfTest::Env => "env",
+            SelfTest::Netview => "netview",
+            SelfTest::Proxy => "proxy",
+            SelfTest::BusProxy => "bus_proxy",
+            SelfTest::Unknown => "unknown",
+        }
+    }
+
+    /// The test of a backend.
+    pub fn backend(b: Backend) -> SelfTest {
+        match b {
+            Backend::Native => SelfTest::BackendNative,
+            Backend::Bwrap => SelfTest::BackendBwrap,
+        }
+    }
+
+    /// Whether it is the test of a backend.
+    pub fn is_backend(self) -> bool {
+        matches!(self, SelfTest::BackendNative | SelfTest::BackendBwrap)
+    }
+}
+
+impl std::fmt::Display for SelfTest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`: a width in the format (`{:13}`) applies.
+        f.pad(self.as_str())
+    }
+}
+
 /// One self-test of `sandbox_check`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CheckTest {
-    /// Such as `userns`, `landlock`, `seccomp`, `netview`, `proxy`.
-    pub name: String,
+    /// Which test.
+    pub name: SelfTest,
     /// How the test went.
     pub outcome: CheckOutcome,
     /// How long it took, in milliseconds.
