@@ -61,7 +61,10 @@ pub use efr_sandbox_wire::{ClassifyRequest, ClassifyResult};
 /// A path rule of the config, expanded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathRule {
+    /// The rule's path (or pattern) expanded against the environment: absolute, taken
+    /// inside each root, or matching nothing when its variable is unset.
     pub path: RulePath,
+    /// The entry's reason, or where it was set when it gives none.
     pub reason: String,
 }
 
@@ -69,26 +72,46 @@ pub struct PathRule {
 /// environment. Build it once with [`Context::new`] and reuse it.
 #[derive(Debug, Clone)]
 pub struct Context {
+    /// The user's home (`~`).
     pub home: PathBuf,
+    /// `$XDG_RUNTIME_DIR`, when set.
     pub runtime_dir: Option<PathBuf>,
+    /// `$XDG_CONFIG_HOME`, or `~/.config` when it is unset (where git's user config is
+    /// read).
     pub config_home: PathBuf,
+    /// The call's `$SCRATCH` (or the directory of every conversation's scratch), when there
+    /// is one.
     pub scratch: Option<PathBuf>,
+    /// The call's private `/tmp`.
     pub tmp: PathBuf,
+    /// `sandbox.masks`: paths present but empty inside a call.
     pub masks: Vec<PathRule>,
+    /// `sandbox.read_only_inside`: paths read-only inside every writable root.
     pub read_only_inside: Vec<PathRule>,
+    /// `sandbox.writable`: extra writable paths of every contained call.
     pub writable: Vec<PathRule>,
+    /// `sandbox.caches`: the real caches (class `cache`).
     pub caches: Vec<PathRule>,
+    /// `sandbox.build_output`: directory names below which a project path is class
+    /// `build_output`.
     pub build_output: Vec<String>,
+    /// `sandbox.trash`: the trash (class `trash`).
     pub trash: Vec<PathRule>,
+    /// `floors.paths`: the floor files and directories, which only the user writes.
     pub floor_paths: Vec<PathRule>,
     /// Floor line kinds in force (`delete_home`, `download_to_shell`, ...).
     pub floor_lines: BTreeSet<String>,
+    /// `network.allow`: hosts every contained call reaches without a grant.
     pub net_allow: Vec<String>,
+    /// `network.deny`: hosts no grant opens.
     pub net_deny: Vec<String>,
+    /// `network.token_files`: files that can give a call a token for a host, which then
+    /// counts as denied while the call can read the file.
     pub token_files: Vec<PathRule>,
     /// The variables a call of the turn starts with, after the config's `[environment]`
     /// filter ([`Context::with_call_env`]): a token among them denies its host.
     pub call_env: Vec<(String, String)>,
+    /// The config's `[[always]]` rules, in order: "allow always" answers a line can match.
     pub always: Vec<AlwaysRule>,
     /// The env the config's rules were expanded with (for always rule paths).
     pub env: Env,

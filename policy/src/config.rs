@@ -45,7 +45,12 @@ pub enum Source {
     /// Built into the binary (`policy/defaults.toml`).
     Default,
     /// The user's file, at this line (1-based).
-    File { path: PathBuf, line: usize },
+    File {
+        /// The user's config file.
+        path: PathBuf,
+        /// The line of the value in it, 1-based.
+        line: usize,
+    },
 }
 
 impl Source {
@@ -61,7 +66,9 @@ impl Source {
 /// A scalar setting and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setting<T> {
+    /// The value in force.
     pub value: T,
+    /// Where it was set: the built-in defaults or a line of the user's file.
     pub source: Source,
 }
 
@@ -81,6 +88,7 @@ pub struct Entry {
     pub value: String,
     /// Why it is there, one line; empty when the user's entry gives none.
     pub reason: String,
+    /// Where it was set: the built-in defaults or a line of the user's file.
     pub source: Source,
 }
 
@@ -101,6 +109,8 @@ pub use efr_sandbox_wire::BackendChoice;
 /// `[sandbox]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxConfig {
+    /// How a contained call is built: `auto` takes what the probe finds working, or
+    /// `native` or `bwrap`.
     pub backend: Setting<BackendChoice>,
     /// Present but empty inside a call.
     pub masks: Vec<Entry>,
@@ -127,8 +137,11 @@ pub struct SandboxConfig {
 /// One `network.resolve` entry: a name the proxy resolves to a fixed address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolve {
+    /// The host name it maps.
     pub name: String,
+    /// The address the proxy dials for it, without a DNS lookup (special ranges allowed).
     pub address: std::net::IpAddr,
+    /// Where the entry was set: the built-in defaults or a line of the user's file.
     pub source: Source,
 }
 
@@ -266,6 +279,8 @@ pub struct AlwaysRule {
     /// Why, in words (what the user answered to); may be empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// Where the rule was read (the defaults or a line of the user's file); `None` for a
+    /// rule deserialized, as `sandbox.always_save` gets one.
     #[serde(skip)]
     pub source: Option<Source>,
 }
@@ -275,13 +290,21 @@ pub struct AlwaysRule {
 pub struct Config {
     /// The user's file it was read from; `None` when there was none (defaults only).
     pub file: Option<PathBuf>,
+    /// `[sandbox]`: backend, masks, read-only and writable paths, caches, tmpfs sizes.
     pub sandbox: SandboxConfig,
+    /// `[network]`: allowed and denied hosts, fixed resolutions, token files.
     pub network: NetworkConfig,
+    /// `[bus]`: the filtered D-Bus proxy's rules.
     pub bus: BusConfig,
+    /// `[git]`: the git config keys a contained call's repository may keep.
     pub git: GitConfig,
+    /// `[environment]`: what of the caller's environment a contained call starts with.
     pub environment: EnvironmentConfig,
+    /// `[permissions]`: whether full mode may be chosen.
     pub permissions: PermissionsConfig,
+    /// `[floors]`: floor files and the floor line kinds checked.
     pub floors: FloorsConfig,
+    /// The `[[always]]` rules, in order (a rule's index is its number).
     pub always: Vec<AlwaysRule>,
     /// Top-level tables of the file that are not the sandbox's (efrd keeps its own sections,
     /// such as `[model]`, in the same file); they are ignored, and `efr-sandbox config`
@@ -295,26 +318,36 @@ pub enum LoadError {
     /// The file exists but cannot be read.
     #[error("cannot read config file {}: {source}", path.display())]
     Io {
+        /// The config file.
         path: PathBuf,
+        /// What reading it gave.
         #[source]
         source: Arc<std::io::Error>,
     },
     /// The file is not valid TOML (or not UTF-8).
     #[error("config file {} is not valid toml at line {line}, column {column}: {message}", path.display())]
     Parse {
+        /// The config file.
         path: PathBuf,
+        /// The line of the error, 1-based.
         line: usize,
+        /// The column of the error, 1-based.
         column: usize,
+        /// What the TOML parser (or the size or UTF-8 check) said.
         message: String,
     },
     /// The TOML is fine but a key or value is not.
     #[error("config file {} has a bad value at line {line}, column {column}: {key}: {message}", path.display())]
     Invalid {
+        /// The config file.
         path: PathBuf,
         /// The dotted key, such as `sandbox.masks` or `always[2].kind`.
         key: String,
+        /// The line of the bad value, 1-based.
         line: usize,
+        /// The column of the bad value, 1-based.
         column: usize,
+        /// What is wrong with the key or value.
         message: String,
     },
 }
@@ -543,9 +576,13 @@ impl Config {
 pub struct ShownValue {
     /// The dotted key, such as `sandbox.masks` or `always[0]`.
     pub key: String,
+    /// The value, as JSON: a string or bool, or for an always rule its table without the
+    /// reason.
     pub value: serde_json::Value,
+    /// The entry's or always rule's reason; empty for a scalar or one that gives none.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// Where the value was set: the built-in defaults or a line of the user's file.
     pub source: Source,
 }
 

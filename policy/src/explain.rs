@@ -53,16 +53,37 @@ pub use text::render_text;
 /// Why a path could not be explained.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExplainError {
+    /// The path asked, or a project root given, is empty.
     #[error("cannot explain an empty path")]
     EmptyPath,
+    /// The path holds a NUL byte, which no file name can.
     #[error("cannot explain {path}: it holds a nul byte")]
-    Nul { path: String },
+    Nul {
+        /// The path asked.
+        path: String,
+    },
+    /// A relative path, and neither the request nor the environment gives a working
+    /// directory.
     #[error("cannot explain relative path {path}: no working directory was given")]
-    NoCwd { path: String },
+    NoCwd {
+        /// The path asked.
+        path: String,
+    },
+    /// A relative path, and the working directory to resolve it in is relative too.
     #[error("cannot explain {path}: working directory {cwd} is not absolute")]
-    RelativeCwd { path: String, cwd: String },
+    RelativeCwd {
+        /// The path asked.
+        path: String,
+        /// The working directory given.
+        cwd: String,
+    },
+    /// A path (asked, working directory or project root) starts with `~user`; only the home
+    /// itself (`~`, `~/...`) is expanded.
     #[error("cannot explain {path}: ~user paths are not supported, only ~ and ~/...")]
-    TildeUser { path: String },
+    TildeUser {
+        /// The path asked.
+        path: String,
+    },
 }
 
 /// Explains the path of `params` (see the module doc). `params.projects` are the writable

@@ -7,6 +7,7 @@
 //! - [`classify`]: turns a shell line into exit records.
 //! - [`path`]: canonical paths and the one home expansion ([`path::expand_home`]).
 
+#![warn(missing_docs)]
 #![deny(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,

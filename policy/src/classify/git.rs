@@ -35,7 +35,9 @@ pub enum GitLookup {
     /// existing dirs its `.git` file and `commondir` could name, read git's way or
     /// trimmed (for callers that protect them all).
     Unknown {
+        /// The directory that holds the `.git`.
         worktree: PathBuf,
+        /// The existing dirs the `.git` file and `commondir` could name.
         candidates: Vec<PathBuf>,
     },
 }
@@ -262,7 +264,9 @@ fn read_small(p: &Path) -> Option<String> {
 pub struct ConfigEntry {
     /// `section.subsection.key`, section and key lowercased.
     pub key: String,
+    /// The value, unquoted; `true` for a key written without `=`.
     pub value: String,
+    /// The config file the entry was read from (the file itself or one it includes).
     pub file: PathBuf,
 }
 

@@ -17,16 +17,27 @@ use serde::Deserialize;
 /// The data file, as written.
 pub const COMMANDS_TOML: &str = include_str!("../../data/commands.toml");
 
+/// `[[wrapper]]`: a command that runs the rest of its arguments as a command (`sudo`,
+/// `env`, `timeout`, `nohup`); the walker reads the command it runs.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Wrapper {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// Options that take the next word as their argument (`sudo -u USER`), so it is not the
+    /// command.
     #[serde(default)]
     pub opts_with_arg: Vec<String>,
+    /// Options that mean "run nothing" (`sudo -l`, `sudo -v`): with one, no command
+    /// follows.
     #[serde(default)]
     pub no_command_opts: Vec<String>,
+    /// How many positional words come before the command (`timeout 10 cmd`: 1).
     #[serde(default)]
     pub skip_positional: usize,
+    /// `NAME=value` words before the command are the wrapper's (`env A=1 cmd`), not the
+    /// command.
     #[serde(default)]
     pub skip_assignments: bool,
     /// Options whose argument is a command string (`su -c`).
@@ -39,8 +50,12 @@ pub struct Wrapper {
     /// The rest of the words are joined and run through `sh -c` (`watch`).
     #[serde(default)]
     pub string_joined: bool,
+    /// The wrapper itself is a `privilege` exit: it runs the command as another user
+    /// (`sudo`).
     #[serde(default)]
     pub privilege: bool,
+    /// The wrapper itself is a `background` exit: the command can outlive the call
+    /// (`setsid`).
     #[serde(default)]
     pub background: bool,
     /// Background only in a `&` job (`nohup cmd &`); in the foreground the line waits.
@@ -49,10 +64,15 @@ pub struct Wrapper {
     /// Options that make the wrapper wait for the command (`setsid -w`): not background.
     #[serde(default)]
     pub foreground_opts: Vec<String>,
+    /// The wrapper works only outside the sandbox (`systemd-run`, `unshare`): an `outside`
+    /// exit, or an unsandboxed `background` one.
     #[serde(default)]
     pub outside: bool,
+    /// The command runs on the host network through the wrapper (`torsocks`): an
+    /// `open_network` exit.
     #[serde(default)]
     pub open_network: bool,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -60,8 +80,11 @@ pub struct Wrapper {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DefaultPort {
+    /// The servers this port is the default of (a command or `python -m` module name).
     pub names: Vec<String>,
+    /// The port they listen on when the line names none.
     pub port: u16,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -71,7 +94,9 @@ pub struct DefaultPort {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModuleRunner {
+    /// The interpreter's names, matched exactly.
     pub names: Vec<String>,
+    /// Starts of names that are this interpreter too (`python3` for `python3.12`).
     #[serde(default)]
     pub name_prefixes: Vec<String>,
     /// The option that names the module (`-m`).
@@ -79,6 +104,7 @@ pub struct ModuleRunner {
     /// Modules that are package managers: each names a `[[registry]]` command.
     #[serde(default)]
     pub registry_modules: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -93,20 +119,30 @@ pub enum Handler {
     Source,
     /// `trap STRING SIGNAL`: the string is read as a line.
     Trap,
+    /// `git`: its subcommands reach remotes, write repositories and run git code.
     Git,
+    /// `gh`, the GitHub CLI: acts on github.com with the user's token; creating a pull
+    /// request, release, gist or repository uploads.
     Gh,
+    /// `find`: `-exec` runs commands and `-delete` deletes.
     Find,
+    /// `xargs`: runs its command with words from stdin.
     Xargs,
+    /// `parallel`: runs its command for each input.
     Parallel,
+    /// `dd`: `of=` writes a file or a device.
     Dd,
     /// `sed -i`, `perl -i`/`-pi`: writes the files it edits (without `-i` the roles read it).
     InPlace,
+    /// `tar`: extracting writes where `-C` or the archive says.
     Tar,
+    /// `unzip`, `7z`: extracting writes where `-d` or `-o` says.
     Unzip,
     /// `crontab FILE`, `crontab -e`: a floor (`-l` alone lists).
     Crontab,
     /// `mkfs*`, `mkswap`, ...: formats a disk device (a floor) or writes a file.
     Format,
+    /// `ssh`, `mosh`: logs in to another machine; `-L`, `-R` and `-D` forward ports.
     Ssh,
 }
 
@@ -116,135 +152,218 @@ pub enum Handler {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandlerSpec {
+    /// The command names it reads, matched exactly.
     pub names: Vec<String>,
+    /// Starts of command names it reads too (`mkfs` for `mkfs.ext4`).
     #[serde(default)]
     pub name_prefixes: Vec<String>,
+    /// The walker's code that reads them.
     pub handler: Handler,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// `[[shell]]`: a shell, whose `-c STRING` is read as a line; a script file runs code efr
+/// does not read, and no script and no `-c` reads stdin (`curl ... | sh`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Shell {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// Options that take the next word (`-o OPTION`, `--rcfile FILE`), so it is not the
+    /// script.
     #[serde(default)]
     pub opts_with_arg: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// `[[inline]]`: an interpreter whose inline code (`python -c`, `perl -e`) efr does not
+/// read, so such a line is opaque.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Inline {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// The options whose argument is code (`-c`, `-e`): with one the line is opaque.
     pub code_opts: Vec<String>,
+    /// With no script (or `-`), it runs what stdin gives: a download piped into it is the
+    /// `download_to_shell` floor.
     #[serde(default)]
     pub stdin_runs: bool,
+    /// Its program can call `system()` and write files (awk): the walker reads the
+    /// program's redirections instead of making the line opaque.
     #[serde(default)]
     pub system_call: bool,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// What a `[[writer]]` does to the paths it is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WriteOp {
+    /// It creates, writes or changes (mode, owner) the paths.
     Write,
+    /// It deletes the paths.
     Delete,
 }
 
+/// `args` of a `[[writer]]`: which of the command's arguments it writes or deletes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ArgRole {
+    /// Every argument that is not an option.
     All,
+    /// The last argument (the destination of `cp`, `mv`).
     Last,
+    /// All arguments but the first (`chmod MODE FILE...`).
     RestAfterFirst,
+    /// No argument: only what the `dest_opts` name.
     None,
 }
 
+/// `[[writer]]`: a command that writes or deletes paths among its arguments (`rm`, `cp`,
+/// `chmod`, `tee`) or given by an option.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Writer {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// Whether it writes or deletes them.
     pub op: WriteOp,
+    /// Which of its arguments it writes or deletes.
     pub args: ArgRole,
+    /// Options whose argument is a target it writes (`-t DIR`, `-o FILE`).
     #[serde(default)]
     pub dest_opts: Vec<String>,
+    /// Options that take the next word (`-m MODE`), so it is not a target.
     #[serde(default)]
     pub opts_with_arg: Vec<String>,
+    /// The arguments before the destination are deleted (`mv`).
     #[serde(default)]
     pub sources_deleted: bool,
+    /// The command is a `privilege` exit as well (`setcap`: root-equivalent).
     #[serde(default)]
     pub privilege: bool,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// An entry of `[[outside]]`, `[[privilege]]`, `[[background]]` or `[[signal]]`: commands
+/// that are that exit by their name alone (they work only outside the sandbox, gain another
+/// user's rights, leave a job after the call, or signal processes the line names).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Named {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
     /// For package managers: only these subcommands are outside (`apt install`, not
     /// `apt list`).
     #[serde(default)]
     pub install_only: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// `[[server]]`: a command that listens on a port.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Server {
+    /// The server names: a command, a `python -m` module (`http.server`), or a command with
+    /// its subcommand or option (`hugo-server`, `php-S`).
     pub names: Vec<String>,
+    /// Options that take the port it listens on (`-p`, `--port`).
     pub port_opts: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// `[[bus]]`: a command that talks to a D-Bus bus (a `bus` or `bus_filter` grant).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BusSpec {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// The bus it talks to: the session bus or the system bus.
     pub bus: Bus,
     /// Names for which the filtered bus is enough (`notify-send`: a notification, which the
     /// filter lets through); the others need the real bus.
     #[serde(default)]
     pub filtered: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// `[[desktop]]`: a command that talks to the desktop's compositor or display server (a
+/// `desktop` grant).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DesktopSpec {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// The desktop whose socket it needs (Wayland, X11, Hyprland, Sway, i3, Niri).
     pub desktop: Desktop,
+    /// Names and subcommands that only read the desktop's state or reload its config
+    /// (`hyprctl clients`, `grim`): the exit says so.
     #[serde(default)]
     pub read_subcommands: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// `[[socket]]`: a command that talks to a daemon of the host through its socket (docker).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SocketSpec {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// The daemon's sockets, in the order they are tried (`$XDG_RUNTIME_DIR` expanded); the
+    /// first that exists is the one the exit names, else the first.
     pub sockets: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// `host_args` of a `[[network]]` entry: how the hosts the command reaches are read from
+/// its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HostArgs {
+    /// The hosts of its URL arguments (`curl URL`).
     Urls,
+    /// The first positional argument (or a `-h`/`--host` option) is the host (`nc HOST
+    /// PORT`).
     First,
+    /// A `host:path` argument names the remote host (`scp`, `rsync`).
     Remote,
 }
 
+/// `[[network]]`: a command whose arguments name the hosts it reaches (downloaders,
+/// clients, copies to a remote).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Network {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// How its arguments name the hosts it reaches.
     pub host_args: HostArgs,
+    /// It downloads from the hosts it names (curl, wget and their kin).
     #[serde(default)]
     pub downloader: bool,
     /// Names read as sending their download to stdout whatever the options (`xh URL | sh`
     /// runs a download); curl and wget are read by their output options in the walker.
     #[serde(default)]
     pub to_stdout: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -253,16 +372,32 @@ pub struct Network {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SetupName {
+    /// npm's: `--registry`, `npm_config_registry`, the `.npmrc` files and their
+    /// `@scope:registry` lines.
     Npm,
+    /// yarn's: `YARN_NPM_REGISTRY_SERVER`, `.yarnrc.yml` (`npmRegistryServer`,
+    /// `npmScopes`).
     Yarn,
+    /// pip's: `-i`/`--index-url`, `--extra-index-url`, `PIP_INDEX_URL`, a requirements
+    /// file, `pip.conf`.
     Pip,
+    /// uv's: `--index`, `--default-index`, `UV_DEFAULT_INDEX`, `UV_INDEX`, `uv.toml` or
+    /// `[tool.uv]`.
     Uv,
+    /// poetry's: the `[[tool.poetry.source]]` of `pyproject.toml`.
     Poetry,
+    /// cargo's: `.cargo/config.toml` source replacement and `[registries]`,
+    /// `CARGO_REGISTRIES_<NAME>_INDEX`.
     Cargo,
+    /// go's: `GOPROXY`, `GOSUMDB` and go's env file.
     Go,
+    /// gem's and bundler's: `--source`, a Gemfile's `source`, `~/.gemrc`.
     Gem,
+    /// composer's: the repositories of `composer.json` and composer's `config.json`.
     Composer,
+    /// maven's: the repositories of `pom.xml` and the `settings.xml` mirrors of `central`.
     Maven,
+    /// gradle's: the wrapper's `distributionUrl`.
     Gradle,
 }
 
@@ -286,7 +421,9 @@ pub enum ScrubFormat {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryHost {
+    /// The host name.
     pub host: String,
+    /// Why the registry needs it (what is fetched from it).
     pub reason: String,
 }
 
@@ -294,14 +431,22 @@ pub struct RegistryHost {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegistryCache {
+    /// The cache's path, `~/...`, at or below one of the defaults' `sandbox.caches`.
     pub path: String,
+    /// What the manager keeps there.
     pub reason: String,
 }
 
+/// `[[registry]]`: a package manager: the subcommands that fetch or publish, every host its
+/// default registry needs, and the caches it writes.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Registry {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// Subcommands that fetch from the registry (a `host` exit); a two-word subcommand is
+    /// written `first-second` (`pip-install`), and `*` is any.
     #[serde(default)]
     pub fetch: Vec<String>,
     /// Subcommands that fetch only when the lock file names what the cache lacks.
@@ -310,10 +455,15 @@ pub struct Registry {
     /// Words that alone make the command fetch nothing (`mvn --version`).
     #[serde(default)]
     pub quiet: Vec<String>,
+    /// Subcommands that publish (an `upload` exit, needing the user's registry token).
     #[serde(default)]
     pub publish: Vec<String>,
+    /// Options (or words, yarn's `global`) that install outside the project (`-g`,
+    /// `--user`): the install is a write there.
     #[serde(default)]
     pub global_opts: Vec<String>,
+    /// The command fetches a package and runs its code (`npx`, `uvx`), whatever the
+    /// subcommand.
     #[serde(default)]
     pub runner: bool,
     /// Names of the entry that fetch when run with no subcommand (a bare `yarn` installs).
@@ -327,8 +477,11 @@ pub struct Registry {
     /// The hosts publishing reaches, when they are not `hosts`.
     #[serde(default)]
     pub publish_hosts: Vec<RegistryHost>,
+    /// The caches the manager writes, made before a contained call that runs it when they
+    /// do not exist yet.
     #[serde(default)]
     pub caches: Vec<RegistryCache>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -344,6 +497,7 @@ pub struct CredentialHelper {
     /// It asks a socket or service the call's view hides: never a token.
     #[serde(default)]
     pub hidden: bool,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -355,6 +509,7 @@ pub struct SettingsFile {
     pub path: String,
     /// How its secrets are found.
     pub format: ScrubFormat,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -362,13 +517,16 @@ pub struct SettingsFile {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenEnv {
+    /// The environment variables that hold such a token.
     pub names: Vec<String>,
+    /// The hosts a token in one of them is for.
     #[serde(default)]
     pub hosts: Vec<String>,
     /// The registry (a `setup` name) whose host, as the user's setup names it, the token
     /// is for.
     #[serde(default)]
     pub registry: Option<SetupName>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -376,19 +534,29 @@ pub struct TokenEnv {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InstallDest {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// The first positional word must be one of these (empty: any).
     #[serde(default)]
     pub subcommands: Vec<String>,
+    /// Some positional word must be one of these (`install*` matches a prefix; empty: any).
     #[serde(default)]
     pub targets: Vec<String>,
+    /// Some word must be one of these (empty: none needed).
     #[serde(default)]
     pub when_opts: Vec<String>,
+    /// Options that take the destination (`--opt DIR` or `--opt=DIR`).
     #[serde(default)]
     pub dest_opts: Vec<String>,
+    /// `NAME=value` arguments whose value is a destination (`make install PREFIX=...`).
     #[serde(default)]
     pub var_args: Vec<String>,
+    /// Variables of the command's environment whose value is the destination, when the line
+    /// names none.
     #[serde(default)]
     pub env_vars: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -396,10 +564,14 @@ pub struct InstallDest {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GitWrites {
+    /// Subcommands that write the repository they run in (`pull`, `commit`, `checkout`,
+    /// ...).
     #[serde(default)]
     pub subcommands: Vec<String>,
+    /// Subcommands that write only when given an argument (`git branch` alone lists).
     #[serde(default)]
     pub with_args: Vec<String>,
+    /// Why these subcommands count as writes, in words.
     #[serde(default)]
     pub reason: String,
 }
@@ -408,16 +580,23 @@ pub struct GitWrites {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Lasting {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// The first positional word must be one of these (empty: any).
     #[serde(default)]
     pub subcommands: Vec<String>,
+    /// A word must equal one of these, or be a single-dash group holding one of their
+    /// letters (`-dmS`); empty: none needed.
     #[serde(default)]
     pub when_opts: Vec<String>,
+    /// Every one of these must be present too (the same way).
     #[serde(default)]
     pub also_opts: Vec<String>,
     /// Options that stop, list or ask instead of starting (`daemon --stop`).
     #[serde(default)]
     pub unless_opts: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -425,14 +604,21 @@ pub struct Lasting {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheClean {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// The positional words, in order (after options), that make the subcommand (`cache`,
+    /// `clean`).
     pub words: Vec<String>,
+    /// One of these words must be present (empty: none needed).
     #[serde(default)]
     pub when_opts: Vec<String>,
     /// Options that name the cache directory instead (`uv cache clean --cache-dir DIR`).
     #[serde(default)]
     pub dir_opts: Vec<String>,
+    /// The paths it deletes (`~` the home), each one of `sandbox.caches` of the defaults.
     pub caches: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -440,15 +626,25 @@ pub struct CacheClean {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CloudCopy {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// The positional words that make the subcommand (`s3`, `cp`).
     pub words: Vec<String>,
+    /// URL schemes (`s3://`) of a remote destination, the last positional word: only a copy
+    /// to one uploads (empty: the subcommand always uploads).
     #[serde(default)]
     pub schemes: Vec<String>,
+    /// Options whose value is the storage account (`--account-name`).
     #[serde(default)]
     pub account_opts: Vec<String>,
+    /// The variable that names the storage account when no option does (empty: none).
     #[serde(default)]
     pub account_env: String,
+    /// The endpoint the upload reaches: `{bucket}` is the first part after the scheme,
+    /// `{account}` the account.
     pub host: String,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -456,17 +652,27 @@ pub struct CloudCopy {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceUse {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     #[serde(default)]
     pub names: Vec<String>,
+    /// Starts of command names it applies to too (`qemu-system-`).
     #[serde(default)]
     pub name_prefixes: Vec<String>,
+    /// A word equal to one of these makes the command open the devices.
     #[serde(default)]
     pub when_opts: Vec<String>,
+    /// Options whose value, when it holds `value_has`, makes the command open the devices
+    /// (`-accel kvm`).
     #[serde(default)]
     pub value_opts: Vec<String>,
+    /// The text a `value_opts` value must hold (`kvm`). With `when_opts`, both empty: the
+    /// command always opens the devices.
     #[serde(default)]
     pub value_has: String,
+    /// The devices it opens (`/dev/kvm`, `/dev/fuse`).
     pub devices: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
@@ -474,85 +680,131 @@ pub struct DeviceUse {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Keygen {
+    /// The command names this entry applies to, matched against a command's base name
+    /// (`/usr/bin/rm` is `rm`).
     pub names: Vec<String>,
+    /// The command writes keys only with one of these (empty: always, unless one of
+    /// `read_opts` is given).
     #[serde(default)]
     pub when_opts: Vec<String>,
+    /// Options that only read a key (`ssh-keygen -l -f KEY`): nothing is written.
     #[serde(default)]
     pub read_opts: Vec<String>,
+    /// Options that name the key file written (`-f`).
     #[serde(default)]
     pub file_opts: Vec<String>,
+    /// Options that name the key type, which `{type}` of `default` stands for (`-t`).
     #[serde(default)]
     pub type_opts: Vec<String>,
+    /// Options that name the key directory instead of the default (`--homedir`).
     #[serde(default)]
     pub dir_opts: Vec<String>,
+    /// The variable that names the key directory instead of the default (`GNUPGHOME`;
+    /// empty: none).
     #[serde(default)]
     pub dir_env: String,
+    /// What is written when no file or directory is named, `~/...`; `{type}` is the key
+    /// type.
     pub default: String,
+    /// The key type `{type}` stands for when no type option is given (`ed25519`).
     #[serde(default)]
     pub default_type: String,
     /// These options write `other_default` instead (`ssh-keygen -R` edits known_hosts).
     #[serde(default)]
     pub other_opts: Vec<String>,
+    /// The file the `other_opts` write (`~/.ssh/known_hosts`).
     #[serde(default)]
     pub other_default: String,
+    /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
 
+/// The whole of `commands.toml`, as parsed: one list per table kind (`[[wrapper]]`,
+/// `[[registry]]`, ...), each in file order.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct File {
+    /// `[[handler]]`: commands read by the walker's own code.
     #[serde(default)]
     pub handler: Vec<HandlerSpec>,
+    /// `[[module_runner]]`: interpreters whose `-m MODULE` runs a module as a command.
     #[serde(default)]
     pub module_runner: Vec<ModuleRunner>,
+    /// `[[default_port]]`: the port a server listens on when the line names none.
     #[serde(default)]
     pub default_port: Vec<DefaultPort>,
+    /// `[[wrapper]]`: commands that run the rest of their arguments as a command.
     #[serde(default)]
     pub wrapper: Vec<Wrapper>,
+    /// `[[shell]]`: shells, whose `-c` string is read as a line.
     #[serde(default)]
     pub shell: Vec<Shell>,
+    /// `[[inline]]`: interpreters whose inline code efr does not read.
     #[serde(default)]
     pub inline: Vec<Inline>,
+    /// `[[writer]]`: commands that write or delete their arguments.
     #[serde(default)]
     pub writer: Vec<Writer>,
+    /// `[[outside]]`: commands that only work outside the sandbox (their socket, keys or
+    /// system state is outside).
     #[serde(default)]
     pub outside: Vec<Named>,
+    /// `[[privilege]]`: commands that gain another user's rights and are not wrappers.
     #[serde(default)]
     pub privilege: Vec<Named>,
+    /// `[[background]]`: commands (or keywords) that leave a job running after the call.
     #[serde(default)]
     pub background: Vec<Named>,
+    /// `[[signal]]`: commands that send signals to processes the line names.
     #[serde(default)]
     pub signal: Vec<Named>,
+    /// `[[server]]`: commands that listen on a port.
     #[serde(default)]
     pub server: Vec<Server>,
+    /// `[[bus]]`: commands that talk to a D-Bus bus.
     #[serde(default)]
     pub bus: Vec<BusSpec>,
+    /// `[[desktop]]`: commands that talk to the desktop.
     #[serde(default)]
     pub desktop: Vec<DesktopSpec>,
+    /// `[[socket]]`: commands that talk to a daemon through a socket of the host.
     #[serde(default)]
     pub socket: Vec<SocketSpec>,
+    /// `[[network]]`: commands whose arguments name the hosts they reach.
     #[serde(default)]
     pub network: Vec<Network>,
+    /// `[[registry]]`: package managers, their registries' hosts and their caches.
     #[serde(default)]
     pub registry: Vec<Registry>,
+    /// `[[credential_helper]]`: git credential helpers and whether a call could get a token
+    /// from one.
     #[serde(default)]
     pub credential_helper: Vec<CredentialHelper>,
+    /// `[[token_env]]`: environment variables that hold a token for a host.
     #[serde(default)]
     pub token_env: Vec<TokenEnv>,
+    /// `[[settings_file]]`: settings files shown to a call with their secrets removed.
     #[serde(default)]
     pub settings_file: Vec<SettingsFile>,
+    /// `[[install_dest]]`: where installing commands write.
     #[serde(default)]
     pub install_dest: Vec<InstallDest>,
+    /// `[git_writes]`: git subcommands that change the repository they run in.
     #[serde(default)]
     pub git_writes: GitWrites,
+    /// `[[lasting]]`: command forms that leave a job running after the call.
     #[serde(default)]
     pub lasting: Vec<Lasting>,
+    /// `[[cache_clean]]`: subcommands that delete a real cache.
     #[serde(default)]
     pub cache_clean: Vec<CacheClean>,
+    /// `[[cloud_copy]]`: subcommands that upload to a storage service.
     #[serde(default)]
     pub cloud_copy: Vec<CloudCopy>,
+    /// `[[device_use]]`: programs that open a device they do not name.
     #[serde(default)]
     pub device_use: Vec<DeviceUse>,
+    /// `[[keygen]]`: commands that write the keys they make.
     #[serde(default)]
     pub keygen: Vec<Keygen>,
 }
@@ -733,19 +985,34 @@ impl File {
 /// What the knowledge says about one command name.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Roles {
+    /// The `[[wrapper]]` entry that names the command, as an index in `File::wrapper`.
     pub wrapper: Option<usize>,
+    /// The `[[shell]]` entry that names the command, as an index in `File::shell`.
     pub shell: Option<usize>,
+    /// The `[[inline]]` entry that names the command, as an index in `File::inline`.
     pub inline: Option<usize>,
+    /// The `[[writer]]` entry that names the command, as an index in `File::writer`.
     pub writer: Option<usize>,
+    /// The `[[outside]]` entry that names the command, as an index in `File::outside`.
     pub outside: Option<usize>,
+    /// The `[[privilege]]` entry that names the command, as an index in `File::privilege`.
     pub privilege: Option<usize>,
+    /// The `[[background]]` entry that names the command, as an index in
+    /// `File::background`.
     pub background: Option<usize>,
+    /// The `[[signal]]` entry that names the command, as an index in `File::signal`.
     pub signal: Option<usize>,
+    /// The `[[server]]` entry that names the command, as an index in `File::server`.
     pub server: Option<usize>,
+    /// The `[[bus]]` entry that names the command, as an index in `File::bus`.
     pub bus: Option<usize>,
+    /// The `[[desktop]]` entry that names the command, as an index in `File::desktop`.
     pub desktop: Option<usize>,
+    /// The `[[socket]]` entry that names the command, as an index in `File::socket`.
     pub socket: Option<usize>,
+    /// The `[[network]]` entry that names the command, as an index in `File::network`.
     pub network: Option<usize>,
+    /// The `[[registry]]` entry that names the command, as an index in `File::registry`.
     pub registry: Option<usize>,
 }
 
@@ -754,14 +1021,29 @@ pub struct Roles {
 pub enum KnowledgeError {
     /// The file could not be read.
     #[error("cannot read the command knowledge {origin}: {message}")]
-    Read { origin: String, message: String },
+    Read {
+        /// The file: its path, or `EMBEDDED_ORIGIN` for the embedded one.
+        origin: String,
+        /// What reading it gave.
+        message: String,
+    },
     /// The TOML does not parse, or names a field or an enum value that does not exist.
     #[error("the command knowledge {origin} does not parse: {message}")]
-    Parse { origin: String, message: String },
+    Parse {
+        /// The file: its path, or `EMBEDDED_ORIGIN` for the embedded one.
+        origin: String,
+        /// What the TOML parser said, with the line.
+        message: String,
+    },
     /// It parses but says something the classifier cannot use (an entry with no reason, a
     /// reference to a command it does not know, ...).
     #[error("the command knowledge {origin} is not valid: {message}")]
-    Invalid { origin: String, message: String },
+    Invalid {
+        /// The file: its path, or `EMBEDDED_ORIGIN` for the embedded one.
+        origin: String,
+        /// What is wrong, naming the table and entry.
+        message: String,
+    },
 }
 
 /// The knowledge a classifier context uses: loaded, or why not (then every line is opaque).
@@ -773,6 +1055,7 @@ pub const EMBEDDED_ORIGIN: &str = "policy/data/commands.toml (embedded)";
 /// The loaded knowledge with an index by name.
 #[derive(Debug)]
 pub struct Knowledge {
+    /// The file as loaded, every table in file order (the roles index into its lists).
     pub file: File,
     index: HashMap<String, Roles>,
     /// `[[handler]]` by exact name.

@@ -10,6 +10,8 @@ use crate::config::rules::{RulePath, pattern_covers};
 /// What efr knows of one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathInfo {
+    /// Where the path lies, as an exit record names it (project, scratch, home, masked,
+    /// ...).
     pub class: TargetClass,
     /// A contained call of the turn can write it.
     pub writable: bool,

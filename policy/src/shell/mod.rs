@@ -37,6 +37,7 @@ pub const MAX_LEN: usize = 256 * 1024;
 pub struct ParseError {
     /// Char offset where reading stopped.
     pub pos: usize,
+    /// What was wrong there, in a few words.
     pub msg: &'static str,
 }
 

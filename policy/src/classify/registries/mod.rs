@@ -36,7 +36,10 @@ use ruby_php::{composer, gem};
 /// A registry host found in the user's setup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
+    /// The registry's host name.
     pub host: String,
+    /// The port its URL names; 80 for a plain one that names none, none for HTTPS's
+    /// default.
     pub port: Option<u16>,
     /// Plain HTTP (an `http://` registry).
     pub plain: bool,
@@ -60,9 +63,15 @@ pub struct Setup {
 /// One host a line would reach, with why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProposedHost {
+    /// The host name.
     pub host: String,
+    /// The port, when one is named (a plain registry always has one); none: HTTPS's
+    /// default.
     pub port: Option<u16>,
+    /// Plain HTTP (an `http://` registry).
     pub plain: bool,
+    /// Why the line reaches it: the default host's reason, or where the user's setup names
+    /// it.
     pub why: String,
 }
 
