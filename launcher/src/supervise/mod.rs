@@ -147,7 +147,12 @@ where
                 }
                 let l = sys::seccomp_listener(prog).map_err(io("seccomp listener"))?;
                 match crate::sys::fork().map_err(io("fork of the line"))? {
-                    0 => match line() {},
+                    // A panic must not end this thread, the child's only one: its process
+                    // would exit 0, as a line that ran and succeeded.
+                    0 => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(line)) {
+                        Ok(never) => match never {},
+                        Err(_) => crate::sys::exit_now(crate::exit_code::INIT_FAILED),
+                    },
                     pid => Ok((pid, l)),
                 }
             })
