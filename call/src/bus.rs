@@ -281,7 +281,7 @@ impl CallBus {
             summary.bus_refused_more = summary
                 .bus_refused_more
                 .saturating_add(more)
-                .saturating_add(left as u32);
+                .saturating_add(u32::try_from(left).unwrap_or(u32::MAX));
             let mut names: Vec<(&str, u32)> = Vec::new();
             for r in log.refused() {
                 match names.iter_mut().find(|(n, _)| *n == r.name) {

@@ -1498,7 +1498,8 @@ fn remove_at(dir: &OwnedFd, name: &std::ffi::OsStr, is_dir: bool) -> std::io::Re
         let st = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
         unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
         let size = if st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_nlink <= 1 {
-            st.st_size as u64
+            // A plain file's size is never negative.
+            u64::try_from(st.st_size).unwrap_or(0)
         } else {
             0
         };
