@@ -81,24 +81,42 @@ pub fn upstream(bus: Bus, env: &[(String, String)]) -> Result<String, String> {
 /// Why a bus filter cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
+    /// The config turns the bus filter off (`bus.filter = false`), so no filter is started.
     #[error("the bus filter is off (bus.filter = false)")]
     Off,
+    /// The real bus's address is not known from the line's environment.
     #[error("bus filter of the {bus} bus: {msg}")]
-    Upstream { bus: &'static str, msg: String },
+    Upstream {
+        /// The bus (`session` or `system`).
+        bus: &'static str,
+        /// Why there is no address, as `upstream` says.
+        msg: String,
+    },
+    /// The call's 0700 directory for the filters' sockets could not be made or is not ours.
     #[error("bus filter directory {}: {source}", path.display())]
     Dir {
+        /// The directory (or its parent) that failed.
         path: PathBuf,
+        /// What the file system said.
         source: std::io::Error,
     },
+    /// The proxy could not be started (its sync socket pair or its spawn failed).
     #[error("cannot start {}: {source}", program.display())]
     Spawn {
+        /// The xdg-dbus-proxy program run.
         program: PathBuf,
+        /// Why the socket pair or the spawn failed.
         source: std::io::Error,
     },
+    /// The proxy started but wrote no ready byte in time, or its relay could not start;
+    /// the proxy is killed.
     #[error("{} did not get ready on {}: {why}", program.display(), socket.display())]
     NotReady {
+        /// The xdg-dbus-proxy program run.
         program: PathBuf,
+        /// The socket the call was to get.
         socket: PathBuf,
+        /// What went wrong, with the start of the proxy's stderr when it wrote any.
         why: String,
     },
 }
@@ -281,7 +299,7 @@ impl CallBus {
             summary.bus_refused_more = summary
                 .bus_refused_more
                 .saturating_add(more)
-                .saturating_add(left as u32);
+                .saturating_add(u32::try_from(left).unwrap_or(u32::MAX));
             let mut names: Vec<(&str, u32)> = Vec::new();
             for r in log.refused() {
                 match names.iter_mut().find(|(n, _)| *n == r.name) {

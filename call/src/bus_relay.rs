@@ -38,11 +38,15 @@ pub const MAX_CLIENTS: usize = 64;
 /// Why a relay cannot start.
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
+    /// Binding the relay's listening socket failed.
     #[error("bus relay socket {}: {source}", path.display())]
     Listen {
+        /// The socket the call's clients were to connect to.
         path: PathBuf,
+        /// What bind said.
         source: std::io::Error,
     },
+    /// The thread that accepts the clients could not be spawned.
     #[error("bus relay thread: {0}")]
     Thread(std::io::Error),
 }
@@ -286,10 +290,13 @@ pub enum AuthNext {
 /// Why a client's auth is refused (its connection is closed, as the proxy would close it).
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
+    /// The client's first byte is not the nul byte a D-Bus auth starts with.
     #[error("the client's first byte is not the nul byte of the d-bus auth")]
     NoNul,
+    /// No `\r\n` within the first `MAX_AUTH_LINE` bytes of an auth line.
     #[error("an auth line longer than {MAX_AUTH_LINE} bytes")]
     LongLine,
+    /// The client sent more than `MAX_AUTH_LINES` lines before `BEGIN`.
     #[error("more than {MAX_AUTH_LINES} auth lines")]
     ManyLines,
 }

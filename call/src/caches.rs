@@ -50,11 +50,15 @@ const OPAQUE_XATTR: &str = "user.overlay.opaque";
 /// component, `**` any number).
 #[derive(Debug)]
 pub struct Rule {
+    /// The components to match, `*` and `**` as wildcards.
     pub pattern: &'static [&'static str],
+    /// What the merge does with a path that matches.
     pub kind: RuleKind,
+    /// Why, for the review; a refused path's report quotes it.
     pub reason: &'static str,
 }
 
+/// How the merge treats a path a [`Rule`] matches: verified and merged, skipped, or refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuleKind {
     /// npm cacache content: the file's hash must match its path; an existing file is kept.
@@ -71,6 +75,8 @@ pub enum RuleKind {
     Refuse,
 }
 
+/// The merge's rules, the first match of a path deciding: the reviewed list of the formats
+/// it verifies, the files it skips and those it refuses.
 pub const RULES: &[Rule] = &[
     Rule {
         pattern: &[".git", "config"],
@@ -169,9 +175,12 @@ pub fn rule_of(cache: &Path, rel: &Path) -> Option<&'static Rule> {
 /// Why preparing or merging a layer failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LayerError {
+    /// A directory or file of the call's layers could not be made.
     #[error("cannot create the cache layer {path}: {source}")]
     Create {
+        /// What was being made (the layers' dir, a layer, or a private cache file).
         path: String,
+        /// What the file system said.
         source: std::io::Error,
     },
 }
@@ -179,18 +188,33 @@ pub enum LayerError {
 /// Why applying held deletes failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
+    /// The path named is not among the held deletes.
     #[error("{path} is not a held cache delete")]
-    Unknown { path: String },
+    Unknown {
+        /// The path named.
+        path: String,
+    },
+    /// The path is gone or is not what the call deleted (another inode, type or change
+    /// time): none of the deletes asked for is applied.
     #[error("{path} changed since the call deleted it (stale): not applied")]
-    Stale { path: String },
+    Stale {
+        /// The held delete's path.
+        path: String,
+    },
+    /// Removing the path failed (the deletes before it are applied).
     #[error("cannot apply the delete of {path}: {source}")]
     Io {
+        /// The held delete's path.
         path: String,
+        /// What the removal said.
         source: std::io::Error,
     },
+    /// The held deletes' file or its lock could not be read or written.
     #[error("cannot read or write the held deletes {path}: {source}")]
     Store {
+        /// The held deletes' file (`store_path`).
         path: String,
+        /// What the file system said.
         source: std::io::Error,
     },
 }
@@ -288,8 +312,11 @@ pub fn caches_for(
 /// What the service keeps of a contained call for its merge: its layers, its masks in force.
 #[derive(Debug, Clone, Default)]
 pub struct CallCaches {
+    /// The service's state dir, where the layers and the held deletes are.
     pub state: PathBuf,
+    /// The plan's cache layers, one per cache.
     pub layers: Vec<CacheLayer>,
+    /// The masks in force in the call's view: the merge takes nothing below them.
     pub masks: Vec<String>,
 }
 
@@ -525,10 +552,13 @@ pub struct HeldDelete {
     /// The cache it is in.
     pub cache: String,
     /// What it was when the call deleted it: its inode, type and change time, so that a
-    /// delete of something that changed since is stale.
+    /// delete of something that changed since is stale. This is its inode.
     pub ino: u64,
+    /// Whether it was a directory.
     pub dir: bool,
+    /// Its change time's seconds since the epoch.
     pub ctime: i64,
+    /// Its change time's nanoseconds.
     pub ctime_nsec: i64,
 }
 
@@ -1345,6 +1375,7 @@ fn npm_index(cx: &mut Ctx, upper: &Path, rel: &Path) -> Result<(), Stop> {
     Ok(())
 }
 
+/// The file of the held deletes in the state dir `state`.
 pub fn store_path(state: &Path) -> PathBuf {
     state.join("cache-deletes.json")
 }
@@ -1404,7 +1435,9 @@ pub fn held(state: &Path) -> std::io::Result<Vec<HeldDelete>> {
 /// What applying held deletes did.
 #[derive(Debug, Default)]
 pub struct Applied {
+    /// The paths removed, in the order asked.
     pub paths: Vec<String>,
+    /// The bytes freed: the sizes of the plain files removed that had no other link.
     pub freed_bytes: u64,
 }
 
@@ -1498,7 +1531,8 @@ fn remove_at(dir: &OwnedFd, name: &std::ffi::OsStr, is_dir: bool) -> std::io::Re
         let st = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
         unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
         let size = if st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_nlink <= 1 {
-            st.st_size as u64
+            // A plain file's size is never negative.
+            u64::try_from(st.st_size).unwrap_or(0)
         } else {
             0
         };

@@ -45,7 +45,9 @@ use crate::launch::{Chunker, EndOnDrop, OUTPUT_CHUNK, PidFd, launcher, private_d
 /// Where a call's parts live and what serves its proxy.
 #[derive(Debug, Clone)]
 pub struct Ctx {
+    /// The config the calls' plans are built from.
     pub config: Arc<Config>,
+    /// Where the home, the runtime dir and the other places the plans name paths by are.
     pub env: Env,
     /// The dir of the conversations' `/tmp` and `$SCRATCH` (`None`: a call may name no
     /// conversation).
@@ -84,6 +86,7 @@ pub enum PrepareError {
 pub struct SpawnError {
     /// The launcher's executable.
     pub exe: PathBuf,
+    /// What the spawn said.
     #[source]
     pub source: std::io::Error,
 }
@@ -661,18 +664,26 @@ impl PlannedCall {
 /// Why a plan could not be handed out.
 #[derive(Debug, thiserror::Error)]
 pub enum HandOutError {
+    /// The plans' directory could not be made private (0700).
     #[error("{}: {source}", dir.display())]
     Dir {
+        /// The plans' directory.
         dir: PathBuf,
+        /// What the file system said.
         source: std::io::Error,
     },
+    /// No random bytes for the call's token.
     #[error("no random token: {0}")]
     Token(std::io::Error),
+    /// The plan could not be written as JSON.
     #[error("the plan does not serialize: {0}")]
     Serialize(serde_json::Error),
+    /// The plan file could not be written.
     #[error("{}: {source}", file.display())]
     Write {
+        /// The plan file (`<token>.json` in the plans' directory).
         file: PathBuf,
+        /// What the file system said.
         source: std::io::Error,
     },
 }

@@ -143,7 +143,9 @@ impl FloorWatch {
         let mut kept = 0usize;
         for p in w.files() {
             let Some(m) = meta(&p) else { continue };
-            let bytes = if m.2 <= MAX_KEPT_FILE && kept + m.2 as usize <= MAX_KEPT {
+            let bytes = if m.2 <= MAX_KEPT_FILE
+                && usize::try_from(m.2).is_ok_and(|n| kept + n <= MAX_KEPT)
+            {
                 read(&p).inspect(|b| kept += b.len())
             } else {
                 None

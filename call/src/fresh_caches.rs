@@ -20,7 +20,9 @@ use crate::caches::{CACHE_FILES, expand};
 /// What [`make_missing`] made, for the call's summary of what it did on the host.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Made {
+    /// The cache directories made, as the managers make theirs (0755 less the umask).
     pub dirs: Vec<PathBuf>,
+    /// The empty files made beside them: the managers' lock files of `CACHE_FILES`.
     pub files: Vec<PathBuf>,
 }
 

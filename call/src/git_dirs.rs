@@ -58,9 +58,12 @@ pub struct Located {
 /// One key git reads, and the file it comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigValue {
+    /// The config file that sets it (absolute; git's relative origins read from the
+    /// repository).
     pub file: PathBuf,
     /// `section[.sub].name` as git writes it (section and name lower case).
     pub key: String,
+    /// Its value's bytes as git lists them (empty for a key with no `=`).
     pub value: Vec<u8>,
 }
 

@@ -69,14 +69,17 @@ const QUARANTINE: &str = "efr-quarantine";
 
 fn ms(t: std::time::SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
+        // Saturating: `u64::MAX` milliseconds are 584 million years.
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
 }
 
 /// Whether `p` changed at or after `since_ms` (milliseconds since the epoch), by ctime.
 fn changed_since(p: &Path, since_ms: u64) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| {
-        let ms = m.ctime().max(0) as u64 * 1000 + m.ctime_nsec().max(0) as u64 / 1_000_000;
+        // A time before the epoch counts as the epoch.
+        let secs = u64::try_from(m.ctime()).unwrap_or(0);
+        let ms = secs * 1000 + u64::try_from(m.ctime_nsec()).unwrap_or(0) / 1_000_000;
         ms >= since_ms
     })
 }

@@ -623,6 +623,7 @@ pub fn started_item(s: &StatusLine) -> Option<LaunchItem> {
 pub struct PidFd(OwnedFd);
 
 impl PidFd {
+    /// A pidfd of the process `pid` (an error when it is gone).
     pub fn open(pid: u32) -> std::io::Result<PidFd> {
         crate::sys::pidfd_open(pid).map(PidFd)
     }
@@ -640,9 +641,12 @@ impl PidFd {
 pub struct EndOnDrop(Option<PidFd>);
 
 impl EndOnDrop {
+    /// Armed: dropping it ends the process of `p`.
     pub fn new(p: PidFd) -> EndOnDrop {
         EndOnDrop(Some(p))
     }
+
+    /// Disarmed: dropping it signals nothing (the launcher ran to its end).
     pub fn disarm(&mut self) {
         self.0 = None;
     }

@@ -9,6 +9,13 @@
 //!   layers and their merge; [`git_guard`] and [`git_dirs`]: the git code a call left;
 //! - [`sys`]: every `unsafe` of the crate.
 
+#![warn(missing_docs)]
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 pub mod bus;
 pub mod bus_relay;
 pub mod caches;

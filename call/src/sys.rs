@@ -20,7 +20,8 @@ pub fn random_hex(n: usize) -> std::io::Result<String> {
             }
             return Err(e);
         }
-        got += r as usize;
+        // Not negative (checked above).
+        got += r.unsigned_abs();
     }
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
@@ -32,9 +33,16 @@ pub fn euid() -> u32 {
 }
 
 /// A pidfd of process `pid`.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "an fd the kernel returned: not negative (checked) and an int, below the fd limit"
+)]
 pub fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
+    // A pid past `pid_t` names no process: EINVAL, as the kernel answers a negative one.
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -191,7 +199,8 @@ pub fn lgetxattr(path: &std::path::Path, name: &str) -> std::io::Result<Option<V
             _ => Err(e),
         };
     }
-    buf.truncate(r as usize);
+    // Not negative (checked above).
+    buf.truncate(r.unsigned_abs());
     Ok(Some(buf))
 }
 

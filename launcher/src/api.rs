@@ -349,7 +349,10 @@ impl Running {
     /// Ends the whole tree (cancel): SIGTERM to the launcher, which forwards it; the tree
     /// dies with the launcher if it is killed.
     pub fn cancel(&mut self) {
-        let _ = crate::sys::kill(self.child.id() as i32, libc::SIGTERM);
+        // A child's pid is always a pid_t (at most the kernel's pid_max, 2^22).
+        if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
+            let _ = crate::sys::kill(pid, libc::SIGTERM);
+        }
     }
 
     /// Reads every status line and waits for the launcher.

@@ -18,11 +18,15 @@ use crate::sys;
 /// Why the launch cannot go on.
 #[derive(Debug, thiserror::Error)]
 pub enum CallerError {
+    /// The launcher's parent is not the caller `--caller-pid` named: the caller ended
+    /// before the launch started watching it.
     #[error(
         "the caller (pid {expected}) ended before the launch started (the parent is pid {parent})"
     )]
     Gone {
+        /// The caller's pid, as `--caller-pid` named it.
         expected: libc::pid_t,
+        /// The launcher's parent found instead.
         parent: libc::pid_t,
     },
 }

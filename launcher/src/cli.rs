@@ -19,7 +19,9 @@ pub enum CliError {
     /// The plan at `from` (a path, or `fd N`) could not be opened or read.
     #[error("plan {from}: {source}")]
     Plan {
+        /// The plan's path, or `fd N`.
         from: String,
+        /// What the open or the read said.
         #[source]
         source: std::io::Error,
     },

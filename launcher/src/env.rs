@@ -97,7 +97,9 @@ pub const GRANT_VARS: &[(GrantedBy, &str, &str)] = &[
 /// A kept variable dropped because its value looks like a secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dropped {
+    /// The variable's name.
     pub name: String,
+    /// Why: the secret pattern its value matched, or a value too long to check.
     pub why: efr_sandbox_wire::envfilter::DropReason,
 }
 

@@ -55,6 +55,12 @@
 //! (its parent; `--caller-pid` names it, see [`caller`]): when that process dies, by any
 //! signal, the launcher kills the whole call.
 
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 pub mod api;
 pub mod backend;
 pub mod caller;

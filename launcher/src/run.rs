@@ -101,7 +101,8 @@ impl StatusOut {
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
+        // Saturating: `u64::MAX` milliseconds are 584 million years.
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
 }
 
@@ -471,7 +472,7 @@ impl Harvest {
         StatusLine::Exited {
             code,
             signal,
-            duration_ms: start.elapsed().as_millis() as u64,
+            duration_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
             denials: self.supervised_denials,
             full_tmpfs: self.full_tmpfs,
             survivors,
@@ -658,11 +659,12 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                             let pid = if contained {
                                 first_child(sig_target).unwrap_or(0)
                             } else {
-                                child as u32
+                                // 0 when not known, as above (a child's pid is positive).
+                                u32::try_from(child).unwrap_or(0)
                             };
                             h.started = true;
                             out.emit(&StatusLine::Started {
-                                launcher_pid: sys::getpid() as u32,
+                                launcher_pid: std::process::id(),
                                 start_time_ms: start_ms,
                                 pid,
                                 backend: backend_name,
@@ -688,8 +690,12 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
                 } else if info_buf.len() < MAX_INFO {
                     info_buf.extend_from_slice(&buf[..n]);
                     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&info_buf) {
-                        if let Some(p) = v["child-pid"].as_i64() {
-                            sig_target = p as libc::pid_t;
+                        // A pid past pid_t is no pid: not taken.
+                        if let Some(p) = v["child-pid"]
+                            .as_i64()
+                            .and_then(|p| libc::pid_t::try_from(p).ok())
+                        {
+                            sig_target = p;
                             if let Some(r) = &relay {
                                 r.set_init(sig_target);
                             }

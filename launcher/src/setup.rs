@@ -12,33 +12,46 @@ pub enum SetupError {
     /// A file system mounted (`tmpfs`, `proc`, `devpts`, `overlay`) on `path`.
     #[error("mount {what} on {path}: {source}")]
     Mount {
+        /// The file system (`tmpfs`, `proc`, `devpts`, `overlay`).
         what: &'static str,
+        /// Where it was to be mounted.
         path: String,
+        /// What mount said.
         #[source]
         source: io::Error,
     },
     /// A cache's overlay on `path`.
     #[error("mount overlay on {path} (upper {upper}, work {work}): {source}")]
     Overlay {
+        /// The cache the overlay was to go on.
         path: String,
+        /// The overlay's upper dir (the call's layer).
         upper: String,
+        /// The overlay's work dir.
         work: String,
+        /// What mount said.
         #[source]
         source: io::Error,
     },
     /// `src` bound on `path`.
     #[error("bind {src} on {path}: {source}")]
     Bind {
+        /// The path bound.
         src: String,
+        /// Where it was to be bound.
         path: String,
+        /// What mount said.
         #[source]
         source: io::Error,
     },
     /// A mount at `path` made read-only (or remounted: `what`).
     #[error("{what} {path}: {source}")]
     Remount {
+        /// The operation (`make read-only`, `remount read-only`).
         what: &'static str,
+        /// The mount.
         path: String,
+        /// What mount said.
         #[source]
         source: io::Error,
     },
@@ -46,41 +59,59 @@ pub enum SetupError {
     /// of a directory's mask) over `path`.
     #[error("mask {what} over {path}: {source}")]
     Mask {
+        /// The kind of mask (a directory's tmpfs, a file's empty bind, a scrubbed copy, a seal).
         what: &'static str,
+        /// The path masked.
         path: String,
+        /// What the system said.
         #[source]
         source: io::Error,
     },
     /// A file, directory or link of the view made at `path`.
     #[error("create {what} {path}: {source}")]
     Create {
+        /// What was made (a file, a directory, a link).
         what: &'static str,
+        /// The path it was to be made at.
         path: String,
+        /// What the system said.
         #[source]
         source: io::Error,
     },
     /// A file written at `path` (`/proc/self/uid_map`, the stage's `resolv.conf`).
     #[error("write {path}: {source}")]
     Write {
+        /// The file.
         path: String,
+        /// What the write said.
         #[source]
         source: io::Error,
     },
     /// `pivot_root`, `chdir` or a detach (`what`) at `path`.
     #[error("{what} {path}: {source}")]
     Root {
+        /// The operation (`pivot_root`, `chdir`, a detach).
         what: &'static str,
+        /// The path it was done at.
         path: String,
+        /// What the system said.
         #[source]
         source: io::Error,
     },
     /// A path the view needs is not there.
     #[error("{what} {path} is missing")]
-    Missing { what: &'static str, path: String },
+    Missing {
+        /// What is missing and why it is needed (`resolv.conf`, the bwrap backend).
+        what: &'static str,
+        /// The path.
+        path: String,
+    },
     /// A system call with no path (`clone`, `pipe`, `unshare`, loopback).
     #[error("{what}: {source}")]
     Sys {
+        /// The system call (`clone`, `pipe`, `unshare`, loopback).
         what: &'static str,
+        /// What it said.
         #[source]
         source: io::Error,
     },

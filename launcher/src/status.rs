@@ -6,15 +6,25 @@ pub use efr_sandbox_wire::launcher_status::{CgroupKind, LandlockReport, StatusLi
 /// What a run's status lines say, folded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
+    /// The `started` line, when the line started.
     pub started: Option<StatusLine>,
+    /// The `setup_error` line's message: the sandbox could not start, the line did not run.
     pub setup_error: Option<String>,
+    /// The line's exit code (none when a signal ended it or it did not end).
     pub code: Option<i32>,
+    /// The signal that ended the line.
     pub signal: Option<i32>,
+    /// Milliseconds from the start of the setup to the line's end (0 without an `exited`).
     pub duration_ms: u64,
+    /// Paths whose writes the sandbox refused.
     pub denials: Vec<String>,
+    /// The call's own file systems (`/tmp`, `/dev/shm`) that were full.
     pub full_tmpfs: Vec<String>,
+    /// Programs of descendants the launcher could not end.
     pub survivors: Vec<String>,
+    /// Path sockets the call was refused.
     pub socket_denials: Vec<String>,
+    /// Protected files that had more than one hard link at launch.
     pub linked_protected: Vec<String>,
 }
 

@@ -22,6 +22,12 @@ pub(crate) fn check_l(r: libc::c_long) -> io::Result<libc::c_long> {
     }
 }
 
+/// A system call's result (a pid, an fd, a count) as its own type: the kernel returns it in
+/// a long, but it always fits; EOVERFLOW if it did not.
+fn narrow<T: TryFrom<libc::c_long>>(r: libc::c_long) -> io::Result<T> {
+    T::try_from(r).map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))
+}
+
 /// A C string of a Rust string (an interior NUL becomes an `InvalidInput` error).
 pub fn cstr(s: &str) -> io::Result<CString> {
     CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in string"))
@@ -29,6 +35,10 @@ pub fn cstr(s: &str) -> io::Result<CString> {
 
 /// `clone(flags | SIGCHLD)` with fork semantics (no new stack). Returns 0 in the child.
 pub fn clone_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
+    #[allow(
+        clippy::cast_sign_loss,
+        reason = "clone's flags: the int widened to the kernel's unsigned long as C widens it"
+    )]
     // SAFETY: a raw clone without CLONE_VM and with a null stack duplicates the process like
     // fork(2); the launcher is single-threaded, so the child owns a consistent copy of memory.
     // The remaining arguments (parent tid, child tid, tls) are unused without their flags.
@@ -42,7 +52,7 @@ pub fn clone_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
             0usize,
         )
     };
-    check_l(r).map(|p| p as libc::pid_t)
+    check_l(r).and_then(narrow)
 }
 
 /// fork(2). Returns 0 in the child.
@@ -121,6 +131,10 @@ pub fn no_new_privs() -> io::Result<()> {
 /// before 5.9), `close` of every number up to the hard limit of open files (at least 4096,
 /// at most 2^20). Any other failure of `close_range` is returned: fds may be left open.
 pub fn close_from(from: RawFd) -> io::Result<()> {
+    #[allow(
+        clippy::cast_sign_loss,
+        reason = "an fd number (the init passes 4), close_range's unsigned int"
+    )]
     // SAFETY: close_range takes integers; closing fds the process does not use further is the
     // intent (the callers are about to exec).
     let r = unsafe {
@@ -206,7 +220,7 @@ pub fn pipe_owned() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> 
 pub fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` bytes of writes.
     check_l(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } as libc::c_long)
-        .map(|n| n as usize)
+        .and_then(narrow)
 }
 
 /// Writes all of `buf` (retrying on EINTR and short writes).
@@ -221,7 +235,8 @@ pub fn write_all(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
             }
             return Err(e);
         }
-        buf = &buf[r as usize..];
+        // Not negative (checked above).
+        buf = &buf[r.unsigned_abs()..];
     }
     Ok(())
 }
@@ -334,6 +349,10 @@ pub fn unshare(flags: libc::c_int) -> io::Result<()> {
     check(unsafe { libc::unshare(flags) }).map(|_| ())
 }
 
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "IFF_UP | IFF_RUNNING is 0x41, a short (the ioctl's flags field)"
+)]
 pub fn loopback_up() -> io::Result<()> {
     // SAFETY: socket takes integers.
     let s =
@@ -341,7 +360,8 @@ pub fn loopback_up() -> io::Result<()> {
     // SAFETY: ifreq is plain data; all-zero is a valid value.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (i, b) in b"lo\0".iter().enumerate() {
-        ifr.ifr_name[i] = *b as libc::c_char;
+        // The byte as C's char (i8 or u8 by the target).
+        ifr.ifr_name[i] = libc::c_char::from_ne_bytes([*b]);
     }
     // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of the ifreq passed.
     let r = unsafe { libc::ioctl(s, libc::SIOCGIFFLAGS as _, &mut ifr) };
@@ -406,6 +426,11 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
         // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler.
         unsafe { (*info).si_code }
     };
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a signal number: at most SIGRTMAX (64), a byte"
+    )]
     let msg = [sig as u8, if code == 0x80 { 1 } else { 0 }];
     let fd = SIG_PIPE_W.load(Ordering::Relaxed);
     if fd >= 0 {
@@ -470,7 +495,8 @@ pub fn landlock_abi() -> u32 {
             LANDLOCK_CREATE_RULESET_VERSION,
         )
     };
-    if r < 0 { 0 } else { r as u32 }
+    // Negative (no Landlock) reads as 0.
+    u32::try_from(r).unwrap_or(0)
 }
 
 /// Sets FD_CLOEXEC on `fd`.
@@ -572,8 +598,7 @@ pub fn getppid() -> libc::pid_t {
 /// A pidfd of process `pid` (close-on-exec, as pidfd_open always makes it).
 pub fn pidfd_open(pid: libc::pid_t) -> io::Result<RawFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-    check_l(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) })
-        .map(|fd| fd as RawFd)
+    check_l(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) }).and_then(narrow)
 }
 
 /// Whether the process of a pidfd has ended (its pidfd is readable, or hung up once the
@@ -628,7 +653,8 @@ pub fn statfs_bytes(path: &str) -> io::Result<(u64, u64)> {
     // SAFETY: `c` is a NUL-terminated path and `st` a writable buffer, both alive for the
     // call.
     check(unsafe { libc::statfs(c.as_ptr(), &mut st) })?;
-    let bsize = st.f_bsize as u64;
+    // A block size is never negative.
+    let bsize = u64::try_from(st.f_bsize).unwrap_or(0);
     Ok((
         (st.f_blocks as u64).saturating_mul(bsize),
         (st.f_bavail as u64).saturating_mul(bsize),

@@ -432,10 +432,16 @@ pub fn spawn(
             let _ = sys::write_all(sync_w.as_raw_fd(), b"1");
             // The child builds the base of its view meanwhile.
             let bytes = crate::view::handoff::encode(&rest());
-            let mut msg = (bytes.len() as u32).to_le_bytes().to_vec();
-            msg.extend_from_slice(&bytes);
-            let sent = sys::write_all(sync_w.as_raw_fd(), &msg)
-                .map_err(SetupError::sys("write the view to the child"));
+            // A view past u32::MAX bytes is refused here, as the child refuses one past
+            // MAX_REST.
+            let sent = u32::try_from(bytes.len())
+                .map_err(|_| SetupError::Handoff(format!("{} bytes, over {MAX_REST}", bytes.len())))
+                .and_then(|len| {
+                    let mut msg = len.to_le_bytes().to_vec();
+                    msg.extend_from_slice(&bytes);
+                    sys::write_all(sync_w.as_raw_fd(), &msg)
+                        .map_err(SetupError::sys("write the view to the child"))
+                });
             drop(sync_w);
             match sent {
                 Ok(()) => Ok(pid),

@@ -917,6 +917,10 @@ mod tests {
     /// Random mixtures of the pieces sequences are made of: the output never leaks, does
     /// not depend on how the input is cut, and goes through the filter again unchanged.
     #[test]
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "a test's random numbers: any of their bits do"
+    )]
     fn random_mixtures_never_leak() {
         const PIECES: &[&[u8]] = &[
             b"\x1b",

@@ -614,7 +614,9 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
             pfd(if reading { term.input } else { -1 }, libc::POLLIN),
         ];
         let timeout = match ending {
-            Some(d) => d.saturating_duration_since(Instant::now()).as_millis() as i32,
+            // Saturating: the wait is the ending's grace, a few seconds.
+            Some(d) => i32::try_from(d.saturating_duration_since(Instant::now()).as_millis())
+                .unwrap_or(i32::MAX),
             None if hung => 100,
             None => -1,
         };

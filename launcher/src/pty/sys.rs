@@ -162,6 +162,11 @@ static RELAY_SIG_W: AtomicI32 = AtomicI32::new(-1);
 extern "C" fn on_relay_signal(sig: libc::c_int) {
     let fd = RELAY_SIG_W.load(Ordering::Relaxed);
     if fd >= 0 {
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a signal number: SIGWINCH or SIGCONT, below 65"
+        )]
         let b = [sig as u8];
         // SAFETY: write(2) is async-signal-safe; `b` is valid for 1 byte.
         unsafe { libc::write(fd, b.as_ptr().cast(), 1) };
@@ -201,20 +206,14 @@ pub fn blank_termios() -> libc::termios {
 pub fn write(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` bytes of reads.
     let r = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    // Negative (-1) is the only value that does not convert.
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
 
 /// poll(2) on `fds` (a negative fd is left out); the number of fds with events.
 pub fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
     // SAFETY: `fds` is a live slice of `fds.len()` pollfd structs the call reads and writes.
     let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    // Negative (-1) is the only value that does not convert.
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }

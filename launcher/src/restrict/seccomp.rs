@@ -95,7 +95,18 @@ pub mod newer {
 /// above it is answered ENOSYS: a call a later kernel adds (a new mount or namespace call)
 /// is refused until it is reviewed here, and libc treats it as a kernel without it. Raise
 /// it only with each new call put in a table or in [`ALLOWED`] (the syscall-table test).
-pub const NEWEST_KNOWN: u32 = newer::SYS_listns as u32;
+pub const NEWEST_KNOWN: u32 = nr32(newer::SYS_listns);
+
+/// A system call number as the filter compares it: the 32-bit `nr` of `seccomp_data`.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "the numbers of the tables and libc: small and not negative (below 1024), the \
+              kernel's int `nr`"
+)]
+pub(crate) const fn nr32(nr: libc::c_long) -> u32 {
+    nr as u32
+}
 
 /// Refused with EPERM whatever the arguments.
 pub const DENY_EPERM: &[Deny] = &[
@@ -400,32 +411,31 @@ fn rules(net_view: bool, drop: &[String]) -> Vec<(u32, Rule)> {
     let mut v: Vec<(u32, Rule)> = DENY_EPERM
         .iter()
         .filter(|d| !dropped(d.name))
-        .map(|d| (d.nr as u32, Rule::Always(RET_EPERM)))
+        .map(|d| (nr32(d.nr), Rule::Always(RET_EPERM)))
         .chain(
             DENY_ENOSYS
                 .iter()
                 .filter(|d| !dropped(d.name))
-                .map(|d| (d.nr as u32, Rule::Always(RET_ENOSYS))),
+                .map(|d| (nr32(d.nr), Rule::Always(RET_ENOSYS))),
         )
         .collect();
     if !dropped("clone") {
         let mask = CLONE_NS_FLAGS.iter().fold(0u64, |m, &(_, f)| m | f);
-        v.push((
-            libc::SYS_clone as u32,
-            Rule::AnyBit {
-                arg: 0,
-                mask: mask as u32,
-            },
-        ));
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "the CLONE_NEW* flags are all in the low 32 bits, the only ones the rule \
+                      checks"
+        )]
+        let mask = mask as u32;
+        v.push((nr32(libc::SYS_clone), Rule::AnyBit { arg: 0, mask }));
     }
     if !dropped("ioctl") {
-        v.push((
-            libc::SYS_ioctl as u32,
-            Rule::OneOf {
-                arg: 1,
-                values: IOCTL_DENY.iter().map(|&(_, r, _)| r as u32).collect(),
-            },
-        ));
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "an ioctl request is 32 bits: the kernel reads `cmd` as an unsigned int"
+        )]
+        let values = IOCTL_DENY.iter().map(|&(_, r, _)| r as u32).collect();
+        v.push((nr32(libc::SYS_ioctl), Rule::OneOf { arg: 1, values }));
     }
     let inet = if net_view { RET_EPERM } else { RET_ALLOW };
     for (name, nr) in [
@@ -433,7 +443,7 @@ fn rules(net_view: bool, drop: &[String]) -> Vec<(u32, Rule)> {
         ("socketpair", libc::SYS_socketpair),
     ] {
         if !dropped(name) {
-            v.push((nr as u32, Rule::Socket { inet }));
+            v.push((nr32(nr), Rule::Socket { inet }));
         }
     }
     v.sort_by_key(|(nr, _)| *nr);
@@ -653,6 +663,12 @@ pub fn program_bytes(p: &Program) -> Vec<u8> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "test data: system call numbers, socket families and protocols and errnos, all \
+              small and not negative"
+)]
 pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;

@@ -4,7 +4,7 @@
 
 use crate::seccomp::{
     AUDIT_ARCH_NATIVE, JEQ_K, JSET_K, LD_W_ABS, OFF_ARCH, OFF_NR, Program, RET_ALLOW, RET_ERRNO,
-    RET_K, RET_KILL_PROCESS, jump, leaf_of, off_arg_high, off_arg_low, search_tree, stmt,
+    RET_K, RET_KILL_PROCESS, jump, leaf_of, nr32, off_arg_high, off_arg_low, search_tree, stmt,
 };
 
 /// What the filter does with a call.
@@ -181,7 +181,7 @@ pub fn line_only() -> Program {
         stmt(LD_W_ABS, OFF_NR),
     ];
     for nr in [libc::SYS_pidfd_getfd, libc::SYS_process_vm_writev] {
-        p.push(jump(JEQ_K, nr as u32, 0, 1).expect("small jump"));
+        p.push(jump(JEQ_K, nr32(nr), 0, 1).expect("small jump"));
         p.push(stmt(RET_K, RET_ERRNO | libc::EPERM as u32));
     }
     p.push(stmt(RET_K, RET_ALLOW));
@@ -215,7 +215,7 @@ pub fn bodies() -> Vec<(u32, Program)> {
             ],
         }
     };
-    let mut v: Vec<(u32, Program)> = TABLE.iter().map(|e| (e.nr as u32, body(e.kind))).collect();
+    let mut v: Vec<(u32, Program)> = TABLE.iter().map(|e| (nr32(e.nr), body(e.kind))).collect();
     v.sort_by_key(|(nr, _)| *nr);
     v
 }
@@ -240,6 +240,13 @@ pub fn program() -> Program {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap,
+    reason = "test data: system call numbers and open flags, small and not negative, and an \
+              action read as the signed number the kernel compares"
+)]
 mod tests {
     use super::*;
     use crate::seccomp::tests::{run, run_counted};

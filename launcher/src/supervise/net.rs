@@ -111,7 +111,12 @@ impl Call<'_> {
         if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
             return Err(libc::ECONNREFUSED);
         }
-        let mut addr = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "AF_UNIX is 1, a sa_family_t (u16)"
+        )]
+        let mut addr = (libc::AF_UNIX as libc::sa_family_t).to_ne_bytes().to_vec();
         addr.extend_from_slice(format!("/proc/self/fd/{}", inode.as_raw_fd()).as_bytes());
         addr.push(0);
         Ok(Route {
@@ -182,7 +187,9 @@ impl Call<'_> {
                 Reply::Val(n) => {
                     // `msg_len` follows the msghdr in a `struct mmsghdr`.
                     let len_at = at + sys::MSGHDR_SIZE as u64;
-                    let _ = sys::write_mem(self.tid(), len_at, &(n as u32).to_ne_bytes());
+                    // The bytes sent: at most MAX_DATA, always a u32.
+                    let n = u32::try_from(n).unwrap_or(u32::MAX);
+                    let _ = sys::write_mem(self.tid(), len_at, &n.to_ne_bytes());
                     sent += 1;
                 }
                 // Like the kernel: the count so far, else the first error.
@@ -206,7 +213,8 @@ impl Call<'_> {
         if h.iovlen > MAX_IOV {
             return Err(libc::EMSGSIZE);
         }
-        let mut raw = vec![0u8; h.iovlen as usize * 16];
+        let iovlen = usize::try_from(h.iovlen).map_err(|_| libc::EMSGSIZE)?;
+        let mut raw = vec![0u8; iovlen * 16];
         if !raw.is_empty()
             && sys::read_mem(self.tid(), h.iov, &mut raw).map_err(|_| libc::EFAULT)? != raw.len()
         {
@@ -220,7 +228,8 @@ impl Call<'_> {
                 (a, l)
             })
             .collect();
-        let clen = h.controllen as usize;
+        // Past usize is past MAX_CONTROL.
+        let clen = usize::try_from(h.controllen).unwrap_or(usize::MAX);
         if clen > MAX_CONTROL {
             return Err(libc::ENOBUFS);
         }
@@ -261,13 +270,15 @@ impl Call<'_> {
         {
             return Reply::Err(libc::EMSGSIZE);
         }
-        let mut data = vec![0u8; total.min(MAX_DATA as u64) as usize];
+        let mut data = vec![0u8; usize::try_from(total).map_or(MAX_DATA, |t| t.min(MAX_DATA))];
         let mut off = 0usize;
         for &(a, l) in iov {
             if off == data.len() {
                 break;
             }
-            let n = (l as usize).min(data.len() - off);
+            let n = usize::try_from(l)
+                .unwrap_or(usize::MAX)
+                .min(data.len() - off);
             if n == 0 {
                 continue;
             }
@@ -288,7 +299,8 @@ impl Call<'_> {
             &mut control,
             flags,
         ) {
-            Ok(n) => Reply::Val(n as i64),
+            // At most MAX_DATA bytes: always an i64.
+            Ok(n) => Reply::Val(i64::try_from(n).unwrap_or(i64::MAX)),
             Err(e) => {
                 let e = errno(e);
                 if e == libc::EPIPE && flags & libc::MSG_NOSIGNAL == 0 {
@@ -334,7 +346,7 @@ impl Call<'_> {
                 if super::ops::tgid(self.tid()) != Some(claimed) {
                     return Err(libc::EPERM);
                 }
-                let me = std::process::id() as i32;
+                let me = crate::sys::getpid();
                 control[at + HDR..at + HDR + 4].copy_from_slice(&me.to_ne_bytes());
             }
             // The next header, aligned as CMSG_NXTHDR aligns it.

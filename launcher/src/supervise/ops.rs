@@ -92,6 +92,10 @@ impl Fs for HashSet<(u64, u64)> {
 }
 
 impl Call<'_> {
+    #[allow(
+        clippy::cast_possible_wrap,
+        reason = "a tid: at most the kernel's pid_max (2^22), always a positive pid_t"
+    )]
     pub(super) fn tid(&self) -> libc::pid_t {
         self.n.pid as libc::pid_t
     }
@@ -127,7 +131,8 @@ impl Call<'_> {
         let mut at = addr;
         while out.len() < PATH_MAX {
             // Up to the end of the page: the next one may not be mapped.
-            let room = (4096 - (at % 4096)) as usize;
+            // At most 4096: always converts.
+            let room = usize::try_from(4096 - at % 4096).unwrap_or(4096);
             let mut buf = vec![0u8; room.min(PATH_MAX - out.len()).max(1)];
             let n = sys::read_mem(self.tid(), at, &mut buf).map_err(|_| libc::EFAULT)?;
             if n == 0 {
@@ -378,7 +383,7 @@ impl Call<'_> {
         };
         // Never the init's own fds (its report pipe, its listener): not through pid 1, nor
         // through a thread of it (a tid under /proc is reachable though not listed).
-        let me = std::process::id() as libc::pid_t;
+        let me = crate::sys::getpid();
         match tgid(pid) {
             Some(t) if t > 1 && t != me && pid > 1 && pid != me => {}
             _ => return Err(libc::EACCES),
@@ -956,7 +961,17 @@ pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
     };
     let a = |i: usize| call.arg(i);
     let (a0, a1, a2, a3, a4) = (a(0), a(1), a(2), a(3), a(4));
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "an int argument is the low 32 bits of its register, as the kernel reads it"
+    )]
     let i = |v: u64| v as i32;
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_possible_wrap,
+        reason = "each argument as the kernel reads it: an unsigned int or mode the low 32 bits \
+                  of its register, truncate's length a signed loff_t, sendto's a size_t"
+    )]
     let reply = match nr {
         #[cfg(target_arch = "x86_64")]
         libc::SYS_open => call.open(libc::AT_FDCWD, a0, i(a1), a2 as u32),

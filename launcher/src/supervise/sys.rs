@@ -102,6 +102,10 @@ pub fn pidfd_exited(pidfd: BorrowedFd<'_>) -> bool {
 /// Answers notification `id` by letting the call run as it is (only for calls whose
 /// arguments nothing reads again: the kernel reads them after this answer).
 pub fn notif_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "the kernel's flag (1) as the response's u32 field"
+    )]
     let mut r = libc::seccomp_notif_resp {
         id,
         val: 0,
@@ -121,6 +125,10 @@ pub fn notif_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
 
 /// The calling thread's id.
 #[cfg(test)]
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a tid: at most the kernel's pid_max (2^22), a pid_t"
+)]
 pub fn gettid() -> libc::pid_t {
     // SAFETY: gettid takes nothing and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as libc::pid_t }
@@ -206,10 +214,17 @@ pub fn notif_addfd_send(
     fd: BorrowedFd<'_>,
     cloexec: bool,
 ) -> io::Result<i32> {
+    // A borrowed fd is never negative.
+    let srcfd =
+        u32::try_from(fd.as_raw_fd()).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "the kernel's flag (2) as the request's u32 field"
+    )]
     let mut a = libc::seccomp_notif_addfd {
         id,
         flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
-        srcfd: fd.as_raw_fd() as u32,
+        srcfd,
         newfd: 0,
         newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
     };
@@ -230,18 +245,17 @@ pub fn read_mem(pid: libc::pid_t, addr: u64, buf: &mut [u8]) -> io::Result<usize
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
+    // An address past usize is none of the caller's (EFAULT, as the kernel answers).
+    let addr = usize::try_from(addr).map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?;
     let remote = libc::iovec {
-        iov_base: addr as usize as *mut libc::c_void,
+        iov_base: addr as *mut libc::c_void,
         iov_len: buf.len(),
     };
     // SAFETY: `local` describes `buf`, live and writable for its whole length; the remote
     // address is only read by the kernel, in the other process, with its own checks.
     let r = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    // Negative (-1) is the only value that does not convert.
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
 
 /// A pidfd of thread `tid` (`PIDFD_THREAD`), or of its process on a kernel without it.
@@ -279,7 +293,9 @@ pub fn openat2(
 ) -> io::Result<OwnedFd> {
     // SAFETY: `open_how` is plain data; all zeroes is a valid value.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (flags | libc::O_CLOEXEC) as u64;
+    // No open flag is the sign bit: a negative `flags` is refused as the kernel refuses it.
+    how.flags = u64::try_from(flags | libc::O_CLOEXEC)
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     how.mode = u64::from(mode);
     how.resolve = resolve;
     // SAFETY: `path` is NUL-terminated and `how` a live `open_how` whose size is passed;
@@ -334,7 +350,8 @@ pub fn readlinkat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u8>> {
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
-    let n = n as usize;
+    // Not negative (checked above).
+    let n = n.unsigned_abs();
     if n >= buf.len() {
         return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
     }
@@ -475,18 +492,17 @@ pub fn write_mem(pid: libc::pid_t, addr: u64, buf: &[u8]) -> io::Result<usize> {
         iov_base: buf.as_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
     };
+    // An address past usize is none of the caller's (EFAULT, as the kernel answers).
+    let addr = usize::try_from(addr).map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?;
     let remote = libc::iovec {
-        iov_base: addr as usize as *mut libc::c_void,
+        iov_base: addr as *mut libc::c_void,
         iov_len: buf.len(),
     };
     // SAFETY: `local` describes `buf`, live for its whole length and only read; the remote
     // address is written by the kernel, in the other process, with its own checks.
     let r = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    // Negative (-1) is the only value that does not convert.
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
 
 /// A caller's `struct msghdr` at `addr`, as plain values (its pointers are the caller's).
@@ -524,6 +540,11 @@ pub fn read_msghdr(pid: libc::pid_t, addr: u64) -> io::Result<MsgHdr> {
 }
 
 /// `connect(2)` of `sock` to the address bytes `addr` (a sockaddr as the caller gave it).
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a sockaddr's length: at most MAX_ADDR bytes (a sockaddr_storage), or a short \
+              /proc/self/fd path"
+)]
 pub fn connect(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
     // SAFETY: `addr` is live for its length, which is passed with it; the kernel copies it.
     check(unsafe {
@@ -554,7 +575,9 @@ pub fn sendmsg(
     let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
     if let Some(n) = name {
         m.msg_name = n.as_ptr() as *mut libc::c_void;
-        m.msg_namelen = n.len() as libc::socklen_t;
+        // Past socklen_t is past a sockaddr_storage: EINVAL, as the kernel answers.
+        m.msg_namelen = libc::socklen_t::try_from(n.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     }
     m.msg_iov = &mut iov;
     m.msg_iovlen = 1;
@@ -565,16 +588,17 @@ pub fn sendmsg(
     // SAFETY: every pointer in `m` points at memory live for this call (`name`, `iov` and
     // `data`, `control`) with the length given beside it; the kernel only reads them.
     let r = unsafe { libc::sendmsg(sock.as_raw_fd(), &m, flags | libc::MSG_NOSIGNAL) };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
-    }
+    // Negative (-1) is the only value that does not convert.
+    usize::try_from(r).map_err(|_| io::Error::last_os_error())
 }
 
 /// The type of socket `sock` (SOCK_STREAM, SOCK_DGRAM, ...).
 pub fn socket_type(sock: BorrowedFd<'_>) -> io::Result<i32> {
     let mut v: libc::c_int = 0;
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "the size of an int: 4 bytes"
+    )]
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: the kernel writes one int into `v` and its size into `len`, both live.
     check(unsafe {
