@@ -526,7 +526,9 @@ fn the_no_proxy_knob_drops_the_proxy_only_where_test_knobs_are_allowed() {
         } else {
             c.env_remove(efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV);
         }
-        c.arg("run")
+        // In the project: the test's own cwd may be under /tmp, which a call has its own of.
+        c.current_dir(&proj)
+            .arg("run")
             .arg("--project")
             .arg(&proj)
             .arg("--summary")
