@@ -55,11 +55,26 @@ pub enum Report {
     ExitSignal(i32),
     /// The supervisor refused a write: the path, then what was refused and why
     /// (tab-separated, as the supervisor writes them).
-    Denied { path: String, detail: String },
+    Denied {
+        /// The path the write was refused on.
+        path: String,
+        /// What was refused and why (`OP\tWHY`; empty when the line had no tab).
+        detail: String,
+    },
     /// The supervisor refused a path socket: the path, then the operation.
-    DeniedSocket { path: String, detail: String },
+    DeniedSocket {
+        /// The socket's path.
+        path: String,
+        /// The operation refused (`connect` or `send`; empty when the line had no tab).
+        detail: String,
+    },
     /// A protected file with more than one link: the path, then the count.
-    Linked { path: String, detail: String },
+    Linked {
+        /// The protected file's path.
+        path: String,
+        /// Its link count, as the supervisor wrote it.
+        detail: String,
+    },
     /// The line's main process stopped with this signal (`^Z`).
     Stopped(i32),
     /// The call's tmpfs at this path filled up.
@@ -71,18 +86,34 @@ pub enum Report {
 /// Why a report line was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// The line is empty, or blanks only.
     #[error("decoding a report line: empty")]
     Empty,
+    /// The line is longer than [`MAX_LINE`]: its length in bytes.
     #[error("decoding a report line: {0} bytes, at most {MAX_LINE}")]
     TooLong(usize),
+    /// The line holds a newline before its end (two lines given as one).
     #[error("decoding a report line: a newline inside it")]
     Newline,
+    /// The line's first word is no kind of [`Report`]: that word (its first 64 characters).
     #[error("decoding a report line: unknown kind {0:?}")]
     UnknownKind(String),
+    /// A kind that takes a payload came without one (or `exit` without `code N` or
+    /// `signal N`).
     #[error("decoding a report line: {kind} needs a payload")]
-    Missing { kind: &'static str },
+    Missing {
+        /// The line's kind (`setup_error`, `exit`, `denied`, ...).
+        kind: &'static str,
+    },
+    /// An exit code, exit signal or stop signal that is not an `i32`.
     #[error("decoding a report line: {kind}: {text:?} is not a number")]
-    BadNumber { kind: &'static str, text: String },
+    BadNumber {
+        /// Where the number was wanted (`exit code`, `exit signal`, `stopped`).
+        kind: &'static str,
+        /// The text found instead.
+        text: String,
+    },
+    /// A `ready` payload that is not the JSON of a [`Ready`]: what serde said.
     #[error("decoding a report line: ready: {0}")]
     BadReady(String),
 }

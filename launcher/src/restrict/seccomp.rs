@@ -18,8 +18,12 @@
 /// A system call refused whatever its arguments.
 #[derive(Debug, Clone, Copy)]
 pub struct Deny {
+    /// The call as `libc` names it (`SYS_unshare`); a test's `seccomp_drop` names it
+    /// without the `SYS_`.
     pub name: &'static str,
+    /// Its number on the build target.
     pub nr: libc::c_long,
+    /// Why it is refused: what the line could do with it.
     pub reason: &'static str,
 }
 
@@ -45,25 +49,49 @@ macro_rules! deny {
 /// and `scripts/syscall.tbl` of Linux 6.18). Each is in a table below or in [`ALLOWED`].
 #[allow(non_upper_case_globals)]
 pub mod newer {
+    /// Page-cache statistics of a range of a file (Linux 6.5).
     pub const SYS_cachestat: libc::c_long = 451;
+    /// `fchmodat` with a flags argument, such as `AT_SYMLINK_NOFOLLOW` (Linux 6.6).
     pub const SYS_fchmodat2: libc::c_long = 452;
+    /// Maps a shadow stack for the caller's threads (x86 user shadow stacks, Linux 6.6).
     pub const SYS_map_shadow_stack: libc::c_long = 453;
+    /// Wakes waiters of a futex, the futex2 interface (Linux 6.7).
     pub const SYS_futex_wake: libc::c_long = 454;
+    /// Waits on a futex, the futex2 interface (Linux 6.7).
     pub const SYS_futex_wait: libc::c_long = 455;
+    /// Wakes waiters of one futex and moves the others to another, the futex2 interface
+    /// (Linux 6.7).
     pub const SYS_futex_requeue: libc::c_long = 456;
+    /// Reads the details of a mount named by its 64-bit mount id (Linux 6.8).
     pub const SYS_statmount: libc::c_long = 457;
+    /// Lists the ids of the mounts under a mount (Linux 6.8).
     pub const SYS_listmount: libc::c_long = 458;
+    /// Reads a security module's attributes of the calling process (Linux 6.8).
     pub const SYS_lsm_get_self_attr: libc::c_long = 459;
+    /// Sets a security module's attribute of the calling process (Linux 6.8).
     pub const SYS_lsm_set_self_attr: libc::c_long = 460;
+    /// Lists the security modules the kernel runs (Linux 6.8).
     pub const SYS_lsm_list_modules: libc::c_long = 461;
+    /// Seals a range of memory: its mappings can no longer be changed or unmapped (Linux
+    /// 6.10).
     pub const SYS_mseal: libc::c_long = 462;
+    /// Sets an extended attribute of a path relative to a directory fd (Linux 6.13).
     pub const SYS_setxattrat: libc::c_long = 463;
+    /// Reads an extended attribute of a path relative to a directory fd (Linux 6.13).
     pub const SYS_getxattrat: libc::c_long = 464;
+    /// Lists the extended attributes of a path relative to a directory fd (Linux 6.13).
     pub const SYS_listxattrat: libc::c_long = 465;
+    /// Removes an extended attribute of a path relative to a directory fd (Linux 6.13).
     pub const SYS_removexattrat: libc::c_long = 466;
+    /// `open_tree` that also sets the mount attributes of the detached copy (Linux 6.15).
     pub const SYS_open_tree_attr: libc::c_long = 467;
+    /// Reads a file's inode attributes (`fsxattr`: flags, project id) by a path relative to
+    /// a directory fd (Linux 6.17).
     pub const SYS_file_getattr: libc::c_long = 468;
+    /// Sets a file's inode attributes (`fsxattr`: flags, project id) by a path relative to
+    /// a directory fd (Linux 6.17).
     pub const SYS_file_setattr: libc::c_long = 469;
+    /// Lists the ids of the namespaces the caller can see (Linux 6.18).
     pub const SYS_listns: libc::c_long = 470;
 
     /// Every call of this module, by name (the syscall-table test reads it).
