@@ -43,10 +43,15 @@ pub fn resolve_backend(c: BackendChoice) -> Backend {
 /// One launch as the service sees it.
 #[derive(Debug, Clone)]
 pub struct LaunchRequest {
+    /// The shell line to run.
     pub line: String,
+    /// The directory the line starts in.
     pub cwd: String,
+    /// Run the line unsandboxed (a cgroup around an ordinary child) rather than contained.
     pub unsandboxed: bool,
+    /// The turn's project roots, writable in the call.
     pub projects: Vec<String>,
+    /// Grants on top of the default view (a device, a socket, the network, ...).
     pub grants: Vec<Grant>,
     /// The conversation's scratch directory.
     pub scratch: Option<String>,
@@ -55,8 +60,12 @@ pub struct LaunchRequest {
     /// The sizes of the call's own `/tmp` and `/dev/shm` (`2G`, `25%`); the launcher's
     /// defaults when `None`.
     pub tmp_size: Option<String>,
+    /// The size of the call's `/dev/shm` (see `tmp_size`).
     pub shm_size: Option<String>,
+    /// The user's home: what `~/` in `masks` stands for, and the line's `HOME` when its
+    /// environment has none.
     pub home: Option<String>,
+    /// The backend asked for; `auto` is resolved by [`resolve_backend`] into the plan.
     pub backend: BackendChoice,
     /// Read-only paths inside the writable roots: absolute paths, or names relative to each
     /// project root (a trailing `/` marks a directory; a missing path of either kind is
@@ -83,6 +92,7 @@ pub struct LaunchRequest {
     /// Names kept besides the policy's `keep` (still refused by its `drop` and secret
     /// values).
     pub env_keep: Vec<String>,
+    /// The shell that runs the line as `SHELL -c LINE`; `/bin/sh` when `None`.
     pub shell: Option<String>,
     /// The call's egress proxy (its socket must exist when the launcher runs).
     pub proxy: Option<ProxyPlan>,
@@ -220,6 +230,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
 /// Finds and runs `efr-launch`.
 #[derive(Debug, Clone)]
 pub struct Launcher {
+    /// The `efr-launch` executable (or the program that embeds it, see `pre_args`).
     pub exe: PathBuf,
     /// Arguments before the launcher's own (a program that embeds the launcher behind a
     /// subcommand, such as `efr-sandbox __launch`).
@@ -327,7 +338,10 @@ fn tempfile_plan(json: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
 /// A running `efr-launch`.
 #[derive(Debug)]
 pub struct Running {
+    /// The launcher's process.
     pub child: Child,
+    /// The read end of the launcher's status pipe (its fd 4): one JSON
+    /// [`StatusLine`] per line.
     pub status: BufReader<std::fs::File>,
 }
 

@@ -28,10 +28,12 @@ pub const MAX_LIST: usize = 4096;
 /// Longest path accepted, in bytes.
 pub const MAX_PATH: usize = 4096;
 
-/// Most scrubbed copies a plan holds, the longest one, and all of them together (they
-/// live in the native backend's 1 MiB staging tmpfs).
+/// Most scrubbed copies a plan holds (they live in the native backend's 1 MiB staging
+/// tmpfs, hence this bound and the two below).
 pub const MAX_SCRUBBED: usize = 16;
+/// Longest scrubbed copy accepted, in bytes.
 pub const MAX_SCRUBBED_BYTES: usize = 64 * 1024;
+/// Most bytes of all the scrubbed copies of a plan together.
 pub const MAX_SCRUBBED_TOTAL: usize = 256 * 1024;
 
 /// The checks of one part of a plan (a cache layer, the proxy).
@@ -131,12 +133,18 @@ pub const TEST_WEAKEN_ENV: &str = "EFR_SANDBOX_TEST_WEAKEN";
 /// Why a plan was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlanError {
+    /// The plan is larger than [`MAX_PLAN_BYTES`].
     #[error("plan is larger than {MAX_PLAN_BYTES} bytes")]
     TooLarge,
+    /// The plan does not parse as a plan (bad JSON, an unknown field, a wrong type): what
+    /// serde said.
     #[error("plan is not valid JSON: {0}")]
     Json(String),
+    /// The plan is of another version than this launcher's `PLAN_VERSION`: its version.
     #[error("plan version {0} is not {PLAN_VERSION}")]
     Version(u32),
+    /// The plan parses but breaks a rule of its validation (a bound, a relative path, an
+    /// unknown grant, a missing directory): which, in words.
     #[error("{0}")]
     Invalid(String),
     /// A launch request without the view's `{0}` list: the lists are the policy's

@@ -42,13 +42,22 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
+    /// The input modes (`c_iflag`: `ICRNL`, `IXON`, ...).
     pub iflag: u32,
+    /// The output modes (`c_oflag`: `OPOST`, `ONLCR`, ...).
     pub oflag: u32,
+    /// The control modes (`c_cflag`: character size, parity, baud bits).
     pub cflag: u32,
+    /// The local modes (`c_lflag`: `ICANON`, `ECHO`, `ISIG`, ...).
     pub lflag: u32,
+    /// The line discipline (`c_line`).
     pub line: u8,
+    /// The special characters (`c_cc`: `VINTR`, `VSUSP`, `VEOF`, ... and `VMIN`/`VTIME`),
+    /// by index.
     pub cc: Vec<u8>,
+    /// The input speed (`c_ispeed`).
     pub ispeed: u32,
+    /// The output speed (`c_ospeed`).
     pub ospeed: u32,
 }
 
@@ -92,9 +101,13 @@ pub struct TerminalSpec {
     pub fds: Vec<RawFd>,
     /// The user's terminal's settings at launch, the pty's first ones.
     pub settings: Settings,
+    /// The user's terminal's height in rows at launch (`ws_row`), the pty's first.
     pub rows: u16,
+    /// Its width in columns (`ws_col`).
     pub cols: u16,
+    /// Its width in pixels (`ws_xpixel`, 0 when the terminal does not say).
     pub xpixel: u16,
+    /// Its height in pixels (`ws_ypixel`, 0 when the terminal does not say).
     pub ypixel: u16,
 }
 
@@ -108,7 +121,9 @@ pub enum PtyError {
     /// A step that failed with a system error.
     #[error("{what}: {source}")]
     Io {
+        /// The step, naming the fd where there is one.
         what: String,
+        /// What the system said.
         #[source]
         source: std::io::Error,
     },

@@ -14,7 +14,9 @@ use crate::view::Op;
 /// What the child applies after the base of its view.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rest {
+    /// The view's mount operations after its base, in order.
     pub ops: Vec<Op>,
+    /// The line's Landlock rules (`None`: the line gets none).
     pub landlock: Option<LandlockSpec>,
 }
 
@@ -69,14 +71,19 @@ pub fn encode(rest: &Rest) -> Vec<u8> {
 /// any of these is a bug or a torn pipe).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HandoffError {
+    /// A field without its ending NUL: the byte where the field starts.
     #[error("view record cut short at byte {0}")]
     CutShort(usize),
+    /// A field that is not UTF-8: the byte where it starts.
     #[error("view path at byte {0} not utf-8")]
     NotUtf8(usize),
+    /// A bind whose mode is neither `w` nor `r`: the mode found (its first 16 characters).
     #[error("view bind mode {0:?}")]
     BindMode(String),
+    /// A Landlock record (`r`, `w`, `d`, `s`, `h`, `T`, `C`) before the `L` that starts them.
     #[error("view landlock record before its start")]
     LandlockFirst,
+    /// A tag byte no record has.
     #[error("view record tag {0:#x}")]
     Tag(u8),
 }

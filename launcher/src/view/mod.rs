@@ -16,24 +16,52 @@ use crate::restrict::lockdown::LandlockSpec;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// Bind a host path (writable when `rw`).
-    Bind { src: String, dst: String, rw: bool },
+    Bind {
+        /// The host path.
+        src: String,
+        /// Where the view shows it.
+        dst: String,
+        /// Bound writable (else read-only).
+        rw: bool,
+    },
     /// Bind a device node.
-    Dev { path: String },
+    Dev {
+        /// The device node's path, the same on the host and in the view.
+        path: String,
+    },
     /// An empty directory (tmpfs, made read-only by a later [`Op::SealDir`]).
-    MaskDir { path: String },
+    MaskDir {
+        /// The directory masked.
+        path: String,
+    },
     /// An empty read-only file over a file, socket or other non-directory.
-    MaskFile { path: String },
+    MaskFile {
+        /// The file masked.
+        path: String,
+    },
     /// A read-only file holding `content` over a masked file: its copy with the secrets
     /// removed ([`crate::plan::Plan::scrubbed`]).
-    MaskWith { path: String, content: String },
+    MaskWith {
+        /// The file masked.
+        path: String,
+        /// What the line reads there instead: the file's text with its secrets removed.
+        content: String,
+    },
     /// Make a [`Op::MaskDir`] read-only once what is bound inside it is in place.
-    SealDir { path: String },
+    SealDir {
+        /// The masked directory made read-only.
+        path: String,
+    },
     /// A real cache shown writable through its per-call layer: overlayfs with the cache
     /// `path` as the lower dir, mounted on `path` (native backend); bubblewrap's backend
     /// mounts it before bubblewrap runs and binds it writable.
     Overlay {
+        /// The real cache: the overlay's lower dir, and where the overlay is mounted.
         path: String,
+        /// The call's layer: the upper dir, where what the line adds, changes or deletes
+        /// lands.
         upper: String,
+        /// Overlayfs's work dir, on the same file system as `upper`.
         work: String,
     },
 }
@@ -55,7 +83,9 @@ pub struct View {
     pub shm_size: u64,
     /// Scratch directory, at its own path.
     pub scratch: Option<String>,
+    /// The mount operations, in the order the backend applies them.
     pub ops: Vec<Op>,
+    /// The Landlock rules the line runs under, as paths of this view.
     pub landlock: LandlockSpec,
     /// Share the host's network namespace.
     pub host_net: bool,
