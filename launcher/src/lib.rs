@@ -55,6 +55,7 @@
 //! (its parent; `--caller-pid` names it, see [`caller`]): when that process dies, by any
 //! signal, the launcher kills the whole call.
 
+#![warn(missing_docs)]
 #![deny(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,

@@ -82,6 +82,8 @@ pub fn forwarded_signals() -> Vec<libc::c_int> {
 pub struct StatusOut(pub Option<RawFd>);
 
 impl StatusOut {
+    /// Writes `s` as one JSON line on the status fd (nothing without one; a failed write
+    /// is ignored).
     pub fn emit(&self, s: &StatusLine) {
         if let Some(fd) = self.0 {
             let mut l = s.to_line();

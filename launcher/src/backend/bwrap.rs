@@ -117,7 +117,10 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
 /// are made by then, and hold them), or when the launch ends before.
 #[derive(Debug)]
 pub struct Stage {
+    /// The directory (mode 0700 in the temp dir), which also holds the scrubbed copies
+    /// (`scrubbed-N`).
     pub dir: String,
+    /// The empty read-only file masked files are bound from.
     pub empty: String,
     /// The call's `/etc/resolv.conf` (a call with a proxy).
     pub resolv: String,

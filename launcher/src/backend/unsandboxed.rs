@@ -10,6 +10,7 @@ use crate::sys;
 /// The cgroup of one unsandboxed tree.
 #[derive(Debug, Clone)]
 pub struct Cgroup {
+    /// What the tree got: a v2 cgroup, a v1 freezer cgroup, or none (the subreaper only).
     pub kind: CgroupKind,
     /// The cgroup directory (none for `CgroupKind::None`).
     pub dir: Option<String>,

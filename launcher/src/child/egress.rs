@@ -40,6 +40,8 @@ pub const HAND_OVER_WAIT: Duration = Duration::from_secs(10);
 pub struct EgressSpec {
     /// The proxy socket as the init sees it.
     pub socket: String,
+    /// The port of the proxy relay on the call's `127.0.0.1`, the one the proxy variables
+    /// name.
     pub relay_port: u16,
     /// Ports besides 443 of the synthetic listeners.
     #[serde(default)]
@@ -52,8 +54,11 @@ pub enum EgressError {
     /// A socket bound (`what`: the proxy relay, the dns server, a synthetic relay) at `addr`.
     #[error("{what} on {addr}: {source}")]
     Bind {
+        /// Which socket: the proxy relay, the dns server, a synthetic relay.
         what: &'static str,
+        /// The address it was to be bound at.
         addr: SocketAddr,
+        /// What the bind said.
         #[source]
         source: std::io::Error,
     },

@@ -24,14 +24,18 @@ use crate::sys;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InnerSpec {
+    /// The shell that runs the line (`SHELL -c LINE`).
     pub shell: String,
+    /// The shell line.
     pub line: String,
+    /// The directory the line starts in.
     pub cwd: String,
     /// `NAME=value` strings.
     pub env: Vec<String>,
     /// Landlock rules; none for an unsandboxed line.
     #[serde(default)]
     pub landlock: Option<LandlockSpec>,
+    /// Refuse to run the line (a setup error) when the kernel enforces none of `landlock`.
     #[serde(default)]
     pub require_landlock: bool,
     /// Load our seccomp programs in the line (`Some(net_view)`); `None` when bwrap already
@@ -158,6 +162,8 @@ pub struct Prepared {
     /// A contained line: a process group of its own, and the call's pty when it has one
     /// (see [`crate::pty::attach_line`]).
     pub contained: bool,
+    /// The slave of the call's pty and the fds of 0-2 the line gets it on (`None`: the call
+    /// has no pty).
     pub terminal: Option<crate::pty::LineEnd>,
 }
 

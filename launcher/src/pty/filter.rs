@@ -360,6 +360,7 @@ fn dcs_allowed(params: &[u8], fin: u8) -> bool {
 }
 
 impl Filter {
+    /// A filter at the start of the line's output: no sequence held.
     pub fn new() -> Filter {
         Filter {
             state: State::Ground,

@@ -24,7 +24,9 @@ pub enum CapsError {
     /// `PR_CAPBSET_DROP` of one capability.
     #[error("dropping capability {cap} from the bounding set: {source}")]
     Bounding {
+        /// The capability's number.
         cap: u64,
+        /// What `prctl` said.
         #[source]
         source: io::Error,
     },

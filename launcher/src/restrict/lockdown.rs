@@ -68,14 +68,18 @@ pub enum LandlockError {
     /// The rule of one path.
     #[error("landlock rule {path}: {source}")]
     Rule {
+        /// The path the rule was for, as the view shows it.
         path: String,
+        /// What the landlock crate said.
         #[source]
         source: landlock::RulesetError,
     },
     /// The ruleset itself (`what`: handle, scope, create, restrict_self).
     #[error("landlock {what}: {source}")]
     Ruleset {
+        /// The step: handle, scope, create, restrict_self.
         what: &'static str,
+        /// What the landlock crate said.
         #[source]
         source: landlock::RulesetError,
     },

@@ -23,9 +23,13 @@ pub enum Kind {
 /// One supervised call.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {
+    /// The call as `libc` names it (`SYS_openat`).
     pub name: &'static str,
+    /// Its number on the build target.
     pub nr: libc::c_long,
+    /// What the filter does with it.
     pub kind: Kind,
+    /// Why it is supervised: what the line could write with it.
     pub reason: &'static str,
 }
 

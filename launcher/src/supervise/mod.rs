@@ -36,8 +36,14 @@ pub use rules::Rules;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SuperviseSpec {
+    /// The writable roots (projects, write grants, scratch): only inside them do the
+    /// supervisor's rules refuse anything (elsewhere the view's read-only mounts do).
     pub roots: Vec<String>,
+    /// The absolute protected paths (the plan's `read_only_inside`, where those that are
+    /// links lead, masks inside a root): the line may not create, write or remove them.
     pub paths: Vec<String>,
+    /// The protected name patterns (`protect_names`), taken relative to every root and to
+    /// every nested repository below one.
     pub names: Vec<String>,
     /// The call's own places for path sockets (its writable roots, `/tmp`, `/dev`).
     #[serde(default)]
@@ -96,7 +102,9 @@ pub enum SuperviseError {
     /// fork, ...).
     #[error("{what}: {source}")]
     Io {
+        /// The step.
         what: &'static str,
+        /// What the system said.
         #[source]
         source: std::io::Error,
     },

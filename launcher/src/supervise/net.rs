@@ -40,6 +40,8 @@ pub struct SocketRules {
 }
 
 impl SocketRules {
+    /// The rules of a call: sockets below the call's own places `dirs`, and the `granted`
+    /// sockets themselves.
     pub fn new(dirs: &[String], granted: &[String]) -> SocketRules {
         use super::rules::trim;
         SocketRules {
