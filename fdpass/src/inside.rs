@@ -70,6 +70,24 @@ pub struct Sockets {
 /// this returns, either way. From then on the proxy accepts on the listeners and answers on
 /// the DNS socket itself: nothing of the call's traffic passes through the caller.
 pub fn hand_over(proxy: &Path, socks: Sockets, wait: Duration) -> Result<(), HandOverError> {
+    let mut u = send(proxy, socks, wait)?;
+    u.set_read_timeout(Some(wait))
+        .map_err(|source| HandOverError::Timeout {
+            path: proxy.to_path_buf(),
+            source,
+        })?;
+    let mut b = [0u8];
+    loop {
+        if let Some(r) = answer(u.read(&mut b), b[0]) {
+            return r;
+        }
+    }
+}
+
+/// The first half of [`hand_over`]: connects to the proxy at `proxy` and sends `socks` in
+/// one message (writes bounded by `wait`); our copies are closed when this returns. The
+/// connection is returned for the answer, which [`answer`] reads.
+pub fn send(proxy: &Path, socks: Sockets, wait: Duration) -> Result<UnixStream, HandOverError> {
     use crate::Role;
     let mut list: Vec<(Role, BorrowedFd<'_>)> = Vec::new();
     if let Some(l) = &socks.relay {
@@ -85,12 +103,11 @@ pub fn hand_over(proxy: &Path, socks: Sockets, wait: Duration) -> Result<(), Han
     if list.len() > crate::MAX_HANDED {
         return Err(HandOverError::TooMany(list.len()));
     }
-    let mut u = UnixStream::connect(proxy).map_err(|source| HandOverError::Connect {
+    let u = UnixStream::connect(proxy).map_err(|source| HandOverError::Connect {
         path: proxy.to_path_buf(),
         source,
     })?;
     u.set_write_timeout(Some(wait))
-        .and_then(|()| u.set_read_timeout(Some(wait)))
         .map_err(|source| HandOverError::Timeout {
             path: proxy.to_path_buf(),
             source,
@@ -99,13 +116,17 @@ pub fn hand_over(proxy: &Path, socks: Sockets, wait: Duration) -> Result<(), Han
         path: proxy.to_path_buf(),
         source,
     })?;
-    let mut b = [0u8];
-    loop {
-        return match u.read(&mut b) {
-            Ok(1) if b[0] == crate::HAND_OVER => Ok(()),
-            Ok(_) => Err(HandOverError::Refused),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => Err(HandOverError::NoAnswer(e)),
-        };
+    Ok(u)
+}
+
+/// The proxy's answer from one read of its connection into `byte`: taken, refused (another
+/// byte, or a close), or a read error (a timeout included); `None` when the read was
+/// interrupted and is to be made again.
+pub fn answer(read: io::Result<usize>, byte: u8) -> Option<Result<(), HandOverError>> {
+    match read {
+        Ok(1) if byte == crate::HAND_OVER => Some(Ok(())),
+        Ok(_) => Some(Err(HandOverError::Refused)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
+        Err(e) => Some(Err(HandOverError::NoAnswer(e))),
     }
 }

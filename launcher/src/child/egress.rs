@@ -18,12 +18,11 @@
 
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use efr_fdpass::Role;
 use efr_fdpass::inside::{HandOverError, Sockets};
 use serde::{Deserialize, Serialize};
 
@@ -102,41 +101,15 @@ impl Egress {
         })
     }
 
-    /// Sends every socket to the call's proxy, in one message on a connection of its own;
-    /// our copies are closed when this returns. The answer comes later ([`Pending`]).
+    /// Sends every socket to the call's proxy, in one message on a connection of its own
+    /// (`efr_fdpass::inside::send`); our copies are closed when this returns. The answer
+    /// comes later ([`Pending`]).
     pub fn send(self) -> Result<Pending, EgressError> {
-        let fail = |e| EgressError::HandOver(e);
-        let path = self.socket;
-        let socks = self.socks;
-        let mut list: Vec<(Role, BorrowedFd<'_>)> = Vec::new();
-        list.extend(socks.relay.iter().map(|l| (Role::Relay, l.as_fd())));
-        list.extend(socks.dns.iter().map(|u| (Role::Dns, u.as_fd())));
-        list.extend(socks.synthetic.iter().map(|l| (Role::Synthetic, l.as_fd())));
-        if list.len() > efr_fdpass::MAX_HANDED {
-            return Err(fail(HandOverError::TooMany(list.len())));
-        }
-        let u = UnixStream::connect(&path).map_err(|source| {
-            fail(HandOverError::Connect {
-                path: path.clone(),
-                source,
-            })
-        })?;
-        u.set_write_timeout(Some(HAND_OVER_WAIT))
-            .map_err(|source| {
-                fail(HandOverError::Timeout {
-                    path: path.clone(),
-                    source,
-                })
-            })?;
-        efr_fdpass::send_hand_over(u.as_fd(), &list).map_err(|source| {
-            fail(HandOverError::Send {
-                path: path.clone(),
-                source,
-            })
-        })?;
+        let u = efr_fdpass::inside::send(&self.socket, self.socks, HAND_OVER_WAIT)
+            .map_err(EgressError::HandOver)?;
         u.set_nonblocking(true).map_err(|source| {
-            fail(HandOverError::Timeout {
-                path: path.clone(),
+            EgressError::HandOver(HandOverError::Timeout {
+                path: self.socket.clone(),
                 source,
             })
         })?;
@@ -170,18 +143,15 @@ impl Pending {
     /// refused them, closed or did not answer in time; `None` no answer yet.
     pub fn answer(&mut self) -> Option<Result<(), EgressError>> {
         let mut b = [0u8];
-        let r = match self.stream.read(&mut b) {
-            Ok(1) if b[0] == efr_fdpass::HAND_OVER => Ok(()),
-            Ok(_) => Err(HandOverError::Refused),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return None,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() < self.deadline {
-                    return None;
-                }
-                Err(HandOverError::NoAnswer(std::io::ErrorKind::TimedOut.into()))
+        let read = self.stream.read(&mut b);
+        // Non-blocking: no answer yet is not a failure until the wait is over.
+        if matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+            if Instant::now() < self.deadline {
+                return None;
             }
-            Err(e) => Err(HandOverError::NoAnswer(e)),
-        };
-        Some(r.map_err(EgressError::HandOver))
+            let late = HandOverError::NoAnswer(std::io::ErrorKind::TimedOut.into());
+            return Some(Err(EgressError::HandOver(late)));
+        }
+        efr_fdpass::inside::answer(read, b[0]).map(|r| r.map_err(EgressError::HandOver))
     }
 }
