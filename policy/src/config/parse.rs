@@ -172,6 +172,18 @@ fn string<'t>(ctx: &Ctx<'_>, key: &str, v: &'t Spanned<DeValue<'_>>) -> Result<&
     }
 }
 
+/// [`string`], with the key made only for the error.
+fn string_at<'t>(
+    ctx: &Ctx<'_>,
+    key: impl FnOnce() -> String,
+    v: &'t Spanned<DeValue<'_>>,
+) -> Result<&'t str, LoadError> {
+    match v.get_ref() {
+        DeValue::String(s) => Ok(s),
+        _ => string(ctx, &key(), v),
+    }
+}
+
 /// One list key and its `_remove` companion.
 struct ListField<'c> {
     name: &'static str,
@@ -190,12 +202,13 @@ fn lists(
     fields: &mut [ListField<'_>],
 ) -> Result<bool, LoadError> {
     for lf in fields.iter_mut() {
-        let key = format!("{section}.{name}");
         if name == lf.name {
+            let key = format!("{section}.{name}");
             add_entries(ctx, &key, lf.field, lf.check, v, lf.list)?;
             return Ok(true);
         }
         if name.strip_suffix("_remove") == Some(lf.name) {
+            let key = format!("{section}.{name}");
             remove_entries(ctx, &key, &format!("{section}.{}", lf.name), v, lf.list)?;
             return Ok(true);
         }
@@ -246,7 +259,8 @@ fn add_entries(
     list: &mut Vec<Entry>,
 ) -> Result<(), LoadError> {
     for (i, item) in array(ctx, key, v)?.iter().enumerate() {
-        let item_key = format!("{key}[{i}]");
+        // Made only for an error: the defaults' hundreds of entries need none.
+        let item_key = || format!("{key}[{i}]");
         let (value, reason) = match item.get_ref() {
             DeValue::String(s) => (s.to_string(), String::new()),
             DeValue::Table(t) => {
@@ -255,27 +269,33 @@ fn add_entries(
                 for (k, mv) in ordered(t) {
                     let kname: &str = k.get_ref();
                     if kname == field {
-                        value = Some(string(ctx, &format!("{item_key}.{field}"), mv)?.to_string());
+                        value = Some(
+                            string_at(ctx, || format!("{}.{field}", item_key()), mv)?.to_string(),
+                        );
                     } else if kname == "reason" {
-                        reason = string(ctx, &format!("{item_key}.reason"), mv)?
+                        reason = string_at(ctx, || format!("{}.reason", item_key()), mv)?
                             .trim()
                             .to_string();
                     } else {
                         return Err(ctx.unknown(
-                            &format!("{item_key}.{kname}"),
+                            &format!("{}.{kname}", item_key()),
                             &k.span(),
                             &[field, "reason"],
                         ));
                     }
                 }
                 let Some(value) = value else {
-                    return Err(ctx.invalid(&item_key, &item.span(), format!("missing `{field}`")));
+                    return Err(ctx.invalid(
+                        &item_key(),
+                        &item.span(),
+                        format!("missing `{field}`"),
+                    ));
                 };
                 (value, reason)
             }
             other => {
                 return Err(ctx.invalid(
-                    &item_key,
+                    &item_key(),
                     &item.span(),
                     format!(
                         "expected a string or a table with `{field}`, found {}",
@@ -284,12 +304,12 @@ fn add_entries(
                 ));
             }
         };
-        check(&value).map_err(|m| ctx.invalid(&item_key, &item.span(), m))?;
+        check(&value).map_err(|m| ctx.invalid(&item_key(), &item.span(), m))?;
         if ctx.path.is_none() && reason.is_empty() {
-            return Err(ctx.invalid(&item_key, &item.span(), "a built-in entry needs a reason"));
+            return Err(ctx.invalid(&item_key(), &item.span(), "a built-in entry needs a reason"));
         }
         if reason.contains('\n') {
-            return Err(ctx.invalid(&item_key, &item.span(), "a reason is one line"));
+            return Err(ctx.invalid(&item_key(), &item.span(), "a reason is one line"));
         }
         if list.iter().any(|e| same(&e.value, &value)) {
             // Already there (a default the user repeats): the first one stays.
@@ -304,15 +324,16 @@ fn add_entries(
     Ok(())
 }
 
+/// Two entries name the same thing: equal but for trailing slashes (a lone `/` stays).
 fn same(a: &str, b: &str) -> bool {
-    let trim = |s: &str| {
+    let trim = |s: &str| -> usize {
         if s.len() > 1 {
-            s.trim_end_matches('/').to_string()
+            s.trim_end_matches('/').len()
         } else {
-            s.to_string()
+            s.len()
         }
     };
-    trim(a) == trim(b)
+    a[..trim(a)] == b[..trim(b)]
 }
 
 fn remove_entries(

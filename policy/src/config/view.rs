@@ -349,6 +349,16 @@ impl Config {
         projects: &[PathBuf],
         git: &dyn Fn(&Path) -> Option<RepoGitDirs>,
     ) -> LaunchView {
+        // One view resolves each rule for each root: the same few directories every time.
+        crate::path::memoized(|| self.view_of(env, projects, git))
+    }
+
+    fn view_of(
+        &self,
+        env: &Env,
+        projects: &[PathBuf],
+        git: &dyn Fn(&Path) -> Option<RepoGitDirs>,
+    ) -> LaunchView {
         let mut v = LaunchView::default();
         for e in &self.sandbox.read_only_inside {
             if let RulePath::InRoot(rel) = RulePath::expand(&e.value, env) {
