@@ -729,9 +729,9 @@ fn killed_launcher_tree_dies() {
         let mut running = efr_sandbox_tests::common::launcher()
             .spawn(
                 &plan,
-                std::process::Stdio::null(),
-                std::process::Stdio::from(out.reopen().unwrap()),
-                std::process::Stdio::null(),
+                efr_launcher::api::Io::null(),
+                efr_launcher::api::Io::from(out.reopen().unwrap()),
+                efr_launcher::api::Io::null(),
             )
             .unwrap();
         assert!(matches!(
@@ -872,9 +872,9 @@ fn stores_made_on_the_host_during_the_call_stay_unreadable() {
         let mut running = efr_sandbox_tests::common::launcher()
             .spawn(
                 &plan,
-                std::process::Stdio::null(),
-                std::process::Stdio::from(out.reopen().unwrap()),
-                std::process::Stdio::from(out.reopen().unwrap()),
+                efr_launcher::api::Io::null(),
+                efr_launcher::api::Io::from(out.reopen().unwrap()),
+                efr_launcher::api::Io::from(out.reopen().unwrap()),
             )
             .unwrap();
         let t = Instant::now();

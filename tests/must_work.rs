@@ -117,7 +117,7 @@ fn prompt_on_a_pty() {
         let (mut m, s) = efr_sandbox_tests::common::sys::openpty().unwrap();
         m.write_all(b"answer42\n").unwrap();
         let plan = fx.plan("test -t 0 && read x && echo got:$x", b, vec![]);
-        let r = run_plan(&plan, Some(std::process::Stdio::from(s)));
+        let r = run_plan(&plan, Some(efr_launcher::api::Io::from(s)));
         assert!(r.stdout.contains("got:answer42"), "[{b:?}] {r:?}");
     }
 }

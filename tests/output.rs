@@ -3,8 +3,8 @@
 //! nothing the line prints becomes a denial (a record comes only from what the sandbox
 //! itself refused).
 
+use efr_launcher::api::Io;
 use std::io::Read;
-use std::process::Stdio;
 
 use efr_launcher::api::BackendChoice;
 use efr_sandbox_tests::common::{Fixture, backends, launcher};
@@ -37,9 +37,9 @@ fn stdout_and_stderr_in_one_file_keep_their_order() {
         let r = launcher()
             .spawn(
                 &plan(&fx, LINE, mode),
-                Stdio::null(),
-                Stdio::from(f.try_clone().unwrap()),
-                Stdio::from(f),
+                Io::null(),
+                Io::from(f.try_clone().unwrap()),
+                Io::from(f),
             )
             .unwrap();
         let (o, st) = r.wait().unwrap();
@@ -60,9 +60,9 @@ fn stdout_and_stderr_in_one_pipe_keep_their_order() {
         let r = launcher()
             .spawn(
                 &plan(&fx, LINE, mode),
-                Stdio::null(),
-                Stdio::from(wr.try_clone().unwrap()),
-                Stdio::from(wr),
+                Io::null(),
+                Io::from(std::os::fd::OwnedFd::from(wr.try_clone().unwrap())),
+                Io::from(std::os::fd::OwnedFd::from(wr)),
             )
             .unwrap();
         let reader = std::thread::spawn(move || {

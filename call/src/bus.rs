@@ -718,7 +718,11 @@ pub fn self_test(
     };
     call.attach(None, &ctx).map_err(|e| fail(e.to_string()))?;
     let mut run = call
-        .spawn(Stdio::null(), Stdio::piped(), Stdio::null())
+        .spawn(
+            efr_launcher::api::Io::null(),
+            efr_launcher::api::Io::piped(),
+            efr_launcher::api::Io::null(),
+        )
         .map_err(|e| fail(format!("cannot start efr-launch: {}", e.source)))?;
     let mut out = String::new();
     if let Some(mut o) = run.child().stdout.take() {

@@ -23,7 +23,9 @@ use std::collections::HashMap;
 use std::io::{BufRead, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
+
+use efr_launcher::api::Io;
 use std::sync::{Arc, Mutex};
 
 use efr_launcher::api::Running;
@@ -259,7 +261,7 @@ impl Call {
     }
 
     /// Spawns `efr-launch` for the call with the given stdio (the probe reads its output).
-    pub fn spawn(self, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Result<Spawned, SpawnError> {
+    pub fn spawn(self, stdin: Io, stdout: Io, stderr: Io) -> Result<Spawned, SpawnError> {
         let l = launcher();
         match l.spawn(&self.plan, stdin, stdout, stderr) {
             Ok(running) => Ok(Spawned {
@@ -281,9 +283,9 @@ impl Call {
         let r = l
             .spawn_in_group(
                 &self.plan,
-                Stdio::inherit(),
-                Stdio::inherit(),
-                Stdio::inherit(),
+                Io::inherit(),
+                Io::inherit(),
+                Io::inherit(),
                 own_group,
             )
             .and_then(|r| {
@@ -374,7 +376,7 @@ impl Call {
         let refusals = self.proxy.as_ref().and_then(|c| c.take_events());
         let l = launcher();
         let running = l
-            .spawn(&self.plan, Stdio::null(), Stdio::piped(), Stdio::piped())
+            .spawn(&self.plan, Io::null(), Io::piped(), Io::piped())
             .map_err(|source| SpawnError { exe: l.exe, source })?;
         let (tx, rx) = mpsc::channel(1);
         ctx.handle.spawn(async move {
@@ -394,7 +396,7 @@ pub struct Spawned {
 
 impl Spawned {
     /// The launcher's process.
-    pub fn child(&mut self) -> &mut std::process::Child {
+    pub fn child(&mut self) -> &mut efr_launcher::api::Launched {
         &mut self.running.child
     }
 

@@ -3,7 +3,8 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+
+pub use crate::spawned::{Io, Launched};
 
 use efr_sandbox_wire::{Backend, Grant};
 
@@ -279,16 +280,17 @@ impl Launcher {
         v
     }
 
-    /// Spawns `efr-launch` for `plan` with the given stdio; the plan goes on a pipe (fd 3
-    /// of the launcher), status lines come back on another (fd 4). The launch ends with
+    /// Spawns `efr-launch` for `plan` with the given stdio; the plan goes on a memfd (fd 3
+    /// of the launcher), status lines come back on a pipe (fd 4). The launch ends with
     /// this process (`--caller-pid`, see [`crate::caller`]): whatever it dies of, the call
-    /// is killed within a second.
+    /// is killed within a second. Started by `posix_spawn`, not fork
+    /// ([`crate::sys::spawn`] says why).
     pub fn spawn(
         &self,
         plan: &Plan,
-        stdin: Stdio,
-        stdout: Stdio,
-        stderr: Stdio,
+        stdin: Io,
+        stdout: Io,
+        stderr: Io,
     ) -> std::io::Result<Running> {
         self.spawn_in_group(plan, stdin, stdout, stderr, false)
     }
@@ -299,33 +301,32 @@ impl Launcher {
     pub fn spawn_in_group(
         &self,
         plan: &Plan,
-        stdin: Stdio,
-        stdout: Stdio,
-        stderr: Stdio,
+        stdin: Io,
+        stdout: Io,
+        stderr: Io,
         own_group: bool,
     ) -> std::io::Result<Running> {
-        use std::os::unix::process::CommandExt;
         let json = serde_json::to_vec(plan).map_err(std::io::Error::other)?;
         let plan_file = tempfile_plan(&json)?;
-        let (status_r, status_w) = crate::sys::pipe()?;
-        let status_r = std::fs::File::from(crate::sys::owned(status_r)?);
-        let status_w = crate::sys::owned(status_w)?;
-        let mut cmd = Command::new(&self.exe);
-        cmd.args(&self.pre_args)
-            .args(["--plan-fd", "3", "--status-fd", "4", "--caller-pid"])
-            .arg(std::process::id().to_string())
-            .stdin(stdin)
-            .stdout(stdout)
-            .stderr(stderr);
-        if own_group {
-            cmd.process_group(0);
-        }
-        crate::sys::pass_fds(&mut cmd, vec![(plan_file, 3), (status_w, 4)]);
-        let child = cmd.spawn()?;
-        drop(cmd);
+        let (status_r, status_w) = crate::sys::pipe_owned()?;
+        let mut args: Vec<std::ffi::OsString> = vec![self.exe.clone().into_os_string()];
+        args.extend(self.pre_args.iter().map(Into::into));
+        args.extend(
+            ["--plan-fd", "3", "--status-fd", "4", "--caller-pid"]
+                .iter()
+                .map(Into::into),
+        );
+        args.push(std::process::id().to_string().into());
+        let child = Launched::start(
+            self.exe.as_os_str(),
+            &args,
+            [stdin, stdout, stderr],
+            &[(plan_file, 3), (status_w, 4)],
+            own_group,
+        )?;
         Ok(Running {
             child,
-            status: BufReader::new(status_r),
+            status: BufReader::new(std::fs::File::from(status_r)),
         })
     }
 }
@@ -339,7 +340,7 @@ fn tempfile_plan(json: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
 #[derive(Debug)]
 pub struct Running {
     /// The launcher's process.
-    pub child: Child,
+    pub child: Launched,
     /// The read end of the launcher's status pipe (its fd 4): one JSON
     /// [`StatusLine`] per line.
     pub status: BufReader<std::fs::File>,

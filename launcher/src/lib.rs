@@ -39,7 +39,8 @@
 //!   names (the policy's read-only-inside paths, floors and masks).
 //! * [`api::Launcher`]: finds `efr-launch` and either gives the command line for a call
 //!   efrd runs itself ([`api::Launcher::command`], for `sandbox.plan`) or spawns it
-//!   ([`api::Launcher::spawn`] → [`api::Running`], whose status pipe yields
+//!   ([`api::Launcher::spawn`] → [`api::Running`]; started by `posix_spawn`, not a fork of
+//!   the caller, see [`spawned`]; its status pipe yields
 //!   [`status::StatusLine`]s and whose [`api::Running::wait`] folds them into a
 //!   [`status::Outcome`] with [`status::Outcome::summary`] giving the `sandbox_summary`).
 //! * [`status::Outcome::from_lines`]: folds status lines a caller collected itself (for
@@ -74,6 +75,7 @@ pub mod pty;
 pub mod restrict;
 pub mod run;
 pub mod setup;
+pub mod spawned;
 pub mod status;
 pub mod supervise;
 mod sys;

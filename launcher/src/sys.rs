@@ -1,6 +1,8 @@
 //! Thin wrappers over the system calls the launcher needs. Every `unsafe` block of the crate
 //! lives here, each with the invariant that makes it sound.
 
+pub mod spawn;
+
 use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
@@ -532,40 +534,6 @@ pub fn file_from_fd(fd: RawFd) -> io::Result<std::fs::File> {
 /// Wraps an fd the caller owns.
 pub fn owned(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
     Ok(file_from_fd(fd)?.into())
-}
-
-/// Makes `cmd` pass each fd at the given number in the child (close-on-exec cleared).
-pub fn pass_fds(cmd: &mut std::process::Command, fds: Vec<(std::os::fd::OwnedFd, RawFd)>) {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
-    let raw: Vec<(RawFd, RawFd)> = fds.iter().map(|(f, n)| (f.as_raw_fd(), *n)).collect();
-    // The OwnedFds live as long as the closure (moved into it), so the raw numbers stay valid
-    // until the command is dropped.
-    let keep = fds;
-    // SAFETY: the closure runs in the forked child before exec and only calls
-    // `place_fds`, which uses fcntl and dup2 (async-signal-safe) and allocates nothing.
-    unsafe { cmd.pre_exec(move || place_fds(&keep, &raw)) };
-}
-
-/// Puts each source fd at its target number (through a copy above 100, so a dup2 cannot
-/// clobber a source still to be placed). At most 8 pairs.
-fn place_fds<T>(_keep: &T, raw: &[(RawFd, RawFd)]) -> io::Result<()> {
-    let mut moved = [-1 as RawFd; 8];
-    for (i, &(src, _)) in raw.iter().enumerate().take(8) {
-        // SAFETY: F_DUPFD_CLOEXEC on an fd kept open by `_keep`.
-        let d = unsafe { libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 100) };
-        if d < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        moved[i] = d;
-    }
-    for (i, &(_, dst)) in raw.iter().enumerate().take(8) {
-        // SAFETY: dup2 of an fd just created onto a slot the child reserves for it.
-        if unsafe { libc::dup2(moved[i], dst) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// Loads a seccomp filter into the calling thread (`SECCOMP_SET_MODE_FILTER`; no_new_privs

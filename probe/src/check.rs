@@ -2,9 +2,9 @@
 //! view), adds what the host explains, and folds it all into the wire `SandboxCheck` and its
 //! `SandboxStatus`.
 
+use efr_launcher::api::Io;
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, TcpListener};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use efr_launcher::plan::EnvVar;
@@ -187,7 +187,7 @@ fn run_probe(
         .filter(|w| !is_proxy_knob(w))
         .cloned()
         .collect();
-    let mut running = match c.spawn(Stdio::null(), Stdio::piped(), Stdio::piped()) {
+    let mut running = match c.spawn(Io::null(), Io::piped(), Io::piped()) {
         Ok(r) => r,
         Err(e) => {
             return Run {

@@ -6,8 +6,8 @@
 
 pub mod sys;
 
+use efr_launcher::api::Io;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use efr_launcher::api::{BackendChoice, LaunchRequest, Launcher, build_plan};
 use efr_launcher::plan::Plan;
@@ -221,15 +221,15 @@ impl Ran {
 }
 
 /// Runs a plan; stdin from `stdin` (null when None).
-pub fn run_plan(plan: &Plan, stdin: Option<Stdio>) -> Ran {
+pub fn run_plan(plan: &Plan, stdin: Option<Io>) -> Ran {
     let out = tempfile::NamedTempFile::new().unwrap();
     let err = tempfile::NamedTempFile::new().unwrap();
     let running = launcher()
         .spawn(
             plan,
-            stdin.unwrap_or(Stdio::null()),
-            Stdio::from(out.reopen().unwrap()),
-            Stdio::from(err.reopen().unwrap()),
+            stdin.unwrap_or(Io::null()),
+            Io::from(out.reopen().unwrap()),
+            Io::from(err.reopen().unwrap()),
         )
         .unwrap();
     let (outcome, status) = running.wait().unwrap();
