@@ -284,7 +284,7 @@ impl Launcher {
     /// of the launcher), status lines come back on a pipe (fd 4). The launch ends with
     /// this process (`--caller-pid`, see [`crate::caller`]): whatever it dies of, the call
     /// is killed within a second. Started by `posix_spawn`, not fork
-    /// ([`crate::sys::spawn`] says why).
+    /// (the module `sys::spawn` says why).
     pub fn spawn(
         &self,
         plan: &Plan,
