@@ -137,6 +137,7 @@ fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, String> {
         }
         match make_checked(&parent, in_shared, uid) {
             Ok(()) => {
+                sweep_stale(&parent);
                 checked.push(parent.clone());
                 return Ok(parent);
             }
@@ -161,6 +162,49 @@ fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, String> {
     Ok(parent)
 }
 
+/// The lock file in each call's socket directory, held (`flock`) by the process that
+/// serves the call's proxy for as long as the directory lives.
+const OWNER_LOCK: &str = "owner.lock";
+
+/// A directory without an owner lock younger than this is left alone (its owner may be
+/// between making it and locking; older ones are left by a build before the lock).
+const UNLOCKED_GRACE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Removes the call directories in `parent` whose owner is gone: a service or CLI killed
+/// by SIGKILL (or OOM) cannot remove its own, and they piled up (124 after a day of tests
+/// here). An owner holds its `owner.lock`; one whose lock can be taken is dead. Run once
+/// per process, when `parent` is first checked. Only names of the calls' own shape (16 hex
+/// digits) are looked at.
+fn sweep_stale(parent: &Path) {
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let ours = name.len() == 16
+            && name
+                .as_encoded_bytes()
+                .iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b));
+        if !ours || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let dir = e.path();
+        let stale = match std::fs::File::open(dir.join(OWNER_LOCK)) {
+            Ok(f) => {
+                nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
+            }
+            Err(_) => e
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|a| a > UNLOCKED_GRACE)),
+        };
+        if stale {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
 /// Makes `parent` (0700) and, in a shared dir, checks that it and its parent are ours.
 fn make_checked(parent: &Path, in_shared: bool, uid: u32) -> Result<(), String> {
     private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
@@ -181,6 +225,8 @@ fn make_checked(parent: &Path, in_shared: bool, uid: u32) -> Result<(), String> 
 pub struct CallProxy {
     proxy: Proxy,
     dir: PathBuf,
+    /// The directory's owner lock, held while the call's proxy lives.
+    _owner: nix::fcntl::Flock<std::fs::File>,
     events: Mutex<Option<Receiver<Refusal>>>,
     ids: Mutex<HashMap<(String, u16, BlockReason), usize>>,
     stopped: bool,
@@ -208,6 +254,19 @@ impl CallProxy {
                 .create(&dir)
                 .map_err(|e| format!("{}: {e}", dir.display()))?;
         }
+        // Held until the directory is removed: a sweep of a later process sees the owner
+        // alive ([`sweep_stale`]).
+        let owner = std::fs::File::create(dir.join(OWNER_LOCK)).and_then(|f| {
+            nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+                .map_err(|(_, e)| std::io::Error::from(e))
+        });
+        let owner = match owner {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(format!("{}: {e}", dir.join(OWNER_LOCK).display()));
+            }
+        };
         let sock = dir.join(SOCKET_NAME);
         let mut ports: Vec<u16> = policy
             .grants
@@ -240,6 +299,7 @@ impl CallProxy {
         Ok(CallProxy {
             proxy,
             dir,
+            _owner: owner,
             events: Mutex::new(Some(events)),
             ids: Mutex::new(HashMap::new()),
             stopped: false,
@@ -276,6 +336,7 @@ impl CallProxy {
             self.stopped = true;
             self.proxy.shutdown();
             let _ = std::fs::remove_file(self.dir.join(SOCKET_NAME));
+            let _ = std::fs::remove_file(self.dir.join(OWNER_LOCK));
             if std::fs::remove_dir(&self.dir).is_err() {
                 let _ = std::fs::remove_dir_all(&self.dir);
             }
@@ -442,6 +503,50 @@ mod tests {
     use efr_policy::classify::{ClassifyRequest, classify};
     use efr_proxy::{Decision, Kind};
     use efr_sandbox_wire::{Launch, Mode};
+
+    /// The sweep removes a call directory whose owner lock can be taken (its owner died)
+    /// and an old one without a lock (a build before the lock), and keeps a live owner's, a
+    /// young unlocked one (its owner may be about to lock) and names not of the calls'
+    /// shape.
+    #[test]
+    fn the_sweep_removes_only_directories_whose_owner_is_gone() {
+        let d = tempfile::tempdir().unwrap();
+        let parent = d.path();
+        let mk = |name: &str, lock: bool| {
+            let dir = parent.join(name);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::write(dir.join(SOCKET_NAME), "").unwrap();
+            if lock {
+                std::fs::write(dir.join(OWNER_LOCK), "").unwrap();
+            }
+            dir
+        };
+        let dead = mk("00000000000000d1", true);
+        let live = mk("00000000000000a1", true);
+        let held = nix::fcntl::Flock::lock(
+            std::fs::File::open(live.join(OWNER_LOCK)).unwrap(),
+            nix::fcntl::FlockArg::LockExclusiveNonblock,
+        )
+        .unwrap();
+        let young = mk("00000000000000b1", false);
+        let old = mk("00000000000000c1", false);
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::open(&old)
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
+        let other = mk("bus-something", true);
+        std::fs::File::open(&other)
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
+        sweep_stale(parent);
+        assert!(!dead.exists() && !old.exists());
+        assert!(live.join(SOCKET_NAME).exists() && young.exists() && other.exists());
+        drop(held);
+        sweep_stale(parent);
+        assert!(!live.exists(), "its owner let go");
+    }
 
     fn write(p: &Path, text: &str) {
         if let Some(d) = p.parent() {

@@ -351,3 +351,64 @@ fn a_runtime_dir_under_tmp_does_not_stop_the_call() {
         assert_eq!(stdout(&o), "ran\nhidden\nown\n", "{b}: {}", stderr(&o));
     }
 }
+
+/// A `run` killed by SIGKILL cannot remove its call's socket directory; the next `run`
+/// with the same runtime dir removes it (its owner lock is free), and a later one leaves
+/// the directory of a call still running beside it.
+#[test]
+fn a_killed_runs_socket_directory_is_removed_by_the_next_run() {
+    let d = temp_env();
+    let proj = repo(&d.path().join("proj"));
+    // A tmpfs runtime dir, so the calls' directories go there (and not in /dev/shm's
+    // shared one, which other tests use).
+    let runtime = tempfile::tempdir_in("/dev/shm").unwrap();
+    let calls = runtime.path().join("efr/calls");
+    let dirs = || -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&calls)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let start = |line: &str| {
+        let mut c = command(d.path());
+        c.current_dir(&proj)
+            .env("XDG_RUNTIME_DIR", runtime.path())
+            .args(["run", "--project"])
+            .arg(&proj)
+            .args(["--", line])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        c.spawn().unwrap()
+    };
+    let wait_for = |n: usize| {
+        let t = std::time::Instant::now();
+        while dirs().len() < n && t.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        dirs()
+    };
+    let mut killed = start("sleep 60");
+    let left = wait_for(1);
+    assert_eq!(left.len(), 1, "{left:?}");
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(left[0].exists(), "SIGKILL leaves it");
+    // The next run sweeps it when it makes its own.
+    let mut running = start("sleep 60");
+    let t = std::time::Instant::now();
+    while (dirs().len() != 1 || left[0].exists())
+        && t.elapsed() < std::time::Duration::from_secs(20)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let now = dirs();
+    assert!(!left[0].exists(), "swept: {now:?}");
+    assert_eq!(now.len(), 1, "{now:?}");
+    // A third run leaves the running call's directory (its owner holds the lock).
+    let o = run(d.path(), &proj, Some(runtime.path()), &["--", "true"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(dirs(), now, "the running call's stays");
+    running.kill().unwrap();
+    running.wait().unwrap();
+}
