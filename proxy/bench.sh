@@ -6,10 +6,12 @@
 # of BYTES (openssl s_server -WWW -> curl --cacert) direct, through the efr proxy's handed
 # listener, through tinyproxy and through HAProxy; then the efr modes as ratios to HAProxy
 # (ratio of medians and median of the per-round paired ratios).
-# Usage: proxy/bench.sh [BYTES] [CONNS] [ROUNDS] (default 5 interleaved rounds; medians of
-# the per-round ratios). Needs tinyproxy (apt-get install -y tinyproxy), haproxy
-# (apt-get install -y haproxy; for measuring only, nothing else uses it), openssl and curl;
-# without tinyproxy or haproxy its rows are left out, without openssl or curl the TLS table.
+# Usage: proxy/bench.sh [BYTES] [CONNS] [ROUNDS] [ARGS...] (default 5 interleaved rounds;
+# medians of the per-round ratios; ARGS go to proxy-bench, e.g. --tls-only for the TLS
+# downloads alone; EFR_BENCH_TRACE=1 prints each TLS download). Needs tinyproxy (apt-get
+# install -y tinyproxy), haproxy (apt-get install -y haproxy; for measuring only, nothing
+# else uses it), openssl and curl; without tinyproxy or haproxy its rows are left out,
+# without openssl or curl the TLS table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BYTES=${1:-1073741824}
@@ -95,4 +97,4 @@ CONF
 else
   echo "haproxy not installed (apt-get install -y haproxy): its rows and the ratios to it are left out" >&2
 fi
-"$BIN" "${ARGS[@]}"
+"$BIN" "${ARGS[@]}" "${@:4}"

@@ -3,8 +3,11 @@
 //!
 //! `proxy-bench [--bytes N] [--conns N] [--rounds N] [--sink-port P] [--http-proxy ADDR
 //! [--http-proxy-pid PID]] [--relay ADDR [--relay-pid PID] [--relay-tls ADDR]] [--tls
-//! [--tls-bytes N] [--tls-port P]]`; `proxy/bench.sh` builds it in release mode, starts
-//! tinyproxy and HAProxy and prints the ratios.
+//! [--tls-bytes N] [--tls-port P]] [--tls-only] [--only MODE]`; `proxy/bench.sh` builds it
+//! in release mode, starts tinyproxy and HAProxy and prints the ratios. `--tls-only`: the TLS
+//! downloads alone (no raw transfers or setups); `--only MODE`: one mode, no table (for
+//! profiling; a TLS mode prints its CPU split). `EFR_BENCH_TRACE=1`: each TLS download's
+//! round, place in the round, mode and figures on stderr.
 //!
 //! `--relay`: a plain TCP relay (HAProxy in `mode tcp` with splice: the best a relay does on
 //! this machine) listening at ADDR and forwarding to the sink on `--sink-port` (the script
@@ -14,14 +17,16 @@
 //! per-round paired ratios (each efr run against the relay's run of the same round).
 //!
 //! Every mode uses the same client code. The modes run interleaved: each round runs every
-//! mode once (the order rotated per round), and a mode's ratio in a round is against the
-//! direct run of that same round; the table gives the median of the per-round ratios (and
-//! the median absolute figures), so load from other work on the machine hits all modes alike.
+//! mode once (the order rotated per round; efr-handed and the relay back to back, their order
+//! swapped, see `round_order`), and a mode's ratio in a round is against the direct run of
+//! that same round; the table gives the median of the per-round ratios (and the median
+//! absolute figures), so load from other work on the machine hits all modes alike.
 //! `CPU s/GiB`: CPU time (user + system) of the whole transfer per GiB, every process of it
 //! together (this process: client, sink and efr proxy; the other proxy's process given by
 //! `--http-proxy-pid`; for TLS also the server and curl): what the proxy hop costs, less
-//! sensitive to load than MB/s. `EFR_BENCH_WORKERS`: tokio workers of the in-process proxy
-//! (default 2, as the service).
+//! sensitive to load than MB/s; for TLS also split by process (curl, the server, the efr
+//! proxy's worker threads, the other proxy or relay). `EFR_BENCH_WORKERS`: tokio workers of
+//! the in-process proxy (default 2, as the service).
 //!
 //! Raw modes: the upstream is a sink on loopback. Each connection starts with a ClientHello
 //! for `sink.test` (so the efr proxy's TLS check passes) and a mode byte: `S` (setup: the
@@ -130,16 +135,43 @@ fn open(via: &Via) -> TcpStream {
 /// children included (`/proc/PID/stat` fields 14 to 17, in clock ticks: `USER_HZ`, 100 on
 /// Linux); 0 when it cannot be read.
 fn cpu_of(pid: &str) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    stat_ticks(&format!("/proc/{pid}/stat"), 11..15)
+}
+
+/// The sum of the fields `range` (counted from 0 after "(comm) ") of the stat file at
+/// `path`, in seconds; 0 when it cannot be read.
+fn stat_ticks(path: &str, range: std::ops::Range<usize>) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(path) else {
         return 0.0;
     };
     let Some(rest) = stat.rsplit_once(") ").map(|x| x.1) else {
         return 0.0;
     };
-    // Fields 14..17 of stat (utime stime cutime cstime) are 12..15 after "(comm) ".
+    // Fields 14..17 of stat (utime stime cutime cstime) are 11..15 after "(comm) ".
     let f: Vec<&str> = rest.split(' ').collect();
-    let ticks: f64 = (11..15).filter_map(|i| f.get(i)?.parse::<f64>().ok()).sum();
+    let ticks: f64 = range.filter_map(|i| f.get(i)?.parse::<f64>().ok()).sum();
     ticks / 100.0
+}
+
+/// CPU seconds used so far by this process's tokio workers (the in-process efr proxy; its
+/// threads are named `tokio-rt-worker`).
+fn cpu_of_workers() -> f64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    dir.filter_map(|t| t.ok())
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim_end() == "tokio-rt-worker")
+        })
+        // utime + stime: a thread's cutime and cstime are its process's.
+        .map(|t| stat_ticks(&t.path().join("stat").to_string_lossy(), 11..13))
+        .sum()
+}
+
+/// CPU seconds of the curl runs waited for (this process's `cutime + cstime`).
+fn cpu_of_children() -> f64 {
+    stat_ticks("/proc/self/stat", 13..15)
 }
 
 /// CPU seconds used so far by this process (with the curl runs it waited for) and the
@@ -269,8 +301,8 @@ enum TlsVia {
 }
 
 /// One TLS download of `bytes` by curl (`via`): (MB/s, CPU s/GiB of this process, curl, the
-/// server and `others`).
-fn tls_transfer(srv: &TlsServer, via: TlsVia, bytes: u64, others: &[u32]) -> (f64, f64) {
+/// server and `others`, that CPU split: curl, the server, the efr proxy's workers, `others`).
+fn tls_transfer(srv: &TlsServer, via: TlsVia, bytes: u64, others: &[u32]) -> (f64, f64, [f64; 4]) {
     let mut all = others.to_vec();
     all.push(srv.child.id());
     let mut cmd = Command::new("curl");
@@ -294,21 +326,31 @@ fn tls_transfer(srv: &TlsServer, via: TlsVia, bytes: u64, others: &[u32]) -> (f6
         }
     }
     cmd.arg(format!("https://localhost:{}/big", srv.port));
+    let srv_pid = srv.child.id().to_string();
+    let parts = || {
+        [
+            cpu_of_children(),
+            cpu_of(&srv_pid),
+            cpu_of_workers(),
+            others.iter().map(|p| cpu_of(&p.to_string())).sum::<f64>(),
+        ]
+    };
     let cpu = cpu_secs(&all);
+    let before = parts();
     let t = Instant::now();
     let out = cmd.output().unwrap();
     let secs = t.elapsed().as_secs_f64();
     let cpu = cpu_secs(&all) - cpu;
+    let after = parts();
+    let gib = (1u64 << 30) as f64 / bytes as f64;
+    let split: [f64; 4] = std::array::from_fn(|i| (after[i] - before[i]) * gib);
     let got = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && got.trim() == bytes.to_string(),
         "curl via {via:?}: got {got} bytes: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (
-        bytes as f64 / secs / 1e6,
-        cpu * (1u64 << 30) as f64 / bytes as f64,
-    )
+    (bytes as f64 / secs / 1e6, cpu * gib, split)
 }
 
 /// Whether `tool arg` runs and succeeds.
@@ -420,6 +462,7 @@ fn main() {
     let mut conns: u32 = 2000;
     let mut rounds: usize = 5;
     let mut only: Option<String> = None;
+    let mut tls_only = false;
     let mut other: Option<SocketAddr> = None;
     let mut other_pid: Option<u32> = None;
     let mut sink_port: u16 = 0;
@@ -433,6 +476,7 @@ fn main() {
             "--bytes" => bytes = args.next().unwrap().parse().unwrap(),
             "--tls-bytes" => tls_bytes = Some(args.next().unwrap().parse().unwrap()),
             "--tls" => tls = true,
+            "--tls-only" => (tls, tls_only) = (true, true),
             "--conns" => conns = args.next().unwrap().parse().unwrap(),
             "--only" => only = args.next(),
             "--rounds" => rounds = args.next().unwrap().parse().unwrap(),
@@ -444,7 +488,7 @@ fn main() {
             "--relay-tls" => relay_tls = Some(args.next().unwrap().parse().unwrap()),
             "--relay-pid" => relay_pid = Some(args.next().unwrap().parse().unwrap()),
             _ => panic!(
-                "usage: proxy-bench [--bytes N] [--conns N] [--rounds N] [--sink-port P] [--http-proxy ADDR [--http-proxy-pid PID]] [--relay ADDR [--relay-pid PID] [--relay-tls ADDR]] [--tls [--tls-bytes N] [--tls-port P]] [--only MODE]"
+                "usage: proxy-bench [--bytes N] [--conns N] [--rounds N] [--sink-port P] [--http-proxy ADDR [--http-proxy-pid PID]] [--relay ADDR [--relay-pid PID] [--relay-tls ADDR]] [--tls [--tls-bytes N] [--tls-port P]] [--tls-only] [--only MODE]"
             ),
         }
     }
@@ -543,8 +587,11 @@ fn main() {
         if let Some((_, p)) = tls_modes.iter().find(|(n, _)| n == o) {
             let srv = server.as_ref().expect("--only tls ...: needs --tls");
             for _ in 0..rounds {
-                let (mbps, cpu) = tls_transfer(srv, *p, tls_bytes, &[]);
-                println!("{o}: {mbps:.0} MB/s, {cpu:.3} CPU s/GiB");
+                let (mbps, cpu, s) = tls_transfer(srv, *p, tls_bytes, &pids(o));
+                println!(
+                    "{o}: {mbps:.0} MB/s, {cpu:.3} CPU s/GiB (curl {:.3}, server {:.3}, efr proxy {:.3}, relay {:.3})",
+                    s[0], s[1], s[2], s[3]
+                );
             }
             return;
         }
@@ -559,6 +606,9 @@ fn main() {
         }
         return;
     }
+    if tls_only {
+        modes.clear();
+    }
     for (_, via) in &modes {
         throughput(via, &hello, bytes.min(16 << 20), &[]); // warm up
     }
@@ -570,32 +620,52 @@ fn main() {
     // results[mode][round] = (MB/s, conns/s, CPU s/GiB)
     let mut results = vec![Vec::new(); modes.len()];
     let mut tls_results = vec![Vec::new(); tls_modes.len()];
+    let mut tls_split = vec![Vec::new(); tls_modes.len()];
+    // The order of each round (see `round_order`): efr-handed and HAProxy run back to back.
+    let pair_of = |names: Vec<&str>, a: &str, b: &str| {
+        let a = names.iter().position(|n| *n == a)?;
+        let b = names.iter().position(|n| *n == b)?;
+        Some((a, b))
+    };
+    let raw_pair = pair_of(modes.iter().map(|m| m.0).collect(), "efr-handed", "haproxy");
+    let tls_pair = pair_of(
+        tls_modes.iter().map(|m| m.0).collect(),
+        "tls efr-handed",
+        "tls haproxy",
+    );
     for r in 0..rounds {
-        for i in 0..modes.len() {
-            let m = (i + r) % modes.len();
+        for m in round_order(modes.len(), r, raw_pair) {
             let (name, via) = &modes[m];
             let (mbps, cpu) = throughput(via, &hello, bytes, &pids(name));
             let cps = setup_rate(via, &hello, conns);
             results[m].push((mbps, cps, cpu));
         }
         if let Some(srv) = &server {
-            for i in 0..tls_modes.len() {
-                let m = (i + r) % tls_modes.len();
+            for (i, m) in round_order(tls_modes.len(), r, tls_pair)
+                .into_iter()
+                .enumerate()
+            {
                 let (name, p) = tls_modes[m];
-                let (mbps, cpu) = tls_transfer(srv, p, tls_bytes, &pids(name));
+                let (mbps, cpu, split) = tls_transfer(srv, p, tls_bytes, &pids(name));
                 tls_results[m].push((mbps, 0.0, cpu));
+                tls_split[m].push(split);
+                if std::env::var_os("EFR_BENCH_TRACE").is_some() {
+                    eprintln!("round {r} #{i} {name}: {mbps:.0} MB/s {cpu:.3} CPU s/GiB");
+                }
             }
         }
         eprint!("round {}/{rounds}\r", r + 1);
     }
     eprintln!();
     let names: Vec<&str> = modes.iter().map(|m| m.0).collect();
-    table(
-        &format!("raw: {bytes} bytes, {conns} setups, {rounds} rounds"),
-        &names,
-        &results,
-        true,
-    );
+    if !modes.is_empty() {
+        table(
+            &format!("raw: {bytes} bytes, {conns} setups, {rounds} rounds"),
+            &names,
+            &results,
+            true,
+        );
+    }
     if server.is_some() {
         let names: Vec<&str> = tls_modes.iter().map(|m| m.0).collect();
         println!();
@@ -605,8 +675,23 @@ fn main() {
             &tls_results,
             false,
         );
+        println!("CPU s/GiB of the TLS download by process (medians)");
+        println!(
+            "{:<16} {:>8} {:>8} {:>10} {:>8}",
+            "mode", "curl", "server", "efr proxy", "relay"
+        );
+        for (m, name) in names.iter().enumerate() {
+            let part = |i: usize| median(tls_split[m].iter().map(|s| s[i]).collect());
+            println!(
+                "{name:<16} {:>8.3} {:>8.3} {:>10.3} {:>8.3}",
+                part(0),
+                part(1),
+                part(2),
+                part(3)
+            );
+        }
     }
-    if relay.is_some() {
+    if relay.is_some() && !modes.is_empty() {
         println!();
         vs_relay(
             "efr against haproxy (raw)",
@@ -659,6 +744,33 @@ fn hand_over_sockets(sock: &Path, port: u16) -> (SocketAddr, SocketAddr) {
     let answer = efr_proxy::dns::parse_response(&buf[..n]);
     assert_eq!(answer, Some((0, vec![[127, 77, 0, 1].into()])), "sink.test");
     (relay, synth)
+}
+
+/// The order of the `n` modes in round `r`: each mode once, rotated by one per round (the
+/// time of the round's start, right after the raw phase for TLS, passes from mode to mode);
+/// the two modes of `pair` (an efr mode and the relay it is paired with) as one unit, back
+/// to back, their order swapped from round to round (so that every rotation meets both
+/// orders within `2 * units` rounds), so each paired ratio compares two runs close in time
+/// and neither always follows the same mode.
+fn round_order(n: usize, r: usize, pair: Option<(usize, usize)>) -> Vec<usize> {
+    let k = if pair.is_some() { n - 1 } else { n };
+    if k == 0 {
+        return Vec::new();
+    }
+    let swap = if k % 2 == 1 {
+        r % 2 == 1
+    } else {
+        (r / k) % 2 == 1
+    };
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    for m in 0..n {
+        match pair {
+            Some((a, b)) if m == a => units.push(if swap { vec![b, a] } else { vec![a, b] }),
+            Some((_, b)) if m == b => {}
+            _ => units.push(vec![m]),
+        }
+    }
+    (0..k).flat_map(|i| units[(i + r) % k].clone()).collect()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
