@@ -297,6 +297,26 @@ fn ctrl_c_gives_130() {
     }
 }
 
+/// A ^C typed as soon as the launcher relays the keys (the user's terminal raw), before
+/// the line has started (or taken the foreground of the call's pty): the line gets it. The
+/// line execs sleep: dash holds a SIGINT that comes while it starts a command until that
+/// command ends (see `ctrl_c_gives_130`).
+#[test]
+fn ctrl_c_right_after_start_gives_130() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let term = UserTerminal::new();
+        let mut c = launch(&fx, &term, &plan(&fx, "exec sleep 60", b), true);
+        let end = Instant::now() + LONG;
+        while term.settings().3 & libc::ICANON != 0 && Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        term.send(b"\x03");
+        let st = wait(&mut c, "early ctrl-c");
+        assert_eq!(st.code(), Some(130), "[{b:?}] {st:?} {}", term.seen());
+    }
+}
+
 #[test]
 fn read_s_and_getpass_work() {
     for b in backends() {
