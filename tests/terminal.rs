@@ -283,6 +283,38 @@ fn stty_inside_does_not_outlive_the_call() {
     }
 }
 
+/// The parent of process `pid` (`/proc/PID/stat`).
+fn parent_of(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s[s.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Whether a process with the command line `argv` (NUL-terminated words) runs under
+/// process `ancestor`.
+fn runs_under(ancestor: u32, argv: &[u8]) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            return false;
+        };
+        if std::fs::read(e.path().join("cmdline")).ok().as_deref() != Some(argv) {
+            return false;
+        }
+        let mut p = pid;
+        for _ in 0..16 {
+            match parent_of(p) {
+                Some(pp) if pp == ancestor => return true,
+                Some(pp) if pp > 1 => p = pp,
+                _ => return false,
+            }
+        }
+        false
+    })
+}
+
 #[test]
 fn ctrl_c_gives_130() {
     for b in backends() {
@@ -290,10 +322,42 @@ fn ctrl_c_gives_130() {
         let term = UserTerminal::new();
         let mut c = launch(&fx, &term, &plan(&fx, "tty; echo ready; sleep 60", b), true);
         assert!(term.wait_for("ready"), "[{b:?}] {}", term.seen());
+        // Once sleep runs: dash (`sh -c`) catches SIGINT, and one that comes while it starts
+        // a command (from before its vfork until the child's exec) is held until that
+        // command ends, here after 60 s. The same on a plain pty without a sandbox; a ^C
+        // typed before the line runs is `ctrl_c_right_after_start_gives_130`.
+        let end = Instant::now() + LONG;
+        while !runs_under(c.id(), b"sleep\x0060\x00") && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            runs_under(c.id(), b"sleep\x0060\x00"),
+            "[{b:?}] sleep never ran"
+        );
         term.send(b"\x03");
         let st = wait(&mut c, "ctrl-c");
         assert_eq!(st.code(), Some(130), "[{b:?}] {st:?} {}", term.seen());
         assert!(has_pts_name(&term.seen()), "[{b:?}] {}", term.seen());
+    }
+}
+
+/// A ^C typed as soon as the launcher relays the keys (the user's terminal raw), before
+/// the line has started (or taken the foreground of the call's pty): the line gets it. The
+/// line execs sleep: dash holds a SIGINT that comes while it starts a command until that
+/// command ends (see `ctrl_c_gives_130`).
+#[test]
+fn ctrl_c_right_after_start_gives_130() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let term = UserTerminal::new();
+        let mut c = launch(&fx, &term, &plan(&fx, "exec sleep 60", b), true);
+        let end = Instant::now() + LONG;
+        while term.settings().3 & libc::ICANON != 0 && Instant::now() < end {
+            std::hint::spin_loop();
+        }
+        term.send(b"\x03");
+        let st = wait(&mut c, "early ctrl-c");
+        assert_eq!(st.code(), Some(130), "[{b:?}] {st:?} {}", term.seen());
     }
 }
 

@@ -16,9 +16,11 @@
 //!   of fds 0-2 that was the user's terminal ([`attach_line`]);
 //! * the launcher relays between the master and the user's terminal on a thread of its own
 //!   ([`Relay`]): the user's terminal in raw mode meanwhile (so `^C`, `^Z` and `stty` act on
-//!   the call's pty, whose line discipline signals the line's foreground group), window size
-//!   changes passed on (SIGWINCH), the output through [`filter::Filter`] (escape sequences
-//!   that act outside the screen dropped), and the settings restored at the end.
+//!   the call's pty, whose line discipline signals the line's foreground group), the keys
+//!   typed before the line has taken the pty's foreground held until it has (a `^C` right
+//!   after the start would signal only the init), window size changes passed on
+//!   (SIGWINCH), the output through [`filter::Filter`] (escape sequences that act outside
+//!   the screen dropped), and the settings restored at the end.
 //!
 //! When the line stops (`^Z`: its main process is stopped, the init reports `stopped N`),
 //! the launcher restores the user's terminal and stops its own process group with the same
@@ -565,6 +567,22 @@ fn write_out(fd: RawFd, mut buf: &[u8]) -> bool {
 /// The most typed input held for a line that does not read it.
 const MAX_PENDING: usize = 1 << 16;
 
+/// How often the relay looks whether the line has taken the foreground of the call's pty
+/// while it holds keys for it.
+const ATTACH_POLL_MS: i32 = 5;
+
+/// Whether the line has taken the foreground of the call's pty (master `m`): its foreground
+/// group is no longer the init's, the session leader's. Until then a `^C` written to the
+/// pty would signal the init's group (the init, which passes on no signal from its pty but
+/// SIGHUP, and the line's process before it makes its own group) instead of the line's, and
+/// be lost. When the pty cannot say, true.
+fn line_in_front(m: RawFd) -> bool {
+    match (sys::foreground_group(m), sys::session_of(m)) {
+        (Ok(pg), Ok(sid)) => pg != sid,
+        _ => true,
+    }
+}
+
 /// The relay thread: waits for the master, then relays until the call's end.
 fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) {
     let (sock_fd, stop, sigs) = (sock.as_fd(), stop.as_raw_fd(), sigs.as_raw_fd());
@@ -602,7 +620,14 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
     // the line has closed every fd of it (it may open /dev/tty again: polled then).
     let mut hung = false;
     let mut out_ok = true;
+    // The user's keys are held until the line has taken the foreground of the call's pty
+    // (see [`line_in_front`]): a key typed right after the start reaches the line as it
+    // would have on the user's terminal, where the line's job is in front from the start.
+    let mut in_front = false;
     'relay: loop {
+        if !in_front && !pending.is_empty() {
+            in_front = line_in_front(m);
+        }
         if let Some(d) = ending {
             if hung || Instant::now() >= d {
                 break;
@@ -619,7 +644,7 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
         if !hung {
             ev |= libc::POLLIN;
         }
-        if !pending.is_empty() {
+        if in_front && !pending.is_empty() {
             ev |= libc::POLLOUT;
         }
         let mut fds = [
@@ -633,6 +658,7 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
             Some(d) => i32::try_from(d.saturating_duration_since(Instant::now()).as_millis())
                 .unwrap_or(i32::MAX),
             None if hung => 100,
+            None if !in_front && !pending.is_empty() => ATTACH_POLL_MS,
             None => -1,
         };
         if sys::poll(&mut fds, timeout).is_err() {
@@ -706,7 +732,10 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
                 Err(_) => break,
             }
         }
-        if !pending.is_empty() {
+        if !in_front && !pending.is_empty() {
+            in_front = line_in_front(m);
+        }
+        if in_front && !pending.is_empty() {
             match sys::write(m, &pending) {
                 Ok(n) => {
                     pending.drain(..n);

@@ -132,6 +132,15 @@ pub fn foreground_group(fd: RawFd) -> io::Result<libc::pid_t> {
     check(unsafe { libc::tcgetpgrp(fd) })
 }
 
+/// The session of the terminal `fd` (for a pty master: of its slave; TIOCGSID), as a pid
+/// of the caller's pid namespace.
+pub fn session_of(fd: RawFd) -> io::Result<libc::pid_t> {
+    let mut sid: libc::pid_t = 0;
+    // SAFETY: TIOCGSID writes one pid_t through the pointer, which points at a live one.
+    check(unsafe { libc::ioctl(fd, libc::TIOCGSID, &mut sid) })?;
+    Ok(sid)
+}
+
 /// The caller's process group.
 pub fn getpgrp() -> libc::pid_t {
     // SAFETY: getpgrp has no preconditions.
