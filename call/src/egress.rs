@@ -63,7 +63,7 @@ pub fn policy(
         addrs.push(r.address);
         p.map(&r.name, addrs);
     }
-    let ctx = Context::new(config, env);
+    let ctx = Context::for_tokens(config, env);
     let roots: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
     let unmasked: Vec<PathBuf> = grants
         .iter()

@@ -1,5 +1,5 @@
-//! The launcher's process as its caller holds it: started without fork
-//! (`posix_spawn`, in the private `sys::spawn`), with stdio the caller chooses ([`Io`]) and pipes to read.
+//! The launcher's process as its caller holds it: started without fork (`posix_spawn`, in
+//! the private `sys::spawn`), with stdio the caller chooses ([`Io`]) and pipes to read.
 
 use std::fs::File;
 use std::io;

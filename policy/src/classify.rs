@@ -170,6 +170,43 @@ impl Context {
         }
     }
 
+    /// The part of [`Context::new`] that [`tokens::visible_token_hosts`] reads (the home,
+    /// the config home, the masks, the token files, the knowledge), the rest left empty:
+    /// for the proxy of every call, which needs no classifier. Half the time of the whole
+    /// context (its hundreds of rules, each with its reason), on the launch's path.
+    pub fn for_tokens(config: &Config, env: &Env) -> Context {
+        let rules = |v: &[crate::config::Entry]| -> Vec<PathRule> {
+            v.iter()
+                .map(|e| PathRule {
+                    path: RulePath::expand(&e.value, env),
+                    reason: String::new(),
+                })
+                .collect()
+        };
+        Context {
+            home: env.home.clone(),
+            runtime_dir: env.runtime_dir.clone(),
+            config_home: env.config_dir(),
+            scratch: None,
+            tmp: env.tmp.clone(),
+            masks: rules(&config.sandbox.masks),
+            read_only_inside: Vec::new(),
+            writable: Vec::new(),
+            caches: Vec::new(),
+            build_output: Vec::new(),
+            trash: Vec::new(),
+            floor_paths: Vec::new(),
+            floor_lines: BTreeSet::new(),
+            net_allow: Vec::new(),
+            net_deny: Vec::new(),
+            token_files: rules(&config.network.token_files),
+            call_env: Vec::new(),
+            always: Vec::new(),
+            env: env.clone(),
+            knowledge: knowledge::Knowledge::embedded().clone(),
+        }
+    }
+
     /// The context with other command knowledge: a file loaded with
     /// [`knowledge::Knowledge::load`] or [`knowledge::Knowledge::load_file`], or its error.
     pub fn with_knowledge(mut self, k: knowledge::Loaded) -> Context {

@@ -245,3 +245,48 @@ fn explain_says_a_settings_file_is_shown_scrubbed() {
     let effect = ask(&pypirc).grant.map(|g| g.effect).unwrap_or_default();
     assert!(effect.contains("sees the real files"), "{effect}");
 }
+
+/// The lean context the proxy of every call uses (`Context::for_tokens`) finds the same
+/// token hosts as the whole one: masked files (none), unmasked ones, a project's own file,
+/// a link to a masked file and a git credential helper.
+#[test]
+fn the_tokens_context_finds_what_the_whole_context_finds() {
+    let h = home();
+    let env = Env::new(&h.home);
+    let config = Config::defaults();
+    let (whole, lean) = (
+        Context::new(&config, &env),
+        Context::for_tokens(&config, &env),
+    );
+    let roots = vec![h.proj.clone()];
+    let same = |unmasked: &[PathBuf]| {
+        let a = visible_token_hosts(&whole, &roots, unmasked, &[]);
+        let b = visible_token_hosts(&lean, &roots, unmasked, &[]);
+        assert_eq!(a, b);
+        a
+    };
+    write(
+        &h.home.join(".npmrc"),
+        "registry=https://npm.corp.example/\n//npm.corp.example/:_authToken=secret\n",
+    );
+    write(
+        &h.home.join(".netrc"),
+        "machine files.corp.example login u password p\n",
+    );
+    assert!(same(&[]).is_empty());
+    assert!(same(&[h.home.join(".npmrc")]).contains("npm.corp.example"));
+    std::os::unix::fs::symlink(h.home.join(".npmrc"), h.proj.join(".npmrc"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(same(&[]).is_empty());
+    std::fs::remove_file(h.proj.join(".npmrc")).unwrap_or_else(|e| panic!("{e}"));
+    write(
+        &h.proj.join(".netrc"),
+        "machine git.corp.example login u password p\n",
+    );
+    write(
+        &h.home.join(".gitconfig"),
+        "[credential \"https://code.corp.example\"]\n\thelper = store\n",
+    );
+    let found = same(&[]);
+    assert!(!found.is_empty(), "{found:?}");
+}
