@@ -34,6 +34,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
     if let Some(ms) = a.slow_reader_ms {
         limits.slow_reader = Duration::from_millis(ms.max(1));
     }
+    // A long-lived process: the merged cache layers of a call are removed after its
+    // finish went out, not before.
+    efr_call::caches::clean_up_later(true);
     server::run(ServeOptions {
         socket: a.socket,
         allow_uids: a.allow_uids,
