@@ -340,13 +340,14 @@ impl CallCaches {
         if self.layers.is_empty() {
             return;
         }
-        let (m, cleanup) = merge_and_hold(&self.state, &self.layers, &self.masks);
-        fold(&m, fin, line);
+        let (mut m, cleanup) = merge_and_hold(&self.state, &self.layers, &self.masks);
         if CLEAN_UP_LATER.load(std::sync::atomic::Ordering::Relaxed) {
             janitor(cleanup);
         } else {
-            cleanup.run();
+            // A layer that could not be removed is said in the finish, as before.
+            m.refused.extend(cleanup.run());
         }
+        fold(&m, fin, line);
     }
 }
 
