@@ -4,9 +4,8 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-
-use crate::sys::spawn::Child;
 
 /// What one of the launcher's fds 0 to 2 is.
 #[derive(Debug)]
@@ -89,9 +88,13 @@ impl Stdio {
 }
 
 /// A started `efr-launch`: its pid, the caller's ends of its piped stdio, and its end.
+/// Waited for once; killed only while not yet waited for (its pid cannot have been reused
+/// before that).
 #[derive(Debug)]
 pub struct Launched {
-    child: Child,
+    pid: libc::pid_t,
+    /// Its status, once waited for.
+    status: Option<ExitStatus>,
     /// Its stdin, when [`Io::Piped`].
     pub stdin: Option<File>,
     /// Its stdout, when [`Io::Piped`].
@@ -126,7 +129,8 @@ impl Launched {
         drop(child);
         let [stdin, stdout, stderr] = ends;
         Ok(Launched {
-            child: Child::new(pid),
+            pid,
+            status: None,
             stdin,
             stdout,
             stderr,
@@ -136,22 +140,42 @@ impl Launched {
     /// Its pid (as `std::process::Child::id`).
     pub fn id(&self) -> u32 {
         // A child's pid is positive (at most the kernel's pid_max, 2^22).
-        u32::try_from(self.child.pid()).unwrap_or(0)
+        u32::try_from(self.pid).unwrap_or(0)
     }
 
     /// Waits for it to end (at once when it was waited for already).
     pub fn wait(&mut self) -> io::Result<ExitStatus> {
-        self.child.wait()
+        loop {
+            match self.reap(0) {
+                Ok(Some(st)) => return Ok(st),
+                Ok(None) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Its status when it has ended, without waiting.
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        self.child.try_wait()
+        self.reap(libc::WNOHANG)
     }
 
-    /// SIGKILL (nothing when it was waited for already).
+    /// SIGKILL, unless it was waited for already (then its pid may be another process's).
     pub fn kill(&mut self) -> io::Result<()> {
-        self.child.kill()
+        if self.status.is_some() {
+            return Ok(());
+        }
+        crate::sys::kill(self.pid, libc::SIGKILL)
+    }
+
+    /// `waitpid` with `flags`, once: the status kept for every later ask.
+    fn reap(&mut self, flags: libc::c_int) -> io::Result<Option<ExitStatus>> {
+        if self.status.is_none() {
+            if let Some((_, st)) = crate::sys::waitpid(self.pid, flags)? {
+                self.status = Some(ExitStatus::from_raw(st));
+            }
+        }
+        Ok(self.status)
     }
 }
 

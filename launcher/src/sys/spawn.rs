@@ -15,8 +15,6 @@ use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
 
 /// The highest fd number a spawn places (0 to 4 in the launcher's use); a source fd at or
 /// below it is moved above it first, so one placement never overwrites a source still to be
@@ -175,66 +173,4 @@ pub fn spawn(s: &Spawn<'_>) -> io::Result<libc::pid_t> {
     })?;
     drop(moved);
     Ok(pid)
-}
-
-/// A child started by [`spawn`]: waited for once, killed only while not yet waited for (its
-/// pid cannot have been reused before that).
-#[derive(Debug)]
-pub struct Child {
-    pid: libc::pid_t,
-    status: Option<ExitStatus>,
-}
-
-impl Child {
-    /// The child of `pid`, which this process started and has not waited for.
-    pub fn new(pid: libc::pid_t) -> Child {
-        Child { pid, status: None }
-    }
-
-    /// Its pid.
-    pub fn pid(&self) -> libc::pid_t {
-        self.pid
-    }
-
-    /// Waits for it to end (at once when it was waited for already).
-    pub fn wait(&mut self) -> io::Result<ExitStatus> {
-        if let Some(st) = self.status {
-            return Ok(st);
-        }
-        loop {
-            match super::waitpid(self.pid, 0) {
-                Ok(Some((_, st))) => {
-                    let st = ExitStatus::from_raw(st);
-                    self.status = Some(st);
-                    return Ok(st);
-                }
-                Ok(None) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Its status when it has ended, without waiting.
-    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        if let Some(st) = self.status {
-            return Ok(Some(st));
-        }
-        match super::waitpid(self.pid, libc::WNOHANG)? {
-            None => Ok(None),
-            Some((_, st)) => {
-                let st = ExitStatus::from_raw(st);
-                self.status = Some(st);
-                Ok(Some(st))
-            }
-        }
-    }
-
-    /// SIGKILL, unless it was waited for already (then its pid may be another process's).
-    pub fn kill(&mut self) -> io::Result<()> {
-        if self.status.is_some() {
-            return Ok(());
-        }
-        super::kill(self.pid, libc::SIGKILL)
-    }
 }
