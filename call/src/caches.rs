@@ -513,14 +513,7 @@ pub fn prepare(
     // The call's lock, held by this process until the merge: a call dir whose lock is free
     // belongs to a service that died, and the next merge merges it ([`sweep`]).
     let lock_path = call.join(CALL_LOCK);
-    let f = std::fs::OpenOptions::new()
-        .create_new(true)
-        .write(true)
-        .mode(0o600)
-        .open(&lock_path)
-        .map_err(create(&lock_path))?;
-    let lock = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        .map_err(|(_, e)| create(&lock_path)(e.into()))?;
+    let lock = crate::owner::hold(&lock_path).map_err(create(&lock_path))?;
     let manifest = Manifest {
         layers: out.clone(),
         masks: masks.to_vec(),
@@ -541,7 +534,7 @@ struct Manifest {
     masks: Vec<String>,
 }
 
-type Locks = std::collections::HashMap<PathBuf, nix::fcntl::Flock<File>>;
+type Locks = std::collections::HashMap<PathBuf, crate::owner::Held>;
 
 fn held_locks() -> std::sync::MutexGuard<'static, Locks> {
     static L: std::sync::OnceLock<std::sync::Mutex<Locks>> = std::sync::OnceLock::new();
@@ -568,15 +561,7 @@ fn sweep(state: &Path, own: &BTreeSet<PathBuf>, m: &mut Merged) {
         if own.contains(&dir) || held_locks().contains_key(&dir) {
             continue;
         }
-        let Ok(f) = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(dir.join(CALL_LOCK))
-        else {
-            continue;
-        };
-        let Ok(lock) = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
-        else {
+        let Ok(Some(lock)) = crate::owner::take_if_free(&dir.join(CALL_LOCK)) else {
             continue;
         };
         let Ok(man) = std::fs::read(dir.join(CALL_MANIFEST))
@@ -692,7 +677,7 @@ struct Cleanup {
     layers: Vec<PathBuf>,
     /// Call dirs (`layers/ID`) with no layer kept.
     calls: Vec<PathBuf>,
-    locks: Vec<nix::fcntl::Flock<File>>,
+    locks: Vec<crate::owner::Held>,
 }
 
 impl Cleanup {

@@ -190,10 +190,8 @@ fn sweep_stale(parent: &Path) {
             continue;
         }
         let dir = e.path();
-        let stale = match std::fs::File::open(dir.join(OWNER_LOCK)) {
-            Ok(f) => {
-                nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok()
-            }
+        let stale = match crate::owner::take_if_free(&dir.join(OWNER_LOCK)) {
+            Ok(free) => free.is_some(),
             Err(_) => e
                 .metadata()
                 .and_then(|m| m.modified())
@@ -226,7 +224,7 @@ pub struct CallProxy {
     proxy: Proxy,
     dir: PathBuf,
     /// The directory's owner lock, held while the call's proxy lives.
-    _owner: nix::fcntl::Flock<std::fs::File>,
+    _owner: crate::owner::Held,
     events: Mutex<Option<Receiver<Refusal>>>,
     ids: Mutex<HashMap<(String, u16, BlockReason), usize>>,
     stopped: bool,
@@ -256,11 +254,7 @@ impl CallProxy {
         }
         // Held until the directory is removed: a sweep of a later process sees the owner
         // alive ([`sweep_stale`]).
-        let owner = std::fs::File::create(dir.join(OWNER_LOCK)).and_then(|f| {
-            nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
-                .map_err(|(_, e)| std::io::Error::from(e))
-        });
-        let owner = match owner {
+        let owner = match crate::owner::hold(&dir.join(OWNER_LOCK)) {
             Ok(o) => o,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);

@@ -26,6 +26,7 @@ pub mod fresh_caches;
 pub mod git_dirs;
 pub mod git_guard;
 pub mod launch;
+pub mod owner;
 pub mod sys;
 
 pub use call::{
