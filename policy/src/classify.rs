@@ -120,23 +120,26 @@ pub struct Context {
     pub knowledge: knowledge::Loaded,
 }
 
+/// The config entries `v` expanded against `env`, each with its reason (or where it was
+/// set) when `reasons`, else none (a context that never explains).
+fn expand_rules(v: &[crate::config::Entry], env: &Env, reasons: bool) -> Vec<PathRule> {
+    v.iter()
+        .map(|e| PathRule {
+            path: RulePath::expand(&e.value, env),
+            reason: if reasons {
+                e.reason_or_source()
+            } else {
+                String::new()
+            },
+        })
+        .collect()
+}
+
 impl Context {
     /// The context of a config in an environment.
     pub fn new(config: &Config, env: &Env) -> Context {
-        let rules = |v: &[crate::config::Entry]| -> Vec<PathRule> {
-            v.iter()
-                .map(|e| PathRule {
-                    path: RulePath::expand(&e.value, env),
-                    reason: e.reason_or_source(),
-                })
-                .collect()
-        };
+        let rules = |v: &[crate::config::Entry]| expand_rules(v, env, true);
         Context {
-            home: env.home.clone(),
-            runtime_dir: env.runtime_dir.clone(),
-            config_home: env.config_dir(),
-            scratch: env.scratch.clone(),
-            tmp: env.tmp.clone(),
             masks: rules(&config.sandbox.masks),
             read_only_inside: rules(&config.sandbox.read_only_inside),
             writable: rules(&config.sandbox.writable),
@@ -163,10 +166,8 @@ impl Context {
                 .map(|e| e.value.clone())
                 .collect(),
             token_files: rules(&config.network.token_files),
-            call_env: Vec::new(),
             always: config.always.clone(),
-            env: env.clone(),
-            knowledge: knowledge::Knowledge::embedded().clone(),
+            ..Context::of_env(env)
         }
     }
 
@@ -175,21 +176,23 @@ impl Context {
     /// for the proxy of every call, which needs no classifier. Half the time of the whole
     /// context (its hundreds of rules, each with its reason), on the launch's path.
     pub fn for_tokens(config: &Config, env: &Env) -> Context {
-        let rules = |v: &[crate::config::Entry]| -> Vec<PathRule> {
-            v.iter()
-                .map(|e| PathRule {
-                    path: RulePath::expand(&e.value, env),
-                    reason: String::new(),
-                })
-                .collect()
-        };
+        let rules = |v: &[crate::config::Entry]| expand_rules(v, env, false);
+        Context {
+            masks: rules(&config.sandbox.masks),
+            token_files: rules(&config.network.token_files),
+            ..Context::of_env(env)
+        }
+    }
+
+    /// A context of `env` with no rule of a config (what both constructors start from).
+    fn of_env(env: &Env) -> Context {
         Context {
             home: env.home.clone(),
             runtime_dir: env.runtime_dir.clone(),
             config_home: env.config_dir(),
-            scratch: None,
+            scratch: env.scratch.clone(),
             tmp: env.tmp.clone(),
-            masks: rules(&config.sandbox.masks),
+            masks: Vec::new(),
             read_only_inside: Vec::new(),
             writable: Vec::new(),
             caches: Vec::new(),
@@ -199,7 +202,7 @@ impl Context {
             floor_lines: BTreeSet::new(),
             net_allow: Vec::new(),
             net_deny: Vec::new(),
-            token_files: rules(&config.network.token_files),
+            token_files: Vec::new(),
             call_env: Vec::new(),
             always: Vec::new(),
             env: env.clone(),
