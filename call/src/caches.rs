@@ -370,8 +370,7 @@ pub fn clean_up_later(on: bool) {
 /// Hands `c` to the janitor thread (started on first use); done here when it cannot be.
 fn janitor(c: Cleanup) {
     use std::sync::mpsc::{Sender, channel};
-    static TX: std::sync::OnceLock<Option<std::sync::Mutex<Sender<Cleanup>>>> =
-        std::sync::OnceLock::new();
+    static TX: std::sync::OnceLock<Option<Sender<Cleanup>>> = std::sync::OnceLock::new();
     let tx = TX.get_or_init(|| {
         let (tx, rx) = channel::<Cleanup>();
         std::thread::Builder::new()
@@ -384,10 +383,10 @@ fn janitor(c: Cleanup) {
                 }
             })
             .ok()
-            .map(|_| std::sync::Mutex::new(tx))
+            .map(|_| tx)
     });
     let c = match tx {
-        Some(tx) => match tx.lock().unwrap_or_else(|e| e.into_inner()).send(c) {
+        Some(tx) => match tx.send(c) {
             Ok(()) => return,
             Err(e) => e.0,
         },
