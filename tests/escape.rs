@@ -1117,3 +1117,36 @@ fn tmp_and_shm_fills_stop_at_their_bound_and_are_reported() {
         }
     }
 }
+
+/// The host's tree is gone from the call's mount table, not only shadowed: no mount point
+/// of the staging roots (`/oldroot`, `/newroot`) is left, the root is mounted once (a
+/// base left stacked under the view's root would be a second `/`), and `/oldroot` does not
+/// exist. The native backend leaves the base and the old root below it in one lazy
+/// detach; this is what that detach must leave.
+#[test]
+fn no_host_root_is_left_in_the_mount_table() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let line = format!(
+            "cut -d' ' -f5 /proc/self/mountinfo | sed 's/^/MP:/'; \
+             ls -d /oldroot /newroot 2>/dev/null | sed 's/^/LEFT:/'; echo {RAN}"
+        );
+        let r = run(&fx, &line, b);
+        let out = r.all_output();
+        assert!(r.stdout.contains(RAN), "[{b:?}] {out}");
+        let points: Vec<&str> = r
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("MP:"))
+            .collect();
+        assert!(points.len() > 3, "[{b:?}] no mount table read: {out}");
+        let staged: Vec<&&str> = points
+            .iter()
+            .filter(|p| p.starts_with("/oldroot") || p.starts_with("/newroot"))
+            .collect();
+        assert!(staged.is_empty(), "[{b:?}] staging mounts left: {staged:?}");
+        let roots = points.iter().filter(|p| **p == "/").count();
+        assert_eq!(roots, 1, "[{b:?}] the root is mounted {roots} times: {out}");
+        assert!(!r.stdout.contains("LEFT:"), "[{b:?}] {out}");
+    }
+}
