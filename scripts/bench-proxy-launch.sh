@@ -12,18 +12,21 @@
 # such as main's target/release: no proxy for a call without a host grant). Without it, the
 # pair is this build with no grant against this build with `--grant net_view` (the host's
 # network namespace with only Unix and netlink sockets: no proxy, no network namespace made),
-# which bounds the cost from above (it includes the namespace). With WEAKEN=no_proxy, the
-# pair is this build against itself with the test knob `no_proxy` (its own network
-# namespace, no proxy): the proxy's own share of a launch.
+# which bounds the cost from above (it includes the namespace). With WEAKEN=KNOB, the pair
+# is this build against itself with that test knob of the launcher: `no_proxy` (its own
+# network namespace, no proxy) gives the proxy's own share of a launch, `no_supervise` (no
+# write supervisor: no notification filter, no listener, no nested Landlock domain, no
+# linked-file check) the supervisor's (issue 10), on the two paths users get.
 # Prints medians (microseconds), the ratio of the medians and the median of the per-round
 # differences ("paired").
-# Usage: scripts/bench-proxy-launch.sh [N] [native|bwrap]  (builds release first)
+# Usage: scripts/bench-proxy-launch.sh [N] [native|bwrap]  (builds release first; NO_BUILD=1
+# skips that, for a user who cannot build: run it as root first)
 set -eu
 N=${1:-200}
 BACKEND=${2:-native}
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-cargo build -q --release -p efr-launcher --bin efr-launch -p efr-sandbox --bin efr-sandbox
+[ -n "${NO_BUILD:-}" ] || cargo build -q --release -p efr-launcher --bin efr-launch -p efr-sandbox --bin efr-sandbox
 NEW=$CARGO_TARGET_DIR/release
 D=$(mktemp -d)
 mkdir -p "$D/home" "$D/config" "$D/proj"
@@ -35,8 +38,8 @@ cleanup() {
 trap cleanup EXIT
 OLDENV=""
 if [ -n "${BEFORE:-}" ]; then OLD=$BEFORE; OLDGRANT=""
-elif [ "${WEAKEN:-}" = no_proxy ]; then
-  OLD=$NEW; OLDGRANT=""; OLDENV="EFR_SANDBOX_TEST_WEAKEN=no_proxy"
+elif [ -n "${WEAKEN:-}" ]; then
+  OLD=$NEW; OLDGRANT=""; OLDENV="EFR_SANDBOX_TEST_WEAKEN=$WEAKEN"
   export EFR_LAUNCH_ALLOW_TEST_WEAKEN=1
 else OLD=$NEW; OLDGRANT=net_view; fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
