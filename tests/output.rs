@@ -101,3 +101,48 @@ fn forged_denial_lines_give_no_denial() {
         assert_eq!(r.outcome.denials, Vec::<String>::new(), "[{b:?}]");
     }
 }
+
+/// The supervised line gets the same fds as the unsupervised one, with a caller whose
+/// stdin and stderr are closed: nothing from 3 up, and 0-2 as the launcher has them. (The
+/// supervised line is forked sharing the init's fd table for a moment: an fd the init opens
+/// then must not reach the line.)
+#[test]
+fn a_supervised_line_gets_the_fds_an_unsupervised_one_gets() {
+    let line = "for f in 0 1 2 3 4 5 6 7 8 9; do if [ -e /proc/self/fd/$f ]; then echo open$f; \
+                else echo closed$f; fi; done";
+    for b in backends() {
+        let mut seen = Vec::new();
+        for weaken in [None, Some("no_supervise")] {
+            let fx = Fixture::new();
+            let mut p = fx.plan(line, b, vec![]);
+            if let Some(w) = weaken {
+                p.test_weaken = vec![w.into()];
+            }
+            let plan_file = fx.dir.path().join("plan.json");
+            std::fs::write(&plan_file, serde_json::to_vec(&p).unwrap()).unwrap();
+            let l = launcher();
+            // stdin and stderr closed by the shell that execs the launcher.
+            let o = std::process::Command::new("sh")
+                .arg("-c")
+                .arg("exec \"$@\" <&- 2>&-")
+                .arg("sh")
+                .arg(&l.exe)
+                .args(&l.pre_args)
+                .arg("--plan")
+                .arg(&plan_file)
+                .env(efr_launcher::plan::ALLOW_TEST_WEAKEN_ENV, "1")
+                .output()
+                .unwrap();
+            let out = String::from_utf8_lossy(&o.stdout).into_owned();
+            assert!(o.status.success(), "[{b:?} {weaken:?}] {o:?}");
+            for f in 3..10 {
+                assert!(
+                    out.contains(&format!("closed{f}\n")),
+                    "[{b:?} {weaken:?}] fd {f} reached the line: {out}"
+                );
+            }
+            seen.push(out);
+        }
+        assert_eq!(seen[0], seen[1], "[{b:?}] supervised, then not");
+    }
+}

@@ -42,7 +42,8 @@ pub fn clone_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
         reason = "clone's flags: the int widened to the kernel's unsigned long as C widens it"
     )]
     // SAFETY: a raw clone without CLONE_VM and with a null stack duplicates the process like
-    // fork(2); the launcher is single-threaded, so the child owns a consistent copy of memory.
+    // fork(2); the callers (the launcher, and the init forking the line) are single-threaded,
+    // so the child owns a consistent copy of memory.
     // The remaining arguments (parent tid, child tid, tls) are unused without their flags.
     let r = unsafe {
         libc::syscall(
@@ -55,6 +56,17 @@ pub fn clone_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
         )
     };
     check_l(r).and_then(narrow)
+}
+
+/// Leaves a shared fd table for a private copy of it and closes `fd` in that copy only
+/// (`close_range(fd, fd, CLOSE_RANGE_UNSHARE)`, 5.9): the processes that shared the table
+/// keep theirs.
+pub fn close_range_unshare(fd: RawFd) -> io::Result<()> {
+    let fd = libc::c_uint::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: close_range takes integers; `fd` is closed in the caller's new private table
+    // only, which is the intent.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, fd, fd, libc::CLOSE_RANGE_UNSHARE) };
+    check_l(r).map(|_| ())
 }
 
 /// fork(2). Returns 0 in the child.

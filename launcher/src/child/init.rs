@@ -156,8 +156,9 @@ fn enter_landlock(
 pub struct Prepared {
     /// The Landlock domain the init entered (the line nests its own in it).
     pub landlock: Option<crate::status::LandlockReport>,
-    /// The line's notification filter is in force already (loaded by the thread of the
-    /// init that forked it, see [`crate::supervise::fork_supervised`]).
+    /// The line's notification filter is in force already (loaded by the line's process
+    /// itself, forked sharing the init's fd table: see
+    /// [`crate::supervise::fork_supervised`]).
     pub supervised: bool,
     /// A contained line: a process group of its own, and the call's pty when it has one
     /// (see [`crate::pty::attach_line`]).
@@ -227,9 +228,10 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         _ => {}
     }
     // The line's filters: the EPERM one, and the supervisor's with its listener. Where this
-    // process loads both (the native backend), they are one program, loaded before the fork
-    // with the listener (one load, and one filter run per call); bubblewrap loads the EPERM
-    // one for the whole sandbox, and the line's fork then adds the supervisor's own.
+    // process loads both (the native backend), they are one program, loaded with the
+    // listener as this process started (one load, and one filter run per call); bubblewrap
+    // loads the EPERM one for the whole sandbox, and the line's fork then adds the
+    // supervisor's own.
     let merged = sup && !spec.seccomp_preloaded;
     let progs = match spec.seccomp {
         Some(_) if merged => None,
@@ -382,29 +384,36 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
     }
     pre.supervised = spec.supervise.is_some();
-    let (main, listener) = if spec.supervise.is_some() {
-        // The line's filter with its listener, loaded by the thread that forks it: on the
-        // native backend the EPERM program with the supervised table merged in (one filter
-        // run per call), under bubblewrap (which loaded the EPERM one) the table alone,
-        // after the line's own refusals.
-        let merged = match spec.seccomp {
+    let mut held: Option<Prepared> = None;
+    let (main, mut pending) = if spec.supervise.is_some() {
+        // The line's filter with its listener, loaded by the line's process as it starts:
+        // on the native backend the EPERM program with the supervised table merged in (one
+        // filter run per call), under bubblewrap (which loaded the EPERM one) the table
+        // alone, after the line's own refusals.
+        // (Only the programs used are built: about 0.03 ms each.)
+        let prog = match spec.seccomp {
             Some(nv) if !spec.seccomp_preloaded => {
                 let bodies = crate::supervise::filter::bodies();
                 match crate::restrict::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
-                    Ok(p) => Some(p),
+                    Ok(p) => p,
                     Err(e) => fail(e.to_string()),
                 }
             }
-            _ => None,
+            _ => crate::supervise::filter::program(),
         };
-        let own = crate::supervise::filter::program();
-        let line_only = crate::supervise::filter::line_only();
-        let pre_load = spec.seccomp_preloaded.then_some(&line_only);
-        match crate::supervise::fork_supervised(
-            merged.as_ref().unwrap_or(&own),
-            pre_load,
-            move || exec_line(spec, report_fd, pre),
-        ) {
+        let line_only = spec
+            .seccomp_preloaded
+            .then(crate::supervise::filter::line_only);
+        // The line's child takes `pre` from its own copy of this slot; the init's copy stays
+        // here until the child has left the init's fd table (see `fork_supervised`).
+        let mut slot = Some(pre);
+        let forked =
+            crate::supervise::fork_supervised(&prog, line_only.as_ref(), || match slot.take() {
+                Some(pre) => exec_line(spec, report_fd, pre),
+                None => sys::exit_now(crate::exit_code::INIT_FAILED),
+            });
+        held = slot;
+        match forked {
             Ok((p, l)) => (p, Some(l)),
             Err(e) => fail(e.to_string()),
         }
@@ -414,7 +423,8 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             Ok(p) => {
                 // The line holds the call's pty now; the init keeps it as controlling
                 // terminal only (an open slave here would keep its master from ever
-                // reading EOF). Under the supervisor, the fork's thread drops it.
+                // reading EOF). Under the supervisor, `held` is dropped once the line's
+                // child has left the init's fd table.
                 drop(pre.terminal);
                 (p, None)
             }
@@ -430,21 +440,36 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             fail(format!("init dropping capabilities: {e}"));
         }
     }
-    // The line's listener; its supervisor starts with the line's first supervised call
-    // (see `crate::supervise::Lazy`).
-    let mut lazy = None;
-    if let (Some(l), Some(sv)) = (listener, &spec.supervise) {
-        // While the line goes on to its exec: a protected directory may hold thousands of
-        // files (the walk stops at 4096), and the line must not wait for them.
-        let linked = crate::supervise::Linked::find(sv, report_fd);
-        lazy = Some(crate::supervise::Lazy::new(
-            l,
-            sv.clone(),
-            sockets,
-            linked,
-            report_fd,
-        ));
-    }
+    // The protected files with several links, found while the line goes on to its exec: a
+    // protected directory may hold thousands of files (the walk stops at 4096), and the
+    // line must not wait for them.
+    let mut linked = match (&pending, &spec.supervise) {
+        (Some(_), Some(sv)) => Some(crate::supervise::Linked::find(sv, report_fd)),
+        _ => None,
+    };
+    let mut sockets = Some(sockets);
+    // The line's listener, once its child has said where it is; its supervisor starts with
+    // the line's first supervised call (see `crate::supervise::Lazy`).
+    let mut lazy: Option<crate::supervise::Lazy> = None;
+    let mut got_listener = |p: crate::supervise::PendingListener,
+                            lazy: &mut Option<crate::supervise::Lazy>| {
+        match (p.take(), &spec.supervise) {
+            (Ok(l), Some(sv)) => {
+                *lazy = Some(crate::supervise::Lazy::new(
+                    l,
+                    sv.clone(),
+                    sockets.take().unwrap_or_default(),
+                    linked.take().unwrap_or_default(),
+                    report_fd,
+                ));
+            }
+            (Ok(_), None) => {}
+            (Err(e), _) => {
+                crate::child::report::setup_error(report_fd, e);
+                let _ = sys::kill(main, libc::SIGKILL);
+            }
+        }
+    };
     // Starts the supervisor; on failure the line, which waits on its first write, is ended
     // rather than let run unsupervised.
     let start = |l: crate::supervise::Lazy| {
@@ -484,6 +509,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
         let mut fds = vec![(sig_r, libc::POLLIN)];
         fds.extend(launcher.map(|fd| (fd, libc::POLLIN)));
+        let pending_at = pending.as_ref().map(|p| {
+            fds.push((p.fd(), libc::POLLIN));
+            fds.len() - 1
+        });
         let at = lazy.as_ref().map(|l| {
             fds.push((l.fd(), libc::POLLIN));
             fds.len() - 1
@@ -500,6 +529,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                     .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
             {
                 launcher_gone();
+            }
+            // The line's child has said where its listener is (or has failed to make it):
+            // it has left the init's fd table, and what it needed from it is the init's.
+            if pending_at.is_some_and(|i| r.get(i).is_some_and(|&e| e != 0)) {
+                if let Some(p) = pending.take() {
+                    got_listener(p, &mut lazy);
+                    drop(held.take());
+                }
             }
             match listener_turn(at.and_then(|i| r.get(i).copied())) {
                 ListenerTurn::Start => {

@@ -57,9 +57,6 @@ pub struct SuperviseSpec {
 const MAX_THREADS: usize = 8;
 /// Their stacks: the calls they make need little.
 const THREAD_STACK: usize = 256 * 1024;
-/// The stack of the thread that forks the line, on which the line's setup runs until its
-/// exec.
-const LINE_FORK_STACK: usize = 1024 * 1024;
 /// At most this many distinct refused paths are reported.
 const MAX_REPORTED: usize = 256;
 /// At most this many directories made by the call are remembered (for the exceptions of
@@ -121,57 +118,164 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SuperviseError {
 }
 
 /// Forks the line with its notification filter already in force, and returns its pid and
-/// the filter's listener, which is the init's from the start: no hand-over, so the line
-/// never waits for the init before its exec. (The hand-over that was here, the line
+/// the filter's listener to come, which is the init's from the start: no hand-over, so the
+/// line never waits for the init before its exec. (The hand-over that was here, the line
 /// writing its listener's number and waiting for the init to take it with `pidfd_getfd`,
 /// was a trip through the scheduler on every launch: measured at load 2, a launch took
 /// 1.27x the same launch without the supervisor.)
 ///
-/// A filter is a thread's: a thread of the init loads `pre_load` (the line's own
-/// refusals under bubblewrap, [`filter::line_only`]) and `prog` (the notification filter,
+/// A filter is a thread's and its children's: the init must not have it (the supervisor's
+/// own calls would be sent to itself), so the line's child loads it, having been forked
+/// with the init's fd table shared (`CLONE_FILES`): the listener the kernel makes lands in
+/// the init's table. The child loads `pre_load` (the line's own refusals under
+/// bubblewrap, [`filter::line_only`]) and `prog` (the notification filter,
 /// [`filter::program`], or the EPERM filter with the table merged in,
-/// `crate::seccomp::program_with`), then forks. The child, which runs `line` (it never
-/// returns), inherits the filters; the init's other threads never have them (the
-/// supervisor's own calls must not be sent to itself). The listener is close-on-exec: the
-/// program the line runs never holds it. The init's main thread waits in `join`
-/// meanwhile, holding no lock the child could need.
+/// `crate::seccomp::program_with`), leaves the shared table for a copy without the
+/// listener (`close_range(CLOSE_RANGE_UNSHARE)`, which no filter refuses), writes the
+/// listener's number on a pipe (`write` is not supervised) and runs `line` (it never
+/// returns). The program the line runs never holds the listener.
+///
+/// Until [`PendingListener::take`] has the child's word, the child may still be in the
+/// init's table: the init must close no fd the child needs (what `line` uses, such as the
+/// call's pty), and it does not wait for the word either (the child is on its way to its
+/// exec meanwhile). (Before, a thread of the init loaded the filters and forked: measured,
+/// that thread took 0.09-0.13 ms to start in the init, whose pages are all copy-on-write,
+/// on every launch.)
 pub fn fork_supervised<F>(
     prog: &crate::seccomp::Program,
     pre_load: Option<&crate::seccomp::Program>,
     line: F,
-) -> Result<(libc::pid_t, OwnedFd), SuperviseError>
+) -> Result<(libc::pid_t, PendingListener), SuperviseError>
 where
-    F: FnOnce() -> std::convert::Infallible + Send,
+    F: FnOnce() -> std::convert::Infallible,
 {
-    std::thread::scope(|s| {
-        let t = std::thread::Builder::new()
-            .name("efr-line-fork".into())
-            .stack_size(LINE_FORK_STACK)
-            .spawn_scoped(s, move || {
-                // Per thread, as the filters: the init's main thread keeps what it had.
-                crate::sys::no_new_privs().map_err(io("no_new_privs of the line's fork"))?;
-                if let Some(p) = pre_load {
-                    crate::sys::seccomp_filter(p).map_err(io("the line's own refusals"))?;
-                }
-                let l = sys::seccomp_listener(prog).map_err(io("seccomp listener"))?;
-                match crate::sys::fork().map_err(io("fork of the line"))? {
-                    // A panic must not end this thread, the child's only one: its process
-                    // would exit 0, as a line that ran and succeeded.
-                    0 => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(line)) {
-                        Ok(never) => match never {},
-                        Err(_) => crate::sys::exit_now(crate::exit_code::INIT_FAILED),
-                    },
-                    pid => Ok((pid, l)),
-                }
-            })
-            .map_err(io("the line's fork thread"))?;
-        t.join().unwrap_or_else(|_| {
-            Err(SuperviseError::Io {
-                what: "the line's fork thread",
-                source: std::io::Error::other("it panicked"),
-            })
-        })
-    })
+    use std::os::fd::AsRawFd;
+    let (r, w) = crate::sys::pipe_owned().map_err(io("the line's listener pipe"))?;
+    // An fd the init opens while the table is shared (the capability drop, the linked-file
+    // check) takes the lowest free number, which the line's copy then holds: never one of
+    // 0-2 (open in every process of ours: Rust's runtime puts /dev/null on a closed one at
+    // start), and 3 up are the line's to replace or close before its exec (see
+    // `crate::child::init::exec_line`).
+    let pid = crate::sys::clone_fork(libc::CLONE_FILES).map_err(io("fork of the line"))?;
+    if pid != 0 {
+        return Ok((pid, PendingListener { r, _w: w }));
+    }
+    // The line's child, sharing the init's fd table until `load_line_filters` has left it:
+    // it closes nothing before that, and never returns from here.
+    let word = match load_line_filters(prog, pre_load) {
+        Ok(n) => ForkWord::Listener(n),
+        Err((step, errno)) => ForkWord::Failed(step, errno),
+    };
+    let sent = crate::sys::write_all(w.as_raw_fd(), &word.encode());
+    if !matches!(word, ForkWord::Listener(_)) || sent.is_err() {
+        crate::sys::exit_now(crate::exit_code::INIT_FAILED)
+    }
+    // A panic must not unwind out of here into the init's frames, in the child.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(line)) {
+        Ok(never) => match never {},
+        Err(_) => crate::sys::exit_now(crate::exit_code::INIT_FAILED),
+    }
+}
+
+/// The listener of a line forked by [`fork_supervised`], until its child has said where
+/// it is. Dropping it closes the pipe (only the init's copy once the child left the table).
+#[derive(Debug)]
+pub struct PendingListener {
+    r: OwnedFd,
+    /// Kept open until the word is read: closing it while the table is shared would close
+    /// the child's too.
+    _w: OwnedFd,
+}
+
+impl PendingListener {
+    /// The pipe to poll for `POLLIN`: the child's word is there.
+    pub fn fd(&self) -> RawFd {
+        use std::os::fd::AsRawFd;
+        self.r.as_raw_fd()
+    }
+
+    /// The listener, once [`Self::fd`] is readable (blocks until then): the child has left
+    /// the init's table by then, and the fds it needed are the init's alone. The error names
+    /// the child's step that failed.
+    pub fn take(self) -> Result<OwnedFd, SuperviseError> {
+        use std::os::fd::AsRawFd;
+        let mut b = [0u8; 8];
+        let n = loop {
+            match crate::sys::read(self.r.as_raw_fd(), &mut b) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                r => break r.map_err(io("reading the line's listener"))?,
+            }
+        };
+        if n != b.len() {
+            return Err(SuperviseError::Io {
+                what: "the line's fork",
+                source: std::io::Error::other("it said nothing of its listener"),
+            });
+        }
+        match ForkWord::decode(b) {
+            ForkWord::Listener(n) => sys::owned_listener(n).map_err(io("the line's listener")),
+            ForkWord::Failed(step, errno) => Err(SuperviseError::Io {
+                what: FORK_STEPS.get(step).copied().unwrap_or("the line's fork"),
+                source: std::io::Error::from_raw_os_error(errno),
+            }),
+        }
+    }
+}
+
+/// The steps of the line's child before it leaves the shared fd table, by the number it
+/// sends when one fails.
+const FORK_STEPS: [&str; 4] = [
+    "no_new_privs of the line's fork",
+    "the line's own refusals",
+    "seccomp listener",
+    "the line leaving the init's fd table",
+];
+
+/// What the line's child tells the init on the pipe: its listener's number, or the step
+/// that failed and its errno. Eight bytes, one write (atomic on a pipe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ForkWord {
+    Listener(RawFd),
+    Failed(usize, i32),
+}
+
+impl ForkWord {
+    fn encode(self) -> [u8; 8] {
+        let (a, b) = match self {
+            ForkWord::Listener(n) => (-1i32, n),
+            ForkWord::Failed(step, errno) => (i32::try_from(step).unwrap_or(i32::MAX), errno),
+        };
+        let mut out = [0u8; 8];
+        out[..4].copy_from_slice(&a.to_ne_bytes());
+        out[4..].copy_from_slice(&b.to_ne_bytes());
+        out
+    }
+
+    fn decode(b: [u8; 8]) -> Self {
+        let a = i32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+        let v = i32::from_ne_bytes([b[4], b[5], b[6], b[7]]);
+        match usize::try_from(a) {
+            Ok(step) => ForkWord::Failed(step, v),
+            Err(_) => ForkWord::Listener(v),
+        }
+    }
+}
+
+/// In the line's child: no_new_privs, the filters, then out of the shared table with the
+/// listener left in the init's. The listener's number, or the failed step and its errno.
+fn load_line_filters(
+    prog: &crate::seccomp::Program,
+    pre_load: Option<&crate::seccomp::Program>,
+) -> Result<RawFd, (usize, i32)> {
+    let errno = |step: usize| move |e: std::io::Error| (step, e.raw_os_error().unwrap_or(0));
+    crate::sys::no_new_privs().map_err(errno(0))?;
+    if let Some(p) = pre_load {
+        crate::sys::seccomp_filter(p).map_err(errno(1))?;
+    }
+    // Not dropped here: closing it now would close the init's.
+    let n = std::os::fd::IntoRawFd::into_raw_fd(sys::seccomp_listener(prog).map_err(errno(2))?);
+    crate::sys::close_range_unshare(n).map_err(errno(3))?;
+    Ok(n)
 }
 
 /// The protected files of a call that had more than one link at launch, by inode: writes
@@ -424,4 +528,64 @@ fn may_block(nr: i32) -> bool {
 /// end and its field separator).
 fn report_path(path: &[u8]) -> String {
     String::from_utf8_lossy(path).replace(['\n', '\t'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ForkWord, fork_supervised};
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn the_fork_word_says_the_listener_or_the_failed_step() {
+        for w in [
+            ForkWord::Listener(0),
+            ForkWord::Listener(17),
+            ForkWord::Failed(0, libc::EPERM),
+            ForkWord::Failed(3, libc::ENOSYS),
+        ] {
+            assert_eq!(ForkWord::decode(w.encode()), w);
+        }
+    }
+
+    /// The line's child loads the filter and the listener is the caller's, in its own table:
+    /// a seccomp listener, which hangs up once the child (its filter's only user) is gone.
+    #[test]
+    fn the_listener_lands_in_the_forking_process() {
+        if !super::available() {
+            assert!(
+                std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none(),
+                "no seccomp user notification here"
+            );
+            return;
+        }
+        let prog = super::filter::program();
+        let (pid, pending) =
+            fork_supervised(&prog, None, || crate::sys::exit_now(7)).expect("forked");
+        let l = pending.take().expect("the child's listener");
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", l.as_raw_fd())).unwrap();
+        assert!(
+            link.to_string_lossy().contains("seccomp"),
+            "not a listener: {link:?}"
+        );
+        let (_, st) = crate::sys::waitpid(pid, 0).unwrap().unwrap();
+        assert_eq!(libc::WEXITSTATUS(st), 7);
+        let ev = crate::sys::poll(&[(l.as_raw_fd(), libc::POLLIN)], 5000).unwrap();
+        assert!(
+            ev[0] & libc::POLLHUP != 0,
+            "the listener did not hang up: {ev:?}"
+        );
+    }
+
+    /// A filter the kernel refuses is the step's error, in the forking process.
+    #[test]
+    fn a_refused_filter_is_reported_with_its_step() {
+        let (pid, pending) =
+            fork_supervised(&Vec::new(), None, || crate::sys::exit_now(0)).expect("forked");
+        let e = pending
+            .take()
+            .expect_err("an empty program must be refused");
+        assert!(e.to_string().starts_with("seccomp listener: "), "{e}");
+        let (_, st) = crate::sys::waitpid(pid, 0).unwrap().unwrap();
+        assert_eq!(libc::WEXITSTATUS(st), crate::exit_code::INIT_FAILED);
+    }
 }

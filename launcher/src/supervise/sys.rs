@@ -36,6 +36,21 @@ pub fn seccomp_listener(prog: &[libc::sock_filter]) -> io::Result<OwnedFd> {
     })
 }
 
+/// The listener the line's child made in the init's fd table (see
+/// `super::fork_supervised`), owned: `n` must be an open fd with close-on-exec set, as
+/// every listener is (EBADF otherwise, and nothing is owned).
+pub fn owned_listener(n: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_GETFD takes an fd number and reads its flags; an unused number gives EBADF.
+    let flags = check(unsafe { libc::fcntl(n, libc::F_GETFD) })?;
+    if flags & libc::FD_CLOEXEC == 0 {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: `n` is open in this process, and was made by the kernel for the line's child
+    // in the table this process then shared; the child has left the table, so nothing else
+    // here owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
 /// Whether the kernel's notification structs are no bigger than ours (the kernel refuses a
 /// receive into a buffer of another size only when its struct is bigger).
 pub fn notif_sizes_fit() -> bool {
