@@ -62,6 +62,23 @@ impl UserTerminal {
         String::from_utf8_lossy(&self.seen_bytes()).into_owned()
     }
 
+    /// Waits until the terminal showed `needle` after the last `mark` it showed (the
+    /// shell's prompt back after a line's output: keys typed before it go to the call).
+    fn wait_for_after(&self, mark: &str, needle: &str) -> bool {
+        let end = Instant::now() + LONG;
+        while Instant::now() < end {
+            let seen = self.seen();
+            if seen
+                .rfind(mark)
+                .is_some_and(|i| seen[i + mark.len()..].contains(needle))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
     /// Waits until the terminal showed `needle`.
     fn wait_for(&self, needle: &str) -> bool {
         let end = Instant::now() + LONG;
@@ -503,6 +520,13 @@ fn ctrl_z_stops_the_job_and_fg_continues_it() {
         );
         term.send(b"fg\n");
         assert!(term.wait_for("after-sleep"), "[{b:?}] {}", term.seen());
+        // The shell's prompt, once the call has ended: typed before, the keys are the
+        // call's (its relay passes them on until the line ends).
+        assert!(
+            term.wait_for_after("after-sleep", "$ "),
+            "[{b:?}] {}",
+            term.seen()
+        );
         term.send(b"echo status:$?\n");
         assert!(term.wait_for("status:0"), "[{b:?}] {}", term.seen());
         term.send(b"exit\n");
