@@ -43,7 +43,9 @@ pub fn clone_fork(flags: libc::c_int) -> io::Result<libc::pid_t> {
     )]
     // SAFETY: a raw clone without CLONE_VM and with a null stack duplicates the process like
     // fork(2); the callers (the launcher, and the init forking the line) are single-threaded,
-    // so the child owns a consistent copy of memory.
+    // so the child owns a consistent copy of memory (the unit tests of
+    // `supervise::fork_supervised` call it from a thread of the test harness, with a child
+    // that makes system calls only, allocates nothing and leaves with _exit).
     // The remaining arguments (parent tid, child tid, tls) are unused without their flags.
     let r = unsafe {
         libc::syscall(
