@@ -385,7 +385,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     }
     pre.supervised = spec.supervise.is_some();
     let mut held: Option<Prepared> = None;
-    let (main, mut pending) = if spec.supervise.is_some() {
+    let (main, pending) = if spec.supervise.is_some() {
         // The line's filter with its listener, loaded by the line's process as it starts:
         // on the native backend the EPERM program with the supervised table merged in (one
         // filter run per call), under bubblewrap (which loaded the EPERM one) the table
@@ -440,43 +440,20 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             fail(format!("init dropping capabilities: {e}"));
         }
     }
-    // The protected files with several links, found while the line goes on to its exec: a
-    // protected directory may hold thousands of files (the walk stops at 4096), and the
-    // line must not wait for them.
-    let mut linked = match (&pending, &spec.supervise) {
-        (Some(_), Some(sv)) => Some(crate::supervise::Linked::find(sv, report_fd)),
-        _ => None,
-    };
-    let mut sockets = Some(sockets);
     // The line's listener, once its child has said where it is; its supervisor starts with
-    // the line's first supervised call (see `crate::supervise::Lazy`).
-    let mut lazy: Option<crate::supervise::Lazy> = None;
-    let mut got_listener = |p: crate::supervise::PendingListener,
-                            lazy: &mut Option<crate::supervise::Lazy>| {
-        match (p.take(), &spec.supervise) {
-            (Ok(l), Some(sv)) => {
-                *lazy = Some(crate::supervise::Lazy::new(
-                    l,
-                    sv.clone(),
-                    sockets.take().unwrap_or_default(),
-                    linked.take().unwrap_or_default(),
-                    report_fd,
-                ));
-            }
-            (Ok(_), None) => {}
-            (Err(e), _) => {
-                crate::child::report::setup_error(report_fd, e);
-                let _ = sys::kill(main, libc::SIGKILL);
-            }
-        }
-    };
-    // Starts the supervisor; on failure the line, which waits on its first write, is ended
-    // rather than let run unsupervised.
-    let start = |l: crate::supervise::Lazy| {
-        if let Err(e) = l.start() {
-            crate::child::report::setup_error(report_fd, e);
-            let _ = sys::kill(main, libc::SIGKILL);
-        }
+    // the line's first supervised call (see `crate::supervise::Lazy`). The protected files
+    // with several links are found first, while the line goes on to its exec: a protected
+    // directory may hold thousands of files (the walk stops at 4096), and the line must not
+    // wait for them.
+    let mut lazy = match (pending, &spec.supervise) {
+        (Some(p), Some(sv)) => Some(crate::supervise::Lazy::new(
+            p,
+            sv.clone(),
+            sockets,
+            crate::supervise::Linked::find(sv, report_fd),
+            report_fd,
+        )),
+        _ => None,
     };
 
     let mut full = FullWatch::new(&spec.watch_full);
@@ -509,10 +486,6 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         }
         let mut fds = vec![(sig_r, libc::POLLIN)];
         fds.extend(launcher.map(|fd| (fd, libc::POLLIN)));
-        let pending_at = pending.as_ref().map(|p| {
-            fds.push((p.fd(), libc::POLLIN));
-            fds.len() - 1
-        });
         let at = lazy.as_ref().map(|l| {
             fds.push((l.fd(), libc::POLLIN));
             fds.len() - 1
@@ -530,18 +503,25 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             {
                 launcher_gone();
             }
-            // The line's child has said where its listener is (or has failed to make it):
-            // it has left the init's fd table, and what it needed from it is the init's.
-            if pending_at.is_some_and(|i| r.get(i).is_some_and(|&e| e != 0)) {
-                if let Some(p) = pending.take() {
-                    got_listener(p, &mut lazy);
-                    drop(held.take());
-                }
-            }
             match listener_turn(at.and_then(|i| r.get(i).copied())) {
+                // The line's child has said where its listener is (or has failed to make
+                // it): it has left the init's fd table, and what it needed from it is the
+                // init's. Or a supervised call waits: the supervisor starts. On failure the
+                // line, which waits on its first write, is ended rather than let run
+                // unsupervised.
                 ListenerTurn::Start => {
                     if let Some(l) = lazy.take() {
-                        start(l);
+                        let was_pending = l.pending();
+                        match l.ready() {
+                            Ok(next) => lazy = next,
+                            Err(e) => {
+                                crate::child::report::setup_error(report_fd, e);
+                                let _ = sys::kill(main, libc::SIGKILL);
+                            }
+                        }
+                        if was_pending {
+                            drop(held.take());
+                        }
                     }
                 }
                 ListenerTurn::Done => lazy = None,

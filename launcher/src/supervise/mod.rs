@@ -305,29 +305,39 @@ impl Linked {
 /// call only. Before, the init did both right after it took the listener, while the line went on
 /// to its exec: the init's answer wakes the line on the init's own CPU (a socket's wake-up
 /// tells the scheduler the waker is about to sleep), so the line waited for that work. The
-/// init now goes back to its loop at once, polls [`Lazy::fd`] for `POLLIN` (a
-/// notification waits) and then calls [`Lazy::start`].
+/// init now goes back to its loop at once, polls [`Lazy::fd`] for `POLLIN` (first the
+/// line's child's word of where its listener is, then a notification that waits) and calls
+/// [`Lazy::ready`] for each.
 #[derive(Debug)]
 pub struct Lazy {
-    listener: OwnedFd,
+    listener: Listener,
     spec: SuperviseSpec,
     sockets: SocketRules,
     report_fd: RawFd,
     linked: Linked,
 }
 
+/// Where a [`Lazy`]'s listener is.
+#[derive(Debug)]
+enum Listener {
+    /// The line's child has not said yet (it may still share the init's fd table).
+    Pending(PendingListener),
+    /// In the init's own table.
+    Ready(OwnedFd),
+}
+
 impl Lazy {
-    /// The listener of `spec`'s call, its path sockets `sockets`, the protected files
-    /// found `linked`, reporting to `report_fd`.
+    /// The listener to come of `spec`'s call, its path sockets `sockets`, the protected
+    /// files found `linked`, reporting to `report_fd`.
     pub fn new(
-        listener: OwnedFd,
+        listener: PendingListener,
         spec: SuperviseSpec,
         sockets: SocketRules,
         linked: Linked,
         report_fd: RawFd,
     ) -> Self {
         Lazy {
-            listener,
+            listener: Listener::Pending(listener),
             spec,
             sockets,
             report_fd,
@@ -335,20 +345,39 @@ impl Lazy {
         }
     }
 
-    /// The listener, to poll for `POLLIN`.
+    /// What to poll for `POLLIN`: the line's child's word, then the listener.
     pub fn fd(&self) -> RawFd {
         use std::os::fd::AsRawFd;
-        self.listener.as_raw_fd()
+        match &self.listener {
+            Listener::Pending(p) => p.fd(),
+            Listener::Ready(l) => l.as_raw_fd(),
+        }
     }
 
-    /// Compiles the rules and serves the call's notifications on threads of their own
-    /// ([`Supervisor::spawn`]).
-    pub fn start(self) -> Result<(), SuperviseError> {
-        let sv = &self.spec;
-        let rules = Rules::new(&sv.roots, &sv.paths, &sv.names)?;
-        Supervisor::new(rules, self.listener, self.linked, self.report_fd)?
-            .with_sockets(self.sockets)
-            .spawn()
+    /// Whether the line's child has not said yet where its listener is: until then the
+    /// init must close no fd the child needs (see [`fork_supervised`]).
+    pub fn pending(&self) -> bool {
+        matches!(self.listener, Listener::Pending(_))
+    }
+
+    /// [`Self::fd`] is readable: the child's word is in (the listener, which is then
+    /// polled; `Some`), or a supervised call waits, and the rules are compiled and the
+    /// call's notifications served on threads of their own ([`Supervisor::spawn`]; `None`).
+    pub fn ready(self) -> Result<Option<Self>, SuperviseError> {
+        match self.listener {
+            Listener::Pending(p) => Ok(Some(Lazy {
+                listener: Listener::Ready(p.take()?),
+                ..self
+            })),
+            Listener::Ready(l) => {
+                let sv = &self.spec;
+                let rules = Rules::new(&sv.roots, &sv.paths, &sv.names)?;
+                Supervisor::new(rules, l, self.linked, self.report_fd)?
+                    .with_sockets(self.sockets)
+                    .spawn()
+                    .map(|()| None)
+            }
+        }
     }
 }
 
