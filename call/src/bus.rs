@@ -711,6 +711,7 @@ pub fn self_test(
         conversations: runtime.map(Path::to_path_buf),
         sockets: runtime.map(Path::to_path_buf),
         handle: handle.clone(),
+        standby: None,
     };
     let mut call = match crate::call::Call::prepare_with_env(&p, &ctx, Some(penv)) {
         Ok(c) => c,

@@ -59,6 +59,9 @@ pub struct Ctx {
     pub sockets: Option<PathBuf>,
     /// The runtime that serves the call's proxy (and drives a [`Call::start`]ed call).
     pub handle: tokio::runtime::Handle,
+    /// The launcher in standby a [`Call::start`]ed call takes when it fits, and fills again
+    /// once it has ended (`None`: every call starts its own launcher).
+    pub standby: Option<Arc<crate::standby::Standby>>,
 }
 
 /// Which calls get an egress proxy.
@@ -375,13 +378,28 @@ impl Call {
     pub fn start(self, ctx: &Ctx) -> Result<CallStream, SpawnError> {
         let refusals = self.proxy.as_ref().and_then(|c| c.take_events());
         let l = launcher();
-        let running = l
-            .spawn(&self.plan, Io::null(), Io::piped(), Io::piped())
-            .map_err(|source| SpawnError { exe: l.exe, source })?;
+        let stdio = || [Io::null(), Io::piped(), Io::piped()];
+        let warm = ctx.standby.as_ref().and_then(|s| s.go(&self.plan, stdio));
+        let took = warm.is_some();
+        let running = match warm {
+            Some(r) => r,
+            None => {
+                let [i, o, e] = stdio();
+                l.spawn(&self.plan, i, o, e).map_err(|source| SpawnError {
+                    exe: l.exe.clone(),
+                    source,
+                })?
+            }
+        };
         let (tx, rx) = mpsc::channel(1);
+        // The next call's launcher is started once this one has ended, off its path.
+        let refill = ctx.standby.clone().filter(|_| took);
         ctx.handle.spawn(async move {
             // `Err(Gone)`: the stream was dropped, and the call ended with it.
             let _ = drive(self, running, refusals, tx).await;
+            if let Some(s) = refill {
+                let _ = tokio::task::spawn_blocking(move || s.fill(&l)).await;
+            }
         });
         Ok(CallStream { rx })
     }

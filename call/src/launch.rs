@@ -32,7 +32,7 @@ fn invalid(m: impl Into<String>) -> ErrorBody {
 
 /// The launcher: `$EFR_LAUNCH`, else `efr-launch` beside this executable or on PATH, else
 /// this executable's own `__launch` subcommand.
-pub(crate) fn launcher() -> Launcher {
+pub fn launcher() -> Launcher {
     if let Some(p) = std::env::var_os("EFR_LAUNCH").filter(|p| !p.is_empty()) {
         return Launcher::new(PathBuf::from(p));
     }

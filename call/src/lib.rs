@@ -7,6 +7,7 @@
 //!   launcher's status lines (denials as exit records, quarantine after the call);
 //! - [`egress`]: the call's egress proxy; [`bus`]: its bus filters; [`caches`]: its cache
 //!   layers and their merge; [`git_guard`] and [`git_dirs`]: the git code a call left;
+//! - [`standby`]: the service's launcher started ahead of its next call;
 //! - [`sys`]: every `unsafe` of the crate.
 
 #![warn(missing_docs)]
@@ -27,6 +28,7 @@ pub mod git_dirs;
 pub mod git_guard;
 pub mod launch;
 pub mod owner;
+pub mod standby;
 pub mod sys;
 
 pub use call::{

@@ -331,6 +331,128 @@ impl Launcher {
     }
 }
 
+impl Launcher {
+    /// Starts `efr-launch` in standby ([`crate::standby`]): loaded, its init waiting in
+    /// fresh namespaces, for a call [`Warm::go`] gives it later. It ends with this process
+    /// (`--caller-pid`), and when the [`Warm`] is dropped unused.
+    pub fn spawn_warm(&self) -> std::io::Result<Warm> {
+        let (mine, theirs) = crate::sys::socketpair()?;
+        let (status_r, status_w) = crate::sys::pipe_owned()?;
+        let mut args: Vec<std::ffi::OsString> = vec![self.exe.clone().into_os_string()];
+        args.extend(self.pre_args.iter().map(Into::into));
+        args.extend(
+            [
+                "--warm",
+                "--control-fd",
+                "3",
+                "--status-fd",
+                "4",
+                "--caller-pid",
+            ]
+            .iter()
+            .map(Into::into),
+        );
+        args.push(std::process::id().to_string().into());
+        let child = Launched::start(
+            self.exe.as_os_str(),
+            &args,
+            [Io::Null, Io::Null, Io::Null],
+            &[(theirs, 3), (status_w, 4)],
+            false,
+        )?;
+        Ok(Warm {
+            child: Some(child),
+            control: mine,
+            status: Some(status_r),
+        })
+    }
+}
+
+/// An `efr-launch` in standby ([`Launcher::spawn_warm`]); killed and reaped when dropped
+/// before [`Warm::go`].
+#[derive(Debug)]
+pub struct Warm {
+    child: Option<Launched>,
+    control: std::os::fd::OwnedFd,
+    status: Option<std::os::fd::OwnedFd>,
+}
+
+/// Why a [`Warm`] launcher did not take its call: it had ended (its stdio were not used;
+/// start the call another way).
+#[derive(Debug, thiserror::Error)]
+#[error("the launcher started ahead cannot take the call: {0}")]
+pub struct WarmGone(#[source] pub std::io::Error);
+
+impl Warm {
+    /// The launcher's pid.
+    pub fn id(&self) -> u32 {
+        self.child.as_ref().map_or(0, Launched::id)
+    }
+
+    /// Whether it is still there to take a call (not ended).
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Gives it the call: `plan`, with these stdio. The [`Running`] is read as one from
+    /// [`Launcher::spawn`].
+    pub fn go(
+        mut self,
+        plan: &Plan,
+        stdin: Io,
+        stdout: Io,
+        stderr: Io,
+    ) -> Result<Running, WarmGone> {
+        if !self.alive() {
+            return Err(WarmGone(std::io::Error::other("it has ended")));
+        }
+        let json = serde_json::to_vec(plan).map_err(|e| WarmGone(std::io::Error::other(e)))?;
+        let plan_file = tempfile_plan(&json).map_err(WarmGone)?;
+        let crate::spawned::Stdio { child, ends } =
+            crate::spawned::Stdio::new([stdin, stdout, stderr]).map_err(WarmGone)?;
+        // Each of the call's fds 0 to 2: the one given, else this process's own.
+        let mut fds = vec![plan_file];
+        for target in 0..3 {
+            let fd = match child.iter().find(|(_, t)| *t == target) {
+                Some((f, _)) => f.try_clone(),
+                None => crate::sys::dup_cloexec(target),
+            }
+            .map_err(WarmGone)?;
+            fds.push(fd);
+        }
+        let borrowed: Vec<std::os::fd::BorrowedFd<'_>> =
+            fds.iter().map(std::os::fd::AsFd::as_fd).collect();
+        efr_fdpass::send_fds(
+            std::os::fd::AsFd::as_fd(&self.control),
+            &[crate::standby::CALL],
+            &borrowed,
+        )
+        .map_err(|e| WarmGone(std::io::Error::other(e)))?;
+        let (Some(mut launched), Some(status)) = (self.child.take(), self.status.take()) else {
+            return Err(WarmGone(std::io::Error::other("taken already")));
+        };
+        let [i, o, e] = ends;
+        launched.stdin = i;
+        launched.stdout = o;
+        launched.stderr = e;
+        Ok(Running {
+            child: launched,
+            status: BufReader::new(std::fs::File::from(status)),
+        })
+    }
+}
+
+impl Drop for Warm {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// The plan in an anonymous file (fd, positioned at the start).
 fn tempfile_plan(json: &[u8]) -> std::io::Result<std::os::fd::OwnedFd> {
     crate::sys::memfd_with("efr-plan", json)

@@ -7,7 +7,7 @@ use crate::plan::{MAX_PLAN_BYTES, Plan, PlanCheck};
 use crate::run::StatusOut;
 
 fn usage() -> &'static str {
-    "usage: efr-launch (--plan FILE | --plan-fd N) [--status-fd N] [--caller-pid PID]"
+    "usage: efr-launch (--plan FILE | --plan-fd N | --warm --control-fd N) [--status-fd N] [--caller-pid PID]"
 }
 
 /// Why `efr-launch`'s command line or its plan could not be read.
@@ -33,7 +33,7 @@ fn fd_arg(v: Option<&String>) -> Result<RawFd, CliError> {
         .ok_or(CliError::Usage)
 }
 
-fn read_bounded(from: String, r: impl Read) -> Result<Vec<u8>, CliError> {
+pub(crate) fn read_bounded(from: String, r: impl Read) -> Result<Vec<u8>, CliError> {
     let mut data = Vec::new();
     match r.take(MAX_PLAN_BYTES as u64 + 1).read_to_end(&mut data) {
         Ok(_) => Ok(data),
@@ -52,6 +52,8 @@ pub fn main(args: Vec<String>) -> i32 {
     let mut plan_src: Option<Result<Vec<u8>, CliError>> = None;
     let mut status_fd = None;
     let mut caller_pid = None;
+    let mut warm = false;
+    let mut control_fd = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -80,6 +82,14 @@ pub fn main(args: Vec<String>) -> i32 {
                             .and_then(|f| read_bounded(format!("fd {fd}"), f)),
                     );
                 }
+                Err(u) => {
+                    eprintln!("{u}");
+                    return crate::exit_code::USAGE;
+                }
+            },
+            "--warm" => warm = true,
+            "--control-fd" => match fd_arg(it.next()) {
+                Ok(fd) => control_fd = Some(fd),
                 Err(u) => {
                     eprintln!("{u}");
                     return crate::exit_code::USAGE;
@@ -123,6 +133,24 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(e) => return out.setup_error(e.to_string()),
     };
+    if warm || control_fd.is_some() {
+        // A launcher in standby: its plan comes later, on the control socket.
+        let (true, Some(fd), None) = (warm, control_fd, &plan_src) else {
+            eprintln!(
+                "efr-launch: --warm takes --control-fd and no plan\n{}",
+                usage()
+            );
+            return crate::exit_code::USAGE;
+        };
+        let control = match crate::sys::set_cloexec(fd).and_then(|()| crate::sys::owned(fd)) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("efr-launch: the control fd {fd}: {e}");
+                return crate::exit_code::USAGE;
+            }
+        };
+        return crate::standby::main(control, &out, &caller);
+    }
     let Some(src) = plan_src else {
         eprintln!("{}", usage());
         return crate::exit_code::USAGE;

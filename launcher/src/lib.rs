@@ -19,7 +19,9 @@
 //!   excludes, the compact hand-off of the view to the backend ([`view::handoff`]).
 //! * [`supervise`]: the init's supervisor of the line's writes (seccomp user notification).
 //! * [`pty`]: the call's own terminal, relayed by the launcher.
-//! * [`run`]: the launcher's process (one call, in named steps); [`cli`]: `efr-launch`'s
+//! * [`run`]: the launcher's process (one call, in named steps); [`standby`]: a launcher
+//!   started ahead of its call, its init waiting in fresh namespaces
+//!   ([`backend::warm`]); [`cli`]: `efr-launch`'s
 //!   command line; [`caller`]: the launch ends with its caller; [`exit_code`]: the
 //!   launcher's own exit statuses.
 //! * [`plan`] (the plan JSON, the wire from the service), [`status`] (the status lines,
@@ -76,6 +78,7 @@ pub mod restrict;
 pub mod run;
 pub mod setup;
 pub mod spawned;
+pub mod standby;
 pub mod status;
 pub mod supervise;
 mod sys;

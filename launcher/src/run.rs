@@ -133,9 +133,21 @@ enum Try {
 /// Runs a validated plan to the end (or until `caller` dies: then the whole call is
 /// killed); returns the launcher's exit status.
 pub fn run(plan: &Plan, out: &StatusOut, caller: &Caller) -> i32 {
+    run_prepared(plan, out, caller, None)
+}
+
+/// [`run`], with an init made ahead ([`crate::backend::warm`]) for the call when it is a
+/// native contained one with its own network (any other call drops it and starts as
+/// [`run`] does).
+pub fn run_prepared(
+    plan: &Plan,
+    out: &StatusOut,
+    caller: &Caller,
+    mut warm: Option<crate::backend::warm::Prepared>,
+) -> i32 {
     let mut attempt = 1;
     loop {
-        match run_once(plan, out, caller, attempt < BWRAP_ATTEMPTS) {
+        match run_once(plan, out, caller, attempt < BWRAP_ATTEMPTS, warm.take()) {
             Try::Done(status) => return status,
             Try::Again => attempt += 1,
         }
@@ -267,7 +279,12 @@ struct Spawned {
 
 /// Step 3, contained: computes the view (weakened when a test asks), completes the init's
 /// spec and starts the plan's backend.
-fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawned {
+fn spawn_contained(
+    plan: &Plan,
+    spec: &mut InnerSpec,
+    report_w: RawFd,
+    warm: Option<crate::backend::warm::Waiting>,
+) -> Spawned {
     let mut info: Option<(OwnedFd, OwnedFd)> = None;
     let mut view = None;
     let mut stage = None;
@@ -323,15 +340,21 @@ fn spawn_contained(plan: &Plan, spec: &mut InnerSpec, report_w: RawFd) -> Spawne
                 spec.seccomp = Some(plan.net() == NetMode::View);
                 // The view is computed while the child builds its base (see native::spawn).
                 let mut full = None;
-                let r = crate::backend::native::spawn(&base, spec, report_w, || {
-                    let v = finish();
-                    let rest = crate::view::handoff::Rest {
-                        ops: v.ops.clone(),
-                        landlock: with_landlock.then(|| v.landlock.clone()),
-                    };
-                    full = Some(v);
-                    rest
-                });
+                let r = crate::backend::native::spawn(
+                    &base,
+                    spec,
+                    report_w,
+                    || {
+                        let v = finish();
+                        let rest = crate::view::handoff::Rest {
+                            ops: v.ops.clone(),
+                            landlock: with_landlock.then(|| v.landlock.clone()),
+                        };
+                        full = Some(v);
+                        rest
+                    },
+                    warm,
+                );
                 view = full;
                 r
             }
@@ -484,7 +507,25 @@ impl Harvest {
     }
 }
 
-fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> Try {
+fn run_once(
+    plan: &Plan,
+    out: &StatusOut,
+    caller: &Caller,
+    may_retry: bool,
+    warm: Option<crate::backend::warm::Prepared>,
+) -> Try {
+    // An init made ahead comes with the report pipe and the launcher's pidfd it holds; it
+    // serves only the native backend (another drops it here: its copies of the pipe's
+    // write end and of the pidfd go with it).
+    let (warm_init, warm_report, warm_pidfd) = match warm {
+        Some(w) => (
+            Some(w.init)
+                .filter(|_| plan.mode == PlanMode::Contained && plan.backend == Backend::Native),
+            Some(w.report),
+            Some(w.launcher_pidfd),
+        ),
+        None => (None, None, None),
+    };
     if let Err(code) = preflight(plan, out, caller) {
         return Try::Done(code);
     }
@@ -499,7 +540,7 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     };
     spec.terminal = relay.as_ref().map(|r| r.spec());
     // Owned: both ends are closed on every way out of this attempt (a retry included).
-    let (report_r, report_w) = match sys::pipe_owned() {
+    let (report_r, report_w) = match warm_report.map_or_else(sys::pipe_owned, Ok) {
         Ok(p) => p,
         Err(e) => return Try::Done(out.setup_error(format!("pipe: {e}"))),
     };
@@ -515,12 +556,12 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
     // The contained call's init watches the launcher through this pidfd: where no death
     // signal reaches (the launcher died before the init's PR_SET_PDEATHSIG), the init
     // still ends the call.
-    let own_pidfd = if contained {
-        sys::pidfd_open(sys::getpid()).ok()
+    let own_pidfd: Option<OwnedFd> = if contained {
+        warm_pidfd.or_else(|| sys::pidfd_open(sys::getpid()).and_then(sys::owned).ok())
     } else {
         None
     };
-    spec.launcher_pidfd = own_pidfd;
+    spec.launcher_pidfd = own_pidfd.as_ref().map(AsRawFd::as_raw_fd);
     let Spawned {
         backend_name,
         pid: spawned,
@@ -529,15 +570,13 @@ fn run_once(plan: &Plan, out: &StatusOut, caller: &Caller, may_retry: bool) -> T
         info,
         cgroup,
     } = if contained {
-        spawn_contained(plan, &mut spec, report_w.as_raw_fd())
+        spawn_contained(plan, &mut spec, report_w.as_raw_fd(), warm_init)
     } else {
         spawn_unsandboxed(&spec, report_w.as_raw_fd())
     };
     // The write ends are the children's now: the reads below see their end.
     drop(report_w);
-    if let Some(fd) = own_pidfd {
-        sys::close(fd);
-    }
+    drop(own_pidfd);
     let info: Option<OwnedFd> = info.map(|(r, _w)| r);
     // `report_owned` closes the read end when this attempt returns.
     let report_owned = report_r;

@@ -545,6 +545,14 @@ pub fn file_from_fd(fd: RawFd) -> io::Result<std::fs::File> {
     Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
+/// A close-on-exec copy of the open fd `fd` (at 3 or above).
+pub fn dup_cloexec(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC makes a new fd or fails; it changes nothing of `fd`.
+    let n = check(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) })?;
+    // SAFETY: `n` was just made for this process by the fcntl above; nobody else owns it.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(n) })
+}
+
 /// Wraps an fd the caller owns.
 pub fn owned(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
     Ok(file_from_fd(fd)?.into())

@@ -161,6 +161,7 @@ pub fn options(
         conversations: None,
         sockets: runtime,
         handle,
+        standby: None,
     };
     let make_call = move |c: &ProbeCall| {
         let mut call = make_call(c, &ctx)?;

@@ -220,18 +220,36 @@ impl Ran {
     }
 }
 
-/// Runs a plan; stdin from `stdin` (null when None).
+/// Whether the suites run each line through a launcher in standby (`EFR_TEST_WARM=1`, as
+/// `.ci/run`'s unprivileged pass does): the service's way of starting a call, with the
+/// call's init made ahead (`efr_launcher::backend::warm`), instead of a launcher started
+/// for it.
+pub fn warm() -> bool {
+    std::env::var_os("EFR_TEST_WARM").is_some_and(|v| v == "1")
+}
+
+/// Runs a plan; stdin from `stdin` (null when None); through a launcher in standby when
+/// [`warm`].
 pub fn run_plan(plan: &Plan, stdin: Option<Io>) -> Ran {
+    run_plan_as(plan, stdin, warm())
+}
+
+/// [`run_plan`], through a launcher in standby when `standby`.
+pub fn run_plan_as(plan: &Plan, stdin: Option<Io>, standby: bool) -> Ran {
     let out = tempfile::NamedTempFile::new().unwrap();
     let err = tempfile::NamedTempFile::new().unwrap();
-    let running = launcher()
-        .spawn(
-            plan,
-            stdin.unwrap_or(Io::null()),
-            Io::from(out.reopen().unwrap()),
-            Io::from(err.reopen().unwrap()),
-        )
-        .unwrap();
+    let stdio = [
+        stdin.unwrap_or(Io::null()),
+        Io::from(out.reopen().unwrap()),
+        Io::from(err.reopen().unwrap()),
+    ];
+    let running = if standby {
+        let [i, o, e] = stdio;
+        launcher().spawn_warm().unwrap().go(plan, i, o, e).unwrap()
+    } else {
+        let [i, o, e] = stdio;
+        launcher().spawn(plan, i, o, e).unwrap()
+    };
     let (outcome, status) = running.wait().unwrap();
     let stdout_len = std::fs::metadata(out.path()).unwrap().len();
     let read_cap = |p: &Path| {

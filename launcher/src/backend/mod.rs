@@ -5,3 +5,4 @@
 pub mod bwrap;
 pub mod native;
 pub mod unsandboxed;
+pub mod warm;

@@ -158,7 +158,7 @@ fn resolv_conf() -> Result<(), SetupError> {
 
 /// Builds the view under `/newroot` and pivots into it. Runs in the child, as root of the
 /// new user namespace.
-fn build_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupError> {
+pub(super) fn build_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupError> {
     mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(SetupError::remount("make private", "/"))?;
     // A base tmpfs (over /tmp of this mount namespace only) holds the old and new roots.
@@ -326,7 +326,7 @@ fn build_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupError> {
 }
 
 /// Fills `buf` from `fd`; false at EOF or on an error.
-fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> bool {
+pub(super) fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> bool {
     let mut at = 0;
     while at < buf.len() {
         match sys::read(fd.as_raw_fd(), &mut buf[at..]) {
@@ -358,11 +358,40 @@ fn read_rest(fd: BorrowedFd<'_>) -> Result<Rest, SetupError> {
     Ok(crate::view::handoff::decode(&buf)?)
 }
 
+/// Writes `bytes` on `fd` as the child reads them: their length (u32, little-endian), then
+/// the bytes. A message past u32::MAX bytes is refused here, as the child refuses one past
+/// its bound.
+pub(super) fn send_framed(fd: RawFd, bytes: &[u8]) -> Result<(), SetupError> {
+    let len = u32::try_from(bytes.len())
+        .map_err(|_| SetupError::Handoff(format!("{} bytes, over {MAX_REST}", bytes.len())))?;
+    let mut msg = len.to_le_bytes().to_vec();
+    msg.extend_from_slice(bytes);
+    sys::write_all(fd, &msg).map_err(SetupError::sys("write the view to the child"))
+}
+
 /// Starts the contained tree; returns the init's pid (in the launcher's pid namespace).
 /// `view` is the base of the view ([`crate::view::base`]); `rest` runs in the launcher while
 /// the child builds that base, and gives what the child applies next (so computing the view
-/// costs no time of its own). The tree's stdio are the launcher's.
+/// costs no time of its own). The tree's stdio are the launcher's. With `warm`, an init
+/// made ahead ([`super::warm`]) gets the call when it still waits; otherwise (or when it is
+/// gone) a new init is cloned.
 pub fn spawn(
+    view: &View,
+    spec: &InnerSpec,
+    report_w: RawFd,
+    rest: impl FnOnce() -> Rest,
+    warm: Option<super::warm::Waiting>,
+) -> Result<libc::pid_t, SetupError> {
+    if let Some(w) = warm.filter(|_| super::warm::fits(view)) {
+        if let Some(going) = w.go(view, spec) {
+            return going.and_then(|g| g.rest(&rest()));
+        }
+    }
+    spawn_cold(view, spec, report_w, rest)
+}
+
+/// [`spawn`] with a new clone.
+fn spawn_cold(
     view: &View,
     spec: &InnerSpec,
     report_w: RawFd,
@@ -434,17 +463,7 @@ pub fn spawn(
         Ok(()) => {
             let _ = sys::write_all(sync_w.as_raw_fd(), b"1");
             // The child builds the base of its view meanwhile.
-            let bytes = crate::view::handoff::encode(&rest());
-            // A view past u32::MAX bytes is refused here, as the child refuses one past
-            // MAX_REST.
-            let sent = u32::try_from(bytes.len())
-                .map_err(|_| SetupError::Handoff(format!("{} bytes, over {MAX_REST}", bytes.len())))
-                .and_then(|len| {
-                    let mut msg = len.to_le_bytes().to_vec();
-                    msg.extend_from_slice(&bytes);
-                    sys::write_all(sync_w.as_raw_fd(), &msg)
-                        .map_err(SetupError::sys("write the view to the child"))
-                });
+            let sent = send_framed(sync_w.as_raw_fd(), &crate::view::handoff::encode(&rest()));
             drop(sync_w);
             match sent {
                 Ok(()) => Ok(pid),

@@ -322,6 +322,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         conversations: runtime,
         sockets,
         handle: rt.handle().clone(),
+        standby: None,
     };
     let call = match efr_call::Call::prepare(&p, &ctx) {
         Err(PrepareError::Params(e)) => return Ok(usage_error(e.message)),

@@ -26,6 +26,10 @@ pub struct ServeArgs {
     /// Tests only: connections served at once (default 64).
     #[arg(long, value_name = "N", hide = true)]
     pub max_connections: Option<usize>,
+    /// Start each call's launcher when the call comes, instead of keeping one started
+    /// ahead, loaded and with its namespaces made, for the next call (two idle processes).
+    #[arg(long)]
+    pub no_standby: bool,
 }
 
 /// Runs the service until it is stopped.
@@ -43,6 +47,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         test_methods: a.test_methods,
         limits,
         max_connections: a.max_connections.unwrap_or(MAX_CONNECTIONS),
+        standby: !a.no_standby,
     })
     .map(|()| 0)
 }

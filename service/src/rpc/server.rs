@@ -43,6 +43,8 @@ pub struct ServeOptions {
     pub test_methods: bool,
     pub limits: Limits,
     pub max_connections: usize,
+    /// Keep a launcher in standby for the next call ([`efr_call::standby`]).
+    pub standby: bool,
 }
 
 /// Removes the plan files (`<token>.json`) an earlier service left in `dir`; links and
@@ -94,7 +96,14 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         classifier: Default::default(),
         planned: Default::default(),
         last_check: Default::default(),
+        standby: Default::default(),
     });
+    // The first call finds its launcher waiting too; each call that takes it starts the
+    // next once it has ended.
+    let standby = opts.standby.then(|| svc.standby.clone());
+    if let Some(s) = &standby {
+        s.fill(&efr_call::launch::launcher());
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -127,6 +136,9 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         anyhow::Ok(())
     });
     rt.shutdown_timeout(Duration::from_secs(1));
+    if let Some(s) = standby {
+        s.clear();
+    }
     // Remove the socket only if it is still the one we bound.
     if let (Some(b), Ok(m)) = (bound, fs::symlink_metadata(&socket))
         && (m.dev(), m.ino()) == b

@@ -1,0 +1,60 @@
+//! The service's launcher in standby: one `efr-launch` started ahead of the next call
+//! ([`efr_launcher::api::Launcher::spawn_warm`]), loaded, its init waiting in fresh
+//! namespaces, so that a `sandbox.launch` does not wait for the launcher's exec nor for the
+//! namespaces' creation (the network namespace's above all). Only the service keeps one:
+//! a process that makes one call (the CLI, the probe) would pay for it on the same call.
+//!
+//! One waits at a time. A call that fits (contained, native backend, a network of its own:
+//! what the waiting init was made for) takes it; the next is started once that call has
+//! ended, off its path. Any other call, a call that finds none (two at once), or one whose
+//! standby has ended, starts its launcher as before. Nothing of a call is in the standby
+//! before it takes it: the plan, the view, the stdio and the environment all come with the
+//! call, and the mount namespace keeps receiving the host's mounts until the call's view is
+//! built. The standby ends with the service (it watches its caller), and when dropped.
+
+use std::sync::Mutex;
+
+use efr_launcher::api::{Io, Launcher, Running, Warm};
+use efr_launcher::plan::{NetMode, Plan, PlanMode};
+use efr_sandbox_wire::Backend;
+
+/// The launcher in standby, when one waits.
+#[derive(Debug, Default)]
+pub struct Standby {
+    slot: Mutex<Option<Warm>>,
+}
+
+/// Whether a call of `plan` can take the launcher in standby.
+pub fn fits(plan: &Plan) -> bool {
+    plan.mode == PlanMode::Contained
+        && plan.backend == Backend::Native
+        && plan.net() == NetMode::Own
+}
+
+impl Standby {
+    /// Starts a launcher in standby when none waits (`launcher` is the one calls use). A
+    /// launcher that cannot be started leaves the slot empty: calls start their own.
+    pub fn fill(&self, launcher: &Launcher) {
+        let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.as_mut().is_some_and(Warm::alive) {
+            return;
+        }
+        *slot = launcher.spawn_warm().ok();
+    }
+
+    /// Runs `plan` with these stdio in the launcher in standby, when the call fits and one
+    /// waits; `None` (nothing used) otherwise.
+    pub fn go(&self, plan: &Plan, stdio: impl FnOnce() -> [Io; 3]) -> Option<Running> {
+        if !fits(plan) {
+            return None;
+        }
+        let warm = self.slot.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let [stdin, stdout, stderr] = stdio();
+        warm.go(plan, stdin, stdout, stderr).ok()
+    }
+
+    /// Ends the launcher in standby, if one waits.
+    pub fn clear(&self) {
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}

@@ -1,0 +1,109 @@
+//! A launcher started ahead of its call: `efr-launch --warm --control-fd N --status-fd N
+//! --caller-pid PID`, started by the service ([`crate::api::Launcher::spawn_warm`]) so that
+//! a call finds the launcher loaded and its init waiting in fresh namespaces
+//! ([`crate::backend::warm`]), and does not wait for either.
+//!
+//! It serves one call. On the control socket (a socket pair the service made), the service
+//! sends the byte [`CALL`] with four fds attached: the plan (a file read from its start) and
+//! the call's stdin, stdout and stderr. From there the launch is the one `efr-launch --plan`
+//! runs ([`crate::run::run_prepared`]), its status lines on the status fd. EOF on the
+//! control socket, or the caller's end, ends the launcher and its waiting init without a
+//! call; anything else on it is a usage error (exit status 2).
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use crate::caller::Caller;
+use crate::plan::{Plan, PlanCheck};
+use crate::run::StatusOut;
+use crate::sys;
+
+/// The service's byte that starts the call (its fds attached).
+pub const CALL: u8 = b'C';
+
+/// How many fds come with [`CALL`]: the plan, stdin, stdout, stderr.
+pub const CALL_FDS: usize = 4;
+
+/// What came on the control socket.
+enum Control {
+    /// The call: its plan and stdio.
+    Call(Vec<OwnedFd>),
+    /// The service closed it, or the caller ended: no call.
+    Gone,
+    /// Not the protocol.
+    Bad(String),
+}
+
+/// Waits on `control` (or the caller's end) for the call.
+fn wait(control: &OwnedFd, caller: &Caller) -> Control {
+    loop {
+        let mut fds = vec![(control.as_raw_fd(), libc::POLLIN)];
+        if let Some(c) = caller.fd() {
+            fds.push((c, libc::POLLIN));
+        }
+        // Without a pidfd of the caller, its end is seen by getppid on a wake.
+        let timeout = if caller.fd().is_some() { -1 } else { 100 };
+        match sys::poll(&fds, timeout) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Control::Bad(format!("poll of the control socket: {e}")),
+        }
+        if caller.gone() {
+            return Control::Gone;
+        }
+        match efr_fdpass::recv_byte(control.as_fd()) {
+            Ok(Some((CALL, fds))) if fds.len() == CALL_FDS => return Control::Call(fds),
+            Ok(Some((b, fds))) => {
+                return Control::Bad(format!(
+                    "the control socket sent byte {b} with {} fds, not a call",
+                    fds.len()
+                ));
+            }
+            Ok(None) => return Control::Gone,
+            Err(e) if e.is_retry() => {}
+            Err(e) => return Control::Bad(format!("the control socket: {e}")),
+        }
+    }
+}
+
+/// Runs the launcher in standby on `control`; returns its exit status.
+pub fn main(control: OwnedFd, out: &StatusOut, caller: &Caller) -> i32 {
+    // The init is cloned with the dispositions a launch gives it (see `run::IGNORED_SIGNALS`).
+    for &(sig, _) in crate::run::IGNORED_SIGNALS {
+        sys::ignore_signals(&[sig]);
+    }
+    // Made ahead only when it can be: a failure here is met again, and reported, by the
+    // cold clone the launch falls back to.
+    let prepared = crate::backend::warm::Prepared::new(control.as_raw_fd()).ok();
+    let fds = match wait(&control, caller) {
+        Control::Call(fds) => fds,
+        Control::Gone => return 0,
+        Control::Bad(m) => {
+            eprintln!("efr-launch: {m}");
+            return crate::exit_code::USAGE;
+        }
+    };
+    drop(control);
+    let mut fds = fds.into_iter();
+    let (Some(plan_fd), Some(stdin), Some(stdout), Some(stderr)) =
+        (fds.next(), fds.next(), fds.next(), fds.next())
+    else {
+        return crate::exit_code::USAGE;
+    };
+    for (fd, target) in [(stdin, 0), (stdout, 1), (stderr, 2)] {
+        if let Err(e) = sys::dup2(fd.as_raw_fd(), target) {
+            return out.setup_error(format!("the call's fd {target}: {e}"));
+        }
+    }
+    let data = match crate::cli::read_bounded(
+        format!("fd {}", plan_fd.as_raw_fd()),
+        std::fs::File::from(plan_fd),
+    ) {
+        Ok(d) => d,
+        Err(e) => return out.setup_error(e.to_string()),
+    };
+    let plan = match Plan::from_json(&data) {
+        Ok(p) => p,
+        Err(e) => return out.setup_error(format!("plan: {e}")),
+    };
+    crate::run::run_prepared(&plan, out, caller, prepared)
+}
