@@ -272,7 +272,7 @@ pub fn caches_for(
         let Some(p) = expand(&e.value, env) else {
             continue;
         };
-        let Ok(c) = std::fs::canonicalize(&p) else {
+        let Some(c) = efr_policy::path::canonical_existing(&p) else {
             continue;
         };
         if !c.is_dir() || c == Path::new("/") {

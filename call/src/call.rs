@@ -20,7 +20,6 @@
 //! stream handed to an owner that outlives the connection.
 
 use std::collections::HashMap;
-use std::io::{BufRead, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -37,6 +36,8 @@ use efr_sandbox_wire::rpc::ErrorBody;
 use efr_sandbox_wire::{
     CallParams, ExitRecord, Finish, Grant, LaunchItem, OutputStream, PlanResult, SandboxSummary,
 };
+use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
 use crate::bus::CallBus;
@@ -376,11 +377,31 @@ impl Call {
     /// its refusals as they come) and then its finish. Dropping the stream ends the call's
     /// tree (SIGTERM, then SIGKILL).
     pub fn start(self, ctx: &Ctx) -> Result<CallStream, SpawnError> {
+        self.start_with(ctx, None)
+    }
+
+    /// [`Self::start`] in `announced`, the launcher in standby taken for this call when its
+    /// request came ([`crate::standby::Standby::announce`]), when the plan fits it (else it
+    /// is dropped and the call takes none); without one, in the one in standby when the
+    /// call fits.
+    pub fn start_with(
+        self,
+        ctx: &Ctx,
+        announced: Option<efr_launcher::api::Warm>,
+    ) -> Result<CallStream, SpawnError> {
         let refusals = self.proxy.as_ref().and_then(|c| c.take_events());
         let l = launcher();
         let stdio = || [Io::null(), Io::piped(), Io::piped()];
-        let warm = ctx.standby.as_ref().and_then(|s| s.go(&self.plan, stdio));
-        let took = warm.is_some();
+        let took = announced.is_some();
+        let warm = match announced {
+            Some(w) => Some(w).filter(|_| crate::standby::fits(&self.plan)),
+            None => ctx.standby.as_ref().and_then(|s| s.take(&self.plan)),
+        };
+        let took = took || warm.is_some();
+        let warm = warm.and_then(|w| {
+            let [i, o, e] = stdio();
+            w.go(&self.plan, i, o, e).ok()
+        });
         let running = match warm {
             Some(r) => r,
             None => {
@@ -392,8 +413,11 @@ impl Call {
             }
         };
         let (tx, rx) = mpsc::channel(1);
-        // The next call's launcher is started once this one has ended, off its path.
-        let refill = ctx.standby.clone().filter(|_| took);
+        // The next call's launcher is started once this one has ended, off its path: after
+        // a call that took the one in standby, and after one that could have (the slot may
+        // be empty: calls at once, a standby announced to a call that never started).
+        let fits = crate::standby::fits(&self.plan);
+        let refill = ctx.standby.clone().filter(|_| took || fits);
         ctx.handle.spawn(async move {
             // `Err(Gone)`: the stream was dropped, and the call ended with it.
             let _ = drive(self, running, refusals, tx).await;
@@ -451,28 +475,14 @@ impl CallStream {
     }
 }
 
+/// What the loop of [`drive`] got.
 enum Ev {
-    Out(OutputStream, Vec<u8>),
-    Status(String),
-    Exit(std::io::Result<ExitStatus>),
-}
-
-fn pump(mut r: impl Read + Send + 'static, name: OutputStream, tx: mpsc::Sender<Ev>) {
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; OUTPUT_CHUNK];
-        loop {
-            match r.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    if tx.blocking_send(Ev::Out(name, buf[..n].to_vec())).is_err() {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
-    });
+    /// A read of one of the output pipes (0 bytes: its end).
+    Read(OutputStream, std::io::Result<usize>),
+    /// A read of a status line (0 bytes: the status pipe's end).
+    Status(std::io::Result<usize>),
+    /// The launcher's pidfd is readable: it has ended.
+    Exit(std::io::Result<()>),
 }
 
 /// Output held back until `started` is sent, at most.
@@ -498,52 +508,80 @@ async fn drive(
     mut refusals: Option<mpsc::Receiver<Refusal>>,
     tx: mpsc::Sender<Event>,
 ) -> Result<(), Gone> {
-    let Running {
-        mut child,
-        mut status,
-    } = running;
+    let Running { mut child, status } = running;
     let mut guard = PidFd::open(child.id()).ok().map(EndOnDrop::new);
-    let (etx, mut erx) = mpsc::channel::<Ev>(64);
-    if let Some(o) = child.stdout.take() {
-        pump(o, OutputStream::Stdout, etx.clone());
-    }
-    if let Some(e) = child.stderr.take() {
-        pump(e, OutputStream::Stderr, etx.clone());
-    }
-    let stx = etx.clone();
-    std::thread::spawn(move || {
-        let mut l = String::new();
-        loop {
-            l.clear();
-            match status.read_line(&mut l) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if stx.blocking_send(Ev::Status(l.clone())).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    std::thread::spawn(move || {
-        let st = child.wait();
-        let _ = etx.blocking_send(Ev::Exit(st));
-    });
+    // The launcher starts from this process's environment: what of it is not passed
+    // because it looks like a secret goes in the summary (noted while the launch runs, off
+    // its path).
+    call.note_env_dropped(Vec::new());
+    // The launcher's pipes and its end are read here, on the runtime: no thread per pipe
+    // (each was a wake-up on another CPU between the launcher's write and this task, at the
+    // call's start and end). The loop ends once the output pipes are at their end and the
+    // launcher's end is known: its exit (and the status pipe's end), or a status line that
+    // says how the call ended, the last it writes (the launcher and the init close their
+    // copies of the call's stdio before they exit: their teardown is not the call's).
+    let mut out = child
+        .stdout
+        .take()
+        .and_then(|f| pipe::Receiver::from_file(f).ok());
+    let mut err = child
+        .stderr
+        .take()
+        .and_then(|f| pipe::Receiver::from_file(f).ok());
+    let mut st = pipe::Receiver::from_file(status.into_inner())
+        .ok()
+        .map(tokio::io::BufReader::new);
+    let exited = crate::sys::async_pidfd(child.id()).ok();
+    let mut obuf = vec![0u8; OUTPUT_CHUNK];
+    let mut ebuf = vec![0u8; OUTPUT_CHUNK];
+    let mut line = String::new();
     let mut text = String::new();
     let mut chunkers: HashMap<OutputStream, Chunker> = HashMap::new();
-    let mut exit = None;
+    let mut exit: Option<std::io::Result<ExitStatus>> = None;
     // The launcher writes `started` before the line runs, but the status lines and the
-    // output come through different threads here: output read before `started` is held
-    // (up to a bound) so that `started` is always the first item.
+    // output come on different pipes: output read before `started` is held (up to a bound)
+    // so that `started` is always the first item.
     let mut started_sent = false;
     let mut held: Vec<(OutputStream, Vec<u8>)> = Vec::new();
     let mut held_bytes = 0usize;
+    let mut ended = false;
     loop {
+        if out.is_none() && err.is_none() && (ended || (exit.is_some() && st.is_none())) {
+            break;
+        }
+        if exit.is_none() && exited.is_none() {
+            // No pidfd: the launcher's end is waited for once the pipes are done.
+            if out.is_none() && err.is_none() && st.is_none() {
+                exit = Some(child.wait());
+                continue;
+            }
+        }
         let ev = tokio::select! {
-            ev = erx.recv() => match ev {
-                Some(ev) => ev,
-                None => break,
-            },
+            r = async {
+                match out.as_mut() {
+                    Some(o) => o.read(&mut obuf).await,
+                    None => std::future::pending().await,
+                }
+            } => Ev::Read(OutputStream::Stdout, r),
+            r = async {
+                match err.as_mut() {
+                    Some(e) => e.read(&mut ebuf).await,
+                    None => std::future::pending().await,
+                }
+            } => Ev::Read(OutputStream::Stderr, r),
+            r = async {
+                line.clear();
+                match st.as_mut() {
+                    Some(s) => s.read_line(&mut line).await,
+                    None => std::future::pending().await,
+                }
+            } => Ev::Status(r),
+            r = async {
+                match exited.as_ref() {
+                    Some(fd) if exit.is_none() => fd.readable().await.map(|mut g| g.clear_ready()),
+                    _ => std::future::pending().await,
+                }
+            } => Ev::Exit(r),
             r = async {
                 match refusals.as_mut() {
                     Some(rx) => rx.recv().await,
@@ -563,17 +601,40 @@ async fn drive(
             _ = tx.closed() => return Err(Gone),
         };
         match ev {
-            Ev::Out(stream, bytes) => {
+            Ev::Read(stream, r) => {
+                let buf = if stream == OutputStream::Stdout {
+                    &obuf
+                } else {
+                    &ebuf
+                };
+                let n = match r {
+                    Ok(0) | Err(_) => {
+                        match stream {
+                            OutputStream::Stdout => out = None,
+                            _ => err = None,
+                        }
+                        continue;
+                    }
+                    Ok(n) => n,
+                };
                 if !started_sent && held_bytes < HELD_OUTPUT_MAX {
-                    held_bytes += bytes.len();
-                    held.push((stream, bytes));
+                    held_bytes += n;
+                    held.push((stream, buf[..n].to_vec()));
                     continue;
                 }
-                if let Some(i) = output(stream, chunkers.entry(stream).or_default(), &bytes) {
+                if let Some(i) = output(stream, chunkers.entry(stream).or_default(), &buf[..n]) {
                     send(&tx, i).await?;
                 }
             }
-            Ev::Status(l) => {
+            Ev::Status(Ok(0) | Err(_)) => {
+                st = None;
+            }
+            Ev::Status(Ok(_)) => {
+                let l = std::mem::take(&mut line);
+                ended |= matches!(
+                    StatusLine::parse(&l),
+                    Ok(StatusLine::Exited { .. } | StatusLine::SetupError { .. })
+                );
                 if let Ok(s @ StatusLine::Started { .. }) = StatusLine::parse(&l) {
                     if let Some(i) = crate::launch::started_item(&s) {
                         send(&tx, i).await?;
@@ -588,7 +649,14 @@ async fn drive(
                 }
                 text.push_str(&l);
             }
-            Ev::Exit(st) => exit = Some(st),
+            Ev::Exit(r) => {
+                // Readable: the launcher has ended, and this reaps it at once.
+                exit = match r.and_then(|()| child.try_wait()) {
+                    Ok(Some(st)) => Some(Ok(st)),
+                    Ok(None) => None,
+                    Err(e) => Some(Err(e)),
+                };
+            }
         }
     }
     // A launch that never started (a setup error) still hands on what it printed.
@@ -612,13 +680,20 @@ async fn drive(
     if let Some(g) = guard.as_mut() {
         g.disarm();
     }
+    if exit.is_none() {
+        // The launcher is ending (its last status line and its pipes' ends are in): it is
+        // reaped off the call's path.
+        tokio::task::spawn_blocking(move || {
+            let _ = child.wait();
+        });
+    }
     let o = Outcome::from_lines(&text);
     let end = match exit {
         Some(st) => LauncherEnd::Waited(st),
         None => LauncherEnd::Unknown,
     };
-    // The cache merge and the git guard walk block: on the blocking pool.
-    let (mut call, mut fin) = match tokio::task::spawn_blocking(move || {
+    // The cache merge and the git guard walk block: off the runtime's other tasks.
+    let (mut call, mut fin) = match crate::launch::off_runtime(move || {
         let fin = call.fold(o, &end);
         (call, fin)
     })

@@ -30,6 +30,19 @@ fn invalid(m: impl Into<String>) -> ErrorBody {
     ErrorBody::new(ErrorCode::Invalid, m)
 }
 
+/// Runs blocking `f` without holding up the runtime's other tasks: in place on a
+/// multi-threaded runtime (`block_in_place`: its other tasks move to another worker, and no
+/// thread hand-off is waited for, two wake-ups less on a call's path), on the blocking pool
+/// otherwise.
+pub async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => Ok(tokio::task::block_in_place(f)),
+        _ => tokio::task::spawn_blocking(f).await,
+    }
+}
+
 /// The launcher: `$EFR_LAUNCH`, else `efr-launch` beside this executable or on PATH, else
 /// this executable's own `__launch` subcommand.
 pub fn launcher() -> Launcher {

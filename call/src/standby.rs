@@ -14,9 +14,10 @@
 
 use std::sync::Mutex;
 
-use efr_launcher::api::{Io, Launcher, Running, Warm};
+use efr_launcher::api::{Launcher, Warm};
 use efr_launcher::plan::{NetMode, Plan, PlanMode};
-use efr_sandbox_wire::Backend;
+use efr_policy::config::Config;
+use efr_sandbox_wire::{Backend, CallParams, Grant};
 
 /// The launcher in standby, when one waits.
 #[derive(Debug, Default)]
@@ -31,6 +32,21 @@ pub fn fits(plan: &Plan) -> bool {
         && plan.net() == NetMode::Own
 }
 
+/// Whether a call of these params will likely fit, before its plan is made: contained, not
+/// asking for bubblewrap (by its params or the config), no grant of the host's network.
+pub fn likely_fits(p: &CallParams, config: &Config) -> bool {
+    let bwrap = match p.backend.as_deref() {
+        Some(b) => b == "bwrap",
+        None => config.sandbox.backend.value == efr_policy::config::BackendChoice::Bwrap,
+    };
+    !p.unsandboxed
+        && !bwrap
+        && !p
+            .grants
+            .iter()
+            .any(|g| matches!(g, Grant::OpenNetwork | Grant::NetView))
+}
+
 impl Standby {
     /// Starts a launcher in standby when none waits (`launcher` is the one calls use). A
     /// launcher that cannot be started leaves the slot empty: calls start their own.
@@ -42,15 +58,26 @@ impl Standby {
         *slot = launcher.spawn_warm().ok();
     }
 
-    /// Runs `plan` with these stdio in the launcher in standby, when the call fits and one
-    /// waits; `None` (nothing used) otherwise.
-    pub fn go(&self, plan: &Plan, stdio: impl FnOnce() -> [Io; 3]) -> Option<Running> {
-        if !fits(plan) {
+    /// Takes the launcher in standby for a call whose plan is not made yet, and announces
+    /// the call to it (its init builds the part of the view no plan changes meanwhile):
+    /// when one waits and the call will likely fit ([`likely_fits`]). It serves that call
+    /// or none ([`Call::start_with`](crate::Call::start_with) drops it when the plan does
+    /// not fit after all).
+    pub fn announce(&self, p: &CallParams, config: &Config) -> Option<Warm> {
+        if !likely_fits(p, config) {
             return None;
         }
         let warm = self.slot.lock().unwrap_or_else(|e| e.into_inner()).take()?;
-        let [stdin, stdout, stderr] = stdio();
-        warm.go(plan, stdin, stdout, stderr).ok()
+        warm.announce();
+        Some(warm)
+    }
+
+    /// Takes the launcher in standby for a call of `plan`, when the call fits and one waits.
+    pub fn take(&self, plan: &Plan) -> Option<Warm> {
+        if !fits(plan) {
+            return None;
+        }
+        self.slot.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Ends the launcher in standby, if one waits.

@@ -50,6 +50,16 @@ pub fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// A pidfd of process `pid`, registered with the current tokio runtime (readable once the
+/// process has ended). Must be called within a runtime.
+pub fn async_pidfd(pid: u32) -> std::io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    let fd = pidfd_open(pid)?;
+    // SAFETY: an `OwnedFd` is an open fd that only it closes, and `as_raw_fd` always gives
+    // that same fd: it stays open, and the same file description, for the AsyncFd's life.
+    unsafe { tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }
+        .map_err(std::io::Error::from)
+}
+
 /// Sends `sig` through a pidfd (never to a recycled pid).
 pub fn pidfd_send_signal(fd: &OwnedFd, sig: libc::c_int) -> std::io::Result<()> {
     // SAFETY: pidfd_send_signal on an fd this caller owns, with no siginfo.

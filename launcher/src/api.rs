@@ -396,6 +396,17 @@ impl Warm {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
+    /// Announces the call it will get (see [`crate::standby::ANNOUNCE`]): its init starts on
+    /// the part of the view no plan changes while the caller makes the plan. A standby
+    /// announced serves that call or none (its view is of the announce's time).
+    pub fn announce(&self) {
+        let _ = efr_fdpass::send_fds(
+            std::os::fd::AsFd::as_fd(&self.control),
+            &[crate::standby::ANNOUNCE],
+            &[],
+        );
+    }
+
     /// Gives it the call: `plan`, with these stdio. The [`Running`] is read as one from
     /// [`Launcher::spawn`].
     pub fn go(

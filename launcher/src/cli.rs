@@ -163,5 +163,7 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(p) => p,
         Err(e) => return out.setup_error(format!("plan: {e}")),
     };
-    crate::run::run(&plan, &out, &caller)
+    let code = crate::run::run(&plan, &out, &caller);
+    out.hang_up();
+    code
 }

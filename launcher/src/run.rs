@@ -92,6 +92,16 @@ impl StatusOut {
         }
     }
 
+    /// The launch is over and its last status line written: closes the status fd and the
+    /// launcher's copies of the call's stdio (`/dev/null` in their place), so that the
+    /// caller reading them sees their end now, not after this process's teardown.
+    pub fn hang_up(&self) {
+        if let Some(fd) = self.0 {
+            sys::close(fd);
+        }
+        sys::stdio_to_null();
+    }
+
     /// Reports a setup error and gives the launcher's exit status.
     pub fn setup_error(&self, msg: impl Into<String>) -> i32 {
         let message: String = msg.into().replace('\n', " ");

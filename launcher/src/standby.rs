@@ -4,14 +4,17 @@
 //! ([`crate::backend::warm`]), and does not wait for either.
 //!
 //! It serves one call. On the control socket (a socket pair the service made), the service
-//! sends the byte [`CALL`] with four fds attached: the plan (a file read from its start) and
-//! the call's stdin, stdout and stderr. From there the launch is the one `efr-launch --plan`
+//! may first send the byte [`ANNOUNCE`] as the call's request comes, while it makes the
+//! plan (the waiting init copies the host's mount namespace and builds the part of the view
+//! no plan changes meanwhile), then sends the byte [`CALL`] with four fds attached: the plan
+//! (a file read from its start) and the call's stdin, stdout and stderr. From there the launch is the one `efr-launch --plan`
 //! runs ([`crate::run::run_prepared`]), its status lines on the status fd. EOF on the
 //! control socket, or the caller's end, ends the launcher and its waiting init without a
 //! call; anything else on it is a usage error (exit status 2).
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
+use crate::backend::warm::Waiting;
 use crate::caller::Caller;
 use crate::plan::{Plan, PlanCheck};
 use crate::run::StatusOut;
@@ -33,8 +36,12 @@ enum Control {
     Bad(String),
 }
 
-/// Waits on `control` (or the caller's end) for the call.
-fn wait(control: &OwnedFd, caller: &Caller) -> Control {
+/// The service's byte that announces the call, its plan still being made (no fds): the
+/// waiting init starts on the part of the view no plan changes.
+pub const ANNOUNCE: u8 = b'A';
+
+/// Waits on `control` (or the caller's end) for the call; an announce goes on to `init`.
+fn wait(control: &OwnedFd, caller: &Caller, init: Option<&Waiting>) -> Control {
     loop {
         let mut fds = vec![(control.as_raw_fd(), libc::POLLIN)];
         if let Some(c) = caller.fd() {
@@ -52,6 +59,11 @@ fn wait(control: &OwnedFd, caller: &Caller) -> Control {
         }
         match efr_fdpass::recv_byte(control.as_fd()) {
             Ok(Some((CALL, fds))) if fds.len() == CALL_FDS => return Control::Call(fds),
+            Ok(Some((ANNOUNCE, fds))) if fds.is_empty() => {
+                if let Some(i) = init {
+                    i.announce();
+                }
+            }
             Ok(Some((b, fds))) => {
                 return Control::Bad(format!(
                     "the control socket sent byte {b} with {} fds, not a call",
@@ -65,6 +77,33 @@ fn wait(control: &OwnedFd, caller: &Caller) -> Control {
     }
 }
 
+/// Runs the launch's own code once on a plan of no call before the call comes: reading and
+/// checking a plan, the line's environment, the supervisor's spec, the view (which only
+/// looks at paths). The call then does not pay for this process's first run of that code
+/// (its pages faulted in, its heap grown, its caches warm).
+fn warm_up() {
+    let mut r = crate::api::LaunchRequest::contained("true", "/");
+    let nowhere = "/nonexistent-efr-warm-up";
+    r.projects = vec![nowhere.into()];
+    r.cwd = nowhere.into();
+    r.backend = crate::api::BackendChoice::Native;
+    r.read_only_inside = Some(vec![format!("{nowhere}/.envrc")]);
+    r.protect_names = Some(vec![".envrc".into(), ".git/hooks".into()]);
+    r.masks = Some(vec![format!("{nowhere}/.ssh")]);
+    r.env = Some(vec![("PATH".into(), "/usr/bin:/bin".into())]);
+    let Ok(plan) = crate::api::build_plan(&r) else {
+        return;
+    };
+    let Ok(json) = serde_json::to_vec(&plan) else {
+        return;
+    };
+    if let Ok(plan) = Plan::from_json(&json) {
+        let _ = crate::env::scrub(&plan, &crate::env::source(&plan));
+        let _ = crate::view::supervise_spec(&plan);
+        let _ = crate::view::build(&plan);
+    }
+}
+
 /// Runs the launcher in standby on `control`; returns its exit status.
 pub fn main(control: OwnedFd, out: &StatusOut, caller: &Caller) -> i32 {
     // The init is cloned with the dispositions a launch gives it (see `run::IGNORED_SIGNALS`).
@@ -74,7 +113,8 @@ pub fn main(control: OwnedFd, out: &StatusOut, caller: &Caller) -> i32 {
     // Made ahead only when it can be: a failure here is met again, and reported, by the
     // cold clone the launch falls back to.
     let prepared = crate::backend::warm::Prepared::new(control.as_raw_fd()).ok();
-    let fds = match wait(&control, caller) {
+    warm_up();
+    let fds = match wait(&control, caller, prepared.as_ref().map(|p| &p.init)) {
         Control::Call(fds) => fds,
         Control::Gone => return 0,
         Control::Bad(m) => {
@@ -105,5 +145,7 @@ pub fn main(control: OwnedFd, out: &StatusOut, caller: &Caller) -> i32 {
         Ok(p) => p,
         Err(e) => return out.setup_error(format!("plan: {e}")),
     };
-    crate::run::run_prepared(&plan, out, caller, prepared)
+    let code = crate::run::run_prepared(&plan, out, caller, prepared);
+    out.hang_up();
+    code
 }

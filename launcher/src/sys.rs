@@ -545,6 +545,20 @@ pub fn file_from_fd(fd: RawFd) -> io::Result<std::fs::File> {
     Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
+/// Puts `/dev/null` on fds 0, 1 and 2 (what was there is closed); nothing when it cannot be
+/// opened.
+pub fn stdio_to_null() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        for fd in 0..=2 {
+            let _ = dup2(std::os::fd::AsRawFd::as_raw_fd(&null), fd);
+        }
+    }
+}
+
 /// A close-on-exec copy of the open fd `fd` (at 3 or above).
 pub fn dup_cloexec(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
     // SAFETY: F_DUPFD_CLOEXEC makes a new fd or fails; it changes nothing of `fd`.

@@ -81,7 +81,7 @@ thread_local! {
 /// rule, for each root), and looked the same ones up again and again (822 `statx` calls
 /// for 165 paths in one `run`). The answers are those of one moment, as a single walk's
 /// are; nested calls share the outer memo.
-pub(crate) fn memoized<T>(f: impl FnOnce() -> T) -> T {
+pub fn memoized<T>(f: impl FnOnce() -> T) -> T {
     let outer = MEMO.with(|m| {
         let mut m = m.borrow_mut();
         let had = m.is_some();
@@ -121,6 +121,12 @@ fn step(path: &Path) -> Step {
             s
         }
     })
+}
+
+/// Whether something is at `path` itself, a link included (`symlink_metadata` succeeds),
+/// through the memo of [`memoized`] when one runs.
+pub(crate) fn lexists(path: &Path) -> bool {
+    !matches!(step(path), Step::Missing)
 }
 
 /// Resolves an absolute path.
@@ -200,6 +206,17 @@ pub(crate) fn resolve(path: &Path) -> Walk {
 /// The canonical form of an absolute path (every link resolved, the missing rest lexical).
 pub(crate) fn canonical(path: &Path) -> PathBuf {
     resolve(path).canonical
+}
+
+/// The canonical form of an absolute path that exists (as `std::fs::canonicalize`, but
+/// through the memo of [`memoized`] when one runs: a call's plan asks about the same few
+/// directories from several places); `None` when it does not exist.
+pub fn canonical_existing(path: &Path) -> Option<PathBuf> {
+    if !path.is_absolute() {
+        return std::fs::canonicalize(path).ok();
+    }
+    let w = resolve(path);
+    w.exists.then_some(w.canonical)
 }
 
 /// What a file type is.

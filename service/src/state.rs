@@ -47,8 +47,9 @@ pub struct Service {
     /// The last `sandbox_check` (behind `sandbox.status`; `admin.sandbox_check` runs a new
     /// one). The lock also keeps two checks from running at once.
     pub last_check: tokio::sync::Mutex<Option<efr_sandbox_wire::SandboxCheck>>,
-    /// The launcher in standby for the next `sandbox.launch` (see [`efr_call::standby`]).
-    pub standby: Arc<efr_call::standby::Standby>,
+    /// The launcher in standby for the next `sandbox.launch` (see [`efr_call::standby`]);
+    /// `None` with `serve --no-standby`.
+    pub standby: Option<Arc<efr_call::standby::Standby>>,
 }
 
 impl Service {
@@ -61,7 +62,7 @@ impl Service {
             conversations: Some(self.paths.runtime_dir.clone()),
             sockets: Some(self.paths.runtime_dir.clone()),
             handle: tokio::runtime::Handle::current(),
-            standby: Some(self.standby.clone()),
+            standby: self.standby.clone(),
         }
     }
 }

@@ -51,7 +51,9 @@ fn bind(src: &str, dst: &str, ro: bool) -> Result<(), SetupError> {
     Ok(())
 }
 
-fn setup_dev(view: &View) -> Result<(), SetupError> {
+/// The call's `/dev` but what the plan adds to it: a tmpfs with the usual devices bound
+/// from the host, its own devpts, the links every system has.
+fn dev_base() -> Result<(), SetupError> {
     let dev = format!("{N}/dev");
     mount(
         Some("tmpfs"),
@@ -79,6 +81,22 @@ fn setup_dev(view: &View) -> Result<(), SetupError> {
     .map_err(SetupError::mount("devpts", &pts))?;
     let ptmx = format!("{dev}/ptmx");
     std::os::unix::fs::symlink("pts/ptmx", &ptmx).map_err(SetupError::create("link", &ptmx))?;
+    for (l, t) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let link = format!("{dev}/{l}");
+        std::os::unix::fs::symlink(t, &link).map_err(SetupError::create("link", &link))?;
+    }
+    Ok(())
+}
+
+/// The plan's part of `/dev` on [`dev_base`]: `/dev/shm` of its size, the devices of its
+/// grants, the proxy's socket; then `/dev` read-only.
+fn dev_call(view: &View) -> Result<(), SetupError> {
+    let dev = format!("{N}/dev");
     let shm = format!("{dev}/shm");
     std::fs::create_dir(&shm).map_err(SetupError::create("directory", &shm))?;
     mount(
@@ -89,15 +107,6 @@ fn setup_dev(view: &View) -> Result<(), SetupError> {
         Some(&format!("mode=1777,size={}", view.shm_size)),
     )
     .map_err(SetupError::mount("tmpfs", &shm))?;
-    for (l, t) in [
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ] {
-        let link = format!("{dev}/{l}");
-        std::os::unix::fs::symlink(t, &link).map_err(SetupError::create("link", &link))?;
-    }
     for op in &view.ops {
         if let Op::Dev { path } = op {
             if path.starts_with("/dev/") {
@@ -159,6 +168,15 @@ fn resolv_conf() -> Result<(), SetupError> {
 /// Builds the view under `/newroot` and pivots into it. Runs in the child, as root of the
 /// new user namespace.
 pub(super) fn build_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupError> {
+    host_base()?;
+    finish_root(view, sync_r)
+}
+
+/// The part of the view no plan changes: the mount namespace made private, the base tmpfs
+/// pivoted into, the host's tree bound read-only at `/newroot` with a `/proc` of the call's
+/// pid namespace and the base of its `/dev` ([`dev_base`]). A warm init builds it as soon as its call is announced
+/// ([`super::warm`]).
+pub(super) fn host_base() -> Result<(), SetupError> {
     mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(SetupError::remount("make private", "/"))?;
     // A base tmpfs (over /tmp of this mount namespace only) holds the old and new roots.
@@ -201,7 +219,13 @@ pub(super) fn build_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupErro
         None,
     )
     .map_err(SetupError::mount("proc", &format!("{N}/proc")))?;
-    setup_dev(view)?;
+    dev_base()
+}
+
+/// The rest of the view on top of [`host_base`]: the plan's `/dev`, `/tmp` and scratch dir,
+/// then the rest of the view from the launcher, and the pivot into the new root.
+pub(super) fn finish_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupError> {
+    dev_call(view)?;
     match &view.tmp {
         Some(t) => bind(&format!("{O}{t}"), &format!("{N}/tmp"), false)?,
         None => mount(

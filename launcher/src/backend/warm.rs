@@ -34,6 +34,10 @@ use crate::view::{Op, View};
 pub const MAPS: u8 = b'M';
 /// The launcher's byte of the call's start (the stdio fds attached).
 pub const GO: u8 = b'G';
+/// The launcher's byte that announces a call (its plan is still being made): the init
+/// copies the host's mount namespace and builds the part of the view no plan changes
+/// ([`super::native::host_base`]) meanwhile.
+pub const ANNOUNCED: u8 = b'A';
 /// The most bytes of a [`Go`] the init reads (a spec with a large environment fits).
 const MAX_GO: usize = 16 << 20;
 
@@ -191,6 +195,13 @@ impl Waiting {
             .is_some_and(|p| matches!(sys::waitpid(p, libc::WNOHANG), Ok(None)))
     }
 
+    /// Tells the waiting init a call is coming (see [`ANNOUNCED`]); nothing when it is gone.
+    pub fn announce(&self) {
+        if self.pid.is_some() {
+            let _ = efr_fdpass::send_fds(self.sock.as_fd(), &[ANNOUNCED], &[]);
+        }
+    }
+
     /// Sends the waiting init the call's stdio (the launcher's fds 0 to 2, by now the
     /// call's), the pty's socket of `spec` when it has one, `spec` and the base `view`.
     /// `None` when the init is gone and nothing reached it: the launcher starts a cold one.
@@ -272,6 +283,14 @@ fn waiting_init(sock: OwnedFd, report_w: RawFd, launcher_pidfd: RawFd, report_r:
     {
         quit();
     }
+    // The host's mounts as they are when the call is announced (or starts), not as they
+    // were when the init was made: its mount namespace is copied then.
+    let host_base = || {
+        sys::unshare(libc::CLONE_NEWNS)
+            .map_err(SetupError::sys("unshare the call's mount namespace"))
+            .and_then(|()| super::native::host_base())
+    };
+    let mut base: Option<Result<(), SetupError>> = None;
     let fds = loop {
         match sys::poll(&[(sock.as_raw_fd(), libc::POLLIN)], -1) {
             Ok(_) => {}
@@ -280,6 +299,9 @@ fn waiting_init(sock: OwnedFd, report_w: RawFd, launcher_pidfd: RawFd, report_r:
         }
         match efr_fdpass::recv_byte(sock.as_fd()) {
             Ok(Some((GO, fds))) => break fds,
+            Ok(Some((ANNOUNCED, fds))) if fds.is_empty() => {
+                base.get_or_insert_with(host_base);
+            }
             Err(e) if e.is_retry() => continue,
             _ => quit(),
         }
@@ -303,16 +325,11 @@ fn waiting_init(sock: OwnedFd, report_w: RawFd, launcher_pidfd: RawFd, report_r:
         // Close-on-exec as received; the init's own from here on.
         t.sock = fd.into_raw_fd();
     }
-    // The host's mounts as they are now, not as they were when the init was made.
-    if let Err(e) = sys::unshare(libc::CLONE_NEWNS) {
-        crate::child::report::setup_error(
-            report_w,
-            SetupError::sys("unshare the call's mount namespace")(e),
-        );
-        sys::exit_now(crate::exit_code::BACKEND_FAILED);
-    }
     let view = go.view();
-    let rest = match super::native::build_root(&view, sock) {
+    let rest = match base
+        .unwrap_or_else(host_base)
+        .and_then(|()| super::native::finish_root(&view, sock))
+    {
         Ok(r) => r,
         Err(e) => {
             crate::child::report::setup_error(report_w, e);

@@ -574,6 +574,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             _ => break,
         }
     }
+    // The call is over: its output ends as soon as the launcher closes its own copies,
+    // not after this process's teardown. (Only 0 to 2: other fds of the init may still be
+    // owned by its supervisor's thread, ending too.)
+    sys::stdio_to_null();
     let st = status.unwrap_or(0);
     if libc::WIFSIGNALED(st) {
         let s = libc::WTERMSIG(st);

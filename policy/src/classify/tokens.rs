@@ -35,7 +35,7 @@ pub fn token_hosts(ctx: &Context, roots: &[PathBuf]) -> BTreeSet<String> {
 /// config covers it, or its links resolved, unless an `unmask` grant names it or a
 /// directory above it.
 pub fn visible(ctx: &Context, roots: &[PathBuf], unmasked: &[PathBuf], path: &Path) -> bool {
-    let canonical = std::fs::canonicalize(path).ok();
+    let canonical = crate::path::canonical_existing(path);
     for q in std::iter::once(path).chain(canonical.as_deref()) {
         let masked = ctx.masks.iter().any(|r| rule_covers(r, q, roots));
         if masked && !unmasked.iter().any(|u| q.starts_with(u)) {

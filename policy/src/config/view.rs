@@ -213,7 +213,7 @@ fn expand_pattern(root: &Path, pattern: &Path) -> Vec<PathBuf> {
 /// would tell the git guard that the view protected a repository the call makes
 /// (`.git/config` of a `git init`), which the supervisor lets git write.
 fn listable(p: &Path, anchored: bool) -> bool {
-    if std::fs::symlink_metadata(p).is_ok() {
+    if crate::path::lexists(p) {
         return true;
     }
     let name = p.file_name().unwrap_or(OsStr::new(""));
@@ -224,7 +224,7 @@ fn listable(p: &Path, anchored: bool) -> bool {
 }
 
 fn listed(p: &Path) -> String {
-    let missing = std::fs::symlink_metadata(p).is_err();
+    let missing = !crate::path::lexists(p);
     let name = p.file_name().unwrap_or(OsStr::new(""));
     if missing && DIR_NAMES.iter().any(|n| OsStr::new(n) == name) {
         format!("{}/", s(p))

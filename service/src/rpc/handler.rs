@@ -124,7 +124,7 @@ pub async fn blocking<T: Send + 'static>(
     what: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, ErrorBody> {
-    match tokio::task::spawn_blocking(f).await {
+    match efr_call::launch::off_runtime(f).await {
         Ok(v) => Ok(v),
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(ErrorBody::new(

@@ -17,16 +17,24 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
     boxed(async move {
         let p: CallParams = params(call.params)?;
         let ctx = svc.call_ctx();
+        // The launcher in standby starts on the view while the plan is made.
+        let announced = ctx
+            .standby
+            .as_ref()
+            .and_then(|s| s.announce(&p, &ctx.config));
         let c2 = ctx.clone();
         // The plan and, for a call that gets a proxy, its policy (which reads token files):
         // one trip to the blocking pool, not two.
+        // One moment's look at the file system for the whole plan: each path's steps are
+        // looked up once (`efr_policy::path::memoized`), however many parts ask (the view,
+        // the caches, the token files). What the plan makes (its conversation's dirs, the
+        // cache layers) is made before any part looks at it, or never looked at.
         let prepared = blocking("the call", move || {
-            efr_call::Call::prepare(&p, &c2).map(|mut c| {
-                // The launcher starts from this process's environment: what of it is not
-                // passed because it looks like a secret goes in the summary.
-                c.note_env_dropped(Vec::new());
-                let pol = c.proxy_policy(ProxyWhen::Wanted);
-                (c, pol)
+            efr_policy::path::memoized(|| {
+                efr_call::Call::prepare(&p, &c2).map(|c| {
+                    let pol = c.proxy_policy(ProxyWhen::Wanted);
+                    (c, pol)
+                })
             })
         })
         .await?;
@@ -40,14 +48,16 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             Err(PrepareError::Params(e)) => return Err(e),
             Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
         }
-        let mut stream = match c.start(&ctx) {
+        let mut stream = match c.start_with(&ctx, announced) {
             Ok(s) => s,
             Err(e) => return setup_error_end(format!("cannot start efr-launch: {}", e.source)),
         };
         while let Some(ev) = stream.next().await {
             match ev {
                 Event::Item(i) => call.items.send(to_value(&i)?).await?,
-                Event::End(fin) => return to_value(&fin),
+                Event::End(fin) => {
+                    return to_value(&fin);
+                }
             }
         }
         Err(internal("the call ended without its finish"))

@@ -96,11 +96,11 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         classifier: Default::default(),
         planned: Default::default(),
         last_check: Default::default(),
-        standby: Default::default(),
+        standby: opts.standby.then(Default::default),
     });
     // The first call finds its launcher waiting too; each call that takes it starts the
     // next once it has ended.
-    let standby = opts.standby.then(|| svc.standby.clone());
+    let standby = svc.standby.clone();
     if let Some(s) = &standby {
         s.fill(&efr_call::launch::launcher());
     }
