@@ -36,7 +36,7 @@ pub const MAPS: u8 = b'M';
 pub const GO: u8 = b'G';
 /// The launcher's byte that announces a call (its plan is still being made): the init
 /// copies the host's mount namespace and builds the part of the view no plan changes
-/// ([`super::native::host_base`]) meanwhile.
+/// (`native::host_base`) meanwhile.
 pub const ANNOUNCED: u8 = b'A';
 /// The most bytes of a [`Go`] the init reads (a spec with a large environment fits).
 const MAX_GO: usize = 16 << 20;
