@@ -76,7 +76,7 @@ thread_local! {
     static MEMO: RefCell<Option<HashMap<OsString, Step>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with every component [`resolve`] looks up remembered until `f` returns: one
+/// Runs `f` with every component `resolve` looks up remembered until `f` returns: one
 /// view of a launch resolves hundreds of paths below a few directories (each mask and
 /// rule, for each root), and looked the same ones up again and again (822 `statx` calls
 /// for 165 paths in one `run`). The answers are those of one moment, as a single walk's
