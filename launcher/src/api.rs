@@ -309,14 +309,7 @@ impl Launcher {
         let json = serde_json::to_vec(plan).map_err(std::io::Error::other)?;
         let plan_file = tempfile_plan(&json)?;
         let (status_r, status_w) = crate::sys::pipe_owned()?;
-        let mut args: Vec<std::ffi::OsString> = vec![self.exe.clone().into_os_string()];
-        args.extend(self.pre_args.iter().map(Into::into));
-        args.extend(
-            ["--plan-fd", "3", "--status-fd", "4", "--caller-pid"]
-                .iter()
-                .map(Into::into),
-        );
-        args.push(std::process::id().to_string().into());
+        let args = self.args(&["--plan-fd", "3"]);
         let child = Launched::start(
             self.exe.as_os_str(),
             &args,
@@ -332,27 +325,24 @@ impl Launcher {
 }
 
 impl Launcher {
+    /// The launcher's command line for a spawn: `how` (the plan's or the control socket's
+    /// fd, at 3), status lines on fd 4, this process as its caller.
+    fn args(&self, how: &[&str]) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec![self.exe.clone().into_os_string()];
+        args.extend(self.pre_args.iter().map(Into::into));
+        args.extend(how.iter().map(Into::into));
+        args.extend(["--status-fd", "4", "--caller-pid"].iter().map(Into::into));
+        args.push(std::process::id().to_string().into());
+        args
+    }
+
     /// Starts `efr-launch` in standby ([`crate::standby`]): loaded, its init waiting in
     /// fresh namespaces, for a call [`Warm::go`] gives it later. It ends with this process
     /// (`--caller-pid`), and when the [`Warm`] is dropped unused.
     pub fn spawn_warm(&self) -> std::io::Result<Warm> {
         let (mine, theirs) = crate::sys::socketpair()?;
         let (status_r, status_w) = crate::sys::pipe_owned()?;
-        let mut args: Vec<std::ffi::OsString> = vec![self.exe.clone().into_os_string()];
-        args.extend(self.pre_args.iter().map(Into::into));
-        args.extend(
-            [
-                "--warm",
-                "--control-fd",
-                "3",
-                "--status-fd",
-                "4",
-                "--caller-pid",
-            ]
-            .iter()
-            .map(Into::into),
-        );
-        args.push(std::process::id().to_string().into());
+        let args = self.args(&["--warm", "--control-fd", "3"]);
         let child = Launched::start(
             self.exe.as_os_str(),
             &args,

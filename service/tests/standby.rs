@@ -150,3 +150,95 @@ fn calls_at_once_share_one_standby() {
     // And one waits again for the next.
     one_standby(s.child.id(), None);
 }
+
+/// A call through the standby hands on all of its output, both streams, in each stream's
+/// order, before its end: the service reads the pipes on its runtime and goes on once they
+/// are at their end and the status says how the call ended, without waiting for the
+/// launcher's exit.
+#[test]
+fn a_call_through_the_standby_hands_on_all_its_output_before_its_end() {
+    let s = Server::start(&[]);
+    one_standby(s.child.id(), None);
+    // 4 MiB on stdout and 1 MiB on stderr, numbered lines interleaved, then a last line
+    // on each.
+    let line = "i=0; while [ $i -lt 2000 ]; do \
+                  printf '%05d %01990d\\n' $i 0; printf 'e%05d %01000d\\n' $i 0 >&2; \
+                  i=$((i+1)); done; echo out-end; echo err-end >&2";
+    let (items, end) = launch(
+        &s,
+        1,
+        json!({"line": line, "cwd": "/", "backend": "native"}),
+    );
+    assert_eq!(end["end"]["exit_status"], 0, "{end}");
+    let text = |stream: &str| -> String {
+        items
+            .iter()
+            .filter(|i| i["kind"] == "output" && i["stream"] == stream)
+            .map(|i| i["data"].as_str().expect("text output"))
+            .collect()
+    };
+    let out = text("stdout");
+    let err = text("stderr");
+    assert_eq!(out.len(), 2000 * 1997 + "out-end\n".len(), "stdout bytes");
+    assert_eq!(err.len(), 2000 * 1008 + "err-end\n".len(), "stderr bytes");
+    for (n, l) in out.lines().take(2000).enumerate() {
+        assert!(
+            l.starts_with(&format!("{n:05} ")),
+            "stdout line {n}: {}",
+            &l[..10]
+        );
+    }
+    for (n, l) in err.lines().take(2000).enumerate() {
+        assert!(
+            l.starts_with(&format!("e{n:05} ")),
+            "stderr line {n}: {}",
+            &l[..10]
+        );
+    }
+    assert!(out.ends_with("out-end\n") && err.ends_with("err-end\n"));
+    assert_eq!(items[0]["kind"], "started", "started comes first");
+}
+
+/// The service hands on output that comes after the launcher's last status line (a
+/// launcher, here a stand-in, that writes its `exited` line first, then output, then
+/// closes its pipes): the call's end waits for the pipes' ends, not only for the status.
+#[test]
+fn output_after_the_last_status_line_is_not_lost() {
+    let dir = common::temp_env();
+    let fake = dir.path().join("fake-launch");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n\
+         echo '{\"event\":\"started\",\"launcher_pid\":1,\"start_time_ms\":2,\"pid\":3,\"backend\":\"native\",\"seccomp\":true}' >&4\n\
+         echo '{\"event\":\"exited\",\"code\":0,\"duration_ms\":1}' >&4\n\
+         exec 4>&-\n\
+         sleep 0.3\n\
+         head -c 200000 /dev/zero | tr '\\0' x\n\
+         echo; echo last\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = dir.path().join("run").join("sandbox.sock");
+    let mut cmd = common::command(dir.path());
+    cmd.env("EFR_LAUNCH", &fake)
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--no-standby");
+    let s = Server::spawn(cmd, dir, socket);
+    let (items, end) = launch(&s, 1, json!({"line": "true", "cwd": "/"}));
+    assert_eq!(end["end"]["exit_status"], 0, "{end}");
+    let out: String = items
+        .iter()
+        .filter(|i| i["kind"] == "output" && i["stream"] == "stdout")
+        .map(|i| i["data"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        out.len(),
+        200_000 + "\nlast\n".len(),
+        "{}",
+        &out[out.len().saturating_sub(20)..]
+    );
+    assert!(out.ends_with("\nlast\n"));
+}

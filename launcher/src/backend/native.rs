@@ -349,6 +349,20 @@ pub(super) fn finish_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupErr
     Ok(rest)
 }
 
+/// Maps `uid` and `gid` to themselves in the new user namespace of child `pid` (which
+/// cannot `setgroups`): what the call's processes run as.
+pub(super) fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), SetupError> {
+    for (file, content) in [
+        ("uid_map", format!("{uid} {uid} 1\n")),
+        ("setgroups", "deny".to_string()),
+        ("gid_map", format!("{gid} {gid} 1\n")),
+    ] {
+        let path = format!("/proc/{pid}/{file}");
+        std::fs::write(&path, content).map_err(SetupError::write(&path))?;
+    }
+    Ok(())
+}
+
 /// Fills `buf` from `fd`; false at EOF or on an error.
 pub(super) fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> bool {
     let mut at = 0;
@@ -472,18 +486,7 @@ fn spawn_cold(
         run_init(&spec, report_w)
     }
     drop(sync_r);
-    let maps = (|| -> Result<(), SetupError> {
-        for (file, content) in [
-            ("uid_map", format!("{uid} {uid} 1\n")),
-            ("setgroups", "deny".to_string()),
-            ("gid_map", format!("{gid} {gid} 1\n")),
-        ] {
-            let path = format!("/proc/{pid}/{file}");
-            std::fs::write(&path, content).map_err(SetupError::write(&path))?;
-        }
-        Ok(())
-    })();
-    match maps {
+    match write_id_maps(pid, uid, gid) {
         Ok(()) => {
             let _ = sys::write_all(sync_w.as_raw_fd(), b"1");
             // The child builds the base of its view meanwhile.

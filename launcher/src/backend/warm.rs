@@ -174,14 +174,7 @@ impl Prepared {
             report: (report_r, report_w),
             launcher_pidfd: pidfd,
         };
-        for (file, content) in [
-            ("uid_map", format!("{uid} {uid} 1\n")),
-            ("setgroups", "deny".to_string()),
-            ("gid_map", format!("{gid} {gid} 1\n")),
-        ] {
-            let path = format!("/proc/{pid}/{file}");
-            std::fs::write(&path, content).map_err(SetupError::write(&path))?;
-        }
+        super::native::write_id_maps(pid, uid, gid)?;
         sys::write_all(p.init.sock.as_raw_fd(), &[MAPS])
             .map_err(SetupError::sys("write to the call's init"))?;
         Ok(p)
