@@ -392,12 +392,16 @@ impl Call {
         let refusals = self.proxy.as_ref().and_then(|c| c.take_events());
         let l = launcher();
         let stdio = || [Io::null(), Io::piped(), Io::piped()];
-        let took = announced.is_some();
+        let fits = crate::standby::fits(&self.plan);
+        // The next call's launcher is started once this one has ended, off its path: after
+        // a call that took the one in standby (announced to it, or taken as it fits), and
+        // after one that could have (the slot may be empty: calls at once, a standby
+        // announced to a call that never started).
+        let refill = ctx.standby.clone().filter(|_| fits || announced.is_some());
         let warm = match announced {
-            Some(w) => Some(w).filter(|_| crate::standby::fits(&self.plan)),
+            Some(w) => Some(w).filter(|_| fits),
             None => ctx.standby.as_ref().and_then(|s| s.take(&self.plan)),
         };
-        let took = took || warm.is_some();
         let warm = warm.and_then(|w| {
             let [i, o, e] = stdio();
             w.go(&self.plan, i, o, e).ok()
@@ -413,11 +417,6 @@ impl Call {
             }
         };
         let (tx, rx) = mpsc::channel(1);
-        // The next call's launcher is started once this one has ended, off its path: after
-        // a call that took the one in standby, and after one that could have (the slot may
-        // be empty: calls at once, a standby announced to a call that never started).
-        let fits = crate::standby::fits(&self.plan);
-        let refill = ctx.standby.clone().filter(|_| took || fits);
         ctx.handle.spawn(async move {
             // `Err(Gone)`: the stream was dropped, and the call ended with it.
             let _ = drive(self, running, refusals, tx).await;
@@ -631,11 +630,12 @@ async fn drive(
             }
             Ev::Status(Ok(_)) => {
                 let l = std::mem::take(&mut line);
+                let parsed = StatusLine::parse(&l);
                 ended |= matches!(
-                    StatusLine::parse(&l),
+                    parsed,
                     Ok(StatusLine::Exited { .. } | StatusLine::SetupError { .. })
                 );
-                if let Ok(s @ StatusLine::Started { .. }) = StatusLine::parse(&l) {
+                if let Ok(s @ StatusLine::Started { .. }) = parsed {
                     if let Some(i) = crate::launch::started_item(&s) {
                         send(&tx, i).await?;
                     }

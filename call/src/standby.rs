@@ -9,8 +9,9 @@
 //! ended, off its path. Any other call, a call that finds none (two at once), or one whose
 //! standby has ended, starts its launcher as before. Nothing of a call is in the standby
 //! before it takes it: the plan, the view, the stdio and the environment all come with the
-//! call, and the mount namespace keeps receiving the host's mounts until the call's view is
-//! built. The standby ends with the service (it watches its caller), and when dropped.
+//! call, and the init waits in the host's mount namespace, which it copies only when its
+//! call is announced or comes. The standby ends with the service (it watches its caller),
+//! and when dropped.
 
 use std::sync::Mutex;
 

@@ -149,21 +149,26 @@ pub fn main(args: Vec<String>) -> i32 {
                 return crate::exit_code::USAGE;
             }
         };
-        return crate::standby::main(control, &out, &caller);
+        let code = crate::standby::main(control, &out, &caller);
+        out.hang_up();
+        return code;
     }
     let Some(src) = plan_src else {
         eprintln!("{}", usage());
         return crate::exit_code::USAGE;
     };
-    let data = match src {
-        Ok(d) => d,
-        Err(e) => return out.setup_error(e.to_string()),
-    };
-    let plan = match Plan::from_json(&data) {
+    let plan = match parse_plan(src) {
         Ok(p) => p,
-        Err(e) => return out.setup_error(format!("plan: {e}")),
+        Err(m) => return out.setup_error(m),
     };
     let code = crate::run::run(&plan, &out, &caller);
     out.hang_up();
     code
+}
+
+/// The plan in `src` (what was read of it), or the message of the setup error that says
+/// why there is none.
+pub(crate) fn parse_plan(src: Result<Vec<u8>, CliError>) -> Result<Plan, String> {
+    let data = src.map_err(|e| e.to_string())?;
+    Plan::from_json(&data).map_err(|e| format!("plan: {e}"))
 }

@@ -7,8 +7,9 @@
 //! may first send the byte [`ANNOUNCE`] as the call's request comes, while it makes the
 //! plan (the waiting init copies the host's mount namespace and builds the part of the view
 //! no plan changes meanwhile), then sends the byte [`CALL`] with four fds attached: the plan
-//! (a file read from its start) and the call's stdin, stdout and stderr. From there the launch is the one `efr-launch --plan`
-//! runs ([`crate::run::run_prepared`]), its status lines on the status fd. EOF on the
+//! (a file read from its start) and the call's stdin, stdout and stderr. From there the
+//! launch is the one `efr-launch --plan` runs ([`crate::run::run_prepared`]), its status
+//! lines on the status fd. EOF on the
 //! control socket, or the caller's end, ends the launcher and its waiting init without a
 //! call; anything else on it is a usage error (exit status 2).
 
@@ -23,6 +24,10 @@ use crate::sys;
 /// The service's byte that starts the call (its fds attached).
 pub const CALL: u8 = b'C';
 
+/// The service's byte that announces the call, its plan still being made (no fds): the
+/// waiting init starts on the part of the view no plan changes.
+pub const ANNOUNCE: u8 = b'A';
+
 /// How many fds come with [`CALL`]: the plan, stdin, stdout, stderr.
 pub const CALL_FDS: usize = 4;
 
@@ -35,10 +40,6 @@ enum Control {
     /// Not the protocol.
     Bad(String),
 }
-
-/// The service's byte that announces the call, its plan still being made (no fds): the
-/// waiting init starts on the part of the view no plan changes.
-pub const ANNOUNCE: u8 = b'A';
 
 /// Waits on `control` (or the caller's end) for the call; an announce goes on to `init`.
 fn wait(control: &OwnedFd, caller: &Caller, init: Option<&Waiting>) -> Control {
@@ -134,18 +135,11 @@ pub fn main(control: OwnedFd, out: &StatusOut, caller: &Caller) -> i32 {
             return out.setup_error(format!("the call's fd {target}: {e}"));
         }
     }
-    let data = match crate::cli::read_bounded(
-        format!("fd {}", plan_fd.as_raw_fd()),
-        std::fs::File::from(plan_fd),
-    ) {
-        Ok(d) => d,
-        Err(e) => return out.setup_error(e.to_string()),
-    };
-    let plan = match Plan::from_json(&data) {
+    let from = format!("fd {}", plan_fd.as_raw_fd());
+    let src = crate::cli::read_bounded(from, std::fs::File::from(plan_fd));
+    let plan = match crate::cli::parse_plan(src) {
         Ok(p) => p,
-        Err(e) => return out.setup_error(format!("plan: {e}")),
+        Err(m) => return out.setup_error(m),
     };
-    let code = crate::run::run_prepared(&plan, out, caller, prepared);
-    out.hang_up();
-    code
+    crate::run::run_prepared(&plan, out, caller, prepared)
 }

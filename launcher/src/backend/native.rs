@@ -174,8 +174,8 @@ pub(super) fn build_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupErro
 
 /// The part of the view no plan changes: the mount namespace made private, the base tmpfs
 /// pivoted into, the host's tree bound read-only at `/newroot` with a `/proc` of the call's
-/// pid namespace and the base of its `/dev` ([`dev_base`]). A warm init builds it as soon as its call is announced
-/// ([`super::warm`]).
+/// pid namespace and the base of its `/dev` ([`dev_base`]). A warm init builds it as soon
+/// as its call is announced ([`super::warm`]).
 pub(super) fn host_base() -> Result<(), SetupError> {
     mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(SetupError::remount("make private", "/"))?;
@@ -364,7 +364,7 @@ pub(super) fn write_id_maps(pid: libc::pid_t, uid: u32, gid: u32) -> Result<(), 
 }
 
 /// Fills `buf` from `fd`; false at EOF or on an error.
-pub(super) fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> bool {
+fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> bool {
     let mut at = 0;
     while at < buf.len() {
         match sys::read(fd.as_raw_fd(), &mut buf[at..]) {
@@ -380,20 +380,26 @@ pub(super) fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> bool {
 /// The [`Rest`] the launcher writes on the sync pipe: its length (u32, little-endian),
 /// then its bytes.
 fn read_rest(fd: BorrowedFd<'_>) -> Result<Rest, SetupError> {
+    Ok(crate::view::handoff::decode(&read_framed(fd, MAX_REST)?)?)
+}
+
+/// A message [`send_framed`] wrote: its length (u32, little-endian, at most `max`), then its
+/// bytes.
+pub(super) fn read_framed(fd: BorrowedFd<'_>, max: usize) -> Result<Vec<u8>, SetupError> {
     let ended = || SetupError::Handoff("the launcher ended during setup".into());
     let mut len = [0u8; 4];
     if !read_full(fd, &mut len) {
         return Err(ended());
     }
     let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_REST {
-        return Err(SetupError::Handoff(format!("{len} bytes, over {MAX_REST}")));
+    if len > max {
+        return Err(SetupError::Handoff(format!("{len} bytes, over {max}")));
     }
     let mut buf = vec![0u8; len];
     if !read_full(fd, &mut buf) {
         return Err(ended());
     }
-    Ok(crate::view::handoff::decode(&buf)?)
+    Ok(buf)
 }
 
 /// Writes `bytes` on `fd` as the child reads them: their length (u32, little-endian), then

@@ -335,17 +335,6 @@ fn waiting_init(sock: OwnedFd, report_w: RawFd, launcher_pidfd: RawFd, report_r:
 
 /// The [`Go`] after the byte: its length, then its JSON.
 fn read_go(fd: BorrowedFd<'_>) -> Option<Go> {
-    let mut len = [0u8; 4];
-    if !super::native::read_full(fd, &mut len) {
-        return None;
-    }
-    let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_GO {
-        return None;
-    }
-    let mut buf = vec![0u8; len];
-    if !super::native::read_full(fd, &mut buf) {
-        return None;
-    }
+    let buf = super::native::read_framed(fd, MAX_GO).ok()?;
     serde_json::from_slice(&buf).ok()
 }

@@ -55,9 +55,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         while let Some(ev) = stream.next().await {
             match ev {
                 Event::Item(i) => call.items.send(to_value(&i)?).await?,
-                Event::End(fin) => {
-                    return to_value(&fin);
-                }
+                Event::End(fin) => return to_value(&fin),
             }
         }
         Err(internal("the call ended without its finish"))
