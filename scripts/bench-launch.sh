@@ -10,7 +10,10 @@
 # With USER_PATHS=1, the two paths users get run in the same rounds too (issue 13 item 8):
 # `rpc`, a `sandbox.launch` of `true` through a running `efr-sandbox serve` as efrd makes it
 # (request to `end` frame, scripts/rpc-launch.py), and `cli`, `efr-sandbox run --project P
-# -- true` as a user types it; both native, the built-in config, a fresh HOME.
+# -- true` as a user types it (with `$XDG_RUNTIME_DIR` set, so it hands the call to that
+# running service: see service/src/handoff.rs), and `cli, no service`, the same with
+# EFR_SANDBOX_NO_SERVICE=1 (the call run by the CLI's own launcher); all native, the
+# built-in config, a fresh HOME.
 # Usage: scripts/bench-launch.sh [N]   (builds efr-launch and efr-sandbox in release first;
 # NO_BUILD=1 skips that, for a user who cannot build: run it as root first)
 # With BEFORE=DIR (a directory holding another build's release efr-launch and efr-sandbox,
@@ -50,22 +53,24 @@ elif [ -n "${BEFORE:-}" ]; then
 fi
 if [ -n "${USER_PATHS:-}" ]; then
   mkdir -p "$D/home" "$D/config" "$D/run"
-  HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR= "$SBX" serve --socket "$D/run/sandbox.sock" \
+  HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run "$SBX" serve \
     </dev/null >/dev/null 2>"$D/serve.log" &
   echo $! > "$D/pid-serve"
   mkfifo "$D/rpc-in" "$D/rpc-out"
-  python3 "$(dirname "$0")/rpc-launch.py" "$D/run/sandbox.sock" "$D/proj" native <"$D/rpc-in" >"$D/rpc-out" &
+  while [ ! -S "$D/run/efr/sandbox.sock" ]; do sleep 0.01; done
+  python3 "$(dirname "$0")/rpc-launch.py" "$D/run/efr/sandbox.sock" "$D/proj" native <"$D/rpc-in" >"$D/rpc-out" &
   exec 3>"$D/rpc-in" 4<"$D/rpc-out"
 fi
 rpc() { echo go >&3; read -r t <&4; echo "$t" >> "$D/t-rpc"; }
-cli() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config "$SBX" run --project . --backend native -- true); }
+cli() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run "$SBX" run --project . --backend native -- true); }
+here() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run EFR_SANDBOX_NO_SERVICE=1 "$SBX" run --project . --backend native -- true); }
 bare() { bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true; }
 nat() { "$EXE" --plan "$D/plan-native.json"; }
 bw() { "$EXE" --plan "$D/plan-bwrap.json"; }
 old() { if [ -n "${BEFORE:-}" ]; then "$BEFORE/efr-launch" --plan "$D/plan-before.json"; fi; }
 one() { # name: appends one timing (us) to $D/name
   if [ "$1" = old ] && [ -z "${BEFORE:-}" ]; then return; fi
-  case $1 in rpc|cli) [ -n "${USER_PATHS:-}" ] || return 0 ;; esac
+  case $1 in rpc|cli|here) [ -n "${USER_PATHS:-}" ] || return 0 ;; esac
   # The rpc client times its own launch (request to end frame).
   if [ "$1" = rpc ]; then rpc; return; fi
   s=$(date +%s%N); "$1" >/dev/null 2>&1; e=$(date +%s%N)
@@ -73,15 +78,15 @@ one() { # name: appends one timing (us) to $D/name
 }
 for w in 1 2 3 4 5; do bare >/dev/null 2>&1; nat >/dev/null 2>&1; bw >/dev/null 2>&1; old >/dev/null 2>&1; done
 if [ -n "${USER_PATHS:-}" ]; then
-  for w in 1 2 3 4 5; do one rpc; cli >/dev/null 2>&1; done
+  for w in 1 2 3 4 5; do one rpc; cli >/dev/null 2>&1; here >/dev/null 2>&1; done
   rm -f "$D/t-rpc"
 fi
 i=0
 while [ $i -lt "$N" ]; do
   case $((i % 3)) in
-    0) one bare; one nat; one bw; one old; one rpc; one cli ;;
-    1) one nat; one rpc; one old; one cli; one bw; one bare ;;
-    2) one cli; one old; one bw; one rpc; one bare; one nat ;;
+    0) one bare; one nat; one bw; one old; one rpc; one cli; one here ;;
+    1) one nat; one here; one rpc; one old; one cli; one bw; one bare ;;
+    2) one cli; one old; one bw; one here; one rpc; one bare; one nat ;;
   esac
   i=$((i + 1))
 done
@@ -91,11 +96,12 @@ median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 paired() { paste "$1" "$2" | awk '{print $1 / $2}' | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 b=$(median "$D/t-bare"); n=$(median "$D/t-nat"); w=$(median "$D/t-bw"); o=""; p=""; if [ -s "$D/t-old" ]; then o=$(median "$D/t-old"); p=$(paired "$D/t-nat" "$D/t-old"); fi
 pn=$(paired "$D/t-nat" "$D/t-bare")
-r=""; c=""; pr=""; pc=""
+r=""; c=""; pr=""; pc=""; h=""; ph=""
 if [ -n "${USER_PATHS:-}" ]; then
   r=$(median "$D/t-rpc"); c=$(median "$D/t-cli"); pr=$(paired "$D/t-rpc" "$D/t-bare"); pc=$(paired "$D/t-cli" "$D/t-bare")
+  h=$(median "$D/t-here"); ph=$(paired "$D/t-here" "$D/t-bare")
 fi
-awk -v b="$b" -v n="$n" -v w="$w" -v o="$o" -v p="$p" -v pn="$pn" -v N="$N" -v r="$r" -v c="$c" -v pr="$pr" -v pc="$pc" 'BEGIN {
+awk -v b="$b" -v n="$n" -v w="$w" -v o="$o" -v p="$p" -v pn="$pn" -v N="$N" -v r="$r" -v c="$c" -v pr="$pr" -v pc="$pc" -v h="$h" -v ph="$ph" 'BEGIN {
   printf "runs: %d each, interleaved (median, microseconds)\n", N
   printf "bare bwrap            %8d  1.00\n", b
   printf "efr-launch native     %8d  %.2f  (paired %s)\n", n, n / b, pn
@@ -103,5 +109,6 @@ awk -v b="$b" -v n="$n" -v w="$w" -v o="$o" -v p="$p" -v pn="$pn" -v N="$N" -v r
   if (o != "") printf "BEFORE native         %8d  %.2f  (ours/before %.2f, paired %s)\n", o, o / b, n / o, p
   if (r != "") printf "rpc sandbox.launch    %8d  %.2f  (paired %s)\n", r, r / b, pr
   if (c != "") printf "cli efr-sandbox run   %8d  %.2f  (paired %s)\n", c, c / b, pc
+  if (h != "") printf "cli, no service       %8d  %.2f  (paired %s)\n", h, h / b, ph
 }'
 echo "user $(id -un), load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -20,6 +20,7 @@
 //! stream handed to an owner that outlives the connection.
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -148,6 +149,8 @@ pub struct Call {
     proxy: Option<CallProxy>,
     bus: Option<CallBus>,
     env_dropped: Vec<String>,
+    /// [`Self::note_env_dropped`] was called (the start then does not note again).
+    env_noted: bool,
     /// The proxy's refusals recorded (and sent as items) while the call ran.
     host_exits: Vec<ExitRecord>,
     /// The floor files it may write, as they were before it ([`crate::floor_watch`]).
@@ -186,6 +189,7 @@ impl Call {
             proxy: None,
             bus: None,
             env_dropped: Vec::new(),
+            env_noted: false,
             host_exits: Vec::new(),
             floors: std::sync::Mutex::new(floors),
         })
@@ -219,6 +223,7 @@ impl Call {
         let mut all = refused;
         all.extend(crate::launch::env_drops(&self.plan, &self.config));
         self.env_dropped = all.iter().map(|(n, _)| n.clone()).collect();
+        self.env_noted = true;
         all
     }
 
@@ -389,9 +394,44 @@ impl Call {
         ctx: &Ctx,
         announced: Option<efr_launcher::api::Warm>,
     ) -> Result<CallStream, SpawnError> {
+        self.start_io(ctx, announced, None)
+    }
+
+    /// [`Self::start_with`] with the caller's stdin, stdout and stderr (`sandbox.run`: the
+    /// CLI's own, sent to the service): the stream has no `output` items.
+    pub fn start_passed(
+        self,
+        ctx: &Ctx,
+        announced: Option<efr_launcher::api::Warm>,
+        stdio: [OwnedFd; 3],
+    ) -> Result<CallStream, SpawnError> {
+        self.start_io(ctx, announced, Some(stdio))
+    }
+
+    fn start_io(
+        self,
+        ctx: &Ctx,
+        announced: Option<efr_launcher::api::Warm>,
+        passed: Option<[OwnedFd; 3]>,
+    ) -> Result<CallStream, SpawnError> {
         let refusals = self.proxy.as_ref().and_then(|c| c.take_events());
         let l = launcher();
-        let stdio = || [Io::null(), Io::piped(), Io::piped()];
+        // Each launch attempt gets its own copies of passed fds (a standby that is gone
+        // has taken the first).
+        let stdio = || -> std::io::Result<[Io; 3]> {
+            Ok(match &passed {
+                None => [Io::null(), Io::piped(), Io::piped()],
+                Some([i, o, e]) => [
+                    Io::Fd(i.try_clone()?),
+                    Io::Fd(o.try_clone()?),
+                    Io::Fd(e.try_clone()?),
+                ],
+            })
+        };
+        let spawn_error = |source| SpawnError {
+            exe: l.exe.clone(),
+            source,
+        };
         let fits = crate::standby::fits(&self.plan);
         // The next call's launcher is started once this one has ended, off its path: after
         // a call that took the one in standby (announced to it, or taken as it fits), and
@@ -402,20 +442,21 @@ impl Call {
             Some(w) => Some(w).filter(|_| fits),
             None => ctx.standby.as_ref().and_then(|s| s.take(&self.plan)),
         };
-        let warm = warm.and_then(|w| {
-            let [i, o, e] = stdio();
-            w.go(&self.plan, i, o, e).ok()
-        });
+        let warm = match warm {
+            Some(w) => {
+                let [i, o, e] = stdio().map_err(spawn_error)?;
+                w.go(&self.plan, i, o, e).ok()
+            }
+            None => None,
+        };
         let running = match warm {
             Some(r) => r,
             None => {
-                let [i, o, e] = stdio();
-                l.spawn(&self.plan, i, o, e).map_err(|source| SpawnError {
-                    exe: l.exe.clone(),
-                    source,
-                })?
+                let [i, o, e] = stdio().map_err(spawn_error)?;
+                l.spawn(&self.plan, i, o, e).map_err(spawn_error)?
             }
         };
+        drop(passed);
         let (tx, rx) = mpsc::channel(1);
         ctx.handle.spawn(async move {
             // `Err(Gone)`: the stream was dropped, and the call ended with it.
@@ -511,8 +552,10 @@ async fn drive(
     let mut guard = PidFd::open(child.id()).ok().map(EndOnDrop::new);
     // The launcher starts from this process's environment: what of it is not passed
     // because it looks like a secret goes in the summary (noted while the launch runs, off
-    // its path).
-    call.note_env_dropped(Vec::new());
+    // its path), unless the caller noted it before the start.
+    if !call.env_noted {
+        call.note_env_dropped(Vec::new());
+    }
     // The launcher's pipes and its end are read here, on the runtime: no thread per pipe
     // (each was a wake-up on another CPU between the launcher's write and this task, at the
     // call's start and end). The loop ends once the output pipes are at their end and the

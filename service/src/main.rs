@@ -6,10 +6,13 @@
 // - `rpc/`: the service (server, connection, method table, one file per handler);
 // - `cli/`: the commands (one file per command; `serve` starts `rpc`);
 // - `probe`: the self-tests run with this service's calls (shared by `rpc` and `cli`);
-// - `paths`, `policy`: the service's dirs and its config in force;
+// - `paths`, `policy`: the service's dirs and its config in force; `identity`: its build;
+// - `handoff`: `run`'s client of the service (`sandbox.run`);
 // - a call itself (plan, proxy, bus filter, caches, launcher, finish) is `efr_call`'s.
 // Handlers and commands never import each other.
 mod cli;
+mod handoff;
+mod identity;
 mod paths;
 mod policy;
 mod probe;

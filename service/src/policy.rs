@@ -59,6 +59,21 @@ impl Policy {
 
     /// The config in force, read again first when the file changed.
     pub fn config(&self) -> Arc<Config> {
+        self.fresh().store.config()
+    }
+
+    /// The config file as it is now: `Err` with why when it fails to load (`efr-sandbox
+    /// run` refuses to run a call then, as it does without the service).
+    pub fn config_as_is(&self) -> Result<Arc<Config>, String> {
+        let l = self.fresh();
+        match l.store.last_error() {
+            Some(e) => Err(e.to_string()),
+            None => Ok(l.store.config()),
+        }
+    }
+
+    /// The loaded config, read again first when the file changed.
+    fn fresh(&self) -> std::sync::MutexGuard<'_, Loaded> {
         let mut l = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
         let now = stamp(l.store.path());
         if now != l.stamp {
@@ -67,7 +82,7 @@ impl Policy {
                 eprintln!("efr-sandbox: {e}; the last good config stays in force");
             }
         }
-        l.store.config()
+        l
     }
 
     /// `sandbox.explain`.

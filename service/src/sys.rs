@@ -12,3 +12,19 @@ pub fn hung_up(fd: std::os::fd::RawFd) -> bool {
     let r = unsafe { libc::poll(&mut p, 1, 0) };
     r > 0 && p.revents & (libc::POLLHUP | libc::POLLERR) != 0
 }
+
+/// Makes `cmd` start its process in a session of its own (`setsid`): no controlling
+/// terminal, so a service the CLI starts is never in a terminal's process groups (no
+/// `SIGHUP` when the terminal goes, no `/dev/tty` for its calls).
+pub fn new_session(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // `setsid(2)`, which is async-signal-safe; it allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+}

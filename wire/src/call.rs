@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::exit::ExitRecord;
 use crate::launch::Grant;
 
-/// The params of `sandbox.launch` (and, flattened, of `sandbox.plan`).
+/// The params of `sandbox.launch` (and, flattened, of `sandbox.plan` and `sandbox.run`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CallParams {
     /// The shell line.
@@ -45,6 +45,34 @@ pub struct PlanParams {
     /// The fd efrd gives the launcher for its status lines (3 to 1024; default 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_fd: Option<i32>,
+}
+
+/// The params of `sandbox.run`: a call of `efr-sandbox run` handed to the running service,
+/// which runs it with the caller's stdio (the three fds sent with the request, stdin,
+/// stdout and stderr, `SCM_RIGHTS`) and the caller's environment. The service takes it only
+/// from its own build and for its own home, runtime dir and config home (else `conflict`:
+/// the caller runs the call itself).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunParams {
+    /// The call; its members sit at the top level of the params.
+    #[serde(flatten)]
+    pub call: CallParams,
+    /// The environment the line starts from: the caller's (scrubbed as every call's).
+    pub env: Vec<crate::plan::EnvVar>,
+    /// `--env NAME[=VALUE]` of the command line, as typed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_args: Vec<String>,
+    /// The caller's `$HOME`.
+    pub home: String,
+    /// The caller's `$XDG_RUNTIME_DIR` (absolute), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_dir: Option<String>,
+    /// The caller's `$XDG_CONFIG_HOME` (absolute), when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_home: Option<String>,
+    /// The caller's build (its executable's identity): the service runs calls of its own
+    /// build only.
+    pub build: String,
 }
 
 /// The result of `sandbox.plan` (when the sandbox can start: else a finish with its
@@ -143,6 +171,14 @@ pub enum LaunchItem {
         // Boxed: an exit record is far larger than the other items.
         /// The exit record.
         record: Box<ExitRecord>,
+    },
+    /// A variable the line does not get (of the caller's environment or its `env_args`),
+    /// with why; `sandbox.run` only, before `started`.
+    EnvDropped {
+        /// The variable's name.
+        name: String,
+        /// Why it is not passed.
+        why: String,
     },
 }
 

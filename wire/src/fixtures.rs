@@ -893,8 +893,23 @@ fn call_fixtures() -> Vec<Fixture> {
         fixture(
             "plan_params.json",
             PlanParams {
-                call,
+                call: call.clone(),
                 status_fd: Some(3),
+            },
+        ),
+        fixture(
+            "run_params.json",
+            RunParams {
+                call: call.clone(),
+                env: vec![crate::plan::EnvVar {
+                    name: "PATH".into(),
+                    value: "/usr/local/bin:/usr/bin:/bin".into(),
+                }],
+                env_args: vec!["RUST_LOG=debug".into()],
+                home: "/home/ada".into(),
+                runtime_dir: Some("/run/user/1000".into()),
+                config_home: None,
+                build: "2049:131077:13522288:1764780000".into(),
             },
         ),
         fixture(
@@ -960,6 +975,10 @@ fn call_fixtures() -> Vec<Fixture> {
                             reasons: vec!["outside the call's writable roots".into()],
                         },
                     }),
+                },
+                LaunchItem::EnvDropped {
+                    name: "GITHUB_TOKEN".into(),
+                    why: "its value looks like a secret (a GitHub token)".into(),
                 },
             ],
         ),

@@ -38,7 +38,8 @@ pub mod surface;
 pub use always::{AlwaysOutcome, NotSavedReason};
 pub use backend::{BackendChoice, RunBackend};
 pub use call::{
-    CallParams, FinishParams, LaunchItem, OutputData, OutputStream, PlanParams, PlanResult, Started,
+    CallParams, FinishParams, LaunchItem, OutputData, OutputStream, PlanParams, PlanResult,
+    RunParams, Started,
 };
 pub use classify::{ClassifyRequest, ClassifyResult};
 pub use exit::{

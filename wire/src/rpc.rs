@@ -20,6 +20,8 @@ pub mod method {
     pub const CLASSIFY: &str = "sandbox.classify";
     /// Runs a call: a stream of its items, ended by a finish.
     pub const LAUNCH: &str = "sandbox.launch";
+    /// Runs a call of `efr-sandbox run` with the caller's stdio (fds sent with the request).
+    pub const RUN: &str = "sandbox.run";
     /// Plans a call for efrd to run itself (on its own terminal).
     pub const PLAN: &str = "sandbox.plan";
     /// Ends a planned call from the launcher's status lines.

@@ -49,6 +49,7 @@ pub fn document() -> Value {
         crate::rpc::CacheDeleteApplyResult,
         crate::call::CallParams,
         crate::call::PlanParams,
+        crate::call::RunParams,
         crate::call::PlanResult,
         crate::call::FinishParams,
         crate::call::LaunchItem,

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use efr_policy::config::{Config, Env};
 use efr_sandbox_wire::{Bus, Desktop, ExitRecord, Grant, Needs, Verdict};
 
+use crate::handoff::{self, NotTaken, Ran};
 use efr_call::launch::CallParams;
 use efr_call::{Ctx, LauncherEnd, PrepareError, ProxyWhen, setup_error_finish};
 
@@ -259,10 +260,6 @@ fn usage_error(m: impl std::fmt::Display) -> i32 {
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let here = std::env::current_dir()?;
     let env = Env::from_process();
-    let config = match Config::load(&env) {
-        Ok(c) => c,
-        Err(e) => return Ok(usage_error(e)),
-    };
     let mut grants = Vec::new();
     for g in &a.grants {
         match parse_grant(g, &here) {
@@ -272,7 +269,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     }
     let cwd = a
         .cwd
-        .map(|c| normal(&c, &here))
+        .as_ref()
+        .map(|c| normal(c, &here))
         .unwrap_or_else(|| normal(Path::new("."), &here));
     let mut env = env;
     let runtime = match &a.conversation {
@@ -301,9 +299,36 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         cwd: Some(cwd),
         projects,
         grants,
-        backend: a.backend,
+        backend: a.backend.clone(),
         unsandboxed: a.unsandboxed,
-        conversation: a.conversation,
+        conversation: a.conversation.clone(),
+    };
+    let forwarded = efr_launcher::run::forwarded_signals();
+    // With no terminal on its stdio, the call goes to the user's running service (started
+    // when none runs), whose launcher waits in standby: see `crate::handoff`.
+    if let Some(socket) = handoff_socket(&a) {
+        efr_call::sys::forward_signals(&forwarded)?;
+        efr_call::sys::forward_kernel_signals(true);
+        let ran = handoff::run(&socket, p.clone(), &a.env, &env);
+        efr_call::sys::stop_forwarding(&forwarded);
+        efr_call::sys::forward_kernel_signals(false);
+        match ran {
+            Ok(Ran::Finished(fin)) => return report(&a, &fin),
+            Ok(Ran::Invalid(m)) => return Ok(usage_error(m)),
+            Ok(Ran::Lost(m)) => {
+                eprintln!("efr-sandbox: {m}");
+                return Ok(efr_launcher::run::SETUP_ERROR_EXIT);
+            }
+            // A service that could not be had: said, and the call runs here.
+            Err(NotTaken::Failed(why)) => {
+                eprintln!("efr-sandbox: not through the service: {why}; the call runs here");
+            }
+            Err(NotTaken::Elsewhere) => {}
+        }
+    }
+    let config = match Config::load(&env) {
+        Ok(c) => c,
+        Err(e) => return Ok(usage_error(e)),
     };
     // The call's proxy, served by a small runtime of its own while the line runs; its
     // socket and the bus filters' below `$XDG_RUNTIME_DIR/efr`.
@@ -364,7 +389,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // `Popen.terminate()`, a signal to its group) go to the launcher, which hands them to
     // the line: the call ends with the line's status. Whatever else ends this process
     // (SIGKILL), the launcher sees it and kills the call.
-    let forwarded = efr_launcher::run::forwarded_signals();
     efr_call::sys::forward_signals(&forwarded)?;
     // A contained call with no terminal on stdio: the launcher in a process group of its
     // own, so that a signal sent to this process's group reaches the line once (through
@@ -407,6 +431,27 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
     };
     drop(rt);
+    report(&a, &fin)
+}
+
+/// The service's socket when this call goes to it: no terminal on stdio (the call's
+/// terminal is relayed by this process's launcher), no `--plan-out`, and
+/// `EFR_SANDBOX_NO_SERVICE` unset.
+fn handoff_socket(a: &RunArgs) -> Option<PathBuf> {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdin().is_terminal()
+        || std::io::stdout().is_terminal()
+        || std::io::stderr().is_terminal();
+    let off = std::env::var_os("EFR_SANDBOX_NO_SERVICE").is_some_and(|v| !v.is_empty());
+    if terminal || off || a.plan_out.is_some() {
+        return None;
+    }
+    handoff::socket()
+}
+
+/// What `run` prints at the call's end (its setup error, its refusals with the grants to
+/// retry with, the floor files it changed, `--summary`, `--json`); the exit status.
+fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
     if let Some(e) = &fin.sandbox_summary.setup_error {
         eprintln!("efr-sandbox: the sandbox could not start: {e}");
     }
@@ -454,8 +499,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // The finish, one line: after everything else on stderr, or alone in FILE.
     match &a.json {
         None => {}
-        Some(None) => eprintln!("{}", serde_json::to_string(&fin)?),
-        Some(Some(f)) => std::fs::write(f, serde_json::to_string(&fin)? + "\n")
+        Some(None) => eprintln!("{}", serde_json::to_string(fin)?),
+        Some(Some(f)) => std::fs::write(f, serde_json::to_string(fin)? + "\n")
             .map_err(|e| anyhow::anyhow!("--json {}: {e}", f.display()))?,
     }
     Ok(fin.exit_status)

@@ -30,6 +30,10 @@ pub struct ServeArgs {
     /// ahead, loaded and with its namespaces made, for the next call (two idle processes).
     #[arg(long)]
     pub no_standby: bool,
+    /// Stop once no client has been connected for SECS seconds (as a service that
+    /// `efr-sandbox run` started does). Default: run until stopped.
+    #[arg(long, value_name = "SECS")]
+    pub idle_exit: Option<f64>,
 }
 
 /// Runs the service until it is stopped.
@@ -48,6 +52,11 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
         limits,
         max_connections: a.max_connections.unwrap_or(MAX_CONNECTIONS),
         standby: !a.no_standby,
+        idle_exit: match a.idle_exit {
+            None => None,
+            Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+            Some(s) => anyhow::bail!("--idle-exit {s}: expected a number of seconds above 0"),
+        },
     })
     .map(|()| 0)
 }

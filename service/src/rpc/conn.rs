@@ -31,7 +31,7 @@ use efr_sandbox_wire::PROTOCOL_VERSION;
 use efr_sandbox_wire::frame::{self, FrameDecoder, FrameError};
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode, HelloParams, HelloResult, ServerFrame, method};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::mpsc::error::SendTimeoutError;
@@ -218,6 +218,30 @@ struct Conn {
     requests: Requests,
     supervisors: JoinSet<()>,
     state: HelloState,
+    /// Fds that came with the bytes read since the last request (`SCM_RIGHTS`): the next
+    /// request takes them (`sandbox.run`'s stdio); any other request closes them unread.
+    fds: Vec<std::os::fd::OwnedFd>,
+}
+
+/// Most fds a connection holds for its next request; more is a client that sends fds no
+/// request takes, and every one of them is closed.
+const MAX_HELD_FDS: usize = 3;
+
+/// Reads what is there (waiting until something is) with the fds sent with it.
+async fn read_with_fds(
+    rd: &tokio::net::unix::OwnedReadHalf,
+    buf: &mut [u8],
+) -> std::io::Result<(usize, Vec<std::os::fd::OwnedFd>)> {
+    let sock: &UnixStream = rd.as_ref();
+    loop {
+        sock.readable().await?;
+        match sock.try_io(tokio::io::Interest::READABLE, || {
+            efr_call::sys::recv_with_fds(sock, buf)
+        }) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            r => return r,
+        }
+    }
 }
 
 /// Serves one connection until the client hangs up or is disconnected.
@@ -228,7 +252,7 @@ pub async fn serve(
     _permit: OwnedSemaphorePermit,
 ) {
     let limits = svc.limits;
-    let (mut rd, wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
     let (tx, rx) = mpsc::channel(limits.queue.max(1));
     let (close_tx, mut close_rx) = watch::channel(false);
     let outbox = Arc::new(Outbox {
@@ -250,15 +274,23 @@ pub async fn serve(
         requests: Arc::new(Mutex::new(HashMap::new())),
         supervisors: JoinSet::new(),
         state: HelloState::Waiting,
+        fds: Vec::new(),
     };
 
     let mut buf = vec![0u8; 64 * 1024];
     let mut decoder = FrameDecoder::new();
     let ended_by_client = loop {
         let n = tokio::select! {
-            r = rd.read(&mut buf) => match r {
-                Ok(0) => break true,
-                Ok(n) => n,
+            r = read_with_fds(&rd, &mut buf) => match r {
+                Ok((0, _)) => break true,
+                Ok((n, fds)) => {
+                    conn.fds.extend(fds);
+                    if conn.fds.len() > MAX_HELD_FDS {
+                        eprintln!("efr-sandbox: {peer}: more than {MAX_HELD_FDS} fds sent for one request; closed them");
+                        conn.fds.clear();
+                    }
+                    n
+                }
                 Err(e) => {
                     eprintln!("efr-sandbox: {peer}: read failed: {e}");
                     break false;
@@ -483,10 +515,13 @@ impl Conn {
             done: tokio::sync::Mutex::new(false),
             outbox: self.outbox.clone(),
         });
+        // The fds sent with this request's bytes are its own (and closed with it).
+        let fds = std::mem::take(&mut self.fds);
         let call = Call {
             id,
             params,
             items: ItemSink::new(out.clone()),
+            fds,
         };
         let inner = tokio::spawn((m.handler)(self.svc.clone(), call));
         lock(&self.requests).insert(

@@ -18,7 +18,7 @@ use efr_sandbox_wire::rpc::method;
 use crate::rpc::handler::Handler;
 use crate::rpc::{
     always_save, cache_delete_apply, check, classify, debug, explain, finish, floor_write, launch,
-    plan, status, surface, surface_respond,
+    plan, run, status, surface, surface_respond,
 };
 
 /// One row of the table.
@@ -66,6 +66,11 @@ pub const METHODS: &[Method] = &[
     Method {
         name: method::LAUNCH,
         handler: launch::launch,
+        test_only: false,
+    },
+    Method {
+        name: method::RUN,
+        handler: run::run,
         test_only: false,
     },
     Method {

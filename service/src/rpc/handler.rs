@@ -53,6 +53,9 @@ pub struct Call {
     pub params: Value,
     /// Sends `{id, item}` frames (streams only).
     pub items: ItemSink,
+    /// The fds sent with the request (`SCM_RIGHTS`, with its bytes): `sandbox.run`'s stdio.
+    /// A method that takes none leaves them to close with the call.
+    pub fds: Vec<std::os::fd::OwnedFd>,
 }
 
 /// Reads params into `T`; a failure is `invalid` with serde's message. Params must be an

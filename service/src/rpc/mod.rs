@@ -19,6 +19,7 @@ pub mod finish;
 pub mod floor_write;
 pub mod launch;
 pub mod plan;
+pub mod run;
 pub mod status;
 pub mod surface;
 pub mod surface_respond;

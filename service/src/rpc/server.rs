@@ -45,6 +45,8 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// Keep a launcher in standby for the next call ([`efr_call::standby`]).
     pub standby: bool,
+    /// Stop once no client has been connected for this long.
+    pub idle_exit: Option<Duration>,
 }
 
 /// Removes the plan files (`<token>.json`) an earlier service left in `dir`; links and
@@ -128,7 +130,7 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("cannot watch SIGTERM")?;
         tokio::select! {
-            () = accept_loop(listener, svc, allowed, opts.max_connections.max(1)) => {}
+            () = accept_loop(listener, svc, allowed, opts.max_connections.max(1), opts.idle_exit) => {}
             r = tokio::signal::ctrl_c() => { r.context("cannot watch SIGINT")?; }
             _ = term.recv() => {}
         }
@@ -185,15 +187,40 @@ fn bind(socket: &Path) -> anyhow::Result<StdListener> {
     Ok(listener)
 }
 
+/// Accepts connections until the service has had none for `idle` (forever without).
 async fn accept_loop(
     listener: UnixListener,
     svc: Arc<Service>,
     allowed: BTreeSet<u32>,
     max: usize,
+    idle: Option<Duration>,
 ) {
     let slots = Arc::new(Semaphore::new(max));
+    // Looked at a few times per idle period: idle since when no connection was open.
+    let mut tick = tokio::time::interval(idle.map_or(Duration::from_secs(3600), |d| {
+        (d / 4).clamp(Duration::from_millis(10), Duration::from_secs(5))
+    }));
+    let mut idle_since: Option<tokio::time::Instant> = None;
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            now = tick.tick() => {
+                if let Some(limit) = idle {
+                    if slots.available_permits() < max {
+                        idle_since = None;
+                    } else if now.duration_since(*idle_since.get_or_insert(now)) >= limit {
+                        eprintln!(
+                            "efr-sandbox: no client for {}s; stopping",
+                            limit.as_secs_f64()
+                        );
+                        return;
+                    }
+                }
+                continue;
+            }
+        };
+        idle_since = None;
+        let stream = match accepted {
             Ok((s, _)) => s,
             Err(e) => {
                 // Such as EMFILE: wait a little rather than spin.

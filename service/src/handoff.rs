@@ -1,0 +1,268 @@
+//! `efr-sandbox run` through the user's running service (`sandbox.run`): the call goes to
+//! the service with this process's stdin, stdout and stderr (as fds) and environment, and
+//! runs in the launcher the service keeps in standby, its namespaces made ahead. This
+//! process waits for the finish, hands on the signals it gets to the call's launcher (as
+//! it does to its own launcher), and prints what `run` prints.
+//!
+//! The service is the one at `$EFR_SANDBOX_SOCKET`, else `$XDG_RUNTIME_DIR/efr/sandbox.sock`.
+//! When none answers there, one is started (`efr-sandbox serve --idle-exit`, in a session
+//! of its own, its log in `serve.log` beside the socket); it ends once no client has been
+//! connected for [`IDLE_EXIT`] (`$EFR_SANDBOX_IDLE_EXIT` seconds when set). The call is not handed over (and runs in this process, as
+//! before) when no socket can be named, when the service cannot be had, or when it is
+//! another build or runs for another home, runtime dir or config home (`conflict`).
+
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use efr_policy::config::Env;
+use efr_sandbox_wire::rpc::{ErrorCode, HelloParams, ServerFrame, method};
+use efr_sandbox_wire::{CallParams, Finish, LaunchItem, PROTOCOL_VERSION, RunParams};
+use serde_json::{Value, json};
+
+/// How long a service started here stays up with no client (`$EFR_SANDBOX_IDLE_EXIT`
+/// seconds when set).
+pub const IDLE_EXIT: Duration = Duration::from_secs(600);
+
+fn idle_exit() -> String {
+    std::env::var("EFR_SANDBOX_IDLE_EXIT")
+        .ok()
+        .filter(|v| v.parse::<f64>().is_ok_and(|s| s.is_finite() && s > 0.0))
+        .unwrap_or_else(|| IDLE_EXIT.as_secs().to_string())
+}
+
+/// How long a service started here may take to answer.
+const START_WAIT: Duration = Duration::from_secs(5);
+
+/// Why the call was not handed over (nothing of it ran): it runs in this process.
+#[derive(Debug)]
+pub enum NotTaken {
+    /// The service is another build, or runs for another home, runtime dir or config home
+    /// (`conflict`): as designed, not said.
+    Elsewhere,
+    /// The service could not be had (started, reached, or it refused for another reason).
+    Failed(String),
+}
+
+/// How a handed-over call ended.
+#[derive(Debug)]
+pub enum Ran {
+    /// Its finish.
+    Finished(Box<Finish>),
+    /// The service refused the params (`invalid`): a usage error.
+    Invalid(String),
+    /// It was handed over and its end is not known (the service failed or went away).
+    Lost(String),
+}
+
+/// The socket of the user's service, when one can be named.
+pub fn socket() -> Option<PathBuf> {
+    if let Some(s) = std::env::var_os("EFR_SANDBOX_SOCKET").filter(|s| !s.is_empty()) {
+        return Some(PathBuf::from(s));
+    }
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("efr").join("sandbox.sock"))
+}
+
+/// Connects to the service at `socket`, starting one when none answers.
+fn connect(socket: &Path) -> Result<UnixStream, NotTaken> {
+    match UnixStream::connect(socket) {
+        Ok(s) => return Ok(s),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) => {}
+        Err(e) => {
+            return Err(NotTaken::Failed(format!(
+                "cannot connect to {}: {e}",
+                socket.display()
+            )));
+        }
+    }
+    let dir = socket.parent().unwrap_or(Path::new("/"));
+    efr_call::launch::private_dir(dir)
+        .map_err(|e| NotTaken::Failed(format!("cannot create {}: {e}", dir.display())))?;
+    let log_path = dir.join("serve.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(|e| NotTaken::Failed(format!("cannot open {}: {e}", log_path.display())))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| NotTaken::Failed(format!("cannot find this program: {e}")))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("serve")
+        .arg("--socket")
+        .arg(socket)
+        .arg("--idle-exit")
+        .arg(idle_exit())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    crate::sys::new_session(&mut cmd);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| NotTaken::Failed(format!("cannot start the service: {e}")))?;
+    let t = Instant::now();
+    loop {
+        if let Ok(s) = UnixStream::connect(socket) {
+            // Reaped by whoever inherits it: it outlives this process.
+            drop(child);
+            return Ok(s);
+        }
+        // Another `run` may have started the one that answers; this one then exits.
+        if let Ok(Some(st)) = child.try_wait()
+            && UnixStream::connect(socket).is_err()
+        {
+            return Err(NotTaken::Failed(format!(
+                "the service did not start ({st}; see {})",
+                log_path.display()
+            )));
+        }
+        if t.elapsed() > START_WAIT {
+            return Err(NotTaken::Failed(format!(
+                "the service did not answer within {}s (see {})",
+                START_WAIT.as_secs(),
+                log_path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Reads the next frame of the service; `None` when it hung up or sent something unreadable.
+fn next(s: &mut UnixStream) -> Option<ServerFrame> {
+    let map = efr_sandbox_wire::frame::read_frame(s).ok()??;
+    serde_json::from_value(Value::Object(map)).ok()
+}
+
+/// This process's stdin, stdout and stderr, as the call's.
+fn stdio() -> std::io::Result<[OwnedFd; 3]> {
+    Ok([
+        std::io::stdin().as_fd().try_clone_to_owned()?,
+        std::io::stdout().as_fd().try_clone_to_owned()?,
+        std::io::stderr().as_fd().try_clone_to_owned()?,
+    ])
+}
+
+/// Connects to the service at `socket` (started when none answers) and says hello.
+fn hello(socket: &Path) -> Result<UnixStream, NotTaken> {
+    let mut s = connect(socket)?;
+    let gone = |what: &str| NotTaken::Failed(format!("the service at {} {what}", socket.display()));
+    let hello = json!({"id": 1, "method": method::HELLO, "params": HelloParams {
+        protocol: PROTOCOL_VERSION,
+        client: Some(format!("efr-sandbox run {}", env!("CARGO_PKG_VERSION"))),
+    }});
+    let bytes =
+        efr_sandbox_wire::frame::encode(&hello).map_err(|e| gone(&format!("hello: {e}")))?;
+    s.write_all(&bytes).map_err(|_| gone("hung up"))?;
+    // A service that takes connections but never answers is not waited for.
+    let _ = s.set_read_timeout(Some(START_WAIT));
+    let answer = next(&mut s);
+    let _ = s.set_read_timeout(None);
+    match answer {
+        Some(ServerFrame::End { id: 1, .. }) => Ok(s),
+        Some(ServerFrame::Error { error, .. }) => {
+            Err(gone(&format!("refused hello: {}", error.message)))
+        }
+        _ => Err(gone("did not answer hello")),
+    }
+}
+
+/// Runs `call` through the service at `socket`. `Err` when it was not handed over (nothing
+/// of it ran): the caller runs it itself.
+pub fn run(
+    socket: &Path,
+    call: CallParams,
+    env_args: &[String],
+    env: &Env,
+) -> Result<Ran, NotTaken> {
+    // A service that stops as this connects (it was idle) hangs up before it answers
+    // hello: then once more, with a service started anew.
+    let mut s = match hello(socket) {
+        Err(NotTaken::Failed(_)) => hello(socket)?,
+        other => other?,
+    };
+    let gone = |what: &str| NotTaken::Failed(format!("the service at {} {what}", socket.display()));
+    let params = RunParams {
+        call,
+        env: std::env::vars_os()
+            .filter_map(|(k, v)| {
+                Some(efr_sandbox_wire::plan::EnvVar {
+                    name: k.into_string().ok()?,
+                    value: v.into_string().ok()?,
+                })
+            })
+            .collect(),
+        env_args: env_args.to_vec(),
+        home: env.home.display().to_string(),
+        runtime_dir: env.runtime_dir.as_ref().map(|d| d.display().to_string()),
+        config_home: env.config_home.as_ref().map(|d| d.display().to_string()),
+        build: crate::identity::build().to_string(),
+    };
+    let req = json!({"id": 2, "method": method::RUN, "params": params});
+    let bytes = efr_sandbox_wire::frame::encode(&req)
+        .map_err(|e| NotTaken::Failed(format!("sandbox.run: {e}")))?;
+    let fds = stdio().map_err(|e| NotTaken::Failed(format!("cannot pass stdio: {e}")))?;
+    efr_call::sys::send_with_fds(&s, &bytes, &fds).map_err(|_| gone("hung up"))?;
+    drop(fds);
+    // From here the call may run: its end is reported, never run again here.
+    let mut launcher: Option<OwnedFd> = None;
+    let mut started = false;
+    loop {
+        let Some(f) = next(&mut s) else {
+            return if started {
+                Ok(Ran::Lost(format!(
+                    "the service at {} went away while the call ran",
+                    socket.display()
+                )))
+            } else {
+                Err(gone("hung up before the call started"))
+            };
+        };
+        match f {
+            ServerFrame::Item { item, .. } => match serde_json::from_value::<LaunchItem>(item) {
+                Ok(LaunchItem::EnvDropped { name, why }) => {
+                    eprintln!("efr-sandbox: {name} is not passed to the call: {why}");
+                }
+                Ok(LaunchItem::Started(st)) => {
+                    started = true;
+                    // The signals this process gets go to the call's launcher from now on
+                    // (held until here), as to a launcher of its own.
+                    if let Ok(fd) = efr_call::sys::pidfd_open(st.launcher_pid) {
+                        efr_call::sys::forward_to(&fd);
+                        launcher = Some(fd);
+                    }
+                }
+                // The exit records come again in the finish.
+                _ => {}
+            },
+            ServerFrame::End { end, .. } => {
+                drop(launcher);
+                return match serde_json::from_value::<Finish>(end) {
+                    Ok(fin) => Ok(Ran::Finished(Box::new(fin))),
+                    Err(e) => Ok(Ran::Lost(format!(
+                        "the service's finish is unreadable: {e}"
+                    ))),
+                };
+            }
+            ServerFrame::Error { error, .. } => {
+                return match error.code {
+                    ErrorCode::Conflict if !started => Err(NotTaken::Elsewhere),
+                    ErrorCode::Busy | ErrorCode::Unauthorized if !started => {
+                        Err(NotTaken::Failed(error.message))
+                    }
+                    ErrorCode::Invalid if !started => Ok(Ran::Invalid(error.message)),
+                    _ => Ok(Ran::Lost(format!("the service failed: {}", error.message))),
+                };
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `sandbox.run` (a stream): a call of `efr-sandbox run` handed to the service, run with
+//! the caller's stdin, stdout and stderr (the three fds sent with the request) and the
+//! caller's environment, through the launcher in standby. Items: `env_dropped` (what of
+//! the environment the line does not get, with why), `started`, `exit`; the end is the
+//! finish. Taken only from this service's own build, for its own home, runtime dir and
+//! config home: else `conflict`, and the caller runs the call itself.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use efr_call::{Event, PrepareError, ProxyWhen};
+use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
+use efr_sandbox_wire::{LaunchItem, RunParams};
+
+use crate::rpc::handler::{
+    Call, HandlerFuture, blocking, boxed, internal, params, setup_error_end, to_value,
+};
+use crate::state::Service;
+
+/// Whether the caller is one this service runs calls for: `Err` with why not.
+fn same_caller(svc: &Service, p: &RunParams) -> Result<(), String> {
+    if p.build != crate::identity::build() {
+        return Err(format!(
+            "the service is another build of efr-sandbox ({}, the caller's {})",
+            crate::identity::build(),
+            p.build
+        ));
+    }
+    let env = svc.policy.env();
+    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
+    let own = (
+        env.home.display().to_string(),
+        path(&env.runtime_dir),
+        path(&env.config_home),
+    );
+    let theirs = (p.home.clone(), p.runtime_dir.clone(), p.config_home.clone());
+    if own != theirs {
+        return Err(format!(
+            "the service runs for HOME={} XDG_RUNTIME_DIR={} XDG_CONFIG_HOME={}, the caller has \
+             HOME={} XDG_RUNTIME_DIR={} XDG_CONFIG_HOME={}",
+            own.0,
+            own.1.as_deref().unwrap_or("(unset)"),
+            own.2.as_deref().unwrap_or("(unset)"),
+            theirs.0,
+            theirs.1.as_deref().unwrap_or("(unset)"),
+            theirs.2.as_deref().unwrap_or("(unset)"),
+        ));
+    }
+    Ok(())
+}
+
+/// `sandbox.run`.
+pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
+    boxed(async move {
+        let fds = std::mem::take(&mut call.fds);
+        let stdio: [OwnedFd; 3] = fds.try_into().map_err(|f: Vec<OwnedFd>| {
+            ErrorBody::new(
+                ErrorCode::Invalid,
+                format!(
+                    "sandbox.run takes the caller's stdin, stdout and stderr: 3 fds sent with \
+                     the request (SCM_RIGHTS); {} came",
+                    f.len()
+                ),
+            )
+        })?;
+        let p: RunParams = params(call.params)?;
+        same_caller(&svc, &p).map_err(|why| ErrorBody::new(ErrorCode::Conflict, why))?;
+        // A config file that does not load is the caller's error, as it is without the
+        // service (which would go on with the last good one).
+        svc.policy
+            .config_as_is()
+            .map_err(|e| ErrorBody::new(ErrorCode::Invalid, e))?;
+        let ctx = svc.call_ctx();
+        let announced = ctx
+            .standby
+            .as_ref()
+            .and_then(|s| s.announce(&p.call, &ctx.config));
+        let c2 = ctx.clone();
+        let env: Vec<(String, String)> = p.env.into_iter().map(|v| (v.name, v.value)).collect();
+        let (cp, env_args) = (p.call, p.env_args);
+        // As `sandbox.launch`: the plan and its proxy policy in one trip, one moment's look
+        // at the file system; then `--env`, and what of the environment is not passed.
+        let prepared = blocking("the call", move || {
+            efr_policy::path::memoized(|| {
+                efr_call::Call::prepare_with_env(&cp, &c2, Some(env)).map(|mut c| {
+                    let notes = c
+                        .env_args(&env_args)
+                        .map(|refused| c.note_env_dropped(refused));
+                    let pol = c.proxy_policy(ProxyWhen::Wanted);
+                    (c, notes, pol)
+                })
+            })
+        })
+        .await?;
+        let (mut c, notes, pol) = match prepared {
+            Ok(x) => x,
+            Err(PrepareError::Params(e)) => return Err(e),
+            Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
+        };
+        let notes = notes.map_err(|e| ErrorBody::new(ErrorCode::Invalid, format!("--env {e}")))?;
+        for (name, why) in notes {
+            call.items
+                .send(to_value(&LaunchItem::EnvDropped { name, why })?)
+                .await?;
+        }
+        match c.attach(pol, &ctx) {
+            Ok(()) => {}
+            Err(PrepareError::Params(e)) => return Err(e),
+            Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
+        }
+        let mut stream = match c.start_passed(&ctx, announced, stdio) {
+            Ok(s) => s,
+            Err(e) => return setup_error_end(format!("cannot start efr-launch: {}", e.source)),
+        };
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Event::Item(i) => call.items.send(to_value(&i)?).await?,
+                Event::End(fin) => return to_value(&fin),
+            }
+        }
+        Err(internal("the call ended without its finish"))
+    })
+}

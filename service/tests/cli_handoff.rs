@@ -1,0 +1,370 @@
+//! `efr-sandbox run` handing its call to the running service (`sandbox.run`, issue 13 item
+//! 8, issue 16 item 7): the real binary and a real service. The call gets the CLI's stdio
+//! and environment, its status and signals; it ends when the CLI is killed; a service of
+//! another home, or none that can run it, leaves the call to the CLI; a service is started
+//! when none runs, and ends when idle.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Client, Server, backends, command};
+use serde_json::json;
+
+/// A temp dir with `home/`, `config/` and `proj/`, outside `/tmp` (every call has its own).
+fn temp_env() -> tempfile::TempDir {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    for d in ["home", "config", "proj"] {
+        std::fs::create_dir(dir.path().join(d)).unwrap();
+    }
+    dir
+}
+
+/// `efr-sandbox run --project <dir>/proj ARGS` of the user of `dir`, through the service at
+/// `socket` (the CLI's own launcher made unusable, so that a call it ran itself fails).
+fn run_cmd(dir: &Path, socket: &Path, args: &[&str]) -> Command {
+    let mut c = command(dir);
+    c.env_remove("EFR_SANDBOX_NO_SERVICE")
+        .env("EFR_SANDBOX_SOCKET", socket)
+        .env("EFR_LAUNCH", "/nonexistent/efr-launch")
+        .current_dir(dir.join("proj"))
+        .arg("run")
+        .arg("--project")
+        .arg(dir.join("proj"))
+        .args(args);
+    c
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn service(dir: tempfile::TempDir) -> Server {
+    Server::start_in(dir, &[])
+}
+
+/// Whether a process whose command line holds `marker` runs (in any pid namespace).
+fn running(marker: &str) -> bool {
+    Command::new("pgrep")
+        .args(["-f", marker])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(secs), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_call_gets_this_stdio_environment_and_status_through_the_service() {
+    let s = service(temp_env());
+    let dir = s.dir.path().to_path_buf();
+    for b in backends() {
+        let mut c = run_cmd(
+            &dir,
+            &s.socket,
+            &[
+                "--backend",
+                b,
+                "--",
+                "cat; echo out-$LANG; echo err >&2; seq 1 200000 | tail -n 1; exit 3",
+            ],
+        );
+        let mut child = c
+            .env("LANG", "cli_LANG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"from-stdin\n")
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(3), "{b}: {}", stderr(&o));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "from-stdin\nout-cli_LANG\n200000\n",
+            "{b}: {}",
+            stderr(&o)
+        );
+        assert_eq!(stderr(&o), "err\n", "{b}");
+    }
+}
+
+#[test]
+fn refusals_json_and_env_notes_are_as_without_the_service() {
+    let s = service(temp_env());
+    let dir = s.dir.path().to_path_buf();
+    let line = "echo x > /etc/hosts";
+    let args = [
+        "--env",
+        "GH=ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        "--json",
+        "--",
+        line,
+    ];
+    let via = run_cmd(&dir, &s.socket, &args).output().unwrap();
+    let mut here = command(&dir);
+    here.current_dir(dir.join("proj"))
+        .arg("run")
+        .arg("--project")
+        .arg(dir.join("proj"))
+        .args(args);
+    let here = here.output().unwrap();
+    assert_eq!(via.status.code(), here.status.code(), "{}", stderr(&via));
+    assert_eq!(via.status.code(), Some(2));
+    let lines = |o: &Output| -> Vec<String> {
+        stderr(o)
+            .lines()
+            .filter(|l| l.starts_with("efr-sandbox: "))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(lines(&via), lines(&here));
+    assert!(
+        lines(&via)
+            .iter()
+            .any(|l| l.contains("retry with --grant write=/etc/hosts")),
+        "{}",
+        stderr(&via)
+    );
+    assert!(
+        stderr(&via).contains("GH is not passed to the call"),
+        "{}",
+        stderr(&via)
+    );
+    let finish = |o: &Output| -> serde_json::Value {
+        serde_json::from_str(stderr(o).lines().last().unwrap()).unwrap()
+    };
+    let (f1, f2) = (finish(&via), finish(&here));
+    assert_eq!(f1["exits"], f2["exits"]);
+    assert_eq!(f1["sandbox_summary"]["env_dropped"], json!(["GH"]));
+    assert_eq!(f1["sandbox_summary"], f2["sandbox_summary"]);
+}
+
+#[test]
+fn a_signal_to_the_cli_reaches_the_line_and_a_killed_cli_ends_it() {
+    let s = service(temp_env());
+    let dir = s.dir.path().to_path_buf();
+    // SIGTERM: the line's trap runs and its status is the CLI's.
+    let mut c = run_cmd(
+        &dir,
+        &s.socket,
+        &[
+            "--",
+            "trap 'echo got-term; exit 7' TERM; echo ready; sleep 61.4101 & wait",
+        ],
+    );
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut l = String::new();
+    out.read_line(&mut l).unwrap();
+    assert_eq!(l, "ready\n");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    l.clear();
+    out.read_line(&mut l).unwrap();
+    assert_eq!(l, "got-term\n");
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+    wait_until("the line's sleep ends with it", 10, || {
+        !running("sleep 61.4101")
+    });
+    // SIGKILL: the service ends the call's tree.
+    let mut c = run_cmd(&dir, &s.socket, &["--", "echo ready; sleep 61.4102"]);
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    l.clear();
+    out.read_line(&mut l).unwrap();
+    assert_eq!(l, "ready\n");
+    assert!(running("sleep 61.4102"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until("the call ends with its CLI", 10, || {
+        !running("sleep 61.4102")
+    });
+}
+
+#[test]
+fn calls_at_once_through_one_service() {
+    let s = service(temp_env());
+    let dir = s.dir.path().to_path_buf();
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            run_cmd(
+                &dir,
+                &s.socket,
+                &["--", &format!("echo call-{i}; exit {i}")],
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for (i, c) in children.into_iter().enumerate() {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(i as i32), "{}", stderr(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), format!("call-{i}\n"));
+    }
+}
+
+#[test]
+fn a_service_for_another_home_or_build_leaves_the_call_here() {
+    // The service cannot run calls (its launcher is missing): a call it took would fail.
+    let dir = temp_env();
+    let socket = dir.path().join("run").join("sandbox.sock");
+    let mut cmd = command(dir.path());
+    cmd.env("EFR_LAUNCH", "/nonexistent/efr-launch")
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket);
+    let s = Server::spawn(cmd, dir, socket);
+    let dir = s.dir.path().to_path_buf();
+    let ours = |c: &mut Command| {
+        c.env_remove("EFR_LAUNCH");
+    };
+    // The same user: the service takes it (and fails it, with its reason).
+    let mut c = run_cmd(&dir, &s.socket, &["--", "true"]);
+    ours(&mut c);
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cannot start efr-launch"),
+        "{}",
+        stderr(&o)
+    );
+    // Another config home: `conflict`, and the CLI runs the call itself, saying nothing.
+    let other = tempfile::tempdir_in("/var/tmp").unwrap();
+    let mut c = run_cmd(&dir, &s.socket, &["--", "echo here"]);
+    ours(&mut c);
+    let o = c.env("XDG_CONFIG_HOME", other.path()).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{:?} {}", c, stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "here\n");
+    assert_eq!(stderr(&o), "");
+    // The service's answer to another build.
+    let mut client = s.client();
+    let fds: Vec<std::os::fd::OwnedFd> = (0..3)
+        .map(|_| std::fs::File::open("/dev/null").unwrap().into())
+        .collect();
+    let req = json!({"id": 5, "method": "sandbox.run", "params": {
+        "line": "true", "env": [], "home": dir.join("home"), "config_home": dir.join("config"),
+        "build": "0:0:0:0.0"}});
+    send_with_fds(&client, &req, &fds);
+    let f = client.recv();
+    assert_eq!(f["error"]["code"], "conflict", "{f}");
+    assert!(
+        f["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another build"),
+        "{f}"
+    );
+    // And to a request without its three fds.
+    let f = client.call(
+        6,
+        "sandbox.run",
+        json!({"line": "true", "env": [], "home": "/", "build": "x"}),
+    );
+    assert_eq!(f["error"]["code"], "invalid", "{f}");
+    assert!(
+        f["error"]["message"].as_str().unwrap().contains("0 came"),
+        "{f}"
+    );
+}
+
+fn send_with_fds(c: &Client, v: &serde_json::Value, fds: &[std::os::fd::OwnedFd]) {
+    let bytes = efr_sandbox_wire::frame::encode(v).unwrap();
+    efr_call::sys::send_with_fds(&c.stream, &bytes, fds).unwrap();
+}
+
+#[test]
+fn a_broken_config_is_the_callers_error() {
+    let s = service(temp_env());
+    let dir = s.dir.path().to_path_buf();
+    std::fs::create_dir_all(dir.join("config/efr")).unwrap();
+    std::fs::write(dir.join("config/efr/config.toml"), "garbage [\n").unwrap();
+    let o = run_cmd(&dir, &s.socket, &["--", "true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not valid toml"), "{}", stderr(&o));
+}
+
+/// The service `run` started for the runtime dir `rt`, by its socket in its command line.
+fn started_service(rt: &Path) -> Option<u32> {
+    let sock = rt.join("efr/sandbox.sock");
+    let o = Command::new("pgrep")
+        .args(["-f", &format!("serve --socket {}", sock.display())])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[test]
+fn run_starts_a_service_when_none_runs_and_it_ends_when_idle() {
+    let dir = temp_env();
+    let rt = tempfile::tempdir_in("/dev/shm").unwrap();
+    let go = |line: &str| -> Output {
+        let mut c = command(dir.path());
+        c.env_remove("EFR_SANDBOX_NO_SERVICE")
+            .env("XDG_RUNTIME_DIR", rt.path())
+            .env("EFR_SANDBOX_IDLE_EXIT", "1.5")
+            .current_dir(dir.path().join("proj"))
+            .args(["run", "--project"])
+            .arg(dir.path().join("proj"))
+            .args(["--", line]);
+        c.output().unwrap()
+    };
+    let o = go("echo first");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "first\n");
+    assert_eq!(stderr(&o), "");
+    let pid = started_service(rt.path()).expect("a service runs");
+    let log = std::fs::read_to_string(rt.path().join("efr/serve.log")).unwrap();
+    assert!(log.contains("listening on"), "{log}");
+    // In a session of its own: no terminal's signals reach it.
+    let sid = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = sid.rsplit(')').next().unwrap().split_whitespace().collect();
+    assert_eq!(fields[3], pid.to_string(), "its own session: {sid}");
+    // The next call goes to the same service.
+    let o = go("echo second");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "second\n");
+    assert_eq!(started_service(rt.path()), Some(pid));
+    // Idle for 1.5 s: it ends, its socket with it, and nothing of it is left.
+    // Ended: gone, or a zombie its new parent has yet to reap.
+    wait_until("the idle service ends", 20, || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().unwrap().trim_start().starts_with('Z'))
+            .unwrap_or(true)
+    });
+    assert!(!rt.path().join("efr/sandbox.sock").exists());
+    assert!(!running(&rt.path().display().to_string()));
+    let log = std::fs::read_to_string(rt.path().join("efr/serve.log")).unwrap();
+    assert!(log.contains("no client for 1.5s; stopping"), "{log}");
+}
