@@ -11,7 +11,6 @@
 //! before) when no socket can be named, when the service cannot be had, or when it is
 //! another build or runs for another home, runtime dir or config home (`conflict`).
 
-use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
@@ -152,23 +151,20 @@ fn stdio() -> std::io::Result<[OwnedFd; 3]> {
     ])
 }
 
-/// Connects to the service at `socket` (started when none answers) and says hello.
-fn hello(socket: &Path) -> Result<UnixStream, NotTaken> {
+/// Connects to the service at `socket` (started when none answers) and sends `bytes` (the
+/// hello and the request, in one write: no round trip between them) with `fds`; the
+/// connection once the hello is answered.
+fn send(socket: &Path, bytes: &[u8], fds: &[OwnedFd]) -> Result<UnixStream, NotTaken> {
     let mut s = connect(socket)?;
     let gone = |what: &str| NotTaken::Failed(format!("the service at {} {what}", socket.display()));
-    let hello = json!({"id": 1, "method": method::HELLO, "params": HelloParams {
-        protocol: PROTOCOL_VERSION,
-        client: Some(format!("efr-sandbox run {}", env!("CARGO_PKG_VERSION"))),
-    }});
-    let bytes =
-        efr_sandbox_wire::frame::encode(&hello).map_err(|e| gone(&format!("hello: {e}")))?;
-    s.write_all(&bytes).map_err(|_| gone("hung up"))?;
+    efr_call::sys::send_with_fds(&s, bytes, fds).map_err(|_| gone("hung up"))?;
     // A service that takes connections but never answers is not waited for.
     let _ = s.set_read_timeout(Some(START_WAIT));
     let answer = next(&mut s);
     let _ = s.set_read_timeout(None);
     match answer {
         Some(ServerFrame::End { id: 1, .. }) => Ok(s),
+        // The request is then refused (`unauthorized`) and nothing runs.
         Some(ServerFrame::Error { error, .. }) => {
             Err(gone(&format!("refused hello: {}", error.message)))
         }
@@ -184,13 +180,11 @@ pub fn run(
     env_args: &[String],
     env: &Env,
 ) -> Result<Ran, NotTaken> {
-    // A service that stops as this connects (it was idle) hangs up before it answers
-    // hello: then once more, with a service started anew.
-    let mut s = match hello(socket) {
-        Err(NotTaken::Failed(_)) => hello(socket)?,
-        other => other?,
-    };
-    let gone = |what: &str| NotTaken::Failed(format!("the service at {} {what}", socket.display()));
+    let fail = |what: String| NotTaken::Failed(what);
+    let hello = json!({"id": 1, "method": method::HELLO, "params": HelloParams {
+        protocol: PROTOCOL_VERSION,
+        client: Some(format!("efr-sandbox run {}", env!("CARGO_PKG_VERSION"))),
+    }});
     let params = RunParams {
         call,
         env: std::env::vars_os()
@@ -208,10 +202,18 @@ pub fn run(
         build: crate::identity::build().to_string(),
     };
     let req = json!({"id": 2, "method": method::RUN, "params": params});
-    let bytes = efr_sandbox_wire::frame::encode(&req)
-        .map_err(|e| NotTaken::Failed(format!("sandbox.run: {e}")))?;
-    let fds = stdio().map_err(|e| NotTaken::Failed(format!("cannot pass stdio: {e}")))?;
-    efr_call::sys::send_with_fds(&s, &bytes, &fds).map_err(|_| gone("hung up"))?;
+    let mut bytes =
+        efr_sandbox_wire::frame::encode(&hello).map_err(|e| fail(format!("hello: {e}")))?;
+    bytes.extend(
+        efr_sandbox_wire::frame::encode(&req).map_err(|e| fail(format!("sandbox.run: {e}")))?,
+    );
+    let fds = stdio().map_err(|e| fail(format!("cannot pass stdio: {e}")))?;
+    // A service that stops as this connects (it was idle) hangs up before it answers
+    // hello, and has run nothing: then once more, with a service started anew.
+    let mut s = match send(socket, &bytes, &fds) {
+        Err(NotTaken::Failed(_)) => send(socket, &bytes, &fds)?,
+        other => other?,
+    };
     drop(fds);
     // From here the call may run: its end is reported, never run again here.
     let mut launcher: Option<OwnedFd> = None;
@@ -224,7 +226,11 @@ pub fn run(
                     socket.display()
                 )))
             } else {
-                Err(gone("hung up before the call started"))
+                // The hello was answered: the request may have been taken.
+                Ok(Ran::Lost(format!(
+                    "the service at {} went away before the call started",
+                    socket.display()
+                )))
             };
         };
         match f {
