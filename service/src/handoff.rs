@@ -68,10 +68,27 @@ pub fn socket() -> Option<PathBuf> {
         .map(|d| d.join("efr").join("sandbox.sock"))
 }
 
-/// Connects to the service at `socket`, starting one when none answers.
+/// Connects to the service at `socket`, starting one when none answers. The peer must run
+/// as this user: the call's stdio and environment go to it.
 fn connect(socket: &Path) -> Result<UnixStream, NotTaken> {
+    let ours = |s: UnixStream| -> Result<UnixStream, NotTaken> {
+        use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+        let uid = nix::unistd::geteuid().as_raw();
+        match getsockopt(&s, PeerCredentials) {
+            Ok(c) if c.uid() == uid => Ok(s),
+            Ok(c) => Err(NotTaken::Failed(format!(
+                "the service at {} runs as uid {}, not as this user ({uid})",
+                socket.display(),
+                c.uid()
+            ))),
+            Err(e) => Err(NotTaken::Failed(format!(
+                "cannot tell who serves {}: {e}",
+                socket.display()
+            ))),
+        }
+    };
     match UnixStream::connect(socket) {
-        Ok(s) => return Ok(s),
+        Ok(s) => return ours(s),
         Err(e)
             if matches!(
                 e.kind(),
@@ -114,7 +131,7 @@ fn connect(socket: &Path) -> Result<UnixStream, NotTaken> {
         if let Ok(s) = UnixStream::connect(socket) {
             // Reaped by whoever inherits it: it outlives this process.
             drop(child);
-            return Ok(s);
+            return ours(s);
         }
         // Another `run` may have started the one that answers; this one then exits.
         if let Ok(Some(st)) = child.try_wait()

@@ -368,3 +368,48 @@ fn run_starts_a_service_when_none_runs_and_it_ends_when_idle() {
     let log = std::fs::read_to_string(rt.path().join("efr/serve.log")).unwrap();
     assert!(log.contains("no client for 1.5s; stopping"), "{log}");
 }
+
+#[test]
+fn a_socket_of_another_user_gets_nothing() {
+    // Needs a second uid to listen: as root only (the unprivileged pass has no other).
+    if !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let dir = temp_env();
+    let shared = tempfile::tempdir_in("/var/tmp").unwrap();
+    std::fs::set_permissions(
+        shared.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let sock = shared.path().join("sandbox.sock");
+    let got = shared.path().join("got");
+    // Another user's "service": it records how many bytes it was sent.
+    let script = format!(
+        "import socket,os\ns=socket.socket(socket.AF_UNIX)\ns.bind({sock:?})\nos.chmod({sock:?},0o777)\n\
+         s.listen(1)\nc,_=s.accept()\nc.settimeout(5)\nn=0\ntry:\n  while True:\n    b=c.recv(65536)\n    \
+         if not b: break\n    n+=len(b)\nexcept Exception: pass\nopen({got:?},'w').write(str(n))\n"
+    );
+    let mut fake = Command::new("runuser")
+        .args(["-u", "nobody", "--", "python3", "-c", &script])
+        .spawn()
+        .unwrap();
+    wait_until("the fake service listens", 10, || sock.exists());
+    let mut c = command(dir.path());
+    c.env_remove("EFR_SANDBOX_NO_SERVICE")
+        .env("EFR_SANDBOX_SOCKET", &sock)
+        .current_dir(dir.path().join("proj"))
+        .args(["run", "--project"])
+        .arg(dir.path().join("proj"))
+        .args(["--", "echo ran-here"]);
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ran-here\n");
+    assert!(
+        stderr(&o).contains("runs as uid 65534, not as this user (0)"),
+        "{}",
+        stderr(&o)
+    );
+    fake.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(&got).unwrap(), "0");
+}
