@@ -413,3 +413,72 @@ fn a_socket_of_another_user_gets_nothing() {
     fake.wait().unwrap();
     assert_eq!(std::fs::read_to_string(&got).unwrap(), "0");
 }
+
+#[test]
+fn runs_at_once_with_no_service_start_one_and_all_go_through_it() {
+    let dir = temp_env();
+    let rt = tempfile::tempdir_in("/dev/shm").unwrap();
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let mut c = command(dir.path());
+            c.env_remove("EFR_SANDBOX_NO_SERVICE")
+                .env("XDG_RUNTIME_DIR", rt.path())
+                .env("EFR_SANDBOX_IDLE_EXIT", "1")
+                .current_dir(dir.path().join("proj"))
+                .args(["run", "--project"])
+                .arg(dir.path().join("proj"))
+                .args(["--", &format!("echo call-{i}")])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    for (i, c) in children.into_iter().enumerate() {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), format!("call-{i}\n"));
+        // None ran here for want of a service: each found the one that won the socket.
+        assert_eq!(stderr(&o), "", "call {i}");
+    }
+    let services = Command::new("pgrep")
+        .args(["-f", &format!("serve --socket {}", rt.path().display())])
+        .output()
+        .unwrap();
+    let n = String::from_utf8_lossy(&services.stdout).lines().count();
+    assert!(n <= 1, "one service at most is left: {n}");
+    wait_until("the idle service ends", 20, || {
+        !rt.path().join("efr/sandbox.sock").exists()
+    });
+}
+
+#[test]
+fn a_service_that_stops_mid_call_ends_it_and_the_cli_says_so() {
+    let s = service(temp_env());
+    let dir = s.dir.path().to_path_buf();
+    let mut c = run_cmd(&dir, &s.socket, &["--", "echo ready; sleep 61.4103"]);
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut l = String::new();
+    out.read_line(&mut l).unwrap();
+    assert_eq!(l, "ready\n");
+    // The service is stopped (a restart, a logout): the call ends with it.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(s.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("went away while the call ran"),
+        "{}",
+        stderr(&o)
+    );
+    wait_until("the call ends with its service", 10, || {
+        !running("sleep 61.4103")
+    });
+}

@@ -490,7 +490,7 @@ fn default_socket_is_0600_in_a_0700_dir_and_a_live_one_is_not_replaced() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("another service answers"), "{err}");
+    assert!(err.contains("another service runs on"), "{err}");
 
     // A stale socket (its service killed) is replaced.
     let mut s = s;

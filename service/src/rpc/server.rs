@@ -1,9 +1,11 @@
 //! `efr-sandbox serve`: the socket, the peer check and the accept loop.
 //!
 //! The socket is bound before the runtime starts (a restrictive umask is process-wide, so it
-//! is set while the process has one thread), mode 0600 in a directory 0700. A socket left
-//! by a service that died is removed only when nothing answers on it; a live one makes this
-//! service refuse to start. Every peer's uid is read with SO_PEERCRED before a byte of it
+//! is set while the process has one thread), mode 0600 in a directory 0700. The service
+//! holds `<socket>.lock` (`flock`) for its life: a second one started at the same moment
+//! refuses to start rather than race it for the socket. A socket left by a service that
+//! died is removed only when nothing answers on it; a live one makes this service refuse
+//! to start. Every peer's uid is read with SO_PEERCRED before a byte of it
 //! is read; a peer whose uid is not allowed (by default: any uid but ours) is closed and
 //! logged. At most [`MAX_CONNECTIONS`] connections are served at once; the next one gets
 //! `{id: null, error: busy}` and is closed.
@@ -77,6 +79,10 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
     prepare_dir(&paths.runtime_dir, uid, paths.runtime_dir_is_default)?;
     env.scratch = Some(paths.scratch.clone());
     let policy = Policy::load(env);
+    // One service per socket: two started at once (two `efr-sandbox run`s finding none)
+    // must not both take the socket, nor one remove the other's as stale between its bind
+    // and its listen. Held until this process ends.
+    let _owner = own(&paths.socket)?;
     let std_listener = bind(&paths.socket)?;
     // Bound, so no other service runs here: the plans an earlier one handed out and never
     // saw finished can no longer be finished by anyone.
@@ -148,6 +154,34 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         let _ = fs::remove_file(&socket);
     }
     res
+}
+
+/// Takes the lock beside `socket` (`<socket>.lock`, 0600, `flock`), or says which service
+/// holds it.
+fn own(socket: &Path) -> anyhow::Result<nix::fcntl::Flock<fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut name = socket.as_os_str().to_owned();
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .with_context(|| format!("cannot open the lock {}", path.display()))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+        if e == nix::errno::Errno::EWOULDBLOCK {
+            anyhow::anyhow!(
+                "another service runs on {} (it holds {}); refusing to start a second one",
+                socket.display(),
+                path.display()
+            )
+        } else {
+            anyhow::anyhow!("cannot lock {}: {e}", path.display())
+        }
+    })
 }
 
 /// Binds the socket 0600, removing a stale one first.
