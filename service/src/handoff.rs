@@ -33,6 +33,9 @@ fn idle_exit() -> String {
         .unwrap_or_else(|| IDLE_EXIT.as_secs().to_string())
 }
 
+/// The size past which `serve.log` is emptied when a service is started.
+const LOG_MAX: u64 = 1 << 20;
+
 /// How long a service started here may take to answer.
 const START_WAIT: Duration = Duration::from_secs(5);
 
@@ -109,8 +112,14 @@ fn connect(socket: &Path) -> Result<UnixStream, NotTaken> {
         .create(true)
         .append(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&log_path)
         .map_err(|e| NotTaken::Failed(format!("cannot open {}: {e}", log_path.display())))?;
+    // Kept short: each service started here appends to it (a second one started at the
+    // same moment says there why it stopped).
+    if log.metadata().is_ok_and(|m| m.len() > LOG_MAX) {
+        let _ = log.set_len(0);
+    }
     let exe = std::env::current_exe()
         .map_err(|e| NotTaken::Failed(format!("cannot find this program: {e}")))?;
     let mut cmd = std::process::Command::new(exe);
@@ -237,18 +246,12 @@ pub fn run(
     let mut started = false;
     loop {
         let Some(f) = next(&mut s) else {
-            return if started {
-                Ok(Ran::Lost(format!(
-                    "the service at {} went away while the call ran",
-                    socket.display()
-                )))
-            } else {
-                // The hello was answered: the request may have been taken.
-                Ok(Ran::Lost(format!(
-                    "the service at {} went away before the call started",
-                    socket.display()
-                )))
-            };
+            // The hello was answered, so the request may have been taken (and its
+            // `started` not sent before the service went): the call ended with the service.
+            return Ok(Ran::Lost(format!(
+                "the service at {} went away during the call, which ends with it",
+                socket.display()
+            )));
         };
         match f {
             ServerFrame::Item { item, .. } => match serde_json::from_value::<LaunchItem>(item) {

@@ -264,6 +264,16 @@ fn a_service_for_another_home_or_build_leaves_the_call_here() {
     assert_eq!(o.status.code(), Some(0), "{:?} {}", c, stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "here\n");
     assert_eq!(stderr(&o), "");
+    // An unsandboxed line stays in the CLI's session (a `sudo` prompt's `/dev/tty`).
+    let mut c = run_cmd(
+        &dir,
+        &s.socket,
+        &["--unsandboxed", "--", "echo unsandboxed-here"],
+    );
+    ours(&mut c);
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "unsandboxed-here\n");
     // The service's answer to another build.
     let mut client = s.client();
     let fds: Vec<std::os::fd::OwnedFd> = (0..3)
@@ -474,7 +484,7 @@ fn a_service_that_stops_mid_call_ends_it_and_the_cli_says_so() {
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("went away while the call ran"),
+        stderr(&o).contains("went away during the call"),
         "{}",
         stderr(&o)
     );

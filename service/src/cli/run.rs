@@ -434,16 +434,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     report(&a, &fin)
 }
 
-/// The service's socket when this call goes to it: no terminal on stdio (the call's
-/// terminal is relayed by this process's launcher), no `--plan-out`, and
-/// `EFR_SANDBOX_NO_SERVICE` unset.
+/// The service's socket when this call goes to it: a contained call (an unsandboxed line
+/// stays in this process's session, for the `/dev/tty` a `sudo` prompt opens), no terminal
+/// on stdio (the call's terminal is relayed by this process's launcher), no `--plan-out`,
+/// and `EFR_SANDBOX_NO_SERVICE` unset.
 fn handoff_socket(a: &RunArgs) -> Option<PathBuf> {
     use std::io::IsTerminal;
     let terminal = std::io::stdin().is_terminal()
         || std::io::stdout().is_terminal()
         || std::io::stderr().is_terminal();
     let off = std::env::var_os("EFR_SANDBOX_NO_SERVICE").is_some_and(|v| !v.is_empty());
-    if terminal || off || a.plan_out.is_some() {
+    if terminal || off || a.unsandboxed || a.plan_out.is_some() {
         return None;
     }
     handoff::socket()
