@@ -55,6 +55,21 @@ fn running(marker: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Starts `c` (its stdout piped, its stderr as `stderr` says) and waits until the line
+/// prints `ready`.
+fn until_ready(c: &mut Command, stderr: Stdio) -> (std::process::Child, impl BufRead) {
+    let mut child = c.stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut l = String::new();
+    out.read_line(&mut l).unwrap();
+    assert_eq!(l, "ready\n");
+    (child, out)
+}
+
+fn kill(pid: u32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+}
+
 fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
     while !f() {
@@ -167,21 +182,9 @@ fn a_signal_to_the_cli_reaches_the_line_and_a_killed_cli_ends_it() {
             "trap 'echo got-term; exit 7' TERM; echo ready; sleep 61.4101 & wait",
         ],
     );
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut child, mut out) = until_ready(&mut c, Stdio::piped());
+    kill(child.id(), nix::sys::signal::Signal::SIGTERM);
     let mut l = String::new();
-    out.read_line(&mut l).unwrap();
-    assert_eq!(l, "ready\n");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    l.clear();
     out.read_line(&mut l).unwrap();
     assert_eq!(l, "got-term\n");
     assert_eq!(child.wait().unwrap().code(), Some(7));
@@ -190,15 +193,7 @@ fn a_signal_to_the_cli_reaches_the_line_and_a_killed_cli_ends_it() {
     });
     // SIGKILL: the service ends the call's tree.
     let mut c = run_cmd(&dir, &s.socket, &["--", "echo ready; sleep 61.4102"]);
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    l.clear();
-    out.read_line(&mut l).unwrap();
-    assert_eq!(l, "ready\n");
+    let (mut child, _out) = until_ready(&mut c, Stdio::null());
     assert!(running("sleep 61.4102"));
     child.kill().unwrap();
     child.wait().unwrap();
@@ -466,21 +461,9 @@ fn a_service_that_stops_mid_call_ends_it_and_the_cli_says_so() {
     let s = service(temp_env());
     let dir = s.dir.path().to_path_buf();
     let mut c = run_cmd(&dir, &s.socket, &["--", "echo ready; sleep 61.4103"]);
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut l = String::new();
-    out.read_line(&mut l).unwrap();
-    assert_eq!(l, "ready\n");
+    let (child, _out) = until_ready(&mut c, Stdio::piped());
     // The service is stopped (a restart, a logout): the call ends with it.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(s.child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
+    kill(s.child.id(), nix::sys::signal::Signal::SIGTERM);
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
     assert!(

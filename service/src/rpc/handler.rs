@@ -136,3 +136,31 @@ pub async fn blocking<T: Send + 'static>(
         )),
     }
 }
+
+/// The rest of a call of `sandbox.launch` or `sandbox.run` once planned: its proxy
+/// attached (with `policy`), started by `start`, its items sent on `items`; its finish.
+pub async fn run_call(
+    mut c: efr_call::Call,
+    policy: Option<efr_proxy::ProxyPolicy>,
+    ctx: &efr_call::Ctx,
+    items: &ItemSink,
+    start: impl FnOnce(efr_call::Call) -> Result<efr_call::CallStream, efr_call::SpawnError>,
+) -> Result<Value, ErrorBody> {
+    use efr_call::{Event, PrepareError};
+    match c.attach(policy, ctx) {
+        Ok(()) => {}
+        Err(PrepareError::Params(e)) => return Err(e),
+        Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
+    }
+    let mut stream = match start(c) {
+        Ok(s) => s,
+        Err(e) => return setup_error_end(format!("cannot start efr-launch: {}", e.source)),
+    };
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Event::Item(i) => items.send(to_value(&i)?).await?,
+            Event::End(fin) => return to_value(&fin),
+        }
+    }
+    Err(internal("the call ended without its finish"))
+}

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use efr_call::{Event, PrepareError, ProxyWhen};
+use efr_call::{PrepareError, ProxyWhen};
 use efr_sandbox_wire::CallParams;
 
 use crate::rpc::handler::{
-    Call, HandlerFuture, blocking, boxed, internal, params, setup_error_end, to_value,
+    Call, HandlerFuture, blocking, boxed, params, run_call, setup_error_end,
 };
 use crate::state::Service;
 
@@ -38,26 +38,11 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             })
         })
         .await?;
-        let (mut c, pol) = match prepared {
+        let (c, pol) = match prepared {
             Ok(x) => x,
             Err(PrepareError::Params(e)) => return Err(e),
             Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
         };
-        match c.attach(pol, &ctx) {
-            Ok(()) => {}
-            Err(PrepareError::Params(e)) => return Err(e),
-            Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
-        }
-        let mut stream = match c.start_with(&ctx, announced) {
-            Ok(s) => s,
-            Err(e) => return setup_error_end(format!("cannot start efr-launch: {}", e.source)),
-        };
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Event::Item(i) => call.items.send(to_value(&i)?).await?,
-                Event::End(fin) => return to_value(&fin),
-            }
-        }
-        Err(internal("the call ended without its finish"))
+        run_call(c, pol, &ctx, &call.items, |c| c.start_with(&ctx, announced)).await
     })
 }

@@ -8,12 +8,12 @@
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use efr_call::{Event, PrepareError, ProxyWhen};
+use efr_call::{PrepareError, ProxyWhen};
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 use efr_sandbox_wire::{LaunchItem, RunParams};
 
 use crate::rpc::handler::{
-    Call, HandlerFuture, blocking, boxed, internal, params, setup_error_end, to_value,
+    Call, HandlerFuture, blocking, boxed, params, run_call, setup_error_end, to_value,
 };
 use crate::state::Service;
 
@@ -92,7 +92,7 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
             })
         })
         .await?;
-        let (mut c, notes, pol) = match prepared {
+        let (c, notes, pol) = match prepared {
             Ok(x) => x,
             Err(PrepareError::Params(e)) => return Err(e),
             Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
@@ -103,21 +103,9 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
                 .send(to_value(&LaunchItem::EnvDropped { name, why })?)
                 .await?;
         }
-        match c.attach(pol, &ctx) {
-            Ok(()) => {}
-            Err(PrepareError::Params(e)) => return Err(e),
-            Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
-        }
-        let mut stream = match c.start_passed(&ctx, announced, stdio) {
-            Ok(s) => s,
-            Err(e) => return setup_error_end(format!("cannot start efr-launch: {}", e.source)),
-        };
-        while let Some(ev) = stream.next().await {
-            match ev {
-                Event::Item(i) => call.items.send(to_value(&i)?).await?,
-                Event::End(fin) => return to_value(&fin),
-            }
-        }
-        Err(internal("the call ended without its finish"))
+        run_call(c, pol, &ctx, &call.items, |c| {
+            c.start_passed(&ctx, announced, stdio)
+        })
+        .await
     })
 }
