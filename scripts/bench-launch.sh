@@ -62,8 +62,10 @@ if [ -n "${USER_PATHS:-}" ]; then
   exec 3>"$D/rpc-in" 4<"$D/rpc-out"
 fi
 rpc() { echo go >&3; read -r t <&4; echo "$t" >> "$D/t-rpc"; }
-cli() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run "$SBX" run --project . --backend native -- true); }
-here() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run EFR_SANDBOX_NO_SERVICE=1 "$SBX" run --project . --backend native -- true); }
+# stdin from /dev/null: with a terminal on its stdio, `run` keeps the call (and relays the
+# terminal) itself, so a bench run from a terminal would time `here` twice.
+cli() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run "$SBX" run --project . --backend native -- true </dev/null); }
+here() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run EFR_SANDBOX_NO_SERVICE=1 "$SBX" run --project . --backend native -- true </dev/null); }
 bare() { bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true; }
 nat() { "$EXE" --plan "$D/plan-native.json"; }
 bw() { "$EXE" --plan "$D/plan-bwrap.json"; }

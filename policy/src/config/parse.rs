@@ -258,6 +258,10 @@ fn add_entries(
     v: &Spanned<DeValue<'_>>,
     list: &mut Vec<Entry>,
 ) -> Result<(), LoadError> {
+    // What the list names already, as `same` compares: a look-up per entry, not a scan of
+    // the list (the defaults' lists have hundreds, and every command loads them).
+    let mut named: std::collections::HashSet<String> =
+        list.iter().map(|e| key_of(&e.value).to_string()).collect();
     for (i, item) in array(ctx, key, v)?.iter().enumerate() {
         // Made only for an error: the defaults' hundreds of entries need none.
         let item_key = || format!("{key}[{i}]");
@@ -311,7 +315,7 @@ fn add_entries(
         if reason.contains('\n') {
             return Err(ctx.invalid(&item_key(), &item.span(), "a reason is one line"));
         }
-        if list.iter().any(|e| same(&e.value, &value)) {
+        if !named.insert(key_of(&value).to_string()) {
             // Already there (a default the user repeats): the first one stays.
             continue;
         }
@@ -326,14 +330,16 @@ fn add_entries(
 
 /// Two entries name the same thing: equal but for trailing slashes (a lone `/` stays).
 fn same(a: &str, b: &str) -> bool {
-    let trim = |s: &str| -> usize {
-        if s.len() > 1 {
-            s.trim_end_matches('/').len()
-        } else {
-            s.len()
-        }
-    };
-    a[..trim(a)] == b[..trim(b)]
+    key_of(a) == key_of(b)
+}
+
+/// What [`same`] compares of an entry: it without its trailing slashes (a lone `/` stays).
+fn key_of(s: &str) -> &str {
+    if s.len() > 1 {
+        &s[..s.trim_end_matches('/').len()]
+    } else {
+        s
+    }
 }
 
 fn remove_entries(
