@@ -7,9 +7,10 @@
 //! The service is the one at `$EFR_SANDBOX_SOCKET`, else `$XDG_RUNTIME_DIR/efr/sandbox.sock`.
 //! When none answers there, one is started (`efr-sandbox serve --idle-exit`, in a session
 //! of its own, its log in `serve.log` beside the socket); it ends once no client has been
-//! connected for [`IDLE_EXIT`] (`$EFR_SANDBOX_IDLE_EXIT` seconds when set). The call is not handed over (and runs in this process, as
-//! before) when no socket can be named, when the service cannot be had, or when it is
-//! another build or runs for another home, runtime dir or config home (`conflict`).
+//! connected for [`IDLE_EXIT`] (`$EFR_SANDBOX_IDLE_EXIT` seconds when set). The call is
+//! not handed over (and runs in this process, as before) when no socket can be named, when
+//! the service cannot be had, or when it is another build or runs for another home,
+//! runtime dir or config home (`conflict`).
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
@@ -136,15 +137,22 @@ fn connect(socket: &Path) -> Result<UnixStream, NotTaken> {
         .spawn()
         .map_err(|e| NotTaken::Failed(format!("cannot start the service: {e}")))?;
     let t = Instant::now();
+    let mut ended: Option<(std::process::ExitStatus, Instant)> = None;
     loop {
         if let Ok(s) = UnixStream::connect(socket) {
             // Reaped by whoever inherits it: it outlives this process.
             drop(child);
             return ours(s);
         }
-        // Another `run` may have started the one that answers; this one then exits.
-        if let Ok(Some(st)) = child.try_wait()
-            && UnixStream::connect(socket).is_err()
+        // Another `run` may have started the one that answers (this one then exits, the
+        // lock being the other's): a moment more for that one to listen.
+        if ended.is_none()
+            && let Ok(Some(st)) = child.try_wait()
+        {
+            ended = Some((st, Instant::now()));
+        }
+        if let Some((st, at)) = ended
+            && at.elapsed() > Duration::from_millis(500)
         {
             return Err(NotTaken::Failed(format!(
                 "the service did not start ({st}; see {})",
