@@ -187,22 +187,34 @@ fn stdio() -> std::io::Result<[OwnedFd; 3]> {
 
 /// Connects to the service at `socket` (started when none answers) and sends `bytes` (the
 /// hello and the request, in one write: no round trip between them) with `fds`; the
-/// connection once the hello is answered.
-fn send(socket: &Path, bytes: &[u8], fds: &[OwnedFd]) -> Result<UnixStream, NotTaken> {
+/// connection once the hello is answered. `Ok(Err(why))` when the service hung up before
+/// it answered: it ran nothing (a service stopping as it was reached, idle), and a second
+/// try may reach a new one.
+fn send(
+    socket: &Path,
+    bytes: &[u8],
+    fds: &[OwnedFd],
+) -> Result<Result<UnixStream, String>, NotTaken> {
     let mut s = connect(socket)?;
-    let gone = |what: &str| NotTaken::Failed(format!("the service at {} {what}", socket.display()));
-    efr_call::sys::send_with_fds(&s, bytes, fds).map_err(|_| gone("hung up"))?;
+    let hung_up = |what: &str| format!("the service at {} {what}", socket.display());
+    if efr_call::sys::send_with_fds(&s, bytes, fds).is_err() {
+        return Ok(Err(hung_up("hung up")));
+    }
     // A service that takes connections but never answers is not waited for.
     let _ = s.set_read_timeout(Some(START_WAIT));
     let answer = next(&mut s);
     let _ = s.set_read_timeout(None);
     match answer {
-        Some(ServerFrame::End { id: 1, .. }) => Ok(s),
+        Some(ServerFrame::End { id: 1, .. }) => Ok(Ok(s)),
         // The request is then refused (`unauthorized`) and nothing runs.
-        Some(ServerFrame::Error { error, .. }) => {
-            Err(gone(&format!("refused hello: {}", error.message)))
-        }
-        _ => Err(gone("did not answer hello")),
+        Some(ServerFrame::Error { error, .. }) => Err(NotTaken::Failed(hung_up(&format!(
+            "refused hello: {}",
+            error.message
+        )))),
+        Some(_) => Err(NotTaken::Failed(hung_up(
+            "answered hello with another frame",
+        ))),
+        None => Ok(Err(hung_up("did not answer hello"))),
     }
 }
 
@@ -244,9 +256,9 @@ pub fn run(
     let fds = stdio().map_err(|e| fail(format!("cannot pass stdio: {e}")))?;
     // A service that stops as this connects (it was idle) hangs up before it answers
     // hello, and has run nothing: then once more, with a service started anew.
-    let mut s = match send(socket, &bytes, &fds) {
-        Err(NotTaken::Failed(_)) => send(socket, &bytes, &fds)?,
-        other => other?,
+    let mut s = match send(socket, &bytes, &fds)? {
+        Ok(s) => s,
+        Err(_) => send(socket, &bytes, &fds)?.map_err(NotTaken::Failed)?,
     };
     drop(fds);
     // From here the call may run: its end is reported, never run again here.

@@ -389,17 +389,18 @@ fn a_socket_of_another_user_gets_nothing() {
     .unwrap();
     let sock = shared.path().join("sandbox.sock");
     let got = shared.path().join("got");
+    let listening = shared.path().join("listening");
     // Another user's "service": it records how many bytes it was sent.
     let script = format!(
         "import socket,os\ns=socket.socket(socket.AF_UNIX)\ns.bind({sock:?})\nos.chmod({sock:?},0o777)\n\
-         s.listen(1)\nc,_=s.accept()\nc.settimeout(5)\nn=0\ntry:\n  while True:\n    b=c.recv(65536)\n    \
+         s.listen(1)\nopen({listening:?},'w')\nc,_=s.accept()\nc.settimeout(5)\nn=0\ntry:\n  while True:\n    b=c.recv(65536)\n    \
          if not b: break\n    n+=len(b)\nexcept Exception: pass\nopen({got:?},'w').write(str(n))\n"
     );
     let mut fake = Command::new("runuser")
         .args(["-u", "nobody", "--", "python3", "-c", &script])
         .spawn()
         .unwrap();
-    wait_until("the fake service listens", 10, || sock.exists());
+    wait_until("the fake service listens", 10, || listening.exists());
     let mut c = command(dir.path());
     c.env_remove("EFR_SANDBOX_NO_SERVICE")
         .env("EFR_SANDBOX_SOCKET", &sock)
@@ -417,6 +418,36 @@ fn a_socket_of_another_user_gets_nothing() {
     );
     fake.wait().unwrap();
     assert_eq!(std::fs::read_to_string(&got).unwrap(), "0");
+    // A service is not started in a directory others can write...
+    assert!(sock.exists());
+    let serve = |at: &Path| {
+        command(dir.path())
+            .arg("serve")
+            .arg("--socket")
+            .arg(at)
+            .output()
+            .unwrap()
+    };
+    let o = serve(&sock);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("is writable by group or others"),
+        "{}",
+        stderr(&o)
+    );
+    // ... and, in its own, never takes another user's socket for a stale one of its own.
+    let own = tempfile::tempdir_in("/var/tmp").unwrap();
+    let theirs = own.path().join("sandbox.sock");
+    drop(std::os::unix::net::UnixListener::bind(&theirs).unwrap());
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let o = serve(&theirs);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("is a socket of uid 65534, not of this service's uid 0"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(theirs.exists());
 }
 
 #[test]
@@ -474,4 +505,35 @@ fn a_service_that_stops_mid_call_ends_it_and_the_cli_says_so() {
     wait_until("the call ends with its service", 10, || {
         !running("sleep 61.4103")
     });
+}
+
+#[test]
+fn a_config_changed_between_calls_holds_for_the_next_one() {
+    let s = service(temp_env());
+    let dir = s.dir.path().to_path_buf();
+    let secret = dir.join("proj/notes.private");
+    std::fs::write(&secret, "hidden\n").unwrap();
+    let line = format!("cat {}", secret.display());
+    let o = run_cmd(&dir, &s.socket, &["--", &line]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "hidden\n",
+        "{}",
+        stderr(&o)
+    );
+    // The user masks it in their config: the service, already running, reads the change
+    // before the next call, as a `run` of its own would.
+    std::fs::create_dir_all(dir.join("config/efr")).unwrap();
+    std::fs::write(
+        dir.join("config/efr/config.toml"),
+        format!(
+            "[sandbox]\nmasks = [{{ path = {:?}, reason = \"test\" }}]\n",
+            secret.display().to_string()
+        ),
+    )
+    .unwrap();
+    // A masked file reads as empty (the call ran: status 0).
+    let o = run_cmd(&dir, &s.socket, &["--", &line]).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "", "{}", stderr(&o));
 }

@@ -34,8 +34,10 @@ pub enum Command {
     /// Run the RPC service on a Unix socket.
     Serve(serve::ServeArgs),
     /// Run one shell line contained (or unsandboxed), with stdio passed through (on a
-    /// terminal, a contained line gets a pty of its own relayed to it); the exit status is the line's (128+N for a signal, 125 when the sandbox could not
-    /// start).
+    /// terminal, a contained line gets a pty of its own relayed to it); the exit status is
+    /// the line's (128+N for a signal, 125 when the sandbox could not start). With no
+    /// terminal on stdio, a contained call goes to your running service (started when none
+    /// runs; EFR_SANDBOX_NO_SERVICE=1 keeps it here).
     Run(run::RunArgs),
     /// A standalone egress proxy for a listener path and a grant list (debugging,
     /// benchmarks): `efr-sandbox proxy --listen PATH --grant host=NAME[:PORT][:http]...`;

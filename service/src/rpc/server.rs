@@ -186,7 +186,14 @@ fn own(socket: &Path) -> anyhow::Result<nix::fcntl::Flock<fs::File>> {
 
 /// Binds the socket 0600, removing a stale one first.
 fn bind(socket: &Path) -> anyhow::Result<StdListener> {
+    let uid = nix::unistd::geteuid().as_raw();
     match fs::symlink_metadata(socket) {
+        // Another user's socket is never taken for a stale one of ours.
+        Ok(m) if m.file_type().is_socket() && m.uid() != uid => bail!(
+            "{} is a socket of uid {}, not of this service's uid {uid}; refusing to replace it",
+            socket.display(),
+            m.uid()
+        ),
         Ok(m) if m.file_type().is_socket() => match StdStream::connect(socket) {
             Ok(_) => bail!(
                 "another service answers on {}; refusing to start a second one",
