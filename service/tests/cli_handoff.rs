@@ -29,6 +29,8 @@ fn run_cmd(dir: &Path, socket: &Path, args: &[&str]) -> Command {
     let mut c = command(dir);
     c.env_remove("EFR_SANDBOX_NO_SERVICE")
         .env("EFR_SANDBOX_SOCKET", socket)
+        // A service it would start (the test's gone) does not outlive the test long.
+        .env("EFR_SANDBOX_IDLE_EXIT", "2")
         .env("EFR_LAUNCH", "/nonexistent/efr-launch")
         .current_dir(dir.join("proj"))
         .arg("run")
@@ -403,6 +405,7 @@ fn a_socket_of_another_user_gets_nothing() {
     wait_until("the fake service listens", 10, || listening.exists());
     let mut c = command(dir.path());
     c.env_remove("EFR_SANDBOX_NO_SERVICE")
+        .env("EFR_SANDBOX_IDLE_EXIT", "2")
         .env("EFR_SANDBOX_SOCKET", &sock)
         .current_dir(dir.path().join("proj"))
         .args(["run", "--project"])
