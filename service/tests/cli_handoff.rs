@@ -540,3 +540,43 @@ fn a_config_changed_between_calls_holds_for_the_next_one() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "", "{}", stderr(&o));
 }
+
+#[test]
+fn a_conversation_is_the_same_through_the_service_and_without() {
+    let dir = temp_env();
+    let rt = tempfile::tempdir_in("/dev/shm").unwrap();
+    let go = |service: bool, conv: &str, line: &str| -> Output {
+        let mut c = command(dir.path());
+        if service {
+            c.env_remove("EFR_SANDBOX_NO_SERVICE")
+                .env("EFR_SANDBOX_IDLE_EXIT", "1");
+        }
+        c.env("XDG_RUNTIME_DIR", rt.path())
+            .current_dir(dir.path().join("proj"))
+            .args(["run", "--project"])
+            .arg(dir.path().join("proj"))
+            .args(["--conversation", conv, "--", line]);
+        c.output().unwrap()
+    };
+    // Written by a call of the CLI's own (as on a terminal), read through the service.
+    let o = go(false, "conv-a", "echo kept > /tmp/note; echo \"$SCRATCH\"");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let scratch = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(!scratch.is_empty());
+    let o = go(true, "conv-a", "cat /tmp/note; echo \"$SCRATCH\"");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("kept\n{scratch}\n")
+    );
+    assert!(
+        started_service(rt.path()).is_some(),
+        "it went through a service"
+    );
+    // Another conversation has its own.
+    let o = go(true, "conv-b", "cat /tmp/note 2>/dev/null || echo none");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "none\n");
+    wait_until("the idle service ends", 20, || {
+        !rt.path().join("efr/sandbox.sock").exists()
+    });
+}
