@@ -170,6 +170,12 @@ fn connect(socket: &Path) -> Result<UnixStream, NotTaken> {
     }
 }
 
+/// Says on stderr that the call does not get the variable `name`, and why: the same line
+/// whether the call runs here or through the service.
+pub fn say_env_dropped(name: &str, why: &str) {
+    eprintln!("efr-sandbox: {name} is not passed to the call: {why}");
+}
+
 /// Reads the next frame of the service; `None` when it hung up or sent something unreadable.
 fn next(s: &mut UnixStream) -> Option<ServerFrame> {
     let map = efr_sandbox_wire::frame::read_frame(s).ok()??;
@@ -226,7 +232,7 @@ pub fn run(
     env_args: &[String],
     env: &Env,
 ) -> Result<Ran, NotTaken> {
-    let fail = |what: String| NotTaken::Failed(what);
+    let dirs = crate::identity::Dirs::of(env);
     let hello = json!({"id": 1, "method": method::HELLO, "params": HelloParams {
         protocol: PROTOCOL_VERSION,
         client: Some(format!("efr-sandbox run {}", env!("CARGO_PKG_VERSION"))),
@@ -242,18 +248,19 @@ pub fn run(
             })
             .collect(),
         env_args: env_args.to_vec(),
-        home: env.home.display().to_string(),
-        runtime_dir: env.runtime_dir.as_ref().map(|d| d.display().to_string()),
-        config_home: env.config_home.as_ref().map(|d| d.display().to_string()),
+        home: dirs.home,
+        runtime_dir: dirs.runtime_dir,
+        config_home: dirs.config_home,
         build: crate::identity::build().to_string(),
     };
     let req = json!({"id": 2, "method": method::RUN, "params": params});
-    let mut bytes =
-        efr_sandbox_wire::frame::encode(&hello).map_err(|e| fail(format!("hello: {e}")))?;
+    let mut bytes = efr_sandbox_wire::frame::encode(&hello)
+        .map_err(|e| NotTaken::Failed(format!("hello: {e}")))?;
     bytes.extend(
-        efr_sandbox_wire::frame::encode(&req).map_err(|e| fail(format!("sandbox.run: {e}")))?,
+        efr_sandbox_wire::frame::encode(&req)
+            .map_err(|e| NotTaken::Failed(format!("sandbox.run: {e}")))?,
     );
-    let fds = stdio().map_err(|e| fail(format!("cannot pass stdio: {e}")))?;
+    let fds = stdio().map_err(|e| NotTaken::Failed(format!("cannot pass stdio: {e}")))?;
     // A service that stops as this connects (it was idle) hangs up before it answers
     // hello, and has run nothing: then once more, with a service started anew.
     let mut s = match send(socket, &bytes, &fds)? {
@@ -276,7 +283,7 @@ pub fn run(
         match f {
             ServerFrame::Item { item, .. } => match serde_json::from_value::<LaunchItem>(item) {
                 Ok(LaunchItem::EnvDropped { name, why }) => {
-                    eprintln!("efr-sandbox: {name} is not passed to the call: {why}");
+                    say_env_dropped(&name, &why);
                 }
                 Ok(LaunchItem::Started(st)) => {
                     started = true;

@@ -56,8 +56,16 @@ impl Service {
     /// The context of the service's calls: its config, its runtime dir (conversations and
     /// sockets), the current runtime for their proxies.
     pub fn call_ctx(&self) -> efr_call::Ctx {
+        self.call_ctx_with(self.policy.config())
+    }
+
+    /// [`Self::call_ctx`] with `config`, the config in force already read.
+    pub fn call_ctx_with(
+        &self,
+        config: std::sync::Arc<efr_policy::config::Config>,
+    ) -> efr_call::Ctx {
         efr_call::Ctx {
-            config: self.policy.config(),
+            config,
             env: self.policy.env().clone(),
             conversations: Some(self.paths.runtime_dir.clone()),
             sockets: Some(self.paths.runtime_dir.clone()),

@@ -367,7 +367,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         other => other,
     };
     for (name, why) in &env_dropped {
-        eprintln!("efr-sandbox: {name} is not passed to the call: {why}");
+        handoff::say_env_dropped(name, why);
     }
     // The call's proxy and bus filters (`bus_filter` grants), ended with the call.
     let call = match call {

@@ -26,24 +26,15 @@ fn same_caller(svc: &Service, p: &RunParams) -> Result<(), String> {
             p.build
         ));
     }
-    let env = svc.policy.env();
-    let path = |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.display().to_string());
-    let own = (
-        env.home.display().to_string(),
-        path(&env.runtime_dir),
-        path(&env.config_home),
-    );
-    let theirs = (p.home.clone(), p.runtime_dir.clone(), p.config_home.clone());
+    let own = crate::identity::Dirs::of(svc.policy.env());
+    let theirs = crate::identity::Dirs {
+        home: p.home.clone(),
+        runtime_dir: p.runtime_dir.clone(),
+        config_home: p.config_home.clone(),
+    };
     if own != theirs {
         return Err(format!(
-            "the service runs for HOME={} XDG_RUNTIME_DIR={} XDG_CONFIG_HOME={}, the caller has \
-             HOME={} XDG_RUNTIME_DIR={} XDG_CONFIG_HOME={}",
-            own.0,
-            own.1.as_deref().unwrap_or("(unset)"),
-            own.2.as_deref().unwrap_or("(unset)"),
-            theirs.0,
-            theirs.1.as_deref().unwrap_or("(unset)"),
-            theirs.2.as_deref().unwrap_or("(unset)"),
+            "the service runs for {own}, the caller has {theirs}"
         ));
     }
     Ok(())
@@ -67,10 +58,11 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
         same_caller(&svc, &p).map_err(|why| ErrorBody::new(ErrorCode::Conflict, why))?;
         // A config file that does not load is the caller's error, as it is without the
         // service (which would go on with the last good one).
-        svc.policy
+        let config = svc
+            .policy
             .config_as_is()
             .map_err(|e| ErrorBody::new(ErrorCode::Invalid, e))?;
-        let ctx = svc.call_ctx();
+        let ctx = svc.call_ctx_with(config);
         let announced = ctx
             .standby
             .as_ref()

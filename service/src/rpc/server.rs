@@ -5,9 +5,9 @@
 //! holds `<socket>.lock` (`flock`) for its life: a second one started at the same moment
 //! refuses to start rather than race it for the socket. A socket left by a service that
 //! died is removed only when nothing answers on it and it is ours; a live one, or one of
-//! another uid, makes this service refuse to start. Every peer's uid is read with SO_PEERCRED before a byte of it
-//! is read; a peer whose uid is not allowed (by default: any uid but ours) is closed and
-//! logged. At most [`MAX_CONNECTIONS`] connections are served at once; the next one gets
+//! another uid, makes this service refuse to start. Every peer's uid is read with
+//! SO_PEERCRED before a byte of it is read; a peer whose uid is not allowed (by default:
+//! any uid but ours) is closed and logged. At most [`MAX_CONNECTIONS`] connections are served at once; the next one gets
 //! `{id: null, error: busy}` and is closed.
 
 use std::collections::BTreeSet;
