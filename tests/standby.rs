@@ -25,7 +25,7 @@ const SHOW: &str = "hostname; cat /proc/self/uid_map /proc/self/gid_map; id -u; 
     cat /sys/class/net/lo/operstate; ls /sys/class/net; \
     awk '{print $5, $9}' /proc/self/mountinfo | grep -v -E '/other/(early|late) ' | sort; \
     pwd; ls -A; ls -A ~/.ssh; cat ~/.ssh/id_rsa 2>&1; (echo x > /etc/efr-x) 2>&1; \
-    env | grep -v -E '^(_|SHLVL|PWD|OLDPWD)=' | sort; ls /proc | grep -c '^[0-9]'; \
+    env | grep -v -E '^(_|SHLVL|PWD|OLDPWD)=' | sort; set -- /proc/[0-9]*; echo $#; \
     echo pid $$; read a; echo stdin $a; echo err >&2; tty 2>&1; ps -o pid=,pgid=,sid= -p $$";
 
 fn stdin(text: &str) -> Io {
