@@ -247,7 +247,14 @@ fn stop_closes_every_client_and_joins() {
     for c in [&mut a, &mut b] {
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut rest = Vec::new();
-        c.read_to_end(&mut rest).unwrap();
+        // Closed either way: an end of file, or a reset when the relay
+        // closed its end with bytes of ours still unread (as it may for `a`,
+        // whose half line it had no reason to read yet). A timeout fails.
+        match c.read_to_end(&mut rest) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Err(e) => panic!("the client was not closed: {e}"),
+        }
     }
     assert!(UnixStream::connect(&sock).is_err());
 }
