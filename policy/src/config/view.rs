@@ -220,7 +220,7 @@ fn listable(p: &Path, anchored: bool) -> bool {
     if NO_PLACEHOLDER.iter().any(|n| OsStr::new(n) == name) {
         return false;
     }
-    anchored || p.parent().is_some_and(|d| d.is_dir())
+    anchored || p.parent().is_some_and(crate::path::is_dir)
 }
 
 fn listed(p: &Path) -> String {
