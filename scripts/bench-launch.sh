@@ -13,7 +13,9 @@
 # -- true` as a user types it (with `$XDG_RUNTIME_DIR` set, so it hands the call to that
 # running service: see service/src/handoff.rs), and `cli, no service`, the same with
 # EFR_SANDBOX_NO_SERVICE=1 (the call run by the CLI's own launcher); all native, the
-# built-in config, a fresh HOME.
+# built-in config, a fresh HOME. And `cli floor`: the same `run` handed to a stand-in that
+# answers at once and runs nothing (scripts/stand-in-service.py), which is what the CLI
+# costs on its own, before any work of a service.
 # Usage: scripts/bench-launch.sh [N]   (builds efr-launch and efr-sandbox in release first;
 # NO_BUILD=1 skips that, for a user who cannot build: run it as root first)
 # With BEFORE=DIR (a directory holding another build's release efr-launch and efr-sandbox,
@@ -31,7 +33,9 @@ EXE=$CARGO_TARGET_DIR/release/efr-launch
 SBX=$CARGO_TARGET_DIR/release/efr-sandbox
 D=$(mktemp -d)
 cleanup() {
-  if [ -f "$D/pid-serve" ]; then kill "$(cat "$D/pid-serve")" 2>/dev/null || true; fi
+  for p in "$D/pid-serve" "$D/pid-stand-in"; do
+    if [ -f "$p" ]; then kill "$(cat "$p")" 2>/dev/null || true; fi
+  done
   rm -rf "$D"
 }
 trap cleanup EXIT
@@ -56,8 +60,11 @@ if [ -n "${USER_PATHS:-}" ]; then
   HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run "$SBX" serve \
     </dev/null >/dev/null 2>"$D/serve.log" &
   echo $! > "$D/pid-serve"
+  mkdir -p -m 700 "$D/run-floor/efr"
+  python3 "$(dirname "$0")/stand-in-service.py" "$D/run-floor/efr/sandbox.sock" &
+  echo $! > "$D/pid-stand-in"
   mkfifo "$D/rpc-in" "$D/rpc-out"
-  while [ ! -S "$D/run/efr/sandbox.sock" ]; do sleep 0.01; done
+  while [ ! -S "$D/run/efr/sandbox.sock" ] || [ ! -S "$D/run-floor/efr/sandbox.sock" ]; do sleep 0.01; done
   python3 "$(dirname "$0")/rpc-launch.py" "$D/run/efr/sandbox.sock" "$D/proj" native <"$D/rpc-in" >"$D/rpc-out" &
   exec 3>"$D/rpc-in" 4<"$D/rpc-out"
 fi
@@ -65,6 +72,7 @@ rpc() { echo go >&3; read -r t <&4; echo "$t" >> "$D/t-rpc"; }
 # stdin from /dev/null: with a terminal on its stdio, `run` keeps the call (and relays the
 # terminal) itself, so a bench run from a terminal would time `here` twice.
 cli() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run "$SBX" run --project . --backend native -- true </dev/null); }
+floor() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run-floor "$SBX" run --project . --backend native -- true </dev/null); }
 here() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run EFR_SANDBOX_NO_SERVICE=1 "$SBX" run --project . --backend native -- true </dev/null); }
 bare() { bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true; }
 nat() { "$EXE" --plan "$D/plan-native.json"; }
@@ -72,7 +80,7 @@ bw() { "$EXE" --plan "$D/plan-bwrap.json"; }
 old() { if [ -n "${BEFORE:-}" ]; then "$BEFORE/efr-launch" --plan "$D/plan-before.json"; fi; }
 one() { # name: appends one timing (us) to $D/name
   if [ "$1" = old ] && [ -z "${BEFORE:-}" ]; then return; fi
-  case $1 in rpc|cli|here) [ -n "${USER_PATHS:-}" ] || return 0 ;; esac
+  case $1 in rpc|cli|here|floor) [ -n "${USER_PATHS:-}" ] || return 0 ;; esac
   # The rpc client times its own launch (request to end frame).
   if [ "$1" = rpc ]; then rpc; return; fi
   s=$(date +%s%N); "$1" >/dev/null 2>&1; e=$(date +%s%N)
@@ -80,30 +88,35 @@ one() { # name: appends one timing (us) to $D/name
 }
 for w in 1 2 3 4 5; do bare >/dev/null 2>&1; nat >/dev/null 2>&1; bw >/dev/null 2>&1; old >/dev/null 2>&1; done
 if [ -n "${USER_PATHS:-}" ]; then
-  for w in 1 2 3 4 5; do one rpc; cli >/dev/null 2>&1; here >/dev/null 2>&1; done
+  for w in 1 2 3 4 5; do one rpc; cli >/dev/null 2>&1; here >/dev/null 2>&1; floor >/dev/null 2>&1; done
   rm -f "$D/t-rpc"
 fi
 i=0
 while [ $i -lt "$N" ]; do
   case $((i % 3)) in
-    0) one bare; one nat; one bw; one old; one rpc; one cli; one here ;;
-    1) one nat; one here; one rpc; one old; one cli; one bw; one bare ;;
-    2) one cli; one old; one bw; one here; one rpc; one bare; one nat ;;
+    0) one bare; one nat; one bw; one old; one rpc; one cli; one here; one floor ;;
+    1) one nat; one here; one floor; one rpc; one old; one cli; one bw; one bare ;;
+    2) one cli; one old; one floor; one bw; one here; one rpc; one bare; one nat ;;
   esac
   i=$((i + 1))
 done
+if [ -n "${USER_PATHS:-}" ] && [ -e "$D/run-floor/efr/serve.log" ]; then
+  echo "$0: the floor row started a service of its own: the stand-in did not answer" >&2
+  exit 1
+fi
 median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # The median of the per-round ratios of two launches (the same round: the same moment of
 # the machine), steadier than the ratio of the medians.
 paired() { paste "$1" "$2" | awk '{print $1 / $2}' | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 b=$(median "$D/t-bare"); n=$(median "$D/t-nat"); w=$(median "$D/t-bw"); o=""; p=""; if [ -s "$D/t-old" ]; then o=$(median "$D/t-old"); p=$(paired "$D/t-nat" "$D/t-old"); fi
 pn=$(paired "$D/t-nat" "$D/t-bare")
-r=""; c=""; pr=""; pc=""; h=""; ph=""
+r=""; c=""; pr=""; pc=""; h=""; ph=""; f=""; pf=""
 if [ -n "${USER_PATHS:-}" ]; then
   r=$(median "$D/t-rpc"); c=$(median "$D/t-cli"); pr=$(paired "$D/t-rpc" "$D/t-bare"); pc=$(paired "$D/t-cli" "$D/t-bare")
   h=$(median "$D/t-here"); ph=$(paired "$D/t-here" "$D/t-bare")
+  f=$(median "$D/t-floor"); pf=$(paired "$D/t-floor" "$D/t-bare")
 fi
-awk -v b="$b" -v n="$n" -v w="$w" -v o="$o" -v p="$p" -v pn="$pn" -v N="$N" -v r="$r" -v c="$c" -v pr="$pr" -v pc="$pc" -v h="$h" -v ph="$ph" 'BEGIN {
+awk -v b="$b" -v n="$n" -v w="$w" -v o="$o" -v p="$p" -v pn="$pn" -v N="$N" -v r="$r" -v c="$c" -v pr="$pr" -v pc="$pc" -v h="$h" -v ph="$ph" -v f="$f" -v pf="$pf" 'BEGIN {
   printf "runs: %d each, interleaved (median, microseconds)\n", N
   printf "bare bwrap            %8d  1.00\n", b
   printf "efr-launch native     %8d  %.2f  (paired %s)\n", n, n / b, pn
@@ -112,5 +125,6 @@ awk -v b="$b" -v n="$n" -v w="$w" -v o="$o" -v p="$p" -v pn="$pn" -v N="$N" -v r
   if (r != "") printf "rpc sandbox.launch    %8d  %.2f  (paired %s)\n", r, r / b, pr
   if (c != "") printf "cli efr-sandbox run   %8d  %.2f  (paired %s)\n", c, c / b, pc
   if (h != "") printf "cli, no service       %8d  %.2f  (paired %s)\n", h, h / b, ph
+  if (f != "") printf "cli floor (stand-in)  %8d  %.2f  (paired %s)\n", f, f / b, pf
 }'
 echo "user $(id -un), load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
