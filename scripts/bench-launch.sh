@@ -24,6 +24,9 @@
 # of the launcher, such as `no_supervise`), BEFORE is this build with that layer off: the
 # share of one layer in the same binary (the plan carries the knob, and the launcher honours
 # it with EFR_LAUNCH_ALLOW_TEST_WEAKEN=1, set here for every launch).
+# With HOST_SOCKETS=N, a process holds N connected Unix socket pairs on the host while the
+# rounds run, as a logged-in desktop's programs do (its `/proc/net/unix` has thousands of
+# lines): the launch looks at the host's listening sockets for its view.
 set -eu
 N=${1:-50}
 cd "$(dirname "$0")/.."
@@ -33,7 +36,7 @@ EXE=$CARGO_TARGET_DIR/release/efr-launch
 SBX=$CARGO_TARGET_DIR/release/efr-sandbox
 D=$(mktemp -d)
 cleanup() {
-  for p in "$D/pid-serve" "$D/pid-stand-in"; do
+  for p in "$D/pid-serve" "$D/pid-stand-in" "$D/pid-crowd"; do
     if [ -f "$p" ]; then kill "$(cat "$p")" 2>/dev/null || true; fi
   done
   rm -rf "$D"
@@ -41,6 +44,32 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$D/proj"
 git init -q "$D/proj"
+if [ -n "${HOST_SOCKETS:-}" ]; then
+  mkfifo "$D/crowd"
+  # Pairs spread over processes as the open-files limit allows; each child ends when the
+  # first process does (its pipe reads its end).
+  python3 -c 'import os, resource, socket, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+each = max(1, (min(hard, 1 << 16) - 64) // 2)
+left = int(sys.argv[1])
+r, w = os.pipe()
+while left > each:
+    left -= each
+    if os.fork() == 0:
+        os.close(w)
+        keep = [socket.socketpair() for _ in range(each)]
+        os.read(r, 1)
+        os._exit(0)
+os.close(r)
+keep = [socket.socketpair() for _ in range(left)]
+time.sleep(0.5)
+print("ready", flush=True)
+time.sleep(86400)' "$HOST_SOCKETS" >"$D/crowd" &
+  echo $! > "$D/pid-crowd"
+  read -r _ <"$D/crowd"
+  echo "host: $(($(wc -l </proc/net/unix) - 1)) unix sockets" >&2
+fi
 for b in native bwrap; do
   (cd "$D/proj" && "$SBX" run --project . --backend "$b" --plan-out "$D/plan-$b.json" -- true)
 done

@@ -117,6 +117,46 @@ fn host_sockets_are_refused_whoever_bound_them() {
     }
 }
 
+/// The first line before the supervisor: a host socket that takes connections (a stream
+/// listener, a bound datagram socket) is covered in the view by an empty file, with
+/// thousands of other sockets on the host (a logged-in desktop's connections, which the
+/// launcher no longer reads one by one); a host socket in another network namespace is not
+/// listed, and the supervisor alone refuses it (`host_sockets_are_refused_whoever_bound_them`).
+#[test]
+fn a_host_socket_that_takes_connections_is_covered_in_the_view() {
+    // 1,000 connected pairs on the host while the calls run.
+    let mut crowd = Command::new(common::python())
+        .args([
+            "-c",
+            "import socket, sys\nkeep = [socket.socketpair() for _ in range(1000)]\nprint('ready', flush=True)\nsys.stdin.read()",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the crowd of sockets");
+    let mut line = String::new();
+    BufReader::new(crowd.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    for b in common::backends() {
+        let fx = Fixture::new();
+        let dir = socket_dir(&fx);
+        let p = format!("{dir}/listening.sock");
+        let mut s = server(&p, false);
+        let r = common::run(&fx, &format!("stat -c '%F %s' \"{p}\" \"{p}.dg\""), b);
+        let _ = (s.kill(), s.wait());
+        assert_eq!(
+            r.stdout.lines().collect::<Vec<_>>(),
+            ["regular empty file 0", "regular empty file 0"],
+            "{b:?}: {}",
+            r.all_output()
+        );
+    }
+    drop(crowd.stdin.take());
+    let _ = crowd.wait();
+}
+
 #[test]
 fn a_socket_recreated_during_the_call_is_refused() {
     for b in common::backends() {

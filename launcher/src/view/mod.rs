@@ -2,6 +2,7 @@
 //! host and applied by either backend (our own mounts, or bubblewrap arguments).
 
 pub mod handoff;
+pub(crate) mod host_sockets;
 pub(crate) mod listing;
 
 use std::collections::BTreeSet;
@@ -111,22 +112,6 @@ fn env_of(plan: &Plan, name: &str) -> Option<String> {
         .into_iter()
         .find(|(k, _)| k == name)
         .map(|(_, v)| v)
-}
-
-/// The host path sockets that listen in the launcher's network namespace.
-pub fn host_path_sockets() -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
-        return Vec::new();
-    };
-    let mut out = BTreeSet::new();
-    for l in text.lines().skip(1) {
-        if let Some(p) = l.split_whitespace().nth(7) {
-            if p.starts_with('/') {
-                out.insert(p.to_string());
-            }
-        }
-    }
-    out.into_iter().collect()
 }
 
 /// The host socket paths a grant names (bus and desktop sockets follow the environment).
@@ -440,7 +425,7 @@ pub fn build(plan: &Plan) -> View {
     }
     // Host sockets hidden, except the granted ones and those in writable roots.
     if plan.hide_sockets {
-        for s in host_path_sockets() {
+        for s in host_sockets::listening() {
             if sockets.contains(&s)
                 || roots.iter().any(|w| under(&s, w))
                 || under(&s, "/tmp")
