@@ -64,6 +64,7 @@ fn wait(control: &OwnedFd, caller: &Caller, init: Option<&Waiting>) -> Control {
                 if let Some(i) = init {
                     i.announce();
                 }
+                crate::view::host_sockets::read_ahead();
             }
             Ok(Some((b, fds))) => {
                 return Control::Bad(format!(

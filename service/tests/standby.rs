@@ -242,3 +242,37 @@ fn output_after_the_last_status_line_is_not_lost() {
     );
     assert!(out.ends_with("\nlast\n"));
 }
+
+/// A call through the standby covers the host's listening sockets in its view as a cold
+/// launch does: the standby reads them as the call is announced, while the plan is made
+/// (`efr_launcher`'s `view::host_sockets::read_ahead`).
+#[test]
+fn a_call_through_the_standby_covers_the_hosts_listening_sockets() {
+    let s = Server::start(&[]);
+    let first = one_standby(s.child.id(), None);
+    // Outside /tmp, which every call has its own of.
+    let dir = tempfile::Builder::new()
+        .prefix("efr-standby-socket-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let path = dir.path().join("daemon.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let line = format!("stat -c %F '{}'", path.display());
+    let (items, end) = launch(
+        &s,
+        1,
+        json!({"line": line, "cwd": "/", "backend": "native"}),
+    );
+    assert_eq!(
+        items[0]["launcher_pid"].as_u64(),
+        Some(u64::from(first)),
+        "the call ran in the standby: {items:?}"
+    );
+    assert_eq!(end["end"]["exit_status"], 0, "{end}");
+    let out: String = items
+        .iter()
+        .filter(|i| i["kind"] == "output" && i["stream"] == "stdout")
+        .map(|i| i["data"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(out, "regular empty file\n", "{items:?}");
+}
