@@ -503,6 +503,39 @@ fn a_repository_eight_levels_down_and_one_under_dist_are_checked() {
     }
 }
 
+/// Below build output only a repository the call made counts: one it makes three levels
+/// down, in directories that were there before, is found, also when the call sets its
+/// directory's times back (a guard that went by mtimes would miss it); a repository made
+/// there before the call is left alone.
+#[test]
+fn a_repository_made_deep_in_build_output_is_found_whatever_the_times_say() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("w");
+    let old = proj.join("node_modules/old/x");
+    std::fs::create_dir_all(proj.join("node_modules/pkg/sub/deep")).unwrap();
+    std::fs::create_dir_all(&old).unwrap();
+    assert!(git(&old, &home, &["init", "-q"]).status.success());
+    std::fs::write(old.join(".git/hooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+    // Older than the call by more than the guard's slack.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let marker = home.join("PWNED");
+    let line = format!(
+        "r=node_modules/pkg/sub/deep && git init -q $r && printf '{}' > $r/.git/hooks/pre-commit && \
+         chmod +x $r/.git/hooks/pre-commit && touch -d 2001-01-01 $r node_modules/pkg/sub && echo ok",
+        payload(&marker)
+    );
+    let v = run(d.path(), &proj, &line);
+    let q = quarantined(&v);
+    assert_eq!(q.len(), 1, "{v}");
+    assert!(
+        q[0].contains("node_modules/pkg/sub/deep/.git/hooks/pre-commit"),
+        "{q:?}"
+    );
+    assert!(!proj.join("node_modules/pkg/sub/deep/.git/hooks/pre-commit").exists());
+    assert!(old.join(".git/hooks/pre-commit").exists());
+}
+
 #[test]
 fn keys_not_on_the_safe_list_go_from_a_config_the_call_changed_and_user_name_stays() {
     let d = temp_env();
