@@ -532,7 +532,11 @@ fn a_repository_made_deep_in_build_output_is_found_whatever_the_times_say() {
         q[0].contains("node_modules/pkg/sub/deep/.git/hooks/pre-commit"),
         "{q:?}"
     );
-    assert!(!proj.join("node_modules/pkg/sub/deep/.git/hooks/pre-commit").exists());
+    assert!(
+        !proj
+            .join("node_modules/pkg/sub/deep/.git/hooks/pre-commit")
+            .exists()
+    );
     assert!(old.join(".git/hooks/pre-commit").exists());
 }
 
