@@ -124,11 +124,16 @@ fn host_sockets_are_refused_whoever_bound_them() {
 /// listed, and the supervisor alone refuses it (`host_sockets_are_refused_whoever_bound_them`).
 #[test]
 fn a_host_socket_that_takes_connections_is_covered_in_the_view() {
-    // 1,000 connected pairs on the host while the calls run.
+    // 1,000 connected pairs on the host while the calls run (the open-files limit raised
+    // to its hard limit for them: a user's soft limit is often 1,024).
     let mut crowd = Command::new(common::python())
         .args([
             "-c",
-            "import socket, sys\nkeep = [socket.socketpair() for _ in range(1000)]\nprint('ready', flush=True)\nsys.stdin.read()",
+            "import resource, socket, sys\n\
+             soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n\
+             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))\n\
+             keep = [socket.socketpair() for _ in range(1000)]\n\
+             print('ready', flush=True)\nsys.stdin.read()",
         ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -138,7 +143,7 @@ fn a_host_socket_that_takes_connections_is_covered_in_the_view() {
     BufReader::new(crowd.stdout.as_mut().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert_eq!(line.trim(), "ready");
+    assert_eq!(line.trim(), "ready", "the crowd of sockets did not start");
     for b in common::backends() {
         let fx = Fixture::new();
         let dir = socket_dir(&fx);

@@ -37,8 +37,73 @@ const MAX_MESSAGES: usize = 1 << 20;
 enum DiagError {
     #[error("the sock_diag netlink socket: {0}")]
     Io(#[from] std::io::Error),
-    #[error("the sock_diag dump: {0}")]
-    Dump(String),
+    #[error(transparent)]
+    Dump(#[from] DumpError),
+}
+
+/// Why a dump's bytes were not a dump of unix sockets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DumpError {
+    /// A message that does not decode.
+    #[error("the sock_diag dump: a message that does not decode: {0}")]
+    Message(String),
+    /// The kernel's error message.
+    #[error("the sock_diag dump: the kernel said {0}")]
+    Kernel(String),
+    /// More messages than any namespace has sockets.
+    #[error("the sock_diag dump: over {MAX_MESSAGES} messages")]
+    TooLong,
+    /// The socket's end before the dump's last message.
+    #[error("the sock_diag dump: ended before its last message")]
+    Cut,
+}
+
+/// The names a dump has given so far.
+#[derive(Debug, Default)]
+pub struct Dump {
+    names: BTreeSet<String>,
+    messages: usize,
+}
+
+impl Dump {
+    /// Takes the socket names of one datagram of the dump; `true` once the dump's last
+    /// message is in.
+    pub fn take(&mut self, mut bytes: &[u8]) -> Result<bool, DumpError> {
+        while !bytes.is_empty() {
+            self.messages += 1;
+            if self.messages > MAX_MESSAGES {
+                return Err(DumpError::TooLong);
+            }
+            let m = NetlinkMessage::<SockDiagMessage>::deserialize(bytes)
+                .map_err(|e| DumpError::Message(e.to_string()))?;
+            match m.payload {
+                NetlinkPayload::InnerMessage(SockDiagMessage::UnixResponse(r)) => {
+                    for nla in r.nlas {
+                        if let Nla::Name(UnixDiagName::Pathname(p)) = nla {
+                            if p.as_bytes().starts_with(b"/") {
+                                self.names.insert(p.to_string_lossy().into_owned());
+                            }
+                        }
+                    }
+                }
+                NetlinkPayload::Done(_) => return Ok(true),
+                NetlinkPayload::Error(e) => return Err(DumpError::Kernel(format!("{e:?}"))),
+                _ => {}
+            }
+            let len = usize::try_from(m.header.length).unwrap_or(0);
+            if len == 0 || len > bytes.len() {
+                break;
+            }
+            // Messages are 4-byte aligned within a datagram.
+            bytes = bytes.get(len.next_multiple_of(4)..).unwrap_or(&[]);
+        }
+        Ok(false)
+    }
+
+    /// The socket paths taken, sorted, each once.
+    pub fn names(self) -> Vec<String> {
+        self.names.into_iter().collect()
+    }
 }
 
 thread_local! {
@@ -85,56 +150,17 @@ fn diagnostics() -> Result<Vec<String>, DiagError> {
     let mut out = vec![0; packet.buffer_len()];
     packet.serialize(&mut out);
     socket.send(&out, 0)?;
-    let mut names = BTreeSet::new();
+    let mut dump = Dump::default();
     let mut buf = vec![0u8; 32 * 1024];
-    let mut messages = 0usize;
     loop {
         let n = socket.recv(&mut &mut buf[..], 0)?;
         if n == 0 {
-            return Err(DiagError::Dump("ended before its last message".into()));
+            return Err(DumpError::Cut.into());
         }
-        if take(&buf[..n], &mut names, &mut messages)? {
-            return Ok(names.into_iter().collect());
+        if dump.take(&buf[..n])? {
+            return Ok(dump.names());
         }
     }
-}
-
-/// Takes the socket names of one datagram of the dump into `names`; `true` once the dump's
-/// last message is in.
-fn take(
-    mut bytes: &[u8],
-    names: &mut BTreeSet<String>,
-    messages: &mut usize,
-) -> Result<bool, DiagError> {
-    while !bytes.is_empty() {
-        *messages += 1;
-        if *messages > MAX_MESSAGES {
-            return Err(DiagError::Dump(format!("over {MAX_MESSAGES} messages")));
-        }
-        let m = NetlinkMessage::<SockDiagMessage>::deserialize(bytes)
-            .map_err(|e| DiagError::Dump(e.to_string()))?;
-        match m.payload {
-            NetlinkPayload::InnerMessage(SockDiagMessage::UnixResponse(r)) => {
-                for nla in r.nlas {
-                    if let Nla::Name(UnixDiagName::Pathname(p)) = nla {
-                        if p.as_bytes().starts_with(b"/") {
-                            names.insert(p.to_string_lossy().into_owned());
-                        }
-                    }
-                }
-            }
-            NetlinkPayload::Done(_) => return Ok(true),
-            NetlinkPayload::Error(e) => return Err(DiagError::Dump(format!("{e:?}"))),
-            _ => {}
-        }
-        let len = usize::try_from(m.header.length).unwrap_or(0);
-        if len == 0 || len > bytes.len() {
-            break;
-        }
-        // Messages are 4-byte aligned within a datagram.
-        bytes = bytes.get(len.next_multiple_of(4)..).unwrap_or(&[]);
-    }
-    Ok(false)
 }
 
 /// [`listening`] from `/proc/net/unix`: every path it names (a connected end names its
@@ -201,14 +227,14 @@ mod tests {
         assert_eq!(sorted, diag);
     }
 
-    /// A dump cut short or garbled is an error (the caller falls back), never a panic.
+    /// A dump cut short or garbled is an error (the caller falls back), never a panic;
+    /// `fuzz/fuzz_targets/sock_diag_dump.rs` feeds it arbitrary bytes.
     #[test]
     fn a_bad_dump_is_an_error() {
-        let mut names = BTreeSet::new();
-        let mut n = 0;
-        assert!(take(&[1, 2, 3], &mut names, &mut n).is_err());
-        assert!(take(&[0xff; 64], &mut names, &mut n).is_err());
-        assert!(names.is_empty());
-        assert!(take(&[], &mut names, &mut n).is_ok_and(|done| !done));
+        let mut d = Dump::default();
+        assert!(matches!(d.take(&[1, 2, 3]), Err(DumpError::Message(_))));
+        assert!(d.take(&[0xff; 64]).is_err());
+        assert_eq!(d.take(&[]), Ok(false));
+        assert!(d.names().is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! host and applied by either backend (our own mounts, or bubblewrap arguments).
 
 pub mod handoff;
-pub(crate) mod host_sockets;
+pub mod host_sockets;
 pub(crate) mod listing;
 
 use std::collections::BTreeSet;
