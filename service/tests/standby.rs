@@ -64,6 +64,15 @@ fn launch(s: &Server, id: u64, params: Value) -> (Vec<Value>, Value) {
     common::collect(&mut c, id)
 }
 
+/// The text of one stream (`stdout`, `stderr`) in a launch's output items.
+fn text(items: &[Value], stream: &str) -> String {
+    items
+        .iter()
+        .filter(|i| i["kind"] == "output" && i["stream"] == stream)
+        .map(|i| i["data"].as_str().expect("text output"))
+        .collect()
+}
+
 #[test]
 fn a_native_call_takes_the_standby_and_the_next_one_is_started_after_it() {
     let s = Server::start(&[]);
@@ -170,15 +179,8 @@ fn a_call_through_the_standby_hands_on_all_its_output_before_its_end() {
         json!({"line": line, "cwd": "/", "backend": "native"}),
     );
     assert_eq!(end["end"]["exit_status"], 0, "{end}");
-    let text = |stream: &str| -> String {
-        items
-            .iter()
-            .filter(|i| i["kind"] == "output" && i["stream"] == stream)
-            .map(|i| i["data"].as_str().expect("text output"))
-            .collect()
-    };
-    let out = text("stdout");
-    let err = text("stderr");
+    let out = text(&items, "stdout");
+    let err = text(&items, "stderr");
     assert_eq!(out.len(), 2000 * 1997 + "out-end\n".len(), "stdout bytes");
     assert_eq!(err.len(), 2000 * 1008 + "err-end\n".len(), "stderr bytes");
     for (n, l) in out.lines().take(2000).enumerate() {
@@ -229,11 +231,7 @@ fn output_after_the_last_status_line_is_not_lost() {
     let s = Server::spawn(cmd, dir, socket);
     let (items, end) = launch(&s, 1, json!({"line": "true", "cwd": "/"}));
     assert_eq!(end["end"]["exit_status"], 0, "{end}");
-    let out: String = items
-        .iter()
-        .filter(|i| i["kind"] == "output" && i["stream"] == "stdout")
-        .map(|i| i["data"].as_str().unwrap_or_default())
-        .collect();
+    let out = text(&items, "stdout");
     assert_eq!(
         out.len(),
         200_000 + "\nlast\n".len(),
@@ -269,10 +267,6 @@ fn a_call_through_the_standby_covers_the_hosts_listening_sockets() {
         "the call ran in the standby: {items:?}"
     );
     assert_eq!(end["end"]["exit_status"], 0, "{end}");
-    let out: String = items
-        .iter()
-        .filter(|i| i["kind"] == "output" && i["stream"] == "stdout")
-        .map(|i| i["data"].as_str().unwrap_or_default())
-        .collect();
+    let out = text(&items, "stdout");
     assert_eq!(out, "regular empty file\n", "{items:?}");
 }
