@@ -133,7 +133,13 @@ pub(crate) fn lexists(path: &Path) -> bool {
 /// [`memoized`] when one runs: a view asks it of the same root for each of its rules (37
 /// `statx` calls of one project directory in one plan).
 pub(crate) fn is_dir(path: &Path) -> bool {
-    if !path.is_absolute() {
+    // [`resolve`] takes `..` lexically, also after a name that is not a directory, where
+    // the kernel says ENOTDIR: such a path is asked of the file system.
+    if !path.is_absolute()
+        || path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+    {
         return path.is_dir();
     }
     let w = resolve(path);
@@ -352,11 +358,17 @@ mod tests {
             "missing",
             "dir/up",
             "dir/up/dir",
-            "dir/up/file",
+            "dir/../file",
+            "file/..",
+            "to-file/..",
+            "missing/..",
             "to-dir/up/to-dir",
             "file/x",
             "to-dir/..",
             "dir/../file",
+            "file/..",
+            "to-file/..",
+            "missing/..",
         ]
         .iter()
         .map(|n| root.join(n))
