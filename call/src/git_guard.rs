@@ -746,14 +746,19 @@ mod tests {
         let root = d.path().join("root-link");
         std::os::unix::fs::symlink(&real, &root).unwrap();
         let skip = vec!["target".to_string()];
-        let mut found: Vec<(String, bool)> = find_repos(&root, &skip)
-            .into_iter()
-            .map(|f| {
-                let rel = f.dir.strip_prefix(&root).unwrap().display().to_string();
-                (rel, f.in_build_output)
-            })
-            .collect();
-        found.sort();
+        // Each repository below the root, and whether in build output; sorted.
+        let rel = |f: Vec<Found>| -> Vec<(String, bool)> {
+            let mut v: Vec<(String, bool)> = f
+                .into_iter()
+                .map(|f| {
+                    let r = f.dir.strip_prefix(&root).unwrap().display().to_string();
+                    (r, f.in_build_output)
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        let found = rel(find_repos(&root, &skip));
         let want: Vec<(String, bool)> = [
             ("", false),
             ("a", false),
@@ -770,15 +775,7 @@ mod tests {
         .collect();
         assert_eq!(found, want);
         // The same as the walk by absolute paths it replaced (its oracle).
-        let mut by_paths: Vec<(String, bool)> = find_repos_by_paths(&root, &skip)
-            .into_iter()
-            .map(|f| {
-                let rel = f.dir.strip_prefix(&root).unwrap().display().to_string();
-                (rel, f.in_build_output)
-            })
-            .collect();
-        by_paths.sort();
-        assert_eq!(found, by_paths);
+        assert_eq!(found, rel(find_repos_by_paths(&root, &skip)));
     }
 
     /// The walk by absolute paths that the handles replaced (`find_repos` as of c2ba1a8): the
