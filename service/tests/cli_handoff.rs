@@ -23,20 +23,27 @@ fn temp_env() -> tempfile::TempDir {
     dir
 }
 
-/// `efr-sandbox run --project <dir>/proj ARGS` of the user of `dir`, through the service at
-/// `socket` (the CLI's own launcher made unusable, so that a call it ran itself fails).
-fn run_cmd(dir: &Path, socket: &Path, args: &[&str]) -> Command {
+/// `efr-sandbox run --project <dir>/proj ARGS` of the user of `dir`, in `<dir>/proj`, free
+/// to hand its call to a service; one it starts ends after `idle` seconds without a client
+/// (so that it does not outlive the test long).
+fn run_through(dir: &Path, idle: &str, args: &[&str]) -> Command {
     let mut c = command(dir);
     c.env_remove("EFR_SANDBOX_NO_SERVICE")
-        .env("EFR_SANDBOX_SOCKET", socket)
-        // A service it would start (the test's gone) does not outlive the test long.
-        .env("EFR_SANDBOX_IDLE_EXIT", "2")
-        .env("EFR_LAUNCH", "/nonexistent/efr-launch")
+        .env("EFR_SANDBOX_IDLE_EXIT", idle)
         .current_dir(dir.join("proj"))
         .arg("run")
         .arg("--project")
         .arg(dir.join("proj"))
         .args(args);
+    c
+}
+
+/// [`run_through`] the service at `socket` (the CLI's own launcher made unusable, so that a
+/// call it ran itself fails).
+fn run_cmd(dir: &Path, socket: &Path, args: &[&str]) -> Command {
+    let mut c = run_through(dir, "2", args);
+    c.env("EFR_SANDBOX_SOCKET", socket)
+        .env("EFR_LAUNCH", "/nonexistent/efr-launch");
     c
 }
 
@@ -338,15 +345,10 @@ fn run_starts_a_service_when_none_runs_and_it_ends_when_idle() {
     let dir = temp_env();
     let rt = tempfile::tempdir_in("/dev/shm").unwrap();
     let go = |line: &str| -> Output {
-        let mut c = command(dir.path());
-        c.env_remove("EFR_SANDBOX_NO_SERVICE")
+        run_through(dir.path(), "1.5", &["--", line])
             .env("XDG_RUNTIME_DIR", rt.path())
-            .env("EFR_SANDBOX_IDLE_EXIT", "1.5")
-            .current_dir(dir.path().join("proj"))
-            .args(["run", "--project"])
-            .arg(dir.path().join("proj"))
-            .args(["--", line]);
-        c.output().unwrap()
+            .output()
+            .unwrap()
     };
     let o = go("echo first");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -404,15 +406,10 @@ fn a_socket_of_another_user_gets_nothing() {
         .spawn()
         .unwrap();
     wait_until("the fake service listens", 10, || listening.exists());
-    let mut c = command(dir.path());
-    c.env_remove("EFR_SANDBOX_NO_SERVICE")
-        .env("EFR_SANDBOX_IDLE_EXIT", "2")
+    let o = run_through(dir.path(), "2", &["--", "echo ran-here"])
         .env("EFR_SANDBOX_SOCKET", &sock)
-        .current_dir(dir.path().join("proj"))
-        .args(["run", "--project"])
-        .arg(dir.path().join("proj"))
-        .args(["--", "echo ran-here"]);
-    let o = c.output().unwrap();
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "ran-here\n");
     assert!(
@@ -460,17 +457,12 @@ fn runs_at_once_with_no_service_start_one_and_all_go_through_it() {
     let rt = tempfile::tempdir_in("/dev/shm").unwrap();
     let children: Vec<_> = (0..4)
         .map(|i| {
-            let mut c = command(dir.path());
-            c.env_remove("EFR_SANDBOX_NO_SERVICE")
+            run_through(dir.path(), "1", &["--", &format!("echo call-{i}")])
                 .env("XDG_RUNTIME_DIR", rt.path())
-                .env("EFR_SANDBOX_IDLE_EXIT", "1")
-                .current_dir(dir.path().join("proj"))
-                .args(["run", "--project"])
-                .arg(dir.path().join("proj"))
-                .args(["--", &format!("echo call-{i}")])
                 .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            c.spawn().unwrap()
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
         })
         .collect();
     for (i, c) in children.into_iter().enumerate() {
@@ -547,17 +539,11 @@ fn a_conversation_is_the_same_through_the_service_and_without() {
     let dir = temp_env();
     let rt = tempfile::tempdir_in("/dev/shm").unwrap();
     let go = |service: bool, conv: &str, line: &str| -> Output {
-        let mut c = command(dir.path());
-        if service {
-            c.env_remove("EFR_SANDBOX_NO_SERVICE")
-                .env("EFR_SANDBOX_IDLE_EXIT", "1");
+        let mut c = run_through(dir.path(), "1", &["--conversation", conv, "--", line]);
+        if !service {
+            c.env("EFR_SANDBOX_NO_SERVICE", "1");
         }
-        c.env("XDG_RUNTIME_DIR", rt.path())
-            .current_dir(dir.path().join("proj"))
-            .args(["run", "--project"])
-            .arg(dir.path().join("proj"))
-            .args(["--conversation", conv, "--", line]);
-        c.output().unwrap()
+        c.env("XDG_RUNTIME_DIR", rt.path()).output().unwrap()
     };
     // Written by a call of the CLI's own (as on a terminal), read through the service.
     let o = go(false, "conv-a", "echo kept > /tmp/note; echo \"$SCRATCH\"");
