@@ -100,9 +100,12 @@ fi
 rpc() { echo go >&3; read -r t <&4; echo "$t" >> "$D/t-rpc"; }
 # stdin from /dev/null: with a terminal on its stdio, `run` keeps the call (and relays the
 # terminal) itself, so a bench run from a terminal would time `here` twice.
-cli() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run "$SBX" run --project . --backend native -- true </dev/null); }
-floor() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run-floor "$SBX" run --project . --backend native -- true </dev/null); }
-here() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$D/run EFR_SANDBOX_NO_SERVICE=1 "$SBX" run --project . --backend native -- true </dev/null); }
+# run_true RUNTIME_DIR NO_SERVICE: `efr-sandbox run -- true` as a user types it, with that
+# runtime dir (whose service it finds) and EFR_SANDBOX_NO_SERVICE (empty: unset, for run).
+run_true() { (cd "$D/proj" && HOME=$D/home XDG_CONFIG_HOME=$D/config XDG_RUNTIME_DIR=$1 EFR_SANDBOX_NO_SERVICE=$2 "$SBX" run --project . --backend native -- true </dev/null); }
+cli() { run_true "$D/run" ""; }
+floor() { run_true "$D/run-floor" ""; }
+here() { run_true "$D/run" 1; }
 bare() { bwrap --ro-bind / / --dev /dev --proc /proc --unshare-all --die-with-parent true; }
 nat() { "$EXE" --plan "$D/plan-native.json"; }
 bw() { "$EXE" --plan "$D/plan-bwrap.json"; }
