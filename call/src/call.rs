@@ -155,6 +155,8 @@ pub struct Call {
     host_exits: Vec<ExitRecord>,
     /// The floor files it may write, as they were before it ([`crate::floor_watch`]).
     floors: std::sync::Mutex<Option<crate::floor_watch::FloorWatch>>,
+    /// Its id in the service, given in its `started` item (`sandbox.launch`).
+    call_id: Option<String>,
 }
 
 impl Call {
@@ -192,7 +194,19 @@ impl Call {
             env_noted: false,
             host_exits: Vec::new(),
             floors: std::sync::Mutex::new(floors),
+            call_id: None,
         })
+    }
+
+    /// Names the call: its `started` item carries `id` (what `sandbox.call_background`
+    /// names a running call by).
+    pub fn set_call_id(&mut self, id: String) {
+        self.call_id = Some(id);
+    }
+
+    /// The line.
+    pub fn line(&self) -> &str {
+        &self.line
     }
 
     /// The call's plan.
@@ -458,14 +472,20 @@ impl Call {
         };
         drop(passed);
         let (tx, rx) = mpsc::channel(1);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let launcher_pid = running.child.id();
         ctx.handle.spawn(async move {
             // `Err(Gone)`: the stream was dropped, and the call ended with it.
-            let _ = drive(self, running, refusals, tx).await;
+            let _ = drive(self, running, refusals, tx, stop_rx).await;
             if let Some(s) = refill {
                 let _ = tokio::task::spawn_blocking(move || s.fill(&l)).await;
             }
         });
-        Ok(CallStream { rx })
+        Ok(CallStream {
+            rx,
+            stop: Stopper(Arc::new(stop_tx)),
+            launcher_pid,
+        })
     }
 }
 
@@ -506,6 +526,8 @@ pub enum Event {
 #[derive(Debug)]
 pub struct CallStream {
     rx: mpsc::Receiver<Event>,
+    stop: Stopper,
+    launcher_pid: u32,
 }
 
 impl CallStream {
@@ -513,7 +535,33 @@ impl CallStream {
     pub async fn next(&mut self) -> Option<Event> {
         self.rx.recv().await
     }
+
+    /// Ends the call's tree while its events go on to their finish (unlike dropping the
+    /// stream, which ends it with no finish).
+    pub fn stopper(&self) -> Stopper {
+        self.stop.clone()
+    }
+
+    /// The launcher's pid (the root of the call's tree).
+    pub fn launcher_pid(&self) -> u32 {
+        self.launcher_pid
+    }
 }
+
+/// Stops a running call: SIGTERM to its launcher, which hands it to the line, then SIGKILL
+/// [`STOP_GRACE`] later; the call's stream still ends with its finish.
+#[derive(Debug, Clone)]
+pub struct Stopper(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Stopper {
+    /// Asks the call to stop (once is enough; more do nothing).
+    pub fn stop(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// How long a stopped call's line has to end after SIGTERM before its launcher is killed.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What the loop of [`drive`] got.
 enum Ev {
@@ -547,6 +595,7 @@ async fn drive(
     running: Running,
     mut refusals: Option<mpsc::Receiver<Refusal>>,
     tx: mpsc::Sender<Event>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), Gone> {
     let Running { mut child, status } = running;
     let mut guard = PidFd::open(child.id()).ok().map(EndOnDrop::new);
@@ -587,6 +636,9 @@ async fn drive(
     let mut held: Vec<(OutputStream, Vec<u8>)> = Vec::new();
     let mut held_bytes = 0usize;
     let mut ended = false;
+    // A stop asked ([`Stopper`]): SIGTERM now, SIGKILL at this deadline.
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    let mut stop_open = true;
     loop {
         if out.is_none() && err.is_none() && (ended || (exit.is_some() && st.is_none())) {
             break;
@@ -640,6 +692,31 @@ async fn drive(
                 }
                 continue;
             }
+            r = stop.changed(), if stop_open && kill_at.is_none() => {
+                match r {
+                    Ok(()) if *stop.borrow() => {
+                        if let Some(g) = guard.as_ref() {
+                            g.signal(libc::SIGTERM);
+                        }
+                        kill_at = Some(tokio::time::Instant::now() + STOP_GRACE);
+                    }
+                    Ok(()) => {}
+                    Err(_) => stop_open = false,
+                }
+                continue;
+            }
+            () = async {
+                match kill_at {
+                    Some(t) if exit.is_none() => tokio::time::sleep_until(t).await,
+                    _ => std::future::pending().await,
+                }
+            } => {
+                if let Some(g) = guard.as_ref() {
+                    g.signal(libc::SIGKILL);
+                }
+                kill_at = None;
+                continue;
+            }
             _ = tx.closed() => return Err(Gone),
         };
         match ev {
@@ -679,7 +756,10 @@ async fn drive(
                     Ok(StatusLine::Exited { .. } | StatusLine::SetupError { .. })
                 );
                 if let Ok(s @ StatusLine::Started { .. }) = parsed {
-                    if let Some(i) = crate::launch::started_item(&s) {
+                    if let Some(mut i) = crate::launch::started_item(&s) {
+                        if let LaunchItem::Started(st) = &mut i {
+                            st.call_id.clone_from(&call.call_id);
+                        }
                         send(&tx, i).await?;
                     }
                     started_sent = true;

@@ -626,6 +626,7 @@ pub fn started_item(s: &StatusLine) -> Option<LaunchItem> {
             landlock: landlock.as_ref().and_then(|l| serde_json::to_value(l).ok()),
             seccomp: *seccomp,
             cgroup: cgroup.as_ref().and_then(|c| serde_json::to_value(c).ok()),
+            call_id: None,
         })),
         _ => None,
     }
@@ -662,6 +663,14 @@ impl EndOnDrop {
     /// Disarmed: dropping it signals nothing (the launcher ran to its end).
     pub fn disarm(&mut self) {
         self.0 = None;
+    }
+
+    /// Sends `sig` to the process now, while armed (a process gone already is no error:
+    /// its end is on its way).
+    pub fn signal(&self, sig: i32) {
+        if let Some(p) = &self.0 {
+            let _ = p.signal(sig);
+        }
     }
 }
 

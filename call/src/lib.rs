@@ -33,5 +33,5 @@ pub mod sys;
 
 pub use call::{
     Call, CallStream, Ctx, Event, LauncherEnd, Planned, PlannedCall, PrepareError, ProxyWhen,
-    SpawnError, Spawned, fallback, setup_error_finish,
+    SpawnError, Spawned, Stopper, fallback, setup_error_finish,
 };

@@ -210,6 +210,48 @@ pub struct PermissionsConfig {
     pub allow_full: Setting<bool>,
 }
 
+/// `[jobs]`: background jobs' bounds (docs/config.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobsConfig {
+    /// The least `max_minutes` a job may ask for.
+    pub min_minutes: Setting<f64>,
+    /// The most `max_minutes` a job may ask for.
+    pub max_minutes: Setting<f64>,
+    /// Jobs running at once, every conversation together.
+    pub max_running: Setting<u64>,
+    /// Bytes of output kept per job (its tail).
+    pub output_max: Setting<u64>,
+    /// Each job in a cgroup of its own when one can be had.
+    pub cgroups: Setting<bool>,
+    /// A job's memory limit in bytes (`None`: no limit).
+    pub memory_max: Setting<Option<u64>>,
+    /// A job's process limit.
+    pub pids_max: Setting<u64>,
+    /// Forward a job's loopback listeners to the host's loopback.
+    pub forwards: Setting<bool>,
+    /// Forwards a job may have.
+    pub forward_max: Setting<u64>,
+    /// Connections one forward relays at once.
+    pub forward_connections: Setting<u64>,
+    /// Ports never forwarded (besides those below 1024), with why.
+    pub forward_deny: Vec<Entry>,
+}
+
+impl JobsConfig {
+    /// The ports of `forward_deny` with their reasons (entries are checked ports).
+    pub fn denied_ports(&self) -> Vec<(u16, String)> {
+        self.forward_deny
+            .iter()
+            .filter_map(|e| {
+                e.value
+                    .parse::<u16>()
+                    .ok()
+                    .map(|p| (p, e.reason_or_source()))
+            })
+            .collect()
+    }
+}
+
 /// `[floors]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FloorsConfig {
@@ -286,7 +328,7 @@ pub struct AlwaysRule {
 }
 
 /// The effective config.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The user's file it was read from; `None` when there was none (defaults only).
     pub file: Option<PathBuf>,
@@ -304,6 +346,8 @@ pub struct Config {
     pub permissions: PermissionsConfig,
     /// `[floors]`: floor files and the floor line kinds checked.
     pub floors: FloorsConfig,
+    /// `[jobs]`: background jobs' bounds.
+    pub jobs: JobsConfig,
     /// The `[[always]]` rules, in order (a rule's index is its number).
     pub always: Vec<AlwaysRule>,
     /// Top-level tables of the file that are not the sandbox's (efrd keeps its own sections,
@@ -447,6 +491,19 @@ impl Config {
             floors: FloorsConfig {
                 paths: Vec::new(),
                 lines: Vec::new(),
+            },
+            jobs: JobsConfig {
+                min_minutes: Setting::default_value(0.005),
+                max_minutes: Setting::default_value(1440.0),
+                max_running: Setting::default_value(32),
+                output_max: Setting::default_value(1 << 20),
+                cgroups: Setting::default_value(true),
+                memory_max: Setting::default_value(None),
+                pids_max: Setting::default_value(1024),
+                forwards: Setting::default_value(true),
+                forward_max: Setting::default_value(8),
+                forward_connections: Setting::default_value(64),
+                forward_deny: Vec::new(),
             },
             always: Vec::new(),
         }

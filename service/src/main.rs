@@ -13,6 +13,7 @@
 mod cli;
 mod handoff;
 mod identity;
+mod jobs;
 mod paths;
 mod policy;
 mod probe;

@@ -50,6 +50,8 @@ pub struct Service {
     /// The launcher in standby for the next `sandbox.launch` (see [`efr_call::standby`]);
     /// `None` with `serve --no-standby`.
     pub standby: Option<Arc<efr_call::standby::Standby>>,
+    /// The background jobs and the running launches that may become one.
+    pub jobs: Arc<crate::jobs::Jobs>,
 }
 
 impl Service {

@@ -10,7 +10,7 @@ use crate::exit::ExitRecord;
 use crate::launch::Grant;
 
 /// The params of `sandbox.launch` (and, flattened, of `sandbox.plan` and `sandbox.run`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CallParams {
     /// The shell line.
     pub line: String,
@@ -33,11 +33,15 @@ pub struct CallParams {
     /// between calls. Without one, `/tmp` is fresh and there is no `$SCRATCH`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation: Option<String>,
+    /// Run the call as a background job (`sandbox.launch` only): the stream ends after
+    /// `started` and a `job` item, and the service owns the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<crate::job::Background>,
 }
 
 /// The params of `sandbox.plan`: a call, and the fd efrd gives the launcher for its status
 /// lines.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PlanParams {
     /// The call; its members sit at the top level of the params.
     #[serde(flatten)]
@@ -52,7 +56,7 @@ pub struct PlanParams {
 /// stdout and stderr, `SCM_RIGHTS`) and the caller's environment. The service takes it only
 /// from its own build and for its own home, runtime dir and config home (else `conflict`:
 /// the caller runs the call itself).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunParams {
     /// The call; its members sit at the top level of the params.
     #[serde(flatten)]
@@ -148,11 +152,15 @@ pub struct Started {
     pub seccomp: bool,
     /// The call's cgroup, as the status line has it (`null`: none).
     pub cgroup: Option<Value>,
+    /// The call's id in the service (`sandbox.launch`): what `sandbox.call_background`
+    /// names it by. Absent from other streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
 /// One item of the `sandbox.launch` stream, before its end (a [`crate::Finish`]):
 /// `started` first, then the line's `output` and the `exit` records of its refusals.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LaunchItem {
     /// The line is running; always the first item.
@@ -180,6 +188,15 @@ pub enum LaunchItem {
         /// Why it is not passed.
         why: String,
     },
+    /// The call is a background job now (after `started`, for a launch with
+    /// `background`): the stream ends, the job runs on.
+    Job(Box<crate::job::JobStarted>),
+    /// The call was moved to a job (`sandbox.call_background`): the stream ends, the job
+    /// runs on with its output.
+    Moved {
+        /// The job.
+        job_id: String,
+    },
 }
 
 #[cfg(test)]
@@ -205,6 +222,7 @@ mod tests {
             landlock: None,
             seccomp: false,
             cgroup: None,
+            call_id: None,
         });
         assert_eq!(
             serde_json::to_string(&started).unwrap(),

@@ -880,7 +880,9 @@ fn call_fixtures() -> Vec<Fixture> {
         backend: Some("native".into()),
         unsandboxed: false,
         conversation: Some("conv-1".into()),
+        background: None,
     };
+    let call_params = call.clone();
     vec![
         fixture("call_params.json", call.clone()),
         fixture(
@@ -944,6 +946,7 @@ fn call_fixtures() -> Vec<Fixture> {
                     landlock: Some(json!({"abi": 6, "status": "enforced"})),
                     seccomp: true,
                     cgroup: None,
+                    call_id: Some("call-7".into()),
                 }),
                 LaunchItem::Output {
                     stream: OutputStream::Stdout,
@@ -986,6 +989,302 @@ fn call_fixtures() -> Vec<Fixture> {
         fixture(
             "plan_minimal.json",
             crate::plan::Plan::contained("true", "/home/ada/proj"),
+        ),
+    ]
+    .into_iter()
+    .chain(job_fixtures(call_params))
+    .collect()
+}
+
+/// An example job with every member set.
+pub fn example_job() -> crate::job::JobInfo {
+    use crate::job::*;
+    JobInfo {
+        id: "j2".into(),
+        conversation_id: Some("conv-1".into()),
+        call_id: "call-7".into(),
+        command: "npm run dev".into(),
+        launch: Launch::Contained { grants: vec![] },
+        state: JobState::Failed,
+        started_at: 1_796_342_400_000,
+        ends_by: 1_796_344_200_000,
+        ended_at: Some(1_796_342_460_000),
+        exit_code: None,
+        signal: Some(9),
+        stopped_by: None,
+        reason: Some("the job reached its memory limit (512 MiB)".into()),
+        watch: Some(JobWatch {
+            pattern: "ready on".into(),
+            max_wakes: 1,
+        }),
+        output_bytes: 73_421,
+        wakes: 1,
+        forwards: vec![JobForward {
+            listen: "127.0.0.1".into(),
+            port: 5173,
+        }],
+        cgroup: Some(JobCgroupInfo {
+            off: None,
+            off_detail: None,
+            memory_bytes: Some(536_870_912),
+            cpu_usec: Some(1_250_000),
+            memory_max: Some(536_870_912),
+            pids_max: Some(512),
+        }),
+        moved_from: Some(MovedFrom {
+            call_id: "call-7".into(),
+            after_secs: 12.5,
+        }),
+        launcher_lost: false,
+        survivors: vec![],
+    }
+}
+
+/// The fixtures of background jobs (`crate::job`).
+fn job_fixtures(call: crate::call::CallParams) -> Vec<Fixture> {
+    use crate::call::*;
+    use crate::job::*;
+    let job = example_job();
+    let minimal = JobInfo {
+        id: "j1".into(),
+        conversation_id: None,
+        call_id: "call-1".into(),
+        command: "python3 -m http.server 8000".into(),
+        launch: Launch::Contained { grants: vec![] },
+        state: JobState::Running,
+        started_at: 1_796_342_400_000,
+        ends_by: 1_796_342_700_000,
+        ended_at: None,
+        exit_code: None,
+        signal: None,
+        stopped_by: None,
+        reason: None,
+        watch: None,
+        output_bytes: 0,
+        wakes: 0,
+        forwards: vec![],
+        cgroup: Some(JobCgroupInfo {
+            off: Some(CgroupOff::V1Only),
+            off_detail: Some(
+                "memory and pids are cgroup v1 controllers here, not delegated to users".into(),
+            ),
+            ..Default::default()
+        }),
+        moved_from: None,
+        launcher_lost: false,
+        survivors: vec![],
+    };
+    let event = |seq, what| JobEvent {
+        seq,
+        conversation_id: Some("conv-1".into()),
+        job_id: "j2".into(),
+        what,
+    };
+    vec![
+        fixture(
+            "call_params_background.json",
+            CallParams {
+                line: "npm run dev".into(),
+                background: Some(Background {
+                    max_minutes: 30.0,
+                    watch: Some("ready on".into()),
+                    max_wakes: Some(1),
+                }),
+                ..call
+            },
+        ),
+        fixture("job_info.json", job.clone()),
+        fixture("job_info_minimal.json", minimal.clone()),
+        fixture(
+            "launch_items_job.json",
+            vec![
+                LaunchItem::Job(Box::new(JobStarted {
+                    job: minimal.clone(),
+                })),
+                LaunchItem::Moved {
+                    job_id: "j2".into(),
+                },
+            ],
+        ),
+        fixture(
+            "job_handed_off.json",
+            vec![
+                JobHandedOff {
+                    job_id: "j1".into(),
+                    moved: false,
+                },
+                JobHandedOff {
+                    job_id: "j2".into(),
+                    moved: true,
+                },
+            ],
+        ),
+        fixture(
+            "jobs_params.json",
+            JobsParams {
+                conversation: Some("conv-1".into()),
+            },
+        ),
+        fixture(
+            "jobs_result.json",
+            JobsResult {
+                jobs: vec![job.clone(), minimal],
+            },
+        ),
+        fixture(
+            "job_stop_params.json",
+            JobStopParams {
+                conversation: Some("conv-1".into()),
+                job_id: "j2".into(),
+                stopped_by: Some(JobStopBy::User),
+            },
+        ),
+        fixture("job_stop_result.json", JobStopResult { job }),
+        fixture(
+            "job_output_params.json",
+            JobOutputParams {
+                conversation: Some("conv-1".into()),
+                job_id: "j2".into(),
+                offset: 4096,
+                follow: true,
+            },
+        ),
+        fixture(
+            "job_output_items.json",
+            vec![
+                JobOutputItem::Skipped {
+                    from: 4096,
+                    to: 8192,
+                },
+                JobOutputItem::Output {
+                    offset: 8192,
+                    stream: OutputStream::Stdout,
+                    data: OutputData::Data("  VITE ready on http://localhost:5173/\n".into()),
+                },
+            ],
+        ),
+        fixture(
+            "job_output_end.json",
+            JobOutputEnd {
+                next_offset: 73_421,
+                state: JobState::Exited,
+            },
+        ),
+        fixture(
+            "job_events_params.json",
+            JobEventsParams {
+                conversation: Some("conv-1".into()),
+                since: Some(41),
+            },
+        ),
+        fixture(
+            "job_events.json",
+            vec![
+                event(
+                    42,
+                    JobEventKind::JobWatchMatched {
+                        line: "  VITE ready on http://localhost:5173/".into(),
+                        wakes_left: 0,
+                    },
+                ),
+                event(
+                    43,
+                    JobEventKind::JobPortForwarded {
+                        listen: "127.0.0.1".into(),
+                        port: 5173,
+                        outcome: ForwardOutcome::Forwarded,
+                        by_job: None,
+                        reason: None,
+                    },
+                ),
+                event(
+                    44,
+                    JobEventKind::JobPortForwarded {
+                        listen: "127.0.0.1".into(),
+                        port: 5432,
+                        outcome: ForwardOutcome::InUse,
+                        by_job: Some("j1".into()),
+                        reason: None,
+                    },
+                ),
+                event(
+                    45,
+                    JobEventKind::JobEnded {
+                        state: JobState::Stopped,
+                        exit_code: None,
+                        stopped_by: Some(JobStopBy::User),
+                        reason: None,
+                        output_bytes: 73_421,
+                        ran_secs: 61.5,
+                        tail: "  VITE ready on http://localhost:5173/\n".into(),
+                        output_truncated: true,
+                        launcher_lost: false,
+                        survivors: vec![],
+                        exits: vec![],
+                    },
+                ),
+                event(46, JobEventKind::Lagged { missed: 3 }),
+            ],
+        ),
+        fixture(
+            "call_background_params.json",
+            CallBackgroundParams {
+                conversation: Some("conv-1".into()),
+                call_id: "call-7".into(),
+                max_minutes: 30.0,
+            },
+        ),
+        fixture(
+            "call_background_result.json",
+            CallBackgroundResult {
+                job_id: "j2".into(),
+            },
+        ),
+        fixture(
+            "job_states.json",
+            vec![
+                JobState::Running,
+                JobState::Exited,
+                JobState::Stopped,
+                JobState::TimedOut,
+                JobState::Failed,
+                JobState::Unknown,
+            ],
+        ),
+        fixture(
+            "job_stop_causes.json",
+            vec![
+                JobStopBy::Model,
+                JobStopBy::User,
+                JobStopBy::TimeLimit,
+                JobStopBy::DaemonStop,
+                JobStopBy::DaemonRestart,
+                JobStopBy::Guard,
+                JobStopBy::FullOff,
+                JobStopBy::Unknown,
+            ],
+        ),
+        fixture(
+            "forward_outcomes.json",
+            vec![
+                ForwardOutcome::Forwarded,
+                ForwardOutcome::InUse,
+                ForwardOutcome::Refused,
+                ForwardOutcome::Limit,
+                ForwardOutcome::Stopped,
+                ForwardOutcome::Unknown,
+            ],
+        ),
+        fixture(
+            "cgroup_offs.json",
+            vec![
+                CgroupOff::Config,
+                CgroupOff::NoDelegation,
+                CgroupOff::V1Only,
+                CgroupOff::NoControllers,
+                CgroupOff::Error,
+                CgroupOff::Unknown,
+            ],
         ),
     ]
 }

@@ -22,6 +22,7 @@ pub mod exit;
 pub mod explain;
 pub mod fixtures;
 pub mod frame;
+pub mod job;
 pub mod launch;
 pub mod launcher_status;
 pub mod mode;

@@ -36,6 +36,16 @@ pub mod method {
     pub const ALWAYS_SAVE: &str = "sandbox.always_save";
     /// Applies held cache deletes the user approved.
     pub const CACHE_DELETE_APPLY: &str = "sandbox.cache_delete_apply";
+    /// Lists the background jobs, newest first.
+    pub const JOBS: &str = "sandbox.jobs";
+    /// Stops one job.
+    pub const JOB_STOP: &str = "sandbox.job_stop";
+    /// Streams a job's output from an offset.
+    pub const JOB_OUTPUT: &str = "sandbox.job_output";
+    /// Streams a conversation's job events.
+    pub const JOB_EVENTS: &str = "sandbox.job_events";
+    /// Turns a running contained call into a job.
+    pub const CALL_BACKGROUND: &str = "sandbox.call_background";
 }
 
 /// A frame from the client.

@@ -60,6 +60,19 @@ pub fn document() -> Value {
         crate::BackendChoice,
         crate::RunBackend,
         crate::Enforcement,
+        crate::job::JobInfo,
+        crate::job::JobHandedOff,
+        crate::job::JobsParams,
+        crate::job::JobsResult,
+        crate::job::JobStopParams,
+        crate::job::JobStopResult,
+        crate::job::JobOutputParams,
+        crate::job::JobOutputItem,
+        crate::job::JobOutputEnd,
+        crate::job::JobEventsParams,
+        crate::job::JobEvent,
+        crate::job::CallBackgroundParams,
+        crate::job::CallBackgroundResult,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({

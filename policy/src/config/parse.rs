@@ -10,8 +10,8 @@ use toml::de::{DeTable, DeValue};
 use super::rules::{RuleShape, check_path};
 use super::{
     AlwaysRule, BackendChoice, BusConfig, Config, DEFAULTS_NAME, Entry, EnvironmentConfig,
-    FLOOR_LINES, FloorsConfig, GitConfig, LoadError, NetworkConfig, PermissionsConfig, Resolve,
-    SandboxConfig, Setting, Source,
+    FLOOR_LINES, FloorsConfig, GitConfig, JobsConfig, LoadError, NetworkConfig, PermissionsConfig,
+    Resolve, SandboxConfig, Setting, Source,
 };
 
 type Check = fn(&str) -> Result<(), String>;
@@ -123,6 +123,7 @@ pub(crate) fn apply(text: &str, path: Option<&Path>, config: &mut Config) -> Res
             "environment" => environment(&ctx, table(&ctx, name, v)?, &mut config.environment)?,
             "permissions" => permissions(&ctx, table(&ctx, name, v)?, &mut config.permissions)?,
             "floors" => floors(&ctx, table(&ctx, name, v)?, &mut config.floors)?,
+            "jobs" => jobs(&ctx, table(&ctx, name, v)?, &mut config.jobs)?,
             "always" => always(&ctx, v, &mut config.always)?,
             // Not a sandbox section: efrd's own (such as `[model]`) or a typo. Ignore it
             // and let `efr-sandbox config` name it.
@@ -731,6 +732,165 @@ fn permissions(
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// A number of the config (an integer or a float), for `key`.
+fn number(ctx: &Ctx<'_>, key: &str, v: &Spanned<DeValue<'_>>) -> Result<f64, LoadError> {
+    let bad = |what: String| ctx.invalid(key, &v.span(), what);
+    match v.get_ref() {
+        DeValue::Integer(i) => i
+            .to_string()
+            .parse::<f64>()
+            .map_err(|_| bad(format!("expected a number, found {i}"))),
+        DeValue::Float(f) => f
+            .to_string()
+            .parse::<f64>()
+            .map_err(|_| bad(format!("expected a number, found {f}"))),
+        other => Err(bad(format!(
+            "expected a number, found {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// A whole number of the config from `min` to `max`, for `key`.
+fn count(
+    ctx: &Ctx<'_>,
+    key: &str,
+    v: &Spanned<DeValue<'_>>,
+    min: u64,
+    max: u64,
+) -> Result<Setting<u64>, LoadError> {
+    let bad = || format!("expected a whole number from {min} to {max}");
+    let n = match v.get_ref() {
+        DeValue::Integer(i) => i.to_string().parse::<u64>().ok(),
+        _ => None,
+    }
+    .filter(|n| (min..=max).contains(n))
+    .ok_or_else(|| ctx.invalid(key, &v.span(), bad()))?;
+    Ok(Setting {
+        value: n,
+        source: ctx.source(&v.span()),
+    })
+}
+
+/// A size in bytes: a whole number of bytes, or a string (`512M`, `2G`, at least 1M; not
+/// a percentage), or `none` when `none_ok`.
+fn bytes(
+    ctx: &Ctx<'_>,
+    key: &str,
+    v: &Spanned<DeValue<'_>>,
+    none_ok: bool,
+) -> Result<Option<u64>, LoadError> {
+    if let DeValue::Integer(i) = v.get_ref() {
+        return match i.to_string().parse::<u64>() {
+            Ok(b) if b >= 4096 => Ok(Some(b)),
+            _ => Err(ctx.invalid(key, &v.span(), format!("{i}: expected at least 4096 bytes"))),
+        };
+    }
+    let text = string(ctx, key, v)?;
+    if none_ok && text == "none" {
+        return Ok(None);
+    }
+    match efr_sandbox_wire::size::Size::parse(text) {
+        Ok(efr_sandbox_wire::size::Size::Bytes(b)) if b > 0 => Ok(Some(b)),
+        Ok(_) => Err(ctx.invalid(
+            key,
+            &v.span(),
+            format!("{text:?}: expected a size in bytes such as 512M or 2G, not a percentage"),
+        )),
+        Err(e) => Err(ctx.invalid(key, &v.span(), e.to_string())),
+    }
+}
+
+fn check_port(s: &str) -> Result<(), String> {
+    match s.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(format!("{s}: expected a port from 1 to 65535")),
+    }
+}
+
+fn jobs(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut JobsConfig) -> Result<(), LoadError> {
+    let mut fields = [ListField {
+        name: "forward_deny",
+        field: "port",
+        check: check_port,
+        list: &mut cfg.forward_deny,
+    }];
+    for (k, v) in ordered(t) {
+        let name: &str = k.get_ref();
+        let key = format!("jobs.{name}");
+        let source = ctx.source(&v.span());
+        match name {
+            "min_minutes" | "max_minutes" => {
+                let n = number(ctx, &key, v)?;
+                if !(n.is_finite() && (0.001..=525_600.0).contains(&n)) {
+                    return Err(ctx.invalid(
+                        &key,
+                        &v.span(),
+                        format!("{n}: expected minutes from 0.001 to 525600 (a year)"),
+                    ));
+                }
+                let s = Setting { value: n, source };
+                if name == "min_minutes" {
+                    cfg.min_minutes = s;
+                } else {
+                    cfg.max_minutes = s;
+                }
+            }
+            "max_running" => cfg.max_running = count(ctx, &key, v, 1, 4096)?,
+            "output_max" => {
+                let b = bytes(ctx, &key, v, false)?.unwrap_or(1 << 20);
+                cfg.output_max = Setting { value: b, source };
+            }
+            "cgroups" => cfg.cgroups = boolean(ctx, &key, v)?,
+            "memory_max" => {
+                cfg.memory_max = Setting {
+                    value: bytes(ctx, &key, v, true)?,
+                    source,
+                };
+            }
+            "pids_max" => cfg.pids_max = count(ctx, &key, v, 16, 4_194_304)?,
+            "forwards" => cfg.forwards = boolean(ctx, &key, v)?,
+            "forward_max" => cfg.forward_max = count(ctx, &key, v, 0, 256)?,
+            "forward_connections" => cfg.forward_connections = count(ctx, &key, v, 1, 4096)?,
+            _ => {
+                if !lists(ctx, "jobs", name, v, &mut fields)? {
+                    return Err(unknown_in(
+                        ctx,
+                        "jobs",
+                        k,
+                        &known_keys(
+                            &[
+                                "min_minutes",
+                                "max_minutes",
+                                "max_running",
+                                "output_max",
+                                "cgroups",
+                                "memory_max",
+                                "pids_max",
+                                "forwards",
+                                "forward_max",
+                                "forward_connections",
+                            ],
+                            &fields,
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    if cfg.min_minutes.value > cfg.max_minutes.value {
+        return Err(ctx.invalid(
+            "jobs.min_minutes",
+            &(0..0),
+            format!(
+                "{} is above jobs.max_minutes {}",
+                cfg.min_minutes.value, cfg.max_minutes.value
+            ),
+        ));
     }
     Ok(())
 }

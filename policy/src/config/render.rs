@@ -88,6 +88,26 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
     out.push(scalar("permissions.allow_full", &c.permissions.allow_full));
     list(&mut out, "floors.paths", &c.floors.paths);
     list(&mut out, "floors.lines", &c.floors.lines);
+    let j = &c.jobs;
+    out.push(scalar("jobs.min_minutes", &j.min_minutes));
+    out.push(scalar("jobs.max_minutes", &j.max_minutes));
+    out.push(scalar("jobs.max_running", &j.max_running));
+    out.push(scalar("jobs.output_max", &j.output_max));
+    out.push(scalar("jobs.cgroups", &j.cgroups));
+    out.push(ShownValue {
+        key: "jobs.memory_max".into(),
+        value: j
+            .memory_max
+            .value
+            .map_or(Value::String("none".into()), Value::from),
+        reason: String::new(),
+        source: j.memory_max.source.clone(),
+    });
+    out.push(scalar("jobs.pids_max", &j.pids_max));
+    out.push(scalar("jobs.forwards", &j.forwards));
+    out.push(scalar("jobs.forward_max", &j.forward_max));
+    out.push(scalar("jobs.forward_connections", &j.forward_connections));
+    list(&mut out, "jobs.forward_deny", &j.forward_deny);
     for (i, r) in c.always.iter().enumerate() {
         let mut value = serde_json::to_value(r).unwrap_or(Value::Null);
         if let Value::Object(m) = &mut value {

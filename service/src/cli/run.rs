@@ -302,6 +302,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         backend: a.backend.clone(),
         unsandboxed: a.unsandboxed,
         conversation: a.conversation.clone(),
+        background: None,
     };
     let forwarded = efr_launcher::run::forwarded_signals();
     // With no terminal on its stdio, the call goes to the user's running service (started

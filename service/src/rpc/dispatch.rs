@@ -17,8 +17,9 @@ use efr_sandbox_wire::rpc::method;
 
 use crate::rpc::handler::Handler;
 use crate::rpc::{
-    always_save, cache_delete_apply, check, classify, debug, explain, finish, floor_write, launch,
-    plan, run, status, surface, surface_respond,
+    always_save, cache_delete_apply, call_background, check, classify, debug, explain, finish,
+    floor_write, job_events, job_output, job_stop, jobs, launch, plan, run, status, surface,
+    surface_respond,
 };
 
 /// One row of the table.
@@ -96,6 +97,31 @@ pub const METHODS: &[Method] = &[
     Method {
         name: method::FLOOR_WRITE,
         handler: floor_write::floor_write,
+        test_only: false,
+    },
+    Method {
+        name: method::JOBS,
+        handler: jobs::jobs,
+        test_only: false,
+    },
+    Method {
+        name: method::JOB_STOP,
+        handler: job_stop::job_stop,
+        test_only: false,
+    },
+    Method {
+        name: method::JOB_OUTPUT,
+        handler: job_output::job_output,
+        test_only: false,
+    },
+    Method {
+        name: method::JOB_EVENTS,
+        handler: job_events::job_events,
+        test_only: false,
+    },
+    Method {
+        name: method::CALL_BACKGROUND,
+        handler: call_background::call_background,
         test_only: false,
     },
     Method {

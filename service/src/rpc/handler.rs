@@ -137,24 +137,36 @@ pub async fn blocking<T: Send + 'static>(
     }
 }
 
+/// A planned call attached to its proxy (with `policy`) and started by `start`: its
+/// stream, or the end of a call that did not start (a setup error's finish, or bad params).
+pub fn begin_call(
+    mut c: efr_call::Call,
+    policy: Option<efr_proxy::ProxyPolicy>,
+    ctx: &efr_call::Ctx,
+    start: impl FnOnce(efr_call::Call) -> Result<efr_call::CallStream, efr_call::SpawnError>,
+) -> Result<efr_call::CallStream, Result<Value, ErrorBody>> {
+    use efr_call::PrepareError;
+    match c.attach(policy, ctx) {
+        Ok(()) => {}
+        Err(PrepareError::Params(e)) => return Err(Err(e)),
+        Err(PrepareError::Setup(msg)) => return Err(setup_error_end(msg)),
+    }
+    start(c).map_err(|e| setup_error_end(format!("cannot start efr-launch: {}", e.source)))
+}
+
 /// The rest of a call of `sandbox.launch` or `sandbox.run` once planned: its proxy
 /// attached (with `policy`), started by `start`, its items sent on `items`; its finish.
 pub async fn run_call(
-    mut c: efr_call::Call,
+    c: efr_call::Call,
     policy: Option<efr_proxy::ProxyPolicy>,
     ctx: &efr_call::Ctx,
     items: &ItemSink,
     start: impl FnOnce(efr_call::Call) -> Result<efr_call::CallStream, efr_call::SpawnError>,
 ) -> Result<Value, ErrorBody> {
-    use efr_call::{Event, PrepareError};
-    match c.attach(policy, ctx) {
-        Ok(()) => {}
-        Err(PrepareError::Params(e)) => return Err(e),
-        Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
-    }
-    let mut stream = match start(c) {
+    use efr_call::Event;
+    let mut stream = match begin_call(c, policy, ctx, start) {
         Ok(s) => s,
-        Err(e) => return setup_error_end(format!("cannot start efr-launch: {}", e.source)),
+        Err(end) => return end,
     };
     while let Some(ev) = stream.next().await {
         match ev {

@@ -1,15 +1,40 @@
 //! `sandbox.launch` (a stream): a call of [`efr_call::Call`], which owns it; this handler
-//! only hands its events on. See docs/protocol.md for the frames.
+//! hands its events on. A call with `background` becomes a job once it has started (items
+//! `started`, `job`; the end names the job); a running call may be moved to a job
+//! (`sandbox.call_background`: item `moved`, the same end). See docs/protocol.md.
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use efr_call::{PrepareError, ProxyWhen};
-use efr_sandbox_wire::CallParams;
+use efr_call::{Event, PrepareError, ProxyWhen};
+use efr_sandbox_wire::job::{JobHandedOff, JobStarted, MovedFrom};
+use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
+use efr_sandbox_wire::{CallParams, Launch, LaunchItem};
 
+use crate::jobs::{JobSpec, Jobs, MoveRequest};
 use crate::rpc::handler::{
-    Call, HandlerFuture, blocking, boxed, params, run_call, setup_error_end,
+    Call, HandlerFuture, ItemSink, begin_call, blocking, boxed, internal, params, setup_error_end,
+    to_value,
 };
 use crate::state::Service;
+
+/// Why a call may not become a job, when it may not.
+fn not_a_job(p: &CallParams) -> Option<String> {
+    p.unsandboxed.then(|| {
+        "an unsandboxed call does not become a job: a job runs only in the sandbox".to_owned()
+    })
+}
+
+/// How the call runs, for its job's `launch`.
+fn launch_of(p: &CallParams) -> Launch {
+    if p.unsandboxed {
+        Launch::Unsandboxed
+    } else {
+        Launch::Contained {
+            grants: p.grants.clone(),
+        }
+    }
+}
 
 /// `sandbox.launch`: runs one line through the launcher; items `started`, `output`, `exit`
 /// (denials), then the end (summary, code or signal, duration). Cancel ends the tree.
@@ -17,12 +42,30 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
     boxed(async move {
         let p: CallParams = params(call.params)?;
         let ctx = svc.call_ctx();
-        // The launcher in standby starts on the view while the plan is made.
-        let announced = ctx
-            .standby
-            .as_ref()
-            .and_then(|s| s.announce(&p, &ctx.config));
+        // A job's params are checked before anything starts.
+        let background = match &p.background {
+            Some(b) => {
+                if let Some(why) = not_a_job(&p) {
+                    return Err(ErrorBody::new(ErrorCode::Invalid, why));
+                }
+                Jobs::check_minutes(&ctx.config.jobs, b.max_minutes)?;
+                let watch = Jobs::watch(b.watch.as_deref(), b.max_wakes)?;
+                svc.jobs.check_room(ctx.config.jobs.max_running.value)?;
+                Some((b.max_minutes, watch))
+            }
+            None => None,
+        };
+        // The launcher in standby starts on the view while the plan is made (not for a
+        // job, which gets a launcher of its own).
+        let announced = match background {
+            None => ctx
+                .standby
+                .as_ref()
+                .and_then(|s| s.announce(&p, &ctx.config)),
+            Some(_) => None,
+        };
         let c2 = ctx.clone();
+        let p2 = p.clone();
         // The plan and, for a call that gets a proxy, its policy (which reads token files):
         // one trip to the blocking pool, not two.
         // One moment's look at the file system for the whole plan: each path's steps are
@@ -31,18 +74,115 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         // cache layers) is made before any part looks at it, or never looked at.
         let prepared = blocking("the call", move || {
             efr_policy::path::memoized(|| {
-                efr_call::Call::prepare(&p, &c2).map(|c| {
+                efr_call::Call::prepare(&p2, &c2).map(|c| {
                     let pol = c.proxy_policy(ProxyWhen::Wanted);
                     (c, pol)
                 })
             })
         })
         .await?;
-        let (c, pol) = match prepared {
+        let (mut c, pol) = match prepared {
             Ok(x) => x,
             Err(PrepareError::Params(e)) => return Err(e),
             Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
         };
-        run_call(c, pol, &ctx, &call.items, |c| c.start_with(&ctx, announced)).await
+        let (guard, moves) = svc
+            .jobs
+            .register_call(p.conversation.clone(), not_a_job(&p));
+        c.set_call_id(guard.call_id().to_owned());
+        let mut stream = match begin_call(c, pol, &ctx, |c| c.start_with(&ctx, announced)) {
+            Ok(s) => s,
+            Err(end) => return end,
+        };
+        let spec = |max_minutes, watch, moved_from| JobSpec {
+            conversation: p.conversation.clone(),
+            call_id: guard.call_id().to_owned(),
+            command: p.line.clone(),
+            launch: launch_of(&p),
+            max_minutes,
+            watch,
+            moved_from,
+            output_max: usize::try_from(ctx.config.jobs.output_max.value).unwrap_or(usize::MAX),
+        };
+        if let Some((max_minutes, watch)) = background {
+            // Up to `started`, the call's items go to the caller; then it is a job.
+            loop {
+                match stream.next().await {
+                    Some(Event::Item(i @ LaunchItem::Started(_))) => {
+                        call.items.send(to_value(&i)?).await?;
+                        break;
+                    }
+                    Some(Event::Item(i)) => call.items.send(to_value(&i)?).await?,
+                    Some(Event::End(fin)) => return to_value(&fin),
+                    None => return Err(internal("the call ended without its finish")),
+                }
+            }
+            let hooks = svc.jobs.hooks(&ctx.config, &p);
+            let job = svc
+                .jobs
+                .start(spec(max_minutes, watch, None), stream, hooks);
+            call.items
+                .send(to_value(&LaunchItem::Job(Box::new(JobStarted {
+                    job: job.info(),
+                })))?)
+                .await?;
+            return to_value(&JobHandedOff {
+                job_id: job.id.clone(),
+                moved: false,
+            });
+        }
+        run_movable(
+            &svc,
+            &ctx,
+            stream,
+            &call.items,
+            moves,
+            |max_minutes, after_secs| {
+                let from = MovedFrom {
+                    call_id: guard.call_id().to_owned(),
+                    after_secs,
+                };
+                spec(max_minutes, None, Some(from))
+            },
+        )
+        .await
     })
+}
+
+/// Hands a running call's events on until its end, or until it is moved to a job.
+async fn run_movable(
+    svc: &Arc<Service>,
+    ctx: &efr_call::Ctx,
+    mut stream: efr_call::CallStream,
+    items: &ItemSink,
+    mut moves: tokio::sync::mpsc::Receiver<MoveRequest>,
+    spec: impl Fn(f64, f64) -> JobSpec,
+) -> Result<serde_json::Value, ErrorBody> {
+    let began = Instant::now();
+    loop {
+        tokio::select! {
+            ev = stream.next() => match ev {
+                Some(Event::Item(i)) => items.send(to_value(&i)?).await?,
+                Some(Event::End(fin)) => return to_value(&fin),
+                None => return Err(internal("the call ended without its finish")),
+            },
+            Some(req) = moves.recv() => {
+                let ok = Jobs::check_minutes(&ctx.config.jobs, req.max_minutes)
+                    .and_then(|()| svc.jobs.check_room(ctx.config.jobs.max_running.value));
+                if let Err(e) = ok {
+                    let _ = req.reply.send(Err(e));
+                    continue;
+                }
+                let hooks = svc.jobs.hooks_for_move(&ctx.config, stream.launcher_pid());
+                let job_spec = spec(req.max_minutes, began.elapsed().as_secs_f64());
+                let job = svc.jobs.start(job_spec, stream, hooks);
+                let _ = req.reply.send(Ok(job.id.clone()));
+                // The caller may be gone: the job runs on whatever it reads.
+                let _ = items
+                    .send(to_value(&LaunchItem::Moved { job_id: job.id.clone() })?)
+                    .await;
+                return to_value(&JobHandedOff { job_id: job.id.clone(), moved: true });
+            }
+        }
+    }
 }

@@ -11,12 +11,17 @@ pub mod server;
 
 pub mod always_save;
 pub mod cache_delete_apply;
+pub mod call_background;
 pub mod check;
 pub mod classify;
 pub mod debug;
 pub mod explain;
 pub mod finish;
 pub mod floor_write;
+pub mod job_events;
+pub mod job_output;
+pub mod job_stop;
+pub mod jobs;
 pub mod launch;
 pub mod plan;
 pub mod run;

@@ -105,7 +105,10 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         planned: Default::default(),
         last_check: Default::default(),
         standby: opts.standby.then(Default::default),
+        jobs: Default::default(),
     });
+    svc.jobs
+        .take_over(crate::jobs::restart::Record::open(&svc.paths.runtime_dir));
     // The first call finds its launcher waiting too; each call that takes it starts the
     // next once it has ended.
     let standby = svc.standby.clone();
@@ -118,6 +121,7 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let socket = svc.paths.socket.clone();
+    let jobs = svc.jobs.clone();
     let res = rt.block_on(async move {
         std_listener
             .set_nonblocking(true)
@@ -135,12 +139,32 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("cannot watch SIGTERM")?;
+        let accept = accept_loop(
+            listener,
+            svc,
+            allowed,
+            opts.max_connections.max(1),
+            opts.idle_exit,
+        );
+        tokio::pin!(accept);
         tokio::select! {
-            () = accept_loop(listener, svc, allowed, opts.max_connections.max(1), opts.idle_exit) => {}
+            () = &mut accept => {}
             r = tokio::signal::ctrl_c() => { r.context("cannot watch SIGINT")?; }
             _ = term.recv() => {}
         }
         eprintln!("efr-sandbox: stopping");
+        // Every job ends with the service (and its record says none runs), while the
+        // connections still run: their readers of `sandbox.job_events` get the ends.
+        let had_jobs = jobs.running() > 0;
+        tokio::select! {
+            () = jobs.stop_all(efr_sandbox_wire::job::JobStopBy::DaemonStop) => {}
+            () = &mut accept => {}
+        }
+        if had_jobs {
+            // The connections' writers send the `job_ended` events out before the runtime
+            // goes.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         anyhow::Ok(())
     });
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -247,7 +271,8 @@ async fn accept_loop(
             a = listener.accept() => a,
             now = tick.tick() => {
                 if let Some(limit) = idle {
-                    if slots.available_permits() < max {
+                    // A client, or a job, keeps the service.
+                    if slots.available_permits() < max || svc.jobs.running() > 0 {
                         idle_since = None;
                     } else if now.duration_since(*idle_since.get_or_insert(now)) >= limit {
                         eprintln!(

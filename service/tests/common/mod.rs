@@ -126,6 +126,18 @@ impl Server {
         Client::connect(&self.socket)
     }
 
+    /// Sends `sig` to the service and waits for its end.
+    pub fn signal_and_wait(&mut self, sig: nix::sys::signal::Signal) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        nix::sys::signal::kill(pid, sig).unwrap();
+        self.child.wait().unwrap()
+    }
+
+    /// The service's dir, kept for a next service (this one gets an empty one to drop).
+    pub fn take_dir(&mut self) -> tempfile::TempDir {
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
+    }
+
     /// A client that has done its hello.
     pub fn client(&self) -> Client {
         let mut c = self.connect();

@@ -1,0 +1,579 @@
+//! Background jobs end to end (issue 16): the real service, real contained calls on both
+//! backends, as root and as the CI's unprivileged user. A job outlives the connection that
+//! started it; its time limit, a stop and the service's end take its whole tree; its output
+//! is bounded and read from any offset; a running call moves to a job; bad requests get
+//! clear errors and never reach another conversation's job.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{Server, backends, code, collect, message, temp_env};
+use serde_json::{Value, json};
+
+fn project(home: &Path) -> PathBuf {
+    let p = home.join("proj");
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+/// Processes whose command line holds `marker` (the tree of a job, seen from the host).
+fn alive(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            // The job's sleeps (zombies have an empty command line; the shells that
+            // started them are not counted).
+            if cmd.starts_with("sleep ") && cmd.contains(marker) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// Waits until `n` sleeps hold `marker`.
+fn running(marker: &str, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(marker).len() != n {
+        assert!(
+            Instant::now() < deadline,
+            "not {n} sleeps of {marker}: {:?}",
+            alive(marker)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until no process holds `marker`.
+fn gone(marker: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let left = alive(marker);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes of the job are left: {left:?} ({marker})"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A unique `sleep` argument: the marker of one job's tree.
+fn marker(tag: u32) -> String {
+    format!("{}.{}{}", 3000 + tag, std::process::id() % 1000, tag)
+}
+
+/// Starts a background job; its `started` item, `job` item and end.
+fn start_job(c: &mut common::Client, id: u64, params: Value) -> (Value, Value, Value) {
+    c.request(id, "sandbox.launch", params);
+    let (items, end) = collect(c, id);
+    assert!(end.get("end").is_some(), "{end}");
+    let started = items
+        .iter()
+        .find(|i| i["kind"] == "started")
+        .cloned()
+        .unwrap_or_else(|| panic!("no started: {items:?} {end}"));
+    let job = items
+        .iter()
+        .find(|i| i["kind"] == "job")
+        .cloned()
+        .unwrap_or_else(|| panic!("no job item: {items:?}"));
+    (started, job, end["end"].clone())
+}
+
+fn jobs(c: &mut common::Client, id: u64, conversation: Option<&str>) -> Vec<Value> {
+    let p = match conversation {
+        Some(c) => json!({"conversation": c}),
+        None => json!({}),
+    };
+    let r = c.call(id, "sandbox.jobs", p);
+    r["end"]["jobs"].as_array().cloned().unwrap_or_default()
+}
+
+/// The job's info, polled until `pred` holds.
+fn wait_job(
+    c: &mut common::Client,
+    conversation: Option<&str>,
+    job_id: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 1000;
+    loop {
+        n += 1;
+        let j = jobs(c, n, conversation)
+            .into_iter()
+            .find(|j| j["id"] == job_id)
+            .unwrap_or_else(|| panic!("no job {job_id}"));
+        if pred(&j) {
+            return j;
+        }
+        assert!(Instant::now() < deadline, "job never got there: {j}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// All the output of a job now (`sandbox.job_output` from 0, no follow).
+fn output(c: &mut common::Client, id: u64, conversation: &str, job_id: &str) -> (String, Value) {
+    c.request(
+        id,
+        "sandbox.job_output",
+        json!({"conversation": conversation, "job_id": job_id}),
+    );
+    let (items, end) = collect(c, id);
+    let text = items
+        .iter()
+        .filter(|i| i["kind"] == "output")
+        .map(|i| i["data"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    (text, end)
+}
+
+#[test]
+fn a_job_outlives_its_connection_is_listed_and_stops_with_its_tree() {
+    for (n, backend) in backends().into_iter().enumerate() {
+        let s = Server::start(&[]);
+        let proj = project(&s.home);
+        let m = marker(10 + n as u32);
+        let mut c = s.client();
+        let (started, job, end) = start_job(
+            &mut c,
+            1,
+            json!({
+                "line": format!("echo up; sleep {m} & sleep {m}; echo never"),
+                "projects": [proj],
+                "backend": backend,
+                "conversation": "c1",
+                "background": {"max_minutes": 5},
+            }),
+        );
+        assert_eq!(end["job_id"], "j1", "{end}");
+        assert_eq!(job["job"]["id"], "j1");
+        assert_eq!(job["job"]["state"], "running");
+        assert_eq!(job["job"]["conversation_id"], "c1");
+        let call_id = started["call_id"].as_str().unwrap().to_owned();
+        assert_eq!(job["job"]["call_id"], call_id.as_str());
+        let launcher = started["launcher_pid"].as_u64().unwrap();
+        // The connection goes; the job does not.
+        drop(c);
+        std::thread::sleep(Duration::from_millis(300));
+        let mut c = s.client();
+        let j = wait_job(&mut c, Some("c1"), "j1", |j| j["output_bytes"] == 3);
+        assert_eq!(j["state"], "running", "{j}");
+        assert!(Path::new(&format!("/proc/{launcher}")).exists());
+        running(&m, 2);
+        let (text, oend) = output(&mut c, 5, "c1", "j1");
+        assert_eq!(text, "up\n");
+        assert_eq!(oend["end"]["next_offset"], 3);
+        // Listed for every conversation too, and for no other.
+        assert_eq!(jobs(&mut c, 6, None).len(), 1);
+        assert!(jobs(&mut c, 7, Some("c2")).is_empty());
+        // Stopped by the user: the answer is the job as it ended, its tree gone.
+        let r = c.call(
+            8,
+            "sandbox.job_stop",
+            json!({"conversation": "c1", "job_id": "j1"}),
+        );
+        let j = &r["end"]["job"];
+        assert_eq!(j["state"], "stopped", "{r}");
+        assert_eq!(j["stopped_by"], "user");
+        assert!(j["ended_at"].as_u64().unwrap() >= j["started_at"].as_u64().unwrap());
+        gone(&m, Duration::from_secs(5));
+        // Stopping it again is a conflict.
+        let r = c.call(
+            9,
+            "sandbox.job_stop",
+            json!({"conversation": "c1", "job_id": "j1"}),
+        );
+        assert_eq!(code(&r), "conflict", "{r}");
+    }
+}
+
+#[test]
+fn a_job_ends_at_its_time_limit_with_its_whole_tree() {
+    for (n, backend) in backends().into_iter().enumerate() {
+        let s = Server::start(&[]);
+        let proj = project(&s.home);
+        let m = marker(20 + n as u32);
+        let mut c = s.client();
+        let begun = Instant::now();
+        // 0.02 minutes: 1.2 seconds; a child in the background and a grandchild.
+        let (_, _, end) = start_job(
+            &mut c,
+            1,
+            json!({
+                "line": format!("(sh -c 'sleep {m}' &); sleep {m} & sleep {m}"),
+                "projects": [proj],
+                "backend": backend,
+                "conversation": "c1",
+                "background": {"max_minutes": 0.02},
+            }),
+        );
+        assert_eq!(end["job_id"], "j1");
+        let j = wait_job(&mut c, Some("c1"), "j1", |j| j["state"] != "running");
+        assert_eq!(j["state"], "timed_out", "{j}");
+        assert_eq!(j["stopped_by"], "time_limit");
+        assert!(begun.elapsed() >= Duration::from_millis(1100));
+        gone(&m, Duration::from_secs(5));
+    }
+}
+
+#[test]
+fn job_events_say_a_watch_matched_and_the_job_ended_with_its_tail() {
+    let s = Server::start(&[]);
+    let proj = project(&s.home);
+    let mut ev = s.client();
+    ev.request(50, "sandbox.job_events", json!({"conversation": "c1"}));
+    let mut c = s.client();
+    let (_, _, end) = start_job(
+        &mut c,
+        1,
+        json!({
+            "line": "echo booting; echo 'ready on :5173'; echo ready again; exit 4",
+            "projects": [proj],
+            "conversation": "c1",
+            "background": {"max_minutes": 1, "watch": "^ready", "max_wakes": 1},
+        }),
+    );
+    assert_eq!(end["job_id"], "j1");
+    let first = ev.recv();
+    assert_eq!(first["item"]["kind"], "job_watch_matched", "{first}");
+    assert_eq!(first["item"]["line"], "ready on :5173");
+    assert_eq!(first["item"]["wakes_left"], 0);
+    assert_eq!(first["item"]["job_id"], "j1");
+    let second = ev.recv();
+    let e = &second["item"];
+    assert_eq!(e["kind"], "job_ended", "{second}");
+    assert_eq!(e["state"], "exited");
+    assert_eq!(e["exit_code"], 4);
+    assert_eq!(e["tail"], "booting\nready on :5173\nready again\n");
+    // One match only (max_wakes 1); the job's info counts it.
+    let j = wait_job(&mut c, Some("c1"), "j1", |j| j["state"] == "exited");
+    assert_eq!(j["wakes"], 1);
+    assert_eq!(j["exit_code"], 4);
+    // A reader that comes back gets what it missed (`since`), and no other conversation's.
+    let mut again = s.client();
+    again.request(
+        60,
+        "sandbox.job_events",
+        json!({"conversation": "c1", "since": 0}),
+    );
+    let a = again.recv();
+    let b = again.recv();
+    assert_eq!(a["item"]["kind"], "job_watch_matched");
+    assert_eq!(b["item"]["kind"], "job_ended");
+    let mut other = s.client();
+    other.request(
+        61,
+        "sandbox.job_events",
+        json!({"conversation": "c2", "since": 0}),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    other.stream.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    let r = std::io::Read::read(&mut other.stream, &mut b);
+    assert!(
+        matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "c2 sees none of c1's events: {r:?}"
+    );
+}
+
+#[test]
+fn a_flood_keeps_only_the_bounded_tail_and_counts_the_rest() {
+    let dir = temp_env();
+    std::fs::create_dir_all(dir.path().join("config/efr")).unwrap();
+    std::fs::write(
+        dir.path().join("config/efr/config.toml"),
+        "[jobs]\noutput_max = 65536\n",
+    )
+    .unwrap();
+    let s = Server::start_in(dir, &[]);
+    let proj = project(&s.home);
+    let mut c = s.client();
+    start_job(
+        &mut c,
+        1,
+        json!({
+            "line": "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo last line",
+            "projects": [proj],
+            "conversation": "c1",
+            "background": {"max_minutes": 1},
+        }),
+    );
+    let j = wait_job(&mut c, Some("c1"), "j1", |j| j["state"] != "running");
+    assert_eq!(j["state"], "exited", "{j}");
+    assert_eq!(j["output_bytes"], 5_000_000 + 1 + 10);
+    c.request(
+        2,
+        "sandbox.job_output",
+        json!({"conversation": "c1", "job_id": "j1", "offset": 0}),
+    );
+    let (items, end) = collect(&mut c, 2);
+    assert_eq!(items[0]["kind"], "skipped", "{:?}", &items[0]);
+    assert_eq!(items[0]["from"], 0);
+    let kept: usize = items
+        .iter()
+        .filter(|i| i["kind"] == "output")
+        .map(|i| i["data"].as_str().unwrap().len())
+        .sum();
+    assert!(kept <= 64 * 1024, "{kept}");
+    assert_eq!(
+        items[0]["to"].as_u64().unwrap() + kept as u64,
+        5_000_011,
+        "skipped and kept make the whole"
+    );
+    assert_eq!(end["end"]["next_offset"], 5_000_011);
+    let last: String = items.iter().filter_map(|i| i["data"].as_str()).collect();
+    assert!(last.ends_with("\nlast line\n"));
+}
+
+#[test]
+fn follow_streams_what_the_job_writes_until_it_ends() {
+    let s = Server::start(&[]);
+    let proj = project(&s.home);
+    let mut c = s.client();
+    start_job(
+        &mut c,
+        1,
+        json!({
+            "line": "for i in 1 2 3; do echo line $i; sleep 0.2; done",
+            "projects": [proj],
+            "conversation": "c1",
+            "background": {"max_minutes": 1},
+        }),
+    );
+    c.request(
+        2,
+        "sandbox.job_output",
+        json!({"conversation": "c1", "job_id": "j1", "follow": true}),
+    );
+    let (items, end) = collect(&mut c, 2);
+    let text: String = items.iter().filter_map(|i| i["data"].as_str()).collect();
+    assert_eq!(text, "line 1\nline 2\nline 3\n");
+    assert_eq!(end["end"]["state"], "exited", "{end}");
+    assert_eq!(end["end"]["next_offset"], 21);
+}
+
+#[test]
+fn bad_requests_get_clear_errors_and_never_reach_another_conversation() {
+    let s = Server::start(&[]);
+    let proj = project(&s.home);
+    let mut c = s.client();
+    let m = marker(40);
+    start_job(
+        &mut c,
+        1,
+        json!({
+            "line": format!("sleep {m}"),
+            "projects": [proj],
+            "conversation": "c1",
+            "background": {"max_minutes": 1},
+        }),
+    );
+    let stop = |c: &mut common::Client, id, p: Value| c.call(id, "sandbox.job_stop", p);
+    let r = stop(&mut c, 2, json!({"conversation": "c1", "job_id": "x1"}));
+    assert_eq!(code(&r), "invalid", "{r}");
+    assert!(message(&r).contains("not a job id"), "{r}");
+    let r = stop(&mut c, 3, json!({"conversation": "c1", "job_id": "j9"}));
+    assert_eq!(code(&r), "not_found", "{r}");
+    // Another conversation's job is not found: nothing a client sends stops it.
+    let r = stop(&mut c, 4, json!({"conversation": "c2", "job_id": "j1"}));
+    assert_eq!(code(&r), "not_found", "{r}");
+    let r = stop(&mut c, 5, json!({"job_id": "j1"}));
+    assert_eq!(code(&r), "not_found", "{r}");
+    let r = c.call(
+        6,
+        "sandbox.job_output",
+        json!({"conversation": "c2", "job_id": "j1"}),
+    );
+    assert_eq!(code(&r), "not_found", "{r}");
+    running(&m, 1);
+    // max_minutes outside the range, with the range.
+    for bad in [json!(0), json!(100000), json!(-1)] {
+        let r = c.call(
+            7,
+            "sandbox.launch",
+            json!({"line": "true", "projects": [proj], "background": {"max_minutes": bad}}),
+        );
+        assert_eq!(code(&r), "invalid", "{r}");
+        assert!(message(&r).contains("0.005 to 1440"), "{r}");
+    }
+    let r = c.call(
+        8,
+        "sandbox.launch",
+        json!({"line": "true", "projects": [proj],
+               "background": {"max_minutes": 1, "watch": "(unclosed"}}),
+    );
+    assert_eq!(code(&r), "invalid", "{r}");
+    let r = c.call(
+        9,
+        "sandbox.launch",
+        json!({"line": "true", "projects": [proj], "unsandboxed": true,
+               "background": {"max_minutes": 1}}),
+    );
+    assert_eq!(code(&r), "invalid", "{r}");
+    assert!(message(&r).contains("unsandboxed"), "{r}");
+    let r = c.call(
+        10,
+        "sandbox.call_background",
+        json!({"call_id": "call-999", "max_minutes": 1}),
+    );
+    assert_eq!(code(&r), "not_found", "{r}");
+    let r = stop(&mut c, 11, json!({"conversation": "c1", "job_id": "j1"}));
+    assert_eq!(r["end"]["job"]["state"], "stopped", "{r}");
+    gone(&m, Duration::from_secs(5));
+}
+
+#[test]
+fn a_running_call_moves_to_a_job_and_its_output_goes_on() {
+    for (n, backend) in backends().into_iter().enumerate() {
+        let s = Server::start(&[]);
+        let proj = project(&s.home);
+        let m = marker(50 + n as u32);
+        let mut c = s.client();
+        c.request(
+            1,
+            "sandbox.launch",
+            json!({
+                "line": format!("echo before; read x < /dev/null; sleep 1; echo after; sleep {m}"),
+                "projects": [proj],
+                "backend": backend,
+                "conversation": "c1",
+            }),
+        );
+        let started = c.recv();
+        assert_eq!(started["item"]["kind"], "started", "{started}");
+        let call_id = started["item"]["call_id"].as_str().unwrap().to_owned();
+        let before = c.recv();
+        assert_eq!(before["item"]["data"], "before\n", "{before}");
+        // Another conversation cannot move it; the right one can.
+        let mut other = s.client();
+        let r = other.call(
+            2,
+            "sandbox.call_background",
+            json!({"conversation": "c2", "call_id": call_id, "max_minutes": 1}),
+        );
+        assert_eq!(code(&r), "not_found", "{r}");
+        let r = other.call(
+            3,
+            "sandbox.call_background",
+            json!({"conversation": "c1", "call_id": call_id, "max_minutes": 1}),
+        );
+        assert_eq!(r["end"]["job_id"], "j1", "{r}");
+        let (items, end) = collect(&mut c, 1);
+        assert_eq!(items.last().unwrap()["kind"], "moved", "{items:?}");
+        assert_eq!(items.last().unwrap()["job_id"], "j1");
+        assert_eq!(end["end"], json!({"job_id": "j1", "moved": true}));
+        // It was not restarted: "before" is not in the job's output, "after" is.
+        let j = wait_job(&mut other, Some("c1"), "j1", |j| j["output_bytes"] == 6);
+        assert_eq!(j["moved_from"]["call_id"], call_id.as_str());
+        assert!(j["moved_from"]["after_secs"].as_f64().unwrap() < 5.0);
+        let (text, _) = output(&mut other, 4, "c1", "j1");
+        assert_eq!(text, "after\n");
+        running(&m, 1);
+        let r = other.call(
+            5,
+            "sandbox.job_stop",
+            json!({"conversation": "c1", "job_id": "j1"}),
+        );
+        assert_eq!(r["end"]["job"]["state"], "stopped");
+        gone(&m, Duration::from_secs(5));
+    }
+}
+
+#[test]
+fn an_unsandboxed_call_does_not_move() {
+    let s = Server::start(&[]);
+    let proj = project(&s.home);
+    let mut c = s.client();
+    c.request(
+        1,
+        "sandbox.launch",
+        json!({"line": "echo x; sleep 2", "projects": [proj], "unsandboxed": true}),
+    );
+    let started = c.recv();
+    let call_id = started["item"]["call_id"].as_str().unwrap().to_owned();
+    let mut other = s.client();
+    let r = other.call(
+        2,
+        "sandbox.call_background",
+        json!({"call_id": call_id, "max_minutes": 1}),
+    );
+    assert_eq!(code(&r), "invalid", "{r}");
+    assert!(message(&r).contains("unsandboxed"), "{r}");
+    let (_, end) = collect(&mut c, 1);
+    assert_eq!(end["end"]["code"], 0, "the call ran to its end: {end}");
+}
+
+#[test]
+fn the_services_end_ends_every_job_and_the_next_one_reports_them() {
+    // A stop (SIGTERM): the service ends its jobs itself (`daemon_stop`).
+    let dir = temp_env();
+    let s = Server::start_in(dir, &[]);
+    let proj = project(&s.home);
+    let m = marker(60);
+    let mut c = s.client();
+    start_job(
+        &mut c,
+        1,
+        json!({"line": format!("sleep {m}"), "projects": [proj], "conversation": "c1",
+               "background": {"max_minutes": 5}}),
+    );
+    let mut ev = s.client();
+    ev.request(2, "sandbox.job_events", json!({"conversation": "c1"}));
+    running(&m, 1);
+    let mut s = s;
+    let st = s.signal_and_wait(nix::sys::signal::Signal::SIGTERM);
+    assert!(st.success(), "{st}: {}", s.stderr());
+    let e = ev.recv();
+    assert_eq!(e["item"]["kind"], "job_ended", "{e}");
+    assert_eq!(e["item"]["stopped_by"], "daemon_stop");
+    gone(&m, Duration::from_secs(5));
+    let dir = s.take_dir();
+    drop(s);
+
+    // A kill (SIGKILL): its jobs end with it, and the next service reports them ended by
+    // its restart.
+    let s = Server::start_in(dir, &[]);
+    let m2 = marker(61);
+    let mut c = s.client();
+    start_job(
+        &mut c,
+        1,
+        json!({"line": format!("sleep {m2}"), "projects": [proj], "conversation": "c1",
+               "background": {"max_minutes": 5}}),
+    );
+    // The first service's job was stopped, not left running: the second numbers on.
+    let listed = jobs(&mut c, 2, Some("c1"));
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let mut s = s;
+    s.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
+    gone(&m2, Duration::from_secs(5));
+    let dir = s.take_dir();
+    drop(s);
+    let s = Server::start_in(dir, &[]);
+    let mut c = s.client();
+    let listed = jobs(&mut c, 1, Some("c1"));
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["state"], "stopped");
+    assert_eq!(listed[0]["stopped_by"], "daemon_restart");
+    // A new job of the conversation does not take its id.
+    let (_, _, end) = start_job(
+        &mut c,
+        2,
+        json!({"line": "true", "projects": [proj], "conversation": "c1",
+               "background": {"max_minutes": 1}}),
+    );
+    assert_eq!(end["job_id"], "j2", "{end}");
+}
