@@ -154,8 +154,8 @@ pub fn main(args: Vec<String>) -> i32 {
             return crate::exit_code::USAGE;
         }
         // The job's cgroups first, before anything is forked or made (`crate::join_cgroup`).
-        if let Err(m) = crate::join_cgroup::join(&join_cgroups) {
-            return out.setup_error(m);
+        if let Err(e) = crate::join_cgroup::join(&join_cgroups) {
+            return out.setup_error(e.to_string());
         }
     }
     // The launch ends with the process that started it (see `crate::caller`).

@@ -15,9 +15,41 @@ use crate::sys;
 /// `CGROUP_SUPER_MAGIC` (cgroup v1) and `CGROUP2_SUPER_MAGIC`, from `linux/magic.h`.
 const CGROUP_MAGICS: [i64; 2] = [0x0027_e0eb, 0x6367_7270];
 
-/// Joins the cgroup of each of `fds` (then closes them all); the message of the setup
-/// error when one cannot be joined.
-pub fn join(fds: &[RawFd]) -> Result<(), String> {
+/// Why a cgroup to join was not joined.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinCgroupError {
+    /// The fd is not open (or not one `fstatfs` can look at).
+    #[error("the cgroup to join at fd {fd}: {source}")]
+    Fd {
+        /// The fd given.
+        fd: RawFd,
+        /// The kernel's answer.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The fd is open on something else than a cgroup's `cgroup.procs`.
+    #[error("the cgroup to join at fd {fd} is not a cgroup's cgroup.procs (it is {what})")]
+    NotCgroupProcs {
+        /// The fd given.
+        fd: RawFd,
+        /// What it is open on (its `/proc/self/fd` link).
+        what: String,
+    },
+    /// The kernel refused the move (a limit, no permission to move between these cgroups).
+    #[error("joining the cgroup of {what} (fd {fd}): {source}")]
+    Write {
+        /// The fd given.
+        fd: RawFd,
+        /// Its `cgroup.procs` path.
+        what: String,
+        /// The kernel's answer.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Joins the cgroup of each of `fds` (then closes them all).
+pub fn join(fds: &[RawFd]) -> Result<(), JoinCgroupError> {
     let r = fds.iter().try_for_each(|&fd| join_one(fd));
     for &fd in fds {
         sys::close(fd);
@@ -25,16 +57,13 @@ pub fn join(fds: &[RawFd]) -> Result<(), String> {
     r
 }
 
-fn join_one(fd: RawFd) -> Result<(), String> {
+fn join_one(fd: RawFd) -> Result<(), JoinCgroupError> {
     let what = std::fs::read_link(format!("/proc/self/fd/{fd}"))
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "?".into());
-    let on_cgroupfs =
-        sys::fstatfs_type(fd).map_err(|e| format!("the cgroup to join at fd {fd}: {e}"))?;
-    if !CGROUP_MAGICS.contains(&on_cgroupfs) || !what.ends_with("/cgroup.procs") {
-        return Err(format!(
-            "the cgroup to join at fd {fd} is not a cgroup's cgroup.procs (it is {what})"
-        ));
+    let fs_type = sys::fstatfs_type(fd).map_err(|source| JoinCgroupError::Fd { fd, source })?;
+    if !CGROUP_MAGICS.contains(&fs_type) || !what.ends_with("/cgroup.procs") {
+        return Err(JoinCgroupError::NotCgroupProcs { fd, what });
     }
-    sys::write_all(fd, b"0").map_err(|e| format!("joining the cgroup of {what} (fd {fd}): {e}"))
+    sys::write_all(fd, b"0").map_err(|source| JoinCgroupError::Write { fd, what, source })
 }

@@ -36,7 +36,7 @@
 use std::path::{Path, PathBuf};
 
 use super::parse::{self, CgroupMount, Membership};
-use super::{BASE_PREFIX, LEAF_SUFFIX, Off, OffReason};
+use super::{BASE_PREFIX, CgroupError, LEAF_SUFFIX, Off, OffReason, io};
 
 /// What the decision reads of the machine.
 pub trait Host {
@@ -357,32 +357,33 @@ impl Host for RealHost {
 /// `memory` and `pids` in `own` (see the module's page). A process forked into `own` in
 /// the meantime makes the kernel refuse the enabling (`EBUSY`): it is moved too and the
 /// enabling tried again, three times at most.
-pub fn enter_leaf(hier: &Hier, pid: u32, procs: &[u32]) -> Result<(), String> {
+pub fn enter_leaf(hier: &Hier, pid: u32, procs: &[u32]) -> Result<(), CgroupError> {
     let own = hier.own_dir();
     let leaf = own.join(format!("{BASE_PREFIX}{pid}{LEAF_SUFFIX}"));
     match std::fs::create_dir(&leaf) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("making {}: {e}", leaf.display())),
+        Err(e) => return Err(io("making", &leaf, e)),
     }
-    let move_in = |p: u32| -> Result<(), String> {
-        match std::fs::write(leaf.join("cgroup.procs"), p.to_string()) {
+    let procs_file = leaf.join("cgroup.procs");
+    let move_in = |p: u32| -> Result<(), CgroupError> {
+        match std::fs::write(&procs_file, p.to_string()) {
             Ok(()) => Ok(()),
             // Ended meanwhile.
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
-            Err(e) => Err(format!("moving pid {p} into {}: {e}", leaf.display())),
+            Err(e) => Err(io(format!("moving pid {p} into"), &procs_file, e)),
         }
     };
     for &p in procs {
         move_in(p)?;
     }
     let control = own.join("cgroup.subtree_control");
-    let mut last = String::new();
-    for _ in 0..3 {
+    let mut tries = 0;
+    loop {
         match std::fs::write(&control, "+memory +pids") {
             Ok(()) => return Ok(()),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                last = e.to_string();
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 3 => {
+                tries += 1;
                 let left = std::fs::read_to_string(own.join("cgroup.procs")).unwrap_or_default();
                 for p in parse::pids(&left) {
                     if RealHost.ours(p) {
@@ -390,18 +391,9 @@ pub fn enter_leaf(hier: &Hier, pid: u32, procs: &[u32]) -> Result<(), String> {
                     }
                 }
             }
-            Err(e) => {
-                return Err(format!(
-                    "enabling memory and pids in {}: {e}",
-                    control.display()
-                ));
-            }
+            Err(e) => return Err(io("writing +memory +pids to", &control, e)),
         }
     }
-    Err(format!(
-        "enabling memory and pids in {}: {last}",
-        control.display()
-    ))
 }
 
 #[cfg(test)]

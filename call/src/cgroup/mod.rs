@@ -214,9 +214,9 @@ impl Cgroups {
             }),
             find::Found::V2 { hier, leaf } => {
                 if let Some(procs) = leaf {
-                    find::enter_leaf(&hier, pid, &procs).map_err(|detail| Off {
+                    find::enter_leaf(&hier, pid, &procs).map_err(|e| Off {
                         reason: OffReason::Error,
-                        detail,
+                        detail: e.to_string(),
                     })?;
                 }
                 Ok(Cgroups {
