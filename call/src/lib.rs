@@ -8,6 +8,8 @@
 //! - [`egress`]: the call's egress proxy; [`bus`]: its bus filters; [`caches`]: its cache
 //!   layers and their merge; [`git_guard`] and [`git_dirs`]: the git code a call left;
 //! - [`standby`]: the service's launcher started ahead of its next call;
+//! - [`cgroup`]: the cgroups of jobs (issue 16): found once, made per job with its limits,
+//!   joined by the launcher, read for usage, removed with nothing left;
 //! - [`sys`]: every `unsafe` of the crate.
 
 #![warn(missing_docs)]
@@ -21,6 +23,7 @@ pub mod bus;
 pub mod bus_relay;
 pub mod caches;
 pub mod call;
+pub mod cgroup;
 pub mod egress;
 pub mod floor_watch;
 pub mod fresh_caches;

@@ -228,6 +228,25 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
     Ok(plan)
 }
 
+/// The first fd number of the cgroups a launcher joins (the plan is at 3, the status pipe at
+/// 4).
+const JOIN_CGROUP_FD: i32 = 5;
+
+/// The most cgroups one launch joins: fds 5 to 9, the highest a spawn places (v1 needs
+/// three: memory, pids, cpuacct; v2 one).
+pub const MAX_JOIN_CGROUPS: usize = 5;
+
+/// How [`Launcher::spawn_opts`] starts `efr-launch`.
+#[derive(Debug, Default)]
+pub struct SpawnOpts {
+    /// The launcher leads a process group of its own (see [`Launcher::spawn_in_group`]).
+    pub own_group: bool,
+    /// `cgroup.procs` files open for writing (`efr_call::cgroup::JobCgroup::join_files`):
+    /// the launcher writes `0` to each as its first act (`--join-cgroup-fd`, see
+    /// [`crate::join_cgroup`]), so the whole call is in those cgroups.
+    pub join_cgroups: Vec<std::os::fd::OwnedFd>,
+}
+
 /// Finds and runs `efr-launch`.
 #[derive(Debug, Clone)]
 pub struct Launcher {
@@ -306,16 +325,56 @@ impl Launcher {
         stderr: Io,
         own_group: bool,
     ) -> std::io::Result<Running> {
+        self.spawn_opts(
+            plan,
+            stdin,
+            stdout,
+            stderr,
+            SpawnOpts {
+                own_group,
+                join_cgroups: Vec::new(),
+            },
+        )
+    }
+
+    /// [`Self::spawn`] with [`SpawnOpts`]: the launcher in a process group of its own, and
+    /// the job's cgroups it joins before it makes anything (at fds 5 and up, at most
+    /// [`MAX_JOIN_CGROUPS`]; more is an `InvalidInput` error and nothing is started). A
+    /// cgroup that cannot be joined is the call's `setup_error`: the line does not run.
+    pub fn spawn_opts(
+        &self,
+        plan: &Plan,
+        stdin: Io,
+        stdout: Io,
+        stderr: Io,
+        opts: SpawnOpts,
+    ) -> std::io::Result<Running> {
+        if opts.join_cgroups.len() > MAX_JOIN_CGROUPS {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "at most {MAX_JOIN_CGROUPS} cgroups to join, {} given",
+                    opts.join_cgroups.len()
+                ),
+            ));
+        }
         let json = serde_json::to_vec(plan).map_err(std::io::Error::other)?;
         let plan_file = tempfile_plan(&json)?;
         let (status_r, status_w) = crate::sys::pipe_owned()?;
-        let args = self.args(&["--plan-fd", "3"]);
+        let mut how: Vec<String> = vec!["--plan-fd".into(), "3".into()];
+        let mut fds = vec![(plan_file, 3), (status_w, 4)];
+        for (fd, target) in opts.join_cgroups.into_iter().zip(JOIN_CGROUP_FD..) {
+            how.extend(["--join-cgroup-fd".into(), target.to_string()]);
+            fds.push((fd, target));
+        }
+        let how: Vec<&str> = how.iter().map(String::as_str).collect();
+        let args = self.args(&how);
         let child = Launched::start(
             self.exe.as_os_str(),
             &args,
             [stdin, stdout, stderr],
-            &[(plan_file, 3), (status_w, 4)],
-            own_group,
+            &fds,
+            opts.own_group,
         )?;
         Ok(Running {
             child,

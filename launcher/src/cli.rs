@@ -7,7 +7,7 @@ use crate::plan::{MAX_PLAN_BYTES, Plan, PlanCheck};
 use crate::run::StatusOut;
 
 fn usage() -> &'static str {
-    "usage: efr-launch (--plan FILE | --plan-fd N | --warm --control-fd N) [--status-fd N] [--caller-pid PID]"
+    "usage: efr-launch (--plan FILE | --plan-fd N | --warm --control-fd N) [--status-fd N] [--caller-pid PID] [--join-cgroup-fd N]..."
 }
 
 /// Why `efr-launch`'s command line or its plan could not be read.
@@ -54,6 +54,7 @@ pub fn main(args: Vec<String>) -> i32 {
     let mut caller_pid = None;
     let mut warm = false;
     let mut control_fd = None;
+    let mut join_cgroups: Vec<RawFd> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -95,6 +96,17 @@ pub fn main(args: Vec<String>) -> i32 {
                     return crate::exit_code::USAGE;
                 }
             },
+            "--join-cgroup-fd" => match fd_arg(it.next()) {
+                // Not the standard fds.
+                Ok(fd) if fd > 2 => join_cgroups.push(fd),
+                _ => {
+                    eprintln!(
+                        "efr-launch: --join-cgroup-fd takes an fd above 2\n{}",
+                        usage()
+                    );
+                    return crate::exit_code::USAGE;
+                }
+            },
             "--status-fd" => match fd_arg(it.next()) {
                 Ok(fd) => status_fd = Some(fd),
                 Err(u) => {
@@ -128,6 +140,24 @@ pub fn main(args: Vec<String>) -> i32 {
         }
     }
     let out = StatusOut(status_fd);
+    if !join_cgroups.is_empty() {
+        // A standby's cgroups are its call's: it joins none of its own.
+        if warm
+            || join_cgroups
+                .iter()
+                .any(|&fd| Some(fd) == status_fd || Some(fd) == control_fd)
+        {
+            eprintln!(
+                "efr-launch: --join-cgroup-fd is not for --warm nor for the status or control fd\n{}",
+                usage()
+            );
+            return crate::exit_code::USAGE;
+        }
+        // The job's cgroups first, before anything is forked or made (`crate::join_cgroup`).
+        if let Err(e) = crate::join_cgroup::join(&join_cgroups) {
+            return out.setup_error(e.to_string());
+        }
+    }
     // The launch ends with the process that started it (see `crate::caller`).
     let caller = match crate::caller::Caller::watch(caller_pid) {
         Ok(c) => c,

@@ -22,8 +22,9 @@
 //! * [`run`]: the launcher's process (one call, in named steps); [`standby`]: a launcher
 //!   started ahead of its call, its init waiting in fresh namespaces
 //!   ([`backend::warm`]); [`cli`]: `efr-launch`'s
-//!   command line; [`caller`]: the launch ends with its caller; [`exit_code`]: the
-//!   launcher's own exit statuses.
+//!   command line; [`caller`]: the launch ends with its caller; [`join_cgroup`]: the
+//!   job's cgroups, joined before anything is made; [`exit_code`]: the launcher's own
+//!   exit statuses.
 //! * [`plan`] (the plan JSON, the wire from the service), [`status`] (the status lines,
 //!   the wire back), [`mod@env`] (the line's environment), [`api`] (the library API below).
 //! * [`setup`]: the one error of the call's setup inside its namespaces
@@ -51,7 +52,8 @@
 //!
 //! # efr-launch
 //!
-//! `efr-launch (--plan FILE | --plan-fd N) [--status-fd N] [--caller-pid PID]`: status lines are JSON
+//! `efr-launch (--plan FILE | --plan-fd N) [--status-fd N] [--caller-pid PID] [--join-cgroup-fd N]...`:
+//! the cgroups named by `--join-cgroup-fd` are joined first ([`join_cgroup`]); status lines are JSON
 //! ([`status::StatusLine`]): `started`, `setup_error` (exit status 125, the line did not
 //! run), `exited` (code or signal, duration, denials, survivors). The launcher's exit status
 //! is the line's (128+N for a signal). The launch ends with the process that started it
@@ -72,6 +74,7 @@ pub mod child;
 pub mod cli;
 pub mod env;
 pub mod exit_code;
+pub mod join_cgroup;
 pub mod plan;
 pub mod pty;
 pub mod restrict;

@@ -665,6 +665,20 @@ pub fn statfs_bytes(path: &str) -> io::Result<(u64, u64)> {
     ))
 }
 
+/// The file system type (`f_type`, the kernel's magic number) of the file open at `fd`.
+pub fn fstatfs_type(fd: RawFd) -> io::Result<i64> {
+    // SAFETY: statfs is a plain C struct of integers; all zeroes is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a writable buffer alive for the call; a closed `fd` is an EBADF.
+    check(unsafe { libc::fstatfs(fd, &mut st) })?;
+    // `f_type` is an `__fsword_t`: `i64` on 64-bit Linux, narrower elsewhere.
+    #[allow(
+        clippy::useless_conversion,
+        reason = "not the same type on every target"
+    )]
+    Ok(i64::from(st.f_type))
+}
+
 /// The machine's total RAM in bytes (sysinfo(2)).
 pub fn total_ram() -> io::Result<u64> {
     // SAFETY: sysinfo is a plain C struct of integers; all zeroes is a valid value.

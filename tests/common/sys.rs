@@ -98,3 +98,26 @@ pub fn kill(pid: i32, sig: i32) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Makes `cmd`'s process join the cgroups whose `cgroup.procs` are open at `fds` (it writes
+/// `0` to each, as `efr-launch --join-cgroup-fd` does) before it execs. The fds stay open
+/// in this process until `cmd` is dropped; they are close-on-exec in the child.
+pub fn join_before_exec(cmd: &mut std::process::Command, fds: Vec<std::os::fd::OwnedFd>) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let raw: Vec<std::os::fd::RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let join = move || {
+        let _open = &fds;
+        for &fd in &raw {
+            // SAFETY: write of one byte from a static buffer to an fd open in the child
+            // (inherited: `fds` is alive in the parent until the spawn returns).
+            if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    };
+    // SAFETY: the closure runs in the forked child before exec and calls only write
+    // (async-signal-safe), allocating nothing (`raw` was made before).
+    unsafe { cmd.pre_exec(join) };
+}

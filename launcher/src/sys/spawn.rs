@@ -16,9 +16,9 @@ use std::io;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-/// The highest fd number a spawn places (0 to 4 in the launcher's use); a source fd at or
-/// below it is moved above it first, so one placement never overwrites a source still to be
-/// placed.
+/// The highest fd number a spawn places (0 to 4 in the launcher's use, 5 to 9 for the
+/// cgroups it joins); a source fd at or below it is moved above it first, so one placement
+/// never overwrites a source still to be placed.
 const MAX_TARGET: RawFd = 9;
 
 /// What to start: the program, its arguments (the first is its name) and, for each fd it
