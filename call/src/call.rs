@@ -422,6 +422,55 @@ impl Call {
         self.start_io(ctx, announced, Some(stdio))
     }
 
+    /// [`Self::start`] for a background job: a launcher of its own (never the one in
+    /// standby), which joins the cgroups of `join_cgroups` (`cgroup.procs` files open for
+    /// writing, [`crate::cgroup::JobCgroup::join_files`]) before it makes anything.
+    pub fn start_job(
+        self,
+        ctx: &Ctx,
+        join_cgroups: Vec<OwnedFd>,
+    ) -> Result<CallStream, SpawnError> {
+        let refusals = self.proxy.as_ref().and_then(|c| c.take_events());
+        let l = launcher();
+        let opts = efr_launcher::api::SpawnOpts {
+            own_group: false,
+            join_cgroups,
+        };
+        let running = l
+            .spawn_opts(&self.plan, Io::null(), Io::piped(), Io::piped(), opts)
+            .map_err(|source| SpawnError {
+                exe: l.exe.clone(),
+                source,
+            })?;
+        Ok(self.drive_on(ctx, running, refusals, None))
+    }
+
+    /// Drives `running` on `ctx`'s runtime ([`drive`]); `refill` is the standby to fill
+    /// again once it has ended.
+    fn drive_on(
+        self,
+        ctx: &Ctx,
+        running: Running,
+        refusals: Option<mpsc::Receiver<Refusal>>,
+        refill: Option<(Arc<crate::standby::Standby>, efr_launcher::api::Launcher)>,
+    ) -> CallStream {
+        let (tx, rx) = mpsc::channel(1);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let launcher_pid = running.child.id();
+        ctx.handle.spawn(async move {
+            // `Err(Gone)`: the stream was dropped, and the call ended with it.
+            let _ = drive(self, running, refusals, tx, stop_rx).await;
+            if let Some((s, l)) = refill {
+                let _ = tokio::task::spawn_blocking(move || s.fill(&l)).await;
+            }
+        });
+        CallStream {
+            rx,
+            stop: Stopper(Arc::new(stop_tx)),
+            launcher_pid,
+        }
+    }
+
     fn start_io(
         self,
         ctx: &Ctx,
@@ -471,21 +520,7 @@ impl Call {
             }
         };
         drop(passed);
-        let (tx, rx) = mpsc::channel(1);
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let launcher_pid = running.child.id();
-        ctx.handle.spawn(async move {
-            // `Err(Gone)`: the stream was dropped, and the call ended with it.
-            let _ = drive(self, running, refusals, tx, stop_rx).await;
-            if let Some(s) = refill {
-                let _ = tokio::task::spawn_blocking(move || s.fill(&l)).await;
-            }
-        });
-        Ok(CallStream {
-            rx,
-            stop: Stopper(Arc::new(stop_tx)),
-            launcher_pid,
-        })
+        Ok(self.drive_on(ctx, running, refusals, refill.map(|s| (s, l))))
     }
 }
 

@@ -577,3 +577,137 @@ fn the_services_end_ends_every_job_and_the_next_one_reports_them() {
     );
     assert_eq!(end["job_id"], "j2", "{end}");
 }
+
+/// A service whose config holds `jobs` (the body of a `[jobs]` table).
+fn server_with_jobs_config(jobs: &str) -> Server {
+    let dir = temp_env();
+    std::fs::create_dir_all(dir.path().join("config/efr")).unwrap();
+    std::fs::write(
+        dir.path().join("config/efr/config.toml"),
+        format!("[jobs]\n{jobs}\n"),
+    )
+    .unwrap();
+    Server::start_in(dir, &[])
+}
+
+/// The cgroup a job gets here: as root, one of its own (MUST_WORK: root can always make
+/// one, through v2 or v1); as a user, one where the user's cgroup is delegated, else `off`
+/// with why (the CI's user has no systemd user manager: `v1_only` or `no_delegation`).
+fn expect_cgroup(job: &Value) -> bool {
+    let cg = &job["cgroup"];
+    if common::is_root() {
+        assert!(cg["off"].is_null(), "root gets a cgroup: {job}");
+        assert!(cg["pids_max"].as_u64().is_some(), "{job}");
+        true
+    } else if cg["off"].is_null() {
+        true
+    } else {
+        let off = cg["off"].as_str().unwrap();
+        assert!(
+            ["v1_only", "no_delegation", "no_controllers"].contains(&off),
+            "{job}"
+        );
+        assert!(!cg["off_detail"].as_str().unwrap_or("").is_empty(), "{job}");
+        false
+    }
+}
+
+#[test]
+fn a_fork_bomb_in_a_job_stops_at_its_process_limit() {
+    let s = server_with_jobs_config("pids_max = 64");
+    let proj = project(&s.home);
+    let m = marker(70);
+    let mut c = s.client();
+    let bomb = format!(
+        "python3 -c 'import os, time\nwhile True:\n    try:\n        if os.fork() == 0:\n            \
+         time.sleep(60); os._exit(0)\n    except OSError:\n        time.sleep(0.01)' {m}"
+    );
+    let (_, job, _) = start_job(
+        &mut c,
+        1,
+        json!({"line": bomb, "projects": [proj], "conversation": "c1",
+               "background": {"max_minutes": 2}}),
+    );
+    if !expect_cgroup(&job["job"]) {
+        let r = c.call(
+            2,
+            "sandbox.job_stop",
+            json!({"conversation": "c1", "job_id": "j1"}),
+        );
+        assert_eq!(r["end"]["job"]["state"], "stopped", "{r}");
+        return;
+    }
+    assert_eq!(job["job"]["cgroup"]["pids_max"], 64);
+    // The bomb fills its limit and goes on trying: it never gets past it.
+    let count = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains(&m))
+                    .unwrap_or(false)
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut most = 0;
+    while Instant::now() < deadline && most < 60 {
+        most = most.max(count());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    most = most.max(count());
+    assert!(most >= 60, "the bomb forked: {most}");
+    // The launcher and the init are in the cgroup too: the bomb has fewer than 64.
+    assert!(most <= 64, "the bomb stayed under pids.max: {most}");
+    let j = wait_job(&mut c, Some("c1"), "j1", |_| true);
+    assert_eq!(j["state"], "running", "{j}");
+    let r = c.call(
+        3,
+        "sandbox.job_stop",
+        json!({"conversation": "c1", "job_id": "j1"}),
+    );
+    assert_eq!(r["end"]["job"]["state"], "stopped", "{r}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count() > 0 {
+        assert!(Instant::now() < deadline, "the bomb's processes are left");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_job_that_reaches_its_memory_limit_fails_with_the_reason() {
+    let s = server_with_jobs_config("memory_max = \"64M\"");
+    let proj = project(&s.home);
+    let mut c = s.client();
+    let m = marker(80);
+    let (_, job, _) = start_job(
+        &mut c,
+        1,
+        json!({"line": format!("sleep {m} & python3 -c 'b = bytearray(300 * 1024 * 1024); \
+                                import time; time.sleep(60)'; wait"),
+               "projects": [proj], "conversation": "c1",
+               "background": {"max_minutes": 2}}),
+    );
+    if !expect_cgroup(&job["job"]) {
+        let r = c.call(
+            2,
+            "sandbox.job_stop",
+            json!({"conversation": "c1", "job_id": "j1"}),
+        );
+        assert_eq!(r["end"]["job"]["state"], "stopped", "{r}");
+        return;
+    }
+    assert_eq!(job["job"]["cgroup"]["memory_max"], 64 * 1024 * 1024);
+    let j = wait_job(&mut c, Some("c1"), "j1", |j| j["state"] != "running");
+    assert_eq!(j["state"], "failed", "{j}");
+    assert!(
+        j["reason"].as_str().unwrap().contains("memory limit"),
+        "{j}"
+    );
+    // The whole job ended, not only the process the kernel chose.
+    gone(&m, Duration::from_secs(5));
+    let peak = j["cgroup"]["memory_bytes"].as_u64().unwrap();
+    assert!(peak > 32 * 1024 * 1024, "the peak is near the limit: {j}");
+}

@@ -1,46 +1,61 @@
-//! A job's cgroup, as the job's task uses it (TEMPORARY until efr-call's cgroup lands).
+//! Where jobs get their cgroups: the service's job cgroups, found once when it starts
+//! ([`efr_call::cgroup::Cgroups::find`], what a killed service left removed), and a cgroup
+//! per job with the config's limits, or why the job has none (the wire's `cgroup.off`).
 
+use efr_call::cgroup::{CgroupLimits, Cgroups, JobCgroup, OffReason};
 use efr_sandbox_wire::job::CgroupOff;
 
-/// What a cgroup says of its job's use.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Usage {
-    /// Memory now.
-    pub memory_bytes: Option<u64>,
-    /// The most memory.
-    pub memory_peak: Option<u64>,
-    /// CPU time.
-    pub cpu_usec: Option<u64>,
-}
-
-/// Why a job has no cgroup.
+/// Why a job has no cgroup of its own.
 #[derive(Debug, Clone)]
 pub struct Off {
-    /// The reason.
+    /// The wire's reason.
     pub reason: CgroupOff,
-    /// What was seen.
+    /// What was seen, one line.
     pub detail: String,
 }
 
-/// A job's cgroup.
-#[derive(Debug)]
-pub struct Handle;
+fn wire(r: OffReason) -> CgroupOff {
+    match r {
+        OffReason::Config => CgroupOff::Config,
+        OffReason::NoDelegation => CgroupOff::NoDelegation,
+        OffReason::V1Only => CgroupOff::V1Only,
+        OffReason::NoControllers => CgroupOff::NoControllers,
+        OffReason::Error => CgroupOff::Error,
+    }
+}
 
-impl Handle {
-    /// Use now.
-    pub fn usage(&self) -> Usage {
-        Usage::default()
+/// The service's job cgroups, or why it has none.
+#[derive(Debug)]
+pub struct Place(Result<Cgroups, efr_call::cgroup::Off>);
+
+impl Place {
+    /// Finds them (and removes what a service that died left there).
+    pub fn find() -> Place {
+        let found = Cgroups::find();
+        if let Ok(c) = &found {
+            c.remove_stale();
+        }
+        Place(found)
     }
-    /// An OOM kill happened.
-    pub fn memory_limit_hit(&self) -> bool {
-        false
-    }
-    /// Processes in it.
-    pub fn pids(&self) -> Vec<u32> {
-        Vec::new()
-    }
-    /// Kills what is left and removes it.
-    pub fn remove(self) -> Result<(), String> {
-        Ok(())
+
+    /// A cgroup named `name` with `limits`, or why none (`enabled`: the config's
+    /// `jobs.cgroups`).
+    pub fn job(&self, enabled: bool, name: &str, limits: &CgroupLimits) -> Result<JobCgroup, Off> {
+        if !enabled {
+            return Err(Off {
+                reason: CgroupOff::Config,
+                detail: "jobs.cgroups is false in the config".into(),
+            });
+        }
+        match &self.0 {
+            Ok(c) => c.create(name, limits).map_err(|e| Off {
+                reason: CgroupOff::Error,
+                detail: e.to_string(),
+            }),
+            Err(o) => Err(Off {
+                reason: wire(o.reason),
+                detail: o.detail.clone(),
+            }),
+        }
     }
 }

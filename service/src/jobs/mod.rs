@@ -257,6 +257,8 @@ pub struct Jobs {
     closing: AtomicBool,
     /// Where the running jobs are written for the next service (`None`: nowhere).
     record: Mutex<Option<restart::Record>>,
+    /// Where jobs get their cgroups (found at [`Self::take_over`]).
+    cgroups: std::sync::OnceLock<cgroup::Place>,
 }
 
 /// An error for a bad request.
@@ -272,6 +274,7 @@ impl Jobs {
     /// Writes the running jobs to `record` from now on, after reporting the jobs an
     /// earlier service wrote there as ended (`daemon_restart`).
     pub fn take_over(self: &Arc<Self>, record: restart::Record) {
+        let _ = self.cgroups.set(cgroup::Place::find());
         for info in record.earlier() {
             self.adopt_ended(info);
         }
@@ -416,22 +419,71 @@ impl Jobs {
         )))
     }
 
-    /// What a job started by `p` gets besides its call: its cgroup (or why none) and its
-    /// forwards, from `config`'s `[jobs]`.
+    /// A job's cgroup named `name` (its call's id) with `config`'s limits, or why none.
+    fn cgroup(
+        &self,
+        config: &efr_policy::config::Config,
+        name: &str,
+    ) -> Result<efr_call::cgroup::JobCgroup, cgroup::Off> {
+        let j = &config.jobs;
+        let limits = efr_call::cgroup::CgroupLimits {
+            memory_max: j.memory_max.value,
+            pids_max: Some(j.pids_max.value),
+        };
+        self.cgroups
+            .get_or_init(cgroup::Place::find)
+            .job(j.cgroups.value, name, &limits)
+    }
+
+    /// What a job started as the call `call_id` gets besides its call: its cgroup (or
+    /// why none) and the fds its launcher joins it by.
     pub fn hooks(
         &self,
         config: &efr_policy::config::Config,
-        p: &efr_sandbox_wire::CallParams,
-    ) -> Hooks {
-        let _ = (config, p);
-        Hooks::default()
+        call_id: &str,
+    ) -> (Hooks, Vec<std::os::fd::OwnedFd>) {
+        let mut join = Vec::new();
+        let cg = self.cgroup(config, call_id).and_then(|cg| {
+            join = cg.join_files().map_err(|e| cgroup::Off {
+                reason: efr_sandbox_wire::job::CgroupOff::Error,
+                detail: e.to_string(),
+            })?;
+            Ok(cg)
+        });
+        (self.hooks_with(config, cg), join)
     }
 
     /// [`Self::hooks`] for a running call moved to a job: its tree (from `launcher_pid`)
     /// is moved into the job's cgroup.
-    pub fn hooks_for_move(&self, config: &efr_policy::config::Config, launcher_pid: u32) -> Hooks {
-        let _ = (config, launcher_pid);
-        Hooks::default()
+    pub fn hooks_for_move(
+        &self,
+        config: &efr_policy::config::Config,
+        call_id: &str,
+        launcher_pid: u32,
+    ) -> Hooks {
+        let cg = self.cgroup(config, call_id).and_then(|cg| {
+            cg.adopt_tree(launcher_pid).map_err(|e| cgroup::Off {
+                reason: efr_sandbox_wire::job::CgroupOff::Error,
+                detail: e.to_string(),
+            })?;
+            Ok(cg)
+        });
+        self.hooks_with(config, cg)
+    }
+
+    fn hooks_with(
+        &self,
+        config: &efr_policy::config::Config,
+        cg: Result<efr_call::cgroup::JobCgroup, cgroup::Off>,
+    ) -> Hooks {
+        let j = &config.jobs;
+        let limited = cg.is_ok();
+        Hooks {
+            cgroup: Some(cg),
+            memory_max: j.memory_max.value.filter(|_| limited),
+            pids_max: Some(j.pids_max.value).filter(|_| limited),
+            forwards: None,
+        }
     }
 
     /// How many jobs run.

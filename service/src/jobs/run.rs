@@ -18,7 +18,7 @@ const WATCH_LINE_MAX: usize = 1000;
 #[derive(Debug, Default)]
 pub struct Hooks {
     /// The job's cgroup, or why it has none (`None`: not asked, as for a test).
-    pub cgroup: Option<Result<super::cgroup::Handle, super::cgroup::Off>>,
+    pub cgroup: Option<Result<efr_call::cgroup::JobCgroup, super::cgroup::Off>>,
     /// The job's limits (for its `cgroup` member).
     pub memory_max: Option<u64>,
     /// The job's process limit.
@@ -146,6 +146,12 @@ pub(super) async fn run(
                 if let Some(info) = hooks.cgroup_info() {
                     job.lock().cgroup = Some(info);
                 }
+                // On cgroup v1 the OOM killer takes one process: the job ends whole.
+                if let Some(Ok(cg)) = hooks.cgroup.as_ref() {
+                    if cg.memory_limit_hit() {
+                        cg.kill_all();
+                    }
+                }
             }
         }
     };
@@ -256,7 +262,8 @@ async fn end(jobs: &Arc<Jobs>, job: &Arc<Job>, fin: Option<Finish>, hooks: Hooks
     };
     // What is left of the tree goes with the cgroup.
     if let Some(Ok(cg)) = hooks.cgroup {
-        let removed = efr_call::launch::off_runtime(move || cg.remove()).await;
+        let removed =
+            efr_call::launch::off_runtime(move || cg.remove().map_err(|e| e.to_string())).await;
         if let Ok(Err(e)) = removed {
             eprintln!("efr-sandbox: {e}");
         }

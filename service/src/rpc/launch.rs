@@ -90,7 +90,19 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             .jobs
             .register_call(p.conversation.clone(), not_a_job(&p));
         c.set_call_id(guard.call_id().to_owned());
-        let mut stream = match begin_call(c, pol, &ctx, |c| c.start_with(&ctx, announced)) {
+        // A job's launcher joins its cgroup before it makes anything.
+        let (hooks, join) = match background {
+            Some(_) => {
+                let (h, j) = svc.jobs.hooks(&ctx.config, guard.call_id());
+                (Some(h), Some(j))
+            }
+            None => (None, None),
+        };
+        let begun = begin_call(c, pol, &ctx, |c| match join {
+            Some(j) => c.start_job(&ctx, j),
+            None => c.start_with(&ctx, announced),
+        });
+        let mut stream = match begun {
             Ok(s) => s,
             Err(end) => return end,
         };
@@ -117,7 +129,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
                     None => return Err(internal("the call ended without its finish")),
                 }
             }
-            let hooks = svc.jobs.hooks(&ctx.config, &p);
+            let hooks = hooks.unwrap_or_default();
             let job = svc
                 .jobs
                 .start(spec(max_minutes, watch, None), stream, hooks);
@@ -137,6 +149,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             stream,
             &call.items,
             moves,
+            guard.call_id(),
             |max_minutes, after_secs| {
                 let from = MovedFrom {
                     call_id: guard.call_id().to_owned(),
@@ -156,6 +169,7 @@ async fn run_movable(
     mut stream: efr_call::CallStream,
     items: &ItemSink,
     mut moves: tokio::sync::mpsc::Receiver<MoveRequest>,
+    call_id: &str,
     spec: impl Fn(f64, f64) -> JobSpec,
 ) -> Result<serde_json::Value, ErrorBody> {
     let began = Instant::now();
@@ -173,7 +187,9 @@ async fn run_movable(
                     let _ = req.reply.send(Err(e));
                     continue;
                 }
-                let hooks = svc.jobs.hooks_for_move(&ctx.config, stream.launcher_pid());
+                let hooks = svc
+                    .jobs
+                    .hooks_for_move(&ctx.config, call_id, stream.launcher_pid());
                 let job_spec = spec(req.max_minutes, began.elapsed().as_secs_f64());
                 let job = svc.jobs.start(job_spec, stream, hooks);
                 let _ = req.reply.send(Ok(job.id.clone()));
