@@ -518,6 +518,17 @@ impl Supervisor {
         crate::inner::report(self.report_fd, &line);
     }
 
+    /// Reports a connect to the call's own loopback on `port` that was refused, once per
+    /// port: `loopback_refused PORT`.
+    fn refuse_loopback(&self, port: u16) {
+        if self.first_report(format!("loopback:{port}").into_bytes()) {
+            crate::child::report::send(
+                self.report_fd,
+                &crate::child::report::Report::LoopbackRefused(port),
+            );
+        }
+    }
+
     /// Whether `key` is reported for the first time (and within [`MAX_REPORTED`]).
     fn first_report(&self, key: Vec<u8>) -> bool {
         let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
