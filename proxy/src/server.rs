@@ -431,8 +431,8 @@ impl Proxy {
     }
 
     /// Serve a `tcp` grant's listener on the call's loopback until shutdown: each
-    /// connection is relayed, as bytes, to the host's same loopback address and port
-    /// ([`Proxy::handle_loopback`]).
+    /// connection is relayed, as bytes, to the host's same loopback address and port, with
+    /// the limits of a tunnel; the host's port refusing it is the refusal `host_refused`.
     pub async fn serve_loopback(&self, listener: TcpListener) {
         loop {
             tokio::select! {

@@ -32,7 +32,7 @@ pub struct RunArgs {
     pub cwd: Option<PathBuf>,
     /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
     /// desktop=wayland|x11|hyprland|sway|i3|niri, `host=NAME[:PORT][:http]`,
-    /// `host=HOST:PORT:tcp` (HOST localhost, 127.0.0.1 or [::1]: the host's own loopback
+    /// `host=HOST:PORT:tcp` (HOST localhost, 127.0.0.1 or `[::1]`: the host's own loopback
     /// port, any protocol), net_view, open_network.
     /// May be repeated.
     #[arg(long = "grant", value_name = "KIND[=VALUE]")]
