@@ -304,6 +304,32 @@ fn a_tcp_grant_reaches_the_hosts_loopback_port_and_none_is_refused_with_a_record
             );
         }
 
+        // On the host's network (`open_network`) the loopback is the host's: the server is
+        // reached as it is, and a refused port there is no record (no grant would change
+        // it).
+        let before = echo.accepted();
+        let closed = free_port();
+        id += 1;
+        let (out, fin) = launch(
+            &mut c,
+            id,
+            &proj,
+            backend,
+            vec![json!({"kind": "open_network"})],
+            &[
+                format!("c,127.0.0.1,{port}"),
+                format!("c,127.0.0.1,{closed}"),
+            ],
+        );
+        assert!(
+            out.contains(&format!("127.0.0.1 {port} got host-echo hello\n"))
+                && out.contains(&format!("127.0.0.1 {closed} refused ECONNREFUSED\n")),
+            "{backend}: {out}\n{fin}"
+        );
+        assert_eq!(echo.accepted(), before + 1, "{backend}: {out}");
+        assert!(exits(&fin).is_empty(), "{backend}: {fin}");
+        let before = echo.accepted();
+
         // A grant of another port: this one stays unreachable (and is recorded).
         id += 1;
         let (out, fin) = launch(

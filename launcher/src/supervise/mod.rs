@@ -51,6 +51,11 @@ pub struct SuperviseSpec {
     /// The path sockets its grants name.
     #[serde(default)]
     pub sockets: Vec<String>,
+    /// The call has a network namespace of its own, whose loopback is the call's: a
+    /// refused connect there is reported (`loopback_refused`). False for a call on the
+    /// host's network (`net_view`, `open_network`), whose loopback is the host's.
+    #[serde(default)]
+    pub own_loopback: bool,
 }
 
 /// At most this many threads receive the call's notifications.

@@ -15,7 +15,8 @@
 //!
 //! A TCP connect to the call's own loopback (`127.0.0.1` or `::1`, also as
 //! `::ffff:127.0.0.1`) that is refused (nothing of the call listens on that port) is reported
-//! once per port (`loopback_refused PORT`): the call's loopback is its own, and the host's
+//! once per port (`loopback_refused PORT`) when the call has a network namespace of its own
+//! (not on the host's network: `net_view`, `open_network`): its loopback is its own, and the host's
 //! port there needs a `tcp` host grant. The caller gets exactly what the connect gave (a
 //! non-blocking one still gets `EINPROGRESS`: its refusal is seen, without changing the
 //! socket, in the TCP state the kernel has already set when the connect returns, as it does
@@ -45,6 +46,9 @@ pub struct SocketRules {
     dirs: Vec<Vec<u8>>,
     /// Sockets a grant names (the bus, a desktop, `socket=PATH`).
     granted: Vec<Vec<u8>>,
+    /// The loopback is the call's own (a network namespace of its own): refused connects
+    /// there are reported.
+    own_loopback: bool,
 }
 
 impl SocketRules {
@@ -55,7 +59,15 @@ impl SocketRules {
         SocketRules {
             dirs: dirs.iter().map(|d| trim(d)).collect(),
             granted: granted.iter().map(|g| trim(g)).collect(),
+            own_loopback: false,
         }
+    }
+
+    /// The same rules, with the call's loopback its own (`yes`: refused connects there are
+    /// reported) or the host's (not: nothing is).
+    pub fn own_loopback(mut self, yes: bool) -> SocketRules {
+        self.own_loopback = yes;
+        self
     }
 
     /// Whether a socket at the absolute path `p` (links resolved) may be reached.
@@ -161,7 +173,12 @@ impl Call<'_> {
             Ok(r) => r,
             Err(e) => return Reply::Err(e),
         };
-        let loopback = loopback_port(&raw);
+        // Only a loopback of the call's own: on the host's network a refusal is the host's.
+        let loopback = if self.sup.sockets.own_loopback {
+            loopback_port(&raw)
+        } else {
+            None
+        };
         if !self.valid() {
             return Reply::None;
         }
