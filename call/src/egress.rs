@@ -345,6 +345,7 @@ impl CallProxy {
         summary.proxied = s.proxied;
         summary.blocked = s.blocked;
         summary.blocked_more = s.blocked_more;
+        summary.tcp_relayed = s.tcp_relayed;
         self.proxy
             .refusals_all()
             .into_iter()
@@ -362,7 +363,11 @@ impl Drop for CallProxy {
 /// The exit record of one proxy refusal: kind `host` (`open_network` for an IP literal),
 /// source `denial`.
 pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> ExitRecord {
-    let hp = format!("{}:{}", r.host, r.port);
+    let hp = if r.host.contains(':') {
+        format!("[{}]:{}", r.host, r.port)
+    } else {
+        format!("{}:{}", r.host, r.port)
+    };
     let port = (r.port != 443).then_some(r.port);
     let token = policy
         .token_hosts
@@ -406,6 +411,7 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
                     host: r.host.clone(),
                     port,
                     plain_http: false,
+                    tcp: false,
                 }],
                 format!("the proxy refused {hp}: no grant names it; a host grant opens it"),
             ),
@@ -417,6 +423,7 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
                     host: r.host.clone(),
                     port,
                     plain_http: true,
+                    tcp: false,
                 }],
                 format!(
                     "the proxy refused {hp}: not TLS; a host grant with plain HTTP lets plain \
@@ -451,6 +458,17 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
                 },
             ),
         ),
+        BlockReason::HostRefused => (
+            ExitKind::Host,
+            refuse(
+                Verdict::Refuse,
+                format!(
+                    "the host's {hp} refused the connection the call's tcp grant relayed: \
+                     nothing listens on that port of the host (start the server there); no \
+                     grant changes that"
+                ),
+            ),
+        ),
         BlockReason::BadRequest => (
             ExitKind::Host,
             refuse(
@@ -473,7 +491,12 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
         id: format!("host-{n}"),
         source: ExitSource::Denial,
         kind,
-        summary: format!("reach {hp} (refused by the proxy: {})", r.reason.as_str()),
+        summary: match r.reason {
+            BlockReason::HostRefused => {
+                format!("reach the host's {hp} (refused by the host: host_refused)")
+            }
+            _ => format!("reach {hp} (refused by the proxy: {})", r.reason.as_str()),
+        },
         action: Action {
             line: line.to_string(),
             ..Default::default()
@@ -693,6 +716,7 @@ mod tests {
             host: "registry.npmjs.org".into(),
             port: None,
             plain_http: false,
+            tcp: false,
         }];
         let allowed = |pol: &ProxyPolicy| {
             matches!(
@@ -780,6 +804,7 @@ mod tests {
                 relay: Some(std::net::TcpListener::bind("127.0.0.1:0").unwrap()),
                 dns: Some(std::net::UdpSocket::bind("127.0.0.1:0").unwrap()),
                 synthetic: vec![std::net::TcpListener::bind("127.0.0.1:0").unwrap()],
+                tcp: Vec::new(),
             };
             efr_proxy::inside::hand_over(
                 Path::new(&sock),

@@ -14,8 +14,8 @@ use efr_policy::config::{self, Config, Env};
 use efr_policy::explain;
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 use efr_sandbox_wire::{
-    Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, JudgedBy, Judgement, Needs, Target,
-    TargetClass, TargetOp, Verdict,
+    Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, HostFact, JudgedBy, Judgement, Needs,
+    Target, TargetClass, TargetOp, Verdict,
 };
 use efr_sandbox_wire::{LaunchItem, OutputData, Started};
 
@@ -114,11 +114,16 @@ fn expand_home(p: &str, env: &Env) -> String {
 
 /// Checks the grants a caller sends: a `bus_filter` grant names the session or system bus
 /// (its filter is started with the call: [`crate::bus`]), a `host` grant must name a host
-/// the proxy can match; `~/` paths are expanded.
+/// the proxy can match, a `host` grant with `tcp` the host's loopback (`localhost`,
+/// `127.0.0.1`, `::1`) and a port, without `plain_http`; `~/` paths are expanded.
 pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody> {
     let mut out = Vec::new();
     for g in grants {
         out.push(match g {
+            Grant::Host { tcp: true, .. } => {
+                g.tcp_relay().map_err(|e| invalid(e.to_string()))?;
+                g.clone()
+            }
             Grant::Host { host, .. } if efr_proxy::HostRule::from_grant(g).is_none() => {
                 return Err(invalid(format!(
                     "grant host={host}: not a host name or *.suffix (an IP address needs \
@@ -430,6 +435,13 @@ pub fn finished(
             .enumerate()
             .map(|(i, p)| socket_denial_record(n + i, p, line)),
     );
+    let n = exits.len();
+    exits.extend(
+        o.loopback_refused
+            .iter()
+            .enumerate()
+            .map(|(i, port)| loopback_record(n + i, *port, line)),
+    );
     let mut fin = Finished {
         sandbox_summary,
         exits,
@@ -607,6 +619,53 @@ pub fn socket_denial_record(n: usize, path: &str, line: &str) -> ExitRecord {
     }
 }
 
+/// The exit record of a connect to the call's own loopback on `port` that was refused
+/// (nothing of the call listens there): kind `host`, source `denial`, needs the `tcp` host
+/// grant `host=localhost:PORT:tcp`, which relays the call's connections on that port to the
+/// host's, judged `review` by policy.
+pub fn loopback_record(n: usize, port: u16, line: &str) -> ExitRecord {
+    ExitRecord {
+        id: format!("denial-{}", n + 1),
+        source: ExitSource::Denial,
+        kind: ExitKind::Host,
+        summary: format!(
+            "connect to localhost:{port} (refused: the call's loopback is its own, the host's \
+             is not reachable)"
+        ),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            hosts: vec![HostFact {
+                host: "localhost".into(),
+                port: Some(port),
+                project_remote: false,
+            }],
+            ..Default::default()
+        },
+        needs: Needs::Contained {
+            grants: vec![Grant::Host {
+                host: "localhost".into(),
+                port: Some(port),
+                plain_http: false,
+                tcp: true,
+            }],
+        },
+        judgement: Judgement {
+            verdict: Verdict::Review,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "the call connected to localhost:{port} and was refused: the call's loopback \
+                 is its own and nothing of the call listens on that port; the host's \
+                 localhost:{port} needs a tcp host grant (host=localhost:{port}:tcp), which \
+                 relays the call's connections there, any protocol, to whatever serves that \
+                 port on the host"
+            )],
+        },
+    }
+}
+
 /// The `started` item of `sandbox.launch`, from the launcher's `started` status line
 /// (`None` for another line).
 pub fn started_item(s: &StatusLine) -> Option<LaunchItem> {
@@ -730,6 +789,71 @@ pub fn base64(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `tcp` host grant is taken only with the host's loopback and a port, without
+    /// `plain_http`; the error is the caller's (`invalid`) and says why.
+    #[test]
+    fn a_tcp_grant_is_checked() {
+        let env = Env::new("/home/u");
+        let g = |host: &str, port: Option<u16>, plain_http: bool| Grant::Host {
+            host: host.into(),
+            port,
+            plain_http,
+            tcp: true,
+        };
+        for ok in [
+            g("localhost", Some(5432), false),
+            g("127.0.0.1", Some(1), false),
+            g("::1", Some(65535), false),
+        ] {
+            assert_eq!(
+                check_grants(std::slice::from_ref(&ok), &env),
+                Ok(vec![ok.clone()])
+            );
+        }
+        for (bad, says) in [
+            (g("db.test", Some(5432), false), "the host's loopback"),
+            (g("10.0.0.1", Some(5432), false), "the host's loopback"),
+            (g("localhost", None, false), "names its port"),
+            (g("localhost", Some(0), false), "names its port"),
+            (
+                g("localhost", Some(80), true),
+                "tcp and plain_http together",
+            ),
+        ] {
+            let e = check_grants(std::slice::from_ref(&bad), &env).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Invalid, "{bad:?}");
+            assert!(e.message.contains(says), "{bad:?}: {}", e.message);
+        }
+    }
+
+    /// The record of a refused connect to the call's own loopback needs exactly the tcp
+    /// grant of that port, and says why.
+    #[test]
+    fn a_refused_loopback_connect_needs_the_tcp_grant_of_its_port() {
+        let r = loopback_record(2, 5432, "psql -h localhost");
+        assert_eq!(r.id, "denial-3");
+        assert_eq!((r.source, r.kind), (ExitSource::Denial, ExitKind::Host));
+        assert_eq!(
+            r.needs,
+            Needs::Contained {
+                grants: vec![Grant::Host {
+                    host: "localhost".into(),
+                    port: Some(5432),
+                    plain_http: false,
+                    tcp: true
+                }]
+            }
+        );
+        assert_eq!(r.judgement.verdict, Verdict::Review);
+        let why = &r.judgement.reasons[0];
+        assert!(
+            why.contains("the call's loopback is its own")
+                && why.contains("host=localhost:5432:tcp"),
+            "{why}"
+        );
+        assert_eq!(r.facts.hosts[0].port, Some(5432));
+    }
 
     /// Every former copy of home expansion (issue 13 item 5) now gives what
     /// efr_policy::path::expand_home gives: a grant's path, a cache path of the config, a

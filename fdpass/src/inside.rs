@@ -1,7 +1,7 @@
 //! What runs inside the call's network namespace, for the launcher's init (blocking, no
 //! tokio): [`hand_over`] gives the sockets the init bound there (the relay's listener, the
-//! DNS socket, the synthetic listeners: [`Sockets`]) to the call's proxy, once, over the
-//! proxy's Unix socket (see [`crate`]). The proxy then serves them itself; nothing of
+//! DNS socket, the synthetic listeners, the `tcp` grants' listeners: [`Sockets`]) to the
+//! call's proxy, once, over the proxy's Unix socket (see [`crate`]). The proxy then serves them itself; nothing of
 //! the call's traffic passes through the init.
 
 use std::io::{self, Read};
@@ -63,6 +63,9 @@ pub struct Sockets {
     /// The listeners for connections to synthetic addresses (port 443 and the ports grants
     /// name).
     pub synthetic: Vec<TcpListener>,
+    /// The listeners on the call's loopback of its `tcp` host grants (relayed to the host's
+    /// same address and port).
+    pub tcp: Vec<TcpListener>,
 }
 
 /// Hands `socks` to the call's proxy at `proxy`, once (see [`crate`]), and waits
@@ -97,6 +100,7 @@ pub fn send(proxy: &Path, socks: Sockets, wait: Duration) -> Result<UnixStream, 
         list.push((Role::Dns, u.as_fd()));
     }
     list.extend(socks.synthetic.iter().map(|l| (Role::Synthetic, l.as_fd())));
+    list.extend(socks.tcp.iter().map(|l| (Role::Tcp, l.as_fd())));
     if list.is_empty() {
         return Err(HandOverError::Nothing);
     }

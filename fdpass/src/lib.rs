@@ -8,7 +8,7 @@
 //! message: the bytes `[HAND_OVER, n, role_1, ..., role_n]` with the `n` fds attached (1 to
 //! [`MAX_HANDED`]; each role a [`Role`] byte). The proxy takes the first hand-over it ever
 //! gets and no other; it checks every fd against its role ([`sort_hand_over`]: a listening
-//! TCP socket for [`Role::Relay`] and [`Role::Synthetic`], a bound, unconnected UDP socket
+//! TCP socket for [`Role::Relay`], [`Role::Synthetic`] and [`Role::Tcp`], a bound, unconnected UDP socket
 //! for [`Role::Dns`]; IPv4 or IPv6; at most one relay and one DNS socket), then serves them
 //! itself and answers the one byte [`HAND_OVER`]. Anything else ends the connection with no
 //! answer, every fd closed unread.
@@ -37,9 +37,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 /// took them (never the start of an HTTP request).
 pub const HAND_OVER: u8 = 1;
 
-/// Most sockets in one hand-over: the relay, the DNS socket, port 443 and the 64 ports a
-/// plan may add, with room to spare.
-pub const MAX_HANDED: usize = 80;
+/// Most sockets in one hand-over: the relay, the DNS socket, port 443, the 64 ports a
+/// plan may add and the two listeners (`127.0.0.1`, `::1`) of each of at most 16 `tcp`
+/// host grants, with room to spare.
+pub const MAX_HANDED: usize = 112;
 
 /// What a handed socket is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +52,9 @@ pub enum Role {
     Synthetic,
     /// The UDP socket of the call's DNS server.
     Dns,
+    /// A TCP listener on the call's own loopback (`127.0.0.1:PORT`, `[::1]:PORT`) for a
+    /// `tcp` host grant: each connection is relayed to the host's same address and port.
+    Tcp,
 }
 
 impl Role {
@@ -60,6 +64,7 @@ impl Role {
             Role::Relay => b'r',
             Role::Synthetic => b's',
             Role::Dns => b'd',
+            Role::Tcp => b't',
         }
     }
 
@@ -69,6 +74,7 @@ impl Role {
             b'r' => Some(Role::Relay),
             b's' => Some(Role::Synthetic),
             b'd' => Some(Role::Dns),
+            b't' => Some(Role::Tcp),
             _ => None,
         }
     }
@@ -198,12 +204,12 @@ fn inet(raw: BorrowedFd<'_>, ty: libc::c_int, proto: libc::c_int) -> bool {
 }
 
 /// Whether `fd` is what a socket of `role` must be: a listening TCP (IPv4/IPv6) socket for
-/// the relay and the synthetic listeners, a bound, unconnected UDP (IPv4/IPv6) socket for
-/// DNS.
+/// the relay, the synthetic listeners and the `tcp` grants' listeners, a bound, unconnected
+/// UDP (IPv4/IPv6) socket for DNS.
 pub fn fits(role: Role, fd: &OwnedFd) -> bool {
     let raw = fd.as_fd();
     match role {
-        Role::Relay | Role::Synthetic => {
+        Role::Relay | Role::Synthetic | Role::Tcp => {
             inet(raw, libc::SOCK_STREAM, libc::IPPROTO_TCP)
                 && sys::getsockopt_int(raw, libc::SO_ACCEPTCONN) == Some(1)
         }
@@ -251,6 +257,8 @@ mod tests {
         let l6 = TcpListener::bind("[::1]:0").map(fd);
         assert!(fits(Role::Relay, &l()));
         assert!(fits(Role::Synthetic, &l()));
+        assert!(fits(Role::Tcp, &l()));
+        assert!(!fits(Role::Tcp, &u()));
         if let Ok(l6) = &l6 {
             assert!(fits(Role::Synthetic, l6));
         }
@@ -329,7 +337,7 @@ mod tests {
             matches!(e, SendError::TooMany(n) if n == MAX_HANDED + 1),
             "{e}"
         );
-        assert_eq!(e.to_string(), "sending fds: 81 fds, at most 80");
+        assert_eq!(e.to_string(), "sending fds: 113 fds, at most 112");
         drop(a);
         assert!(recv_byte(b.as_fd()).unwrap().is_none());
         // A socket that is no socket: the error, not a panic.
@@ -355,7 +363,7 @@ mod tests {
             hand_over_bytes(&[Role::Relay, Role::Synthetic, Role::Dns]),
             b"\x01\x03rsd"
         );
-        for r in [Role::Relay, Role::Synthetic, Role::Dns] {
+        for r in [Role::Relay, Role::Synthetic, Role::Dns, Role::Tcp] {
             assert_eq!(Role::from_byte(r.byte()), Some(r));
         }
         assert_eq!(Role::from_byte(b'x'), None);

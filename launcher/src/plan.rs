@@ -359,7 +359,13 @@ impl PlanCheck for Plan {
                 | Grant::Unmask { path } => check_path(g.kind_str(), path)?,
                 Grant::OpenNetwork | Grant::NetView | Grant::Bus { .. } | Grant::Desktop { .. } => {
                 }
-                Grant::Host { .. } | Grant::BusFilter { .. } => {
+                Grant::Host { .. } => {
+                    // Carried by the proxy, which the service runs; the launcher binds the
+                    // listeners of a `tcp` one, which must name the host's loopback and a
+                    // port.
+                    g.tcp_relay().map_err(|e| invalid(e.to_string()))?;
+                }
+                Grant::BusFilter { .. } => {
                     // Carried by the proxy and the bus filter, which the service runs; the
                     // launcher only needs the plan's env_set and socket grants for them.
                 }
@@ -482,6 +488,31 @@ mod tests {
         v["grants"] = serde_json::json!([{"kind": "teleport", "path": "/x"}]);
         let e = Plan::from_json(v.to_string().as_bytes()).unwrap_err();
         assert!(e.to_string().contains("unknown kind"), "{e}");
+    }
+
+    /// A `tcp` host grant names the host's loopback and a port; the launcher re-checks it.
+    #[test]
+    fn a_tcp_grant_must_name_a_loopback_port() {
+        let with = |g: serde_json::Value| {
+            let mut v = ok_plan();
+            v["grants"] = serde_json::json!([g]);
+            Plan::from_json(v.to_string().as_bytes())
+        };
+        with(serde_json::json!({"kind": "host", "host": "localhost", "port": 5432, "tcp": true}))
+            .unwrap();
+        for (g, says) in [
+            (
+                serde_json::json!({"kind": "host", "host": "db.test", "port": 5432, "tcp": true}),
+                "the host's loopback",
+            ),
+            (
+                serde_json::json!({"kind": "host", "host": "::1", "tcp": true}),
+                "names its port",
+            ),
+        ] {
+            let e = with(g.clone()).unwrap_err();
+            assert!(e.to_string().contains(says), "{g}: {e}");
+        }
     }
 
     #[test]

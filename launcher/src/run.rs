@@ -342,6 +342,7 @@ fn spawn_contained(
                 socket: crate::plan::INSIDE_PROXY_SOCKET.into(),
                 relay_port: p.relay_port,
                 ports: p.ports.clone(),
+                tcp: crate::child::egress::EgressSpec::tcp_of(&plan.grants),
             });
         }
         match plan.backend {
@@ -468,6 +469,8 @@ struct Harvest {
     full_tmpfs: Vec<String>,
     /// Protected files with several links, as the init's supervisor found them at launch.
     linked_protected: Vec<String>,
+    /// Ports of the call's loopback where the supervisor saw a connect refused.
+    loopback_refused: Vec<u16>,
     /// The line's code or signal, once the init reported it.
     line_status: Option<(Option<i32>, Option<i32>)>,
 }
@@ -491,6 +494,11 @@ impl Harvest {
             Report::Denied { path, .. } => once(&mut self.supervised_denials, path),
             Report::Linked { path, .. } => once(&mut self.linked_protected, path),
             Report::Full(p) => once(&mut self.full_tmpfs, p),
+            Report::LoopbackRefused(port) => {
+                if !self.loopback_refused.contains(&port) {
+                    self.loopback_refused.push(port);
+                }
+            }
             other => return Some(other),
         }
         None
@@ -513,6 +521,7 @@ impl Harvest {
             survivors,
             socket_denials: self.socket_denials,
             linked_protected: self.linked_protected,
+            loopback_refused: self.loopback_refused,
         }
     }
 }

@@ -26,6 +26,9 @@ pub struct Outcome {
     pub socket_denials: Vec<String>,
     /// Protected files that had more than one hard link at launch.
     pub linked_protected: Vec<String>,
+    /// Ports of the call's own loopback where a connect was refused (the host's port needs
+    /// a `tcp` host grant).
+    pub loopback_refused: Vec<u16>,
 }
 
 impl Outcome {
@@ -45,6 +48,7 @@ impl Outcome {
                     survivors,
                     socket_denials,
                     linked_protected,
+                    loopback_refused,
                 }) => {
                     o.code = code;
                     o.signal = signal;
@@ -54,6 +58,7 @@ impl Outcome {
                     o.survivors = survivors;
                     o.socket_denials = socket_denials;
                     o.linked_protected = linked_protected;
+                    o.loopback_refused = loopback_refused;
                 }
                 Err(_) => {}
             }

@@ -582,14 +582,16 @@ fn covered(f: &Finding, granted: Option<&Launch>) -> bool {
                         Grant::Host {
                             host: gh,
                             port: gport,
+                            tcp: gtcp,
                             ..
                         },
                         Grant::Host {
                             host: nh,
                             port: nport,
+                            tcp: ntcp,
                             ..
                         },
-                    ) => gh == nh && (gport.unwrap_or(443) == nport.unwrap_or(443)),
+                    ) => gh == nh && gport.unwrap_or(443) == nport.unwrap_or(443) && gtcp == ntcp,
                     (Grant::OpenNetwork, Grant::Host { .. }) => true,
                     (a, b) => a == b,
                 })
@@ -627,6 +629,15 @@ fn launch_text(l: &Launch) -> String {
 fn grant_text(g: &Grant) -> String {
     match g {
         Grant::Write { path } => format!("write {path}"),
+        Grant::Host {
+            host,
+            port,
+            tcp: true,
+            ..
+        } => format!(
+            "plain TCP to the host's own {host}:{} (any protocol)",
+            port.unwrap_or(443)
+        ),
         Grant::Host { host, port, .. } => format!("host {host}:{}", port.unwrap_or(443)),
         Grant::OpenNetwork => "the open network".into(),
         Grant::Socket { path } => format!("socket {path}"),

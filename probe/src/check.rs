@@ -688,6 +688,7 @@ fn proxy_check(opts: &CheckOptions, project: &str) -> (bool, String) {
         host: PROXY_TEST_NAME.into(),
         port: Some(port),
         plain_http: false,
+        tcp: false,
     }];
     let mut resolve = vec![(PROXY_TEST_NAME.to_string(), lo)];
     if knobs.iter().any(|k| k.as_str() == "proxy_open") {
@@ -695,6 +696,7 @@ fn proxy_check(opts: &CheckOptions, project: &str) -> (bool, String) {
             host: PROXY_DENIED_NAME.into(),
             port: Some(port),
             plain_http: false,
+            tcp: false,
         });
         resolve.push((PROXY_DENIED_NAME.to_string(), lo));
     }

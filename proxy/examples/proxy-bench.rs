@@ -733,6 +733,7 @@ fn hand_over_sockets(sock: &Path, port: u16) -> (SocketAddr, SocketAddr) {
         relay: Some(rl),
         dns: Some(dns),
         synthetic: vec![TcpListener::bind(synth).unwrap()],
+        tcp: Vec::new(),
     };
     efr_proxy::inside::hand_over(sock, socks, Duration::from_secs(10)).unwrap();
     let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -18,10 +18,10 @@
 //!     (not TLS) or `bad_request` (malformed hello, missing or other SNI).
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use efr_sandbox_wire::launch::Grant;
+use efr_sandbox_wire::launch::{Grant, TcpGrantError, TcpRelay};
 use efr_sandbox_wire::summary::BlockReason;
 
 use crate::name::{self, Host};
@@ -48,13 +48,15 @@ impl HostRule {
         })
     }
 
-    /// The rule of a `host` grant; `None` for other grants or a pattern that cannot match.
+    /// The rule of a `host` grant; `None` for other grants, a pattern that cannot match,
+    /// and a `tcp` grant (not a name the proxy's HTTP side opens: [`ProxyPolicy::tcp`]).
     pub fn from_grant(g: &Grant) -> Option<HostRule> {
         match g {
             Grant::Host {
                 host,
                 port,
                 plain_http,
+                tcp: false,
             } => HostRule::new(host, *port, *plain_http),
             _ => None,
         }
@@ -74,6 +76,29 @@ impl HostRule {
             _ => return None,
         };
         HostRule::new(parts[0], port, plain)
+    }
+
+    /// Parse `HOST:PORT:tcp` (the CLI form of a `tcp` host grant, without `host=`; `HOST`
+    /// is `localhost`, `127.0.0.1`, `::1` or `[::1]`): `None` when `s` does not end in
+    /// `:tcp` (another form), else the grant or why it cannot be one.
+    pub fn parse_tcp_cli(s: &str) -> Option<Result<Grant, TcpGrantError>> {
+        let rest = s.strip_suffix(":tcp")?;
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse::<u16>().ok()),
+            None => (rest, None),
+        };
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host)
+            .to_ascii_lowercase();
+        let g = Grant::Host {
+            host,
+            port,
+            plain_http: false,
+            tcp: true,
+        };
+        Some(g.tcp_relay().map(|_| g))
     }
 
     fn admits_port(&self, port: u16, kind: Kind) -> bool {
@@ -136,6 +161,9 @@ pub struct ProxyPolicy {
     pub resolve: BTreeMap<String, Vec<IpAddr>>,
     /// The call's bounds: connections, bytes, timeouts and the request head's size.
     pub limits: Limits,
+    /// The call's `tcp` host grants: the host loopback ports its own loopback's listeners
+    /// relay to.
+    pub tcp: Vec<TcpRelay>,
 }
 
 /// Kind of proxy request.
@@ -171,15 +199,32 @@ pub enum Decision {
 }
 
 impl ProxyPolicy {
-    /// A policy from the call's grants (other kinds ignored) and default limits.
+    /// A policy from the call's grants (other kinds ignored; a `tcp` grant that is not
+    /// valid too: the call's params are checked before) and default limits.
     pub fn from_grants<'a>(grants: impl IntoIterator<Item = &'a Grant>) -> ProxyPolicy {
+        let grants: Vec<&Grant> = grants.into_iter().collect();
+        let mut tcp: Vec<TcpRelay> = Vec::new();
+        for r in grants.iter().filter_map(|g| g.tcp_relay().ok().flatten()) {
+            if !tcp.contains(&r) {
+                tcp.push(r);
+            }
+        }
         ProxyPolicy {
             grants: grants
-                .into_iter()
-                .filter_map(HostRule::from_grant)
+                .iter()
+                .filter_map(|g| HostRule::from_grant(g))
                 .collect(),
+            tcp,
             ..Default::default()
         }
+    }
+
+    /// Whether a `tcp` grant opens the host's `addr` (a loopback address and port): the
+    /// address a connection to the call's own `addr` is relayed to.
+    pub fn tcp_allows(&self, addr: SocketAddr) -> bool {
+        self.tcp
+            .iter()
+            .any(|r| r.port == addr.port() && r.host.names(addr.ip()))
     }
 
     /// Add a deny list or token host pattern (normalised; garbage ignored).
@@ -336,6 +381,7 @@ mod tests {
             host: "Example.com".into(),
             port: None,
             plain_http: false,
+            tcp: false,
         };
         assert_eq!(HostRule::from_grant(&g).unwrap().pattern, "example.com");
         assert_eq!(
@@ -348,5 +394,74 @@ mod tests {
         assert!(policy().name_allowed("registry.test"));
         assert!(!policy().name_allowed("secret.test"));
         assert!(!policy().name_allowed("nope.test"));
+    }
+
+    #[test]
+    fn tcp_grants_open_their_loopback_port_and_no_name() {
+        let tcp = |s: &str| HostRule::parse_tcp_cli(s).unwrap().unwrap();
+        let grants = [
+            tcp("localhost:5432:tcp"),
+            tcp("[::1]:6379:tcp"),
+            tcp("127.0.0.1:8000:tcp"),
+        ];
+        let p = ProxyPolicy::from_grants(&grants);
+        assert!(p.grants.is_empty(), "a tcp grant is no name rule: {p:?}");
+        let at = |a: &str| p.tcp_allows(a.parse().unwrap());
+        assert!(at("127.0.0.1:5432") && at("[::1]:5432") && at("[::ffff:127.0.0.1]:5432"));
+        assert!(at("[::1]:6379") && !at("127.0.0.1:6379"));
+        assert!(at("127.0.0.1:8000") && !at("[::1]:8000"));
+        assert!(!at("127.0.0.1:5433") && !at("127.0.0.2:5432") && !at("10.0.0.1:5432"));
+        // The HTTP side does not open the name.
+        assert!(matches!(
+            p.decide(Kind::Connect, "localhost", 5432),
+            Decision::Refuse {
+                reason: NotAllowed,
+                ..
+            }
+        ));
+        assert!(!p.name_allowed("localhost"));
+        // Not the CLI form of a tcp grant.
+        assert!(HostRule::parse_tcp_cli("localhost:5432").is_none());
+        assert!(HostRule::parse_tcp_cli("a.test:http").is_none());
+        // The CLI form, with its errors.
+        assert_eq!(
+            grants[1],
+            Grant::Host {
+                host: "::1".into(),
+                port: Some(6379),
+                plain_http: false,
+                tcp: true
+            }
+        );
+        assert_eq!(
+            HostRule::parse_tcp_cli("LOCALHOST:1:tcp").unwrap().unwrap(),
+            Grant::Host {
+                host: "localhost".into(),
+                port: Some(1),
+                plain_http: false,
+                tcp: true
+            }
+        );
+        for (bad, e) in [
+            (
+                "db.test:5432:tcp",
+                TcpGrantError::NotLoopback("db.test".into()),
+            ),
+            (
+                "127.0.0.2:5432:tcp",
+                TcpGrantError::NotLoopback("127.0.0.2".into()),
+            ),
+            ("localhost:tcp", TcpGrantError::NoPort("localhost".into())),
+            ("localhost:0:tcp", TcpGrantError::NoPort("localhost".into())),
+            ("localhost:x:tcp", TcpGrantError::NoPort("localhost".into())),
+            (
+                "localhost:70000:tcp",
+                TcpGrantError::NoPort("localhost".into()),
+            ),
+        ] {
+            assert_eq!(HostRule::parse_tcp_cli(bad), Some(Err(e)), "{bad}");
+        }
+        // The HTTP form does not take tcp.
+        assert!(HostRule::parse_cli("localhost:5432:tcp").is_none());
     }
 }

@@ -57,6 +57,9 @@ pub struct Stats {
     pub events_dropped: u64,
     /// DNS queries answered for an allowed name (on the handed DNS socket).
     pub lookups: u64,
+    /// Connections a `tcp` host grant relayed to the host's loopback port (also counted in
+    /// `tunnels`).
+    pub tcp_relayed: u64,
 }
 
 #[derive(Debug, Default)]
@@ -70,6 +73,7 @@ struct Counters {
     upstream_errors: AtomicU64,
     events_dropped: AtomicU64,
     lookups: AtomicU64,
+    tcp_relayed: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -165,9 +169,13 @@ impl Proxy {
         rx
     }
 
-    /// The call's summary part: `proxied`, at most 32 `blocked`, `blocked_more`.
+    /// The call's summary part: `proxied`, at most 32 `blocked`, `blocked_more`,
+    /// `tcp_relayed`.
     pub fn summary(&self) -> SandboxSummary {
-        lock(&self.inner.report).summary()
+        let mut s = lock(&self.inner.report).summary();
+        let n = self.inner.counters.tcp_relayed.load(Ordering::Relaxed);
+        s.tcp_relayed = u32::try_from(n).unwrap_or(u32::MAX);
+        s
     }
 
     /// Every refusal entry, first-seen order (no cap).
@@ -195,6 +203,7 @@ impl Proxy {
             bytes: g(&self.inner.bytes),
             events_dropped: g(&c.events_dropped),
             lookups: g(&c.lookups),
+            tcp_relayed: g(&c.tcp_relayed),
         }
     }
 
@@ -303,8 +312,10 @@ impl Proxy {
     /// accepted ([`Proxy::serve_unix`]) and only once, every socket
     /// checked against its role; then each is served here (the relay like
     /// [`Proxy::serve_tcp`], the synthetic listeners by [`Proxy::serve_synthetic`], DNS by
-    /// [`Proxy::serve_dns`], all with one [`NameTable`] of this proxy's policy) and the
-    /// sender gets the byte [`fdpass::HAND_OVER`]. Anything else: no answer, fds closed.
+    /// [`Proxy::serve_dns`], all with one [`NameTable`] of this proxy's policy, the `tcp`
+    /// grants' listeners by [`Proxy::serve_loopback`], each on an address and port a `tcp`
+    /// grant of the policy opens) and the sender gets the byte [`fdpass::HAND_OVER`].
+    /// Anything else: no answer, fds closed.
     async fn take_hand_over(&self, mut s: UnixStream, fds: Vec<OwnedFd>, may_hand_over: bool) {
         let inner = &self.inner;
         let first = may_hand_over && !inner.handed.swap(true, Ordering::SeqCst);
@@ -328,8 +339,16 @@ impl Proxy {
         let mut serve = Vec::new();
         for (role, fd) in socks {
             let r = match role {
-                Role::Relay | Role::Synthetic => {
+                Role::Relay | Role::Synthetic | Role::Tcp => {
                     let l = std::net::TcpListener::from(fd);
+                    // A `tcp` listener only where a grant of this policy opens the host's
+                    // same address and port.
+                    let granted = role != Role::Tcp
+                        || l.local_addr().is_ok_and(|a| inner.policy.tcp_allows(a));
+                    if !granted {
+                        bump(&inner.counters.malformed);
+                        return;
+                    }
                     l.set_nonblocking(true)
                         .and_then(|()| TcpListener::from_std(l))
                         .map(|l| Handed::Tcp(role, l))
@@ -353,6 +372,7 @@ impl Proxy {
             let (p, t) = (self.clone(), table.clone());
             match h {
                 Handed::Tcp(Role::Relay, l) => tokio::spawn(async move { p.serve_tcp(l).await }),
+                Handed::Tcp(Role::Tcp, l) => tokio::spawn(async move { p.serve_loopback(l).await }),
                 Handed::Tcp(_, l) => tokio::spawn(async move { p.serve_synthetic(l, t).await }),
                 Handed::Dns(u) => tokio::spawn(async move { p.serve_dns(u, t).await }),
             };
@@ -364,6 +384,8 @@ impl Proxy {
     /// `table`'s DNS answers) until shutdown: each connection is a `CONNECT` to the name its
     /// address was given to, on the port dialled, with every check of a `CONNECT` (the
     /// client speaks TLS at once, so a refusal closes the connection without an answer). A
+    /// connection to `127.0.0.1` on a port a `tcp` grant opens is relayed to the host's
+    /// (the listener, on `0.0.0.0`, holds that address too: [`Proxy::serve_loopback`]). A
     /// connection to an address the table never gave out is closed at once
     /// ([`Stats::malformed`]).
     pub async fn serve_synthetic(&self, listener: TcpListener, table: Arc<NameTable>) {
@@ -388,6 +410,11 @@ impl Proxy {
     }
 
     async fn handle_synthetic(&self, s: TcpStream, table: &NameTable) {
+        if s.local_addr()
+            .is_ok_and(|a| self.inner.policy.tcp_allows(a))
+        {
+            return self.handle_loopback(s).await;
+        }
         let Some(pending) = self.take_pending() else {
             return;
         };
@@ -401,6 +428,72 @@ impl Proxy {
         };
         self.pass(s, Kind::Connect, &name, port, Vec::new(), None, pending)
             .await;
+    }
+
+    /// Serve a `tcp` grant's listener on the call's loopback until shutdown: each
+    /// connection is relayed, as bytes, to the host's same loopback address and port, with
+    /// the limits of a tunnel; the host's port refusing it is the refusal `host_refused`.
+    pub async fn serve_loopback(&self, listener: TcpListener) {
+        loop {
+            tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((s, _)) => {
+                        let _ = s.set_nodelay(true);
+                        let p = self.clone();
+                        tokio::spawn(async move {
+                            tokio::select! {
+                                _ = p.handle_loopback(s) => {}
+                                _ = p.closed() => {}
+                            }
+                        });
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                },
+                _ = self.closed() => return,
+            }
+        }
+    }
+
+    /// One connection to the call's `127.0.0.1:PORT` or `[::1]:PORT` of a `tcp` grant: the
+    /// proxy (on the host's side) connects to the host's same address and port and relays
+    /// both ways, with the limits of a tunnel (connections, bytes, idle timeout; the dial
+    /// within the handshake timeout). The host's port refusing it is the refusal
+    /// `host_refused` of that address and port; the connection then ends.
+    async fn handle_loopback(&self, mut s: TcpStream) {
+        let inner = &self.inner;
+        let lim = &inner.policy.limits;
+        let Some(pending) = self.take_pending() else {
+            return;
+        };
+        let to = match s.local_addr() {
+            Ok(a) if inner.policy.tcp_allows(a) => SocketAddr::new(a.ip().to_canonical(), a.port()),
+            _ => {
+                bump(&inner.counters.malformed);
+                return;
+            }
+        };
+        let (host, port) = (to.ip().to_string(), to.port());
+        if inner.bytes.load(Ordering::Relaxed) >= lim.max_bytes {
+            return self.refuse_record(&host, port, BlockReason::Limit, None);
+        }
+        let Ok(_slot) = inner.conns.clone().try_acquire_owned() else {
+            return self.refuse_record(&host, port, BlockReason::Limit, None);
+        };
+        drop(pending);
+        let up = match timeout(lim.handshake_timeout, TcpStream::connect(to)).await {
+            Ok(Ok(up)) => up,
+            Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                return self.refuse_record(&host, port, BlockReason::HostRefused, None);
+            }
+            Ok(Err(_)) | Err(_) => {
+                bump(&inner.counters.upstream_errors);
+                return;
+            }
+        };
+        let _ = up.set_nodelay(true);
+        bump(&inner.counters.tcp_relayed);
+        self.tunnel(&s, &up, &host, port).await;
+        let _ = s.shutdown().await;
     }
 
     /// Answer DNS queries on a UDP socket until shutdown, from `table` only (see
@@ -723,6 +816,15 @@ impl Proxy {
             // Only a request head asks for plain HTTP.
             (Kind::PlainHttp, None) => return,
         }
+        self.tunnel(&s, &up, &host, port).await;
+    }
+
+    /// Relays both ways between the client `s` and the upstream `up` (a tunnel to
+    /// `host:port`, counted), with the byte limit and the idle timeout; the byte limit hit
+    /// is the refusal `limit` of `host:port`.
+    async fn tunnel<S: Stream>(&self, s: &S, up: &TcpStream, host: &str, port: u16) {
+        let inner = &self.inner;
+        let lim = &inner.policy.limits;
         bump(&inner.counters.tunnels);
         let state = Arc::new(TunnelState {
             last: AtomicU64::new(self.now_ms()),
@@ -739,11 +841,11 @@ impl Proxy {
             ok
         };
         tokio::select! {
-            _ = crate::splice::both_ways(&s, &up, &account) => {}
+            _ = crate::splice::both_ways(s, up, &account) => {}
             _ = self.watch_idle(&state, idle) => bump(&inner.counters.timeouts),
         }
         if state.hit.load(Ordering::Relaxed) {
-            self.refuse_record(&host, port, BlockReason::Limit, None);
+            self.refuse_record(host, port, BlockReason::Limit, None);
         }
     }
 

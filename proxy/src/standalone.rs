@@ -151,6 +151,7 @@ fn bind_handed(a: &StandaloneArgs) -> Result<crate::inside::Sockets, String> {
             .iter()
             .map(|&addr| tcp(addr))
             .collect::<Result<_, _>>()?,
+        tcp: Vec::new(),
     })
 }
 

@@ -919,6 +919,7 @@ fn handed_sockets_are_served() {
             TcpListener::bind((synth, other_port)).unwrap(),
             unknown,
         ],
+        tcp: Vec::new(),
     };
     inside::hand_over(&sock, socks, Duration::from_secs(10)).unwrap();
     // Only the first hand-over is taken.
@@ -1141,6 +1142,7 @@ fn hand_over_is_checked() {
         synthetic: (0..65)
             .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
             .collect(),
+        tcp: Vec::new(),
     };
     inside::hand_over(&sock, full, Duration::from_secs(10)).unwrap();
 }
@@ -1270,4 +1272,35 @@ fn other_fds_are_dropped() {
     assert!(ended(&mut u).starts_with("HTTP/1.1 403"));
     assert_eq!(tp.proxy.stats().malformed, 1);
     assert_eq!(tp.blocked(), vec![e("nope.test", 443, NotAllowed, 1)]);
+}
+
+/// A `tcp` grant's listener is taken only on an address and port a `tcp` grant of the
+/// policy opens: one on another port (or address) refuses the whole hand-over. (The relay
+/// itself needs the call's own network namespace, where the listener's address is not the
+/// host's: `service/tests/tcp_calls.rs`.)
+#[test]
+fn a_tcp_listener_is_taken_only_where_a_tcp_grant_opens_it() {
+    let granted = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = granted.local_addr().unwrap().port();
+    let grant = HostRule::parse_tcp_cli(&format!("127.0.0.1:{port}:tcp"))
+        .unwrap()
+        .unwrap();
+    let p = ProxyPolicy::from_grants([&grant]);
+    // Another port of the same address: refused, and counted.
+    let (tp, sock, _dir) = unix_proxy(p.clone());
+    let other = inside::Sockets {
+        tcp: vec![TcpListener::bind("127.0.0.1:0").unwrap()],
+        ..Default::default()
+    };
+    let err = inside::hand_over(&sock, other, Duration::from_secs(10)).unwrap_err();
+    assert!(matches!(err, inside::HandOverError::Refused), "{err}");
+    assert_eq!(tp.proxy.stats().malformed, 1);
+    // The granted port: taken.
+    let (tp, sock, _dir) = unix_proxy(p);
+    let ok = inside::Sockets {
+        tcp: vec![granted],
+        ..Default::default()
+    };
+    inside::hand_over(&sock, ok, Duration::from_secs(10)).unwrap();
+    assert_eq!(tp.proxy.stats().malformed, 0);
 }

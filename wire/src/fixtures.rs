@@ -164,11 +164,19 @@ pub fn all() -> Vec<Fixture> {
             host: "registry.npmjs.org".into(),
             port: None,
             plain_http: false,
+            tcp: false,
         },
         Grant::Host {
             host: "localhost.test".into(),
             port: Some(8080),
             plain_http: true,
+            tcp: false,
+        },
+        Grant::Host {
+            host: "localhost".into(),
+            port: Some(5432),
+            plain_http: false,
+            tcp: true,
         },
         Grant::OpenNetwork,
         Grant::Socket {
@@ -281,6 +289,7 @@ pub fn all() -> Vec<Fixture> {
                             host: "crates.io".into(),
                             port: None,
                             plain_http: false,
+                            tcp: false,
                         },
                         Grant::BusFilter { bus: Bus::Session },
                     ],
@@ -399,6 +408,7 @@ pub fn all() -> Vec<Fixture> {
                     },
                 ],
                 blocked_more: 4,
+                tcp_relayed: 2,
                 bus_refused: vec![BusRefused {
                     bus: Bus::Session,
                     name: "org.freedesktop.secrets".into(),
@@ -794,6 +804,7 @@ pub fn all() -> Vec<Fixture> {
                 survivors: vec!["sleep".into()],
                 socket_denials: vec!["/run/user/1000/bus".into()],
                 linked_protected: vec!["/home/ada/src/app/.envrc".into()],
+                loopback_refused: vec![5432],
             },
         ),
         fixture(
@@ -807,6 +818,7 @@ pub fn all() -> Vec<Fixture> {
                 survivors: Vec::new(),
                 socket_denials: Vec::new(),
                 linked_protected: Vec::new(),
+                loopback_refused: Vec::new(),
             },
         ),
         fixture(
@@ -825,6 +837,7 @@ pub fn all() -> Vec<Fixture> {
                         host: "registry.npmjs.org".into(),
                         port: None,
                         plain_http: false,
+                        tcp: false,
                     }],
                 }),
                 denials_in_a_row: 1,
@@ -843,6 +856,7 @@ pub fn all() -> Vec<Fixture> {
                         host: "registry.npmjs.org".into(),
                         port: None,
                         plain_http: false,
+                        tcp: false,
                     }],
                 },
                 exits: vec![record.clone()],
@@ -876,6 +890,7 @@ fn call_fixtures() -> Vec<Fixture> {
             host: "crates.io".into(),
             port: None,
             plain_http: false,
+            tcp: false,
         }],
         backend: Some("native".into()),
         unsandboxed: false,
@@ -1320,6 +1335,7 @@ pub fn example_plan() -> crate::plan::Plan {
                 host: "registry.npmjs.org".into(),
                 port: None,
                 plain_http: false,
+                tcp: false,
             },
         ],
         caches: vec![CacheLayer {

@@ -134,6 +134,11 @@ pub enum StatusLine {
         /// of their names were refused).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         linked_protected: Vec<String>,
+        /// The ports of the call's own loopback (`127.0.0.1`, `::1`) where a connect was
+        /// refused, nothing of the call listening there: the host's port needs a `tcp` host
+        /// grant. Each port once, in the order refused.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        loopback_refused: Vec<u16>,
     },
 }
 

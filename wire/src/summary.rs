@@ -25,6 +25,9 @@ pub enum BlockReason {
     Limit,
     /// The deny list holds the host, or the call could hold a token for it.
     Denied,
+    /// The host's loopback port a `tcp` host grant relays to refused the connection
+    /// (nothing listens there on the host).
+    HostRefused,
     /// A reason this reader does not know (a newer service's).
     #[serde(other)]
     Unknown,
@@ -32,13 +35,14 @@ pub enum BlockReason {
 
 impl BlockReason {
     /// Every reason, in wire order.
-    pub const ALL: [BlockReason; 7] = [
+    pub const ALL: [BlockReason; 8] = [
         BlockReason::NotAllowed,
         BlockReason::IpLiteral,
         BlockReason::NotTls,
         BlockReason::BadRequest,
         BlockReason::Limit,
         BlockReason::Denied,
+        BlockReason::HostRefused,
         BlockReason::Unknown,
     ];
 
@@ -51,6 +55,7 @@ impl BlockReason {
             BlockReason::BadRequest => "bad_request",
             BlockReason::Limit => "limit",
             BlockReason::Denied => "denied",
+            BlockReason::HostRefused => "host_refused",
             BlockReason::Unknown => "unknown",
         }
     }
@@ -103,6 +108,10 @@ pub struct SandboxSummary {
     /// The refusals `blocked` leaves out.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub blocked_more: u32,
+    /// The connections a `tcp` host grant relayed to the host's loopback port (each reached
+    /// the host's server).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tcp_relayed: u32,
     /// At most 16 entries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bus_refused: Vec<BusRefused>,

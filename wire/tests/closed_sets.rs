@@ -157,7 +157,8 @@ fn optional_members_are_absent_when_empty() {
         serde_json::to_value(Grant::Host {
             host: "h".into(),
             port: None,
-            plain_http: false
+            plain_http: false,
+            tcp: false
         })
         .ok(),
         Some(json!({"kind": "host", "host": "h"}))

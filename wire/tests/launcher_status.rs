@@ -34,6 +34,7 @@ fn status_lines_keep_their_bytes() {
         survivors: Vec::new(),
         socket_denials: Vec::new(),
         linked_protected: Vec::new(),
+        loopback_refused: Vec::new(),
     };
     assert_eq!(
         exited.to_line(),

@@ -367,7 +367,10 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     let sockets = spec
         .supervise
         .as_ref()
-        .map(|sv| crate::supervise::SocketRules::new(&sv.socket_dirs, &sv.sockets))
+        .map(|sv| {
+            crate::supervise::SocketRules::new(&sv.socket_dirs, &sv.sockets)
+                .own_loopback(sv.own_loopback)
+        })
         .unwrap_or_default();
     if spec.supervise.is_some() {
         if !crate::supervise::available() {

@@ -15,6 +15,7 @@
 //! | `stopped SIG` | [`Report::Stopped`] |
 //! | `full PATH` | [`Report::Full`] |
 //! | `cgroup_failed[ MESSAGE]` | [`Report::CgroupFailed`] |
+//! | `loopback_refused PORT` | [`Report::LoopbackRefused`] |
 //!
 //! A line is at most [`MAX_LINE`] bytes and holds no newline (one in a message becomes a
 //! space). The format is the crate's own (the launcher and its init are one binary); the
@@ -81,6 +82,9 @@ pub enum Report {
     Full(String),
     /// The unsandboxed line could not join its cgroup (why, when known).
     CgroupFailed(String),
+    /// The supervisor made a connect of the line to the call's own loopback (`127.0.0.1`
+    /// or `::1`) on this port, and it was refused: nothing of the call listens there.
+    LoopbackRefused(u16),
 }
 
 /// Why a report line was refused.
@@ -105,10 +109,12 @@ pub enum DecodeError {
         /// The line's kind (`setup_error`, `exit`, `denied`, ...).
         kind: &'static str,
     },
-    /// An exit code, exit signal or stop signal that is not an `i32`.
+    /// An exit code, exit signal or stop signal that is not an `i32`, or a port that is
+    /// not a `u16`.
     #[error("decoding a report line: {kind}: {text:?} is not a number")]
     BadNumber {
-        /// Where the number was wanted (`exit code`, `exit signal`, `stopped`).
+        /// Where the number was wanted (`exit code`, `exit signal`, `stopped`,
+        /// `loopback_refused`).
         kind: &'static str,
         /// The text found instead.
         text: String,
@@ -137,6 +143,7 @@ impl Report {
             Report::Full(p) => format!("full {}", one(p)),
             Report::CgroupFailed(m) if m.is_empty() => "cgroup_failed".into(),
             Report::CgroupFailed(m) => format!("cgroup_failed {}", one(m)),
+            Report::LoopbackRefused(port) => format!("loopback_refused {port}"),
         }
     }
 
@@ -195,6 +202,15 @@ impl Report {
             "stopped" => Report::Stopped(num("stopped", need("stopped")?)?),
             "full" => Report::Full(need("full")?.to_string()),
             "cgroup_failed" => Report::CgroupFailed(rest.unwrap_or("").to_string()),
+            "loopback_refused" => {
+                let text = need("loopback_refused")?;
+                Report::LoopbackRefused(text.parse::<u16>().map_err(|_| {
+                    DecodeError::BadNumber {
+                        kind: "loopback_refused",
+                        text: text.to_string(),
+                    }
+                })?)
+            }
             other => return Err(DecodeError::UnknownKind(other.chars().take(64).collect())),
         })
     }
@@ -271,6 +287,7 @@ mod tests {
             Report::Full("/tmp".into()),
             Report::CgroupFailed(String::new()),
             Report::CgroupFailed("no cgroup v2".into()),
+            Report::LoopbackRefused(5432),
         ]
     }
 
@@ -345,6 +362,19 @@ mod tests {
                 },
             ),
             ("full /a\nexit code 0", DecodeError::Newline),
+            (
+                "loopback_refused",
+                DecodeError::Missing {
+                    kind: "loopback_refused",
+                },
+            ),
+            (
+                "loopback_refused 65536",
+                DecodeError::BadNumber {
+                    kind: "loopback_refused",
+                    text: "65536".into(),
+                },
+            ),
         ] {
             assert_eq!(Report::decode(l), Err(e), "{l:?}");
         }

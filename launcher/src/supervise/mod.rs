@@ -51,6 +51,11 @@ pub struct SuperviseSpec {
     /// The path sockets its grants name.
     #[serde(default)]
     pub sockets: Vec<String>,
+    /// The call has a network namespace of its own, whose loopback is the call's: a
+    /// refused connect there is reported (`loopback_refused`). False for a call on the
+    /// host's network (`net_view`, `open_network`), whose loopback is the host's.
+    #[serde(default)]
+    pub own_loopback: bool,
 }
 
 /// At most this many threads receive the call's notifications.
@@ -516,6 +521,17 @@ impl Supervisor {
         }
         let line = format!("denied_socket {}\t{what}", report_path(path));
         crate::inner::report(self.report_fd, &line);
+    }
+
+    /// Reports a connect to the call's own loopback on `port` that was refused, once per
+    /// port: `loopback_refused PORT`.
+    fn refuse_loopback(&self, port: u16) {
+        if self.first_report(format!("loopback:{port}").into_bytes()) {
+            crate::child::report::send(
+                self.report_fd,
+                &crate::child::report::Report::LoopbackRefused(port),
+            );
+        }
     }
 
     /// Whether `key` is reported for the first time (and within [`MAX_REPORTED`]).

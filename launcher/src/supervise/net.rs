@@ -12,6 +12,15 @@
 //! made from copies of the caller's data and control messages (its `SCM_RIGHTS` fds
 //! duplicated into the init), so no second read of its memory decides anything. Abstract
 //! sockets are the call's own network namespace's (and Landlock's scope keeps them there).
+//!
+//! A TCP connect to the call's own loopback (`127.0.0.1` or `::1`, also as
+//! `::ffff:127.0.0.1`) that is refused (nothing of the call listens on that port) is reported
+//! once per port (`loopback_refused PORT`) when the call has a network namespace of its own
+//! (not on the host's network: `net_view`, `open_network`): its loopback is its own, and the host's
+//! port there needs a `tcp` host grant. The caller gets exactly what the connect gave (a
+//! non-blocking one still gets `EINPROGRESS`: its refusal is seen, without changing the
+//! socket, in the TCP state the kernel has already set when the connect returns, as it does
+//! on loopback). A connect to another address of 127/8 is not reported: no grant opens it.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
@@ -37,6 +46,9 @@ pub struct SocketRules {
     dirs: Vec<Vec<u8>>,
     /// Sockets a grant names (the bus, a desktop, `socket=PATH`).
     granted: Vec<Vec<u8>>,
+    /// The loopback is the call's own (a network namespace of its own): refused connects
+    /// there are reported.
+    own_loopback: bool,
 }
 
 impl SocketRules {
@@ -47,7 +59,15 @@ impl SocketRules {
         SocketRules {
             dirs: dirs.iter().map(|d| trim(d)).collect(),
             granted: granted.iter().map(|g| trim(g)).collect(),
+            own_loopback: false,
         }
+    }
+
+    /// The same rules, with the call's loopback its own (`yes`: refused connects there are
+    /// reported) or the host's (not: nothing is).
+    pub fn own_loopback(mut self, yes: bool) -> SocketRules {
+        self.own_loopback = yes;
+        self
     }
 
     /// Whether a socket at the absolute path `p` (links resolved) may be reached.
@@ -62,6 +82,27 @@ impl SocketRules {
 struct Route {
     addr: Vec<u8>,
     _inode: Option<OwnedFd>,
+}
+
+/// `TCP_CLOSE`, the state of a TCP socket whose connect was refused.
+const TCP_CLOSE: u8 = 7;
+
+/// The port of an address of the call's own loopback a `tcp` grant would name: `127.0.0.1`
+/// (also as `::ffff:127.0.0.1`) or `::1`, port not 0, from a `sockaddr_in` or
+/// `sockaddr_in6` as the caller gave it; `None` for anything else.
+fn loopback_port(raw: &[u8]) -> Option<u16> {
+    let family = i32::from(u16::from_ne_bytes([*raw.first()?, *raw.get(1)?]));
+    let port = u16::from_be_bytes([*raw.get(2)?, *raw.get(3)?]);
+    let lo = match family {
+        libc::AF_INET => raw.get(4..8)? == [127, 0, 0, 1],
+        libc::AF_INET6 => {
+            let a: [u8; 16] = raw.get(8..24)?.try_into().ok()?;
+            let ip = std::net::Ipv6Addr::from(a);
+            ip.is_loopback() || ip.to_ipv4_mapped() == Some(std::net::Ipv4Addr::LOCALHOST)
+        }
+        _ => false,
+    };
+    (lo && port != 0).then_some(port)
 }
 
 impl Call<'_> {
@@ -132,6 +173,12 @@ impl Call<'_> {
             Ok(r) => r,
             Err(e) => return Reply::Err(e),
         };
+        // Only a loopback of the call's own: on the host's network a refusal is the host's.
+        let loopback = if self.sup.sockets.own_loopback {
+            loopback_port(&raw)
+        } else {
+            None
+        };
         if !self.valid() {
             return Reply::None;
         }
@@ -143,7 +190,21 @@ impl Call<'_> {
             Ok(r) => r,
             Err(e) => return Reply::Err(e),
         };
-        result(sys::connect(sock.as_fd(), &route.addr))
+        let r = sys::connect(sock.as_fd(), &route.addr);
+        if let Some(port) = loopback {
+            let refused = match &r {
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => true,
+                // A non-blocking connect: on loopback the kernel has its answer by now.
+                Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {
+                    sys::tcp_state(sock.as_fd()).is_ok_and(|s| s == TCP_CLOSE)
+                }
+                _ => false,
+            };
+            if refused {
+                self.sup.refuse_loopback(port);
+            }
+        }
+        result(r)
     }
 
     pub(super) fn sendto(
@@ -361,6 +422,49 @@ impl Call<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The address bytes of `a` as a caller passes them (`sockaddr_in`, `sockaddr_in6`).
+    fn raw(a: std::net::SocketAddr) -> Vec<u8> {
+        let fam = |f: i32| u16::try_from(f).unwrap().to_ne_bytes();
+        match a {
+            std::net::SocketAddr::V4(v) => {
+                let mut b = fam(libc::AF_INET).to_vec();
+                b.extend_from_slice(&v.port().to_be_bytes());
+                b.extend_from_slice(&v.ip().octets());
+                b.extend_from_slice(&[0; 8]);
+                b
+            }
+            std::net::SocketAddr::V6(v) => {
+                let mut b = fam(libc::AF_INET6).to_vec();
+                b.extend_from_slice(&v.port().to_be_bytes());
+                b.extend_from_slice(&[0; 4]);
+                b.extend_from_slice(&v.ip().octets());
+                b.extend_from_slice(&[0; 4]);
+                b
+            }
+        }
+    }
+
+    #[test]
+    fn the_loopback_ports_a_tcp_grant_would_open() {
+        let port = |a: &str| loopback_port(&raw(a.parse().unwrap()));
+        assert_eq!(port("127.0.0.1:5432"), Some(5432));
+        assert_eq!(port("[::1]:6379"), Some(6379));
+        assert_eq!(port("[::ffff:127.0.0.1]:80"), Some(80));
+        assert_eq!(port("127.0.0.2:5432"), None);
+        assert_eq!(port("127.0.0.1:0"), None);
+        assert_eq!(port("10.0.0.1:5432"), None);
+        assert_eq!(port("[::2]:5432"), None);
+        // Short or other families: nothing.
+        assert_eq!(
+            loopback_port(&raw("127.0.0.1:1".parse().unwrap())[..6]),
+            None
+        );
+        assert_eq!(loopback_port(&[]), None);
+        let mut unix = u16::try_from(libc::AF_UNIX).unwrap().to_ne_bytes().to_vec();
+        unix.extend_from_slice(b"/tmp/s\0");
+        assert_eq!(loopback_port(&unix), None);
+    }
 
     #[test]
     fn own_places_and_grants() {

@@ -628,6 +628,31 @@ pub fn socket_type(sock: BorrowedFd<'_>) -> io::Result<i32> {
     Ok(v)
 }
 
+/// The TCP state of `sock` (`tcpi_state`, the first byte of `TCP_INFO`: 7 is
+/// `TCP_CLOSE`). Reading it changes nothing of the socket (its pending error stays).
+pub fn tcp_state(sock: BorrowedFd<'_>) -> io::Result<u8> {
+    // `struct tcp_info` starts with `__u8 tcpi_state`; the kernel copies at most `len`
+    // bytes of it.
+    let mut info = [0u8; 8];
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "the size of the buffer: 8 bytes"
+    )]
+    let mut len = info.len() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `info` and the length into `len`,
+    // both live.
+    check(unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    })?;
+    Ok(info[0])
+}
+
 /// Sends SIGPIPE to thread `tid` of process `pid` (what its own write to a broken pipe
 /// would have done).
 pub fn sigpipe(pid: libc::pid_t, tid: libc::pid_t) {

@@ -521,5 +521,7 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
         names: plan.protect_names.clone(),
         socket_dirs,
         sockets,
+        own_loopback: plan.mode == crate::plan::PlanMode::Contained
+            && plan.net() == crate::plan::NetMode::Own,
     }
 }

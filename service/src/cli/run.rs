@@ -31,7 +31,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
-    /// desktop=wayland|x11|hyprland|sway|i3|niri, `host=NAME[:PORT][:http]`, net_view, open_network.
+    /// desktop=wayland|x11|hyprland|sway|i3|niri, `host=NAME[:PORT][:http]`,
+    /// `host=HOST:PORT:tcp` (HOST localhost, 127.0.0.1 or `[::1]`: the host's own loopback
+    /// port, any protocol), net_view, open_network.
     /// May be repeated.
     #[arg(long = "grant", value_name = "KIND[=VALUE]")]
     pub grants: Vec<String>,
@@ -64,7 +66,7 @@ pub struct RunArgs {
 /// The kinds `--grant` takes, for messages.
 const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, bus_filter=session|system, \
                      desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
-                     net_view, open_network";
+                     host=localhost:PORT:tcp, net_view, open_network";
 
 /// `p` made absolute against `here`, `.` and `..` taken lexically (as the shell's `cd`).
 fn normal(p: &Path, here: &Path) -> String {
@@ -149,13 +151,20 @@ pub fn parse_grant(s: &str, here: &Path) -> Result<Grant, String> {
         "open_network" => Grant::OpenNetwork,
         "host" => {
             let v = value.unwrap_or_default();
+            if let Some(g) = efr_proxy::HostRule::parse_tcp_cli(v) {
+                return g.map_err(|e| e.to_string());
+            }
             let r = efr_proxy::HostRule::parse_cli(v).ok_or_else(|| {
-                format!("grant host takes NAME[:PORT][:http] (a name or *.suffix): host={v}")
+                format!(
+                    "grant host takes NAME[:PORT][:http] (a name or *.suffix), or \
+                     HOST:PORT:tcp (HOST localhost, 127.0.0.1 or [::1]): host={v}"
+                )
             })?;
             Grant::Host {
                 host: r.pattern,
                 port: r.port,
                 plain_http: r.plain_http,
+                tcp: false,
             }
         }
         other => return Err(format!("unknown grant kind {other:?}; the kinds: {KINDS}")),
@@ -191,13 +200,22 @@ pub fn grant_arg(g: &Grant) -> Option<String> {
             host,
             port,
             plain_http,
+            tcp,
         } => {
-            let mut v = format!("host={host}");
+            // `::1` in brackets: the port follows a colon.
+            let mut v = if host.contains(':') && !host.starts_with('[') {
+                format!("host=[{host}]")
+            } else {
+                format!("host={host}")
+            };
             if let Some(p) = port {
                 v.push_str(&format!(":{p}"));
             }
             if *plain_http {
                 v.push_str(":http");
+            }
+            if *tcp {
+                v.push_str(":tcp");
             }
             v
         }
@@ -577,9 +595,32 @@ mod tests {
             Grant::Host {
                 host: "registry.test".into(),
                 port: Some(8443),
-                plain_http: true
+                plain_http: true,
+                tcp: false
             }
         );
+        assert_eq!(
+            parse_grant("host=localhost:5432:tcp", h).unwrap(),
+            Grant::Host {
+                host: "localhost".into(),
+                port: Some(5432),
+                plain_http: false,
+                tcp: true
+            }
+        );
+        assert_eq!(
+            parse_grant("host=[::1]:6379:tcp", h).unwrap(),
+            Grant::Host {
+                host: "::1".into(),
+                port: Some(6379),
+                plain_http: false,
+                tcp: true
+            }
+        );
+        let e = parse_grant("host=db.test:5432:tcp", h).unwrap_err();
+        assert!(e.contains("the host's loopback"), "{e}");
+        let e = parse_grant("host=localhost:tcp", h).unwrap_err();
+        assert!(e.contains("names its port"), "{e}");
         assert_eq!(
             parse_grant("desktop=wayland", h).unwrap(),
             Grant::Desktop {
@@ -615,11 +656,31 @@ mod tests {
                 host: "registry.test".into(),
                 port: Some(8443),
                 plain_http: false,
+                tcp: false,
             },
             Grant::Host {
                 host: "*.crates.test".into(),
                 port: None,
                 plain_http: true,
+                tcp: false,
+            },
+            Grant::Host {
+                host: "localhost".into(),
+                port: Some(5432),
+                plain_http: false,
+                tcp: true,
+            },
+            Grant::Host {
+                host: "::1".into(),
+                port: Some(6379),
+                plain_http: false,
+                tcp: true,
+            },
+            Grant::Host {
+                host: "127.0.0.1".into(),
+                port: Some(8000),
+                plain_http: false,
+                tcp: true,
             },
             Grant::Bus { bus: Bus::System },
             Grant::OpenNetwork,

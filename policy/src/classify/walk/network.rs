@@ -33,6 +33,7 @@ impl Walker<'_> {
                     host: host.to_string(),
                     port,
                     plain_http: plain,
+                    tcp: false,
                 }],
             }
         } else {
@@ -162,6 +163,7 @@ impl Walker<'_> {
                                     host: host.clone(),
                                     port,
                                     plain_http: plain,
+                                    tcp: false,
                                 }],
                             };
                             f

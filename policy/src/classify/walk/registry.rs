@@ -88,6 +88,7 @@ impl Walker<'_> {
                     host: h.host.clone(),
                     port: h.port,
                     plain_http: h.plain,
+                    tcp: false,
                 });
             }
         }
