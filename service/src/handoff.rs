@@ -319,3 +319,101 @@ pub fn run(
         }
     }
 }
+
+/// A connection to the user's service for the commands that only talk to it (`run
+/// --background`, `jobs`): one started when none answers, as for `run`. It must be this
+/// build, for this home, runtime dir and config home: a job is the service's, and the
+/// commands must reach the service that holds it.
+#[derive(Debug)]
+pub struct Session {
+    s: UnixStream,
+    next: u64,
+    socket: PathBuf,
+}
+
+/// Why a [`Session`] request failed.
+#[derive(Debug)]
+pub enum SessionError {
+    /// The service could not be had.
+    NotTaken(NotTaken),
+    /// The service answered with an error.
+    Refused(efr_sandbox_wire::rpc::ErrorBody),
+    /// The service went away, or sent what does not read.
+    Lost(String),
+}
+
+impl std::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionError::NotTaken(NotTaken::Elsewhere) => {
+                f.write_str("the service at this socket runs for another user setup or build")
+            }
+            SessionError::NotTaken(NotTaken::Failed(m)) | SessionError::Lost(m) => f.write_str(m),
+            SessionError::Refused(e) => write!(f, "{} ({:?})", e.message, e.code),
+        }
+    }
+}
+
+impl Session {
+    /// Connects to the service at `socket` (started when none answers) and says hello.
+    pub fn open(socket: &Path) -> Result<Session, SessionError> {
+        let hello = json!({"id": 1, "method": method::HELLO, "params": HelloParams {
+            protocol: PROTOCOL_VERSION,
+            client: Some(format!("efr-sandbox {}", env!("CARGO_PKG_VERSION"))),
+        }});
+        let bytes = efr_sandbox_wire::frame::encode(&hello)
+            .map_err(|e| SessionError::Lost(format!("hello: {e}")))?;
+        let s = match send(socket, &bytes, &[]).map_err(SessionError::NotTaken)? {
+            Ok(s) => s,
+            Err(_) => send(socket, &bytes, &[])
+                .map_err(SessionError::NotTaken)?
+                .map_err(SessionError::Lost)?,
+        };
+        Ok(Session {
+            s,
+            next: 2,
+            socket: socket.to_path_buf(),
+        })
+    }
+
+    /// Sends a request; its id.
+    pub fn request(&mut self, name: &str, params: Value) -> Result<u64, SessionError> {
+        let id = self.next;
+        self.next += 1;
+        let bytes =
+            efr_sandbox_wire::frame::encode(&json!({"id": id, "method": name, "params": params}))
+                .map_err(|e| SessionError::Lost(format!("{name}: {e}")))?;
+        std::io::Write::write_all(&mut self.s, &bytes).map_err(|e| {
+            SessionError::Lost(format!(
+                "the service at {} hung up: {e}",
+                self.socket.display()
+            ))
+        })?;
+        Ok(id)
+    }
+
+    /// The next frame: `Ok(Some(item))`, `Ok(None)` at the end (its value in `end`), or
+    /// the error that ended the request.
+    pub fn next(&mut self, end: &mut Option<Value>) -> Result<Option<Value>, SessionError> {
+        match next(&mut self.s) {
+            Some(ServerFrame::Item { item, .. }) => Ok(Some(item)),
+            Some(ServerFrame::End { end: e, .. }) => {
+                *end = Some(e);
+                Ok(None)
+            }
+            Some(ServerFrame::Error { error, .. }) => Err(SessionError::Refused(error)),
+            None => Err(SessionError::Lost(format!(
+                "the service at {} went away",
+                self.socket.display()
+            ))),
+        }
+    }
+
+    /// A unary request's result.
+    pub fn call(&mut self, name: &str, params: Value) -> Result<Value, SessionError> {
+        self.request(name, params)?;
+        let mut end = None;
+        while self.next(&mut end)?.is_some() {}
+        Ok(end.unwrap_or(Value::Null))
+    }
+}

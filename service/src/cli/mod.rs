@@ -11,6 +11,7 @@ pub mod classify;
 pub mod config;
 pub mod dirs;
 pub mod explain;
+pub mod jobs;
 pub mod run;
 pub mod serve;
 pub mod surface;
@@ -57,6 +58,9 @@ pub enum Command {
     /// What a contained call could read that looks like a secret, with a question id each:
     /// `surface [--project DIR] [--json]`, and `surface respond QID --keep|--mask`.
     Surface(surface::SurfaceArgs),
+    /// The background jobs of your service: `jobs [--json]`, `jobs stop ID`, `jobs logs ID
+    /// [--follow]` (start one with `run --background --max-minutes N -- LINE`).
+    Jobs(jobs::JobsArgs),
 }
 
 /// Runs the command line; the exit status.
@@ -77,5 +81,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Classify(a) => classify::classify_cli(a).map(|()| 0),
         Command::Serve(a) => serve::run(a),
         Command::Surface(a) => surface::run(a),
+        Command::Jobs(a) => jobs::run(a),
     }
 }

@@ -9,7 +9,7 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 
 use efr_policy::config::{Config, Env};
-use efr_sandbox_wire::{Bus, Desktop, ExitRecord, Grant, Needs, Verdict};
+use efr_sandbox_wire::{Bus, Desktop, ExitRecord, Finish, Grant, LaunchItem, Needs, Verdict};
 
 use crate::handoff::{self, NotTaken, Ran};
 use efr_call::launch::CallParams;
@@ -59,6 +59,18 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", hide = true)]
     pub plan_out: Option<PathBuf>,
     /// The shell line (several words are joined with spaces).
+    /// Run the line as a background job of your service, which owns it: prints its id
+    /// (`efr-sandbox jobs` lists it, `jobs logs ID` shows its output, `jobs stop ID` ends
+    /// it); needs --max-minutes.
+    #[arg(long)]
+    pub background: bool,
+    /// The job ends this many minutes after it started (fractions taken), its whole tree
+    /// with it.
+    #[arg(long, value_name = "N", requires = "background")]
+    pub max_minutes: Option<f64>,
+    /// A pattern matched against each line of the job's output (`sandbox.job_events`).
+    #[arg(long, value_name = "REGEX", requires = "background")]
+    pub watch: Option<String>,
     #[arg(last = true, required = true, value_name = "LINE")]
     pub line: Vec<String>,
 }
@@ -274,6 +286,52 @@ fn usage_error(m: impl std::fmt::Display) -> i32 {
     2
 }
 
+/// `run --background`: the call goes to the user's service as a job; its id on stdout.
+/// Exit status 0 when the job runs, 125 when its sandbox did not start, 2 when the service
+/// refused it or could not be had.
+fn background(p: CallParams) -> i32 {
+    let Some(socket) = crate::handoff::socket() else {
+        return usage_error(
+            "--background needs your service: set XDG_RUNTIME_DIR (or EFR_SANDBOX_SOCKET)",
+        );
+    };
+    let mut s = match crate::handoff::Session::open(&socket) {
+        Ok(s) => s,
+        Err(e) => return usage_error(format!("cannot reach the service: {e}")),
+    };
+    let asked = serde_json::to_value(&p).unwrap_or_default();
+    if let Err(e) = s.request(efr_sandbox_wire::rpc::method::LAUNCH, asked) {
+        return usage_error(e);
+    }
+    let mut end = None;
+    loop {
+        match s.next(&mut end) {
+            Ok(Some(item)) => {
+                if let Ok(LaunchItem::Exit { record }) = serde_json::from_value(item) {
+                    eprintln!("efr-sandbox: refused: {}", record.summary);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => return usage_error(e),
+        }
+    }
+    let end = end.unwrap_or_default();
+    match serde_json::from_value::<efr_sandbox_wire::job::JobHandedOff>(end.clone()) {
+        Ok(h) => {
+            println!("{}", h.job_id);
+            0
+        }
+        Err(_) => {
+            let why = serde_json::from_value::<Finish>(end)
+                .ok()
+                .and_then(|f| f.sandbox_summary.setup_error)
+                .unwrap_or_else(|| "the service's answer does not read".into());
+            eprintln!("efr-sandbox: the job did not start: {why}");
+            125
+        }
+    }
+}
+
 /// Runs `efr-sandbox run`.
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let here = std::env::current_dir()?;
@@ -322,6 +380,23 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         conversation: a.conversation.clone(),
         background: None,
     };
+    if a.background {
+        let Some(max_minutes) = a.max_minutes else {
+            return Ok(usage_error("--background needs --max-minutes N"));
+        };
+        if a.unsandboxed {
+            return Ok(usage_error(
+                "--background runs in the sandbox only: drop --unsandboxed",
+            ));
+        }
+        let mut p = p;
+        p.background = Some(efr_sandbox_wire::job::Background {
+            max_minutes,
+            watch: a.watch.clone(),
+            max_wakes: None,
+        });
+        return Ok(background(p));
+    }
     let forwarded = efr_launcher::run::forwarded_signals();
     // With no terminal on its stdio, the call goes to the user's running service (started
     // when none runs), whose launcher waits in standby: see `crate::handoff`.

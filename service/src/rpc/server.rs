@@ -147,8 +147,9 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
             opts.idle_exit,
         );
         tokio::pin!(accept);
+        let mut accepting = true;
         tokio::select! {
-            () = &mut accept => {}
+            () = &mut accept => accepting = false,
             r = tokio::signal::ctrl_c() => { r.context("cannot watch SIGINT")?; }
             _ = term.recv() => {}
         }
@@ -158,7 +159,7 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         let had_jobs = jobs.running() > 0;
         tokio::select! {
             () = jobs.stop_all(efr_sandbox_wire::job::JobStopBy::DaemonStop) => {}
-            () = &mut accept => {}
+            () = &mut accept, if accepting => {}
         }
         if had_jobs {
             // The connections' writers send the `job_ended` events out before the runtime
