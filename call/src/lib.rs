@@ -8,6 +8,7 @@
 //! - [`egress`]: the call's egress proxy; [`bus`]: its bus filters; [`caches`]: its cache
 //!   layers and their merge; [`git_guard`] and [`git_dirs`]: the git code a call left;
 //! - [`standby`]: the service's launcher started ahead of its next call;
+//! - [`forward`]: the port forwards of a background job, host loopback to the job's;
 //! - [`sys`]: every `unsafe` of the crate.
 
 #![warn(missing_docs)]
@@ -23,6 +24,7 @@ pub mod caches;
 pub mod call;
 pub mod egress;
 pub mod floor_watch;
+pub mod forward;
 pub mod fresh_caches;
 pub mod git_dirs;
 pub mod git_guard;

@@ -21,7 +21,8 @@
 //! * [`pty`]: the call's own terminal, relayed by the launcher.
 //! * [`run`]: the launcher's process (one call, in named steps); [`standby`]: a launcher
 //!   started ahead of its call, its init waiting in fresh namespaces
-//!   ([`backend::warm`]); [`cli`]: `efr-launch`'s
+//!   ([`backend::warm`]); [`ns_sockets`]: the socket maker of a job's network namespace
+//!   (for its port forwards); [`cli`]: `efr-launch`'s
 //!   command line; [`caller`]: the launch ends with its caller; [`exit_code`]: the
 //!   launcher's own exit statuses.
 //! * [`plan`] (the plan JSON, the wire from the service), [`status`] (the status lines,
@@ -72,6 +73,7 @@ pub mod child;
 pub mod cli;
 pub mod env;
 pub mod exit_code;
+pub mod ns_sockets;
 pub mod plan;
 pub mod pty;
 pub mod restrict;
