@@ -116,6 +116,8 @@ pub(crate) struct Watch {
     seen: HashSet<u32>,
     /// Whether each inode seen twice is one of this process's own sockets.
     ours: HashMap<u32, bool>,
+    /// The events of the step under way, sent once [`Watch::current`] says the same.
+    pending: Vec<ForwardEvent>,
 }
 
 impl Watch {
@@ -137,6 +139,7 @@ impl Watch {
             entries: BTreeMap::new(),
             seen: HashSet::new(),
             ours: HashMap::new(),
+            pending: Vec::new(),
         }
     }
 
@@ -327,8 +330,8 @@ impl Watch {
         }
     }
 
-    fn report(&self, addr: SocketAddr, said: &Said) {
-        let _ = self.events.send(ForwardEvent {
+    fn report(&mut self, addr: SocketAddr, said: &Said) {
+        self.pending.push(ForwardEvent {
             listen: addr.ip().to_string(),
             port: addr.port(),
             outcome: said.outcome,
@@ -339,7 +342,7 @@ impl Watch {
 
     /// Ends one address's forward, if it had one: the relay ended, the address given
     /// back, `stopped` reported.
-    async fn stop_one(&self, addr: SocketAddr, e: Entry) {
+    async fn stop_one(&mut self, addr: SocketAddr, e: Entry) {
         if let Some(relay) = e.relay {
             relay.end().await;
             self.ports.release(addr, &self.job);
@@ -364,7 +367,9 @@ impl Watch {
         self.publish();
     }
 
-    fn publish(&self) {
+    /// [`Watch::current`] updated, then the step's events sent (a receiver that asks for
+    /// the current forwards on an event sees them).
+    fn publish(&mut self) {
         let now: Vec<(String, u16)> = self
             .entries
             .iter()
@@ -372,6 +377,9 @@ impl Watch {
             .map(|(a, _)| (a.ip().to_string(), a.port()))
             .collect();
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = now;
+        for e in self.pending.drain(..) {
+            let _ = self.events.send(e);
+        }
     }
 }
 
