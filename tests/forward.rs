@@ -150,12 +150,14 @@ fn one_for(events: &[ForwardEvent], port: u16) -> ForwardEvent {
     of[0].clone()
 }
 
-/// `GET /` on the host's `127.0.0.1:port` (HTTP/1.0: the server closes after it).
+/// `GET /` on the host's `127.0.0.1:port` (HTTP/1.0: the server closes after it), the
+/// request's end a half-close: the answer still comes back through the forward.
 fn get(port: u16) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(WAIT)).unwrap();
     s.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
         .unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
     let mut body = String::new();
     s.read_to_string(&mut body).unwrap();
     body
@@ -369,6 +371,28 @@ fn privileged_denied_and_past_the_limit_are_refused_and_a_closed_listener_stops(
             let ev = until(&mut rx, second, ForwardOutcome::Forwarded, &job).await;
             assert_eq!(ev.len(), 1, "{ev:?}");
             assert_eq!(f.current(), [("127.0.0.1".to_string(), second)]);
+            // At most `max_conns` (4) connections at once: the job's listener never
+            // accepts, but the kernel completes its handshakes, so four relays stay open
+            // (a read waits) and the fifth is closed at once (a read sees its end).
+            let held = tokio::task::spawn_blocking(move || {
+                let open = |_| {
+                    let c = TcpStream::connect(("127.0.0.1", second)).unwrap();
+                    c.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+                    c
+                };
+                let conns: Vec<TcpStream> = (0..4).map(open).collect();
+                // Each of the four is relayed before the fifth comes (a relay holds its
+                // slot from its accept).
+                std::thread::sleep(Duration::from_millis(300));
+                let read = |mut c: &TcpStream| c.read(&mut [0u8; 16]).map_err(|e| e.kind());
+                let fifth = read(&open(4));
+                let first = read(&conns[0]);
+                (fifth, first)
+            })
+            .await
+            .unwrap();
+            assert_eq!(held.0, Ok(0), "the fifth connection is closed at once");
+            assert_eq!(held.1, Err(std::io::ErrorKind::WouldBlock), "the first waits");
             // Its socket maker runs until the stop (the check after it can see one).
             assert_eq!(socket_makers(&[&job]).len(), 1);
             f.stop().await;
