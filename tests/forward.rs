@@ -377,7 +377,8 @@ fn privileged_denied_and_past_the_limit_are_refused_and_a_closed_listener_stops(
             let held = tokio::task::spawn_blocking(move || {
                 let open = |_| {
                     let c = TcpStream::connect(("127.0.0.1", second)).unwrap();
-                    c.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+                    c.set_read_timeout(Some(Duration::from_millis(500)))
+                        .unwrap();
                     c
                 };
                 let conns: Vec<TcpStream> = (0..4).map(open).collect();
@@ -392,7 +393,11 @@ fn privileged_denied_and_past_the_limit_are_refused_and_a_closed_listener_stops(
             .await
             .unwrap();
             assert_eq!(held.0, Ok(0), "the fifth connection is closed at once");
-            assert_eq!(held.1, Err(std::io::ErrorKind::WouldBlock), "the first waits");
+            assert_eq!(
+                held.1,
+                Err(std::io::ErrorKind::WouldBlock),
+                "the first waits"
+            );
             // Its socket maker runs until the stop (the check after it can see one).
             assert_eq!(socket_makers(&[&job]).len(), 1);
             f.stop().await;
