@@ -47,12 +47,17 @@ pub enum DumpError {
     Cut,
 }
 
+/// `AF_INET` as the byte of a sock_diag request (linux/socket.h).
+pub const AF_INET: u8 = 2;
+/// `AF_INET6` as the byte of a sock_diag request (linux/socket.h).
+pub const AF_INET6: u8 = 10;
+
 /// The bytes of a request for a dump of the listening TCP sockets of `family`
-/// (`AF_INET` or `AF_INET6`).
+/// ([`AF_INET`] or [`AF_INET6`]).
 pub fn request(family: u8) -> Vec<u8> {
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST | NLM_F_DUMP;
-    let socket_id = if i32::from(family) == libc::AF_INET6 {
+    let socket_id = if family == AF_INET6 {
         SocketId::new_v6()
     } else {
         SocketId::new_v4()
@@ -92,17 +97,17 @@ impl ListenDump {
             let m = NetlinkMessage::<SockDiagMessage>::deserialize(bytes)
                 .map_err(|e| DumpError::Message(e.to_string()))?;
             match m.payload {
-                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => {
-                    // TCP_LISTEN is 10.
-                    if r.header.state == 10 {
-                        let v6only = r.nlas.iter().any(|n| matches!(n, Nla::SkV6Only(true)));
-                        self.listeners.push(Listener {
-                            addr: r.header.socket_id.source_address,
-                            port: r.header.socket_id.source_port,
-                            v6only: v6only && r.header.socket_id.source_address.is_ipv6(),
-                            inode: r.header.inode,
-                        });
-                    }
+                // TCP_LISTEN is 10.
+                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r))
+                    if r.header.state == 10 =>
+                {
+                    let v6only = r.nlas.iter().any(|n| matches!(n, Nla::SkV6Only(true)));
+                    self.listeners.push(Listener {
+                        addr: r.header.socket_id.source_address,
+                        port: r.header.socket_id.source_port,
+                        v6only: v6only && r.header.socket_id.source_address.is_ipv6(),
+                        inode: r.header.inode,
+                    });
                 }
                 NetlinkPayload::Done(_) => return Ok(true),
                 NetlinkPayload::Error(e) => return Err(DumpError::Kernel(format!("{e:?}"))),
@@ -170,7 +175,7 @@ mod tests {
                 .parse::<u32>()
                 .unwrap()
         };
-        let v4 = dump(libc::AF_INET as u8);
+        let v4 = dump(AF_INET);
         let mine: Vec<&Listener> = v4.iter().filter(|x| x.port == port).collect();
         assert_eq!(
             mine,
@@ -194,7 +199,7 @@ mod tests {
             .unwrap()
             .trim()
             == "1";
-        let v6 = dump(libc::AF_INET6 as u8);
+        let v6 = dump(AF_INET6);
         for (l, addr, v6only) in [
             (&one, Ipv6Addr::LOCALHOST, true),
             (&any, Ipv6Addr::UNSPECIFIED, default_only),
@@ -213,13 +218,18 @@ mod tests {
         }
     }
 
-    /// Bytes that are no dump are an error or nothing, never a panic.
+    /// Bytes that are no dump are an error or nothing, never a panic; the family bytes
+    /// are the kernel's.
     #[test]
     fn bad_bytes_are_refused() {
+        assert_eq!(
+            (i32::from(AF_INET), i32::from(AF_INET6)),
+            (libc::AF_INET, libc::AF_INET6)
+        );
         let mut d = ListenDump::default();
         assert!(d.take(&[1, 2, 3]).is_err());
         let mut d = ListenDump::default();
-        let mut b = request(libc::AF_INET as u8);
+        let mut b = request(AF_INET);
         b.truncate(b.len() - 3);
         assert!(d.take(&b).is_err() || d.listeners().is_empty());
     }

@@ -179,9 +179,7 @@ impl Watch {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
-        for family in [libc::AF_INET, libc::AF_INET6] {
-            // AF_INET and AF_INET6 are 2 and 10.
-            let family = u8::try_from(family).unwrap_or(0);
+        for family in [super::dump::AF_INET, super::dump::AF_INET6] {
             out.extend(dump(diag, family).await?);
         }
         Ok(out)
