@@ -10,6 +10,7 @@
 //! - [`standby`]: the service's launcher started ahead of its next call;
 //! - [`cgroup`]: the cgroups of jobs (issue 16): found once, made per job with its limits,
 //!   joined by the launcher, read for usage, removed with nothing left;
+//! - [`forward`]: the port forwards of a background job, host loopback to the job's;
 //! - [`sys`]: every `unsafe` of the crate.
 
 #![warn(missing_docs)]
@@ -26,6 +27,7 @@ pub mod call;
 pub mod cgroup;
 pub mod egress;
 pub mod floor_watch;
+pub mod forward;
 pub mod fresh_caches;
 pub mod git_dirs;
 pub mod git_guard;

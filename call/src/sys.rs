@@ -50,6 +50,21 @@ pub fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// `fd` registered with the current tokio runtime for reading and writing (a socket the
+/// port forwards use: the socket maker's control socket, a sock_diag socket). Must be
+/// called within a runtime; `fd` should be non-blocking.
+pub fn async_owned(fd: OwnedFd) -> std::io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: an `OwnedFd` is an open fd that only it closes, and `as_raw_fd` always gives
+    // that same fd: it stays open, and the same file description, for the AsyncFd's life.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(
+            fd,
+            tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE,
+        )
+    }
+    .map_err(std::io::Error::from)
+}
+
 /// A pidfd of process `pid`, registered with the current tokio runtime (readable once the
 /// process has ended). Must be called within a runtime.
 pub fn async_pidfd(pid: u32) -> std::io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {

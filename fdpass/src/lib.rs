@@ -193,6 +193,24 @@ pub fn recv_byte(sock: BorrowedFd<'_>) -> Result<Option<(u8, Vec<OwnedFd>)>, Rec
     Ok(Some((byte[0], fds)))
 }
 
+/// Receive one message into `buf` and the fds that came with it (never blocks: on a socket
+/// with nothing there, [`RecvError::is_retry`]): the bytes read and the fds. `Ok(None)` at
+/// EOF. On a `SOCK_SEQPACKET` socket each call is one message, whatever is past `buf`
+/// of it discarded (as [`recv_byte`] keeps one byte).
+pub fn recv_msg(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+) -> Result<Option<(usize, Vec<OwnedFd>)>, RecvError> {
+    let (n, fds, truncated) = sys::recv_fds::<MAX_HANDED>(sock, buf).map_err(RecvError::Io)?;
+    if n == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    if truncated {
+        return Err(RecvError::TooMany);
+    }
+    Ok(Some((n, fds)))
+}
+
 fn inet(raw: BorrowedFd<'_>, ty: libc::c_int, proto: libc::c_int) -> bool {
     sys::is_socket(raw)
         && sys::getsockopt_int(raw, libc::SO_TYPE) == Some(ty)

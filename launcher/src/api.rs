@@ -417,6 +417,47 @@ impl Launcher {
     }
 }
 
+impl Launcher {
+    /// Starts `efr-launch --ns-sockets` ([`crate::ns_sockets`]) for the job's process
+    /// `pid`: the socket maker of that process's network namespace, on a seqpacket control
+    /// socket (the returned end; the launcher's is its fd 3), its stdio `/dev/null`. It ends
+    /// with this process (`--caller-pid`) and at the control socket's EOF.
+    pub fn spawn_ns_sockets(&self, pid: u32) -> std::io::Result<NsSockets> {
+        let (mine, theirs) = crate::sys::seqpacket_pair()?;
+        let mut args: Vec<std::ffi::OsString> = vec![self.exe.clone().into_os_string()];
+        args.extend(self.pre_args.iter().map(Into::into));
+        for a in ["--ns-sockets", "--pid"] {
+            args.push(a.into());
+        }
+        args.push(pid.to_string().into());
+        for a in ["--control-fd", "3", "--caller-pid"] {
+            args.push(a.into());
+        }
+        args.push(std::process::id().to_string().into());
+        let child = Launched::start(
+            self.exe.as_os_str(),
+            &args,
+            [Io::Null, Io::Null, Io::Null],
+            &[(theirs, 3)],
+            false,
+        )?;
+        Ok(NsSockets {
+            child,
+            control: mine,
+        })
+    }
+}
+
+/// A started socket maker of a job's network namespace ([`Launcher::spawn_ns_sockets`]).
+#[derive(Debug)]
+pub struct NsSockets {
+    /// Its process (the caller reaps it).
+    pub child: Launched,
+    /// The caller's end of the control socket (seqpacket, close-on-exec): the requests and
+    /// answers of [`crate::ns_sockets`].
+    pub control: std::os::fd::OwnedFd,
+}
+
 /// An `efr-launch` in standby ([`Launcher::spawn_warm`]); killed and reaped when dropped
 /// before [`Warm::go`].
 #[derive(Debug)]

@@ -7,7 +7,7 @@ use crate::plan::{MAX_PLAN_BYTES, Plan, PlanCheck};
 use crate::run::StatusOut;
 
 fn usage() -> &'static str {
-    "usage: efr-launch (--plan FILE | --plan-fd N | --warm --control-fd N) [--status-fd N] [--caller-pid PID] [--join-cgroup-fd N]..."
+    "usage: efr-launch (--plan FILE | --plan-fd N | --warm --control-fd N | --ns-sockets --pid PID --control-fd N) [--status-fd N] [--caller-pid PID] [--join-cgroup-fd N]..."
 }
 
 /// Why `efr-launch`'s command line or its plan could not be read.
@@ -53,6 +53,8 @@ pub fn main(args: Vec<String>) -> i32 {
     let mut status_fd = None;
     let mut caller_pid = None;
     let mut warm = false;
+    let mut ns_sockets = false;
+    let mut job_pid = None;
     let mut control_fd = None;
     let mut join_cgroups: Vec<RawFd> = Vec::new();
     let mut it = args.iter();
@@ -89,6 +91,14 @@ pub fn main(args: Vec<String>) -> i32 {
                 }
             },
             "--warm" => warm = true,
+            "--ns-sockets" => ns_sockets = true,
+            "--pid" => match it.next().and_then(|s| s.parse::<libc::pid_t>().ok()) {
+                Some(p) if p > 0 => job_pid = Some(p),
+                _ => {
+                    eprintln!("efr-launch: --pid takes a pid\n{}", usage());
+                    return crate::exit_code::USAGE;
+                }
+            },
             "--control-fd" => match fd_arg(it.next()) {
                 Ok(fd) => control_fd = Some(fd),
                 Err(u) => {
@@ -163,6 +173,26 @@ pub fn main(args: Vec<String>) -> i32 {
         Ok(c) => c,
         Err(e) => return out.setup_error(e.to_string()),
     };
+    if ns_sockets || job_pid.is_some() {
+        // The socket maker of a job's network namespace (see `crate::ns_sockets`).
+        let (true, Some(pid), Some(fd), false, None) =
+            (ns_sockets, job_pid, control_fd, warm, &plan_src)
+        else {
+            eprintln!(
+                "efr-launch: --ns-sockets takes --pid and --control-fd, and no plan\n{}",
+                usage()
+            );
+            return crate::exit_code::USAGE;
+        };
+        let control = match crate::sys::set_cloexec(fd).and_then(|()| crate::sys::owned(fd)) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("efr-launch: the control fd {fd}: {e}");
+                return crate::exit_code::USAGE;
+            }
+        };
+        return crate::ns_sockets::main(pid, control, &caller);
+    }
     if warm || control_fd.is_some() {
         // A launcher in standby: its plan comes later, on the control socket.
         let (true, Some(fd), None) = (warm, control_fd, &plan_src) else {

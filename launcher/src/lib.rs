@@ -25,6 +25,10 @@
 //!   command line; [`caller`]: the launch ends with its caller; [`join_cgroup`]: the
 //!   job's cgroups, joined before anything is made; [`exit_code`]: the launcher's own
 //!   exit statuses.
+//!   ([`backend::warm`]); [`ns_sockets`]: the socket maker of a job's network namespace
+//!   (for its port forwards); [`cli`]: `efr-launch`'s
+//!   command line; [`caller`]: the launch ends with its caller; [`exit_code`]: the
+//!   launcher's own exit statuses.
 //! * [`plan`] (the plan JSON, the wire from the service), [`status`] (the status lines,
 //!   the wire back), [`mod@env`] (the line's environment), [`api`] (the library API below).
 //! * [`setup`]: the one error of the call's setup inside its namespaces
@@ -75,6 +79,7 @@ pub mod cli;
 pub mod env;
 pub mod exit_code;
 pub mod join_cgroup;
+pub mod ns_sockets;
 pub mod plan;
 pub mod pty;
 pub mod restrict;

@@ -690,22 +690,63 @@ pub fn total_ram() -> io::Result<u64> {
 
 /// A connected pair of Unix stream sockets, both ends close-on-exec.
 pub fn socketpair() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    socketpair_of(libc::SOCK_STREAM)
+}
+
+/// A connected pair of Unix seqpacket sockets (one message a read), both ends
+/// close-on-exec.
+pub fn seqpacket_pair() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    socketpair_of(libc::SOCK_SEQPACKET)
+}
+
+fn socketpair_of(ty: libc::c_int) -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     use std::os::fd::{FromRawFd, OwnedFd};
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: the kernel writes two fds into `fds`, a live array of two.
     check(unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
+        libc::socketpair(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())
     })?;
     // SAFETY: socketpair just made this fd for this process; nobody else owns it.
     let a = unsafe { OwnedFd::from_raw_fd(fds[0]) };
     // SAFETY: as above, the other end.
     let b = unsafe { OwnedFd::from_raw_fd(fds[1]) };
     Ok((a, b))
+}
+
+/// A new close-on-exec socket of `domain`, `ty` and `protocol`, in this process's network
+/// namespace.
+pub fn socket(
+    domain: libc::c_int,
+    ty: libc::c_int,
+    protocol: libc::c_int,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket(2) takes no pointers; it makes a new fd or fails.
+    let fd = check(unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, protocol) })?;
+    // SAFETY: `fd` was just made for this process by socket(2); nobody else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setns(2)`: moves this (single-threaded) process into the namespace `ns` is a file of,
+/// of type `nstype` (`CLONE_NEWUSER`, `CLONE_NEWNET`, ...).
+pub fn setns(ns: std::os::fd::BorrowedFd<'_>, nstype: libc::c_int) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setns takes an fd the caller keeps open for the call and a flag; no pointers.
+    check(unsafe { libc::setns(ns.as_raw_fd(), nstype) }).map(|_| ())
+}
+
+/// `NS_GET_USERNS` (`_IO(0xb7, 0x1)` of linux/nsfs.h): the `ioctl` that gives the user
+/// namespace owning a namespace.
+const NS_GET_USERNS: libc::c_ulong = 0xb701;
+
+/// The user namespace that owns the namespace `ns` is a file of (`ioctl(NS_GET_USERNS)`),
+/// as a new close-on-exec fd.
+pub fn ns_owner(ns: std::os::fd::BorrowedFd<'_>) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: NS_GET_USERNS takes no argument; it returns a new fd (close-on-exec) or fails.
+    let fd = check(unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS as _) })?;
+    // SAFETY: `fd` was just made for this process by the ioctl; nobody else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

@@ -10,7 +10,9 @@
 //! - [`fdpass`] and [`inside`] (re-exported from the `efr-fdpass` crate, which the launcher
 //!   uses too): the hand-over of the sockets the launcher's init binds in the call's network
 //!   namespace (relay listener, DNS socket, synthetic listeners);
-//! - [`run_standalone`]: `efr-sandbox proxy` / the `efr-proxy` binary.
+//! - [`run_standalone`]: `efr-sandbox proxy` / the `efr-proxy` binary;
+//! - [`splice`]: the zero-copy copy of a tunnel, also the relay of a job's port forward
+//!   (`efr_call::forward`).
 //!
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
 
@@ -31,7 +33,7 @@ pub mod name;
 pub mod policy;
 pub mod report;
 pub mod server;
-mod splice;
+pub mod splice;
 mod standalone;
 mod sys;
 pub mod tls;

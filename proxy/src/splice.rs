@@ -118,8 +118,11 @@ pub(crate) async fn one_way<A: Stream, B: Stream>(
     }
 }
 
-/// Both ways until both reached EOF, or either failed.
-pub(crate) async fn both_ways<A: Stream, B: Stream>(
+/// Both ways until both reached EOF, or either failed: each way's EOF shuts the other
+/// side for writing (a half-close passed on). `account` sees every chunk of either way
+/// before it is passed on, and stops the copy with an error when it says `false` (`&|_|
+/// true` for none). Two pipes of up to 1 MiB each are made for it and closed at its end.
+pub async fn both_ways<A: Stream, B: Stream>(
     a: &A,
     b: &B,
     account: &(dyn Fn(usize) -> bool + Sync),

@@ -54,10 +54,9 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
         "--unshare-uts",
         "--unshare-cgroup-try",
     ]);
-    // A call with a proxy gets its network namespace from the launcher ([`pre_namespaces`]).
-    if !view.host_net && view.proxy_socket.is_none() {
-        push(&["--unshare-net"]);
-    }
+    // A call with a network namespace of its own gets it from the launcher
+    // ([`pre_namespaces`]), never from bubblewrap (`--unshare-net`): made there, its
+    // privileged ports are open to the call, on both backends.
     push(&[
         "--die-with-parent",
         "--as-pid-1",
@@ -255,8 +254,8 @@ pub fn spawn(
                 _ => None,
             })
             .collect();
-        if view.proxy_socket.is_some() || !layers.is_empty() {
-            if let Err(e) = pre_namespaces(view.proxy_socket.is_some(), &layers) {
+        if !view.host_net || !layers.is_empty() {
+            if let Err(e) = pre_namespaces(!view.host_net, &layers) {
                 crate::child::report::setup_error(report_w, e);
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
@@ -293,8 +292,10 @@ pub fn spawn(
 
 /// The namespaces a bwrap call needs made before bwrap runs.
 ///
-/// The network namespace of a call with a proxy (`net`): the init must bind ports 53 and
-/// 443 there, and inside bwrap it holds no capability over a namespace bwrap makes (bwrap
+/// The network namespace of a call that has one of its own (`net`; always made here, not
+/// by bubblewrap): a proxied call's init must bind ports 53 and 443 there, a job's server
+/// may listen on a low port, and inside bwrap the call holds no capability over a
+/// namespace bwrap makes (bwrap
 /// nests a second user namespace for `--dev` and `--disable-userns`). The caches' layers
 /// (`layers`: cache, upper, work): bubblewrap 0.8 (Debian 12) has no `--overlay`, and
 /// inside bwrap nothing may mount. So this process (the future bwrap) enters a user

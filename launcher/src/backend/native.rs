@@ -222,6 +222,21 @@ pub(super) fn host_base() -> Result<(), SetupError> {
     dev_base()
 }
 
+/// The sysctl of the lowest port a process without `CAP_NET_BIND_SERVICE` may bind, in the
+/// network namespace of the process that opens it.
+const LOW_PORTS: &str = "/proc/sys/net/ipv4/ip_unprivileged_port_start";
+
+/// Opens the privileged ports (below 1024) of the call's own network namespace to every
+/// user of it (`ip_unprivileged_port_start = 0`), as the bwrap backend does: only the call
+/// lives there, its line holds no capability, and a server it starts on port 80 or 22
+/// listens on its own loopback (a port forward of a job refuses such a port on the
+/// host's side, `efr_call::forward`). Written through the `/proc` of the process's
+/// time (the host's before the view, the call's after), whose `net` files are those of
+/// the writer's network namespace.
+pub(super) fn open_low_ports() -> Result<(), SetupError> {
+    std::fs::write(LOW_PORTS, "0").map_err(SetupError::write(LOW_PORTS))
+}
+
 /// The rest of the view on top of [`host_base`]: the plan's `/dev`, `/tmp` and scratch dir,
 /// then the rest of the view from the launcher, and the pivot into the new root.
 pub(super) fn finish_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupError> {
@@ -484,6 +499,10 @@ fn spawn_cold(
                     report_w,
                     SetupError::sys("bring loopback up in the call's network namespace")(e),
                 );
+                sys::exit_now(crate::exit_code::BACKEND_FAILED);
+            }
+            if let Err(e) = open_low_ports() {
+                crate::child::report::setup_error(report_w, e);
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         }

@@ -252,7 +252,8 @@ impl Drop for Waiting {
 }
 
 /// The init of a warm launch until its call comes: dies with the launcher, becomes
-/// undumpable once its maps are in, names its host and brings its loopback up, then waits
+/// undumpable once its maps are in, names its host, brings its loopback up and opens its
+/// privileged ports to the call (`native::open_low_ports`), then waits
 /// for [`GO`]. Any failure before the call ends it without a report (the launcher clones a
 /// cold init then, which reports it).
 fn waiting_init(sock: OwnedFd, report_w: RawFd, launcher_pidfd: RawFd, report_r: RawFd) -> ! {
@@ -273,6 +274,7 @@ fn waiting_init(sock: OwnedFd, report_w: RawFd, launcher_pidfd: RawFd, report_r:
     if sys::prctl(libc::PR_SET_DUMPABLE, 0, 0).is_err()
         || sys::sethostname("efr-sandbox").is_err()
         || sys::loopback_up().is_err()
+        || super::native::open_low_ports().is_err()
     {
         quit();
     }
