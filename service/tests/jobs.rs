@@ -711,3 +711,90 @@ fn a_job_that_reaches_its_memory_limit_fails_with_the_reason() {
     let peak = j["cgroup"]["memory_bytes"].as_u64().unwrap();
     assert!(peak > 32 * 1024 * 1024, "the peak is near the limit: {j}");
 }
+
+/// A port free on the host's loopback now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The next `job_port_forwarded` event of `ev` for `job_id`.
+fn forwarded(ev: &mut common::Client, job_id: &str) -> Value {
+    loop {
+        let f = ev.recv();
+        let e = &f["item"];
+        if e["kind"] == "job_port_forwarded" && e["job_id"] == job_id {
+            return e.clone();
+        }
+    }
+}
+
+#[test]
+fn a_jobs_server_is_reachable_from_the_hosts_loopback_through_its_forward() {
+    for backend in backends() {
+        let s = Server::start(&[]);
+        let proj = project(&s.home);
+        std::fs::write(proj.join("index.html"), "served by the job\n").unwrap();
+        let port = free_port();
+        let mut ev = s.client();
+        ev.request(90, "sandbox.job_events", json!({"conversation": "c1"}));
+        let mut c = s.client();
+        let server = |p: u16| {
+            json!({"line": format!("exec python3 -m http.server {p} --bind 127.0.0.1"),
+                   "projects": [proj], "backend": backend, "conversation": "c1",
+                   "background": {"max_minutes": 2}})
+        };
+        start_job(&mut c, 1, server(port));
+        let e = forwarded(&mut ev, "j1");
+        assert_eq!(e["outcome"], "forwarded", "{e} ({backend})");
+        assert_eq!(e["listen"], "127.0.0.1");
+        assert_eq!(e["port"], port);
+        // The host's loopback reaches the job's server.
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::io::Write::write_all(
+            &mut conn,
+            b"GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n",
+        )
+        .unwrap();
+        let mut page = String::new();
+        std::io::Read::read_to_string(&mut conn, &mut page).unwrap();
+        assert!(page.contains("served by the job"), "{page}");
+        let j = wait_job(&mut c, Some("c1"), "j1", |j| j["forwards"].is_array());
+        assert_eq!(j["forwards"][0]["port"], port, "{j}");
+        // A second job of the conversation on the same port: in use, by j1.
+        start_job(&mut c, 2, server(port));
+        let e = forwarded(&mut ev, "j2");
+        assert_eq!(e["outcome"], "in_use", "{e}");
+        assert_eq!(e["by_job"], "j1");
+        // Port 22: a job may listen there in its own namespace; it is not forwarded.
+        start_job(&mut c, 3, server(22));
+        let e = forwarded(&mut ev, "j3");
+        assert_eq!(e["outcome"], "refused", "{e}");
+        assert!(!e["reason"].as_str().unwrap_or("").is_empty(), "{e}");
+        // Stopped with the job: the port is the host's again.
+        let r = c.call(
+            4,
+            "sandbox.job_stop",
+            json!({"conversation": "c1", "job_id": "j1"}),
+        );
+        assert_eq!(r["end"]["job"]["state"], "stopped", "{r}");
+        assert!(r["end"]["job"]["forwards"].is_null(), "{r}");
+        let e = forwarded(&mut ev, "j1");
+        assert_eq!(e["outcome"], "stopped", "{e}");
+        for id in ["j2", "j3"] {
+            c.call(
+                5,
+                "sandbox.job_stop",
+                json!({"conversation": "c1", "job_id": id}),
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the host port stays taken");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

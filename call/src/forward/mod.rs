@@ -10,7 +10,7 @@
 //! - each listener on `127.0.0.1`/`0.0.0.0` is forwarded from the host's `127.0.0.1:PORT`,
 //!   each on `::1`/`::` from the host's `[::1]:PORT` (a dual-stack `::` from both), unless
 //!   refused: a port below 1024 (`refused`), a port of the config's deny list
-//!   (`refused`, its reason; [`DEFAULT_DENY`]), past the job's count (`limit`), held by
+//!   (`refused`, its reason; the config's `jobs.forward_deny`), past the job's count (`limit`), held by
 //!   another job (`in_use`, with `by_job` when of the same conversation; [`Ports`]) or by
 //!   a host process (`in_use`);
 //! - each outcome is a [`ForwardEvent`] on the job's channel, once per (address, port)
@@ -47,47 +47,6 @@ pub use watch::host_addrs;
 /// sockets, about 50 us) costs the service about 0.02% of a core per job.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
-/// The ports never forwarded, whatever a job listens on, each with the reason given in its
-/// `refused` event. A forward takes the host's loopback port while the host's own server
-/// of that port is not running, and the host's clients then talk to the job: these are the
-/// ports whose clients hand a server secrets or control (a password, a token, root over
-/// the machine) on their own. Ports below 1024 are refused anyway (a privileged port of
-/// the host). The config's `[jobs]` deny list replaces this one.
-pub const DEFAULT_DENY: &[(u16, &str)] = &[
-    (
-        2375,
-        "the Docker daemon's API port (its clients send commands that are root on the host)",
-    ),
-    (
-        2376,
-        "the Docker daemon's TLS API port (its clients send commands that are root on the host)",
-    ),
-    (
-        3306,
-        "the MySQL server's port (its clients send the user's password)",
-    ),
-    (
-        5432,
-        "the PostgreSQL server's port (its clients send the user's password)",
-    ),
-    (
-        6379,
-        "the Redis server's port (its clients send the user's password)",
-    ),
-    (
-        8200,
-        "the Vault server's port (its clients send the user's token)",
-    ),
-    (
-        9222,
-        "the Chrome DevTools port (its clients drive the user's browser)",
-    ),
-    (
-        27017,
-        "the MongoDB server's port (its clients send the user's password)",
-    ),
-];
-
 /// The most forwards of one job by default (each host address counts: a dual-stack
 /// listener is two): a job with more servers than this is not a dev server, and each
 /// forward holds a host port.
@@ -100,7 +59,8 @@ pub const DEFAULT_MAX_CONNS: usize = 64;
 /// The limits of a job's forwards (the config's `[jobs]` section).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForwardConfig {
-    /// Ports never forwarded, each with its reason ([`DEFAULT_DENY`] by default).
+    /// Ports never forwarded, each with its reason (the config's `jobs.forward_deny`; none by
+    /// default here).
     pub deny: Vec<(u16, String)>,
     /// The most forwards of one job (host addresses).
     pub max_per_job: usize,
@@ -111,10 +71,7 @@ pub struct ForwardConfig {
 impl Default for ForwardConfig {
     fn default() -> ForwardConfig {
         ForwardConfig {
-            deny: DEFAULT_DENY
-                .iter()
-                .map(|(p, r)| (*p, (*r).to_string()))
-                .collect(),
+            deny: Vec::new(),
             max_per_job: DEFAULT_MAX_PER_JOB,
             max_conns: DEFAULT_MAX_CONNS,
         }

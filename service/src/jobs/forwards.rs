@@ -1,28 +1,135 @@
-//! A job's port forwards (TEMPORARY until efr-call's forward lands).
+//! A job's port forwards ([`efr_call::forward`]): started once its call runs (its network
+//! namespace exists), each outcome sent as a `job_port_forwarded` event, the job's
+//! `forwards` kept as they are, stopped (`stopped` for each) when the job ends.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use efr_call::forward::{ForwardConfig, ForwardOutcome, Forwards};
+use efr_sandbox_wire::job::{self, JobEventKind, JobForward};
+use efr_sandbox_wire::{CallParams, Grant};
+use tokio::sync::mpsc;
 
 use super::{Job, Jobs};
 
-/// What forwards a job gets.
+/// How often, and how long apart, the forwards are asked for before the job's namespace
+/// is there (it is, once its call has started: this covers a slow init).
+const START_TRIES: u32 = 5;
+const START_PAUSE: Duration = Duration::from_millis(100);
+
+/// The forwards a job gets: its limits, from the config's `[jobs]`.
 #[derive(Debug, Clone)]
-pub struct Plan;
+pub struct Plan {
+    cfg: ForwardConfig,
+}
 
-/// The running forwards of a job.
+/// The forwards of a call `p` under `config`: none when the config turns them off, or the
+/// call has no network of its own (`open_network` and `net_view` listen on the host's
+/// loopback already).
+pub fn plan(config: &efr_policy::config::Config, p: &CallParams) -> Option<Plan> {
+    let j = &config.jobs;
+    let own_net = !p.unsandboxed
+        && !p
+            .grants
+            .iter()
+            .any(|g| matches!(g, Grant::OpenNetwork | Grant::NetView));
+    (j.forwards.value && own_net).then(|| Plan {
+        cfg: ForwardConfig {
+            deny: j.denied_ports(),
+            max_per_job: usize::try_from(j.forward_max.value).unwrap_or(usize::MAX),
+            max_conns: usize::try_from(j.forward_connections.value).unwrap_or(usize::MAX),
+        },
+    })
+}
+
+/// The running forwards of a job, and the task that reports them.
 #[derive(Debug)]
-pub struct Running;
+pub struct Running {
+    forwards: Forwards,
+    reports: tokio::task::JoinHandle<()>,
+}
 
-/// Starts the forwards of `job`, whose launcher is `launcher_pid`.
-pub fn start(
-    _jobs: &Arc<Jobs>,
-    _job: &Arc<Job>,
-    _plan: &Plan,
-    _launcher_pid: u32,
+fn outcome(o: ForwardOutcome) -> job::ForwardOutcome {
+    match o {
+        ForwardOutcome::Forwarded => job::ForwardOutcome::Forwarded,
+        ForwardOutcome::InUse => job::ForwardOutcome::InUse,
+        ForwardOutcome::Refused => job::ForwardOutcome::Refused,
+        ForwardOutcome::Limit => job::ForwardOutcome::Limit,
+        ForwardOutcome::Stopped => job::ForwardOutcome::Stopped,
+    }
+}
+
+/// Starts the forwards of `job`, whose launcher is `launcher_pid`; `None` when they could
+/// not be had (said on the service's stderr: the job runs without them).
+pub async fn start(
+    jobs: &Arc<Jobs>,
+    job: &Arc<Job>,
+    plan: &Plan,
+    launcher_pid: u32,
 ) -> Option<Running> {
-    None
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let conversation = job.conversation.clone().unwrap_or_default();
+    let mut tries = 0;
+    let forwards = loop {
+        tries += 1;
+        match efr_call::forward::start(
+            launcher_pid,
+            &conversation,
+            &job.id,
+            plan.cfg.clone(),
+            jobs.ports.clone(),
+            tx.clone(),
+        )
+        .await
+        {
+            Ok(f) => break f,
+            Err(e) if tries < START_TRIES => {
+                let _ = e;
+                tokio::time::sleep(START_PAUSE).await;
+            }
+            Err(e) => {
+                eprintln!("efr-sandbox: job {}: no port forwards: {e}", job.id);
+                return None;
+            }
+        }
+    };
+    drop(tx);
+    let (jobs2, job2) = (jobs.clone(), job.clone());
+    let reports = tokio::spawn(async move {
+        while let Some(ev) = rx.recv().await {
+            {
+                let mut n = job2.lock();
+                let f = JobForward {
+                    listen: ev.listen.clone(),
+                    port: ev.port,
+                };
+                match ev.outcome {
+                    ForwardOutcome::Forwarded if !n.forwards.contains(&f) => n.forwards.push(f),
+                    ForwardOutcome::Stopped => n.forwards.retain(|x| *x != f),
+                    _ => {}
+                }
+            }
+            jobs2.events.emit(
+                job2.conversation.as_deref(),
+                &job2.id,
+                JobEventKind::JobPortForwarded {
+                    listen: ev.listen,
+                    port: ev.port,
+                    outcome: outcome(ev.outcome),
+                    by_job: ev.by_job,
+                    reason: ev.reason,
+                },
+            );
+        }
+    });
+    Some(Running { forwards, reports })
 }
 
 impl Running {
-    /// Stops them.
-    pub async fn stop(self, _jobs: &Arc<Jobs>, _job: &Arc<Job>) {}
+    /// Stops them: `stopped` for each, the host's ports free again; returns once every
+    /// event is sent.
+    pub async fn stop(self) {
+        self.forwards.stop().await;
+        let _ = self.reports.await;
+    }
 }

@@ -259,6 +259,8 @@ pub struct Jobs {
     record: Mutex<Option<restart::Record>>,
     /// Where jobs get their cgroups (found at [`Self::take_over`]).
     cgroups: std::sync::OnceLock<cgroup::Place>,
+    /// Which job's forward holds which host address.
+    ports: Arc<efr_call::forward::Ports>,
 }
 
 /// An error for a bad request.
@@ -440,6 +442,7 @@ impl Jobs {
     pub fn hooks(
         &self,
         config: &efr_policy::config::Config,
+        p: &efr_sandbox_wire::CallParams,
         call_id: &str,
     ) -> (Hooks, Vec<std::os::fd::OwnedFd>) {
         let mut join = Vec::new();
@@ -450,7 +453,9 @@ impl Jobs {
             })?;
             Ok(cg)
         });
-        (self.hooks_with(config, cg), join)
+        let mut h = self.hooks_with(config, cg);
+        h.forwards = forwards::plan(config, p);
+        (h, join)
     }
 
     /// [`Self::hooks`] for a running call moved to a job: its tree (from `launcher_pid`)
@@ -458,6 +463,7 @@ impl Jobs {
     pub fn hooks_for_move(
         &self,
         config: &efr_policy::config::Config,
+        p: &efr_sandbox_wire::CallParams,
         call_id: &str,
         launcher_pid: u32,
     ) -> Hooks {
@@ -468,7 +474,9 @@ impl Jobs {
             })?;
             Ok(cg)
         });
-        self.hooks_with(config, cg)
+        let mut h = self.hooks_with(config, cg);
+        h.forwards = forwards::plan(config, p);
+        h
     }
 
     fn hooks_with(

@@ -104,10 +104,10 @@ pub(super) async fn run(
         left: job.watch.as_ref().map_or(0, |w| w.max_wakes),
         partial: Vec::new(),
     });
-    let forwards = hooks
-        .forwards
-        .as_ref()
-        .and_then(|p| super::forwards::start(jobs, job, p, stream.launcher_pid()));
+    let forwards = match hooks.forwards.as_ref() {
+        Some(p) => super::forwards::start(jobs, job, p, stream.launcher_pid()).await,
+        None => None,
+    };
     let deadline = tokio::time::Instant::now() + job.max_for;
     let mut timed_out = false;
     let mut usage = tokio::time::interval(std::time::Duration::from_secs(1));
@@ -156,7 +156,7 @@ pub(super) async fn run(
         }
     };
     if let Some(f) = forwards {
-        f.stop(jobs, job).await;
+        f.stop().await;
     }
     if let Some(w) = watcher.as_mut() {
         if !w.partial.is_empty() {

@@ -93,7 +93,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         // A job's launcher joins its cgroup before it makes anything.
         let (hooks, join) = match background {
             Some(_) => {
-                let (h, j) = svc.jobs.hooks(&ctx.config, guard.call_id());
+                let (h, j) = svc.jobs.hooks(&ctx.config, &p, guard.call_id());
                 (Some(h), Some(j))
             }
             None => (None, None),
@@ -143,13 +143,17 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
                 moved: false,
             });
         }
+        let of = TheCall {
+            svc: &svc,
+            ctx: &ctx,
+            params: &p,
+            call_id: guard.call_id(),
+        };
         run_movable(
-            &svc,
-            &ctx,
+            &of,
             stream,
             &call.items,
             moves,
-            guard.call_id(),
             |max_minutes, after_secs| {
                 let from = MovedFrom {
                     call_id: guard.call_id().to_owned(),
@@ -162,16 +166,28 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
     })
 }
 
+/// What a running call is, for its move.
+struct TheCall<'a> {
+    svc: &'a Arc<Service>,
+    ctx: &'a efr_call::Ctx,
+    params: &'a CallParams,
+    call_id: &'a str,
+}
+
 /// Hands a running call's events on until its end, or until it is moved to a job.
 async fn run_movable(
-    svc: &Arc<Service>,
-    ctx: &efr_call::Ctx,
+    of: &TheCall<'_>,
     mut stream: efr_call::CallStream,
     items: &ItemSink,
     mut moves: tokio::sync::mpsc::Receiver<MoveRequest>,
-    call_id: &str,
     spec: impl Fn(f64, f64) -> JobSpec,
 ) -> Result<serde_json::Value, ErrorBody> {
+    let TheCall {
+        svc,
+        ctx,
+        params,
+        call_id,
+    } = *of;
     let began = Instant::now();
     loop {
         tokio::select! {
@@ -189,7 +205,7 @@ async fn run_movable(
                 }
                 let hooks = svc
                     .jobs
-                    .hooks_for_move(&ctx.config, call_id, stream.launcher_pid());
+                    .hooks_for_move(&ctx.config, params, call_id, stream.launcher_pid());
                 let job_spec = spec(req.max_minutes, began.elapsed().as_secs_f64());
                 let job = svc.jobs.start(job_spec, stream, hooks);
                 let _ = req.reply.send(Ok(job.id.clone()));
