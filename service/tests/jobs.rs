@@ -798,3 +798,32 @@ fn a_jobs_server_is_reachable_from_the_hosts_loopback_through_its_forward() {
         }
     }
 }
+
+#[test]
+fn a_job_whose_launcher_dies_is_reported_lost_and_leaves_nothing() {
+    for (n, backend) in backends().into_iter().enumerate() {
+        let s = Server::start(&[]);
+        let proj = project(&s.home);
+        let m = marker(90 + n as u32);
+        let mut c = s.client();
+        let (started, _, _) = start_job(
+            &mut c,
+            1,
+            json!({"line": format!("sleep {m} & sleep {m}"), "projects": [proj],
+                   "backend": backend, "conversation": "c1",
+                   "background": {"max_minutes": 2}}),
+        );
+        running(&m, 2);
+        let launcher = started["launcher_pid"].as_u64().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(launcher).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let j = wait_job(&mut c, Some("c1"), "j1", |j| j["state"] != "running");
+        assert_eq!(j["state"], "failed", "{j} ({backend})");
+        assert_eq!(j["launcher_lost"], true, "{j}");
+        assert!(!j["reason"].as_str().unwrap_or("").is_empty(), "{j}");
+        gone(&m, Duration::from_secs(5));
+    }
+}
