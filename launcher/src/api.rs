@@ -187,6 +187,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         tmp: req.tmp.clone(),
         tmp_size: req.tmp_size.clone(),
         shm_size: req.shm_size.clone(),
+        processes_max: None,
         read_only_inside: ro,
         protect_names,
         masks,

@@ -265,6 +265,7 @@ fn line_spec(plan: &Plan) -> InnerSpec {
     InnerSpec {
         shell: plan.shell().to_string(),
         line: plan.line.clone(),
+        processes_max: plan.processes_max,
         cwd: plan.cwd.clone(),
         env: crate::env::scrub(plan, &crate::env::source(plan)),
         require_landlock: plan.require_landlock,

@@ -138,6 +138,20 @@ pub fn capset_clear() -> io::Result<()> {
         .map(|_| ())
 }
 
+/// Sets `RLIMIT_NPROC` (soft and hard) of this process to `n`.
+pub fn set_nproc(n: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: n,
+        rlim_max: n,
+    };
+    // SAFETY: setrlimit reads one rlimit, which `lim` is, for a resource of this process.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Sets no_new_privs.
 pub fn no_new_privs() -> io::Result<()> {
     prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).map(|_| ())

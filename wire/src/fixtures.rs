@@ -1320,6 +1320,7 @@ pub fn example_plan() -> crate::plan::Plan {
         tmp: Some("/run/user/1000/efr/tmp/c1".into()),
         tmp_size: Some("2G".into()),
         shm_size: Some("10%".into()),
+        processes_max: Some(1024),
         read_only_inside: vec!["/home/ada/proj/.git/hooks".into()],
         protect_names: vec![".envrc".into(), "**/.git/config".into()],
         masks: vec!["/home/ada/.ssh".into(), "/home/ada/.npmrc".into()],

@@ -81,6 +81,12 @@ pub struct Plan {
     /// absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shm_size: Option<String>,
+    /// The line's `RLIMIT_NPROC` (soft and hard): a background job's process bound when it
+    /// has no cgroup of its own. In the call's own user namespace the kernel counts the
+    /// processes of that namespace's user (its `ucounts`), so it bounds the job, not every
+    /// process of the user. Absent: unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes_max: Option<u64>,
     /// Paths inside writable roots that stay read-only (existing or not).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_inside: Vec<String>,
@@ -249,6 +255,7 @@ impl Plan {
             tmp: None,
             tmp_size: None,
             shm_size: None,
+            processes_max: None,
             read_only_inside: Vec::new(),
             protect_names: Vec::new(),
             masks: Vec::new(),

@@ -28,6 +28,9 @@ pub struct InnerSpec {
     pub shell: String,
     /// The shell line.
     pub line: String,
+    /// The line's `RLIMIT_NPROC` (the plan's `processes_max`).
+    #[serde(default)]
+    pub processes_max: Option<u64>,
     /// The directory the line starts in.
     pub cwd: String,
     /// `NAME=value` strings.
@@ -241,6 +244,13 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         },
         None => None,
     };
+    // Set while the process may still raise it; the line cannot raise it back (no
+    // capability, no_new_privs).
+    if let Some(n) = spec.processes_max {
+        if let Err(e) = sys::set_nproc(n) {
+            fail(format!("RLIMIT_NPROC {n}: {e}"));
+        }
+    }
     if spec.drop_caps {
         if let Err(e) = crate::restrict::caps::drop_all() {
             fail(format!("dropping capabilities: {e}"));

@@ -476,6 +476,11 @@ impl Jobs {
         });
         let mut h = self.hooks_with(config, cg);
         h.forwards = forwards::plan(config, p);
+        // A running call's rlimits are its own: without a cgroup, a moved call has no
+        // process bound.
+        if matches!(h.cgroup, Some(Err(_))) {
+            h.pids_max = None;
+        }
         h
     }
 
@@ -489,7 +494,8 @@ impl Jobs {
         Hooks {
             cgroup: Some(cg),
             memory_max: j.memory_max.value.filter(|_| limited),
-            pids_max: Some(j.pids_max.value).filter(|_| limited),
+            // Without a cgroup, a started job's line has it as its RLIMIT_NPROC.
+            pids_max: Some(j.pids_max.value),
             forwards: None,
         }
     }

@@ -44,6 +44,7 @@ impl Hooks {
             Err(off) => Some(JobCgroupInfo {
                 off: Some(off.reason),
                 off_detail: Some(off.detail.clone()),
+                pids_max: self.pids_max,
                 ..Default::default()
             }),
         }

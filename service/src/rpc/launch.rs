@@ -94,6 +94,11 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let (hooks, join) = match background {
             Some(_) => {
                 let (h, j) = svc.jobs.hooks(&ctx.config, &p, guard.call_id());
+                // No cgroup: the line's RLIMIT_NPROC bounds the job's processes (counted
+                // in its own user namespace).
+                if matches!(h.cgroup, Some(Err(_))) {
+                    c.plan_mut().processes_max = Some(ctx.config.jobs.pids_max.value);
+                }
                 (Some(h), Some(j))
             }
             None => (None, None),
