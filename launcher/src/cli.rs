@@ -6,6 +6,18 @@ use std::os::fd::RawFd;
 use crate::plan::{MAX_PLAN_BYTES, Plan, PlanCheck};
 use crate::run::StatusOut;
 
+/// The control socket at `fd`, close-on-exec (`None`, said on stderr, when it is no fd of
+/// this process).
+fn control_socket(fd: RawFd) -> Option<std::os::fd::OwnedFd> {
+    match crate::sys::set_cloexec(fd).and_then(|()| crate::sys::owned(fd)) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!("efr-launch: the control fd {fd}: {e}");
+            None
+        }
+    }
+}
+
 fn usage() -> &'static str {
     "usage: efr-launch (--plan FILE | --plan-fd N | --warm --control-fd N | --ns-sockets --pid PID --control-fd N) [--status-fd N] [--caller-pid PID] [--join-cgroup-fd N]..."
 }
@@ -184,12 +196,8 @@ pub fn main(args: Vec<String>) -> i32 {
             );
             return crate::exit_code::USAGE;
         };
-        let control = match crate::sys::set_cloexec(fd).and_then(|()| crate::sys::owned(fd)) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("efr-launch: the control fd {fd}: {e}");
-                return crate::exit_code::USAGE;
-            }
+        let Some(control) = control_socket(fd) else {
+            return crate::exit_code::USAGE;
         };
         return crate::ns_sockets::main(pid, control, &caller);
     }
@@ -202,12 +210,8 @@ pub fn main(args: Vec<String>) -> i32 {
             );
             return crate::exit_code::USAGE;
         };
-        let control = match crate::sys::set_cloexec(fd).and_then(|()| crate::sys::owned(fd)) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("efr-launch: the control fd {fd}: {e}");
-                return crate::exit_code::USAGE;
-            }
+        let Some(control) = control_socket(fd) else {
+            return crate::exit_code::USAGE;
         };
         let code = crate::standby::main(control, &out, &caller);
         out.hang_up();

@@ -78,21 +78,9 @@ impl Default for ForwardConfig {
     }
 }
 
-/// What became of a port a job listens on (the wire's `job_port_forwarded` outcome).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ForwardOutcome {
-    /// Forwarded from the host's loopback.
-    Forwarded,
-    /// The host's address is taken: by another job, or by a host process.
-    InUse,
-    /// Never forwarded: a privileged port, or the deny list's.
-    Refused,
-    /// Past the job's count of forwards.
-    Limit,
-    /// The forward ended: its listener went away, or the job's forwards were stopped.
-    Stopped,
-}
+/// What became of a port a job listens on: the wire's `job_port_forwarded` outcome
+/// (never `unknown` here).
+pub use efr_sandbox_wire::job::ForwardOutcome;
 
 /// One outcome of one (address, port) of a job (the wire's `job_port_forwarded`, without
 /// the job's id, which the caller knows).

@@ -14,6 +14,16 @@ pub struct Off {
     pub detail: String,
 }
 
+impl Off {
+    /// A cgroup that could not be made or joined (`error`, with what failed).
+    pub fn failed(e: efr_call::cgroup::CgroupError) -> Off {
+        Off {
+            reason: CgroupOff::Error,
+            detail: e.to_string(),
+        }
+    }
+}
+
 fn wire(r: OffReason) -> CgroupOff {
     match r {
         OffReason::Config => CgroupOff::Config,
@@ -48,10 +58,7 @@ impl Place {
             });
         }
         match &self.0 {
-            Ok(c) => c.create(name, limits).map_err(|e| Off {
-                reason: CgroupOff::Error,
-                detail: e.to_string(),
-            }),
+            Ok(c) => c.create(name, limits).map_err(Off::failed),
             Err(o) => Err(Off {
                 reason: wire(o.reason),
                 detail: o.detail.clone(),

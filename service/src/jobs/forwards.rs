@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use efr_call::forward::{ForwardConfig, ForwardOutcome, Forwards};
-use efr_sandbox_wire::job::{self, JobEventKind, JobForward};
+use efr_sandbox_wire::job::{JobEventKind, JobForward};
 use efr_sandbox_wire::{CallParams, Grant};
 use tokio::sync::mpsc;
 
@@ -47,16 +47,6 @@ pub fn plan(config: &efr_policy::config::Config, p: &CallParams) -> Option<Plan>
 pub struct Running {
     forwards: Forwards,
     reports: tokio::task::JoinHandle<()>,
-}
-
-fn outcome(o: ForwardOutcome) -> job::ForwardOutcome {
-    match o {
-        ForwardOutcome::Forwarded => job::ForwardOutcome::Forwarded,
-        ForwardOutcome::InUse => job::ForwardOutcome::InUse,
-        ForwardOutcome::Refused => job::ForwardOutcome::Refused,
-        ForwardOutcome::Limit => job::ForwardOutcome::Limit,
-        ForwardOutcome::Stopped => job::ForwardOutcome::Stopped,
-    }
 }
 
 /// Starts the forwards of `job`, whose launcher is `launcher_pid`; `None` when they could
@@ -115,7 +105,7 @@ pub async fn start(
                 JobEventKind::JobPortForwarded {
                     listen: ev.listen,
                     port: ev.port,
-                    outcome: outcome(ev.outcome),
+                    outcome: ev.outcome,
                     by_job: ev.by_job,
                     reason: ev.reason,
                 },

@@ -447,10 +447,7 @@ impl Jobs {
     ) -> (Hooks, Vec<std::os::fd::OwnedFd>) {
         let mut join = Vec::new();
         let cg = self.cgroup(config, call_id).and_then(|cg| {
-            join = cg.join_files().map_err(|e| cgroup::Off {
-                reason: efr_sandbox_wire::job::CgroupOff::Error,
-                detail: e.to_string(),
-            })?;
+            join = cg.join_files().map_err(cgroup::Off::failed)?;
             Ok(cg)
         });
         let mut h = self.hooks_with(config, cg);
@@ -468,10 +465,7 @@ impl Jobs {
         launcher_pid: u32,
     ) -> Hooks {
         let cg = self.cgroup(config, call_id).and_then(|cg| {
-            cg.adopt_tree(launcher_pid).map_err(|e| cgroup::Off {
-                reason: efr_sandbox_wire::job::CgroupOff::Error,
-                detail: e.to_string(),
-            })?;
+            cg.adopt_tree(launcher_pid).map_err(cgroup::Off::failed)?;
             Ok(cg)
         });
         let mut h = self.hooks_with(config, cg);
