@@ -821,3 +821,18 @@ fn a_job_whose_launcher_dies_is_reported_lost_and_leaves_nothing() {
         gone(&m, Duration::from_secs(5));
     }
 }
+
+#[test]
+fn only_sandbox_launch_starts_a_job() {
+    let s = Server::start(&[]);
+    let proj = project(&s.home);
+    let mut c = s.client();
+    let r = c.call(
+        1,
+        "sandbox.plan",
+        json!({"line": "true", "projects": [proj], "background": {"max_minutes": 1}}),
+    );
+    assert_eq!(code(&r), "invalid", "{r}");
+    assert!(message(&r).contains("sandbox.launch"), "{r}");
+    assert!(jobs(&mut c, 2, None).is_empty());
+}

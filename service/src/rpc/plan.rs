@@ -17,6 +17,12 @@ use crate::state::Service;
 pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
     boxed(async move {
         let p: PlanParams = params(call.params)?;
+        if p.call.background.is_some() {
+            return Err(ErrorBody::new(
+                ErrorCode::Invalid,
+                "background: a job is started by sandbox.launch, not sandbox.plan",
+            ));
+        }
         let status_fd = p.status_fd.unwrap_or(3);
         if !(3..=1024).contains(&status_fd) {
             return Err(ErrorBody::new(

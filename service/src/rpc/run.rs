@@ -55,6 +55,13 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
             )
         })?;
         let p: RunParams = params(call.params)?;
+        if p.call.background.is_some() {
+            return Err(ErrorBody::new(
+                ErrorCode::Invalid,
+                "background: a job is started by sandbox.launch, not sandbox.run (whose \
+                 stdio is the caller's)",
+            ));
+        }
         same_caller(&svc, &p).map_err(|why| ErrorBody::new(ErrorCode::Conflict, why))?;
         // A config file that does not load is the caller's error, as it is without the
         // service (which would go on with the last good one).
