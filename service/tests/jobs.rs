@@ -69,6 +69,31 @@ fn gone(marker: &str, within: Duration) {
     }
 }
 
+/// Whether an `efr-launch --warm` of the service `pid` waits, other than `busy` (a launcher
+/// a call took from standby, which keeps its command line) and its children.
+fn warm_launcher_of(pid: &str, busy: u64) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let me = e.file_name().to_string_lossy().parse::<u64>().unwrap_or(0);
+        let parent = std::fs::read_to_string(e.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().nth(1).map(str::to_owned))
+            })
+            .and_then(|p| p.parse::<u64>().ok())
+            .unwrap_or(0);
+        me != busy
+            && parent != busy
+            && std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+                let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
+                args.contains(&b"--warm".as_slice())
+                    && args
+                        .windows(2)
+                        .any(|w| w[0] == b"--caller-pid" && w[1] == pid.as_bytes())
+            })
+    })
+}
+
 /// A unique `sleep` argument: the marker of one job's tree.
 fn marker(tag: u32) -> String {
     format!("{}.{}{}", 3000 + tag, std::process::id() % 1000, tag)
@@ -481,6 +506,17 @@ fn a_running_call_moves_to_a_job_and_its_output_goes_on() {
         assert!(j["moved_from"]["after_secs"].as_f64().unwrap() < 5.0);
         let (text, _) = output(&mut other, 4, "c1", "j1");
         assert_eq!(text, "after\n");
+        // The next call finds a launcher in standby again, while the job runs on.
+        let svc = s.child.id().to_string();
+        let busy = started["item"]["launcher_pid"].as_u64().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !warm_launcher_of(&svc, busy) {
+            assert!(
+                Instant::now() < deadline,
+                "no launcher in standby after the move"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         running(&m, 1);
         let r = other.call(
             5,

@@ -214,6 +214,11 @@ async fn run_movable(
                 let job_spec = spec(req.max_minutes, began.elapsed().as_secs_f64());
                 let job = svc.jobs.start(job_spec, stream, hooks);
                 let _ = req.reply.send(Ok(job.id.clone()));
+                // The call's launcher may have been the one in standby, which is filled
+                // again when the call ends: a job may run for hours, so now.
+                if let Some(s) = ctx.standby.clone() {
+                    tokio::task::spawn_blocking(move || s.fill(&efr_call::launch::launcher()));
+                }
                 // The caller may be gone: the job runs on whatever it reads.
                 let _ = items
                     .send(to_value(&LaunchItem::Moved { job_id: job.id.clone() })?)
