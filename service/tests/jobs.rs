@@ -792,6 +792,14 @@ fn a_jobs_server_is_reachable_from_the_hosts_loopback_through_its_forward() {
         let mut page = String::new();
         std::io::Read::read_to_string(&mut conn, &mut page).unwrap();
         assert!(page.contains("served by the job"), "{page}");
+        // More connections than the sockets made ahead at a time (16): each is served.
+        for n in 0..40 {
+            let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            std::io::Write::write_all(&mut conn, b"GET /index.html HTTP/1.0\r\n\r\n").unwrap();
+            let mut page = String::new();
+            std::io::Read::read_to_string(&mut conn, &mut page).unwrap();
+            assert!(page.contains("served by the job"), "connection {n}: {page}");
+        }
         let j = wait_job(&mut c, Some("c1"), "j1", |j| j["forwards"].is_array());
         assert_eq!(j["forwards"][0]["port"], port, "{j}");
         // A second job of the conversation on the same port: in use, by j1.

@@ -1,7 +1,10 @@
 //! The service's side of the socket maker of a job's network namespace
 //! (`efr-launch --ns-sockets`, `efr_launcher::ns_sockets`): started for one job, asked for
-//! sockets made in the job's namespace over its seqpacket control socket, one request at a
-//! time, on the runtime (no thread blocks on it).
+//! sockets made in the job's namespace over its seqpacket control socket, on the runtime
+//! (no thread blocks on it). Stream sockets are asked for [`AHEAD`] at a time (the requests
+//! pipelined, the answers read in order) and kept until a connection takes one: a
+//! connection through a forward then costs no round trip to the socket maker but one in
+//! [`AHEAD`] (measured in docs/benchmarks.md, "Port forwards of jobs").
 
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -48,11 +51,18 @@ pub enum HelperError {
     },
 }
 
+/// Stream sockets of the job's namespace made ahead, per family: an unconnected socket
+/// holds nothing of the job, and a dozen fds a family is little.
+pub(crate) const AHEAD: usize = 16;
+
+/// The control socket, and the sockets made ahead (by request byte).
+type Control = (AsyncFd<OwnedFd>, Vec<(u8, OwnedFd)>);
+
 /// A running socket maker.
 #[derive(Debug)]
 pub(crate) struct Helper {
     pid: u32,
-    control: tokio::sync::Mutex<AsyncFd<OwnedFd>>,
+    control: tokio::sync::Mutex<Control>,
     child: std::sync::Mutex<Option<Launched>>,
 }
 
@@ -75,13 +85,16 @@ impl Helper {
         .map_err(|e| io(e.into()))?;
         let helper = Helper {
             pid,
-            control: tokio::sync::Mutex::new(crate::sys::async_owned(ns.control).map_err(io)?),
+            control: tokio::sync::Mutex::new((
+                crate::sys::async_owned(ns.control).map_err(io)?,
+                Vec::new(),
+            )),
             child: std::sync::Mutex::new(Some(ns.child)),
         };
         // Its first message: in the namespace, or why not.
         let first = {
             let c = helper.control.lock().await;
-            helper.answer(&c).await
+            helper.answer(&c.0).await
         };
         match first {
             Ok(None) => Ok(helper),
@@ -94,17 +107,45 @@ impl Helper {
     }
 
     /// A new socket of the job's namespace: `what` is a request byte of
-    /// `efr_launcher::ns_sockets` (`INET`, `INET6`, `SOCK_DIAG`).
+    /// `efr_launcher::ns_sockets` (`INET`, `INET6`, `SOCK_DIAG`). A stream socket comes from
+    /// those made ahead, [`AHEAD`] more asked for when none is left.
     pub(crate) async fn socket(&self, what: u8) -> Result<OwnedFd, HelperError> {
-        let c = self.control.lock().await;
-        efr_fdpass::send_fds(c.get_ref().as_fd(), &[what], &[]).map_err(|e| HelperError::Io {
-            pid: self.pid,
-            source: std::io::Error::other(e),
-        })?;
-        match self.answer(&c).await? {
-            Some(fd) => Ok(fd),
-            None => Err(HelperError::Gone { pid: self.pid }),
+        let mut c = self.control.lock().await;
+        if let Some(i) = c.1.iter().position(|(w, _)| *w == what) {
+            return Ok(c.1.swap_remove(i).1);
         }
+        let n = if what == efr_launcher::ns_sockets::SOCK_DIAG {
+            1
+        } else {
+            AHEAD
+        };
+        for _ in 0..n {
+            efr_fdpass::send_fds(c.0.get_ref().as_fd(), &[what], &[]).map_err(|e| {
+                HelperError::Io {
+                    pid: self.pid,
+                    source: std::io::Error::other(e),
+                }
+            })?;
+        }
+        // Every answer is read, a refusal among them too (the next request must not read
+        // an answer of this one); the first refusal is the error when no socket came.
+        let mut got = Vec::with_capacity(n);
+        let mut refused = None;
+        for _ in 0..n {
+            match self.answer(&c.0).await {
+                Ok(Some(fd)) => got.push(fd),
+                Ok(None) => return Err(HelperError::Gone { pid: self.pid }),
+                Err(e @ HelperError::Refused { .. }) => {
+                    refused.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let Some(first) = got.pop() else {
+            return Err(refused.unwrap_or(HelperError::Gone { pid: self.pid }));
+        };
+        c.1.extend(got.into_iter().map(|fd| (what, fd)));
+        Ok(first)
     }
 
     /// Reads one answer: `Some(fd)` for OK with an fd, `None` for OK without.
