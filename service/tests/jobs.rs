@@ -880,3 +880,51 @@ fn only_sandbox_launch_starts_a_job() {
     assert!(message(&r).contains("sandbox.launch"), "{r}");
     assert!(jobs(&mut c, 2, None).is_empty());
 }
+
+#[test]
+fn a_second_service_beside_the_first_leaves_its_jobs_alone() {
+    let s = Server::start(&[]);
+    let proj = project(&s.home);
+    let m = marker(95);
+    let mut c = s.client();
+    start_job(
+        &mut c,
+        1,
+        json!({"line": format!("sleep {m}"), "projects": [proj], "conversation": "c1",
+               "background": {"max_minutes": 2}}),
+    );
+    running(&m, 1);
+    // Another socket in the same runtime dir: another service, with a record of its own.
+    let other = s.dir.path().join("run/other.sock");
+    // Killed however the test ends.
+    let second = common::KillOnDrop(
+        common::command(s.dir.path())
+            .args(["serve", "--socket"])
+            .arg(&other)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !other.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the second service did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c2 = common::Client::connect(&other);
+    c2.call(0, "hello", json!({"protocol": 1, "client": "test"}));
+    assert!(jobs(&mut c2, 1, Some("c1")).is_empty());
+    drop(second);
+    // The first one's job runs on, and is its own.
+    running(&m, 1);
+    let j = wait_job(&mut c, Some("c1"), "j1", |_| true);
+    assert_eq!(j["state"], "running", "{j}");
+    c.call(
+        2,
+        "sandbox.job_stop",
+        json!({"conversation": "c1", "job_id": "j1"}),
+    );
+    gone(&m, Duration::from_secs(5));
+}

@@ -5,8 +5,9 @@
 //! (`--caller-pid`); one still alive when the next service reads the record is killed,
 //! and named in the job's `survivors`.
 //!
-//! The record is `<runtime dir>/jobs/running.json` (0600, in a 0700 dir), rewritten by
-//! rename at each start and end of a job.
+//! The record is `<runtime dir>/jobs/<socket's name>.json` (0600, in a 0700 dir; one per
+//! socket, whose lock says which service owns it), rewritten by rename at each start and
+//! end of a job. A record whose service still runs is never taken as an earlier one's.
 
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
@@ -47,14 +48,18 @@ pub struct Record {
 }
 
 impl Record {
-    /// Reads what an earlier service left in `runtime_dir` (a record that does not read
-    /// is reported on stderr and dropped) and kills its jobs' launchers still alive.
-    pub fn open(runtime_dir: &Path) -> Record {
+    /// Reads what an earlier service of the socket `socket` left in `runtime_dir` (a record
+    /// that does not read is reported on stderr and dropped) and kills its jobs' launchers
+    /// still alive.
+    pub fn open(runtime_dir: &Path, socket: &Path) -> Record {
         let dir = runtime_dir.join("jobs");
-        let path = dir.join("running.json");
+        let name = socket
+            .file_name()
+            .map_or_else(|| "service".into(), |n| n.to_string_lossy().into_owned());
+        let path = dir.join(format!("{name}.json"));
         let earlier = match std::fs::read(&path) {
             Ok(bytes) => match serde_json::from_slice::<File>(&bytes) {
-                Ok(f) if f.service_pid != std::process::id() => ended(f),
+                Ok(f) if f.service_pid != std::process::id() && !serving(f.service_pid) => ended(f),
                 Ok(_) => Vec::new(),
                 Err(e) => {
                     eprintln!(
@@ -135,6 +140,16 @@ fn ended(f: File) -> Vec<JobInfo> {
         .collect()
 }
 
+/// Whether `pid` is a running `efr-sandbox serve` (the record is then that service's, not
+/// an earlier one's).
+fn serving(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
+        args.first().is_some_and(|a| a.ends_with(b"efr-sandbox"))
+            && args.get(1).is_some_and(|a| *a == b"serve")
+    })
+}
+
 /// Whether `pid` is an `efr-launch` started by the service `service_pid`.
 fn launcher_of(pid: u32, service_pid: u32) -> bool {
     if pid == 0 {
@@ -169,7 +184,8 @@ mod tests {
     #[test]
     fn a_record_left_by_another_service_reads_as_ended_by_its_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let mine = Record::open(dir.path());
+        let sock = dir.path().join("sandbox.sock");
+        let mine = Record::open(dir.path(), &sock);
         assert!(mine.earlier().is_empty());
         let running = vec![Running {
             info: info("j3"),
@@ -177,14 +193,20 @@ mod tests {
         }];
         mine.write(&running).unwrap();
         // The same service reading its own record finds nothing of an earlier one.
-        assert!(Record::open(dir.path()).earlier().is_empty());
-        // Another service's record.
-        let path = dir.path().join("jobs/running.json");
+        assert!(Record::open(dir.path(), &sock).earlier().is_empty());
+        // Another socket's service has its own record.
+        assert!(
+            Record::open(dir.path(), &dir.path().join("other.sock"))
+                .earlier()
+                .is_empty()
+        );
+        // Another service's record (pid 1 is no efr-sandbox serve).
+        let path = dir.path().join("jobs/sandbox.sock.json");
         let mut f: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         f["service_pid"] = 1.into();
         std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
-        let next = Record::open(dir.path());
+        let next = Record::open(dir.path(), &sock);
         let earlier = next.earlier();
         assert_eq!(earlier.len(), 1);
         assert_eq!(earlier[0].id, "j3");
@@ -198,14 +220,19 @@ mod tests {
     fn a_broken_record_is_dropped_not_fatal() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("jobs")).unwrap();
-        std::fs::write(dir.path().join("jobs/running.json"), b"{not json").unwrap();
-        assert!(Record::open(dir.path()).earlier().is_empty());
+        std::fs::write(dir.path().join("jobs/sandbox.sock.json"), b"{not json").unwrap();
+        assert!(
+            Record::open(dir.path(), &dir.path().join("sandbox.sock"))
+                .earlier()
+                .is_empty()
+        );
     }
 
     #[test]
     fn only_a_launcher_of_that_service_is_killed() {
-        // This process is no efr-launch.
+        // This process is no efr-launch, and no service.
         assert!(!launcher_of(std::process::id(), 1));
         assert!(!launcher_of(0, 1));
+        assert!(!serving(std::process::id()));
     }
 }

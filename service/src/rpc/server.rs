@@ -107,8 +107,10 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         standby: opts.standby.then(Default::default),
         jobs: Default::default(),
     });
-    svc.jobs
-        .take_over(crate::jobs::restart::Record::open(&svc.paths.runtime_dir));
+    svc.jobs.take_over(crate::jobs::restart::Record::open(
+        &svc.paths.runtime_dir,
+        &svc.paths.socket,
+    ));
     // The first call finds its launcher waiting too; each call that takes it starts the
     // next once it has ended.
     let standby = svc.standby.clone();
