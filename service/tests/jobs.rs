@@ -928,3 +928,48 @@ fn a_second_service_beside_the_first_leaves_its_jobs_alone() {
     );
     gone(&m, Duration::from_secs(5));
 }
+
+#[test]
+fn a_jobs_server_on_ipv6_loopback_is_forwarded_to_the_hosts() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        // The host has no IPv6 loopback: nothing to forward to.
+        assert!(
+            std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none(),
+            "EFR_SANDBOX_MUST_WORK is set and the host has no ::1"
+        );
+        return;
+    }
+    let s = Server::start(&[]);
+    let proj = project(&s.home);
+    std::fs::write(proj.join("index.html"), "served on ::1\n").unwrap();
+    let port = std::net::TcpListener::bind("[::1]:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut ev = s.client();
+    ev.request(90, "sandbox.job_events", json!({"conversation": "c1"}));
+    let mut c = s.client();
+    start_job(
+        &mut c,
+        1,
+        json!({"line": format!("exec python3 -m http.server {port} --bind ::1"),
+               "projects": [proj], "conversation": "c1",
+               "background": {"max_minutes": 2}}),
+    );
+    let e = forwarded(&mut ev, "j1");
+    assert_eq!(e["outcome"], "forwarded", "{e}");
+    assert_eq!(e["listen"], "::1");
+    let mut conn = std::net::TcpStream::connect(("::1", port)).unwrap();
+    std::io::Write::write_all(&mut conn, b"GET /index.html HTTP/1.0\r\n\r\n").unwrap();
+    let mut page = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut page).unwrap();
+    assert!(page.contains("served on ::1"), "{page}");
+    // Only ::1: the host's 127.0.0.1 of that port is not the job's.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    c.call(
+        2,
+        "sandbox.job_stop",
+        json!({"conversation": "c1", "job_id": "j1"}),
+    );
+}
