@@ -74,6 +74,24 @@ impl Caller {
         sys::getppid() != self.pid || self.pidfd.is_some_and(sys::pidfd_ended)
     }
 
+    /// Waits until `fd` may be read or the caller ends: `Ok(true)` on a wake with the
+    /// caller there (the read may still find nothing), `Ok(false)` once it has ended.
+    /// Without a pidfd of the caller, its end is seen by `getppid` on a wake every 100 ms.
+    pub fn wait_readable(&self, fd: RawFd) -> std::io::Result<bool> {
+        let mut fds = vec![(fd, libc::POLLIN)];
+        if let Some(c) = self.pidfd {
+            fds.push((c, libc::POLLIN));
+        }
+        let timeout = if self.pidfd.is_some() { -1 } else { 100 };
+        loop {
+            match sys::poll(&fds, timeout) {
+                Ok(_) => return Ok(!self.gone()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// The caller's pid.
     pub fn pid(&self) -> libc::pid_t {
         self.pid

@@ -175,19 +175,10 @@ pub fn main(pid: libc::pid_t, control: OwnedFd, caller: &Caller) -> i32 {
         return 0;
     }
     loop {
-        let mut fds = vec![(control.as_raw_fd(), libc::POLLIN)];
-        if let Some(c) = caller.fd() {
-            fds.push((c, libc::POLLIN));
-        }
-        // Without a pidfd of the caller, its end is seen by getppid on a wake.
-        let timeout = if caller.fd().is_some() { -1 } else { 100 };
-        match sys::poll(&fds, timeout) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+        match caller.wait_readable(control.as_raw_fd()) {
+            Ok(true) => {}
+            Ok(false) => return 0,
             Err(_) => return crate::exit_code::SETUP_ERROR,
-        }
-        if caller.gone() {
-            return 0;
         }
         // Fds sent with a request are closed unread (owned on receipt).
         match efr_fdpass::recv_byte(control.as_fd()) {

@@ -44,19 +44,10 @@ enum Control {
 /// Waits on `control` (or the caller's end) for the call; an announce goes on to `init`.
 fn wait(control: &OwnedFd, caller: &Caller, init: Option<&Waiting>) -> Control {
     loop {
-        let mut fds = vec![(control.as_raw_fd(), libc::POLLIN)];
-        if let Some(c) = caller.fd() {
-            fds.push((c, libc::POLLIN));
-        }
-        // Without a pidfd of the caller, its end is seen by getppid on a wake.
-        let timeout = if caller.fd().is_some() { -1 } else { 100 };
-        match sys::poll(&fds, timeout) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+        match caller.wait_readable(control.as_raw_fd()) {
+            Ok(true) => {}
+            Ok(false) => return Control::Gone,
             Err(e) => return Control::Bad(format!("poll of the control socket: {e}")),
-        }
-        if caller.gone() {
-            return Control::Gone;
         }
         match efr_fdpass::recv_byte(control.as_fd()) {
             Ok(Some((CALL, fds))) if fds.len() == CALL_FDS => return Control::Call(fds),

@@ -5,9 +5,8 @@
 
 use std::net::IpAddr;
 
-use netlink_packet_core::{
-    NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
-};
+use efr_launcher::view::host_sockets::{WalkFail, walk};
+use netlink_packet_core::{NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage};
 use netlink_packet_sock_diag::SockDiagMessage;
 use netlink_packet_sock_diag::inet::nlas::Nla;
 use netlink_packet_sock_diag::inet::{ExtensionFlags, InetRequest, SocketId, StateFlags};
@@ -84,43 +83,36 @@ pub struct ListenDump {
     messages: usize,
 }
 
+impl From<WalkFail> for DumpError {
+    fn from(f: WalkFail) -> DumpError {
+        match f {
+            WalkFail::Message(m) => DumpError::Message(m),
+            WalkFail::Kernel(m) => DumpError::Kernel(m),
+            WalkFail::TooLong => DumpError::TooLong,
+        }
+    }
+}
+
 impl ListenDump {
     /// Takes the listeners of one datagram of the dump; `true` once the dump's last
     /// message is in. A socket not in the listening state (the kernel filters by state;
     /// checked again here) is left out.
-    pub fn take(&mut self, mut bytes: &[u8]) -> Result<bool, DumpError> {
-        while !bytes.is_empty() {
-            self.messages += 1;
-            if self.messages > MAX_MESSAGES {
-                return Err(DumpError::TooLong);
+    pub fn take(&mut self, bytes: &[u8]) -> Result<bool, DumpError> {
+        let listeners = &mut self.listeners;
+        let done = walk(bytes, &mut self.messages, MAX_MESSAGES, |m| match m {
+            // TCP_LISTEN is 10.
+            SockDiagMessage::InetResponse(r) if r.header.state == 10 => {
+                let v6only = r.nlas.iter().any(|n| matches!(n, Nla::SkV6Only(true)));
+                listeners.push(Listener {
+                    addr: r.header.socket_id.source_address,
+                    port: r.header.socket_id.source_port,
+                    v6only: v6only && r.header.socket_id.source_address.is_ipv6(),
+                    inode: r.header.inode,
+                });
             }
-            let m = NetlinkMessage::<SockDiagMessage>::deserialize(bytes)
-                .map_err(|e| DumpError::Message(e.to_string()))?;
-            match m.payload {
-                // TCP_LISTEN is 10.
-                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r))
-                    if r.header.state == 10 =>
-                {
-                    let v6only = r.nlas.iter().any(|n| matches!(n, Nla::SkV6Only(true)));
-                    self.listeners.push(Listener {
-                        addr: r.header.socket_id.source_address,
-                        port: r.header.socket_id.source_port,
-                        v6only: v6only && r.header.socket_id.source_address.is_ipv6(),
-                        inode: r.header.inode,
-                    });
-                }
-                NetlinkPayload::Done(_) => return Ok(true),
-                NetlinkPayload::Error(e) => return Err(DumpError::Kernel(format!("{e:?}"))),
-                _ => {}
-            }
-            let len = usize::try_from(m.header.length).unwrap_or(0);
-            if len == 0 || len > bytes.len() {
-                break;
-            }
-            // Messages are 4-byte aligned within a datagram.
-            bytes = bytes.get(len.next_multiple_of(4)..).unwrap_or(&[]);
-        }
-        Ok(false)
+            _ => {}
+        })?;
+        Ok(done)
     }
 
     /// The listeners taken, in the dump's order.

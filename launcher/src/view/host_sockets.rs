@@ -65,39 +65,76 @@ pub struct Dump {
     messages: usize,
 }
 
+/// What ended a [`walk`] through a dump; each reader's error says which dump.
+#[derive(Debug)]
+pub enum WalkFail {
+    /// A message that does not decode.
+    Message(String),
+    /// The kernel's error message.
+    Kernel(String),
+    /// More messages than the reader's bound.
+    TooLong,
+}
+
+/// Walks the messages of one datagram of a socket diagnostics dump (each 4-byte aligned),
+/// counting them in `messages` (at most `max` over the whole dump), and gives each inner
+/// message to `each`: `true` once the dump's last message is in. The one framing of the
+/// host's unix sockets here and of a job's TCP listeners (`efr_call::forward::dump`).
+pub fn walk(
+    mut bytes: &[u8],
+    messages: &mut usize,
+    max: usize,
+    mut each: impl FnMut(SockDiagMessage),
+) -> Result<bool, WalkFail> {
+    while !bytes.is_empty() {
+        *messages += 1;
+        if *messages > max {
+            return Err(WalkFail::TooLong);
+        }
+        let m = NetlinkMessage::<SockDiagMessage>::deserialize(bytes)
+            .map_err(|e| WalkFail::Message(e.to_string()))?;
+        let len = usize::try_from(m.header.length).unwrap_or(0);
+        match m.payload {
+            NetlinkPayload::InnerMessage(i) => each(i),
+            NetlinkPayload::Done(_) => return Ok(true),
+            NetlinkPayload::Error(e) => return Err(WalkFail::Kernel(format!("{e:?}"))),
+            _ => {}
+        }
+        if len == 0 || len > bytes.len() {
+            break;
+        }
+        bytes = bytes.get(len.next_multiple_of(4)..).unwrap_or(&[]);
+    }
+    Ok(false)
+}
+
+impl From<WalkFail> for DumpError {
+    fn from(f: WalkFail) -> DumpError {
+        match f {
+            WalkFail::Message(m) => DumpError::Message(m),
+            WalkFail::Kernel(m) => DumpError::Kernel(m),
+            WalkFail::TooLong => DumpError::TooLong,
+        }
+    }
+}
+
 impl Dump {
     /// Takes the socket names of one datagram of the dump; `true` once the dump's last
     /// message is in.
-    pub fn take(&mut self, mut bytes: &[u8]) -> Result<bool, DumpError> {
-        while !bytes.is_empty() {
-            self.messages += 1;
-            if self.messages > MAX_MESSAGES {
-                return Err(DumpError::TooLong);
-            }
-            let m = NetlinkMessage::<SockDiagMessage>::deserialize(bytes)
-                .map_err(|e| DumpError::Message(e.to_string()))?;
-            match m.payload {
-                NetlinkPayload::InnerMessage(SockDiagMessage::UnixResponse(r)) => {
-                    for nla in r.nlas {
-                        if let Nla::Name(UnixDiagName::Pathname(p)) = nla {
-                            if p.as_bytes().starts_with(b"/") {
-                                self.names.insert(p.to_string_lossy().into_owned());
-                            }
+    pub fn take(&mut self, bytes: &[u8]) -> Result<bool, DumpError> {
+        let names = &mut self.names;
+        let done = walk(bytes, &mut self.messages, MAX_MESSAGES, |m| {
+            if let SockDiagMessage::UnixResponse(r) = m {
+                for nla in r.nlas {
+                    if let Nla::Name(UnixDiagName::Pathname(p)) = nla {
+                        if p.as_bytes().starts_with(b"/") {
+                            names.insert(p.to_string_lossy().into_owned());
                         }
                     }
                 }
-                NetlinkPayload::Done(_) => return Ok(true),
-                NetlinkPayload::Error(e) => return Err(DumpError::Kernel(format!("{e:?}"))),
-                _ => {}
             }
-            let len = usize::try_from(m.header.length).unwrap_or(0);
-            if len == 0 || len > bytes.len() {
-                break;
-            }
-            // Messages are 4-byte aligned within a datagram.
-            bytes = bytes.get(len.next_multiple_of(4)..).unwrap_or(&[]);
-        }
-        Ok(false)
+        })?;
+        Ok(done)
     }
 
     /// The socket paths taken, sorted, each once.
