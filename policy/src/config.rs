@@ -265,24 +265,7 @@ pub struct FloorsConfig {
 /// written) matches `pattern` (`section.name`, `section.sub.name`, or `section.*.name`
 /// where `*` is any subsection; section and name compared without case).
 pub fn git_key_matches(pattern: &str, key: &str) -> bool {
-    fn split(k: &str) -> Option<(&str, Option<&str>, &str)> {
-        let (section, rest) = k.split_once('.')?;
-        match rest.rsplit_once('.') {
-            Some((sub, name)) => Some((section, Some(sub), name)),
-            None => Some((section, None, rest)),
-        }
-    }
-    let (Some((ps, psub, pn)), Some((ks, ksub, kn))) = (split(pattern), split(key)) else {
-        return false;
-    };
-    ps.eq_ignore_ascii_case(ks)
-        && pn.eq_ignore_ascii_case(kn)
-        && match (psub, ksub) {
-            (None, None) => true,
-            (Some("*"), Some(_)) => true,
-            (Some(a), Some(b)) => a == b,
-            _ => false,
-        }
+    efr_sandbox_wire::gitconfig::key_matches(pattern, key)
 }
 
 /// The floor line kinds the classifier knows; `floors.lines` names a subset.
@@ -596,20 +579,21 @@ impl Config {
     /// URL key whose value is an `ext::` URL (which runs a command when
     /// `protocol.ext.allow` lets it) is never safe.
     pub fn git_key_is_safe(&self, key: &str, value: &[u8]) -> bool {
-        let url_key = key.ends_with(".url")
-            || key.ends_with(".pushurl")
-            || key.ends_with(".insteadof")
-            || key.ends_with(".pushinsteadof");
-        if url_key && value.trim_ascii_start().len() >= 5 {
-            let head = &value.trim_ascii_start()[..5];
-            if head.eq_ignore_ascii_case(b"ext::") {
-                return false;
-            }
-        }
+        !efr_sandbox_wire::gitconfig::url_runs_command(key, value)
+            && self
+                .git
+                .safe_config_keys
+                .iter()
+                .any(|e| git_key_matches(&e.value, key))
+    }
+
+    /// `git.safe_config_keys` as the plan carries them to the launcher's write supervisor.
+    pub fn git_safe_keys(&self) -> Vec<String> {
         self.git
             .safe_config_keys
             .iter()
-            .any(|e| git_key_matches(&e.value, key))
+            .map(|e| e.value.clone())
+            .collect()
     }
 
     /// The `[environment]` lists as the plan carries them to the launcher.

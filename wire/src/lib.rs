@@ -22,6 +22,7 @@ pub mod exit;
 pub mod explain;
 pub mod fixtures;
 pub mod frame;
+pub mod gitconfig;
 pub mod job;
 pub mod launch;
 pub mod launcher_status;
@@ -49,7 +50,7 @@ pub use exit::{
 };
 pub use explain::{Access, ExplainParams, ExplainResult, FileKind, GrantHint, LinkInfo, RuleHit};
 pub use launch::{Bus, Desktop, Grant, Launch};
-pub use launcher_status::{CgroupKind, Enforcement, LandlockReport, StatusLine};
+pub use launcher_status::{CgroupKind, Enforcement, GitDenial, LandlockReport, StatusLine};
 pub use mode::Mode;
 pub use plan::{
     CacheFile, CacheLayer, EnvVar, NetMode, Plan, PlanMode, ProxyPlan, ScrubbedFile, TestWeaken,
