@@ -270,6 +270,7 @@ pub fn prepare(
     };
     let mut plan = build_plan(&req).map_err(|e| format!("plan: {e}"));
     if let Ok(pl) = &mut plan {
+        pl.git_safe_keys = Some(config.git_safe_keys());
         if let Err(e) = crate::caches::attach(pl, config, env) {
             return Ok(Err(e.to_string()));
         }
@@ -426,7 +427,10 @@ pub fn finished(
         .iter()
         .filter(|d| !quiet.iter().any(|q| Path::new(d.as_str()) == q))
         .enumerate()
-        .map(|(i, d)| denial_record(i, d, line, projects, config, env))
+        .map(|(i, d)| match o.git_denials.iter().find(|g| g.path == *d) {
+            Some(g) => git_denial_record(i, g, line, projects, config, env),
+            None => denial_record(i, d, line, projects, config, env),
+        })
         .collect();
     let n = exits.len();
     exits.extend(
@@ -539,6 +543,56 @@ pub fn denial_record(
             grants: vec![Grant::Write { path: grant_path }],
         },
         judgement,
+    }
+}
+
+/// The exit record of a write refused because it would leave code git runs in a directory
+/// git takes as a git dir (a config key off `git.safe_config_keys`, a hook): kind `write`,
+/// source `denial`. No grant of a contained call lets it through (the supervisor checks it
+/// in every writable place), so it needs the line run unsandboxed, which only the user
+/// approves (`user_only`): the git code would then run as the user.
+pub fn git_denial_record(
+    n: usize,
+    g: &efr_sandbox_wire::GitDenial,
+    line: &str,
+    projects: &[String],
+    config: &Config,
+    env: &Env,
+) -> ExitRecord {
+    let projects: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
+    let class = explain::explain_path(Path::new(&g.path), None, &projects, config, env)
+        .map(|e| e.class)
+        .unwrap_or(TargetClass::System);
+    ExitRecord {
+        id: format!("denial-{}", n + 1),
+        source: ExitSource::Denial,
+        kind: ExitKind::Write,
+        summary: format!("write {} (git code, refused by the sandbox)", g.path),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            targets: vec![Target {
+                path: g.path.clone(),
+                class,
+                op: TargetOp::Write,
+                backup_before_write: false,
+                masked: false,
+            }],
+            ..Default::default()
+        },
+        needs: Needs::Unsandboxed,
+        judgement: Judgement {
+            verdict: Verdict::UserOnly,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "the sandbox refused {}: {}; git runs that outside the sandbox (its directory \
+                 is one git takes as a git dir), so no grant lets a contained call write it: \
+                 only you can run the line unsandboxed",
+                g.path, g.reason
+            )],
+        },
     }
 }
 

@@ -190,6 +190,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         processes_max: None,
         read_only_inside: ro,
         protect_names,
+        git_safe_keys: None,
         masks,
         scrubbed: req
             .scrubbed

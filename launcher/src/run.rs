@@ -472,6 +472,8 @@ struct Harvest {
     linked_protected: Vec<String>,
     /// Ports of the call's loopback where the supervisor saw a connect refused.
     loopback_refused: Vec<u16>,
+    /// The supervisor's refusals of git code, with why.
+    git_denials: Vec<efr_sandbox_wire::GitDenial>,
     /// The line's code or signal, once the init reported it.
     line_status: Option<(Option<i32>, Option<i32>)>,
 }
@@ -493,6 +495,16 @@ impl Harvest {
             Report::ExitSignal(s) => self.line_status = Some((None, Some(s))),
             Report::DeniedSocket { path, .. } => once(&mut self.socket_denials, path),
             Report::Denied { path, .. } => once(&mut self.supervised_denials, path),
+            Report::DeniedGit { path, detail } => {
+                let reason = detail.split_once('\t').map_or(&detail[..], |(_, w)| w);
+                if !self.git_denials.iter().any(|g| g.path == path) {
+                    self.git_denials.push(efr_sandbox_wire::GitDenial {
+                        path: path.clone(),
+                        reason: reason.to_string(),
+                    });
+                }
+                once(&mut self.supervised_denials, path);
+            }
             Report::Linked { path, .. } => once(&mut self.linked_protected, path),
             Report::Full(p) => once(&mut self.full_tmpfs, p),
             Report::LoopbackRefused(port) => {
@@ -523,6 +535,7 @@ impl Harvest {
             socket_denials: self.socket_denials,
             linked_protected: self.linked_protected,
             loopback_refused: self.loopback_refused,
+            git_denials: self.git_denials,
         }
     }
 }

@@ -29,6 +29,8 @@ pub struct Outcome {
     /// Ports of the call's own loopback where a connect was refused (the host's port needs
     /// a `tcp` host grant).
     pub loopback_refused: Vec<u16>,
+    /// The denials that would have left code git runs where git reads it, with why.
+    pub git_denials: Vec<efr_sandbox_wire::GitDenial>,
 }
 
 impl Outcome {
@@ -49,6 +51,7 @@ impl Outcome {
                     socket_denials,
                     linked_protected,
                     loopback_refused,
+                    git_denials,
                 }) => {
                     o.code = code;
                     o.signal = signal;
@@ -59,6 +62,7 @@ impl Outcome {
                     o.socket_denials = socket_denials;
                     o.linked_protected = linked_protected;
                     o.loopback_refused = loopback_refused;
+                    o.git_denials = git_denials;
                 }
                 Err(_) => {}
             }

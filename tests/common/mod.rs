@@ -194,7 +194,10 @@ impl Fixture {
     pub fn plan(&self, line: &str, backend: BackendChoice, grants: Vec<Grant>) -> Plan {
         let mut r = self.request(line, backend);
         r.grants = grants;
-        build_plan(&r).unwrap()
+        let mut p = build_plan(&r).unwrap();
+        // The config's safe git keys, as the service sends them.
+        p.git_safe_keys = Some(efr_policy::config::Config::defaults().git_safe_keys());
+        p
     }
 }
 

@@ -799,12 +799,20 @@ pub fn all() -> Vec<Fixture> {
                 code: Some(1),
                 signal: None,
                 duration_ms: 812,
-                denials: vec!["/home/ada/src/app/.git/config".into()],
+                denials: vec![
+                    "/home/ada/src/app/.git/config".into(),
+                    "/home/ada/src/app/docs/config".into(),
+                ],
                 full_tmpfs: vec!["/tmp".into()],
                 survivors: vec!["sleep".into()],
                 socket_denials: vec!["/run/user/1000/bus".into()],
                 linked_protected: vec!["/home/ada/src/app/.envrc".into()],
                 loopback_refused: vec![5432],
+                git_denials: vec![crate::GitDenial {
+                    path: "/home/ada/src/app/docs/config".into(),
+                    reason: "a git config with keys off git.safe_config_keys: core.fsmonitor"
+                        .into(),
+                }],
             },
         ),
         fixture(
@@ -819,6 +827,7 @@ pub fn all() -> Vec<Fixture> {
                 socket_denials: Vec::new(),
                 linked_protected: Vec::new(),
                 loopback_refused: Vec::new(),
+                git_denials: Vec::new(),
             },
         ),
         fixture(
@@ -1239,6 +1248,17 @@ fn job_fixtures(call: crate::call::CallParams) -> Vec<Fixture> {
                     },
                 ),
                 event(46, JobEventKind::Lagged { missed: 3 }),
+                event(
+                    47,
+                    JobEventKind::JobGuarded {
+                        quarantined: vec![
+                            "/home/ada/src/app/wt/.git: made by the call, names the git dir \
+                             /home/ada/other/.git outside the project; moved to \
+                             /home/ada/src/app/wt/.git.efr-quarantine"
+                                .into(),
+                        ],
+                    },
+                ),
             ],
         ),
         fixture(
@@ -1323,6 +1343,7 @@ pub fn example_plan() -> crate::plan::Plan {
         processes_max: Some(1024),
         read_only_inside: vec!["/home/ada/proj/.git/hooks".into()],
         protect_names: vec![".envrc".into(), "**/.git/config".into()],
+        git_safe_keys: Some(vec!["core.bare".into(), "remote.*.url".into()]),
         masks: vec!["/home/ada/.ssh".into(), "/home/ada/.npmrc".into()],
         scrubbed: vec![ScrubbedFile {
             path: "/home/ada/.npmrc".into(),

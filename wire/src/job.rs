@@ -400,6 +400,13 @@ pub enum JobEventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         exits: Vec<crate::ExitRecord>,
     },
+    /// The checks that run while a job lives (the post-call git guard, every few seconds)
+    /// took git code the job left out of git's way: one line each, as the finish's
+    /// `quarantined`.
+    JobGuarded {
+        /// What was done, where, and why.
+        quarantined: Vec<String>,
+    },
     /// A line of its output matched its watch.
     JobWatchMatched {
         /// The line (at most 1000 bytes of it).

@@ -139,7 +139,23 @@ pub enum StatusLine {
         /// grant. Each port once, in the order refused.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         loopback_refused: Vec<u16>,
+        /// The writes of `denials` refused because they would leave code git runs (a
+        /// config with a key off the safe list, a hook) in a directory git takes as a git
+        /// dir, with why: no write grant lets them through.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        git_denials: Vec<GitDenial>,
     },
+}
+
+/// A write the supervisor refused because it would leave code that git runs where git
+/// reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GitDenial {
+    /// The path of the refused write.
+    pub path: String,
+    /// Why, in a line (`a git config with keys off git.safe_config_keys: core.fsmonitor`).
+    pub reason: String,
 }
 
 impl StatusLine {

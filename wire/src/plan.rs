@@ -95,6 +95,11 @@ pub struct Plan {
     /// to them during the call (the init supervises the writes; see `efr_launcher::supervise`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protect_names: Vec<String>,
+    /// The git config keys that run nothing (the config's `git.safe_config_keys`): the
+    /// write supervisor lets a call put a config where git reads one only when every key is
+    /// on it; the launcher's own short list when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_safe_keys: Option<Vec<String>>,
     /// Paths shown present but empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub masks: Vec<String>,
@@ -258,6 +263,7 @@ impl Plan {
             processes_max: None,
             read_only_inside: Vec::new(),
             protect_names: Vec::new(),
+            git_safe_keys: None,
             masks: Vec::new(),
             scrubbed: Vec::new(),
             grants: Vec::new(),

@@ -35,6 +35,7 @@ fn status_lines_keep_their_bytes() {
         socket_denials: Vec::new(),
         linked_protected: Vec::new(),
         loopback_refused: Vec::new(),
+        git_denials: Vec::new(),
     };
     assert_eq!(
         exited.to_line(),

@@ -10,6 +10,7 @@
 //! | `setup_error MESSAGE` | [`Report::SetupError`] |
 //! | `exit code N` / `exit signal N` | [`Report::ExitCode`] / [`Report::ExitSignal`] |
 //! | `denied PATH\tOP\tWHY` | [`Report::Denied`] |
+//! | `denied_git PATH\tOP\tWHY` | [`Report::DeniedGit`] |
 //! | `denied_socket PATH\tOP` | [`Report::DeniedSocket`] |
 //! | `linked PATH\tLINKS` | [`Report::Linked`] |
 //! | `stopped SIG` | [`Report::Stopped`] |
@@ -60,6 +61,14 @@ pub enum Report {
         /// The path the write was refused on.
         path: String,
         /// What was refused and why (`OP\tWHY`; empty when the line had no tab).
+        detail: String,
+    },
+    /// The supervisor refused a write that would leave code git runs where git reads it
+    /// (`crate::supervise::gitdir`): the path, then what was refused and why.
+    DeniedGit {
+        /// The path the write was refused on.
+        path: String,
+        /// What was refused and why (`OP\tWHY`).
         detail: String,
     },
     /// The supervisor refused a path socket: the path, then the operation.
@@ -138,6 +147,7 @@ impl Report {
             Report::ExitSignal(s) => format!("exit signal {s}"),
             Report::Denied { path, detail } => with_detail("denied", path, detail),
             Report::DeniedSocket { path, detail } => with_detail("denied_socket", path, detail),
+            Report::DeniedGit { path, detail } => with_detail("denied_git", path, detail),
             Report::Linked { path, detail } => with_detail("linked", path, detail),
             Report::Stopped(s) => format!("stopped {s}"),
             Report::Full(p) => format!("full {}", one(p)),
@@ -190,6 +200,10 @@ impl Report {
             "denied" => {
                 let (path, detail) = split("denied")?;
                 Report::Denied { path, detail }
+            }
+            "denied_git" => {
+                let (path, detail) = split("denied_git")?;
+                Report::DeniedGit { path, detail }
             }
             "denied_socket" => {
                 let (path, detail) = split("denied_socket")?;
@@ -278,6 +292,11 @@ mod tests {
             Report::DeniedSocket {
                 path: "/run/x.sock".into(),
                 detail: "connect".into(),
+            },
+            Report::DeniedGit {
+                path: "/p/docs/config".into(),
+                detail: "rename\ta git config with keys off git.safe_config_keys: core.fsmonitor"
+                    .into(),
             },
             Report::Linked {
                 path: "/p/.envrc".into(),

@@ -15,6 +15,8 @@
 //! Reads are not supervised (an `open` without a write flag never reaches the init).
 
 pub mod filter;
+mod git_io;
+pub mod gitdir;
 mod net;
 mod ops;
 pub mod rules;
@@ -56,7 +58,30 @@ pub struct SuperviseSpec {
     /// host's network (`net_view`, `open_network`), whose loopback is the host's.
     #[serde(default)]
     pub own_loopback: bool,
+    /// The git config keys that run nothing (`git.safe_config_keys`): what a config of a
+    /// directory git takes as a git dir may hold ([`gitdir`]); the launcher's
+    /// [`FALLBACK_GIT_SAFE_KEYS`] when `None`.
+    #[serde(default)]
+    pub git_safe_keys: Option<Vec<String>>,
 }
+
+/// The git config keys that run nothing when a plan names none (a plan written by hand or
+/// by an older service): what `git init` and `git clone` write, so that they work.
+pub const FALLBACK_GIT_SAFE_KEYS: &[&str] = &[
+    "core.repositoryformatversion",
+    "core.filemode",
+    "core.bare",
+    "core.logallrefupdates",
+    "core.ignorecase",
+    "core.precomposeunicode",
+    "core.symlinks",
+    "extensions.objectformat",
+    "extensions.refstorage",
+    "remote.*.url",
+    "remote.*.fetch",
+    "branch.*.remote",
+    "branch.*.merge",
+];
 
 /// At most this many threads receive the call's notifications.
 const MAX_THREADS: usize = 8;
@@ -88,6 +113,11 @@ pub struct Supervisor {
     umasks: umask::Umasks,
     /// Where path sockets may be reached.
     sockets: SocketRules,
+    /// Held while an act on a name that matters to git is decided and made
+    /// ([`gitdir`]): no other thread makes a directory git-like meanwhile.
+    git: Mutex<()>,
+    /// The git config keys that run nothing (`git.safe_config_keys`).
+    git_safe_keys: Vec<String>,
 }
 
 /// Whether this kernel can supervise: user notification with ADDFD_FLAG_SEND (5.14).
@@ -377,8 +407,10 @@ impl Lazy {
             Listener::Ready(l) => {
                 let sv = &self.spec;
                 let rules = Rules::new(&sv.roots, &sv.paths, &sv.names)?;
+                let keys = self.spec.git_safe_keys.clone();
                 Supervisor::new(rules, l, self.linked, self.report_fd)?
                     .with_sockets(self.sockets)
+                    .with_git_safe_keys(keys)
                     .spawn()
                     .map(|()| None)
             }
@@ -410,7 +442,21 @@ impl Supervisor {
             idle: AtomicUsize::new(0),
             umasks: umask::Umasks::default(),
             sockets: SocketRules::default(),
+            git: Mutex::new(()),
+            git_safe_keys: FALLBACK_GIT_SAFE_KEYS
+                .iter()
+                .map(|k| k.to_string())
+                .collect(),
         })
+    }
+
+    /// The same supervisor with `keys` as the git config keys that run nothing (the plan's
+    /// `git.safe_config_keys`; [`FALLBACK_GIT_SAFE_KEYS`] when it names none).
+    pub fn with_git_safe_keys(mut self, keys: Option<Vec<String>>) -> Self {
+        if let Some(k) = keys {
+            self.git_safe_keys = k;
+        }
+        self
     }
 
     /// The same supervisor with `sockets` as where path sockets may be reached (none
@@ -544,14 +590,22 @@ impl Supervisor {
         if !self.first_report(path.to_vec()) {
             return;
         }
+        // One line per refusal: `denied PATH\tOP\tWHY` (the path as bytes, lossily), or
+        // `denied_git` for git code (its own exit: no write grant lets it through).
+        let kind = if matches!(why, rules::Refusal::Git(_)) {
+            "denied_git"
+        } else {
+            "denied"
+        };
         let why = match why {
             rules::Refusal::Protected(r) => format!("protected by {r}"),
             rules::Refusal::HoldsProtected(r) => format!("holds the protected {r}"),
             rules::Refusal::GitLink => "a .git that is not a directory".to_string(),
             rules::Refusal::NotWritable => "not writable in this call".to_string(),
+            rules::Refusal::Git(why) => why.clone(),
         };
-        // One line per refusal: `denied PATH\tOP\tWHY` (the path as bytes, lossily).
-        let line = format!("denied {}\t{what}\t{why}", report_path(path));
+        let why = why.replace(['\n', '\t'], " ");
+        let line = format!("{kind} {}\t{what}\t{why}", report_path(path));
         crate::inner::report(self.report_fd, &line);
     }
 }

@@ -76,6 +76,9 @@ pub(super) struct Call<'a> {
     /// The last path the rules let through, and what was done to it: where a failure of
     /// the call itself (the view's read-only mounts, Landlock) is reported.
     acted: Option<(&'static str, Vec<u8>)>,
+    /// The supervisor's git lock, held from the decision of an act on a name that matters
+    /// to git until the call is answered (see `super::gitdir`).
+    pub(super) git_lock: Option<std::sync::MutexGuard<'a, ()>>,
 }
 
 impl Fs for HashSet<(u64, u64)> {
@@ -392,7 +395,20 @@ impl Call<'_> {
         sys::pidfd_getfd(pidfd.as_fd(), fd).map_err(|_| libc::ENOENT)
     }
 
-    fn check(&mut self, what: &'static str, path: &[u8], act: Act) -> Result<(), i32> {
+    /// The rules of [`super::rules`] and of [`super::gitdir`] for `act` on `path`, whose
+    /// parent directory is `dir` (looked up by the path when `None`).
+    fn check(
+        &mut self,
+        what: &'static str,
+        dir: Option<BorrowedFd<'_>>,
+        path: &[u8],
+        act: Act,
+    ) -> Result<(), i32> {
+        self.check_rules(what, path, act)?;
+        self.git_rule(what, dir, path, act, false).map(|_| ())
+    }
+
+    fn check_rules(&mut self, what: &'static str, path: &[u8], act: Act) -> Result<(), i32> {
         let made = self.sup.made.lock().unwrap_or_else(|e| e.into_inner());
         match self.sup.rules.check(path, act, &*made) {
             Ok(()) => {
@@ -439,7 +455,7 @@ impl Call<'_> {
             && p.first() == Some(&b'/')
             && !p.ends_with(b" (deleted)")
         {
-            return self.check(what, &p, Act::Write);
+            return self.check(what, None, &p, Act::Write);
         }
         Ok(())
     }
@@ -497,7 +513,7 @@ impl Call<'_> {
                 } else {
                     Act::Write
                 };
-                if let Err(e) = self.check("open", &at.path, act) {
+                if let Err(e) = self.check("open", Some(at.dir.as_fd()), &at.path, act) {
                     return Reply::Err(e);
                 }
                 let kind = st.map(|s| s.st_mode & libc::S_IFMT);
@@ -591,7 +607,7 @@ impl Call<'_> {
             Err(e) => return Reply::Err(e),
             Ok(Target::ProcFd(f)) => sys::reopen(f.as_fd(), libc::O_WRONLY | libc::O_NONBLOCK),
             Ok(Target::At(at)) => {
-                if let Err(e) = self.check("truncate", &at.path, Act::Write) {
+                if let Err(e) = self.check("truncate", Some(at.dir.as_fd()), &at.path, Act::Write) {
                     return Reply::Err(e);
                 }
                 sys::openat(
@@ -634,18 +650,28 @@ impl Call<'_> {
         }
         let exchange = flags & libc::RENAME_EXCHANGE != 0;
         let n_exists = sys::fstatat(n.dir.as_fd(), &n.name, libc::AT_SYMLINK_NOFOLLOW).is_ok();
+        // (path, its directory, act, wanted, whether it is where the renamed file lands)
         let checks = [
-            (o.path.as_slice(), Act::Remove, true),
-            (n.path.as_slice(), Act::Create, true),
-            (n.path.as_slice(), Act::Remove, n_exists),
-            (o.path.as_slice(), Act::Create, exchange),
+            (&o, Act::Remove, true, false),
+            (&n, Act::Create, true, true),
+            (&n, Act::Remove, n_exists, false),
+            (&o, Act::Create, exchange, false),
         ];
-        for (p, act, wanted) in checks {
-            if wanted {
-                if let Err(e) = self.check("rename", p, act) {
-                    return Reply::Err(e);
-                }
+        let mut checked = None;
+        for (at, act, wanted, target) in checks {
+            if !wanted {
+                continue;
             }
+            let r = self.check_rules("rename", &at.path, act).and_then(|()| {
+                self.git_rule("rename", Some(at.dir.as_fd()), &at.path, act, target)
+            });
+            match r {
+                Ok(c) => checked = checked.or(c),
+                Err(e) => return Reply::Err(e),
+            }
+        }
+        if let Some(what) = checked {
+            return self.checked_rename(&o, &n, flags, what);
         }
         result(sys::renameat2(
             o.dir.as_fd(),
@@ -676,7 +702,7 @@ impl Call<'_> {
                 }
                 if let Err(e) = self
                     .check_file("link", f.as_fd())
-                    .and_then(|()| self.check("link", &n.path, Act::Create))
+                    .and_then(|()| self.check("link", Some(n.dir.as_fd()), &n.path, Act::Create))
                 {
                     return Reply::Err(e);
                 }
@@ -704,8 +730,8 @@ impl Call<'_> {
             Err(e) => return Reply::Err(e),
         };
         if let Err(e) = self
-            .check("link", &o.path, Act::Write)
-            .and_then(|()| self.check("link", &n.path, Act::Create))
+            .check("link", Some(o.dir.as_fd()), &o.path, Act::Write)
+            .and_then(|()| self.check("link", Some(n.dir.as_fd()), &n.path, Act::Create))
         {
             return Reply::Err(e);
         }
@@ -737,7 +763,8 @@ impl Call<'_> {
         if !self.valid() {
             return Err(Reply::None);
         }
-        self.check(what, &at.path, act).map_err(Reply::Err)?;
+        self.check(what, Some(at.dir.as_fd()), &at.path, act)
+            .map_err(Reply::Err)?;
         Ok(at)
     }
 
@@ -813,7 +840,7 @@ impl Call<'_> {
                 result(sys::fchmod(f.as_fd(), mode))
             }
             Ok(Target::At(at)) => {
-                if let Err(e) = self.check("chmod", &at.path, Act::Write) {
+                if let Err(e) = self.check("chmod", Some(at.dir.as_fd()), &at.path, Act::Write) {
                     return Reply::Err(e);
                 }
                 let f = if at.name.as_bytes() == b"." {
@@ -958,6 +985,7 @@ pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
         sup,
         n,
         acted: None,
+        git_lock: None,
     };
     let a = |i: usize| call.arg(i);
     let (a0, a1, a2, a3, a4) = (a(0), a(1), a(2), a(3), a(4));

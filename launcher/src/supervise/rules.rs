@@ -44,6 +44,9 @@ pub enum Refusal {
     /// Not writable in this call: outside its writable roots or on a read-only mount of
     /// its view (the call was made and failed; only reported).
     NotWritable,
+    /// What git would run from a directory it takes as a git dir (see
+    /// `crate::supervise::gitdir`): why.
+    Git(String),
 }
 
 /// The rules of one call.

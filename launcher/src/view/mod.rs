@@ -523,5 +523,6 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
         sockets,
         own_loopback: plan.mode == crate::plan::PlanMode::Contained
             && plan.net() == crate::plan::NetMode::Own,
+        git_safe_keys: plan.git_safe_keys.clone(),
     }
 }

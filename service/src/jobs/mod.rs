@@ -13,7 +13,8 @@
 //! `--caller-pid`). A job of an earlier service is reported ended (`daemon_restart`) by the
 //! next one.
 
-pub mod cgroup;
+mod cgroup;
+pub mod checks;
 pub mod events;
 pub mod forwards;
 pub mod output;
@@ -491,6 +492,7 @@ impl Jobs {
             // Without a cgroup, a started job's line has it as its RLIMIT_NPROC.
             pids_max: Some(j.pids_max.value),
             forwards: None,
+            checks: None,
         }
     }
 

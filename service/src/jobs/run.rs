@@ -25,6 +25,8 @@ pub struct Hooks {
     pub pids_max: Option<u64>,
     /// The forwards of its listeners, started once it runs.
     pub forwards: Option<super::forwards::Plan>,
+    /// The after-the-call checks, run while it lives (`None`: none, as for a test).
+    pub checks: Option<super::checks::Checks>,
 }
 
 impl Hooks {
@@ -92,6 +94,59 @@ impl Watcher {
     }
 }
 
+/// The after-the-call checks of a job while it lives: a pass every
+/// [`super::checks::EVERY`], one at a time, on the blocking pool.
+struct Live {
+    checks: Option<Arc<super::checks::Checks>>,
+    every: tokio::time::Interval,
+    pass: Option<tokio::task::JoinHandle<Vec<String>>>,
+}
+
+impl Live {
+    fn new(checks: Option<super::checks::Checks>) -> Self {
+        let mut every = tokio::time::interval(super::checks::EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Live {
+            checks: checks.map(Arc::new),
+            every,
+            pass: None,
+        }
+    }
+
+    /// The lines of the next pass that ends (pending forever without checks).
+    async fn next(&mut self) -> Vec<String> {
+        let Some(c) = self.checks.clone() else {
+            return std::future::pending().await;
+        };
+        loop {
+            match self.pass.as_mut() {
+                Some(p) => {
+                    let lines = p.await.unwrap_or_default();
+                    self.pass = None;
+                    return lines;
+                }
+                None => {
+                    self.every.tick().await;
+                    let c = c.clone();
+                    self.pass = Some(tokio::task::spawn_blocking(move || c.pass()));
+                }
+            }
+        }
+    }
+
+    /// Records what a pass took out, as a `job_guarded` event.
+    fn report(&self, jobs: &Arc<Jobs>, job: &Arc<Job>, lines: Vec<String>) {
+        if lines.is_empty() {
+            return;
+        }
+        jobs.events.emit(
+            job.conversation.as_deref(),
+            &job.id,
+            JobEventKind::JobGuarded { quarantined: lines },
+        );
+    }
+}
+
 /// Runs `job` to its end.
 pub(super) async fn run(
     jobs: &Arc<Jobs>,
@@ -112,6 +167,7 @@ pub(super) async fn run(
     let deadline = tokio::time::Instant::now() + job.max_for;
     let mut timed_out = false;
     let mut usage = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut checks = Live::new(hooks.checks.clone());
     let fin = loop {
         tokio::select! {
             ev = stream.next() => match ev {
@@ -143,6 +199,7 @@ pub(super) async fn run(
                 timed_out = true;
                 job.stop(JobStopBy::TimeLimit);
             }
+            lines = checks.next() => checks.report(jobs, job, lines),
             _ = usage.tick() => {
                 if let Some(info) = hooks.cgroup_info() {
                     job.lock().cgroup = Some(info);

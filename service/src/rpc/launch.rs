@@ -90,10 +90,13 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             .jobs
             .register_call(p.conversation.clone(), not_a_job(&p));
         c.set_call_id(guard.call_id().to_owned());
+        // What a job runs again while it lives, of the checks after a call.
+        let checks = live_checks(&c, &p, &ctx);
         // A job's launcher joins its cgroup before it makes anything.
         let (hooks, join) = match background {
             Some(_) => {
-                let (h, j) = svc.jobs.hooks(&ctx.config, &p, guard.call_id());
+                let (mut h, j) = svc.jobs.hooks(&ctx.config, &p, guard.call_id());
+                h.checks = checks.clone();
                 // No cgroup: the line's RLIMIT_NPROC bounds the job's processes (counted
                 // in its own user namespace).
                 if matches!(h.cgroup, Some(Err(_))) {
@@ -153,6 +156,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             ctx: &ctx,
             params: &p,
             call_id: guard.call_id(),
+            checks,
         };
         run_movable(
             &of,
@@ -177,6 +181,25 @@ struct TheCall<'a> {
     ctx: &'a efr_call::Ctx,
     params: &'a CallParams,
     call_id: &'a str,
+    /// What its job runs again while it lives.
+    checks: Option<crate::jobs::checks::Checks>,
+}
+
+/// The after-the-call checks of a contained call, for the job it is or may become (an
+/// unsandboxed line has none: nothing of it is the sandbox's to check).
+fn live_checks(
+    c: &efr_call::Call,
+    p: &CallParams,
+    ctx: &efr_call::Ctx,
+) -> Option<crate::jobs::checks::Checks> {
+    (c.plan().mode == efr_launcher::plan::PlanMode::Contained).then(|| {
+        crate::jobs::checks::Checks {
+            roots: p.projects.iter().map(std::path::PathBuf::from).collect(),
+            view: c.plan().read_only_inside.clone(),
+            since_ms: crate::jobs::now_ms(),
+            config: ctx.config.clone(),
+        }
+    })
 }
 
 /// Hands a running call's events on until its end, or until it is moved to a job.
@@ -192,6 +215,7 @@ async fn run_movable(
         ctx,
         params,
         call_id,
+        ..
     } = *of;
     let began = Instant::now();
     loop {
@@ -208,9 +232,10 @@ async fn run_movable(
                     let _ = req.reply.send(Err(e));
                     continue;
                 }
-                let hooks = svc
+                let mut hooks = svc
                     .jobs
                     .hooks_for_move(&ctx.config, params, call_id, stream.launcher_pid());
+                hooks.checks = of.checks.clone();
                 let job_spec = spec(req.max_minutes, began.elapsed().as_secs_f64());
                 let job = svc.jobs.start(job_spec, stream, hooks);
                 let _ = req.reply.send(Ok(job.id.clone()));
