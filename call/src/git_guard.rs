@@ -168,10 +168,13 @@ fn read_regular(p: &Path) -> Option<(Vec<u8>, std::fs::Metadata)> {
 }
 
 /// A repository found below a root; `in_build_output` when a directory on the way is a
-/// build output name.
+/// build output name; `bare` when the directory is itself a git dir (a `HEAD`, or
+/// `objects` and `refs`: what git's discovery takes for a bare repository) rather than a
+/// work tree holding `.git`.
 struct Found {
     dir: PathBuf,
     in_build_output: bool,
+    bare: bool,
 }
 
 /// The repositories at `root` and below it: up to [`GUARD_DEPTH`] levels down, and in a
@@ -189,6 +192,7 @@ fn find_repos(root: &Path, skip: &[String]) -> Vec<Found> {
         out.push(Found {
             dir: root.to_path_buf(),
             in_build_output: false,
+            bare: false,
         });
     }
     // (dir, level, levels left below a build output name)
@@ -203,6 +207,19 @@ fn find_repos(root: &Path, skip: &[String]) -> Vec<Found> {
         let Some(listed) = Listed::open(&dir, level == 0) else {
             continue;
         };
+        // A git dir in its own right: checked as one, and not walked into (as `.git` is
+        // not), but a root, which is walked whatever it holds (git finds a root's `.git`
+        // before the root itself).
+        if listed.git_like && (level > 0 || !listed.has_dot_git) {
+            out.push(Found {
+                dir: dir.clone(),
+                in_build_output: bo_left.is_some(),
+                bare: true,
+            });
+        }
+        if listed.git_like && level > 0 {
+            continue;
+        }
         for name in &listed.subdirs {
             let bo = match bo_left {
                 Some(n) => Some(n),
@@ -215,6 +232,7 @@ fn find_repos(root: &Path, skip: &[String]) -> Vec<Found> {
                 out.push(Found {
                     dir: dir.join(name),
                     in_build_output: bo.is_some(),
+                    bare: false,
                 });
             }
             let below = bo.map(|n: usize| n.saturating_sub(1));
@@ -228,10 +246,13 @@ fn find_repos(root: &Path, skip: &[String]) -> Vec<Found> {
     out
 }
 
-/// A directory open for the walk: its subdirectories' names, and lookups relative to it.
+/// A directory open for the walk: its subdirectories' names, whether it is itself git-like
+/// (from the same listing: no lookup more), and lookups relative to it.
 struct Listed {
     dir: nix::dir::Dir,
     subdirs: Vec<std::ffi::OsString>,
+    git_like: bool,
+    has_dot_git: bool,
 }
 
 impl Listed {
@@ -248,16 +269,22 @@ impl Listed {
         }
         let mut d = Dir::open(dir, flags, Mode::empty()).ok()?;
         let mut names: Vec<(std::ffi::OsString, Option<Type>)> = Vec::new();
+        let mut has_dot_git = false;
         for e in d.iter().flatten() {
             let n = e.file_name().to_bytes();
+            has_dot_git |= n == b".git";
             if n == b"." || n == b".." || n == b".git" {
                 continue;
             }
             names.push((OsStr::from_bytes(n).to_os_string(), e.file_type()));
         }
+        let has = |n: &str| names.iter().any(|(name, _)| name == n);
+        let git_like = has("HEAD") || (has("objects") && has("refs"));
         let mut l = Listed {
             dir: d,
             subdirs: Vec::new(),
+            git_like,
+            has_dot_git,
         };
         for (name, kind) in names {
             // The file system may not say the type in its listing: asked then, as
@@ -340,10 +367,19 @@ pub fn after_call(
     for root in roots {
         for found in find_repos(root, &skip) {
             // In build output, only a repository the call made.
-            if found.in_build_output && !made_since(&found.dir.join(".git"), since_ms) {
+            let made = if found.bare {
+                made_since(&found.dir, since_ms)
+            } else {
+                made_since(&found.dir.join(".git"), since_ms)
+            };
+            if found.in_build_output && !made {
                 continue;
             }
-            g.repository(&found.dir);
+            if found.bare {
+                g.bare(&found.dir);
+            } else {
+                g.repository(&found.dir);
+            }
         }
     }
     if g.fallback {
@@ -521,6 +557,40 @@ impl Guard<'_> {
             }
         }
         self.modules(&loc.common);
+    }
+
+    /// A directory git takes as a git dir by itself (a bare repository, or one a `.git`
+    /// file or `commondir` could name): its config files and hooks by the rules of a
+    /// repository's git dir, read by efr's own reader (git is not run in it: a bare
+    /// repository's config could name a program for the very commands that would ask it).
+    fn bare(&mut self, dir: &Path) {
+        if self.seen.iter().any(|s| s == dir) || protected(dir, self.view) || !self.inside(dir) {
+            return;
+        }
+        self.seen.push(dir.to_path_buf());
+        let made = made_since(dir, self.since_ms);
+        let loc = Located {
+            git_dir: dir.to_path_buf(),
+            common: dir.to_path_buf(),
+            hooks: dir.join("hooks"),
+            by_git: false,
+        };
+        let files = git_dirs::standard_config_files(&loc);
+        let changed = files
+            .iter()
+            .any(|f| !protected(f, self.view) && changed_since(f, self.since_ms));
+        if made || changed {
+            for f in &files {
+                self.config_file(dir, f, None);
+            }
+        }
+        self.hooks(
+            dir,
+            &dir.join("hooks"),
+            made || made_since(&dir.join("hooks"), self.since_ms),
+        );
+        self.todo(dir);
+        self.modules(dir);
     }
 
     /// The git dirs below `<common>/modules` (submodules, initialised or not): their
@@ -758,7 +828,10 @@ mod tests {
             v.sort();
             v
         };
-        let found = rel(find_repos(&root, &skip));
+        let found = rel(find_repos(&root, &skip)
+            .into_iter()
+            .filter(|f| !f.bare)
+            .collect());
         let want: Vec<(String, bool)> = [
             ("", false),
             ("a", false),
@@ -778,6 +851,48 @@ mod tests {
         assert_eq!(found, rel(find_repos_by_paths(&root, &skip)));
     }
 
+    /// Directories git takes as git dirs by what they hold are found as git dirs (not
+    /// walked into), under any name, in build output too; `objects` or `refs` alone is no
+    /// git dir.
+    #[test]
+    fn the_walk_finds_git_dirs_by_what_they_hold() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        for r in [
+            "docs/objects",
+            "docs/refs",
+            "a/b/pair/objects",
+            "a/b/pair/refs",
+            "a/b/pair/inner/objects",
+            "only/objects",
+            "target/t/refs",
+            "target/t/objects",
+        ] {
+            std::fs::create_dir_all(root.join(r)).unwrap();
+        }
+        std::fs::create_dir_all(root.join("h/sub")).unwrap();
+        std::fs::write(root.join("h/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let mut bare: Vec<(String, bool)> = find_repos(root, &["target".to_string()])
+            .into_iter()
+            .filter(|f| f.bare)
+            .map(|f| {
+                let r = f.dir.strip_prefix(root).unwrap().display().to_string();
+                (r, f.in_build_output)
+            })
+            .collect();
+        bare.sort();
+        let want: Vec<(String, bool)> = [
+            ("a/b/pair", false),
+            ("docs", false),
+            ("h", false),
+            ("target/t", true),
+        ]
+        .iter()
+        .map(|(p, b)| (p.to_string(), *b))
+        .collect();
+        assert_eq!(bare, want);
+    }
+
     /// The walk by absolute paths that the handles replaced (`find_repos` as of c2ba1a8): the
     /// oracle.
     fn find_repos_by_paths(root: &Path, skip: &[String]) -> Vec<Found> {
@@ -786,6 +901,7 @@ mod tests {
             out.push(Found {
                 dir: root.to_path_buf(),
                 in_build_output: false,
+                bare: false,
             });
         }
         let mut queue = std::collections::VecDeque::from([(root.to_path_buf(), 0usize, None)]);
@@ -817,6 +933,7 @@ mod tests {
                     out.push(Found {
                         dir: p.clone(),
                         in_build_output: bo.is_some(),
+                        bare: false,
                     });
                 }
                 let below = bo.map(|n: usize| n.saturating_sub(1));

@@ -587,10 +587,10 @@ pub fn git_denial_record(
             verdict: Verdict::UserOnly,
             by: JudgedBy::Policy,
             reasons: vec![format!(
-                "the sandbox refused {}: {}; git runs that outside the sandbox (its directory \
-                 is one git takes as a git dir), so no grant lets a contained call write it: \
-                 only you can run the line unsandboxed",
-                g.path, g.reason
+                "{}: git would run it outside the sandbox (its directory is one git takes as \
+                 a git dir), so no grant lets a contained call write it; only you can run the \
+                 line unsandboxed",
+                g.reason
             )],
         },
     }

@@ -710,3 +710,44 @@ fn an_include_file_the_call_changed_and_hooks_with_odd_names_are_checked() {
     assert!(user_git(&repo, &home, &["status"]).status.success());
     assert!(!marker.exists(), "the included fsmonitor ran");
 }
+
+/// A directory that git takes as a repository by what it holds (a bare repository under
+/// any name, not a `.git`), made by the call with a config that runs code and a hook: the
+/// guard finds it as git would and takes both out of git's way (the supervisor, off here,
+/// refuses them at the write).
+#[test]
+fn a_bare_repository_under_any_name_is_checked_after_the_call() {
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("p");
+    user_repo(&proj, &home);
+    let marker = d.path().join("ran");
+    let line = format!(
+        "mkdir docs docs/objects docs/refs docs/hooks && echo 'ref: refs/heads/main' > docs/HEAD && \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = ..\\n\\tfsmonitor = touch {m}\\n' > docs/config && \
+         printf '{hook}' > docs/hooks/pre-commit && chmod +x docs/hooks/pre-commit && echo made",
+        m = marker.display(),
+        hook = payload(&marker),
+    );
+    let v = run(d.path(), &proj, &line);
+    let q = quarantined(&v);
+    assert!(
+        q.iter()
+            .any(|l| l.contains("docs/config") && l.contains("core.fsmonitor")),
+        "{q:?}"
+    );
+    assert!(
+        q.iter().any(|l| l.contains("docs/hooks/pre-commit")),
+        "{q:?}"
+    );
+    // The user's git in it runs neither.
+    let docs = proj.join("docs");
+    let _ = git(&docs, &home, &["status"]);
+    let _ = user_git(&docs, &home, &["commit", "--allow-empty", "-qm", "x"]);
+    assert!(!marker.exists(), "the user's git ran what the call planted");
+    let cfg = std::fs::read_to_string(docs.join("config")).unwrap();
+    assert!(
+        !cfg.contains("fsmonitor") && !cfg.contains("worktree"),
+        "{cfg}"
+    );
+}
