@@ -225,69 +225,112 @@ echo done"#,
     }
 }
 
-/// Threads of the call race the check: some make directories git dirs over and over,
-/// others write configs and hooks through fds and paths resolved before, rename hooks dirs
-/// in and out. Afterwards no directory of the project that git would take as a git dir
-/// holds a config key off the safe list or a hook.
+/// The loops that race the git rule, over `r1`..`r4` of the project, for 3 s: the first
+/// makes the directories git dirs over and over; the second writes configs directly,
+/// through a fd kept open across the making and by renames; the third renames hooks dirs
+/// in and out and writes hooks through them.
+fn race_loops(fx: &Fixture) -> [String; 3] {
+    let base = Path::new(&fx.home).parent().unwrap().display().to_string();
+    let head = format!(
+        r#"cd {proj}; end=$(($(date +%s)+3)); for i in 1 2 3 4; do mkdir -p r$i; done
+while [ $(date +%s) -lt $end ]; do for i in 1 2 3 4; do
+  rm -f r$i/HEAD; rm -rf r$i/objects r$i/refs; echo 'ref: refs/heads/m' > r$i/HEAD 2>/dev/null
+  mkdir r$i/objects r$i/refs 2>/dev/null; done; done"#,
+        proj = fx.proj
+    );
+    let config = format!(
+        r#"cd {proj}; end=$(($(date +%s)+3)); for i in 1 2 3 4; do mkdir -p r$i; done
+evil="[core]
+	repositoryformatversion = 0
+	bare = false
+	worktree = ..
+	fsmonitor = touch {base}/ran-race"
+while [ $(date +%s) -lt $end ]; do for i in 1 2 3 4; do
+  printf '[core]\n\tbare = true\n' > r$i/config 2>/dev/null
+  exec 8>>r$i/config 2>/dev/null && {{ sleep 0.02; printf '%s\n' "$evil" >&8; exec 8>&-; }}
+  printf '%s\n' "$evil" > r$i/config 2>/dev/null
+  printf '%s\n' "$evil" > r$i/c.tmp 2>/dev/null && mv r$i/c.tmp r$i/config 2>/dev/null
+  done; done"#,
+        proj = fx.proj
+    );
+    let hooks = format!(
+        r#"cd {proj}; end=$(($(date +%s)+3)); for i in 1 2 3 4; do mkdir -p r$i; done
+while [ $(date +%s) -lt $end ]; do for i in 1 2 3 4; do
+  mkdir -p r$i/hk 2>/dev/null; mv r$i/hk r$i/hooks 2>/dev/null
+  printf '#!/bin/sh\ntouch {base}/ran-race\n' > r$i/hooks/pre-commit 2>/dev/null
+  chmod +x r$i/hooks/pre-commit 2>/dev/null
+  mv r$i/hooks r$i/hk2 2>/dev/null; rm -rf r$i/hk2
+  done; done"#,
+        proj = fx.proj
+    );
+    [head, config, hooks]
+}
+
+/// After a race: no directory of the project that git would take as a git dir holds a
+/// config key off the safe list or a hook, and the user's git in each runs nothing.
+fn nothing_raced_through(fx: &Fixture, b: &str) {
+    let safe = efr_policy::config::Config::defaults().git_safe_keys();
+    for i in 1..=4 {
+        let d = Path::new(&fx.proj).join(format!("r{i}"));
+        let has = |n: &str| std::fs::symlink_metadata(d.join(n)).is_ok();
+        if !(has("HEAD") || (has("objects") && has("refs"))) {
+            continue;
+        }
+        if let Ok(text) = std::fs::read(d.join("config")) {
+            let bad = efr_sandbox_wire::gitconfig::unsafe_keys(&text, &safe);
+            assert!(
+                bad.as_ref().is_ok_and(|k| k.is_empty()),
+                "{b}: r{i}/config: {bad:?}: {}",
+                String::from_utf8_lossy(&text)
+            );
+        }
+        if let Ok(rd) = std::fs::read_dir(d.join("hooks")) {
+            let left: Vec<_> = rd
+                .flatten()
+                .map(|e| e.file_name())
+                .filter(|n| !n.to_string_lossy().ends_with(".sample"))
+                .collect();
+            assert!(left.is_empty(), "{b}: r{i}/hooks: {left:?}");
+        }
+        meet(fx, &d);
+    }
+    assert!(!marker(fx, "race").exists(), "{b}: the race planted code");
+}
+
+/// Threads of one call race the check.
 #[test]
 fn racing_writers_cannot_slip_git_code_past_the_check() {
-    let safe = efr_policy::config::Config::defaults().git_safe_keys();
     for b in common::backends() {
         let fx = Fixture::new();
-        let m = marker(&fx, "race").display().to_string();
-        let line = format!(
-            r#"cd {proj}; end=$(($(date +%s)+3))
-evil="[core]
-	fsmonitor = touch {m}"
-for i in 1 2 3 4; do mkdir -p r$i; done
-( while [ $(date +%s) -lt $end ]; do for i in 1 2 3 4; do
-    rm -f r$i/HEAD; rm -rf r$i/objects r$i/refs; echo 'ref: refs/heads/m' > r$i/HEAD 2>/dev/null
-    mkdir r$i/objects r$i/refs 2>/dev/null; done; done ) &
-( while [ $(date +%s) -lt $end ]; do for i in 1 2 3 4; do
-    printf '%s\n' "$evil" > r$i/config 2>/dev/null
-    exec 8>>r$i/config 2>/dev/null && {{ sleep 0.01; printf '%s\n' "$evil" >&8; exec 8>&-; }}
-    printf '%s\n' "$evil" > r$i/c.tmp 2>/dev/null && mv r$i/c.tmp r$i/config 2>/dev/null
-    done; done ) &
-( while [ $(date +%s) -lt $end ]; do for i in 1 2 3 4; do
-    mkdir -p r$i/hk 2>/dev/null; mv r$i/hk r$i/hooks 2>/dev/null
-    printf '#!/bin/sh\ntouch {m}\n' > r$i/hooks/post-checkout 2>/dev/null
-    mv r$i/hooks r$i/hk2 2>/dev/null; rm -rf r$i/hk2
-    done; done ) &
-wait; echo raced"#,
-            proj = fx.proj
-        );
+        let [head, config, hooks] = race_loops(&fx);
+        let line = format!("( {head} ) & ( {config} ) & ( {hooks} ) & wait; echo raced");
         let r = common::run(&fx, &line, b);
         ran(&r);
         assert!(r.stdout.contains("raced"), "{b:?}: {}", r.all_output());
-        for i in 1..=4 {
-            let d = Path::new(&fx.proj).join(format!("r{i}"));
-            let has = |n: &str| std::fs::symlink_metadata(d.join(n)).is_ok();
-            let git_like = has("HEAD") || (has("objects") && has("refs"));
-            if !git_like {
-                continue;
-            }
-            if let Ok(text) = std::fs::read(d.join("config")) {
-                let bad = efr_sandbox_wire::gitconfig::unsafe_keys(&text, &safe);
-                assert!(
-                    bad.as_ref().is_ok_and(|k| k.is_empty()),
-                    "{b:?}: r{i}/config: {bad:?}: {}",
-                    String::from_utf8_lossy(&text)
-                );
-            }
-            if let Ok(rd) = std::fs::read_dir(d.join("hooks")) {
-                let left: Vec<_> = rd
-                    .flatten()
-                    .map(|e| e.file_name())
-                    .filter(|n| !n.to_string_lossy().ends_with(".sample"))
-                    .collect();
-                assert!(left.is_empty(), "{b:?}: r{i}/hooks: {left:?}");
-            }
-            meet(&fx, &d);
+        nothing_raced_through(&fx, &format!("{b:?}"));
+    }
+}
+
+/// Two calls on one project race each other: one makes the directories git dirs, the
+/// other writes configs and hooks (each call's supervisor orders only its own calls'
+/// acts: the other's are undone or replaced after the act).
+#[test]
+fn two_calls_racing_on_one_project_slip_nothing_through() {
+    for b in common::backends() {
+        let fx = std::sync::Arc::new(Fixture::new());
+        let [head, config, hooks] = race_loops(&fx);
+        let writers = format!("( {config} ) & ( {hooks} ) & wait; echo raced");
+        let t = {
+            let fx = fx.clone();
+            std::thread::spawn(move || common::run(&fx, &format!("{head}; echo raced"), b))
+        };
+        let w = common::run(&fx, &writers, b);
+        let h = t.join().unwrap();
+        for r in [&w, &h] {
+            ran(r);
+            assert!(r.stdout.contains("raced"), "{b:?}: {}", r.all_output());
         }
-        assert!(
-            !marker(&fx, "race").exists(),
-            "{b:?}: the race planted code"
-        );
+        nothing_raced_through(&fx, &format!("{b:?}"));
     }
 }
 
@@ -377,5 +420,44 @@ echo tried"#,
             r.all_output()
         );
         assert!(!marker(&fx, "todo").exists(), "{b:?}");
+    }
+}
+
+/// A call keeps a config open in a directory that is no git dir, another call makes the
+/// directory a git dir, then the first writes through its fd: what git reads stays what
+/// was checked (the making call's supervisor puts a fresh config in place after its act).
+#[test]
+fn a_config_kept_open_across_another_calls_git_init_writes_nothing_git_reads() {
+    for b in common::backends() {
+        let fx = std::sync::Arc::new(Fixture::new());
+        let base = Path::new(&fx.home).parent().unwrap().display().to_string();
+        let keeper = format!(
+            r#"cd {proj}; mkdir d; printf '[core]\n\tbare = true\n' > d/config
+exec 8>>d/config; touch a-ready
+i=0; while [ ! -e b-done ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
+printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ..\n\tfsmonitor = touch {base}/ran-kept\n' >&8
+echo wrote"#,
+            proj = fx.proj
+        );
+        let maker = format!(
+            r#"cd {proj}; i=0; while [ ! -e a-ready ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
+mkdir d/objects d/refs && echo 'ref: refs/heads/main' > d/HEAD && touch b-done; echo made"#,
+            proj = fx.proj
+        );
+        let t = {
+            let fx = fx.clone();
+            std::thread::spawn(move || common::run(&fx, &keeper, b))
+        };
+        let m = common::run(&fx, &maker, b);
+        let k = t.join().unwrap();
+        ran(&m);
+        ran(&k);
+        assert!(m.stdout.contains("made"), "{b:?}: {}", m.all_output());
+        assert!(k.stdout.contains("wrote"), "{b:?}: {}", k.all_output());
+        let d = Path::new(&fx.proj).join("d");
+        let cfg = std::fs::read_to_string(d.join("config")).unwrap();
+        assert!(!cfg.contains("fsmonitor"), "{b:?}: {cfg}");
+        meet(&fx, &d);
+        assert!(!marker(&fx, "kept").exists(), "{b:?}");
     }
 }

@@ -33,6 +33,51 @@ fn kind_at(dir: BorrowedFd<'_>, name: &[u8]) -> Option<Kind> {
     })
 }
 
+/// What is left to do once a call's act is made (see [`Call::after_git`]).
+#[derive(Debug)]
+pub(super) enum Post {
+    /// A write of a code name in a directory that was not git-like: undone when it is.
+    Undo {
+        /// The directory of the name.
+        dir: OwnedFd,
+        /// The name.
+        name: CString,
+        /// The path, for the report.
+        path: Vec<u8>,
+        /// Where git reads that name from.
+        code: gitdir::Code,
+        /// The act made the name (rather than writing what was there).
+        created: bool,
+    },
+    /// The act made `dir` git-like: its configs and hooks dir are put anew.
+    Fresh {
+        /// The directory.
+        dir: OwnedFd,
+        /// Its path with a trailing `/`, for the reports.
+        path: Vec<u8>,
+    },
+}
+
+/// Whether the directory of a code name (a config, a todo list, a hook) is now one that
+/// git reads it from.
+fn undo_needed(dir: BorrowedFd<'_>, code: gitdir::Code) -> bool {
+    match code {
+        gitdir::Code::Config => gitdir::git_like(|n| kind_at(dir, n).is_some()),
+        gitdir::Code::InSubdir => {
+            match sys::openat(
+                dir,
+                c"..",
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                0,
+            ) {
+                Ok(up) => gitdir::git_like(|n| kind_at(up.as_fd(), n).is_some()),
+                // Cannot tell: undone.
+                Err(_) => true,
+            }
+        }
+    }
+}
+
 /// The parent directory of a path acted on (and its parent, opened when a hook asks).
 struct FdDirs {
     parent: OwnedFd,
@@ -213,7 +258,23 @@ impl<'a> Call<'a> {
             grand: OnceLock::new(),
         };
         match gitdir::judge(name, parent_name, act, &dirs) {
-            Verdict::Free => Ok(None),
+            Verdict::Free => {
+                // A code name written where git reads none now: if the directory becomes
+                // git-like before the act is made (another call's act, which this lock does
+                // not order), the act is undone after it ([`Self::after_git`]).
+                if let Some(code) = gitdir::code_name(name, parent_name) {
+                    if matches!(act, Act::Create | Act::Write) {
+                        self.git_post.push(Post::Undo {
+                            dir: dirs.parent,
+                            name: CString::new(name).map_err(|_| libc::EINVAL)?,
+                            path: path.to_vec(),
+                            code,
+                            created: act == Act::Create,
+                        });
+                    }
+                }
+                Ok(None)
+            }
             Verdict::Checked(c) if rename_target => Ok(Some(c)),
             Verdict::Checked(_) => Err(self.refuse_git(
                 what,
@@ -222,8 +283,16 @@ impl<'a> Call<'a> {
                  supervisor checks",
             )),
             Verdict::Refuse(why) => Err(self.refuse_git(what, path, why)),
-            Verdict::Complete => match self.complete(dirs.parent.as_fd()) {
-                Ok(()) => Ok(None),
+            Verdict::Complete => match self.may_complete(dirs.parent.as_fd()) {
+                Ok(()) => {
+                    let mut dir_path = parent.to_vec();
+                    dir_path.push(b'/');
+                    self.git_post.push(Post::Fresh {
+                        dir: dirs.parent,
+                        path: dir_path,
+                    });
+                    Ok(None)
+                }
                 Err(why) => Err(self.refuse_git(
                     what,
                     path,
@@ -231,6 +300,42 @@ impl<'a> Call<'a> {
                 )),
             },
         }
+    }
+
+    /// After the call's act (answered `reply`), what [`Self::git_rule`] left to do: an
+    /// act on a code name whose directory became git-like meanwhile is undone (what it made
+    /// removed, the fd it opened not handed out) and refused; a directory the act made
+    /// git-like gets its configs and hooks dir anew. A failed act needs neither.
+    pub(super) fn after_git(&mut self, reply: Reply) -> Reply {
+        let posts = std::mem::take(&mut self.git_post);
+        if matches!(reply, Reply::Err(_) | Reply::None) {
+            return reply;
+        }
+        let mut reply = reply;
+        for post in posts {
+            match post {
+                Post::Undo {
+                    dir,
+                    name,
+                    path,
+                    code,
+                    created,
+                } => {
+                    if undo_needed(dir.as_fd(), code) {
+                        if created {
+                            let _ = sys::unlinkat(dir.as_fd(), &name, 0);
+                        }
+                        reply = Reply::Err(self.refuse_git(
+                            "write",
+                            &path,
+                            "its directory became a git dir while the write was made",
+                        ));
+                    }
+                }
+                Post::Fresh { dir, path } => self.put_anew(dir.as_fd(), &path),
+            }
+        }
+        reply
     }
 
     fn refuse_git(&mut self, what: &'static str, path: &[u8], why: &str) -> i32 {
@@ -256,9 +361,8 @@ impl<'a> Call<'a> {
     }
 
     /// Before `dir` becomes git-like: refuses when what it holds would run (see
-    /// [`gitdir::holdings`], [`gitdir::config_text`]); else puts fresh copies of its configs
-    /// and a fresh hooks dir in place.
-    fn complete(&mut self, dir: BorrowedFd<'_>) -> Result<(), String> {
+    /// [`gitdir::holdings`], [`gitdir::config_text`]).
+    fn may_complete(&mut self, dir: BorrowedFd<'_>) -> Result<(), String> {
         let hooks = kind_at(dir, b"hooks");
         let hook_names = if hooks == Some(Kind::Dir) {
             names_in(dir, b"hooks")?
@@ -274,18 +378,60 @@ impl<'a> Call<'a> {
                 continue;
             }
             let n = CString::new(*name).expect("no NUL");
-            let (text, st) = read_config(dir, &n)?;
+            let (text, _) = read_config(dir, &n)?;
             if let Some(why) = gitdir::config_text(&text, &self.sup.git_safe_keys) {
                 return Err(why);
             }
-            put_fresh(dir, &n, &text, st.st_mode, 0)
-                .map_err(|e| format!("cannot put its config anew: {e}"))?;
-        }
-        if hooks == Some(Kind::Dir) {
-            fresh_hooks(dir, &hook_names)
-                .map_err(|e| format!("cannot put its hooks dir anew: {e}"))?;
         }
         Ok(())
+    }
+
+    /// Once `dir` (at `path`, with a trailing `/`) is git-like: each config it holds is
+    /// checked again and put anew as a fresh file (or removed when it would run: a writer
+    /// that kept it open may have written since the check before the act), and its hooks
+    /// dir is replaced by a fresh one holding only its samples. A fd or a path the call (or
+    /// another call) resolved before reaches the old ones, which git no longer reads.
+    fn put_anew(&mut self, dir: BorrowedFd<'_>, path: &[u8]) {
+        for name in CONFIGS {
+            let n = CString::new(name).expect("no NUL");
+            let kind = kind_at(dir, name);
+            let why = match kind {
+                None | Some(Kind::Dir) => continue,
+                Some(Kind::File) => match read_config(dir, &n) {
+                    Ok((text, st)) => match gitdir::config_text(&text, &self.sup.git_safe_keys) {
+                        None => match put_fresh(dir, &n, &text, st.st_mode, 0) {
+                            Ok(()) => continue,
+                            Err(e) => format!("cannot put it anew: {e}"),
+                        },
+                        Some(why) => why,
+                    },
+                    Err(why) => why,
+                },
+                Some(Kind::Link | Kind::Other) => "a git config that is not a plain file".into(),
+            };
+            let _ = sys::unlinkat(dir, &n, 0);
+            let mut p = path.to_vec();
+            p.extend_from_slice(name);
+            self.refuse_git(
+                "write",
+                &p,
+                &format!("removed as its directory became a git dir: {why}"),
+            );
+        }
+        match kind_at(dir, b"hooks") {
+            Some(Kind::Dir) => {
+                let samples: Vec<Vec<u8>> = names_in(dir, b"hooks")
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|n| n.ends_with(b".sample"))
+                    .collect();
+                let _ = fresh_hooks(dir, &samples);
+            }
+            None => {}
+            Some(_) => {
+                let _ = sys::unlinkat(dir, c"hooks", 0);
+            }
+        }
     }
 
     /// A rename of `o` onto the config or todo list `n` of a git-like directory: the text

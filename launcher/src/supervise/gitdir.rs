@@ -96,6 +96,29 @@ pub fn concerns(name: &[u8], parent_name: &[u8]) -> bool {
         || TODOS.contains(&(parent_name, name))
 }
 
+/// Where git reads a code name from, relative to the directory that holds the name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// From that directory itself (its `config`, `config.worktree`).
+    Config,
+    /// From its parent (`hooks/NAME`, `rebase-merge/git-rebase-todo`, `sequencer/todo`).
+    InSubdir,
+}
+
+/// Whether `name` in a directory named `parent_name` is one git reads as code when the
+/// directory (or its parent) is git-like, and from where.
+pub fn code_name(name: &[u8], parent_name: &[u8]) -> Option<Code> {
+    if CONFIGS.contains(&name) {
+        Some(Code::Config)
+    } else if (parent_name == b"hooks" && !name.ends_with(b".sample"))
+        || TODOS.contains(&(parent_name, name))
+    {
+        Some(Code::InSubdir)
+    } else {
+        None
+    }
+}
+
 /// Whether a directory holding what `has` says is git-like.
 pub fn git_like(has: impl Fn(&[u8]) -> bool) -> bool {
     has(b"HEAD") || (has(b"objects") && has(b"refs"))

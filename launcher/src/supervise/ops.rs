@@ -79,6 +79,8 @@ pub(super) struct Call<'a> {
     /// The supervisor's git lock, held from the decision of an act on a name that matters
     /// to git until the call is answered (see `super::gitdir`).
     pub(super) git_lock: Option<std::sync::MutexGuard<'a, ()>>,
+    /// What the git rule left to do once the act is made (see `super::git_io`).
+    pub(super) git_post: Vec<super::git_io::Post>,
 }
 
 impl Fs for HashSet<(u64, u64)> {
@@ -986,6 +988,7 @@ pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
         n,
         acted: None,
         git_lock: None,
+        git_post: Vec::new(),
     };
     let a = |i: usize| call.arg(i);
     let (a0, a1, a2, a3, a4) = (a(0), a(1), a(2), a(3), a(4));
@@ -1051,6 +1054,7 @@ pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
         }
         _ => Reply::Err(libc::ENOSYS),
     };
+    let reply = call.after_git(reply);
     if let (Reply::Err(e @ (libc::EROFS | libc::EACCES)), Some((what, path))) =
         (&reply, &call.acted)
     {
