@@ -227,7 +227,12 @@ impl Rules {
             if hit && !exempt {
                 return Err(Refusal::Protected(String::from_utf8_lossy(q).into_owned()));
             }
-            if act == Act::Remove && !removable && q.len() > p.len() && under(q, p) {
+            // A directory above a protected path may not go (it holds it), nor may anything
+            // but a directory made by mkdir take its place when it is missing: a link there
+            // (`ln -s elsewhere sub` for a protected `sub/x.inc`) or a directory renamed in
+            // would make the protected path name another file.
+            let above = q.len() > p.len() && under(q, p);
+            if above && (act == Act::Remove && !removable || act == Act::Create) {
                 return Err(Refusal::HoldsProtected(
                     String::from_utf8_lossy(q).into_owned(),
                 ));
@@ -415,6 +420,11 @@ mod tests {
             ok(&r, "/h/.bashrc", Act::Write, &f),
             "not in a writable root"
         );
+        // A missing directory above a protected path: made by mkdir only, never a link or a
+        // directory renamed in.
+        assert!(!ok(&r, "/p/.husky", Act::Create, &f), "a link in its place");
+        assert!(!ok(&r, "/p/.husky/_", Act::Create, &f));
+        assert!(ok(&r, "/p/.husky", Act::Mkdir, &f));
     }
 
     #[test]
