@@ -202,17 +202,27 @@ pub fn prepare(
     // Git says where each repository's git dirs and hooks are ([`crate::git_dirs`]); where
     // git cannot (missing, or a repository it refuses), the policy's own reader decides.
     // A plain repository (most are) needs no asking: the built-in reader answers as git.
+    // Git also lists the keys of each one's config with their files (includes followed
+    // as git follows them), whose include targets and programs the view protects.
     let view = config.launch_view_with(env, &projects, &|r| {
         if crate::git_dirs::plain(r) {
             return None;
         }
-        crate::git_dirs::locate(r)
-            .filter(|l| l.by_git)
-            .map(|l| efr_policy::config::RepoGitDirs {
-                git_dir: l.git_dir,
-                common: l.common,
-                hooks: l.hooks,
-            })
+        let (l, list) = crate::git_dirs::ask_git_with_config(r)?;
+        Some(efr_policy::config::RepoGitDirs {
+            git_dir: l.git_dir,
+            common: l.common,
+            hooks: l.hooks,
+            config: list.map(|list| {
+                list.into_iter()
+                    .map(|c| efr_policy::config::GitConfigItem {
+                        file: c.file,
+                        key: c.key,
+                        value: c.value,
+                    })
+                    .collect()
+            }),
+        })
     });
     // Settings files that also hold a token are shown scrubbed over their mask.
     let mut masks = view.masks;
