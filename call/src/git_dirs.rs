@@ -81,6 +81,67 @@ fn run(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
     Pending::spawn(dir, args)?.wait()
 }
 
+/// Sets up `c` (a `git` command) as the module doc says, for the repository at `dir`: a
+/// clean environment, no system or global config, no fsmonitor, no pager, no prompt, no
+/// optional locks, git looking at `dir` only; `-C dir` and those options given. The
+/// caller adds the subcommand.
+pub(crate) fn quiet_env(c: &mut Command, dir: &Path) {
+    c.env_clear();
+    for k in ["PATH", "HOME"] {
+        if let Some(v) = std::env::var_os(k) {
+            c.env(k, v);
+        }
+    }
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_PAGER", "cat")
+        .env("LC_ALL", "C");
+    if let Some(parent) = dir.parent() {
+        c.env("GIT_CEILING_DIRECTORIES", parent);
+    }
+    c.arg("-C")
+        .arg(dir)
+        .args(["--no-pager", "-c", "core.fsmonitor="]);
+}
+
+/// Waits for `child` at most [`TIMEOUT`], its stdout and stderr (when piped) read by
+/// threads of their own (at most 8 MiB each); None when it took longer (then it is killed).
+pub(crate) fn wait_bounded(mut child: std::process::Child) -> Option<std::process::Output> {
+    fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(r) = r {
+                let _ = r.take(8 << 20).read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if start.elapsed() < TIMEOUT => std::thread::sleep(Duration::from_millis(1)),
+            _ => {
+                // Our own child: ended by its handle.
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    status.map(|status| std::process::Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
 /// A git command started as the module doc says, its stdout read by a thread of its own.
 struct Pending {
     child: std::process::Child,
@@ -91,25 +152,8 @@ impl Pending {
     /// Starts `git -C dir <args>`; None when it cannot start.
     fn spawn(dir: &Path, args: &[&str]) -> Option<Pending> {
         let mut c = Command::new("git");
-        c.env_clear();
-        for k in ["PATH", "HOME"] {
-            if let Some(v) = std::env::var_os(k) {
-                c.env(k, v);
-            }
-        }
-        c.env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_PAGER", "cat")
-            .env("LC_ALL", "C");
-        if let Some(parent) = dir.parent() {
-            c.env("GIT_CEILING_DIRECTORIES", parent);
-        }
-        c.arg("-C")
-            .arg(dir)
-            .args(["--no-pager", "-c", "core.fsmonitor="])
-            .args(args)
+        quiet_env(&mut c, dir);
+        c.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
