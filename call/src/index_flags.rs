@@ -14,7 +14,11 @@
 //! decoded by `gix-index`, and every entry that has `skip-worktree` or `assume-unchanged`
 //! now but did not at the start is a [`Gained`]. An index written in place (same inode,
 //! new ctime: no git tool does that) leaves no start to compare with: every flag it holds
-//! counts as the call's, and the repository is named in `index_unchecked`.
+//! counts as the call's, and the repository is named in `index_unchecked`. The last 32
+//! bytes of the index (its checksum, which git checks at every read) are kept at launch
+//! too: an index written in place and then replaced by git (its inode no longer the
+//! index's) is caught by them. Where the checksum is all zero (`index.skipHash`) the
+//! flags are read at launch instead.
 //!
 //! [`Snapshot::settle`] undoes them with git itself, every code-running feature off as
 //! [`crate::git_dirs`] runs it, hooks too (`post-index-change`): `git update-index
@@ -76,17 +80,75 @@ impl Stamp {
         }
     }
 
+    /// The same inode (its ctime says nothing once git renamed a new index over it: the
+    /// old inode's link count dropped, which sets its ctime).
     fn same_file(&self, o: &Stamp) -> bool {
         self.dev == o.dev && self.ino == o.ino
     }
+}
+
+/// How many bytes of an index's end are kept at launch: its trailing checksum (sha1 or
+/// sha256).
+const TAIL: u64 = 32;
+
+/// The index file a call started with.
+#[derive(Debug)]
+struct Start {
+    file: File,
+    stamp: Stamp,
+    /// Its last [`TAIL`] bytes: the checksum of its content, which git checks at every
+    /// read. Written in place with anything git would read, they differ.
+    tail: Vec<u8>,
+    /// Its flags, read at launch when its checksum is all zero (`index.skipHash`: the tail
+    /// tells nothing then).
+    flags: Option<Vec<(Vec<u8>, IndexFlag)>>,
+}
+
+impl Start {
+    fn take(f: File) -> Option<Start> {
+        let m = f.metadata().ok()?;
+        if !m.is_file() {
+            return None;
+        }
+        let tail = tail_of(&f, m.len());
+        let flags = tail
+            .iter()
+            .all(|b| *b == 0)
+            .then(|| read_all(&f).and_then(|d| flagged(&d)).ok())
+            .flatten();
+        Some(Start {
+            file: f,
+            stamp: Stamp::of(&m),
+            tail,
+            flags,
+        })
+    }
+
+    /// Whether its inode holds what it held at launch (same size and checksum).
+    fn intact(&self) -> bool {
+        self.file
+            .metadata()
+            .is_ok_and(|m| m.len() == self.stamp.size && tail_of(&self.file, m.len()) == self.tail)
+    }
+}
+
+/// The last [`TAIL`] bytes of `f` (of `len` bytes), or fewer.
+fn tail_of(f: &File, len: u64) -> Vec<u8> {
+    let at = len.saturating_sub(TAIL);
+    let mut buf = vec![0u8; usize::try_from(len - at).unwrap_or(0)];
+    match f.read_at(&mut buf, at) {
+        Ok(n) => buf.truncate(n),
+        Err(_) => buf.clear(),
+    }
+    buf
 }
 
 /// One repository's index as the call started with it.
 #[derive(Debug)]
 struct Held {
     repo: Repo,
-    /// The index file the call started with, and its stamp then (None: there was none).
-    start: Option<(File, Stamp)>,
+    /// The index file the call started with (None: there was none).
+    start: Option<Start>,
     /// The stamp of the last index a check found nothing in (not read again).
     clean: Mutex<Option<Stamp>>,
 }
@@ -236,10 +298,7 @@ impl Snapshot {
             .map(|r| {
                 let start = open_index(&r.git_dir.join("index"))
                     .ok()
-                    .and_then(|f| {
-                        let m = f.metadata().ok()?;
-                        m.is_file().then(|| (f, Stamp::of(&m)))
-                    });
+                    .and_then(Start::take);
                 Held {
                     repo: r.clone(),
                     start,
@@ -293,28 +352,34 @@ impl Held {
             // No index now: no flag either.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
             Err(e) => {
-                c.unchecked.push(name(format!("the index cannot be opened: {e}")));
+                c.unchecked
+                    .push(name(format!("the index cannot be opened: {e}")));
                 return;
             }
         };
         let Ok(m) = now.metadata() else { return };
         let stamp = Stamp::of(&m);
         let clean = self.clean.lock().unwrap_or_else(|p| p.into_inner());
-        if self.start.as_ref().is_some_and(|(_, s)| *s == stamp) || *clean == Some(stamp) {
+        if self.start.as_ref().is_some_and(|st| st.stamp == stamp) || *clean == Some(stamp) {
             return;
         }
         drop(clean);
         let mut before: Vec<(Vec<u8>, IndexFlag)> = Vec::new();
-        if let Some((f, s)) = &self.start {
-            if s.same_file(&stamp) {
+        if let Some(st) = &self.start {
+            // Written in place: the start's own inode is the index now with a new ctime,
+            // or (replaced by git since) holds another size or checksum than at launch.
+            let in_place = st.stamp.same_file(&stamp) || (st.flags.is_none() && !st.intact());
+            if in_place {
                 c.unchecked.push(name(
                     "the index was written in place (git writes a new file and renames it), \
                      so its flags at the start are unknown: every flag it holds is taken as \
                      the call's"
                         .into(),
                 ));
+            } else if let Some(f) = &st.flags {
+                before = f.clone();
             } else {
-                match read_all(f).and_then(|d| flagged(&d)) {
+                match read_all(&st.file).and_then(|d| flagged(&d)) {
                     Ok(v) => before = v,
                     Err(e) => {
                         c.unchecked
@@ -381,17 +446,16 @@ fn sparse_checkout(top: &Path) -> bool {
 
 /// Takes the flags of `gained` off in `repo` with git; each as the summary reports it.
 fn undo(repo: &Repo, gained: &[&Gained]) -> Vec<IndexFlagSet> {
-    let sparse = gained.iter().any(|g| g.flag == IndexFlag::SkipWorktree)
-        && sparse_checkout(&repo.top);
+    let sparse =
+        gained.iter().any(|g| g.flag == IndexFlag::SkipWorktree) && sparse_checkout(&repo.top);
     let mut out: Vec<IndexFlagSet> = Vec::new();
     for flag in [IndexFlag::SkipWorktree, IndexFlag::AssumeUnchanged] {
         let mut paths: Vec<&[u8]> = Vec::new();
         let mut sets: Vec<IndexFlagSet> = Vec::new();
         for g in gained.iter().filter(|g| g.flag == flag) {
-            let in_tree = std::fs::symlink_metadata(
-                repo.top.join(std::ffi::OsStr::from_bytes(&g.path)),
-            )
-            .is_ok();
+            let in_tree =
+                std::fs::symlink_metadata(repo.top.join(std::ffi::OsStr::from_bytes(&g.path)))
+                    .is_ok();
             let kept = (sparse && flag == IndexFlag::SkipWorktree && !in_tree).then(|| {
                 "sparse checkout is on and the file is not in the work tree: git \
                  sparse-checkout set it"
@@ -432,10 +496,17 @@ fn update_index(top: &Path, flag: IndexFlag, paths: &[&[u8]]) -> Result<(), Stri
     };
     let mut c = Command::new("git");
     crate::git_dirs::quiet_env(&mut c, top);
-    c.args(["-c", "core.hooksPath=/dev/null", "update-index", arg, "-z", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    c.args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "update-index",
+        arg,
+        "-z",
+        "--stdin",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     let mut child = c.spawn().map_err(|e| format!("cannot run git: {e}"))?;
     let mut input = Vec::new();
     for p in paths {
