@@ -29,6 +29,9 @@
 //! leaves a file it skips in the work tree (git clears the flag of such a file itself), and
 //! only a file that is there can hide an edit.
 //!
+//! A split index (`core.splitIndex`, entries in a shared index beside it) is listed by git
+//! itself (`git ls-files -v`), the held one through a copy in the temp dir.
+//!
 //! Repositories made during the call are not here (no start to compare with; the git guard
 //! looks at them); flags the user set before the call are left alone.
 
@@ -197,9 +200,9 @@ pub enum IndexError {
     /// The decoder refused it.
     #[error("it does not decode: {0}")]
     Decode(String),
-    /// A split index (`core.splitIndex`): its entries are in a shared index this check
-    /// does not read.
-    #[error("it is a split index (core.splitIndex), which this check does not read")]
+    /// A split index (`core.splitIndex`): its entries are in a shared index beside it
+    /// (then git lists them).
+    #[error("it is a split index (core.splitIndex)")]
     Split,
 }
 
@@ -344,6 +347,21 @@ impl Snapshot {
 }
 
 impl Held {
+    /// The flagged entries of the index `data` of this repository: by [`flagged`], or, for
+    /// a split index (whose entries live in a shared index beside it), by git's own
+    /// listing (`git ls-files -v`, which reads the shared index from the git dir); `held`:
+    /// `data` is the index the call started with, handed to git as a copy.
+    fn flags_of(&self, data: Vec<u8>, held: bool) -> Result<Vec<(Vec<u8>, IndexFlag)>, IndexError> {
+        match flagged(&data) {
+            Err(IndexError::Split) if held => {
+                let copy = TempIndex::write(&data)?;
+                flagged_by_git(&self.repo.top, Some(&copy.0))
+            }
+            Err(IndexError::Split) => flagged_by_git(&self.repo.top, None),
+            r => r,
+        }
+    }
+
     fn check(&self, c: &mut Check) {
         let top = &self.repo.top;
         let name = |why: String| format!("{}: {why}", top.display());
@@ -379,7 +397,7 @@ impl Held {
             } else if let Some(f) = &st.flags {
                 before = f.clone();
             } else {
-                match read_all(&st.file).and_then(|d| flagged(&d)) {
+                match read_all(&st.file).and_then(|d| self.flags_of(d, true)) {
                     Ok(v) => before = v,
                     Err(e) => {
                         c.unchecked
@@ -389,7 +407,7 @@ impl Held {
                 }
             }
         }
-        let after = match read_all(&now).and_then(|d| flagged(&d)) {
+        let after = match read_all(&now).and_then(|d| self.flags_of(d, false)) {
             Ok(v) => v,
             Err(e) => {
                 c.unchecked.push(name(format!("the index: {e}")));
@@ -411,6 +429,64 @@ impl Held {
             *self.clean.lock().unwrap_or_else(|p| p.into_inner()) = Some(stamp);
         }
     }
+}
+
+/// A copy of an index in the temp dir (mode 0600, a new random name), removed on drop.
+struct TempIndex(PathBuf);
+
+impl TempIndex {
+    fn write(data: &[u8]) -> Result<TempIndex, IndexError> {
+        let name = format!("efr-index-{}", crate::sys::random_hex(8)?);
+        let p = std::env::temp_dir().join(name);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&p)?;
+        let t = TempIndex(p);
+        f.write_all(data)?;
+        Ok(t)
+    }
+}
+
+impl Drop for TempIndex {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The flagged entries of the index of the repository at `top` (or of `index`, read as
+/// that repository's) as git lists them: `git ls-files -v -z`, whose tag is `S` (or `s`)
+/// for skip-worktree and lower case for assume-unchanged; git run as
+/// [`crate::git_dirs`] runs it.
+fn flagged_by_git(
+    top: &Path,
+    index: Option<&Path>,
+) -> Result<Vec<(Vec<u8>, IndexFlag)>, IndexError> {
+    let mut c = Command::new("git");
+    crate::git_dirs::quiet_env(&mut c, top);
+    if let Some(i) = index {
+        c.env("GIT_INDEX_FILE", i);
+    }
+    c.args(["ls-files", "-v", "-z"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let child = c.spawn()?;
+    let out = crate::git_dirs::wait_bounded(child)
+        .filter(|o| o.status.success())
+        .ok_or_else(|| IndexError::Decode("git ls-files could not list it".into()))?;
+    let mut v = Vec::new();
+    for item in out.stdout.split(|b| *b == 0).filter(|i| i.len() > 2) {
+        let (tag, path) = (item[0], item[2..].to_vec());
+        if tag == b'S' || tag == b's' {
+            v.push((path.clone(), IndexFlag::SkipWorktree));
+        }
+        if tag.is_ascii_lowercase() {
+            v.push((path, IndexFlag::AssumeUnchanged));
+        }
+    }
+    Ok(v)
 }
 
 /// What [`Snapshot::settle`] did.

@@ -382,6 +382,36 @@ fn an_index_rewritten_in_place_is_named_and_its_flags_undone() {
     }
 }
 
+/// A split index (`core.splitIndex`: the entries in a shared index beside it) hides
+/// nothing either: made by the call, or the user's own from before.
+#[test]
+fn a_split_index_s_flags_are_undone_too() {
+    for (backend, user_split) in backends().into_iter().flat_map(|b| [(b, false), (b, true)]) {
+        let d = temp_env();
+        let home = d.path().join("home");
+        let proj = home.join("p");
+        user_repo(&proj, &home);
+        if user_split {
+            ok(&git(&proj, &home, &["update-index", "--split-index"]));
+        }
+        let (v, _) = run(
+            d.path(),
+            &proj,
+            backend,
+            "git update-index --split-index && git update-index --skip-worktree Makefile \
+             && echo evil >> Makefile",
+        );
+        assert_eq!(v["index_flags"][0]["path"], "Makefile", "{backend}: {v}");
+        assert_eq!(v["index_flags"][0]["undone"], true, "{backend}: {v}");
+        assert!(v.get("index_unchecked").is_none(), "{backend}: {v}");
+        assert_eq!(
+            status(&proj, &home),
+            " M Makefile\n",
+            "{backend} {user_split}"
+        );
+    }
+}
+
 /// A broken index the call leaves is reported, not a panic or a hang of the finish.
 #[test]
 fn a_corrupt_index_is_reported_not_a_failure() {
