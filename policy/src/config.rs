@@ -19,6 +19,7 @@
 
 mod env;
 pub mod git_config;
+pub mod git_programs;
 mod parse;
 mod render;
 pub(crate) mod rules;

@@ -22,7 +22,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::git_config::{GitConfigItem, Reads, lexical, program_paths};
+use super::git_config::{GitConfigItem, Reads};
+use super::git_programs::{lexical, program_paths};
 use super::rules::{is_pattern, pattern_covers};
 use super::{Config, Env, RulePath};
 use crate::path::canonical;
@@ -410,7 +411,7 @@ fn global_config(env: &Env) -> Reads {
 /// What git reads or runs from config that lies inside a writable root (as written and
 /// with its links resolved): the files the config of each repository found (`configs`, by
 /// work tree) and the global config include, existing or not, and the programs their
-/// keys name ([`super::git_config::PROGRAM_KEYS`]); a relative program of the global
+/// keys name ([`super::git_programs::PROGRAM_KEYS`]); a relative program of the global
 /// config in each repository and root.
 fn git_config_code(env: &Env, roots: &[PathBuf], configs: &[(PathBuf, Reads)]) -> Vec<PathBuf> {
     let global = global_config(env);
