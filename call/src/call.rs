@@ -227,6 +227,13 @@ impl Call {
         &mut self.plan
     }
 
+    /// The index files of its repositories as it started (None for an unsandboxed call):
+    /// what a background job's owner checks while the job lives
+    /// ([`crate::index_flags::Snapshot::settle`]).
+    pub fn index_flags(&self) -> Option<&crate::index_flags::Snapshot> {
+        self.index.as_ref()
+    }
+
     /// The call's proxy, once attached.
     pub fn proxy(&self) -> Option<&CallProxy> {
         self.proxy.as_ref()
