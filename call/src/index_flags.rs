@@ -610,6 +610,65 @@ fn update_index(top: &Path, flag: IndexFlag, paths: &[&[u8]]) -> Result<(), Stri
 mod tests {
     use super::*;
 
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=u", "-c", "user.email=u@x"])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    /// A flag set after the snapshot is found (again at every check until it is undone),
+    /// one set before is not; settle takes it off.
+    #[test]
+    fn flags_set_after_the_snapshot_are_found_and_undone() {
+        let d = tempfile::tempdir().unwrap();
+        let top = d.path().join("r");
+        std::fs::create_dir_all(&top).unwrap();
+        git(&top, &["init", "-q"]);
+        for f in ["a", "b", "c"] {
+            std::fs::write(top.join(f), f).unwrap();
+        }
+        git(&top, &["add", "a", "b", "c"]);
+        git(&top, &["commit", "-qm", "x"]);
+        git(&top, &["update-index", "--skip-worktree", "a"]);
+        let repo = Repo {
+            top: top.clone(),
+            git_dir: top.join(".git"),
+        };
+        let snap = Snapshot::take(std::slice::from_ref(&repo));
+        assert_eq!(snap.check(), Check::default());
+        git(&top, &["update-index", "--skip-worktree", "b"]);
+        git(&top, &["update-index", "--assume-unchanged", "c"]);
+        for _ in 0..2 {
+            let c = snap.check();
+            let got: Vec<(&[u8], IndexFlag)> =
+                c.gained.iter().map(|g| (&g.path[..], g.flag)).collect();
+            assert_eq!(
+                got,
+                [
+                    (&b"b"[..], IndexFlag::SkipWorktree),
+                    (&b"c"[..], IndexFlag::AssumeUnchanged)
+                ]
+            );
+        }
+        let s = snap.settle();
+        assert_eq!(s.sets.len(), 2, "{s:?}");
+        assert!(s.sets.iter().all(|x| x.undone && x.kept.is_none()), "{s:?}");
+        assert_eq!(snap.check(), Check::default());
+        let data = std::fs::read(top.join(".git/index")).unwrap();
+        assert_eq!(
+            flagged(&data).unwrap(),
+            [(b"a".to_vec(), IndexFlag::SkipWorktree)]
+        );
+    }
+
     #[test]
     fn bad_bytes_are_errors() {
         for data in [
