@@ -9,8 +9,9 @@
 #             config --list, side by side) and a nested repository below it, `true`
 #   status    a repository of 5,000 tracked files, `git status` (git rewrites the index:
 #             the finish compares the index flags before and after)
-# Interleaved in a rotating order, 3 warm-up runs of each; prints medians (microseconds)
-# and the median of the per-round ratios ours/before.
+# Interleaved (ours first in even rounds, before first in odd ones), 3 warm-up runs of
+# each; prints the medians of the wall time and of the CPU time of the process tree
+# (microseconds) and the median of the per-round ratios ours/before.
 # Usage: BEFORE=DIR scripts/bench-git-launch.sh [N]   (builds this tree's release first;
 # NO_BUILD=1 skips that)
 set -eu
@@ -33,29 +34,46 @@ mk "$D/include/libs/inner"
 mk "$D/status"
 (cd "$D/status" && for i in $(seq 1 50); do mkdir -p "d$i"; for j in $(seq 1 100); do echo "$i $j" > "d$i/f$j"; done; done && g add . && g commit -qm files)
 echo "status index: $(stat -c %s "$D/status/.git/index") bytes" >&2
-call() { # BUILD CASE
-  line=true; [ "$2" = status ] && line="git status --porcelain"
-  (cd "$D/$2" && HOME=$D/home XDG_CONFIG_HOME=$D/config EFR_SANDBOX_NO_SERVICE=1 EFR_LAUNCH=$1/efr-launch \
-    "$1/efr-sandbox" run --project . --backend native -- $line </dev/null >/dev/null 2>&1)
-}
-one() { # BUILD-NAME CASE
-  dir=$OURS; [ "$1" = before ] && dir=$BEFORE
-  s=$(date +%s%N); call "$dir" "$2"; e=$(date +%s%N)
-  echo $(( (e - s) / 1000 )) >> "$D/t-$1-$2"
-}
-for c in plain include status; do for w in 1 2 3; do call "$OURS" $c; call "$BEFORE" $c; done; done
-i=0
-while [ $i -lt "$N" ]; do
-  for c in plain include status; do
-    if [ $((i % 2)) = 0 ]; then one ours $c; one before $c; else one before $c; one ours $c; fi
-  done
-  i=$((i + 1))
-done
-median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-paired() { paste "$1" "$2" | awk '{print $1 / $2}' | sort -n | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'; }
-echo "runs: $N each, interleaved (median, microseconds)"
-for c in plain include status; do
-  printf "%-8s before %8d  ours %8d  ours/before %s (paired)\n" "$c" \
-    "$(median "$D/t-before-$c")" "$(median "$D/t-ours-$c")" "$(paired "$D/t-ours-$c" "$D/t-before-$c")"
-done
+# The rounds, timed by python: the wall time of each run and the CPU time (user + system)
+# of its process tree (getrusage of the waited children), which a loaded machine disturbs
+# less than the wall time.
+python3 - "$N" "$D" "$OURS" "$BEFORE" <<'PY'
+import os, resource, subprocess, sys, time
+n, d, ours, before = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+cases = ["plain", "include", "status"]
+def run(build, case):
+    line = ["git", "status", "--porcelain"] if case == "status" else ["true"]
+    env = dict(os.environ, HOME=d + "/home", XDG_CONFIG_HOME=d + "/config",
+               EFR_SANDBOX_NO_SERVICE="1", EFR_LAUNCH=build + "/efr-launch")
+    env.pop("XDG_RUNTIME_DIR", None)
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter_ns()
+    subprocess.run([build + "/efr-sandbox", "run", "--project", ".", "--backend", "native", "--"] + line,
+                   cwd=d + "/" + case, env=env, stdin=subprocess.DEVNULL,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    t1 = time.perf_counter_ns()
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return (t1 - t0) // 1000, int(cpu * 1e6)
+t = {(b, c): [] for b in ("ours", "before") for c in cases}
+for c in cases:
+    for _ in range(3):
+        run(ours, c); run(before, c)
+for i in range(n):
+    for c in cases:
+        order = [("ours", ours), ("before", before)]
+        if i % 2:
+            order.reverse()
+        for name, build in order:
+            t[(name, c)].append(run(build, c))
+def median(v):
+    v = sorted(v)
+    return v[(len(v) - 1) // 2]
+print(f"runs: {n} each, interleaved (median; wall and CPU of the process tree, microseconds)")
+for c in cases:
+    o, b = t[("ours", c)], t[("before", c)]
+    for k, what in ((0, "wall"), (1, "cpu ")):
+        paired = median([x[k] / y[k] for x, y in zip(o, b) if y[k]])
+        print(f"{c:8} {what} before {median([y[k] for y in b]):8d}  ours {median([x[k] for x in o]):8d}  ours/before {paired:.3f} (paired)")
+PY
 echo "user $(id -un), load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
