@@ -321,8 +321,8 @@ pub struct RepoGitDirs {
     pub config: Option<Vec<GitConfigItem>>,
 }
 
-/// A repository the view found: a project root holding `.git`, or one below a writable
-/// root up to [`NESTED_REPO_DEPTH`] levels.
+/// A repository the view found: a project root holding `.git`, or one up to three levels
+/// below a writable root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ViewRepo {
     /// The top of its work tree (the directory holding `.git`).
