@@ -155,6 +155,8 @@ pub struct Call {
     host_exits: Vec<ExitRecord>,
     /// The floor files it may write, as they were before it ([`crate::floor_watch`]).
     floors: std::sync::Mutex<Option<crate::floor_watch::FloorWatch>>,
+    /// The index files of its repositories as it started ([`crate::index_flags`]).
+    index: Option<Arc<crate::index_flags::Snapshot>>,
     /// Its id in the service, given in its `started` item (`sandbox.launch`).
     call_id: Option<String>,
 }
@@ -172,7 +174,7 @@ impl Call {
         ctx: &Ctx,
         process_env: Option<Vec<(String, String)>>,
     ) -> Result<Call, PrepareError> {
-        let plan = crate::launch::prepare(
+        let (plan, repos) = crate::launch::prepare_with_repos(
             p,
             &ctx.config,
             &ctx.env,
@@ -181,6 +183,10 @@ impl Call {
         )
         .map_err(PrepareError::Params)?
         .map_err(PrepareError::Setup)?;
+        // The index files the call starts with, held before it runs (an approved line's
+        // flags are the user's: only a contained call's are looked at).
+        let index = (plan.mode != efr_launcher::plan::PlanMode::Unsandboxed)
+            .then(|| Arc::new(crate::index_flags::Snapshot::take(&repos)));
         let floors = crate::floor_watch::FloorWatch::for_plan(&plan, &ctx.config, &ctx.env);
         Ok(Call {
             line: p.line.clone(),
@@ -194,6 +200,7 @@ impl Call {
             env_noted: false,
             host_exits: Vec::new(),
             floors: std::sync::Mutex::new(floors),
+            index,
             call_id: None,
         })
     }
@@ -218,6 +225,13 @@ impl Call {
     /// `efr-sandbox run --env`).
     pub fn plan_mut(&mut self) -> &mut Plan {
         &mut self.plan
+    }
+
+    /// The index files of its repositories as it started (None for an unsandboxed call):
+    /// what a background job's owner checks while the job lives
+    /// ([`crate::index_flags::Snapshot::settle`]).
+    pub fn index_flags(&self) -> Option<Arc<crate::index_flags::Snapshot>> {
+        self.index.clone()
     }
 
     /// The call's proxy, once attached.
@@ -346,6 +360,7 @@ impl Call {
             &self.projects,
             &self.plan.read_only_inside,
             &caches,
+            self.index.as_deref(),
             &self.config,
             &self.env,
         );

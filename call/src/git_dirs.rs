@@ -78,7 +78,14 @@ pub fn available() -> bool {
 /// The stdout of `git -C dir <args>` run as the module doc says; None when git is missing,
 /// fails or takes too long.
 fn run(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
-    let mut c = Command::new("git");
+    Pending::spawn(dir, args)?.wait()
+}
+
+/// Sets up `c` (a `git` command) as the module doc says, for the repository at `dir`: a
+/// clean environment, no system or global config, no fsmonitor, no pager, no prompt, no
+/// optional locks, git looking at `dir` only; `-C dir` and those options given. The
+/// caller adds the subcommand.
+pub(crate) fn quiet_env(c: &mut Command, dir: &Path) {
     c.env_clear();
     for k in ["PATH", "HOME"] {
         if let Some(v) = std::env::var_os(k) {
@@ -96,23 +103,28 @@ fn run(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
     }
     c.arg("-C")
         .arg(dir)
-        .args(["--no-pager", "-c", "core.fsmonitor="])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = c.spawn().ok()?;
-    let mut stdout = child.stdout.take()?;
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = (&mut stdout).take(8 << 20).read_to_end(&mut buf);
-        buf
-    });
+        .args(["--no-pager", "-c", "core.fsmonitor="]);
+}
+
+/// Waits for `child` at most [`TIMEOUT`], its stdout and stderr (when piped) read by
+/// threads of their own (at most 8 MiB each); None when it took longer (then it is killed).
+pub(crate) fn wait_bounded(mut child: std::process::Child) -> Option<std::process::Output> {
+    fn drain(r: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(r) = r {
+                let _ = r.take(8 << 20).read_to_end(&mut buf);
+            }
+            buf
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
     let start = Instant::now();
     let status = loop {
         match child.try_wait() {
             Ok(Some(st)) => break Some(st),
-            Ok(None) if start.elapsed() < TIMEOUT => std::thread::sleep(Duration::from_micros(200)),
+            Ok(None) if start.elapsed() < TIMEOUT => std::thread::sleep(Duration::from_millis(1)),
             _ => {
                 // Our own child: ended by its handle.
                 let _ = child.kill();
@@ -121,8 +133,65 @@ fn run(dir: &Path, args: &[&str]) -> Option<Vec<u8>> {
             }
         }
     };
-    let out = reader.join().ok()?;
-    status.filter(|s| s.success()).map(|_| out)
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    status.map(|status| std::process::Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+/// A git command started as the module doc says, its stdout read by a thread of its own.
+struct Pending {
+    child: std::process::Child,
+    reader: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Pending {
+    /// Starts `git -C dir <args>`; None when it cannot start.
+    fn spawn(dir: &Path, args: &[&str]) -> Option<Pending> {
+        let mut c = Command::new("git");
+        quiet_env(&mut c, dir);
+        c.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = c.spawn().ok()?;
+        let Some(mut stdout) = child.stdout.take() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        };
+        let reader = std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = (&mut stdout).take(8 << 20).read_to_end(&mut buf);
+            buf
+        });
+        Some(Pending { child, reader })
+    }
+
+    /// Its stdout once it has ended well; None when it failed or took longer than
+    /// [`TIMEOUT`] (then it is killed).
+    fn wait(mut self) -> Option<Vec<u8>> {
+        let start = Instant::now();
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) if start.elapsed() < TIMEOUT => {
+                    std::thread::sleep(Duration::from_micros(200))
+                }
+                _ => {
+                    // Our own child: ended by its handle.
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break None;
+                }
+            }
+        };
+        let out = self.reader.join().ok()?;
+        status.filter(|s| s.success()).map(|_| out)
+    }
 }
 
 fn path_of(bytes: &[u8]) -> PathBuf {
@@ -156,24 +225,44 @@ pub fn plain(repo: &Path) -> bool {
     }
 }
 
+/// The `rev-parse` arguments of [`ask_git`].
+const REV_PARSE: &[&str] = &[
+    "rev-parse",
+    "--path-format=absolute",
+    "--absolute-git-dir",
+    "--git-common-dir",
+    "--git-path",
+    "hooks",
+];
+
+/// The `config` arguments of [`config_list`].
+const CONFIG_LIST: &[&str] = &["config", "--list", "--show-origin", "-z"];
+
 /// The git dirs of the repository at `repo` (a directory holding `.git`) as git itself
 /// says; None when git is missing, refuses the repository or its answer cannot be read (a
 /// path with a newline).
 pub fn ask_git(repo: &Path) -> Option<Located> {
-    let out = run(
-        repo,
-        &[
-            "rev-parse",
-            "--path-format=absolute",
-            "--absolute-git-dir",
-            "--git-common-dir",
-            "--git-path",
-            "hooks",
-        ],
-    )?;
+    parse_located(&run(repo, REV_PARSE)?)
+}
+
+/// [`ask_git`] and [`config_list`] at once (the two git commands run side by side: the
+/// launch asks both of every repository that is not [`plain`]). The config list is None
+/// when git could not say.
+pub fn ask_git_with_config(repo: &Path) -> Option<(Located, Option<Vec<ConfigValue>>)> {
+    let dirs = Pending::spawn(repo, REV_PARSE)?;
+    let config = Pending::spawn(repo, CONFIG_LIST);
+    let located = dirs.wait().and_then(|o| parse_located(&o));
+    let list = config
+        .and_then(Pending::wait)
+        .and_then(|o| parse_config_list(repo, &o));
+    Some((located?, list))
+}
+
+/// `rev-parse`'s answer of [`ask_git`].
+fn parse_located(out: &[u8]) -> Option<Located> {
     let lines: Vec<&[u8]> = out
         .strip_suffix(b"\n")
-        .unwrap_or(&out)
+        .unwrap_or(out)
         .split(|b| *b == b'\n')
         .collect();
     // A path with a newline in it makes more lines: then git's answer cannot be read.
@@ -252,7 +341,12 @@ pub fn locate(repo: &Path) -> Option<Located> {
 /// Every key git reads for the repository at `repo` from its own files (not the system or
 /// global ones), each with its file; None when git cannot say.
 pub fn config_list(repo: &Path) -> Option<Vec<ConfigValue>> {
-    let out = run(repo, &["config", "--list", "--show-origin", "-z"])?;
+    parse_config_list(repo, &run(repo, CONFIG_LIST)?)
+}
+
+/// The answer of `git config --list --show-origin -z` in `repo`: each key with its file
+/// (relative origins read from `repo`); None when it cannot be read.
+pub fn parse_config_list(repo: &Path, out: &[u8]) -> Option<Vec<ConfigValue>> {
     let mut items = Vec::new();
     let mut parts = out.split(|b| *b == 0);
     while let Some(origin) = parts.next() {

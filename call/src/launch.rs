@@ -161,6 +161,18 @@ pub fn prepare(
     runtime: Option<&Path>,
     process_env: Option<Vec<(String, String)>>,
 ) -> Result<Prepared, ErrorBody> {
+    Ok(prepare_with_repos(p, config, env, runtime, process_env)?.map(|(plan, _)| plan))
+}
+
+/// [`prepare`], with the repositories the call's view found (their index is kept before
+/// the launch: [`crate::index_flags`]).
+pub fn prepare_with_repos(
+    p: &CallParams,
+    config: &Config,
+    env: &Env,
+    runtime: Option<&Path>,
+    process_env: Option<Vec<(String, String)>>,
+) -> Result<Result<(Plan, Vec<crate::index_flags::Repo>), String>, ErrorBody> {
     if p.line.trim().is_empty() {
         return Err(invalid("the line is empty"));
     }
@@ -202,18 +214,38 @@ pub fn prepare(
     // Git says where each repository's git dirs and hooks are ([`crate::git_dirs`]); where
     // git cannot (missing, or a repository it refuses), the policy's own reader decides.
     // A plain repository (most are) needs no asking: the built-in reader answers as git.
+    // Git also lists the keys of each one's config with their files (includes followed
+    // as git follows them), whose include targets and programs the view protects.
     let view = config.launch_view_with(env, &projects, &|r| {
         if crate::git_dirs::plain(r) {
             return None;
         }
-        crate::git_dirs::locate(r)
-            .filter(|l| l.by_git)
-            .map(|l| efr_policy::config::RepoGitDirs {
-                git_dir: l.git_dir,
-                common: l.common,
-                hooks: l.hooks,
-            })
+        let (l, list) = crate::git_dirs::ask_git_with_config(r)?;
+        Some(efr_policy::config::RepoGitDirs {
+            git_dir: l.git_dir,
+            common: l.common,
+            hooks: l.hooks,
+            config: list.map(|list| {
+                list.into_iter()
+                    .map(|c| efr_policy::config::GitConfigItem {
+                        file: c.file,
+                        key: c.key,
+                        value: c.value,
+                    })
+                    .collect()
+            }),
+        })
     });
+    let repos: Vec<crate::index_flags::Repo> = view
+        .repositories
+        .iter()
+        .filter_map(|r| {
+            Some(crate::index_flags::Repo {
+                top: r.top.clone(),
+                git_dir: r.git_dir.clone()?,
+            })
+        })
+        .collect();
     // Settings files that also hold a token are shown scrubbed over their mask.
     let mut masks = view.masks;
     // The files the user answered "mask" to in the surface's questions (issue 15).
@@ -286,7 +318,7 @@ pub fn prepare(
             .map(String::from)
             .collect();
     }
-    Ok(plan)
+    Ok(plan.map(|plan| (plan, repos)))
 }
 
 /// Applies `efr-sandbox run --env NAME[=VALUE]` to a plan: `NAME` keeps the caller's
@@ -393,13 +425,17 @@ pub type Finished = efr_sandbox_wire::Finish;
 /// a contained call that ran, the git code it left outside that view is quarantined
 /// ([`crate::git_guard`]).
 /// `caches` are the call's cache layers: merged here (see [`crate::caches`]), their
-/// deletes held and folded in.
+/// deletes held and folded in. `index` holds the index files of its repositories from
+/// before the launch: the flags a contained call set in them are undone and reported
+/// ([`crate::index_flags`]).
+#[allow(clippy::too_many_arguments)]
 pub fn finished(
     o: &Outcome,
     line: &str,
     projects: &[String],
     view: &[String],
     caches: &crate::caches::CallCaches,
+    index: Option<&crate::index_flags::Snapshot>,
     config: &Config,
     env: &Env,
 ) -> Finished {
@@ -414,6 +450,9 @@ pub fn finished(
             let roots: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
             sandbox_summary.quarantined =
                 crate::git_guard::after_call(&roots, view, *start_time_ms, config);
+            if let Some(i) = index {
+                i.settle().into_summary(&mut sandbox_summary);
+            }
         }
     }
     let quiet: Vec<PathBuf> = config

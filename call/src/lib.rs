@@ -7,6 +7,7 @@
 //!   launcher's status lines (denials as exit records, quarantine after the call);
 //! - [`egress`]: the call's egress proxy; [`bus`]: its bus filters; [`caches`]: its cache
 //!   layers and their merge; [`git_guard`] and [`git_dirs`]: the git code a call left;
+//!   [`index_flags`]: the index flags it set (`skip-worktree`, `assume-unchanged`);
 //! - [`standby`]: the service's launcher started ahead of its next call;
 //! - [`cgroup`]: the cgroups of jobs (issue 16): found once, made per job with its limits,
 //!   joined by the launcher, read for usage, removed with nothing left;
@@ -31,6 +32,7 @@ pub mod forward;
 pub mod fresh_caches;
 pub mod git_dirs;
 pub mod git_guard;
+pub mod index_flags;
 pub mod launch;
 pub mod owner;
 pub mod standby;

@@ -1,13 +1,18 @@
 //! The strict git config reader on any bytes: it never panics, a text it accepts has only
 //! keys of git's form (a section, a lower-case name of git's key characters), and a text of
-//! more than its bound is refused.
+//! more than its bound is refused. The supervisor's reader of todo lists on the same bytes:
+//! a list never gains an exec line against itself, and one against an empty list is refused
+//! exactly when it holds an exec line.
 
 #![no_main]
 
+use efr_launcher::supervise::gitdir::{exec_lines, todo_text};
 use efr_sandbox_wire::gitconfig::{MAX_CONFIG, parse_strict, unsafe_keys};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    assert!(todo_text(data, data).is_none());
+    assert_eq!(todo_text(data, b"").is_some(), !exec_lines(data).is_empty());
     let Ok(keys) = parse_strict(data) else {
         return;
     };

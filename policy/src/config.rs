@@ -18,6 +18,8 @@
 //! reload fails. `docs/config.md` is the reference of every key.
 
 mod env;
+pub mod git_config;
+pub mod git_programs;
 mod parse;
 mod render;
 pub(crate) mod rules;
@@ -29,8 +31,9 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 
 pub use env::Env;
+pub use git_config::GitConfigItem;
 pub use rules::{RulePath, RuleShape};
-pub use view::{LaunchView, RepoGitDirs, repositories};
+pub use view::{LaunchView, RepoGitDirs, ViewRepo, repositories};
 
 /// The built-in defaults, as TOML (`policy/defaults.toml`).
 pub const DEFAULTS_TOML: &str = include_str!("../defaults.toml");

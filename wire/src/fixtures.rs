@@ -228,6 +228,7 @@ pub fn all() -> Vec<Fixture> {
             vec![JudgedBy::Floor, JudgedBy::Always, JudgedBy::Policy],
         ),
         fixture("block_reasons.json", BlockReason::ALL.to_vec()),
+        fixture("index_flags.json", IndexFlag::ALL.to_vec()),
         fixture("bus_proxy_off_reasons.json", BusProxyOff::ALL.to_vec()),
         fixture(
             "socket_mediations.json",
@@ -425,6 +426,26 @@ pub fn all() -> Vec<Fixture> {
                 denied_writes: vec!["/etc/hosts".into()],
                 quarantined: vec![
                     "/home/ada/src/app/vendor/x/.git/hooks/pre-commit: a hook written by the call, moved to /home/ada/src/app/vendor/x/.git/efr-quarantine-3f9a1c22b07e/pre-commit".into(),
+                ],
+                index_flags: vec![
+                    IndexFlagSet {
+                        repo: "/home/ada/src/app".into(),
+                        path: "Makefile".into(),
+                        flag: IndexFlag::SkipWorktree,
+                        undone: true,
+                        kept: None,
+                    },
+                    IndexFlagSet {
+                        repo: "/home/ada/src/app".into(),
+                        path: "docs/big.md".into(),
+                        flag: IndexFlag::SkipWorktree,
+                        undone: false,
+                        kept: Some("sparse checkout is on and the file is not in the work tree: git sparse-checkout set it".into()),
+                    },
+                ],
+                index_flags_more: 3,
+                index_unchecked: vec![
+                    "/home/ada/src/app/vendor/x: the index is larger than 256 MiB: not compared".into(),
                 ],
                 full_tmpfs: vec!["/tmp".into()],
                 linked_protected: vec!["/home/ada/src/app/.git/config".into()],
@@ -1257,6 +1278,13 @@ fn job_fixtures(call: crate::call::CallParams) -> Vec<Fixture> {
                              /home/ada/src/app/wt/.git.efr-quarantine"
                                 .into(),
                         ],
+                        index_flags: vec![crate::IndexFlagSet {
+                            repo: "/home/ada/src/app".into(),
+                            path: "Makefile".into(),
+                            flag: crate::IndexFlag::SkipWorktree,
+                            undone: true,
+                            kept: None,
+                        }],
                     },
                 ),
             ],

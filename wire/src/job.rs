@@ -405,7 +405,12 @@ pub enum JobEventKind {
     /// `quarantined`.
     JobGuarded {
         /// What was done, where, and why.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         quarantined: Vec<String>,
+        /// The index flags the job set that were taken off again (as a finish's
+        /// `index_flags`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        index_flags: Vec<crate::IndexFlagSet>,
     },
     /// A line of its output matched its watch.
     JobWatchMatched {

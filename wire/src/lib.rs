@@ -59,7 +59,9 @@ pub use status::{
     Backend, BusProxyOff, CheckOutcome, CheckTest, ModeFallback, SandboxCheck, SandboxPaths,
     SandboxStatus, SelfTest,
 };
-pub use summary::{BlockReason, Blocked, BusRefused, Finish, SandboxSummary};
+pub use summary::{
+    BlockReason, Blocked, BusRefused, Finish, IndexFlag, IndexFlagSet, SandboxSummary,
+};
 pub use surface::{
     FloorWriteParams, FloorWriteResult, HomeFileChanged, QuestionId, ReportedFile, SurfaceChange,
     SurfaceChangeKind, SurfaceParams, SurfacePartial, SurfaceRespondParams, SurfaceRespondResult,

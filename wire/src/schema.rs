@@ -28,6 +28,8 @@ pub fn document() -> Value {
         crate::Blocked,
         crate::BlockReason,
         crate::BusRefused,
+        crate::IndexFlag,
+        crate::IndexFlagSet,
         crate::SurfaceChange,
         crate::ReportedFile,
         crate::QuestionId,

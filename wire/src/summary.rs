@@ -95,6 +95,60 @@ pub struct BusRefused {
     pub count: u32,
 }
 
+/// `index_flag`: an index flag that makes git take a tracked file as unchanged, so that
+/// `git status` and `git diff` do not show its changes. A reader takes a flag it does not
+/// know as `unknown`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexFlag {
+    /// `git update-index --skip-worktree` (also what sparse checkout sets).
+    SkipWorktree,
+    /// `git update-index --assume-unchanged`.
+    AssumeUnchanged,
+    /// A flag this reader does not know (a newer service's).
+    #[serde(other)]
+    Unknown,
+}
+
+impl IndexFlag {
+    /// Every flag, in wire order.
+    pub const ALL: [IndexFlag; 3] = [
+        IndexFlag::SkipWorktree,
+        IndexFlag::AssumeUnchanged,
+        IndexFlag::Unknown,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexFlag::SkipWorktree => "skip_worktree",
+            IndexFlag::AssumeUnchanged => "assume_unchanged",
+            IndexFlag::Unknown => "unknown",
+        }
+    }
+}
+
+/// `index_flags`: a file of a repository's index that gained an [`IndexFlag`] during the
+/// call (review evasion: `git status` would not show its changes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct IndexFlagSet {
+    /// The repository: the top of its work tree.
+    pub repo: String,
+    /// The file, as the index names it (relative to `repo`).
+    pub path: String,
+    /// The flag it gained.
+    pub flag: IndexFlag,
+    /// The flag was taken off again after the call: `git status` shows the file's changes.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub undone: bool,
+    /// Why the flag was left set, when it was (sparse checkout set it, git could not
+    /// write the index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
+}
+
 /// `sandbox_summary`: what the sandbox saw of one call. Every member is absent when
 /// empty, false or zero.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -138,6 +192,18 @@ pub struct SandboxSummary {
     /// taken out of git's way after the call: one line each, what and where it went.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<String>,
+    /// Files of the repositories the call started with whose index entry gained
+    /// `skip-worktree` or `assume-unchanged` during the call (hidden from `git status`);
+    /// each is undone unless `kept` says why not. At most 32 entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub index_flags: Vec<IndexFlagSet>,
+    /// The entries `index_flags` leaves out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub index_flags_more: u32,
+    /// Repositories whose index could not be compared with the one the call started with,
+    /// one line each (the repository and why: too large, unreadable, rewritten in place).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub index_unchecked: Vec<String>,
     /// The call's own file systems (`/tmp`, `/dev/shm`) that were full while it ran: a
     /// write there failed for want of space (their sizes are `sandbox.tmp_size` and
     /// `sandbox.shm_size`).

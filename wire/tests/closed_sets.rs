@@ -20,6 +20,10 @@ fn sets_with_unknown_read_it() {
         Some(BlockReason::Unknown)
     );
     assert_eq!(
+        serde_json::from_value::<IndexFlag>(json!("intent_to_add")).ok(),
+        Some(IndexFlag::Unknown)
+    );
+    assert_eq!(
         serde_json::from_value::<BusProxyOff>(json!("sandboxed")).ok(),
         Some(BusProxyOff::Unknown)
     );

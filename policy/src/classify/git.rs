@@ -540,39 +540,10 @@ pub fn is_project_remote(ctx: &Context, roots: &[PathBuf], host: &str) -> bool {
 }
 
 /// Config keys whose value is a program git runs (`key` as `section[.sub].name`, section
-/// and name lower case).
+/// and name lower case): those of the one reviewed list,
+/// [`crate::config::git_programs::PROGRAM_KEYS`], with a value that runs something.
 pub fn runs_program(key: &str, value: &str) -> bool {
-    let k = key;
-    let last = k.rsplit('.').next().unwrap_or("");
-    let section = k.split('.').next().unwrap_or("");
-    match section {
-        "core" => match last {
-            "sshcommand" | "hookspath" | "editor" | "pager" | "askpass" | "gitproxy" => true,
-            "fsmonitor" => !matches!(
-                value.to_ascii_lowercase().as_str(),
-                "true" | "false" | "0" | "1" | "yes" | "no" | ""
-            ),
-            _ => false,
-        },
-        "credential" => last == "helper" && !value.is_empty(),
-        "filter" => matches!(last, "clean" | "smudge" | "process"),
-        "diff" => matches!(last, "external" | "textconv" | "command"),
-        "merge" => last == "driver",
-        "alias" => value.trim_start().starts_with('!'),
-        "gpg" => last == "program",
-        "sequence" => last == "editor",
-        "ssh" => last == "variant",
-        "uploadpack" | "receivepack" => last == "packobjectshook",
-        "http" | "remote" => {
-            last == "proxy" && value.contains('/') || last == "uploadpack" || last == "receivepack"
-        }
-        "protocol" => false,
-        "submodule" => last == "update" && value.starts_with('!'),
-        "sendemail" => matches!(last, "smtpserver" | "tocmd" | "cccmd") && value.contains('/'),
-        "difftool" | "mergetool" => last == "cmd",
-        "pager" | "man" | "web" => true,
-        _ => false,
-    }
+    crate::config::git_programs::program_key(key).is_some_and(|p| p.runs(value.as_bytes()))
 }
 
 /// `text` (a git config file) without the lines that make git run a program: the keys

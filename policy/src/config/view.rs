@@ -22,6 +22,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::git_config::{GitConfigItem, Reads};
+use super::git_programs::{lexical, program_paths};
 use super::rules::{is_pattern, pattern_covers};
 use super::{Config, Env, RulePath};
 use crate::path::canonical;
@@ -149,6 +151,9 @@ pub struct LaunchView {
     /// supervisor keeps them read-only relative to every writable root and every repository
     /// below one, existing at launch or not.
     pub protect_names: Vec<String>,
+    /// The repositories the view found (the roots that are one, and those below a writable
+    /// root), for what the service keeps of them at launch (their index).
+    pub repositories: Vec<ViewRepo>,
 }
 
 fn s(p: &Path) -> String {
@@ -309,6 +314,22 @@ pub struct RepoGitDirs {
     pub common: PathBuf,
     /// `--git-path hooks`: the hooks dir git uses (`core.hooksPath` included).
     pub hooks: PathBuf,
+    /// Every key git reads for the repository from its own files, with the file it comes
+    /// from (`git config --list --show-origin -z`: includes whose file exists and whose
+    /// condition holds followed by git); None when git did not say (the built-in reader
+    /// then reads the config files).
+    pub config: Option<Vec<GitConfigItem>>,
+}
+
+/// A repository the view found: a project root holding `.git`, or one up to three levels
+/// below a writable root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewRepo {
+    /// The top of its work tree (the directory holding `.git`).
+    pub top: PathBuf,
+    /// Its own git dir (where its index is); None when neither git nor the built-in reader
+    /// could say.
+    pub git_dir: Option<PathBuf>,
 }
 
 /// The git dirs of the repository at `r` to protect besides `r/.git`: from git's answer
@@ -327,6 +348,97 @@ fn repo_git_dirs(r: &Path, git: Option<&RepoGitDirs>) -> Vec<PathBuf> {
     }
     if common != gd && common != own {
         out.push(common);
+    }
+    out
+}
+
+/// The git dir and common dir of the repository at `r` by the built-in reader (`.git`
+/// itself when it is a directory without `commondir`, the common case); None when that
+/// reader cannot tell them as git would.
+fn builtin_dirs(r: &Path) -> Option<(PathBuf, PathBuf)> {
+    use crate::classify::git::{GitLookup, lookup_git_dir};
+    let dotgit = r.join(".git");
+    if std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_dir())
+        && std::fs::symlink_metadata(dotgit.join("commondir")).is_err()
+    {
+        return Some((dotgit.clone(), dotgit));
+    }
+    match lookup_git_dir(r) {
+        GitLookup::Found(d) => Some((d.git_dir, d.common)),
+        GitLookup::Unknown { .. } | GitLookup::NotFound => None,
+    }
+}
+
+/// The git dir of the repository at `r` and the keys of its config: git's list when git
+/// gave one, else the built-in reader's over its config files (includes followed whatever
+/// their condition).
+fn repo_config(r: &Path, git: Option<&RepoGitDirs>, home: &Path) -> (Option<PathBuf>, Reads) {
+    let dirs = match git {
+        Some(g) => Some((g.git_dir.clone(), g.common.clone())),
+        None => builtin_dirs(r),
+    };
+    if let Some(list) = git.and_then(|g| g.config.as_ref()) {
+        return (dirs.map(|d| d.0), Reads::from_git(list, home));
+    }
+    let mut reads = Reads::default();
+    if let Some((gd, common)) = &dirs {
+        for f in [
+            common.join("config"),
+            gd.join("config"),
+            gd.join("config.worktree"),
+        ] {
+            reads.read(&f, home, 0);
+        }
+    }
+    (dirs.map(|d| d.0), reads)
+}
+
+/// The user's own config files that git reads in every repository: `/etc/gitconfig`,
+/// `$XDG_CONFIG_HOME/git/config` (or `~/.config/git/config`) and `~/.gitconfig`, with the
+/// files they include.
+fn global_config(env: &Env) -> Reads {
+    let mut reads = Reads::default();
+    for f in [
+        PathBuf::from("/etc/gitconfig"),
+        env.config_dir().join("git/config"),
+        env.home.join(".gitconfig"),
+    ] {
+        reads.read(&f, &env.home, 0);
+    }
+    reads
+}
+
+/// What git reads or runs from config that lies inside a writable root (as written and
+/// with its links resolved): the files the config of each repository found (`configs`, by
+/// work tree) and the global config include, existing or not, and the programs their
+/// keys name ([`super::git_programs::PROGRAM_KEYS`]); a relative program of the global
+/// config in each repository and root.
+fn git_config_code(env: &Env, roots: &[PathBuf], configs: &[(PathBuf, Reads)]) -> Vec<PathBuf> {
+    let global = global_config(env);
+    let mut found: Vec<PathBuf> = global.includes.clone();
+    let mut tops: Vec<&Path> = roots.iter().map(PathBuf::as_path).collect();
+    for (top, reads) in configs {
+        found.extend(reads.includes.iter().cloned());
+        for i in &reads.items {
+            found.extend(program_paths(&i.key, &i.value, top, &env.home));
+        }
+        if !tops.contains(&top.as_path()) {
+            tops.push(top);
+        }
+    }
+    for i in &global.items {
+        for top in &tops {
+            found.extend(program_paths(&i.key, &i.value, top, &env.home));
+        }
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in found {
+        for q in [lexical(&p), canonical(&p)] {
+            let inside = roots.iter().any(|w| q.starts_with(w) && q != *w);
+            if inside && !out.contains(&q) {
+                out.push(q);
+            }
+        }
     }
     out
 }
@@ -449,12 +561,18 @@ impl Config {
             }
         }
         // The `.git` file of a worktree or submodule, and the `.git/` rules in its git dirs.
+        let mut configs: Vec<(PathBuf, Reads)> = Vec::new();
         for r in roots.iter().chain(&repos) {
-            let found = if std::fs::symlink_metadata(r.join(".git")).is_ok() {
-                git(r)
-            } else {
-                None
-            };
+            let is_repo = std::fs::symlink_metadata(r.join(".git")).is_ok();
+            let found = if is_repo { git(r) } else { None };
+            if is_repo && !v.repositories.iter().any(|x| x.top == *r) {
+                let (git_dir, reads) = repo_config(r, found.as_ref(), &env.home);
+                v.repositories.push(ViewRepo {
+                    top: r.clone(),
+                    git_dir,
+                });
+                configs.push((r.clone(), reads));
+            }
             if let Some(g) = &found {
                 // A hooks dir of `core.hooksPath` inside a writable root.
                 let hooks = canonical(&g.hooks);
@@ -485,6 +603,10 @@ impl Config {
                     }
                 }
             }
+        }
+        for p in git_config_code(env, &roots, &configs) {
+            anchored.push(p.clone());
+            ro.push(p);
         }
         for p in ro {
             if !listable(&p, anchored.contains(&p)) {
@@ -635,6 +757,7 @@ mod tests {
             git_dir: proj.join(".git"),
             common: proj.join("  c"),
             hooks: proj.join(".husky/_"),
+            config: None,
         };
         let v = Config::defaults().launch_view_with(&env, std::slice::from_ref(&proj), &|r| {
             (r == proj).then(|| answer.clone())
@@ -657,5 +780,73 @@ mod tests {
             Some(outside.clone())
         });
         assert!(!v.read_only_inside.contains(&s(&home.join("hooks"))));
+    }
+
+    /// The files a repository's config includes (existing or not, whatever the condition),
+    /// the programs its keys name, and the global config's includes and programs are kept
+    /// read-only when inside a writable root; nothing outside one is listed.
+    #[test]
+    fn git_config_includes_and_programs_are_protected() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        let proj = home.join("p");
+        std::fs::create_dir_all(proj.join(".git")).unwrap();
+        std::fs::create_dir_all(proj.join("scripts")).unwrap();
+        std::fs::write(
+            proj.join(".git/config"),
+            "[core]\n\tfsmonitor = ./scripts/fsmon.sh\n[include]\n\tpath = ../.gitconfig-shared\n\
+             [includeIf \"gitdir:/elsewhere/\"]\n\tpath = ../conf/when.inc\n[include]\n\tpath = /etc/outside.inc\n",
+        )
+        .unwrap();
+        std::fs::write(
+            proj.join(".gitconfig-shared"),
+            "[alias]\n\tx = !tools/x.sh\n",
+        )
+        .unwrap();
+        std::fs::write(
+            home.join(".gitconfig"),
+            "[include]\n\tpath = p/.global-inc\n[core]\n\tpager = bin/pg\n",
+        )
+        .unwrap();
+        let mut env = Env::new(&home);
+        env.runtime_dir = Some(d.path().join("run"));
+        let v = Config::defaults().launch_view(&env, std::slice::from_ref(&proj));
+        let p = |r: &str| s(&proj.join(r));
+        for want in [
+            p(".gitconfig-shared"),
+            p("conf/when.inc"),
+            p("scripts/fsmon.sh"),
+            p("tools/x.sh"),
+            p(".global-inc"),
+            p("bin/pg"),
+        ] {
+            assert!(v.read_only_inside.contains(&want), "{want}: {v:?}");
+        }
+        assert!(!v.read_only_inside.iter().any(|r| r.contains("outside.inc")));
+        assert_eq!(
+            v.repositories,
+            [ViewRepo {
+                top: proj.clone(),
+                git_dir: Some(proj.join(".git"))
+            }]
+        );
+        // Git's own list wins where it is given: its keys, and the includes it names.
+        let answer = RepoGitDirs {
+            git_dir: proj.join(".git"),
+            common: proj.join(".git"),
+            hooks: proj.join(".git/hooks"),
+            config: Some(vec![GitConfigItem {
+                file: proj.join(".git/config"),
+                key: "includeif.onbranch:x.path".into(),
+                value: b"../by-git.inc".to_vec(),
+            }]),
+        };
+        let v = Config::defaults()
+            .launch_view_with(&env, std::slice::from_ref(&proj), &|_| Some(answer.clone()));
+        assert!(v.read_only_inside.contains(&p("by-git.inc")), "{v:?}");
+        assert!(
+            !v.read_only_inside.contains(&p("scripts/fsmon.sh")),
+            "{v:?}"
+        );
     }
 }

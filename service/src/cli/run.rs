@@ -580,6 +580,28 @@ fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
             ),
         }
     }
+    for f in &fin.sandbox_summary.index_flags {
+        let what = format!(
+            "the call set {} on {} in {} (git status would not show its changes)",
+            f.flag.as_str().replace('_', "-"),
+            f.path,
+            f.repo
+        );
+        match (&f.kept, f.undone) {
+            (_, true) => eprintln!("efr-sandbox: {what}; taken off again"),
+            (Some(why), false) => eprintln!("efr-sandbox: {what}; left set: {why}"),
+            (None, false) => eprintln!("efr-sandbox: {what}"),
+        }
+    }
+    if fin.sandbox_summary.index_flags_more > 0 {
+        eprintln!(
+            "efr-sandbox: and {} more index flags the call set",
+            fin.sandbox_summary.index_flags_more
+        );
+    }
+    for l in &fin.sandbox_summary.index_unchecked {
+        eprintln!("efr-sandbox: index flags not compared: {l}");
+    }
     if fin.sandbox_summary.home_file_changed_more > 0 {
         eprintln!(
             "efr-sandbox: and {} more floor files changed",

@@ -30,11 +30,34 @@ pub struct Checks {
     pub since_ms: u64,
     /// The config its plan was built from.
     pub config: Arc<efr_policy::config::Config>,
+    /// The index files its repositories started with.
+    pub index: Option<Arc<efr_call::index_flags::Snapshot>>,
+}
+
+/// What one pass did.
+#[derive(Debug, Default)]
+pub struct Pass {
+    /// What the guard took out of git's way, one line each.
+    pub quarantined: Vec<String>,
+    /// The index flags the job set, taken off again (or why not).
+    pub index_flags: Vec<efr_sandbox_wire::IndexFlagSet>,
 }
 
 impl Checks {
-    /// One pass: what it took out of git's way, one line each.
-    pub fn pass(&self) -> Vec<String> {
-        efr_call::git_guard::after_call(&self.roots, &self.view, self.since_ms, &self.config)
+    /// One pass of the guard and of the index flags' check.
+    pub fn pass(&self) -> Pass {
+        Pass {
+            quarantined: efr_call::git_guard::after_call(
+                &self.roots,
+                &self.view,
+                self.since_ms,
+                &self.config,
+            ),
+            index_flags: self
+                .index
+                .as_ref()
+                .map(|i| i.settle().sets)
+                .unwrap_or_default(),
+        }
     }
 }

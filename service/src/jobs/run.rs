@@ -99,7 +99,7 @@ impl Watcher {
 struct Live {
     checks: Option<Arc<super::checks::Checks>>,
     every: tokio::time::Interval,
-    pass: Option<tokio::task::JoinHandle<Vec<String>>>,
+    pass: Option<tokio::task::JoinHandle<super::checks::Pass>>,
 }
 
 impl Live {
@@ -113,8 +113,8 @@ impl Live {
         }
     }
 
-    /// The lines of the next pass that ends (pending forever without checks).
-    async fn next(&mut self) -> Vec<String> {
+    /// The next pass that ends (pending forever without checks).
+    async fn next(&mut self) -> super::checks::Pass {
         let Some(c) = self.checks.clone() else {
             return std::future::pending().await;
         };
@@ -134,15 +134,18 @@ impl Live {
         }
     }
 
-    /// Records what a pass took out, as a `job_guarded` event.
-    fn report(&self, jobs: &Arc<Jobs>, job: &Arc<Job>, lines: Vec<String>) {
-        if lines.is_empty() {
+    /// Records what a pass did, as a `job_guarded` event.
+    fn report(&self, jobs: &Arc<Jobs>, job: &Arc<Job>, pass: super::checks::Pass) {
+        if pass.quarantined.is_empty() && pass.index_flags.is_empty() {
             return;
         }
         jobs.events.emit(
             job.conversation.as_deref(),
             &job.id,
-            JobEventKind::JobGuarded { quarantined: lines },
+            JobEventKind::JobGuarded {
+                quarantined: pass.quarantined,
+                index_flags: pass.index_flags,
+            },
         );
     }
 }
@@ -199,7 +202,7 @@ pub(super) async fn run(
                 timed_out = true;
                 job.stop(JobStopBy::TimeLimit);
             }
-            lines = checks.next() => checks.report(jobs, job, lines),
+            pass = checks.next() => checks.report(jobs, job, pass),
             _ = usage.tick() => {
                 if let Some(info) = hooks.cgroup_info() {
                     job.lock().cgroup = Some(info);

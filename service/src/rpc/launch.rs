@@ -198,6 +198,7 @@ fn live_checks(
             view: c.plan().read_only_inside.clone(),
             since_ms: crate::jobs::now_ms(),
             config: ctx.config.clone(),
+            index: c.index_flags(),
         }
     })
 }
