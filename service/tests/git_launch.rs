@@ -170,6 +170,54 @@ fn included_config_files_are_protected_for_the_whole_call() {
     }
 }
 
+/// An included file whose directory does not exist yet: the call may not put a link (or
+/// a directory it filled elsewhere) in that directory's place, which would have the
+/// protected name reach a file the call writes; mkdir and the refused write stay as for
+/// any protected path.
+#[test]
+fn a_missing_directory_above_an_included_file_takes_no_link() {
+    for backend in backends() {
+        let d = temp_env();
+        let home = d.path().join("home");
+        let proj = home.join("p");
+        user_repo(&proj, &home);
+        let cfg = proj.join(".git/config");
+        let mut text = std::fs::read_to_string(&cfg).unwrap();
+        text.push_str("[include]\n\tpath = ../sub/x.inc\n");
+        std::fs::write(&cfg, &text).unwrap();
+        let marker = d.path().join("PWNED");
+        let evil = format!(
+            "printf '[core]\\n\\tfsmonitor = touch {}\\n'",
+            marker.display()
+        );
+        let line = format!(
+            "mkdir other; {evil} > other/x.inc; ln -s other sub; \
+             mkdir filled; {evil} > filled/x.inc; mv filled sub; \
+             {evil} > sub/x.inc; touch ready; sleep 2; echo done"
+        );
+        let mut child = call(d.path(), &proj, backend, &line).spawn().unwrap();
+        wait_for(&proj.join("ready"), &mut child);
+        ok(&git(&proj, &home, &["status", "--short"]));
+        assert!(
+            !marker.exists(),
+            "{backend}: git status ran the planted fsmonitor"
+        );
+        let (v, _) = finish(d.path(), child.wait_with_output().unwrap());
+        let denied = strings(&v, "denied_writes");
+        let sub = proj.join("sub").to_string_lossy().into_owned();
+        assert!(denied.contains(&sub), "{backend}: {sub} not in {denied:?}");
+        assert!(
+            std::fs::symlink_metadata(proj.join("sub")).map_or(true, |m| m.is_dir()),
+            "{backend}: a link in the place of sub"
+        );
+        ok(&git(&proj, &home, &["status"]));
+        assert!(
+            !marker.exists(),
+            "{backend}: git status ran the planted fsmonitor"
+        );
+    }
+}
+
 /// The user's global config includes a file in the project and names a hooks dir in it:
 /// neither can be written by a call (git reads them in every repository).
 #[test]
