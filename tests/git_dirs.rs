@@ -461,3 +461,67 @@ mkdir d/objects d/refs && echo 'ref: refs/heads/main' > d/HEAD && touch b-done; 
         assert!(!marker(&fx, "kept").exists(), "{b:?}");
     }
 }
+
+/// cargo's git dependencies: libgit2 makes a bare repository (`objects/` and `refs/`
+/// first, then an empty `config` by open, then its keys by lock file, link attempt and
+/// rename, then a chmod) and a checkout, in the call's cargo home: it builds, with no
+/// write refused.
+#[test]
+fn cargo_builds_a_git_dependency_with_nothing_refused() {
+    let cargo_ok = Command::new("cargo")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !cargo_ok && common::skip("cargo is needed") {
+        return;
+    }
+    for b in common::backends() {
+        let fx = Fixture::new();
+        let dep = Path::new(&fx.other).join("dep");
+        std::fs::create_dir_all(dep.join("src")).unwrap();
+        std::fs::write(
+            dep.join("Cargo.toml"),
+            "[package]\nname = \"dep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        )
+        .unwrap();
+        std::fs::write(dep.join("src/lib.rs"), "pub fn two() -> u32 { 2 }\n").unwrap();
+        for args in [
+            &["init", "-q"][..],
+            &["add", "."],
+            &["commit", "-qm", "dep"],
+        ] {
+            let o = user_git(&fx, &dep, args);
+            assert!(o.status.success(), "{o:?}");
+        }
+        let app = Path::new(&fx.proj).join("app");
+        std::fs::create_dir_all(app.join("src")).unwrap();
+        std::fs::write(
+            app.join("Cargo.toml"),
+            format!(
+                "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+                 [dependencies]\ndep = {{ git = \"file://{}\" }}\n",
+                dep.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            app.join("src/main.rs"),
+            "fn main() { println!(\"{}\", dep::two()); }\n",
+        )
+        .unwrap();
+        let line = format!(
+            "cd {} && CARGO_HOME=$PWD/.cargo-home CARGO_TARGET_DIR=$PWD/target cargo build -q && ./target/debug/app",
+            app.display()
+        );
+        let r = common::run(&fx, &line, b);
+        ran(&r);
+        assert_eq!(r.outcome.code, Some(0), "{b:?}: {}", r.all_output());
+        assert_eq!(r.stdout.trim(), "2", "{b:?}: {}", r.all_output());
+        assert!(
+            r.outcome.denials.is_empty(),
+            "{b:?}: refused: {:?}\n{}",
+            r.outcome.denials,
+            r.all_output()
+        );
+    }
+}

@@ -33,6 +33,19 @@ fn kind_at(dir: BorrowedFd<'_>, name: &[u8]) -> Option<Kind> {
     })
 }
 
+/// Who asks [`Call::git_rule`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum By {
+    /// The target of a rename.
+    Rename,
+    /// An open for writing.
+    Open,
+    /// A change of mode (no byte changes).
+    Chmod,
+    /// Any other call.
+    Other,
+}
+
 /// What is left to do once a call's act is made (see [`Call::after_git`]).
 #[derive(Debug)]
 pub(super) enum Post {
@@ -227,16 +240,17 @@ impl<'a> Call<'a> {
     }
 
     /// The git rule for `act` on `path`, whose parent is `dir` (opened again from the view's
-    /// root by its path when `None`). `Ok(Some(_))`: a config or todo list of a git-like
-    /// directory, which only `rename_target` may put there (through
-    /// [`Self::checked_rename`]).
+    /// root by its path when `None`), asked `by` a rename's target, an open, or another
+    /// call. `Ok(Some(_))`: a config or todo list of a git-like directory, which only a
+    /// rename may put there (through [`Self::checked_rename`]); an open of a config gets
+    /// the answer too, for [`Self::open_empty_config`].
     pub(super) fn git_rule(
         &mut self,
         what: &'static str,
         dir: Option<BorrowedFd<'_>>,
         path: &[u8],
         act: Act,
-        rename_target: bool,
+        by: By,
     ) -> Result<Option<Checked>, i32> {
         let (parent, name) = rules::split(path);
         let parent_name = rules::split(parent).1;
@@ -275,7 +289,9 @@ impl<'a> Call<'a> {
                 }
                 Ok(None)
             }
-            Verdict::Checked(c) if rename_target => Ok(Some(c)),
+            Verdict::Checked(c) if by == By::Rename => Ok(Some(c)),
+            Verdict::Checked(_) if by == By::Chmod => Ok(None),
+            Verdict::Checked(Checked::Config) if by == By::Open => Ok(Some(Checked::Config)),
             Verdict::Checked(_) => Err(self.refuse_git(
                 what,
                 path,
@@ -431,6 +447,68 @@ impl<'a> Call<'a> {
             Some(_) => {
                 let _ = sys::unlinkat(dir, c"hooks", 0);
             }
+        }
+    }
+
+    /// An open for writing of the config `at` of a git-like directory (`seen`: what was
+    /// there, `mode` for a new one). libgit2 makes a new repository's config this way,
+    /// empty, before it writes it by lock file and rename, as git does: so a missing config
+    /// is made empty, an empty one is left, and either is opened read-only (a write
+    /// through it fails with EBADF: nothing reaches what git reads). A config with a text
+    /// is never opened for writing.
+    pub(super) fn open_empty_config(
+        &mut self,
+        at: &At,
+        seen: Option<libc::stat>,
+        mode: u32,
+        cloexec: bool,
+    ) -> Reply {
+        let empty_file =
+            |st: &libc::stat| st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_size == 0;
+        match seen {
+            Some(st) if !empty_file(&st) => {
+                return Reply::Err(self.refuse_git(
+                    "open",
+                    &at.path,
+                    "the config of a git dir, written other than by a rename the supervisor \
+                     checks",
+                ));
+            }
+            Some(_) => {}
+            None => {
+                let made = sys::openat(
+                    at.dir.as_fd(),
+                    &at.name,
+                    libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_WRONLY
+                        | libc::O_NOFOLLOW
+                        | libc::O_CLOEXEC,
+                    mode,
+                );
+                match made {
+                    Ok(_) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+                    Err(e) => return Reply::Err(errno(e)),
+                }
+            }
+        }
+        let f = match sys::openat(
+            at.dir.as_fd(),
+            &at.name,
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0,
+        ) {
+            Ok(f) => f,
+            Err(e) => return Reply::Err(errno(e)),
+        };
+        match sys::fstat(f.as_fd()) {
+            Ok(st) if empty_file(&st) => Reply::Fd(f, cloexec),
+            _ => Reply::Err(self.refuse_git(
+                "open",
+                &at.path,
+                "the config of a git dir, written other than by a rename the supervisor checks",
+            )),
         }
     }
 

@@ -407,7 +407,13 @@ impl Call<'_> {
         act: Act,
     ) -> Result<(), i32> {
         self.check_rules(what, path, act)?;
-        self.git_rule(what, dir, path, act, false).map(|_| ())
+        // A chmod changes no byte git reads: a config or todo list may take one.
+        let by = if what == "chmod" {
+            super::git_io::By::Chmod
+        } else {
+            super::git_io::By::Other
+        };
+        self.git_rule(what, dir, path, act, by).map(|_| ())
     }
 
     fn check_rules(&mut self, what: &'static str, path: &[u8], act: Act) -> Result<(), i32> {
@@ -515,8 +521,22 @@ impl Call<'_> {
                 } else {
                     Act::Write
                 };
-                if let Err(e) = self.check("open", Some(at.dir.as_fd()), &at.path, act) {
-                    return Reply::Err(e);
+                let git = self.check_rules("open", &at.path, act).and_then(|()| {
+                    self.git_rule(
+                        "open",
+                        Some(at.dir.as_fd()),
+                        &at.path,
+                        act,
+                        super::git_io::By::Open,
+                    )
+                });
+                match git {
+                    Err(e) => return Reply::Err(e),
+                    Ok(Some(_)) => {
+                        let mode = self.masked(mode);
+                        return self.open_empty_config(&at, st, mode, cloexec);
+                    }
+                    Ok(None) => {}
                 }
                 let kind = st.map(|s| s.st_mode & libc::S_IFMT);
                 if matches!(
@@ -665,7 +685,12 @@ impl Call<'_> {
                 continue;
             }
             let r = self.check_rules("rename", &at.path, act).and_then(|()| {
-                self.git_rule("rename", Some(at.dir.as_fd()), &at.path, act, target)
+                let by = if target {
+                    super::git_io::By::Rename
+                } else {
+                    super::git_io::By::Other
+                };
+                self.git_rule("rename", Some(at.dir.as_fd()), &at.path, act, by)
             });
             match r {
                 Ok(c) => checked = checked.or(c),
@@ -689,6 +714,11 @@ impl Call<'_> {
             Ok(n) => n,
             Err(e) => return Reply::Err(e),
         };
+        // A link never replaces: over an existing name it fails as the kernel would, with
+        // no rule asked (libgit2 tries a link before its rename of a lock file).
+        if sys::fstatat(n.dir.as_fd(), &n.name, libc::AT_SYMLINK_NOFOLLOW).is_ok() {
+            return Reply::Err(libc::EEXIST);
+        }
         if flags & libc::AT_EMPTY_PATH != 0 {
             let path = match self.string(oa) {
                 Ok(p) => p,
