@@ -270,7 +270,7 @@ pub fn prepare(
     };
     let mut plan = build_plan(&req).map_err(|e| format!("plan: {e}"));
     if let Ok(pl) = &mut plan {
-        if let Err(e) = crate::caches::attach(pl, config, env) {
+        if let Err(e) = crate::caches::attach(pl, config, env, p.conversation.as_deref()) {
             return Ok(Err(e.to_string()));
         }
     }

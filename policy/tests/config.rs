@@ -609,10 +609,20 @@ fn caches_have_a_merge_kind_and_a_user_entry_without_one_is_never() {
     };
     assert_eq!(kind("~/.cargo/registry"), CacheMerge::Cargo);
     assert_eq!(kind("~/.npm"), CacheMerge::Npm);
-    for p in ["~/.local/share/pipx", "~/.gem", "~/.conda", "~/.gradle/wrapper"] {
+    for p in [
+        "~/.local/share/pipx",
+        "~/.gem",
+        "~/.conda",
+        "~/.gradle/wrapper",
+    ] {
         assert_eq!(kind(p), CacheMerge::Installs, "{p}");
     }
-    for p in ["~/.cache", "~/.cargo/git", "~/go/pkg/mod", "~/.m2/repository"] {
+    for p in [
+        "~/.cache",
+        "~/.cargo/git",
+        "~/go/pkg/mod",
+        "~/.m2/repository",
+    ] {
         assert_eq!(kind(p), CacheMerge::Never, "{p}");
     }
     assert_eq!(c.sandbox.conversation_cache_days.value, 7);
@@ -621,14 +631,25 @@ fn caches_have_a_merge_kind_and_a_user_entry_without_one_is_never() {
          conversation_cache_days = 2\n",
     );
     let c = Config::load_file(&path).unwrap();
-    let find = |p: &str| c.sandbox.caches.iter().find(|e| e.value == p).unwrap().merge;
+    let find = |p: &str| {
+        c.sandbox
+            .caches
+            .iter()
+            .find(|e| e.value == p)
+            .unwrap()
+            .merge
+    };
     assert_eq!(find("~/.mine"), Some(CacheMerge::Never));
     assert_eq!(find("~/.theirs"), Some(CacheMerge::Npm));
     assert_eq!(c.sandbox.conversation_cache_days.value, 2);
     assert!(c.render_text().contains("merge npm"), "{}", c.render_text());
     let e = invalid("[sandbox]\ncaches = [{ path = \"~/.x\", merge = \"all\" }]\n");
     assert_eq!(e.key(), Some("sandbox.caches[0].merge"), "{e}");
-    assert!(e.to_string().contains("expected cargo, npm, installs or never"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("expected cargo, npm, installs or never"),
+        "{e}"
+    );
     let e = invalid("[sandbox]\nmasks = [{ path = \"~/.x\", merge = \"npm\" }]\n");
     assert_eq!(e.key(), Some("sandbox.masks[0].merge"), "{e}");
     let e = invalid("[sandbox]\nconversation_cache_days = 0\n");

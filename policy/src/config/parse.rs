@@ -9,9 +9,9 @@ use toml::de::{DeTable, DeValue};
 
 use super::rules::{RuleShape, check_path};
 use super::{
-    AlwaysRule, BackendChoice, BusConfig, CacheMerge, Config, DEFAULTS_NAME, Entry, EnvironmentConfig,
-    FLOOR_LINES, FloorsConfig, GitConfig, JobsConfig, LoadError, NetworkConfig, PermissionsConfig,
-    Resolve, SandboxConfig, Setting, Source,
+    AlwaysRule, BackendChoice, BusConfig, CacheMerge, Config, DEFAULTS_NAME, Entry,
+    EnvironmentConfig, FLOOR_LINES, FloorsConfig, GitConfig, JobsConfig, LoadError, NetworkConfig,
+    PermissionsConfig, Resolve, SandboxConfig, Setting, Source,
 };
 
 type Check = fn(&str) -> Result<(), String>;
