@@ -221,6 +221,7 @@ fn npm_index_lines_are_checked_against_the_registrys_packument() {
         let server = registry::Server::start(&root);
         registry::npm_registry(&root, &server.url(), &d.path().join("work"));
         let packument = std::fs::read(root.join("efrhello/index.json")).unwrap();
+        std::fs::create_dir_all(home(d.path()).join(".npm")).unwrap();
         let planted = b"planted tarball".to_vec();
         let accept = "application/vnd.npm.install-v1+json; q=1.0, application/json; q=0.8, */*";
         let tgz_key = format!(
