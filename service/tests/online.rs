@@ -240,8 +240,7 @@ fn pip_downloads_from_pypi_with_the_proposed_grants() {
         // sends no cache headers, as a mirror may), a call's conversation keeps.
         let rt = d.path().join("run");
         std::fs::create_dir_all(&rt).unwrap();
-        std::fs::set_permissions(&rt, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-            .unwrap();
+        std::fs::set_permissions(&rt, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
         let conv = |line: &str| {
             let mut c = command(d.path());
             c.env("XDG_RUNTIME_DIR", &rt)
@@ -256,7 +255,10 @@ fn pip_downloads_from_pypi_with_the_proposed_grants() {
         let o = conv(&format!("rm -rf dl && {line}"));
         assert!(o.status.success(), "{b}: {o:?}");
         let o = conv("find ~/.cache/pip -type f | wc -l");
-        let in_conversation: usize = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(0);
+        let in_conversation: usize = String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0);
         let host = tempfile::tempdir_in("/var/tmp").unwrap();
         std::fs::create_dir_all(host.path().join(".cache/pip")).unwrap();
         let h = Command::new(py)

@@ -35,10 +35,17 @@ fn short_hex(v: u64) -> String {
     v.to_le_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// cargo's hash of a sparse registry's source id: the kind's discriminant (3, through
+/// The discriminant of cargo's `SourceKind::SparseRegistry` (cargo >= 1.68), hashed
+/// first.
+const KIND_SPARSE: isize = 3;
+/// The discriminant of `SourceKind::Registry`, which a sparse registry was before 1.68
+/// (`-Z sparse-registry`, Debian 12's cargo 1.65): its URL alone said `sparse+`.
+const KIND_REGISTRY: isize = 2;
+
+/// cargo's hash of a registry's source id: the kind's discriminant (through
 /// `write_isize`), then the URL string.
-fn source_hash<H: Hasher>(mut h: H, url: &str) -> u64 {
-    h.write_isize(3);
+fn source_hash<H: Hasher>(mut h: H, kind: isize, url: &str) -> u64 {
+    h.write_isize(kind);
     url.hash(&mut h);
     h.finish()
 }
@@ -47,16 +54,24 @@ fn source_hash<H: Hasher>(mut h: H, url: &str) -> u64 {
 pub fn hash_new(url: &str) -> String {
     short_hex(source_hash(
         rustc_stable_hash::StableSipHasher128::new(),
+        KIND_SPARSE,
         url,
     ))
 }
 
-/// The hash older cargo gives it (SipHash-2-4 with zero keys).
-pub fn hash_old(url: &str) -> String {
+/// The hash cargo 1.68 to 1.84 gives it (SipHash-2-4 with zero keys), or with `kind`
+/// [`KIND_REGISTRY`] the hash of cargo before 1.68.
+fn hash_old_kind(kind: isize, url: &str) -> String {
     short_hex(source_hash(
         siphasher::sip::SipHasher24::new_with_keys(0, 0),
+        kind,
         url,
     ))
+}
+
+/// The hash cargo 1.68 to 1.84 gives the source `url`.
+pub fn hash_old(url: &str) -> String {
+    hash_old_kind(KIND_SPARSE, url)
 }
 
 /// The URL without the `/` that ends a path other than the root (cargo >= 1.85 hashes this
@@ -89,8 +104,8 @@ fn host_of(url: &str) -> Option<&str> {
     (!host.is_empty()).then_some(host)
 }
 
-/// The names cargo (>= 1.85, older) gives the dirs of the sparse registry `url`
-/// (`sparse+https://...`).
+/// The names cargo (>= 1.85, 1.68 to 1.84, before 1.68) gives the dirs of the sparse
+/// registry `url` (`sparse+https://...`).
 pub fn dir_names(url: &str) -> Vec<String> {
     let Some(host) = host_of(url) else {
         return Vec::new();
@@ -100,6 +115,7 @@ pub fn dir_names(url: &str) -> Vec<String> {
         format!("{host}-{}", hash_new(&canonical(url))),
         format!("{host}-{}", hash_new(url)),
         format!("{host}-{}", hash_old(url)),
+        format!("{host}-{}", hash_old_kind(KIND_REGISTRY, url)),
     ];
     out.dedup();
     out
