@@ -115,6 +115,9 @@ pub enum FetchError {
     },
 }
 
+/// A registry's answer: the body of a 200, or why there is none.
+pub type Answer = Result<Vec<u8>, FetchError>;
+
 /// One fetch to make: a URL and the `Accept` header to send.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Want {
@@ -318,9 +321,9 @@ impl Fetcher {
     }
 
     /// Every fetch of `wants`, [`PARALLEL`] at a time; the answers in the same order.
-    pub fn get_all(&self, wants: &[Want]) -> Vec<Result<Vec<u8>, FetchError>> {
+    pub fn get_all(&self, wants: &[Want]) -> Vec<Answer> {
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let out: std::sync::Mutex<Vec<Option<Result<Vec<u8>, FetchError>>>> =
+        let out: std::sync::Mutex<Vec<Option<Answer>>> =
             std::sync::Mutex::new(vec![None; wants.len()]);
         std::thread::scope(|s| {
             for _ in 0..PARALLEL.min(wants.len()) {
