@@ -955,3 +955,69 @@ fn plan_then_finish_merges_the_layer_and_a_cache_under_tmp_gets_none() {
     }
     assert!(tree(&layers).is_empty(), "{:?}", tree(&layers));
 }
+
+/// A background job of a conversation has the conversation's layer under its own like any
+/// call: it sees what the conversation's calls left in a cache; what it leaves there is
+/// its own while it runs (the host and the conversation's other calls do not see it), and
+/// after its end is the conversation's, never the host's.
+#[test]
+fn a_job_of_a_conversation_layers_its_cache_like_any_call() {
+    let d = temp_env();
+    let npm = home(d.path()).join(".npm");
+    std::fs::create_dir_all(&npm).unwrap();
+    let srv = common::Server::start_in(d, &[]);
+    let proj = srv.home.join("proj");
+    let mut c = srv.client();
+    let launch = |c: &mut common::Client, id: u64, line: &str, background: bool| {
+        let mut p = serde_json::json!({"line": line, "projects": [proj], "conversation": "jc"});
+        if background {
+            p["background"] = serde_json::json!({"max_minutes": 1});
+        }
+        c.request(id, "sandbox.launch", p);
+        let (items, end) = common::collect(c, id);
+        let out: String = items
+            .iter()
+            .filter(|i| i["kind"] == "output")
+            .map(|i| i["data"].as_str().unwrap_or("").to_string())
+            .collect();
+        (out, end)
+    };
+    let (_, end) = launch(&mut c, 1, "echo from-call > ~/.npm/left", false);
+    assert!(end.get("end").is_some(), "{end}");
+    let marker = srv.home.join("proj/job-wrote");
+    let (_, end) = launch(
+        &mut c,
+        2,
+        "cat ~/.npm/left > ~/proj/job-saw && echo from-job > ~/.npm/job && touch ~/proj/job-wrote && \
+         while [ ! -e ~/proj/job-go ]; do sleep 0.05; done",
+        true,
+    );
+    assert!(end.get("end").is_some(), "{end}");
+    let t = std::time::Instant::now();
+    while !marker.exists() && t.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(marker.exists(), "the job did not run");
+    assert_eq!(
+        std::fs::read_to_string(srv.home.join("proj/job-saw")).unwrap(),
+        "from-call\n"
+    );
+    // While it runs: its write is its own.
+    assert!(!npm.join("job").exists());
+    let (out, _) = launch(&mut c, 3, "cat ~/.npm/job 2>/dev/null; echo .", false);
+    assert_eq!(out, ".\n");
+    std::fs::write(srv.home.join("proj/job-go"), "").unwrap();
+    // After its end: the conversation's, not the host's.
+    let t = std::time::Instant::now();
+    let mut seen = String::new();
+    while t.elapsed() < std::time::Duration::from_secs(20) {
+        let (out, _) = launch(&mut c, 4, "cat ~/.npm/job 2>/dev/null; echo .", false);
+        seen = out;
+        if seen == "from-job\n.\n" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(seen, "from-job\n.\n");
+    assert!(!npm.join("job").exists() && !npm.join("left").exists());
+}

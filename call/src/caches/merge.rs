@@ -402,7 +402,7 @@ fn verify_and_merge(
     let registries = cargo_candidates(verify);
     let mut wants: BTreeSet<Want> = BTreeSet::new();
     let mut cargo_files = Vec::new();
-    let mut npm_buckets: Vec<(PathBuf, String, Lines, String)> = Vec::new();
+    let mut npm_buckets: Vec<(PathBuf, Lines, String)> = Vec::new();
     for (rel, c) in candidates {
         match c {
             Candidate::NpmContent => {}
@@ -429,7 +429,7 @@ fn verify_and_merge(
                         wants.insert(npm::want(url, line));
                     }
                 }
-                npm_buckets.push((rel, bucket, lines, existing));
+                npm_buckets.push((rel, lines, existing));
             }
         }
     }
@@ -460,7 +460,7 @@ fn verify_and_merge(
             cargo::Verdict::Unverified(why) => cx.unverified(&rel, &why),
         }
     }
-    for (rel, bucket, lines, existing) in npm_buckets {
+    for (rel, lines, existing) in npm_buckets {
         let mut ok = Vec::new();
         let total = lines.len();
         for (text, l) in lines {
@@ -476,7 +476,6 @@ fn verify_and_merge(
                 }
             }
         }
-        let _ = bucket;
         merge_npm_lines(cx, &rel, existing, ok, total)?;
     }
     Ok(())
