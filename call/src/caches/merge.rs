@@ -378,6 +378,17 @@ fn npm_candidate(sub: &Path) -> Option<Candidate> {
 /// what they are (or why they cannot be checked).
 type Lines = Vec<(String, Result<(npm::IndexLine, npm::Url), String>)>;
 
+/// What the registries are asked for the candidates of one layer, and what each answer
+/// will check.
+#[derive(Default)]
+struct Plan {
+    wants: BTreeSet<Want>,
+    /// Cargo files: their path, what they are, their registry's index URL.
+    cargo: Vec<(PathBuf, cargo::CargoFile, String)>,
+    /// npm buckets: their path, their new lines, the real bucket's text.
+    npm: Vec<(PathBuf, Lines, String)>,
+}
+
 fn verify_and_merge(
     cx: &mut Ctx,
     candidates: Vec<(PathBuf, Candidate)>,
@@ -386,9 +397,8 @@ fn verify_and_merge(
     // npm's content first: an index line is merged only when its content is there.
     for (rel, c) in &candidates {
         if matches!(c, Candidate::NpmContent) {
-            let mut f = match open_upper(cx, rel) {
-                Some(f) => f,
-                None => continue,
+            let Some(mut f) = open_upper(cx, rel) else {
+                continue;
             };
             match npm_content_ok(rel, &mut f) {
                 Ok(()) => {
@@ -398,42 +408,8 @@ fn verify_and_merge(
             }
         }
     }
-    // What to ask the registries.
-    let registries = cargo_candidates(verify);
-    let mut wants: BTreeSet<Want> = BTreeSet::new();
-    let mut cargo_files = Vec::new();
-    let mut npm_buckets: Vec<(PathBuf, Lines, String)> = Vec::new();
-    for (rel, c) in candidates {
-        match c {
-            Candidate::NpmContent => {}
-            Candidate::Cargo(f) => {
-                let dir = match &f {
-                    cargo::CargoFile::Crate { dir, .. }
-                    | cargo::CargoFile::IndexCache { dir, .. }
-                    | cargo::CargoFile::Config { dir } => dir.clone(),
-                };
-                match cargo::registry_of(&dir, &registries) {
-                    Some(index) => {
-                        wants.extend(cargo::wants(&f, &index));
-                        cargo_files.push((rel, f, index));
-                    }
-                    None => {
-                        cx.unverified(&rel, "no registry the call was granted has this dir's name")
-                    }
-                }
-            }
-            Candidate::NpmIndex(bucket) => {
-                let (lines, existing) = npm_lines(cx, &rel, &bucket);
-                for (_, l) in &lines {
-                    if let Ok((line, url)) = l {
-                        wants.insert(npm::want(url, line));
-                    }
-                }
-                npm_buckets.push((rel, lines, existing));
-            }
-        }
-    }
-    let wants: Vec<Want> = wants.into_iter().collect();
+    let plan = plan(cx, candidates, verify);
+    let wants: Vec<Want> = plan.wants.into_iter().collect();
     let answers = ask(&wants, verify);
     let by_url: BTreeMap<String, Result<Vec<u8>, String>> = wants
         .iter()
@@ -442,25 +418,10 @@ fn verify_and_merge(
         .map(|(w, a)| (w.url.clone(), a.clone()))
         .collect();
     let by_want: BTreeMap<&Want, &Result<Vec<u8>, String>> = wants.iter().zip(&answers).collect();
-    for (rel, f, index) in cargo_files {
-        let Some(mut file) = open_upper(cx, &rel) else {
-            continue;
-        };
-        let mut bytes = Vec::new();
-        if let Err(e) = file.read_to_end(&mut bytes) {
-            cx.refused(&rel, &e.to_string());
-            continue;
-        }
-        match cargo::verify(&f, &index, &bytes, &by_url) {
-            cargo::Verdict::Verified => {
-                let content_addressed = matches!(f, cargo::CargoFile::Crate { .. });
-                merge_file(cx, &rel, &mut file, content_addressed)?;
-            }
-            cargo::Verdict::Mismatch(why) => cx.refused(&rel, &why),
-            cargo::Verdict::Unverified(why) => cx.unverified(&rel, &why),
-        }
+    for (rel, f, index) in plan.cargo {
+        check_cargo(cx, &rel, &f, &index, &by_url)?;
     }
-    for (rel, lines, existing) in npm_buckets {
+    for (rel, lines, existing) in plan.npm {
         let mut ok = Vec::new();
         let total = lines.len();
         for (text, l) in lines {
@@ -477,6 +438,68 @@ fn verify_and_merge(
             }
         }
         merge_npm_lines(cx, &rel, existing, ok, total)?;
+    }
+    Ok(())
+}
+
+/// What to ask the registries for the candidates other than npm's content.
+fn plan(cx: &mut Ctx, candidates: Vec<(PathBuf, Candidate)>, verify: &Verify) -> Plan {
+    let registries = cargo_candidates(verify);
+    let mut plan = Plan::default();
+    for (rel, c) in candidates {
+        match c {
+            Candidate::NpmContent => {}
+            Candidate::Cargo(f) => {
+                let dir = match &f {
+                    cargo::CargoFile::Crate { dir, .. }
+                    | cargo::CargoFile::IndexCache { dir, .. }
+                    | cargo::CargoFile::Config { dir } => dir.clone(),
+                };
+                match cargo::registry_of(&dir, &registries) {
+                    Some(index) => {
+                        plan.wants.extend(cargo::wants(&f, &index));
+                        plan.cargo.push((rel, f, index));
+                    }
+                    None => {
+                        cx.unverified(&rel, "no registry the call was granted has this dir's name")
+                    }
+                }
+            }
+            Candidate::NpmIndex(bucket) => {
+                let (lines, existing) = npm_lines(cx, &rel, &bucket);
+                for (line, url) in lines.iter().filter_map(|(_, l)| l.as_ref().ok()) {
+                    plan.wants.insert(npm::want(url, line));
+                }
+                plan.npm.push((rel, lines, existing));
+            }
+        }
+    }
+    plan
+}
+
+/// Checks one cargo file against its registry's answers and merges it when they confirm it.
+fn check_cargo(
+    cx: &mut Ctx,
+    rel: &Path,
+    f: &cargo::CargoFile,
+    index: &str,
+    answers: &BTreeMap<String, Result<Vec<u8>, String>>,
+) -> Result<(), Stop> {
+    let Some(mut file) = open_upper(cx, rel) else {
+        return Ok(());
+    };
+    let mut bytes = Vec::new();
+    if let Err(e) = file.read_to_end(&mut bytes) {
+        cx.refused(rel, &e.to_string());
+        return Ok(());
+    }
+    match cargo::verify(f, index, &bytes, answers) {
+        cargo::Verdict::Verified => {
+            let content_addressed = matches!(f, cargo::CargoFile::Crate { .. });
+            merge_file(cx, rel, &mut file, content_addressed)?;
+        }
+        cargo::Verdict::Mismatch(why) => cx.refused(rel, &why),
+        cargo::Verdict::Unverified(why) => cx.unverified(rel, &why),
     }
     Ok(())
 }
