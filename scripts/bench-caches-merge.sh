@@ -6,7 +6,9 @@
 # empty (so every crate and package is downloaded, then merged after the call), through
 # `efr-sandbox run` with the grants the classifier proposes. The two builds alternate, the
 # order turning each round; the whole call is timed (the merge, and this build's fetches
-# from the registry to verify, included). Medians and their ratio.
+# from the registry to verify, included), and apart from it what follows the line's end
+# (the merge and the call's end: far less noisy than the downloads). Medians and their
+# ratio.
 # Usage: BEFORE=<target/release of the other build> scripts/bench-caches-merge.sh [N]
 # (builds this tree's efr-launch and efr-sandbox in release first). Needs the network.
 set -eu
@@ -85,19 +87,31 @@ EOF
 (cd "$D/npm" && HOME="$D/lockhome" npm install -s --package-lock-only --no-audit --no-fund >/dev/null)
 PACKAGES=$(grep -c '"resolved"' "$D/npm/package-lock.json")
 
+# The registries' names mapped to the addresses they resolve to now (`[network.resolve]`):
+# where the network gives them addresses in a special range (a machine behind an
+# inspecting proxy), the egress proxy and the merge's fetches dial them only so; elsewhere
+# the same config changes nothing but one DNS lookup, for both builds alike.
+CONFIG="[network.resolve]"
+for host in index.crates.io static.crates.io registry.npmjs.org; do
+  a=$(getent ahostsv4 "$host" | awk 'NR == 1 {print $1}')
+  [ -n "$a" ] && CONFIG="$CONFIG
+\"$host\" = \"$a\""
+done
+
 # One run: a fresh home with an empty cache, the call, the time in ms.
 one() { # build(ours|theirs) tool(cargo|npm)
   exe=$OURS; [ "$1" = theirs ] && exe=$THEIRS
   h=$D/home-$1-$2; rm -rf "$h"; mkdir -p "$h/proj" "$h/config/efr"
+  printf '%s\n' "$CONFIG" > "$h/config/efr/config.toml"
   if [ "$2" = cargo ]; then
     mkdir -p "$h/.cargo/registry"; : > "$h/.cargo/.package-cache"; : > "$h/.cargo/.package-cache-mutate"
     cp -r "$D/cargo/." "$h/proj/"
-    line="RUSTC=$SYSROOT/bin/rustc $CARGO fetch -q"
+    line="RUSTC=$SYSROOT/bin/rustc $CARGO fetch -q && date +%s%N > line-end"
     grants="--grant host=index.crates.io --grant host=static.crates.io"
   else
     mkdir -p "$h/.npm"
     cp "$D/npm/package.json" "$D/npm/package-lock.json" "$h/proj/"
-    line="npm ci -s --no-audit --no-fund"
+    line="npm ci -s --no-audit --no-fund && date +%s%N > line-end"
     grants="--grant host=registry.npmjs.org"
   fi
   s=$(date +%s%N)
@@ -106,6 +120,9 @@ one() { # build(ours|theirs) tool(cargo|npm)
      "$exe" run --project . $grants -- "$line") >"$D/out" 2>&1 || { cat "$D/out" >&2; exit 1; }
   e=$(date +%s%N)
   echo $(( (e - s) / 1000000 )) >> "$D/t-$1-$2"
+  # After the line (it writes the time it ended in the project): the merge (and this
+  # build's fetches to verify it), the call's end.
+  echo $(( (e - $(cat "$h/proj/line-end")) / 1000000 )) >> "$D/a-$1-$2"
   # What reached the real cache: .crate files, or npm index buckets.
   if [ "$2" = cargo ]; then
     find "$h/.cargo/registry/cache" -name '*.crate' | wc -l > "$D/m-$1-$2"
@@ -131,6 +148,8 @@ for t in cargo npm; do
     "$(awk -v o="$o" -v b="$b" 'BEGIN {printf "%.3f", o / b}')"
   printf '%-6s all ours: %s\n%-6s all before: %s\n' "$t" "$(sort -n "$D/t-ours-$t" | tr '\n' ' ')" \
     "$t" "$(sort -n "$D/t-theirs-$t" | tr '\n' ' ')"
+  ao=$(median "$D/a-ours-$t"); ab=$(median "$D/a-theirs-$t")
+  printf '%-6s after the line (merge, end): ours %6d  before %6d  (+%d ms)\n' "$t" "$ao" "$ab" $((ao - ab))
   printf '%-6s merged into the real cache by the last run: ours %s, before %s\n' "$t" \
     "$(cat "$D/m-ours-$t")" "$(cat "$D/m-theirs-$t")"
 done

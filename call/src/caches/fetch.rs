@@ -26,8 +26,11 @@ pub const MAX_BODY: u64 = 48 << 20;
 pub const FETCH_TIME: Duration = Duration::from_secs(15);
 /// Longest all the fetches of one merge may take together.
 pub const MERGE_TIME: Duration = Duration::from_secs(30);
-/// Fetches at once.
-pub const PARALLEL: usize = 16;
+/// Most bytes of all the answers of one merge together (they are kept until checked).
+pub const MERGE_BYTES: u64 = 256 << 20;
+/// Fetches at once: an install of 50 packages verified in about two round trips
+/// (docs/benchmarks.md, "The verified cache merge").
+pub const PARALLEL: usize = 32;
 
 /// A host the call was granted, as the merge may fetch from it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +139,8 @@ pub struct Fetcher {
     proxied: ureq::Agent,
     deadline: Instant,
     per_fetch: Duration,
+    /// What is left of [`MERGE_BYTES`].
+    bytes_left: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Resolves the hosts of the merge's fetches: `[network] resolve` first (special ranges
@@ -192,13 +197,23 @@ impl Resolver for GrantedResolver {
     }
 }
 
-fn roots() -> Vec<ureq::tls::Certificate<'static>> {
-    let found = rustls_native_certs::load_native_certs();
-    found
-        .certs
-        .into_iter()
-        .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
-        .collect()
+/// The system's roots (`SSL_CERT_FILE`, `SSL_CERT_DIR` honoured), read once a process:
+/// the service's environment does not change, and reading them costs milliseconds a merge.
+fn roots() -> Arc<Vec<ureq::tls::Certificate<'static>>> {
+    static ROOTS: std::sync::OnceLock<Arc<Vec<ureq::tls::Certificate<'static>>>> =
+        std::sync::OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let found = rustls_native_certs::load_native_certs();
+            Arc::new(
+                found
+                    .certs
+                    .into_iter()
+                    .map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned())
+                    .collect(),
+            )
+        })
+        .clone()
 }
 
 impl Fetcher {
@@ -217,7 +232,7 @@ impl Fetcher {
         let provider = rustls::crypto::ring::default_provider();
         let tls = ureq::tls::TlsConfig::builder()
             .provider(ureq::tls::TlsProvider::Rustls)
-            .root_certs(ureq::tls::RootCerts::Specific(Arc::new(roots())))
+            .root_certs(ureq::tls::RootCerts::Specific(roots()))
             .unversioned_rustls_crypto_provider(Arc::new(provider))
             .build();
         let env_proxy = ureq::Proxy::try_from_env();
@@ -248,6 +263,7 @@ impl Fetcher {
             resolve,
             deadline: Instant::now() + budget,
             per_fetch: FETCH_TIME,
+            bytes_left: Arc::new(std::sync::atomic::AtomicU64::new(MERGE_BYTES)),
         }
     }
 
@@ -313,11 +329,34 @@ impl Fetcher {
                 status: resp.status().as_u16(),
             });
         }
-        resp.body_mut()
+        use std::sync::atomic::Ordering::SeqCst;
+        let left = self.bytes_left.load(SeqCst);
+        if left == 0 {
+            return Err(FetchError::Failed {
+                url: url.clone(),
+                why: format!("the merge's {MERGE_BYTES} bytes of answers are spent"),
+            });
+        }
+        let body = resp
+            .body_mut()
             .with_config()
-            .limit(MAX_BODY)
+            .limit(MAX_BODY.min(left))
             .read_to_vec()
-            .map_err(failed)
+            .map_err(failed)?;
+        let n = body.len() as u64;
+        let spent = self
+            .bytes_left
+            .fetch_update(SeqCst, SeqCst, |l| l.checked_sub(n));
+        match spent {
+            Ok(_) => Ok(body),
+            Err(_) => {
+                self.bytes_left.store(0, SeqCst);
+                Err(FetchError::Failed {
+                    url: url.clone(),
+                    why: format!("the merge's {MERGE_BYTES} bytes of answers are spent"),
+                })
+            }
+        }
     }
 
     /// Every fetch of `wants`, [`PARALLEL`] at a time; the answers in the same order.
