@@ -394,23 +394,23 @@ fn verify_and_merge(
     candidates: Vec<(PathBuf, Candidate)>,
     verify: &Verify,
 ) -> Result<(), Stop> {
-    // npm's content first: an index line is merged only when its content is there.
-    for (rel, c) in &candidates {
-        if matches!(c, Candidate::NpmContent) {
-            let Some(mut f) = open_upper(cx, rel) else {
-                continue;
-            };
-            match npm_content_ok(rel, &mut f) {
-                Ok(()) => {
-                    merge_file(cx, rel, &mut f, true)?;
-                }
-                Err(why) => cx.refused(rel, &why),
-            }
-        }
-    }
-    let plan = plan(cx, candidates, verify);
-    let wants: Vec<Want> = plan.wants.into_iter().collect();
-    let answers = ask(&wants, verify);
+    let (content, others): (Vec<_>, Vec<_>) = candidates
+        .into_iter()
+        .partition(|(_, c)| matches!(c, Candidate::NpmContent));
+    let plan = plan(cx, others, verify);
+    let wants: Vec<Want> = plan.wants.iter().cloned().collect();
+    // The registries answer while the files are written: npm's content merged (an index
+    // line is merged only when its content is there), each cargo file staged, fsynced,
+    // waiting for its verdict. The answers' round trips are most of a merge's cost.
+    let (answers, staged) = std::thread::scope(|s| {
+        let asked = s.spawn(|| ask(&wants, verify));
+        let staged = stage_while_asking(cx, &content, &plan.cargo);
+        let answers = asked
+            .join()
+            .unwrap_or_else(|_| vec![Err("the fetches' thread ended".to_string()); wants.len()]);
+        (answers, staged)
+    });
+    let staged = staged?;
     let by_url: BTreeMap<String, Result<Vec<u8>, String>> = wants
         .iter()
         .zip(&answers)
@@ -418,8 +418,8 @@ fn verify_and_merge(
         .map(|(w, a)| (w.url.clone(), a.clone()))
         .collect();
     let by_want: BTreeMap<&Want, &Result<Vec<u8>, String>> = wants.iter().zip(&answers).collect();
-    for (rel, f, index) in plan.cargo {
-        check_cargo(cx, &rel, &f, &index, &by_url)?;
+    for ((rel, f, index), (bytes, st)) in plan.cargo.iter().zip(staged) {
+        check_cargo(cx, rel, f, index, &bytes, st, &by_url)?;
     }
     for (rel, lines, existing) in plan.npm {
         let mut ok = Vec::new();
@@ -440,6 +440,45 @@ fn verify_and_merge(
         merge_npm_lines(cx, &rel, existing, ok, total)?;
     }
     Ok(())
+}
+
+/// A cargo file's bytes and its staged copy (none: nothing to merge or refused).
+type StagedCargo = (Vec<u8>, Option<Staged>);
+
+/// Merges npm's content and stages each cargo file, while the registries are asked.
+fn stage_while_asking(
+    cx: &mut Ctx,
+    content: &[(PathBuf, Candidate)],
+    cargo_files: &[(PathBuf, cargo::CargoFile, String)],
+) -> Result<Vec<StagedCargo>, Stop> {
+    for (rel, _) in content {
+        let Some(mut f) = open_upper(cx, rel) else {
+            continue;
+        };
+        match npm_content_ok(rel, &mut f) {
+            Ok(()) => {
+                merge_file(cx, rel, &mut f, true)?;
+            }
+            Err(why) => cx.refused(rel, &why),
+        }
+    }
+    let mut out = Vec::new();
+    for (rel, f, _) in cargo_files {
+        let mut bytes = Vec::new();
+        let Some(mut file) = open_upper(cx, rel) else {
+            out.push((bytes, None));
+            continue;
+        };
+        if let Err(e) = file.read_to_end(&mut bytes) {
+            cx.refused(rel, &e.to_string());
+            out.push((bytes, None));
+            continue;
+        }
+        let content_addressed = matches!(f, cargo::CargoFile::Crate { .. });
+        let st = stage(cx, rel, &mut file, content_addressed)?;
+        out.push((bytes, st));
+    }
+    Ok(out)
 }
 
 /// What to ask the registries for the candidates other than npm's content.
@@ -477,29 +516,38 @@ fn plan(cx: &mut Ctx, candidates: Vec<(PathBuf, Candidate)>, verify: &Verify) ->
     plan
 }
 
-/// Checks one cargo file against its registry's answers and merges it when they confirm it.
+/// Checks one cargo file (its bytes, staged) against its registry's answers: committed
+/// when they confirm it, else its staged copy discarded.
 fn check_cargo(
     cx: &mut Ctx,
     rel: &Path,
     f: &cargo::CargoFile,
     index: &str,
+    bytes: &[u8],
+    staged: Option<Staged>,
     answers: &BTreeMap<String, Result<Vec<u8>, String>>,
 ) -> Result<(), Stop> {
-    let Some(mut file) = open_upper(cx, rel) else {
+    let verdict = cargo::verify(f, index, bytes, answers);
+    let Some(st) = staged else {
+        // Nothing staged: the same bytes are there already, or it was refused. A
+        // contradiction is still said.
+        if let cargo::Verdict::Mismatch(why) = verdict {
+            cx.refused(rel, &why);
+        }
         return Ok(());
     };
-    let mut bytes = Vec::new();
-    if let Err(e) = file.read_to_end(&mut bytes) {
-        cx.refused(rel, &e.to_string());
-        return Ok(());
-    }
-    match cargo::verify(f, index, &bytes, answers) {
+    match verdict {
         cargo::Verdict::Verified => {
-            let content_addressed = matches!(f, cargo::CargoFile::Crate { .. });
-            merge_file(cx, rel, &mut file, content_addressed)?;
+            commit(cx, st)?;
         }
-        cargo::Verdict::Mismatch(why) => cx.refused(rel, &why),
-        cargo::Verdict::Unverified(why) => cx.unverified(rel, &why),
+        cargo::Verdict::Mismatch(why) => {
+            discard(cx, st);
+            cx.refused(rel, &why);
+        }
+        cargo::Verdict::Unverified(why) => {
+            discard(cx, st);
+            cx.unverified(rel, &why);
+        }
     }
     Ok(())
 }
@@ -565,71 +613,90 @@ fn same_content(a: &mut File, b: &mut File) -> std::io::Result<bool> {
     }
 }
 
-/// Writes the verified file `rel` (open as `src`) into the real cache: a temp file in the
-/// staging dir, fsynced, renamed into place (never over another file when
-/// `content_addressed`). The call's copy is then taken out of its layer: the real one
-/// shows through. Whether it wrote one.
+/// A file written to the staging dir, fsynced, waiting to be renamed into place.
+struct Staged {
+    rel: PathBuf,
+    tmp: String,
+    content_addressed: bool,
+}
+
+/// Writes the verified file `rel` (open as `src`) into the real cache: [`stage`] then
+/// [`commit`]. Whether it wrote one.
 fn merge_file(
     cx: &mut Ctx,
     rel: &Path,
     src: &mut File,
     content_addressed: bool,
 ) -> Result<bool, Stop> {
+    match stage(cx, rel, src, content_addressed)? {
+        Some(s) => commit(cx, s),
+        None => Ok(false),
+    }
+}
+
+/// Writes `rel` (open as `src`) to a temp file of the staging dir, fsynced; nothing when
+/// the real cache holds the same bytes there already (the call's copy is then taken out of
+/// its layer), or may not get them (a masked path, another file of a content-addressed
+/// name, a link), which is refused. Nothing of the real cache is changed.
+fn stage(
+    cx: &mut Ctx,
+    rel: &Path,
+    src: &mut File,
+    content_addressed: bool,
+) -> Result<Option<Staged>, Stop> {
     let full = cx.cache.join(rel);
     if cx.masks.iter().any(|m| full.starts_with(m)) {
         cx.refused(rel, "a masked path: never created by a call");
-        return Ok(false);
+        return Ok(None);
     }
     let name = rel.file_name().unwrap_or_default();
-    let Some(real_dir) = cx.real_dir_made(rel.parent().unwrap_or(Path::new("")))? else {
-        return Ok(false);
-    };
+    let parent = rel.parent().unwrap_or(Path::new(""));
     let mode = src.metadata().map(|m| m.mode()).unwrap_or(0o644);
-    let drop_upper = |cx: &Ctx| {
-        let _ = std::fs::remove_file(cx.upper.join(rel));
-    };
-    match crate::sys::open_beneath(&real_dir, Path::new(name), OFlag::O_RDONLY, 0) {
-        Ok(fd) => {
+    let existing =
+        crate::sys::open_beneath(&cx.root, parent, OFlag::O_DIRECTORY | OFlag::O_RDONLY, 0)
+            .ok()
+            .map(|d| crate::sys::open_beneath(&d, Path::new(name), OFlag::O_RDONLY, 0));
+    match existing {
+        Some(Ok(fd)) => {
             let mut real = File::from(fd);
             if !real.metadata().map(|m| m.is_file()).unwrap_or(false) {
                 cx.refused(rel, "exists in the real cache and is not a plain file");
-                return Ok(false);
+                return Ok(None);
             }
             let _ = std::io::Seek::rewind(src);
             match same_content(src, &mut real) {
                 Ok(true) => {
-                    drop_upper(cx);
-                    return Ok(false);
+                    let _ = std::fs::remove_file(cx.upper.join(rel));
+                    return Ok(None);
                 }
                 Ok(false) if content_addressed => {
                     cx.refused(
                         rel,
                         "the real cache holds other bytes under this name: kept",
                     );
-                    return Ok(false);
+                    return Ok(None);
                 }
                 Ok(false) => {}
                 Err(e) => {
                     cx.refused(rel, &e.to_string());
-                    return Ok(false);
+                    return Ok(None);
                 }
             }
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-        Err(e) => {
+        Some(Err(e)) if e.raw_os_error() != Some(libc::ENOENT) => {
             cx.refused(
                 rel,
                 &format!("cannot open it in the real cache (a link?): {e}"),
             );
-            return Ok(false);
+            return Ok(None);
         }
+        _ => {}
     }
     let _ = std::io::Seek::rewind(src);
     let tmp = format!(
         "{TEMP_PREFIX}{}",
         crate::sys::random_hex(8).map_err(|e| Stop(e.to_string()))?
     );
-    let stop = |e: std::io::Error| Stop(format!("{}: {e}", full.display()));
     let written = (|| -> std::io::Result<()> {
         let fd = crate::sys::open_beneath(
             &cx.staging,
@@ -647,31 +714,55 @@ fn merge_file(
         dst.sync_all()?;
         Ok(())
     })();
-    let unlink_tmp = |cx: &Ctx| {
-        let _ = nix::unistd::unlinkat(
-            &cx.staging,
-            tmp.as_str(),
-            nix::unistd::UnlinkatFlags::NoRemoveDir,
-        );
+    let staged = Staged {
+        rel: rel.to_path_buf(),
+        tmp,
+        content_addressed,
     };
     if let Err(e) = written {
-        unlink_tmp(cx);
+        discard(cx, staged);
         if stop_on(&e) {
-            return Err(stop(e));
+            return Err(Stop(format!("{}: {e}", full.display())));
         }
         cx.refused(rel, &e.to_string());
-        return Ok(false);
+        return Ok(None);
     }
-    let renamed = if content_addressed {
+    Ok(Some(staged))
+}
+
+/// Removes a staged file that is not to be merged.
+fn discard(cx: &Ctx, s: Staged) {
+    let _ = nix::unistd::unlinkat(
+        &cx.staging,
+        s.tmp.as_str(),
+        nix::unistd::UnlinkatFlags::NoRemoveDir,
+    );
+}
+
+/// Renames a staged file into place (never over another file when it is content
+/// addressed), its directory made and fsynced; the call's copy is then taken out of its
+/// layer: the real one shows through. Whether it wrote one.
+fn commit(cx: &mut Ctx, s: Staged) -> Result<bool, Stop> {
+    let rel = s.rel.clone();
+    let full = cx.cache.join(&rel);
+    let name = rel.file_name().unwrap_or_default();
+    let Some(real_dir) = cx.real_dir_made(rel.parent().unwrap_or(Path::new("")))? else {
+        discard(cx, s);
+        return Ok(false);
+    };
+    let drop_upper = |cx: &Ctx| {
+        let _ = std::fs::remove_file(cx.upper.join(&rel));
+    };
+    let renamed = if s.content_addressed {
         nix::fcntl::renameat2(
             &cx.staging,
-            tmp.as_str(),
+            s.tmp.as_str(),
             &real_dir,
             name,
             nix::fcntl::RenameFlags::RENAME_NOREPLACE,
         )
     } else {
-        nix::fcntl::renameat(&cx.staging, tmp.as_str(), &real_dir, name)
+        nix::fcntl::renameat(&cx.staging, s.tmp.as_str(), &real_dir, name)
     };
     match renamed {
         Ok(()) => {
@@ -681,17 +772,17 @@ fn merge_file(
         }
         // A concurrent merge put it there first: its bytes were verified too.
         Err(nix::errno::Errno::EEXIST) => {
-            unlink_tmp(cx);
+            discard(cx, s);
             drop_upper(cx);
             Ok(false)
         }
         Err(e) => {
-            unlink_tmp(cx);
+            discard(cx, s);
             let e = std::io::Error::from(e);
             if stop_on(&e) {
-                return Err(stop(e));
+                return Err(Stop(format!("{}: {e}", full.display())));
             }
-            cx.refused(rel, &e.to_string());
+            cx.refused(&rel, &e.to_string());
             Ok(false)
         }
     }
