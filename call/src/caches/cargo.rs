@@ -13,7 +13,7 @@
 //!   host's cargo).
 //! - `registry/index/DIR/config.json` when it is byte-equal to the registry's.
 //!
-//! DIR is `HOST-HASH`, the hash of the registry's source URL ([`dir_name`]); the registry
+//! DIR is `HOST-HASH`, the hash of the registry's source URL ([`dir_names`]); the registry
 //! of a DIR is the candidate URL whose name is exactly DIR (the call's own host grants,
 //! crates.io, the registries of the user's cargo config).
 
@@ -253,7 +253,7 @@ pub enum IndexCacheError {
     /// Empty, or shorter than its header.
     #[error("an index cache shorter than its header")]
     Short,
-    /// Another format version than [`CACHE_VERSION`] and [`INDEX_V_MAX`].
+    /// Another format version than 3 and schema version than 2 (those cargo writes now).
     #[error("an index cache of format {0}, schema {1}: not the one cargo writes now")]
     Version(u8, u32),
     /// Not `(version NUL line NUL)*` after the header, or not UTF-8 where text is.

@@ -10,7 +10,7 @@
 //!   with a conversation gets that conversation's layer of the cache
 //!   ([`conversation`]) as a lower dir above the real cache.
 //! - After the call, [`after_call`] merges into each cache, under a lock per cache, only
-//!   what the registry the call was granted confirms ([`merge`], [`RULES`]: cargo's
+//!   what the registry the call was granted confirms (`merge.rs`, [`RULES`]: cargo's
 //!   `.crate` files and index caches, npm's content and index lines), each file written to
 //!   a temp name in a staging dir, fsynced and renamed into place, every directory of the
 //!   real cache opened with `openat2` beneath the cache with no link followed. The rest of
