@@ -227,3 +227,63 @@ pub fn touch(state: &Path, id: &str) {
         stamp(&d);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::OwnedFd;
+
+    fn whiteout_at(p: &Path) {
+        nix::sys::stat::mknod(
+            p,
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("mknod of a whiteout at {}: {e}", p.display()));
+    }
+
+    /// What a call's upper dir holds replaces what the conversation's layer had: a file, a
+    /// whiteout of the real cache's entry (kept, so the entry stays hidden), a whiteout of
+    /// a name only the layer had (the layer's entry goes, the whiteout with it), an opaque
+    /// directory (the layer's directory replaced whole), a directory both have (merged).
+    #[test]
+    fn an_upper_dir_moves_into_the_layer_as_the_next_call_must_see_it() {
+        // Not /tmp: a tmpfs may keep no user xattrs.
+        let d = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (upper, conv, real) = (d.path().join("u"), d.path().join("c"), d.path().join("r"));
+        for p in [&upper, &conv, &real] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        std::fs::write(real.join("hidden"), "r").unwrap();
+        std::fs::create_dir_all(conv.join("only-conv")).unwrap();
+        std::fs::write(conv.join("only-conv/f"), "c").unwrap();
+        std::fs::create_dir_all(conv.join("opaque/old")).unwrap();
+        std::fs::create_dir_all(conv.join("both")).unwrap();
+        std::fs::write(conv.join("both/kept"), "c").unwrap();
+        std::fs::write(conv.join("file"), "old").unwrap();
+        whiteout_at(&upper.join("hidden"));
+        whiteout_at(&upper.join("only-conv"));
+        std::fs::create_dir_all(upper.join("opaque/new")).unwrap();
+        crate::sys::lsetxattr(&upper.join("opaque"), crate::caches::OPAQUE_XATTR, b"y").unwrap();
+        std::fs::create_dir_all(upper.join("both")).unwrap();
+        std::fs::write(upper.join("both/added"), "u").unwrap();
+        std::fs::write(upper.join("file"), "new").unwrap();
+        let root: OwnedFd = std::fs::File::open(&real).unwrap().into();
+        move_in(&upper, &conv, Path::new(""), &root).unwrap();
+        let md = std::fs::symlink_metadata(conv.join("hidden")).unwrap();
+        assert!(whiteout(&md), "the real entry stays hidden");
+        assert!(std::fs::symlink_metadata(conv.join("only-conv")).is_err());
+        assert!(conv.join("opaque/new").is_dir() && !conv.join("opaque/old").exists());
+        assert!(opaque(&conv.join("opaque")));
+        assert_eq!(
+            std::fs::read_to_string(conv.join("both/kept")).unwrap(),
+            "c"
+        );
+        assert_eq!(
+            std::fs::read_to_string(conv.join("both/added")).unwrap(),
+            "u"
+        );
+        assert_eq!(std::fs::read_to_string(conv.join("file")).unwrap(), "new");
+    }
+}
