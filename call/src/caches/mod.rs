@@ -1096,7 +1096,10 @@ pub fn install_record(n: usize, i: &Install, conversation: bool, line: &str) -> 
         id: format!("install-{}", n + 1),
         source: ExitSource::Denial,
         kind: ExitKind::Write,
-        summary: format!("write {} ({what} by the call; {kept})", i.path),
+        summary: format!(
+            "write {} ({what} by the call; {kept}; approving this write installs it for real)",
+            i.path
+        ),
         action: Action {
             line: line.to_string(),
             ..Default::default()
