@@ -54,6 +54,7 @@ fn a_failed_mount_names_the_operation_and_the_path() {
             path: cache.display().to_string(),
             upper: upper.display().to_string(),
             work: work.display().to_string(),
+            conversation: None,
         }];
         let ran = common::run_plan(&plan, None);
         let msg = ran.outcome.setup_error.clone().unwrap_or_default();

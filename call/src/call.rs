@@ -353,7 +353,7 @@ impl Call {
     /// the git code it left quarantined, the environment it did not get.
     pub fn fold(&self, mut o: Outcome, end: &LauncherEnd) -> Finish {
         fallback(&mut o, end);
-        let caches = CallCaches::of(&self.plan, &self.env);
+        let caches = CallCaches::of(&self.plan, &self.config, &self.env);
         let mut fin = crate::launch::finished(
             &o,
             &self.line,

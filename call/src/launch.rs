@@ -303,7 +303,7 @@ pub fn prepare_with_repos(
     let mut plan = build_plan(&req).map_err(|e| format!("plan: {e}"));
     if let Ok(pl) = &mut plan {
         pl.git_safe_keys = Some(config.git_safe_keys());
-        if let Err(e) = crate::caches::attach(pl, config, env) {
+        if let Err(e) = crate::caches::attach(pl, config, env, p.conversation.as_deref()) {
             return Ok(Err(e.to_string()));
         }
     }

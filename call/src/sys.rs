@@ -229,6 +229,30 @@ pub fn lgetxattr(path: &std::path::Path, name: &str) -> std::io::Result<Option<V
     Ok(Some(buf))
 }
 
+/// Sets the extended attribute `name` of the file at `path` (links not followed): the
+/// tests make overlayfs's marks with it.
+#[cfg(test)]
+pub fn lsetxattr(path: &std::path::Path, name: &str, value: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    let n = std::ffi::CString::new(name)?;
+    // SAFETY: `p` and `n` are NUL-terminated strings alive for the call; `value` is a
+    // slice whose length is passed.
+    let r = unsafe {
+        libc::lsetxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Most fds one D-Bus message (and one `SCM_RIGHTS` message) carries: the kernel's
 /// `SCM_MAX_FD`.
 pub const MAX_FDS: usize = 253;

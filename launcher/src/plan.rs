@@ -46,13 +46,25 @@ trait PartCheck {
     }
 }
 
+/// A cache layer's dirs, with what each is: the cache, its upper and work dirs, and its
+/// conversation's layer when it has one.
+fn layer_dirs(c: &CacheLayer) -> impl Iterator<Item = (&'static str, &String)> {
+    [
+        ("cache", &c.path),
+        ("cache upper", &c.upper),
+        ("cache work", &c.work),
+    ]
+    .into_iter()
+    .chain(
+        c.conversation
+            .iter()
+            .map(|p| ("cache conversation layer", p)),
+    )
+}
+
 impl PartCheck for CacheLayer {
     fn validate(&self) -> Result<(), PlanError> {
-        for (what, p) in [
-            ("cache", &self.path),
-            ("cache upper", &self.upper),
-            ("cache work", &self.work),
-        ] {
+        for (what, p) in layer_dirs(self) {
             check_path(what, p)?;
             if p.contains([',', ':', '\\']) || p.trim_end_matches('/').is_empty() {
                 return Err(invalid(format!(
@@ -64,11 +76,7 @@ impl PartCheck for CacheLayer {
     }
 
     fn check_host(&self) -> Result<(), PlanError> {
-        for (what, p) in [
-            ("cache", &self.path),
-            ("cache upper", &self.upper),
-            ("cache work", &self.work),
-        ] {
+        for (what, p) in layer_dirs(self) {
             match std::fs::symlink_metadata(p) {
                 Ok(m) if m.is_dir() => {}
                 Ok(_) => return Err(invalid(format!("{what} {p} is not a directory"))),

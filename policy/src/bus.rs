@@ -116,6 +116,7 @@ mod tests {
             value: v.into(),
             reason: format!("why {v}"),
             source: Source::Default,
+            merge: None,
         }
     }
 

@@ -93,6 +93,51 @@ pub struct Entry {
     pub reason: String,
     /// Where it was set: the built-in defaults or a line of the user's file.
     pub source: Source,
+    /// `sandbox.caches` only: what of the cache's layer reaches the real cache after a
+    /// call (`None` elsewhere; a cache entry without `merge` is [`CacheMerge::Never`]).
+    pub merge: Option<CacheMerge>,
+}
+
+/// How a cache's layer is merged back into the real cache after a call (`merge` of a
+/// `sandbox.caches` entry). Only content an independent source verifies is ever merged;
+/// the rest stays in the call's layer, or in its conversation's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheMerge {
+    /// cargo's registry: `.crate` files, sparse index caches and `config.json`, each checked
+    /// against what the registry serves.
+    Cargo,
+    /// npm's cacache: content (its hash is its path) and index lines checked against the
+    /// registry's packuments.
+    Npm,
+    /// Installed programs (pipx, gems, conda, ...): nothing merged; each addition is an
+    /// exit record the user can approve as a write.
+    Installs,
+    /// Nothing merged.
+    #[default]
+    Never,
+}
+
+impl CacheMerge {
+    /// The config's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheMerge::Cargo => "cargo",
+            CacheMerge::Npm => "npm",
+            CacheMerge::Installs => "installs",
+            CacheMerge::Never => "never",
+        }
+    }
+
+    /// The kind a config word names.
+    pub fn parse(s: &str) -> Option<CacheMerge> {
+        Some(match s {
+            "cargo" => CacheMerge::Cargo,
+            "npm" => CacheMerge::Npm,
+            "installs" => CacheMerge::Installs,
+            "never" => CacheMerge::Never,
+            _ => return None,
+        })
+    }
 }
 
 impl Entry {
@@ -135,6 +180,8 @@ pub struct SandboxConfig {
     pub tmp_size: Setting<efr_sandbox_wire::size::Size>,
     /// The size of the call's `/dev/shm` (a tmpfs).
     pub shm_size: Setting<efr_sandbox_wire::size::Size>,
+    /// Days a conversation's cache layers are kept since the conversation's last call.
+    pub conversation_cache_days: Setting<u64>,
 }
 
 /// One `network.resolve` entry: a name the proxy resolves to a fixed address.
@@ -446,6 +493,7 @@ impl Config {
                 quiet_refusals: Vec::new(),
                 tmp_size: Setting::default_value(efr_sandbox_wire::size::Size::Percent(25)),
                 shm_size: Setting::default_value(efr_sandbox_wire::size::Size::Percent(10)),
+                conversation_cache_days: Setting::default_value(7),
             },
             network: NetworkConfig {
                 allow: Vec::new(),

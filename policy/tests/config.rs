@@ -253,7 +253,7 @@ fn unknown_keys_are_errors() {
     let msg = e.to_string();
     assert!(
         msg.contains(
-            "sandbox.maks: unknown key (known here: backend, tmp_size, shm_size, masks, masks_remove"
+            "sandbox.maks: unknown key (known here: backend, tmp_size, shm_size, conversation_cache_days, masks, masks_remove"
         ),
         "{msg}"
     );
@@ -589,4 +589,69 @@ fn a_user_file_adds_and_removes_safe_git_keys() {
     assert_eq!(e.key(), Some("git.safe_config_keys[0]"), "{e}");
     let (_d, path) = file_with("[git]\nsafe_keys = []\n");
     assert!(Config::load_file(&path).is_err());
+}
+
+/// Each cache says what of a call's layer reaches it: the registries' own formats are
+/// merged (checked against the registry), directories of installed programs are
+/// `installs`, everything else `never`; a user's entry without `merge` is `never`, and
+/// `merge` is a member of cache entries alone.
+#[test]
+fn caches_have_a_merge_kind_and_a_user_entry_without_one_is_never() {
+    use efr_policy::config::CacheMerge;
+    let c = Config::defaults();
+    let kind = |p: &str| {
+        c.sandbox
+            .caches
+            .iter()
+            .find(|e| e.value == p)
+            .and_then(|e| e.merge)
+            .unwrap_or_else(|| panic!("{p} is not a cache"))
+    };
+    assert_eq!(kind("~/.cargo/registry"), CacheMerge::Cargo);
+    assert_eq!(kind("~/.npm"), CacheMerge::Npm);
+    for p in [
+        "~/.local/share/pipx",
+        "~/.gem",
+        "~/.conda",
+        "~/.gradle/wrapper",
+    ] {
+        assert_eq!(kind(p), CacheMerge::Installs, "{p}");
+    }
+    for p in [
+        "~/.cache",
+        "~/.cargo/git",
+        "~/go/pkg/mod",
+        "~/.m2/repository",
+    ] {
+        assert_eq!(kind(p), CacheMerge::Never, "{p}");
+    }
+    assert_eq!(c.sandbox.conversation_cache_days.value, 7);
+    let (_d, path) = file_with(
+        "[sandbox]\ncaches = [\"~/.mine\", { path = \"~/.theirs\", merge = \"npm\" }]\n\
+         conversation_cache_days = 2\n",
+    );
+    let c = Config::load_file(&path).unwrap();
+    let find = |p: &str| {
+        c.sandbox
+            .caches
+            .iter()
+            .find(|e| e.value == p)
+            .unwrap()
+            .merge
+    };
+    assert_eq!(find("~/.mine"), Some(CacheMerge::Never));
+    assert_eq!(find("~/.theirs"), Some(CacheMerge::Npm));
+    assert_eq!(c.sandbox.conversation_cache_days.value, 2);
+    assert!(c.render_text().contains("merge npm"), "{}", c.render_text());
+    let e = invalid("[sandbox]\ncaches = [{ path = \"~/.x\", merge = \"all\" }]\n");
+    assert_eq!(e.key(), Some("sandbox.caches[0].merge"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("expected cargo, npm, installs or never"),
+        "{e}"
+    );
+    let e = invalid("[sandbox]\nmasks = [{ path = \"~/.x\", merge = \"npm\" }]\n");
+    assert_eq!(e.key(), Some("sandbox.masks[0].merge"), "{e}");
+    let e = invalid("[sandbox]\nconversation_cache_days = 0\n");
+    assert_eq!(e.key(), Some("sandbox.conversation_cache_days"), "{e}");
 }

@@ -1,10 +1,12 @@
-//! Real caches through the sandbox (issue 12, item 1): the real binary running real calls
-//! on each backend, whose writes in a cache go to a per-call overlay layer and are merged
-//! into the real cache after the call; deletes held until `efr-sandbox cache apply`.
+//! Real caches through the sandbox: the real binary running real calls on each backend,
+//! whose writes in a cache go to a per-call overlay layer. After the call only what is
+//! verified reaches the real cache (here npm's content, addressed by its hash; the
+//! registries' checks are in `cache_registries.rs`); the rest stays with the call's
+//! conversation or goes with the call; deletes are held until `efr-sandbox cache apply`.
 
 mod common;
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -32,16 +34,25 @@ fn state(d: &Path) -> PathBuf {
 /// `efr-sandbox run --backend B --project ~/proj --json FILE -- LINE`; the output and the
 /// finish.
 fn run(d: &Path, b: &str, line: &str) -> (Output, Finish) {
+    run_in(d, b, None, line)
+}
+
+/// [`run`] in the conversation `conv` (its runtime dir `d/run`).
+fn run_in(d: &Path, b: &str, conv: Option<&str>, line: &str) -> (Output, Finish) {
     let fin = d.join(format!("finish-{}.json", rand()));
-    let o = command(d)
-        .current_dir(home(d).join("proj"))
+    let mut c = command(d);
+    c.current_dir(home(d).join("proj"))
         .args(["run", "--backend", b, "--project"])
         .arg(home(d).join("proj"))
         .arg("--json")
-        .arg(&fin)
-        .args(["--", line])
-        .output()
-        .unwrap();
+        .arg(&fin);
+    if let Some(id) = conv {
+        let rt = d.join("run");
+        std::fs::create_dir_all(&rt).unwrap();
+        std::fs::set_permissions(&rt, std::fs::Permissions::from_mode(0o700)).unwrap();
+        c.env("XDG_RUNTIME_DIR", &rt).args(["--conversation", id]);
+    }
+    let o = c.args(["--", line]).output().unwrap();
     let f: Finish = serde_json::from_slice(&std::fs::read(&fin).unwrap_or_default())
         .unwrap_or_else(|e| panic!("{b}: no finish ({e}): {o:?}"));
     let _ = std::fs::remove_file(&fin);
@@ -53,6 +64,22 @@ fn rand() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(std::process::id() as u64);
     h.finish()
+}
+
+/// A shell function for a call's line: `put SEED SIZE` writes SIZE bytes (SEED, then
+/// zeros, cut at SIZE) as npm content addressed by its sha512 (the one kind of file the merge verifies
+/// without asking a registry), and prints its path below `~/.npm/_cacache`.
+const PUT: &str = "put() { { printf '%s' \"$1\"; head -c $2 /dev/zero; } | head -c $2 > /tmp/put.t; \
+    h=$(sha512sum /tmp/put.t | cut -c1-128); \
+    p=content-v2/sha512/$(echo $h | cut -c1-2)/$(echo $h | cut -c3-4); \
+    mkdir -p ~/.npm/_cacache/$p && mv /tmp/put.t ~/.npm/_cacache/$p/$(echo $h | cut -c5-); }; ";
+
+/// The path below `~/.npm/_cacache` of the content `put SEED SIZE` makes.
+fn put_path(seed: &str, size: usize) -> String {
+    let mut b = seed.as_bytes().to_vec();
+    b.resize(size, 0);
+    let h = sha512_hex(&b);
+    format!("content-v2/sha512/{}/{}/{}", &h[..2], &h[2..4], &h[4..])
 }
 
 /// Every path below `dir`, relative, sorted.
@@ -84,46 +111,85 @@ fn nothing_left(d: &Path, b: &str) {
     );
 }
 
+/// What a call leaves in a cache reaches the host only when verified: the rest (a new
+/// file, a changed one, a delete) is what the next call of the same conversation sees, and
+/// no other call sees it; `cache list` shows the conversation's layer, `cache clear`
+/// removes it.
 #[test]
-fn a_call_writes_into_a_cache_and_the_host_sees_the_files_after() {
+fn what_a_call_leaves_in_a_cache_stays_with_its_conversation() {
     let d = temp_env();
     let npm = home(d.path()).join(".npm");
-    std::fs::create_dir_all(npm.join("old")).unwrap();
-    std::fs::write(npm.join("old/kept"), "old\n").unwrap();
     for b in backends() {
-        let (o, f) = run(
+        std::fs::create_dir_all(npm.join("old")).unwrap();
+        std::fs::write(npm.join("old/kept"), "old\n").unwrap();
+        std::fs::write(npm.join(format!("gone-{b}")), "g").unwrap();
+        let (ca, cb) = (format!("a-{b}"), format!("b-{b}"));
+        let (o, f) = run_in(
             d.path(),
             b,
+            Some(&ca),
             &format!(
-                "mkdir -p ~/.npm/{b}/deep/er && echo one > ~/.npm/{b}/deep/er/f && \
+                "{PUT}mkdir -p ~/.npm/{b}/deep && echo one > ~/.npm/{b}/deep/f && \
                  printf '#!/bin/sh\\n' > ~/.npm/{b}/x && chmod 755 ~/.npm/{b}/x && \
-                 echo more >> ~/.npm/old/kept && cat ~/.npm/old/kept"
+                 echo more >> ~/.npm/old/kept && rm ~/.npm/gone-{b} && put verified-{b} 300"
             ),
         );
         assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
-        // The call saw its own writes (and the real content below them).
-        assert!(
-            String::from_utf8_lossy(&o.stdout).starts_with("old\n"),
-            "{b}: {o:?}"
-        );
+        // The host: the verified content only; the deleted file still there (held).
+        assert!(!npm.join(b).exists(), "{b}: {:?}", tree(&npm));
         assert_eq!(
-            std::fs::read_to_string(npm.join(format!("{b}/deep/er/f"))).unwrap(),
-            "one\n",
-            "{b}"
+            std::fs::read_to_string(npm.join("old/kept")).unwrap(),
+            "old\n"
         );
-        let x = std::fs::metadata(npm.join(format!("{b}/x"))).unwrap();
-        assert_eq!(x.mode() & 0o777, 0o755, "{b}");
-        // A changed file of a plain cache is replaced as a whole.
-        assert!(
-            std::fs::read_to_string(npm.join("old/kept"))
-                .unwrap()
-                .ends_with("more\n"),
-            "{b}"
+        assert!(npm.join(format!("gone-{b}")).exists(), "{b}");
+        let content = npm
+            .join("_cacache")
+            .join(put_path(&format!("verified-{b}"), 300));
+        assert_eq!(std::fs::metadata(&content).unwrap().len(), 300, "{b}");
+        assert_eq!(
+            f.sandbox_summary.cache_deletes,
+            [npm.join(format!("gone-{b}")).to_string_lossy().into_owned()],
+            "{b}: {f:?}"
         );
         assert!(f.sandbox_summary.cache_refused.is_empty(), "{b}: {f:?}");
-        assert!(f.sandbox_summary.cache_deletes.is_empty(), "{b}: {f:?}");
+        let probe = format!(
+            "cat ~/.npm/{b}/deep/f ~/.npm/old/kept; test -x ~/.npm/{b}/x && echo exec; \
+             test -e ~/.npm/gone-{b} && echo present; true"
+        );
+        // The same conversation sees what its call left, the delete included.
+        let (o, _) = run_in(d.path(), b, Some(&ca), &probe);
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "one\nold\nmore\nexec\n",
+            "{b}: {o:?}"
+        );
+        // Another conversation, and a call without one, see the real cache.
+        for conv in [Some(cb.as_str()), None] {
+            let (o, _) = run_in(d.path(), b, conv, &probe);
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout),
+                "old\npresent\n",
+                "{b} {conv:?}: {o:?}"
+            );
+        }
+        let cli = |args: &[&str]| command(d.path()).arg("cache").args(args).output().unwrap();
+        let list = String::from_utf8_lossy(&cli(&["list"]).stdout).into_owned();
+        assert!(
+            list.lines()
+                .any(|l| l.starts_with(&format!("conversation {ca} {}", npm.display()))),
+            "{b}: {list}"
+        );
+        let o = cli(&["clear", "--conversation", &ca]);
+        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        let (o, _) = run_in(d.path(), b, Some(&ca), &probe);
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "old\npresent\n",
+            "{b}: {o:?}"
+        );
+        let o = cli(&["clear", "--conversation", "never-was"]);
+        assert_eq!(o.status.code(), Some(2), "{b}: {o:?}");
         nothing_left(d.path(), b);
-        // The layer is gone from the host's view of the home too.
         assert!(
             !tree(&home(d.path())).iter().any(|p| p.contains("upper")),
             "{b}"
@@ -131,13 +197,44 @@ fn a_call_writes_into_a_cache_and_the_host_sees_the_files_after() {
     }
 }
 
+/// Two calls of one conversation in a row build on each other's layer: a file the first
+/// made and the second changed, a directory the second removed and made again.
 #[test]
-fn links_fifos_setuid_bits_and_masked_paths_are_refused_at_the_merge() {
+fn a_conversation_layer_takes_each_call_in_turn() {
+    let d = temp_env();
+    let cache = home(d.path()).join(".cache");
+    std::fs::create_dir_all(cache.join("real/sub")).unwrap();
+    std::fs::write(cache.join("real/sub/r"), "r").unwrap();
+    for b in backends() {
+        let c = format!("turns-{b}");
+        for line in [
+            "mkdir -p ~/.cache/t && echo 1 > ~/.cache/t/f",
+            "echo 2 >> ~/.cache/t/f && rm -rf ~/.cache/real && mkdir ~/.cache/real && echo n > ~/.cache/real/new",
+        ] {
+            let (o, _) = run_in(d.path(), b, Some(&c), line);
+            assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        }
+        let (o, _) = run_in(d.path(), b, Some(&c), "cat ~/.cache/t/f; ls ~/.cache/real");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "1\n2\nnew\n",
+            "{b}: {o:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(cache.join("real/sub/r")).unwrap(),
+            "r"
+        );
+        assert!(!cache.join("t").exists(), "{b}");
+    }
+}
+
+#[test]
+fn links_fifos_setuid_bits_and_masked_paths_never_reach_the_host() {
     let d = temp_env();
     let cache = home(d.path()).join(".cache");
     std::fs::create_dir_all(&cache).unwrap();
     for b in backends() {
-        let (o, f) = run(
+        let (o, _) = run(
             d.path(),
             b,
             &format!(
@@ -148,27 +245,19 @@ fn links_fifos_setuid_bits_and_masked_paths_are_refused_at_the_merge() {
             ),
         );
         assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
-        let refused = f.sandbox_summary.cache_refused.join("\n");
-        for (what, why) in [
-            (format!("link-{b}"), "a symbolic link"),
-            (format!("fifo-{b}"), "a fifo"),
-            (format!("suid-{b}"), "setuid or setgid"),
-            (format!("sgid-{b}"), "setuid or setgid"),
-            ("huggingface/token".to_string(), "a masked path"),
+        for what in [
+            format!("link-{b}"),
+            format!("fifo-{b}"),
+            format!("suid-{b}"),
+            format!("sgid-{b}"),
+            "huggingface/token".to_string(),
+            format!("plain-{b}"),
         ] {
             assert!(
                 std::fs::symlink_metadata(cache.join(&what)).is_err(),
-                "{b}: {what} was merged"
-            );
-            assert!(
-                refused.contains(&format!("{}: {why}", cache.join(&what).display())),
-                "{b}: {what}: {refused}"
+                "{b}: {what} reached the host"
             );
         }
-        assert_eq!(
-            std::fs::read_to_string(cache.join(format!("plain-{b}"))).unwrap(),
-            "fine\n"
-        );
         nothing_left(d.path(), b);
     }
 }
@@ -183,11 +272,15 @@ fn a_link_put_in_the_real_cache_during_the_call_is_never_followed() {
     let go = home(d.path()).join("proj/go");
     for b in backends() {
         let _ = std::fs::remove_file(&go);
-        let _ = std::fs::remove_file(npm.join("d"));
+        let _ = std::fs::remove_dir_all(npm.join("_cacache"));
         let dd = d.path().to_path_buf();
-        let line = "mkdir ~/.npm/d && echo x > ~/.npm/d/planted && touch ready && \
-                    while [ ! -e go ]; do sleep 0.02; done"
-            .to_string();
+        let seed = format!("linked-{b}");
+        let content = put_path(&seed, 100);
+        // The content's first directory level, which the host turns into a link.
+        let first = npm.join("_cacache").join(&content[..content.len() - 128]);
+        std::fs::create_dir_all(npm.join("_cacache/content-v2/sha512")).unwrap();
+        let line =
+            format!("{PUT}put {seed} 100 && touch ready && while [ ! -e go ]; do sleep 0.02; done");
         let t = std::thread::spawn(move || run(&dd, b, &line));
         let ready = home(d.path()).join("proj/ready");
         for _ in 0..500 {
@@ -197,8 +290,9 @@ fn a_link_put_in_the_real_cache_during_the_call_is_never_followed() {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         assert!(ready.exists(), "{b}: the call did not start");
-        // While the call runs, the real cache's `d` becomes a link out of it.
-        std::os::unix::fs::symlink(&outside, npm.join("d")).unwrap();
+        // While the call runs, a directory of the real cache becomes a link out of it.
+        let _ = std::fs::remove_dir_all(&first);
+        std::os::unix::fs::symlink(&outside, &first).unwrap();
         std::fs::write(&go, "").unwrap();
         let (o, f) = t.join().unwrap();
         std::fs::remove_file(&ready).unwrap();
@@ -211,11 +305,12 @@ fn a_link_put_in_the_real_cache_during_the_call_is_never_followed() {
         let refused = f.sandbox_summary.cache_refused.join("\n");
         assert!(
             refused.contains(&format!(
-                "{}: exists in the real cache and is not a directory",
-                npm.join("d").display()
+                "{}: cannot open it in the real cache (a link?)",
+                first.display()
             )),
             "{b}: {refused}"
         );
+        std::fs::remove_file(&first).unwrap();
     }
 }
 
@@ -240,16 +335,16 @@ fn deletes_are_held_and_applied_only_by_cache_apply() {
             ),
         );
         assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
-        // Nothing deleted in the real cache; what the call made is there.
+        // Nothing deleted in the real cache; what the call made is not there either.
         for p in [
             format!("dir-{b}/sub/f"),
             format!("file-{b}"),
             format!("stale-{b}"),
             format!("remade-{b}/gone"),
-            format!("remade-{b}/new"),
         ] {
             assert!(npm.join(&p).exists(), "{b}: {p}");
         }
+        assert!(!npm.join(format!("remade-{b}/new")).exists(), "{b}");
         let held: Vec<String> = [
             format!("dir-{b}"),
             format!("file-{b}"),
@@ -311,7 +406,7 @@ fn deletes_are_held_and_applied_only_by_cache_apply() {
         ] {
             assert!(!npm.join(&p).exists(), "{b}: {p}");
         }
-        assert!(npm.join(format!("remade-{b}/new")).exists(), "{b}");
+        assert!(!npm.join(format!("remade-{b}/new")).exists(), "{b}");
         // Applied once: a second apply is unknown.
         let o = cli(&["apply", &held[1]]);
         assert_eq!(o.status.code(), Some(2), "{b}: {o:?}");
@@ -331,7 +426,7 @@ fn b64(b: &[u8]) -> String {
 }
 
 #[test]
-fn npm_content_whose_hash_is_not_its_path_is_refused_and_its_index_entry_dropped() {
+fn npm_content_whose_hash_is_not_its_path_is_refused_and_unverified_index_lines_stay_out() {
     let d = temp_env();
     let cc = home(d.path()).join(".npm/_cacache");
     std::fs::create_dir_all(&cc).unwrap();
@@ -372,13 +467,15 @@ fn npm_content_whose_hash_is_not_its_path_is_refused_and_its_index_entry_dropped
             !cc.join(path(&claimed)).exists(),
             "{b}: poisoned content merged"
         );
-        let idx = std::fs::read_to_string(cc.join(&bucket)).unwrap();
-        assert!(idx.contains("\"key\":\"good\""), "{b}: {idx}");
-        assert!(!idx.contains("\"key\":\"bad\""), "{b}: {idx}");
+        // Index lines no registry confirmed (not even a key the merge reads): none.
+        assert!(
+            !cc.join(&bucket).exists(),
+            "{b}: an unverified bucket merged"
+        );
         let refused = f.sandbox_summary.cache_refused.join("\n");
         assert!(refused.contains("hash is not its path's"), "{b}: {refused}");
         assert!(
-            refused.contains("1 npm index entries dropped"),
+            refused.contains("2 files not merged, nothing confirmed them"),
             "{b}: {refused}"
         );
         // Existing content is never replaced.
@@ -398,71 +495,6 @@ fn npm_content_whose_hash_is_not_its_path_is_refused_and_its_index_entry_dropped
 }
 
 #[test]
-fn a_crate_is_checked_against_the_host_index_and_never_replaced() {
-    let d = temp_env();
-    let reg = home(d.path()).join(".cargo/registry");
-    let cache = reg.join("cache/index.example-1");
-    std::fs::create_dir_all(&cache).unwrap();
-    std::fs::write(cache.join("old-1.0.0.crate"), "real crate").unwrap();
-    // The host's index cache names the checksum of good 1.0.0.
-    let sum: String = sha2::Sha256::digest(b"good crate")
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect();
-    let idx = reg.join("index/index.example-1/.cache/go/od");
-    std::fs::create_dir_all(&idx).unwrap();
-    let mut bytes = vec![3u8, 2, 0, 0, 0];
-    bytes.extend_from_slice(b"etag\0");
-    for (v, c) in [("1.0.0", sum.as_str()), ("2.0.0", "00")] {
-        bytes.extend_from_slice(v.as_bytes());
-        bytes.push(0);
-        bytes.extend_from_slice(
-            format!("{{\"name\":\"good\",\"vers\":\"{v}\",\"deps\":[],\"cksum\":\"{c}\"}}")
-                .as_bytes(),
-        );
-        bytes.push(0);
-    }
-    std::fs::write(idx.join("good"), bytes).unwrap();
-    for b in backends() {
-        let (o, f) = run(
-            d.path(),
-            b,
-            "cd ~/.cargo/registry/cache/index.example-1 && printf poisoned > old-1.0.0.crate && \
-             printf 'good crate' > good-1.0.0.crate && printf evil > good-2.0.0.crate && \
-             mkdir -p ../../src/index.example-1/good-1.0.0 && \
-             echo 'fn main(){}' > ../../src/index.example-1/good-1.0.0/lib.rs",
-        );
-        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
-        assert_eq!(
-            std::fs::read(cache.join("old-1.0.0.crate")).unwrap(),
-            b"real crate"
-        );
-        assert_eq!(
-            std::fs::read(cache.join("good-1.0.0.crate")).unwrap(),
-            b"good crate"
-        );
-        assert!(
-            !cache.join("good-2.0.0.crate").exists(),
-            "{b}: poisoned crate merged"
-        );
-        assert!(
-            !reg.join("src/index.example-1/good-1.0.0").exists(),
-            "{b}: sources merged"
-        );
-        let refused = f.sandbox_summary.cache_refused.join("\n");
-        assert!(
-            refused.contains("old-1.0.0.crate: the real cache holds other bytes"),
-            "{b}: {refused}"
-        );
-        assert!(
-            refused.contains("good-2.0.0.crate: a crate whose sha256"),
-            "{b}: {refused}"
-        );
-        std::fs::remove_file(cache.join("good-1.0.0.crate")).unwrap();
-    }
-}
-
-#[test]
 fn concurrent_merges_of_one_cache_corrupt_nothing() {
     let d = temp_env();
     let npm = home(d.path()).join(".npm");
@@ -470,8 +502,8 @@ fn concurrent_merges_of_one_cache_corrupt_nothing() {
     for b in backends() {
         let line = |who: char| {
             format!(
-                "mkdir -p ~/.npm/{b} && cd ~/.npm/{b} && for i in $(seq 1 300); do \
-                 printf '%4096s' '' | tr ' ' {who} > f$i; done && echo {who} > only-{who}"
+                "{PUT}for i in $(seq 1 150); do put {b}{who}$i 4096; done && \
+                 put {b}only{who} 40"
             )
         };
         let (d1, d2) = (d.path().to_path_buf(), d.path().to_path_buf());
@@ -482,20 +514,18 @@ fn concurrent_merges_of_one_cache_corrupt_nothing() {
             assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
             assert!(f.sandbox_summary.cache_refused.is_empty(), "{b}: {f:?}");
         }
-        let dir = npm.join(b);
-        for i in 1..=300 {
-            let c = std::fs::read(dir.join(format!("f{i}"))).unwrap();
-            assert_eq!(c.len(), 4096, "{b}: f{i}");
+        let cc = npm.join("_cacache");
+        for who in ['A', 'B'] {
+            for i in 1..=150 {
+                let p = cc.join(put_path(&format!("{b}{who}{i}"), 4096));
+                let c = std::fs::read(&p).unwrap_or_else(|e| panic!("{b}: {who}{i}: {e}"));
+                assert_eq!(c.len(), 4096, "{b}: {who}{i}");
+            }
             assert!(
-                c.iter().all(|&x| x == c[0]) && (c[0] == b'A' || c[0] == b'B'),
-                "{b}: f{i}"
+                cc.join(put_path(&format!("{b}only{who}"), 40)).exists(),
+                "{b}"
             );
         }
-        assert!(
-            dir.join("only-A").exists() && dir.join("only-B").exists(),
-            "{b}"
-        );
-        assert_eq!(tree(&dir).len(), 302, "{b}: {:?}", tree(&dir));
         nothing_left(d.path(), b);
     }
 }
@@ -508,7 +538,7 @@ fn a_leftover_temp_and_the_layer_of_a_dead_service_are_cleaned_by_the_next_merge
     for b in backends() {
         // A merge that died: its temp file in the staging dir, and its call's layer (its
         // lock free) with a file the real cache never got.
-        let (o, _) = run(d.path(), b, "echo first > ~/.npm/first");
+        let (o, _) = run(d.path(), b, &format!("{PUT}put first-{b} 40"));
         assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
         let staging = std::fs::read_dir(state(d.path()).join("staging"))
             .unwrap()
@@ -518,30 +548,46 @@ fn a_leftover_temp_and_the_layer_of_a_dead_service_are_cleaned_by_the_next_merge
             .path();
         std::fs::write(staging.join(".efr-merge-deadbeef"), "half").unwrap();
         let call = state(d.path()).join("layers/0123456789abcdef");
-        std::fs::create_dir_all(call.join("0/upper/sub")).unwrap();
+        let orphan = put_path(&format!("orphan-{b}"), 20);
+        let up = call.join("0/upper/_cacache").join(&orphan);
+        std::fs::create_dir_all(up.parent().unwrap()).unwrap();
         std::fs::create_dir_all(call.join("0/work")).unwrap();
-        std::fs::write(call.join("0/upper/sub/orphan"), "not lost").unwrap();
+        let mut bytes = format!("orphan-{b}").into_bytes();
+        bytes.resize(20, 0);
+        std::fs::write(&up, &bytes).unwrap();
         std::fs::write(call.join("lock"), "").unwrap();
+        let real = npm.canonicalize().unwrap();
         let manifest = serde_json::json!({
             "layers": [{
-                "path": npm.canonicalize().unwrap(),
+                "path": real,
                 "upper": call.join("0/upper"),
                 "work": call.join("0/work"),
             }],
             "masks": [],
+            "verify": {
+                "kinds": [[[real, "npm"]]],
+                "granted": [],
+                "resolve": {},
+                "cargo_registries": [],
+                "conversation_days": 7,
+            },
         });
         std::fs::write(call.join("call.json"), manifest.to_string()).unwrap();
-        let (o, _) = run(d.path(), b, "echo second > ~/.npm/second");
+        let (o, _) = run(d.path(), b, &format!("{PUT}put second-{b} 40"));
         assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
         assert_eq!(
-            std::fs::read_to_string(npm.join("sub/orphan")).unwrap(),
-            "not lost"
+            std::fs::read(npm.join("_cacache").join(&orphan)).unwrap(),
+            bytes
         );
-        assert!(npm.join("second").exists(), "{b}");
+        assert!(
+            npm.join("_cacache")
+                .join(put_path(&format!("second-{b}"), 40))
+                .exists(),
+            "{b}"
+        );
         assert!(!staging.join(".efr-merge-deadbeef").exists(), "{b}");
         assert!(!tree(&npm).iter().any(|p| p.contains(".efr-merge")), "{b}");
         nothing_left(d.path(), b);
-        std::fs::remove_dir_all(npm.join("sub")).unwrap();
     }
 }
 
@@ -551,7 +597,8 @@ fn a_kill_during_the_merge_leaves_the_cache_valid_and_the_next_merge_finishes_it
     let npm = home(d.path()).join(".npm");
     std::fs::create_dir_all(&npm).unwrap();
     for b in backends() {
-        let dir = npm.join(b);
+        let dir = npm.join("_cacache");
+        let _ = std::fs::remove_dir_all(&dir);
         let fin = d.path().join("kill.json");
         let mut child = command(d.path())
             .current_dir(home(d.path()).join("proj"))
@@ -562,8 +609,7 @@ fn a_kill_during_the_merge_leaves_the_cache_valid_and_the_next_merge_finishes_it
             .args([
                 "--",
                 &format!(
-                    "mkdir -p ~/.npm/{b} && cd ~/.npm/{b} && for i in $(seq 1 800); do \
-                     printf '%8192s' '' > f$i; done && touch ~/proj/done-{b}"
+                    "{PUT}for i in $(seq 1 400); do put {b}$i 8192; done && touch ~/proj/done-{b}"
                 ),
             ])
             .spawn()
@@ -580,15 +626,21 @@ fn a_kill_during_the_merge_leaves_the_cache_valid_and_the_next_merge_finishes_it
         std::thread::sleep(std::time::Duration::from_millis(100));
         let _ = child.kill();
         let _ = child.wait();
+        let files = |dir: &Path| -> Vec<String> {
+            tree(dir)
+                .into_iter()
+                .filter(|p| dir.join(p).is_file())
+                .collect()
+        };
         eprintln!(
-            "{b}: {} of 800 files merged when the merge was killed",
-            tree(&dir).len()
+            "{b}: {} of 400 files merged when the merge was killed",
+            files(&dir).len()
         );
         // Whatever the merge had done: only complete files, no temp file in the cache.
-        for p in tree(&dir) {
+        for p in files(&npm) {
             assert!(!p.contains(".efr-merge"), "{b}: {p}");
             assert_eq!(
-                std::fs::metadata(dir.join(&p)).unwrap().len(),
+                std::fs::metadata(npm.join(&p)).unwrap().len(),
                 8192,
                 "{b}: {p}"
             );
@@ -596,7 +648,14 @@ fn a_kill_during_the_merge_leaves_the_cache_valid_and_the_next_merge_finishes_it
         // The next merge finishes it.
         let (o, _) = run(d.path(), b, "true");
         assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
-        assert_eq!(tree(&dir).len(), 800, "{b}");
+        for i in 1..=400 {
+            assert!(
+                npm.join("_cacache")
+                    .join(put_path(&format!("{b}{i}"), 8192))
+                    .exists(),
+                "{b}: {i}"
+            );
+        }
         nothing_left(d.path(), b);
         let _ = std::fs::remove_file(&fin);
     }
@@ -653,15 +712,15 @@ fn a_full_disk_keeps_the_layer_and_shows_nothing_half_written() {
              mount -t tmpfs -o size=300k tmpfs \"$HOME/.npm\"\n\
              cd \"$HOME/proj\"\n\
              \"$SBX\" run --backend {b} --project \"$HOME/proj\" --json \"$D/f1.json\" -- \
-               'for i in 1 2 3 4 5 6; do head -c 100000 /dev/zero > ~/.npm/f$i; done' >/dev/null 2>&1\n\
+               \"$LINE\" >/dev/null 2>&1\n\
              echo after1\n\
-             find \"$HOME/.npm\" -printf '%P %s\\n'\n\
+             find \"$HOME/.npm\" -type f -printf '%P %s\\n'\n\
              echo layers\n\
-             find \"$HOME/.local/state/efr-sandbox/layers\" -name 'f*' -path '*upper*' -printf '%f\\n'\n\
+             find \"$HOME/.local/state/efr-sandbox/layers\" -type f -path '*upper*content-v2*' -printf '%f\\n'\n\
              mount -o remount,size=2m tmpfs \"$HOME/.npm\"\n\
              \"$SBX\" run --backend {b} --project \"$HOME/proj\" -- true >/dev/null 2>&1\n\
              echo after2\n\
-             find \"$HOME/.npm\" -printf '%P %s\\n'\n\
+             find \"$HOME/.npm\" -type f -printf '%P %s\\n'\n\
              echo layers2\n\
              find \"$HOME/.local/state/efr-sandbox/layers\" -mindepth 1 -printf '%P\\n'\n"
         );
@@ -671,6 +730,10 @@ fn a_full_disk_keeps_the_layer_and_shows_nothing_half_written() {
             .env_remove("XDG_RUNTIME_DIR")
             .env("SBX", common::BIN)
             .env("D", d.path())
+            .env(
+                "LINE",
+                format!("{PUT}for i in 1 2 3 4 5 6; do put $i 100000; done"),
+            )
             .args(["-Urm", "--propagation", "private", "sh", "-c", &script])
             .output()
             .unwrap();
@@ -688,7 +751,7 @@ fn a_full_disk_keeps_the_layer_and_shows_nothing_half_written() {
                 .collect()
         };
         // The merge stopped on the full disk: only whole files, no temp file, the layer
-        // kept with everything.
+        // kept with everything it did not merge.
         let after1 = part("after1", "layers");
         assert!(!after1.is_empty() && after1.len() < 6, "{b}: {out}");
         for l in &after1 {
@@ -697,7 +760,11 @@ fn a_full_disk_keeps_the_layer_and_shows_nothing_half_written() {
                 "{b}: half-written {l}: {out}"
             );
         }
-        assert_eq!(part("layers", "after2").len(), 6, "{b}: {out}");
+        assert_eq!(
+            part("layers", "after2").len() + after1.len(),
+            6,
+            "{b}: {out}"
+        );
         let f: Finish =
             serde_json::from_slice(&std::fs::read(d.path().join("f1.json")).unwrap()).unwrap();
         let refused = f.sandbox_summary.cache_refused.join("\n");
@@ -721,7 +788,7 @@ fn a_full_disk_keeps_the_layer_and_shows_nothing_half_written() {
 }
 
 #[test]
-fn git_configs_and_hooks_in_a_cache_are_refused() {
+fn git_configs_hooks_and_checkouts_in_a_cache_never_reach_the_host() {
     let d = temp_env();
     let git = home(d.path()).join(".cargo/git");
     std::fs::create_dir_all(git.join("db/dep-1234/hooks")).unwrap();
@@ -732,39 +799,22 @@ fn git_configs_and_hooks_in_a_cache_are_refused() {
             b,
             "cd ~/.cargo/git && \
              printf '[core]\\n\\tsshCommand = touch /tmp/pwned\\n' >> db/dep-1234/config && \
-             echo evil > db/dep-1234/hooks/pre-fetch && \
+             echo evil > db/dep-1234/hooks/pre-fetch && echo /tmp/x > db/dep-1234/commondir && \
              mkdir -p checkouts/dep-1234/abc/.git/hooks && \
              echo evil > checkouts/dep-1234/abc/.git/hooks/post-checkout && \
              echo '[core]' > checkouts/dep-1234/abc/.git/config && \
              echo fine > checkouts/dep-1234/abc/lib.rs",
         );
         assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        assert!(f.sandbox_summary.cache_refused.is_empty(), "{b}: {f:?}");
         assert_eq!(
             std::fs::read_to_string(git.join("db/dep-1234/config")).unwrap(),
             "[core]\n\tbare = true\n",
             "{b}"
         );
         assert!(!git.join("db/dep-1234/hooks/pre-fetch").exists(), "{b}");
-        let co = git.join("checkouts/dep-1234/abc");
-        assert!(!co.join(".git/hooks").exists(), "{b}");
-        assert!(!co.join(".git/config").exists(), "{b}");
-        assert_eq!(
-            std::fs::read_to_string(co.join("lib.rs")).unwrap(),
-            "fine\n"
-        );
-        let refused = f.sandbox_summary.cache_refused.join("\n");
-        for p in [
-            "db/dep-1234/config",
-            "db/dep-1234/hooks",
-            "checkouts/dep-1234/abc/.git/hooks",
-            "checkouts/dep-1234/abc/.git/config",
-        ] {
-            assert!(
-                refused.contains(&format!("{}: not merged", git.join(p).display())),
-                "{b}: {p}: {refused}"
-            );
-        }
-        std::fs::remove_dir_all(git.join("checkouts")).unwrap();
+        assert!(!git.join("db/dep-1234/commondir").exists(), "{b}");
+        assert!(!git.join("checkouts").exists(), "{b}");
     }
 }
 
@@ -851,7 +901,7 @@ fn plan_then_finish_merges_the_layer_and_a_cache_under_tmp_gets_none() {
         1,
         "sandbox.plan",
         serde_json::json!({
-            "line": "echo planned > ~/.npm/planned",
+            "line": format!("{PUT}put planned 50 && echo unverified > ~/.npm/unverified"),
             "projects": [srv.home.join("proj")],
             "status_fd": 3,
         }),
@@ -886,7 +936,8 @@ fn plan_then_finish_merges_the_layer_and_a_cache_under_tmp_gets_none() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     // Not merged before the finish.
-    assert!(!npm.join("planned").exists());
+    let planned = npm.join("_cacache").join(put_path("planned", 50));
+    assert!(!planned.exists());
     let lines = std::fs::read_to_string(&status).unwrap();
     let r = c.call(
         2,
@@ -894,10 +945,8 @@ fn plan_then_finish_merges_the_layer_and_a_cache_under_tmp_gets_none() {
         serde_json::json!({"token": end["token"], "status": lines}),
     );
     assert_eq!(r["end"]["exit_status"], 0, "{r}");
-    assert_eq!(
-        std::fs::read_to_string(npm.join("planned")).unwrap(),
-        "planned\n"
-    );
+    assert_eq!(std::fs::metadata(&planned).unwrap().len(), 50);
+    assert!(!npm.join("unverified").exists());
     // The service removes merged layers after the finish went out (a thread of its own).
     let layers = state(srv.dir.path()).join("layers");
     let t = std::time::Instant::now();
@@ -905,4 +954,70 @@ fn plan_then_finish_merges_the_layer_and_a_cache_under_tmp_gets_none() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(tree(&layers).is_empty(), "{:?}", tree(&layers));
+}
+
+/// A background job of a conversation has the conversation's layer under its own like any
+/// call: it sees what the conversation's calls left in a cache; what it leaves there is
+/// its own while it runs (the host and the conversation's other calls do not see it), and
+/// after its end is the conversation's, never the host's.
+#[test]
+fn a_job_of_a_conversation_layers_its_cache_like_any_call() {
+    let d = temp_env();
+    let npm = home(d.path()).join(".npm");
+    std::fs::create_dir_all(&npm).unwrap();
+    let srv = common::Server::start_in(d, &[]);
+    let proj = srv.home.join("proj");
+    let mut c = srv.client();
+    let launch = |c: &mut common::Client, id: u64, line: &str, background: bool| {
+        let mut p = serde_json::json!({"line": line, "projects": [proj], "conversation": "jc"});
+        if background {
+            p["background"] = serde_json::json!({"max_minutes": 1});
+        }
+        c.request(id, "sandbox.launch", p);
+        let (items, end) = common::collect(c, id);
+        let out: String = items
+            .iter()
+            .filter(|i| i["kind"] == "output")
+            .map(|i| i["data"].as_str().unwrap_or("").to_string())
+            .collect();
+        (out, end)
+    };
+    let (_, end) = launch(&mut c, 1, "echo from-call > ~/.npm/left", false);
+    assert!(end.get("end").is_some(), "{end}");
+    let marker = srv.home.join("proj/job-wrote");
+    let (_, end) = launch(
+        &mut c,
+        2,
+        "cat ~/.npm/left > ~/proj/job-saw && echo from-job > ~/.npm/job && touch ~/proj/job-wrote && \
+         while [ ! -e ~/proj/job-go ]; do sleep 0.05; done",
+        true,
+    );
+    assert!(end.get("end").is_some(), "{end}");
+    let t = std::time::Instant::now();
+    while !marker.exists() && t.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(marker.exists(), "the job did not run");
+    assert_eq!(
+        std::fs::read_to_string(srv.home.join("proj/job-saw")).unwrap(),
+        "from-call\n"
+    );
+    // While it runs: its write is its own.
+    assert!(!npm.join("job").exists());
+    let (out, _) = launch(&mut c, 3, "cat ~/.npm/job 2>/dev/null; echo .", false);
+    assert_eq!(out, ".\n");
+    std::fs::write(srv.home.join("proj/job-go"), "").unwrap();
+    // After its end: the conversation's, not the host's.
+    let t = std::time::Instant::now();
+    let mut seen = String::new();
+    while t.elapsed() < std::time::Duration::from_secs(20) {
+        let (out, _) = launch(&mut c, 4, "cat ~/.npm/job 2>/dev/null; echo .", false);
+        seen = out;
+        if seen == "from-job\n.\n" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(seen, "from-job\n.\n");
+    assert!(!npm.join("job").exists() && !npm.join("left").exists());
 }

@@ -302,3 +302,80 @@ fn pip_installs_contained_from_a_simple_index_with_the_proposed_grant() {
         );
     }
 }
+
+/// The cargos of this machine: the toolchain's, and Debian's (1.65, which names its dirs
+/// with the older hasher) when it is another one.
+fn cargos() -> Vec<registry::Cargo> {
+    let mut out: Vec<registry::Cargo> = registry::cargo().into_iter().collect();
+    let sys = Path::new("/usr/bin/cargo");
+    if sys.exists() && !out.iter().any(|(c, _, _)| Path::new(c) == sys) {
+        let v = Command::new(sys).arg("--version").output().ok();
+        let minor: u32 = v
+            .and_then(|v| {
+                String::from_utf8_lossy(&v.stdout)
+                    .split_whitespace()
+                    .nth(1)?
+                    .split('.')
+                    .nth(1)?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0);
+        let mut env = vec![("RUSTC".to_string(), "/usr/bin/rustc".to_string())];
+        let mut args = Vec::new();
+        if minor < 68 {
+            env.push(("RUSTC_BOOTSTRAP".into(), "1".into()));
+            args.push("-Zsparse-registry".into());
+        }
+        out.push((sys.to_string_lossy().into_owned(), args, env));
+    }
+    out
+}
+
+/// The oracle of the merge's registry dir names: the real cargo(s) fetch from a local
+/// sparse registry, at the root and below a path (cargo >= 1.85 hashes that one without
+/// its final `/`), and
+/// the dirs they make are among the names the merge computes for that URL.
+#[test]
+fn the_merge_names_a_registrys_dirs_as_every_cargo_does() {
+    let all = cargos();
+    assert!(!all.is_empty(), "no cargo");
+    for (cargo, zargs, cenv) in all {
+        let d = tempfile::tempdir_in("/var/tmp").unwrap();
+        let root = d.path().join("registry");
+        let server = registry::Server::start(&root);
+        let base = format!("http://127.0.0.1:{}", server.port);
+        registry::cargo_registry(&root, &base, &d.path().join("work"));
+        registry::cargo_registry(&root.join("sub/idx"), &base, &d.path().join("work2"));
+        for url in [format!("sparse+{base}/"), format!("sparse+{base}/sub/idx/")] {
+            let home = d.path().join(format!("cargo-home-{}", url.len()));
+            let proj = d.path().join("app");
+            registry::cargo_project(&proj);
+            let o = Command::new(&cargo)
+                .args(&zargs)
+                .arg("fetch")
+                .arg("--config")
+                .arg(format!("registries.test.index=\"{url}\""))
+                .envs(cenv.iter().cloned())
+                .env("CARGO_HOME", &home)
+                .current_dir(&proj)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{cargo} {url}: {o:?}");
+            let dirs: Vec<String> = std::fs::read_dir(home.join("registry/cache"))
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(dirs.len(), 1, "{cargo} {url}: {dirs:?}");
+            let names = efr_call::caches::cargo::dir_names(&url);
+            assert!(
+                names.contains(&dirs[0]),
+                "{cargo} {url}: cargo made {} and the merge computes {names:?}",
+                dirs[0]
+            );
+            let _ = std::fs::remove_dir_all(proj.join("Cargo.lock"));
+            let _ = std::fs::remove_file(proj.join("Cargo.lock"));
+        }
+    }
+}

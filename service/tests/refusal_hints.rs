@@ -92,7 +92,7 @@ fn refused_writes_name_their_grant_and_the_retry_writes() {
         let why = r["judgement"]["reasons"][0].as_str().unwrap();
         assert!(
             why.contains(&format!(
-                "in the cache {} (cargo's download cache)",
+                "in the cache {} (cargo's downloads:",
                 npm.display()
             )) && why.contains(&format!("the grant write={}", npm.display())),
             "{backend}: {why}"

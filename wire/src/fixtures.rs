@@ -1392,6 +1392,7 @@ pub fn example_plan() -> crate::plan::Plan {
             path: "/home/ada/.npm".into(),
             upper: "/run/user/1000/efr/calls/c1/npm/upper".into(),
             work: "/run/user/1000/efr/calls/c1/npm/work".into(),
+            conversation: None,
         }],
         cache_files: vec![CacheFile {
             path: "/home/ada/.cargo/.package-cache".into(),

@@ -176,6 +176,12 @@ pub struct CacheLayer {
     pub upper: String,
     /// Overlayfs's work dir, on the same file system as `upper`.
     pub work: String,
+    /// The call's conversation's own layer of this cache (absolute, in the service's
+    /// private state dir, on the file system of `upper`): the overlay's upper lower dir,
+    /// above the real cache, so that a call sees what the earlier calls of its
+    /// conversation left there. Absent for a call without a conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
 }
 
 /// A file a cache's tool writes beside the cache (`~/.cargo/.package-cache`), shown as the

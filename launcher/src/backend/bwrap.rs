@@ -246,11 +246,21 @@ pub fn spawn(
             sys::ignore_signals(&[sig]);
         }
         sys::ignore_signals(&crate::run::forwarded_signals());
-        let layers: Vec<(&str, &str, &str)> = view
+        let layers: Vec<Layer<'_>> = view
             .ops
             .iter()
             .filter_map(|op| match op {
-                Op::Overlay { path, upper, work } => Some((&path[..], &upper[..], &work[..])),
+                Op::Overlay {
+                    path,
+                    upper,
+                    work,
+                    conversation,
+                } => Some(Layer {
+                    path,
+                    upper,
+                    work,
+                    conversation: conversation.as_deref(),
+                }),
                 _ => None,
             })
             .collect();
@@ -290,6 +300,16 @@ pub fn spawn(
     Ok(pid)
 }
 
+/// One cache layer [`pre_namespaces`] mounts: the cache, the call's upper and work dirs,
+/// the conversation's layer.
+#[derive(Debug)]
+struct Layer<'a> {
+    path: &'a str,
+    upper: &'a str,
+    work: &'a str,
+    conversation: Option<&'a str>,
+}
+
 /// The namespaces a bwrap call needs made before bwrap runs.
 ///
 /// The network namespace of a call that has one of its own (`net`; always made here, not
@@ -297,14 +317,14 @@ pub fn spawn(
 /// may listen on a low port, and inside bwrap the call holds no capability over a
 /// namespace bwrap makes (bwrap
 /// nests a second user namespace for `--dev` and `--disable-userns`). The caches' layers
-/// (`layers`: cache, upper, work): bubblewrap 0.8 (Debian 12) has no `--overlay`, and
+/// (`layers`: cache, upper, work, conversation layer): bubblewrap 0.8 (Debian 12) has no `--overlay`, and
 /// inside bwrap nothing may mount. So this process (the future bwrap) enters a user
 /// namespace A where it is root, a new network namespace (`net`) and a new mount namespace
 /// (`layers`) owned by A, brings loopback up and opens the privileged ports to every user
 /// of that namespace (`ip_unprivileged_port_start = 0`: only the call lives there), mounts
 /// each layer on its cache, then enters a user namespace B mapping its own ids back, so
 /// bwrap runs as the same user as without them; its root bind holds the layers.
-fn pre_namespaces(net: bool, layers: &[(&str, &str, &str)]) -> Result<(), SetupError> {
+fn pre_namespaces(net: bool, layers: &[Layer<'_>]) -> Result<(), SetupError> {
     let (uid, gid) = sys::ids();
     let mut flags = libc::CLONE_NEWUSER;
     if net {
@@ -329,18 +349,23 @@ fn pre_namespaces(net: bool, layers: &[(&str, &str, &str)]) -> Result<(), SetupE
     if !layers.is_empty() {
         sys::mount(None, "/", None, libc::MS_REC | libc::MS_PRIVATE, None)
             .map_err(SetupError::remount("make private", "/"))?;
-        for (path, upper, work) in layers {
+        for l in layers {
             sys::mount(
                 Some("overlay"),
-                path,
+                l.path,
                 Some("overlay"),
                 libc::MS_NOSUID | libc::MS_NODEV,
-                Some(&crate::view::overlay_options(path, upper, work)),
+                Some(&crate::view::overlay_options(
+                    l.path,
+                    l.conversation,
+                    l.upper,
+                    l.work,
+                )),
             )
             .map_err(|source| SetupError::Overlay {
-                path: path.to_string(),
-                upper: upper.to_string(),
-                work: work.to_string(),
+                path: l.path.to_string(),
+                upper: l.upper.to_string(),
+                work: l.work.to_string(),
                 source,
             })?;
         }

@@ -263,10 +263,17 @@ pub(super) fn finish_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupErr
         match op {
             Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)?,
             Op::Dev { .. } => {}
-            Op::Overlay { path, upper, work } => {
+            Op::Overlay {
+                path,
+                upper,
+                work,
+                conversation,
+            } => {
                 let dst = format!("{N}{path}");
+                let conv = conversation.as_ref().map(|c| format!("{O}{c}"));
                 let opts = crate::view::overlay_options(
                     &format!("{O}{path}"),
+                    conv.as_deref(),
                     &format!("{O}{upper}"),
                     &format!("{O}{work}"),
                 );

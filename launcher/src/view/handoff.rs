@@ -41,7 +41,16 @@ pub fn encode(rest: &Rest) -> Vec<u8> {
             Op::MaskFile { path } => put(&mut out, b'F', &[path]),
             Op::MaskWith { path, content } => put(&mut out, b'W', &[path, content]),
             Op::SealDir { path } => put(&mut out, b'S', &[path]),
-            Op::Overlay { path, upper, work } => put(&mut out, b'O', &[path, upper, work]),
+            Op::Overlay {
+                path,
+                upper,
+                work,
+                conversation,
+            } => put(
+                &mut out,
+                b'O',
+                &[path, upper, work, conversation.as_deref().unwrap_or("")],
+            ),
         }
     }
     if let Some(l) = &rest.landlock {
@@ -131,7 +140,13 @@ pub fn decode(b: &[u8]) -> Result<Rest, HandoffError> {
             }
             b'O' => {
                 let (path, upper, work) = (field(&mut at)?, field(&mut at)?, field(&mut at)?);
-                rest.ops.push(Op::Overlay { path, upper, work });
+                let conversation = Some(field(&mut at)?).filter(|c| !c.is_empty());
+                rest.ops.push(Op::Overlay {
+                    path,
+                    upper,
+                    work,
+                    conversation,
+                });
             }
             b'L' => rest.landlock = Some(LandlockSpec::default()),
             b'r' | b'w' | b'd' | b's' | b'h' | b'T' | b'C' => {

@@ -64,13 +64,21 @@ pub enum Op {
         upper: String,
         /// Overlayfs's work dir, on the same file system as `upper`.
         work: String,
+        /// The conversation's layer of the cache: a lower dir above the real cache.
+        conversation: Option<String>,
     },
 }
 
 /// The mount options of a cache's layer (`userxattr`: the layer is mounted in a user
 /// namespace, where overlayfs keeps its whiteout and opaque marks in `user.overlay.*`).
-pub fn overlay_options(lower: &str, upper: &str, work: &str) -> String {
-    format!("lowerdir={lower},upperdir={upper},workdir={work},userxattr")
+/// `conversation`, the conversation's layer, lies between the call's upper dir and the
+/// real cache `lower`: its whiteouts and opaque dirs hide what they hid when it was a
+/// call's upper dir.
+pub fn overlay_options(lower: &str, conversation: Option<&str>, upper: &str, work: &str) -> String {
+    match conversation {
+        Some(c) => format!("lowerdir={c}:{lower},upperdir={upper},workdir={work},userxattr"),
+        None => format!("lowerdir={lower},upperdir={upper},workdir={work},userxattr"),
+    }
 }
 
 /// The view of one contained call.
@@ -322,6 +330,7 @@ pub fn build(plan: &Plan) -> View {
             path: c.path.clone(),
             upper: c.upper.clone(),
             work: c.work.clone(),
+            conversation: c.conversation.clone(),
         });
     }
     for f in &plan.cache_files {

@@ -9,9 +9,9 @@ use toml::de::{DeTable, DeValue};
 
 use super::rules::{RuleShape, check_path};
 use super::{
-    AlwaysRule, BackendChoice, BusConfig, Config, DEFAULTS_NAME, Entry, EnvironmentConfig,
-    FLOOR_LINES, FloorsConfig, GitConfig, JobsConfig, LoadError, NetworkConfig, PermissionsConfig,
-    Resolve, SandboxConfig, Setting, Source,
+    AlwaysRule, BackendChoice, BusConfig, CacheMerge, Config, DEFAULTS_NAME, Entry,
+    EnvironmentConfig, FLOOR_LINES, FloorsConfig, GitConfig, JobsConfig, LoadError, NetworkConfig,
+    PermissionsConfig, Resolve, SandboxConfig, Setting, Source,
 };
 
 type Check = fn(&str) -> Result<(), String>;
@@ -205,7 +205,9 @@ fn lists(
     for lf in fields.iter_mut() {
         if name == lf.name {
             let key = format!("{section}.{name}");
-            add_entries(ctx, &key, lf.field, lf.check, v, lf.list)?;
+            // `merge` is a member of `sandbox.caches` entries alone.
+            let merge = key == "sandbox.caches";
+            add_entries(ctx, &key, lf.field, lf.check, merge, v, lf.list)?;
             return Ok(true);
         }
         if name.strip_suffix("_remove") == Some(lf.name) {
@@ -256,6 +258,7 @@ fn add_entries(
     key: &str,
     field: &str,
     check: Check,
+    merge_ok: bool,
     v: &Spanned<DeValue<'_>>,
     list: &mut Vec<Entry>,
 ) -> Result<(), LoadError> {
@@ -266,11 +269,12 @@ fn add_entries(
     for (i, item) in array(ctx, key, v)?.iter().enumerate() {
         // Made only for an error: the defaults' hundreds of entries need none.
         let item_key = || format!("{key}[{i}]");
-        let (value, reason) = match item.get_ref() {
-            DeValue::String(s) => (s.to_string(), String::new()),
+        let (value, reason, merge) = match item.get_ref() {
+            DeValue::String(s) => (s.to_string(), String::new(), None),
             DeValue::Table(t) => {
                 let mut value = None;
                 let mut reason = String::new();
+                let mut merge = None;
                 for (k, mv) in ordered(t) {
                     let kname: &str = k.get_ref();
                     if kname == field {
@@ -281,11 +285,26 @@ fn add_entries(
                         reason = string_at(ctx, || format!("{}.reason", item_key()), mv)?
                             .trim()
                             .to_string();
+                    } else if kname == "merge" && merge_ok {
+                        let key = || format!("{}.merge", item_key());
+                        let word = string_at(ctx, key, mv)?;
+                        merge = Some(CacheMerge::parse(word).ok_or_else(|| {
+                            ctx.invalid(
+                                &key(),
+                                &mv.span(),
+                                format!("{word}: expected cargo, npm, installs or never"),
+                            )
+                        })?);
                     } else {
+                        let known: &[&str] = if merge_ok {
+                            &[field, "reason", "merge"]
+                        } else {
+                            &[field, "reason"]
+                        };
                         return Err(ctx.unknown(
                             &format!("{}.{kname}", item_key()),
                             &k.span(),
-                            &[field, "reason"],
+                            known,
                         ));
                     }
                 }
@@ -296,7 +315,7 @@ fn add_entries(
                         format!("missing `{field}`"),
                     ));
                 };
-                (value, reason)
+                (value, reason, merge)
             }
             other => {
                 return Err(ctx.invalid(
@@ -324,6 +343,7 @@ fn add_entries(
             value,
             reason,
             source: ctx.source(&item.span()),
+            merge: merge.or(merge_ok.then_some(CacheMerge::Never)),
         });
     }
     Ok(())
@@ -503,12 +523,18 @@ fn sandbox(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut SandboxConfig) -> Result<()
             } else {
                 cfg.shm_size = setting;
             }
+        } else if name == "conversation_cache_days" {
+            cfg.conversation_cache_days =
+                count(ctx, "sandbox.conversation_cache_days", v, 1, 3650)?;
         } else if !lists(ctx, "sandbox", name, v, &mut fields)? {
             return Err(unknown_in(
                 ctx,
                 "sandbox",
                 k,
-                &known_keys(&["backend", "tmp_size", "shm_size"], &fields),
+                &known_keys(
+                    &["backend", "tmp_size", "shm_size", "conversation_cache_days"],
+                    &fields,
+                ),
             ));
         }
     }

@@ -15,10 +15,15 @@ fn scalar<T: Into<Value> + Clone>(key: &str, s: &Setting<T>) -> ShownValue {
 
 fn list(out: &mut Vec<ShownValue>, key: &str, entries: &[Entry]) {
     for e in entries {
+        // A cache's merge kind leads its reason: what reaches the real cache.
+        let reason = match e.merge {
+            Some(m) => format!("merge {}: {}", m.as_str(), e.reason),
+            None => e.reason.clone(),
+        };
         out.push(ShownValue {
             key: key.to_string(),
             value: Value::String(e.value.clone()),
-            reason: e.reason.clone(),
+            reason,
             source: e.source.clone(),
         });
     }
@@ -47,6 +52,12 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
         "sandbox.quiet_refusals",
         &c.sandbox.quiet_refusals,
     );
+    out.push(ShownValue {
+        key: "sandbox.conversation_cache_days".into(),
+        value: Value::from(c.sandbox.conversation_cache_days.value),
+        reason: String::new(),
+        source: c.sandbox.conversation_cache_days.source.clone(),
+    });
     for (key, s) in [
         ("sandbox.tmp_size", &c.sandbox.tmp_size),
         ("sandbox.shm_size", &c.sandbox.shm_size),

@@ -1,15 +1,24 @@
-//! `efr-sandbox cache`: the held cache deletes of [`efr_call::caches`].
+//! `efr-sandbox cache`: the held cache deletes and the conversations' cache layers of
+//! [`efr_call::caches`].
 
-use efr_call::caches::{RULES, RuleKind, apply, held, state_dir, store_path};
+use efr_call::caches::{RULES, apply, conversation, held, state_dir, store_path};
 use efr_policy::config::Env;
 
-/// `efr-sandbox cache`: the held deletes.
+/// `efr-sandbox cache`: the held deletes and the conversations' layers.
 #[derive(Debug, clap::Subcommand)]
 pub enum CacheCommand {
-    /// List the held cache deletes, one path a line.
+    /// List the held cache deletes, one path a line, then each conversation's layer of a
+    /// cache (`conversation ID CACHE BYTES`).
     List,
-    /// What the merge verifies or leaves out, by path pattern, and why.
+    /// What the merge verifies and merges, by cache kind and path; everything else stays
+    /// with the call's conversation.
     Rules,
+    /// Remove a conversation's cache layers (what its calls left in caches).
+    Clear {
+        /// The conversation.
+        #[arg(long, value_name = "ID")]
+        conversation: String,
+    },
     /// Apply held cache deletes (paths as `cache list` or a call's summary shows them).
     Apply {
         #[arg(required = true, value_name = "PATH")]
@@ -24,15 +33,16 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
     match c {
         CacheCommand::Rules => {
             for r in RULES {
-                let what = match r.kind {
-                    RuleKind::NpmContent => "verified (hash), never replaced",
-                    RuleKind::NpmIndex => "lines added, unverified ones dropped",
-                    RuleKind::CargoCrate => "checked against the host's index, never replaced",
-                    RuleKind::Skip => "not merged",
-                    RuleKind::Refuse => "refused",
-                };
-                println!(".../{}: {what}: {}", r.pattern.join("/"), r.reason);
+                println!(
+                    "merge {}: {}: merged when {}",
+                    r.merge.as_str(),
+                    r.pattern,
+                    r.check
+                );
             }
+            println!(
+                "everything else: never merged (kept for the call's conversation, else dropped)"
+            );
             Ok(0)
         }
         CacheCommand::List => {
@@ -41,7 +51,26 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
             {
                 println!("{}", d.path);
             }
+            for l in conversation::list(&state) {
+                println!("conversation {} {} {}", l.conversation, l.cache, l.bytes);
+            }
             Ok(0)
+        }
+        CacheCommand::Clear { conversation: id } => {
+            efr_call::launch::check_conversation(&id).map_err(|e| anyhow::anyhow!(e.message))?;
+            match conversation::clear(&state, &id) {
+                Ok(true) => {
+                    println!("cleared the cache layers of conversation {id}");
+                    Ok(0)
+                }
+                Ok(false) => {
+                    eprintln!("efr-sandbox cache clear: conversation {id} has no cache layers");
+                    Ok(2)
+                }
+                Err(e) => Err(anyhow::anyhow!(
+                    "cannot remove the cache layers of conversation {id}: {e}"
+                )),
+            }
         }
         CacheCommand::Apply { paths } => {
             let paths: Vec<String> = paths

@@ -1,0 +1,1206 @@
+//! Real caches through the sandbox: each call's per-call layer, the merge of what an
+//! independent source verifies after the call, the conversation's own layer for the rest,
+//! and the deletes the call made, held until the user applies them.
+//!
+//! - Before a contained call, [`prepare`] gives each existing cache of `sandbox.caches`
+//!   (outside the call's writable roots and masks) a layer: `upper` and `work` dirs in a
+//!   private (0700) per-call directory of the service's state dir
+//!   (`$XDG_STATE_HOME/efr-sandbox/layers/ID`), which the launcher mounts as overlayfs on
+//!   the cache in the call's user namespace (`efr_launcher::plan::CacheLayer`); a call
+//!   with a conversation gets that conversation's layer of the cache
+//!   ([`conversation`]) as a lower dir above the real cache.
+//! - After the call, [`after_call`] merges into each cache, under a lock per cache, only
+//!   what the registry the call was granted confirms (`merge.rs`, [`RULES`]: cargo's
+//!   `.crate` files and index caches, npm's content and index lines), each file written to
+//!   a temp name in a staging dir, fsynced and renamed into place, every directory of the
+//!   real cache opened with `openat2` beneath the cache with no link followed. The rest of
+//!   the upper dir is moved into the conversation's layer, or dropped with the call's.
+//!   Each top-level addition in an `installs` cache is an exit record (a `write` the user
+//!   may approve). A full disk stops the merge: the layer is kept and the error reported.
+//! - The merged layers' dirs are removed after the merge, or by a thread of the service
+//!   after the call's finish ([`clean_up_later`]), the call's lock held until then.
+//! - A whiteout or an opaque directory (a delete) is not applied: it becomes a held delete
+//!   (`<state>/cache-deletes.json`, written atomically), an exit of source and kind
+//!   `cache_delete`, and an entry of the summary's `cache_deletes`. [`apply`]
+//!   (`sandbox.cache_delete_apply`, `efr-sandbox cache apply`) applies approved ones.
+
+pub mod cargo;
+pub mod conversation;
+pub mod fetch;
+mod merge;
+pub mod npm;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use efr_launcher::plan::CacheLayer;
+use efr_policy::config::{CacheMerge, Config, Env};
+use efr_sandbox_wire::{
+    Action, ExitKind, ExitRecord, ExitSource, Facts, JudgedBy, Judgement, Needs, Target,
+    TargetClass, TargetOp, Verdict,
+};
+use nix::fcntl::OFlag;
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+/// Most entries of the summary's `cache_deletes` (then `cache_deletes_more`), as its
+/// `blocked` list.
+pub const MAX_SUMMARY_DELETES: usize = 32;
+/// Most held deletes remembered (the oldest go first).
+pub const MAX_HELD: usize = 10_000;
+/// Most `installs` exit records of one call (then one line says how many more).
+pub const MAX_INSTALLS: usize = 16;
+/// The prefix of the merge's temp files (in its staging dir only).
+const TEMP_PREFIX: &str = ".efr-merge-";
+/// The xattr overlayfs marks an opaque directory with in a user namespace (`userxattr`).
+const OPAQUE_XATTR: &str = "user.overlay.opaque";
+
+/// What the merge verifies and merges, by cache kind: the one reviewed list, a reason
+/// each. Everything else of a call's layer is never merged: it stays with the call's
+/// conversation, or goes with the call.
+#[derive(Debug)]
+pub struct Rule {
+    /// The kind of cache (`merge` of its `sandbox.caches` entry).
+    pub merge: CacheMerge,
+    /// The files, below the cache.
+    pub pattern: &'static str,
+    /// What is checked, against what.
+    pub check: &'static str,
+}
+
+/// The merge's rules.
+pub const RULES: &[Rule] = &[
+    Rule {
+        merge: CacheMerge::Cargo,
+        pattern: "cache/DIR/NAME-VERSION.crate",
+        check: "its sha256 is the cksum of NAME VERSION in the index file the service fetches \
+                from DIR's registry (the index decides where NAME ends); never replaced",
+    },
+    Rule {
+        merge: CacheMerge::Cargo,
+        pattern: "index/DIR/.cache/PREFIX/NAME",
+        check: "cargo's index cache: its entries are exactly the lines of the index file the \
+                service fetches (the same set, each under its own version)",
+    },
+    Rule {
+        merge: CacheMerge::Cargo,
+        pattern: "index/DIR/config.json",
+        check: "byte-equal to the registry's config.json",
+    },
+    Rule {
+        merge: CacheMerge::Npm,
+        pattern: "_cacache/content-v2/ALGO/XX/YY/REST",
+        check: "its sha512, sha384 or sha256 is its path; never replaced",
+    },
+    Rule {
+        merge: CacheMerge::Npm,
+        pattern: "_cacache/index-v5/XX/YY/REST",
+        check: "each new line: a tarball's integrity and URL are those of the registry's \
+                packument, a document's integrity that of the body the registry serves; its \
+                content is in the cache",
+    },
+];
+
+/// Why preparing or merging a layer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    /// A directory or file of the call's layers could not be made.
+    #[error("cannot create the cache layer {path}: {source}")]
+    Create {
+        /// What was being made (the layers' dir, a layer, or a private cache file).
+        path: String,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+}
+
+/// Why applying held deletes failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The path named is not among the held deletes.
+    #[error("{path} is not a held cache delete")]
+    Unknown {
+        /// The path named.
+        path: String,
+    },
+    /// The path is gone or is not what the call deleted (another inode, type or change
+    /// time): none of the deletes asked for is applied.
+    #[error("{path} changed since the call deleted it (stale): not applied")]
+    Stale {
+        /// The held delete's path.
+        path: String,
+    },
+    /// Removing the path failed (the deletes before it are applied).
+    #[error("cannot apply the delete of {path}: {source}")]
+    Io {
+        /// The held delete's path.
+        path: String,
+        /// What the removal said.
+        source: std::io::Error,
+    },
+    /// The held deletes' file or its lock could not be read or written.
+    #[error("cannot read or write the held deletes {path}: {source}")]
+    Store {
+        /// The held deletes' file (`store_path`).
+        path: String,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+}
+
+impl ApplyError {
+    /// The request named something it may not (the RPC's `invalid`).
+    pub fn is_invalid(&self) -> bool {
+        matches!(self, ApplyError::Unknown { .. } | ApplyError::Stale { .. })
+    }
+}
+
+/// The service's state dir: `$XDG_STATE_HOME/efr-sandbox`, else `~/.local/state/efr-sandbox`.
+pub fn state_dir(env: &Env) -> PathBuf {
+    match std::env::var_os("XDG_STATE_HOME").filter(|v| Path::new(v).is_absolute()) {
+        Some(s) => PathBuf::from(s).join("efr-sandbox"),
+        None => env.home.join(".local/state/efr-sandbox"),
+    }
+}
+
+fn private_dirs(p: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(p)?;
+    std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+}
+
+fn under(p: &Path, root: &Path) -> bool {
+    p.starts_with(root)
+}
+
+/// A cache path of the config: `~/...` (through the one home expansion) or absolute.
+pub(crate) fn expand(p: &str, env: &Env) -> Option<PathBuf> {
+    if p.starts_with("~/") || p.starts_with('/') {
+        Some(efr_policy::path::expand_home(p, &env.home))
+    } else {
+        None
+    }
+}
+
+/// The caches a contained call gets a layer for: each existing directory of
+/// `sandbox.caches`, resolved, not inside a writable root (there it is writable already)
+/// nor at or below a mask, not below another cache of the list, and spelled so that
+/// overlayfs takes it.
+pub fn caches_for(
+    config: &Config,
+    env: &Env,
+    writable: &[String],
+    masks: &[String],
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for e in &config.sandbox.caches {
+        let Some(p) = expand(&e.value, env) else {
+            continue;
+        };
+        let Some(c) = efr_policy::path::canonical_existing(&p) else {
+            continue;
+        };
+        if !c.is_dir() || c == Path::new("/") {
+            continue;
+        }
+        let s = c.to_string_lossy();
+        if s.contains([',', ':', '\\']) {
+            continue;
+        }
+        // The call has its own /tmp, /dev and /proc: a cache there is not in its view.
+        if ["/tmp", "/dev", "/proc", "/sys"]
+            .iter()
+            .any(|d| under(&c, Path::new(d)))
+            || under(&c, &env.tmp)
+        {
+            continue;
+        }
+        if writable.iter().any(|w| under(&c, Path::new(w)))
+            || masks
+                .iter()
+                .any(|m| under(&c, Path::new(m)) || under(&p, Path::new(m)))
+        {
+            continue;
+        }
+        out.push(c);
+    }
+    out.sort();
+    out.dedup();
+    // Only the outermost of nested caches.
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for c in out {
+        if !kept.iter().any(|k| under(&c, k)) {
+            kept.push(c);
+        }
+    }
+    kept
+}
+
+/// What the merge needs to verify a call's layers, beyond the layers: the merge kinds of
+/// its caches, the hosts it was granted and how their names resolve, the user's cargo
+/// registries; kept in the call dir's manifest for a merge by another process.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Verify {
+    /// Per layer, the merge kinds of its cache and of the caches inside it (path, kind).
+    pub kinds: Vec<Vec<(String, String)>>,
+    /// The call's host grants: the only hosts the merge fetches from.
+    pub granted: Vec<fetch::Granted>,
+    /// `[network] resolve`.
+    pub resolve: BTreeMap<String, Vec<std::net::IpAddr>>,
+    /// The sparse registries of the user's own cargo config.
+    pub cargo_registries: Vec<String>,
+    /// `sandbox.conversation_cache_days`.
+    pub conversation_days: u64,
+}
+
+impl Verify {
+    /// What a plan's merge needs, from the config it was built with.
+    pub fn of(plan: &efr_launcher::plan::Plan, config: &Config, env: &Env) -> Verify {
+        let paths: Vec<PathBuf> = plan.caches.iter().map(|l| PathBuf::from(&l.path)).collect();
+        Verify::new(&paths, &plan.grants, config, env)
+    }
+
+    /// What the merge of the layers of the caches `caches` of a call with `grants` needs.
+    pub fn new(
+        caches: &[PathBuf],
+        grants: &[efr_sandbox_wire::Grant],
+        config: &Config,
+        env: &Env,
+    ) -> Verify {
+        let entries: Vec<(PathBuf, CacheMerge)> = config
+            .sandbox
+            .caches
+            .iter()
+            .filter_map(|e| {
+                let p = expand(&e.value, env)?;
+                let p = std::fs::canonicalize(&p).unwrap_or(p);
+                Some((p, e.merge.unwrap_or_default()))
+            })
+            .collect();
+        let kinds = caches
+            .iter()
+            .map(|l| {
+                let mut k: Vec<(PathBuf, CacheMerge)> = entries
+                    .iter()
+                    .filter(|(p, _)| p.starts_with(l))
+                    .cloned()
+                    .collect();
+                // The innermost first: a path's kind is that of the deepest cache holding it.
+                k.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
+                k.into_iter()
+                    .map(|(p, m)| (p.to_string_lossy().into_owned(), m.as_str().to_string()))
+                    .collect()
+            })
+            .collect();
+        let mut resolve: BTreeMap<String, Vec<std::net::IpAddr>> = BTreeMap::new();
+        for r in &config.network.resolve {
+            resolve.entry(r.name.clone()).or_default().push(r.address);
+        }
+        Verify {
+            kinds,
+            granted: fetch::Granted::of(grants),
+            resolve,
+            cargo_registries: cargo::user_registries(&env.home),
+            conversation_days: config.sandbox.conversation_cache_days.value,
+        }
+    }
+
+    fn kinds_of(&self, i: usize) -> Vec<(PathBuf, CacheMerge)> {
+        self.kinds
+            .get(i)
+            .map(|k| {
+                k.iter()
+                    .map(|(p, m)| (PathBuf::from(p), CacheMerge::parse(m).unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// What the service keeps of a contained call for its merge: its layers, its masks in
+/// force, what verifies them.
+#[derive(Debug, Clone, Default)]
+pub struct CallCaches {
+    /// The service's state dir, where the layers and the held deletes are.
+    pub state: PathBuf,
+    /// The plan's cache layers, one per cache.
+    pub layers: Vec<CacheLayer>,
+    /// The masks in force in the call's view: the merge takes nothing below them.
+    pub masks: Vec<String>,
+    /// What the merge checks the layers' content with.
+    pub verify: Verify,
+}
+
+impl CallCaches {
+    /// The caches of a prepared plan.
+    pub fn of(plan: &efr_launcher::plan::Plan, config: &Config, env: &Env) -> CallCaches {
+        if plan.caches.is_empty() {
+            return CallCaches::default();
+        }
+        CallCaches {
+            state: state_dir(env),
+            layers: plan.caches.clone(),
+            masks: efr_launcher::view::masks_in_force(plan),
+            verify: Verify::of(plan, config, env),
+        }
+    }
+
+    /// Merges the layers after the call and folds what it gave into `fin`.
+    pub fn finish(&self, fin: &mut efr_sandbox_wire::Finish, line: &str) {
+        if self.layers.is_empty() {
+            return;
+        }
+        let (mut m, cleanup) = merge_and_hold(&self.state, &self.layers, &self.masks, &self.verify);
+        if CLEAN_UP_LATER.load(std::sync::atomic::Ordering::Relaxed) {
+            janitor(cleanup);
+        } else {
+            // A layer that could not be removed is said in the finish, as before.
+            m.refused.extend(cleanup.run());
+        }
+        fold(&m, fin, line);
+    }
+}
+
+/// Whether merged layers are removed by a thread of their own after the call's finish
+/// ([`clean_up_later`]) rather than before it.
+static CLEAN_UP_LATER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Removes the merged layers of later calls on a thread of this process, after their
+/// finish is made: the service (`serve`) turns this on. Removing a layer's empty dirs
+/// costs about 0.3 ms on ext4 (four `rmdir`s, each a journal entry), a cache each, on the
+/// path of every call's finish; a home with four caches paid 1.2 ms of each
+/// `sandbox.launch` for it. The call's lock is held until its dirs are gone, so no other
+/// merge (of this process or another) takes them for a dead call's. A process that ends
+/// first leaves them to the next merge's sweep, as a killed one does. The CLI removes them
+/// before it exits (off: nothing would be left to a thread of a process about to end).
+pub fn clean_up_later(on: bool) {
+    CLEAN_UP_LATER.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Hands `c` to the janitor thread (started on first use); done here when it cannot be.
+fn janitor(c: Cleanup) {
+    use std::sync::mpsc::{Sender, channel};
+    static TX: std::sync::OnceLock<Option<Sender<Cleanup>>> = std::sync::OnceLock::new();
+    let tx = TX.get_or_init(|| {
+        let (tx, rx) = channel::<Cleanup>();
+        std::thread::Builder::new()
+            .name("efr-layer-cleanup".into())
+            .spawn(move || {
+                for c in rx {
+                    for line in c.run() {
+                        eprintln!("efr-sandbox: {line}");
+                    }
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    });
+    let c = match tx {
+        Some(tx) => match tx.send(c) {
+            Ok(()) => return,
+            Err(e) => e.0,
+        },
+        None => c,
+    };
+    c.run();
+}
+
+/// Files a cache's tool writes beside the cache, each given to a call that has a layer of
+/// that cache as an empty private file of its own: the reviewed list, a reason each.
+pub const CACHE_FILES: &[(&str, &str, &str)] = &[
+    (
+        "~/.cargo/registry",
+        "~/.cargo/.package-cache",
+        "cargo's download lock: the call's downloads go to its own layer",
+    ),
+    (
+        "~/.cargo/registry",
+        "~/.cargo/.package-cache-mutate",
+        "cargo's second download lock",
+    ),
+];
+// Not `~/.cargo/.global-cache`, cargo's last-use record: sqlite makes a journal file beside
+// it, which a bind of one file cannot give; cargo goes on without the record (a refused
+// write of it remains in the finish).
+
+/// Gives a contained plan its caches' layers (none for an unsandboxed one), with its
+/// conversation's layers when it has one.
+pub fn attach(
+    plan: &mut efr_launcher::plan::Plan,
+    config: &Config,
+    env: &Env,
+    conversation: Option<&str>,
+) -> Result<(), LayerError> {
+    if plan.mode != efr_launcher::plan::PlanMode::Contained {
+        return Ok(());
+    }
+    let mut writable = plan.projects.clone();
+    for g in &plan.grants {
+        if let efr_sandbox_wire::Grant::Write { path } = g {
+            writable.push(path.clone());
+        }
+    }
+    writable.extend(plan.scratch.iter().cloned());
+    let masks = efr_launcher::view::masks_in_force(plan);
+    crate::fresh_caches::make_missing(config, env, &plan.line, &writable, &masks);
+    let caches = caches_for(config, env, &writable, &masks);
+    let verify = Verify::new(&caches, &plan.grants, config, env);
+    plan.caches = prepare(&state_dir(env), &caches, &masks, conversation, &verify)?;
+    // The files beside a layered cache, where they exist (plain files, not links).
+    let Some(call) = plan.caches.first().and_then(call_dir) else {
+        return Ok(());
+    };
+    for (i, (cache, file, _)) in CACHE_FILES.iter().enumerate() {
+        let (Some(cache), Some(file)) = (expand(cache, env), expand(file, env)) else {
+            continue;
+        };
+        let Ok(cache) = std::fs::canonicalize(&cache) else {
+            continue;
+        };
+        if !plan.caches.iter().any(|c| Path::new(&c.path) == cache) {
+            continue;
+        }
+        if !std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file())
+            || masks.iter().any(|m| under(&file, Path::new(m)))
+            || writable.iter().any(|w| under(&file, Path::new(w)))
+        {
+            continue;
+        }
+        let private = call.join("files").join(i.to_string());
+        let made = private_dirs(&call.join("files")).and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&private)
+                .map(drop)
+        });
+        made.map_err(|e| LayerError::Create {
+            path: private.display().to_string(),
+            source: e,
+        })?;
+        plan.cache_files.push(efr_launcher::plan::CacheFile {
+            path: file.to_string_lossy().into_owned(),
+            private: private.to_string_lossy().into_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Makes a layer for each cache, in a new private per-call dir under the state dir, with
+/// the conversation's layer of each cache when the call has a conversation. `verify` is
+/// kept in the call dir's manifest for a merge by another process.
+pub fn prepare(
+    state: &Path,
+    caches: &[PathBuf],
+    masks: &[String],
+    conversation: Option<&str>,
+    verify: &Verify,
+) -> Result<Vec<CacheLayer>, LayerError> {
+    if caches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let create = |p: &Path| {
+        let p = p.display().to_string();
+        move |e| LayerError::Create { path: p, source: e }
+    };
+    let id = crate::sys::random_hex(8).map_err(create(state))?;
+    let call = state.join("layers").join(id);
+    let mut out = Vec::new();
+    for (i, c) in caches.iter().enumerate() {
+        let d = call.join(i.to_string());
+        let (upper, work) = (d.join("upper"), d.join("work"));
+        for p in [&upper, &work] {
+            private_dirs(p).map_err(create(p))?;
+        }
+        // The overlay's root takes the upper dir's mode: the cache's own (the call dir
+        // above is the private one).
+        if let Ok(m) = std::fs::metadata(c) {
+            let mode = m.mode() & 0o7777 & !(libc::S_ISUID | libc::S_ISGID);
+            std::fs::set_permissions(&upper, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .map_err(create(&upper))?;
+        }
+        let conversation = match conversation {
+            Some(id) => {
+                let l = conversation::layer(state, id, c).map_err(create(state))?;
+                Some(l.to_string_lossy().into_owned())
+            }
+            None => None,
+        };
+        out.push(CacheLayer {
+            path: c.to_string_lossy().into_owned(),
+            upper: upper.to_string_lossy().into_owned(),
+            work: work.to_string_lossy().into_owned(),
+            conversation,
+        });
+    }
+    // The call's lock, held by this process until the merge: a call dir whose lock is free
+    // belongs to a service that died, and the next merge merges it ([`sweep`]).
+    let lock_path = call.join(CALL_LOCK);
+    let lock = crate::owner::hold(&lock_path).map_err(create(&lock_path))?;
+    let manifest = Manifest {
+        layers: out.clone(),
+        masks: masks.to_vec(),
+        verify: verify.clone(),
+    };
+    let mp = call.join(CALL_MANIFEST);
+    std::fs::write(&mp, serde_json::to_vec(&manifest).unwrap_or_default()).map_err(create(&mp))?;
+    held_locks().insert(call, lock);
+    Ok(out)
+}
+
+const CALL_LOCK: &str = "lock";
+const CALL_MANIFEST: &str = "call.json";
+
+/// What a call dir holds besides its layers: enough for another merge to finish it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    layers: Vec<CacheLayer>,
+    masks: Vec<String>,
+    /// Absent in the manifest of an older service: nothing is then verified, so nothing
+    /// is merged.
+    #[serde(default)]
+    verify: Verify,
+}
+
+type Locks = std::collections::HashMap<PathBuf, crate::owner::Held>;
+
+fn held_locks() -> std::sync::MutexGuard<'static, Locks> {
+    static L: std::sync::OnceLock<std::sync::Mutex<Locks>> = std::sync::OnceLock::new();
+    L.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// The call dir of a layer (`layers/ID/N/upper`).
+fn call_dir(l: &CacheLayer) -> Option<PathBuf> {
+    Path::new(&l.upper)
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+}
+
+/// Merges the layers of calls whose service died (their lock is free), then removes them.
+fn sweep(state: &Path, own: &BTreeSet<PathBuf>, m: &mut Merged) {
+    let Ok(rd) = std::fs::read_dir(state.join("layers")) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let dir = e.path();
+        if own.contains(&dir) || held_locks().contains_key(&dir) {
+            continue;
+        }
+        let Ok(Some(lock)) = crate::owner::take_if_free(&dir.join(CALL_LOCK)) else {
+            continue;
+        };
+        let Ok(man) = std::fs::read(dir.join(CALL_MANIFEST))
+            .map_err(|_| ())
+            .and_then(|b| serde_json::from_slice::<Manifest>(&b).map_err(|_| ()))
+        else {
+            continue;
+        };
+        // Only layers of this very dir (the manifest is the service's own, in its masked
+        // state dir, but a path is checked before it is used).
+        let mut verify = man.verify;
+        let mut layers = Vec::new();
+        let mut kinds = Vec::new();
+        for (i, l) in man.layers.into_iter().enumerate() {
+            if call_dir(&l).as_ref() == Some(&dir) && own_conversation(state, &l) {
+                kinds.push(verify.kinds.get(i).cloned().unwrap_or_default());
+                layers.push(l);
+            }
+        }
+        verify.kinds = kinds;
+        let mut cleanup = Cleanup::default();
+        merge_layers(state, &layers, &man.masks, &verify, m, &mut cleanup);
+        m.refused.extend(cleanup.run());
+        drop(lock);
+    }
+}
+
+/// Whether a layer's conversation layer (if any) is one of the state dir's.
+fn own_conversation(state: &Path, l: &CacheLayer) -> bool {
+    l.conversation.as_ref().is_none_or(|c| {
+        let c = Path::new(c);
+        c.parent()
+            .and_then(Path::parent)
+            .is_some_and(|d| d == state.join("conversations"))
+    })
+}
+
+/// One delete a call made in a real cache, held until applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldDelete {
+    /// The path deleted (absolute, in the real cache).
+    pub path: String,
+    /// The cache it is in.
+    pub cache: String,
+    /// What it was when the call deleted it: its inode, type and change time, so that a
+    /// delete of something that changed since is stale. This is its inode.
+    pub ino: u64,
+    /// Whether it was a directory.
+    pub dir: bool,
+    /// Its change time's seconds since the epoch.
+    pub ctime: i64,
+    /// Its change time's nanoseconds.
+    pub ctime_nsec: i64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Store {
+    deletes: Vec<HeldDelete>,
+}
+
+/// A program a call installed in an `installs` cache: a top-level addition (or change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Install {
+    /// Its path in the real cache.
+    pub path: String,
+    /// Whether it changed what the real cache had there (else it is new).
+    pub changed: bool,
+}
+
+/// What merging a call's layers gave.
+#[derive(Debug, Default)]
+pub struct Merged {
+    /// The deletes held (not applied).
+    pub deletes: Vec<HeldDelete>,
+    /// One line per entry refused or error met (what, where, why).
+    pub refused: Vec<String>,
+    /// The additions in `installs` caches.
+    pub installs: Vec<Install>,
+    /// Whether the call has a conversation (what was not merged is kept for it).
+    pub conversation: bool,
+}
+
+fn lock(state: &Path, name: &str) -> std::io::Result<nix::fcntl::Flock<File>> {
+    let dir = state.join("locks");
+    private_dirs(&dir)?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(dir.join(name))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| std::io::Error::from(e))
+}
+
+/// A short stable name of a cache path (for its lock and staging dir).
+pub(crate) fn key(cache: &Path) -> String {
+    let h = sha2::Sha256::digest(cache.as_os_str().as_encoded_bytes());
+    hex(&h[..8])
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Merges each layer of a finished call into its cache, then removes the layers that
+/// merged completely (with their per-call dir once empty). `masks` are the call's masks
+/// in force: a path at or below one is never created.
+pub fn after_call(
+    state: &Path,
+    layers: &[CacheLayer],
+    masks: &[String],
+    verify: &Verify,
+) -> Merged {
+    let (mut m, cleanup) = merge_and_hold(state, layers, masks, verify);
+    m.refused.extend(cleanup.run());
+    m
+}
+
+/// [`after_call`] but the removal of the merged layers, which the [`Cleanup`] does (its
+/// call's lock held until then).
+fn merge_and_hold(
+    state: &Path,
+    layers: &[CacheLayer],
+    masks: &[String],
+    verify: &Verify,
+) -> (Merged, Cleanup) {
+    let mut m = Merged {
+        conversation: layers.iter().any(|l| l.conversation.is_some()),
+        ..Default::default()
+    };
+    let mut cleanup = Cleanup::default();
+    merge_layers(state, layers, masks, verify, &mut m, &mut cleanup);
+    let own: BTreeSet<PathBuf> = layers.iter().filter_map(call_dir).collect();
+    for d in &own {
+        if let Some(l) = held_locks().remove(d) {
+            cleanup.locks.push(l);
+        }
+    }
+    sweep(state, &own, &mut m);
+    conversation::expire(state, verify.conversation_days.max(1));
+    if !m.deletes.is_empty() {
+        if let Err(e) = hold(state, &m.deletes) {
+            m.refused.push(e.to_string());
+        }
+    }
+    (m, cleanup)
+}
+
+/// What is left of merged layers: their dirs to remove, then their calls' dirs, then
+/// their calls' locks to let go.
+#[derive(Debug, Default)]
+struct Cleanup {
+    /// Layer dirs (`layers/ID/N`) merged completely.
+    layers: Vec<PathBuf>,
+    /// Call dirs (`layers/ID`) with no layer kept.
+    calls: Vec<PathBuf>,
+    locks: Vec<crate::owner::Held>,
+}
+
+impl Cleanup {
+    /// Removes them; gives a line for each layer it could not remove (the next merge's
+    /// sweep tries again).
+    fn run(self) -> Vec<String> {
+        let mut failed = Vec::new();
+        let mut kept = BTreeSet::new();
+        for d in &self.layers {
+            if let Err(e) = remove_layer(d) {
+                failed.push(format!("cannot remove the layer {}: {e}", d.display()));
+                if let Some(c) = d.parent() {
+                    kept.insert(c.to_path_buf());
+                }
+            }
+        }
+        for d in self.calls.iter().filter(|d| !kept.contains(*d)) {
+            let _ = std::fs::remove_dir_all(d.join("files"));
+            let _ = std::fs::remove_file(d.join(CALL_MANIFEST));
+            let _ = std::fs::remove_file(d.join(CALL_LOCK));
+            let _ = std::fs::remove_dir(d);
+        }
+        drop(self.locks);
+        failed
+    }
+}
+
+/// Merges layers (of one call dir or more) and removes those merged; a call dir with
+/// no layer left goes too.
+fn merge_layers(
+    state: &Path,
+    layers: &[CacheLayer],
+    masks: &[String],
+    verify: &Verify,
+    m: &mut Merged,
+    cleanup: &mut Cleanup,
+) {
+    let mut call_dirs = BTreeSet::new();
+    let mut kept = BTreeSet::new();
+    for (i, l) in layers.iter().enumerate() {
+        let upper = Path::new(&l.upper);
+        let Some(cd) = call_dir(l) else { continue };
+        call_dirs.insert(cd.clone());
+        if !upper.is_dir() {
+            continue;
+        }
+        match merge::merge_one(state, l, verify.kinds_of(i), masks, verify, m) {
+            Ok(()) => {
+                if let Some(d) = upper.parent() {
+                    cleanup.layers.push(d.to_path_buf());
+                }
+            }
+            Err(e) => {
+                m.refused.push(format!(
+                    "merge of {} stopped, its layer kept at {} (the next merge tries again): {e}",
+                    l.path, l.upper
+                ));
+                kept.insert(cd);
+            }
+        }
+    }
+    cleanup.calls.extend(call_dirs.difference(&kept).cloned());
+}
+
+/// Removes a layer dir (overlayfs leaves `work/work` with mode 0).
+fn remove_layer(d: &Path) -> std::io::Result<()> {
+    let ww = d.join("work/work");
+    if ww.is_dir() {
+        let _ = std::fs::set_permissions(&ww, std::os::unix::fs::PermissionsExt::from_mode(0o700));
+    }
+    std::fs::remove_dir_all(d)
+}
+
+/// The file of the held deletes in the state dir `state`.
+pub fn store_path(state: &Path) -> PathBuf {
+    state.join("cache-deletes.json")
+}
+
+fn read_store(state: &Path) -> std::io::Result<Store> {
+    match std::fs::read(store_path(state)) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Store::default()),
+        Err(e) => Err(e),
+    }
+}
+
+fn write_store(state: &Path, s: &Store) -> std::io::Result<()> {
+    private_dirs(state)?;
+    let p = store_path(state);
+    let tmp = state.join(format!(".cache-deletes.{}.tmp", crate::sys::random_hex(8)?));
+    let r = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(&serde_json::to_vec_pretty(s).map_err(std::io::Error::other)?)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &p)?;
+        File::open(state)?.sync_all()
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// Remembers held deletes (a path held again replaces its older record).
+fn hold(state: &Path, new: &[HeldDelete]) -> Result<(), ApplyError> {
+    let store_err = |e| ApplyError::Store {
+        path: store_path(state).display().to_string(),
+        source: e,
+    };
+    let _l = lock(state, "cache-deletes.lock").map_err(store_err)?;
+    let mut s = read_store(state).map_err(store_err)?;
+    s.deletes.retain(|d| !new.iter().any(|n| n.path == d.path));
+    s.deletes.extend(new.iter().cloned());
+    if s.deletes.len() > MAX_HELD {
+        let cut = s.deletes.len() - MAX_HELD;
+        s.deletes.drain(..cut);
+    }
+    write_store(state, &s).map_err(store_err)
+}
+
+/// The held deletes.
+pub fn held(state: &Path) -> std::io::Result<Vec<HeldDelete>> {
+    Ok(read_store(state)?.deletes)
+}
+
+/// What applying held deletes did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The paths removed, in the order asked.
+    pub paths: Vec<String>,
+    /// The bytes freed: the sizes of the plain files removed that had no other link.
+    pub freed_bytes: u64,
+}
+
+/// Applies the held deletes of `paths`: every one must be held and unchanged since the
+/// call deleted it (else nothing is applied); each is removed without following a link
+/// (from its cache's directory, opened beneath the cache).
+pub fn apply(state: &Path, paths: &[String]) -> Result<Applied, ApplyError> {
+    let store_err = |e| ApplyError::Store {
+        path: store_path(state).display().to_string(),
+        source: e,
+    };
+    let _l = lock(state, "cache-deletes.lock").map_err(store_err)?;
+    let mut s = read_store(state).map_err(store_err)?;
+    let mut todo = Vec::new();
+    let mut seen = BTreeSet::new();
+    for p in paths {
+        if !seen.insert(p.trim_end_matches('/')) {
+            continue;
+        }
+        let p = p.trim_end_matches('/');
+        let Some(d) = s.deletes.iter().find(|d| d.path == p) else {
+            return Err(ApplyError::Unknown {
+                path: p.to_string(),
+            });
+        };
+        let (root, rel) = open_held(d).map_err(|_| ApplyError::Stale {
+            path: p.to_string(),
+        })?;
+        let parent = crate::sys::open_beneath(
+            &root,
+            rel.parent().unwrap_or(Path::new("")),
+            OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+            0,
+        )
+        .map_err(|_| ApplyError::Stale {
+            path: p.to_string(),
+        })?;
+        let name = rel.file_name().unwrap_or_default().to_os_string();
+        let st = nix::sys::stat::fstatat(
+            &parent,
+            name.as_os_str(),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(|_| ApplyError::Stale {
+            path: p.to_string(),
+        })?;
+        let dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        if st.st_ino != d.ino
+            || dir != d.dir
+            || st.st_ctime != d.ctime
+            || st.st_ctime_nsec != d.ctime_nsec
+        {
+            return Err(ApplyError::Stale {
+                path: p.to_string(),
+            });
+        }
+        todo.push((p.to_string(), parent, name, dir));
+    }
+    let mut out = Applied::default();
+    for (p, parent, name, dir) in todo {
+        let io = |e: std::io::Error| ApplyError::Io {
+            path: p.clone(),
+            source: e,
+        };
+        out.freed_bytes += remove_at(&parent, &name, dir).map_err(io)?;
+        out.paths.push(p.clone());
+        s.deletes.retain(|d| d.path != p);
+        write_store(state, &s).map_err(store_err)?;
+    }
+    Ok(out)
+}
+
+fn open_held(d: &HeldDelete) -> std::io::Result<(OwnedFd, PathBuf)> {
+    let cache = Path::new(&d.cache);
+    let rel = Path::new(&d.path)
+        .strip_prefix(cache)
+        .map_err(|_| std::io::Error::other("not in its cache"))?
+        .to_path_buf();
+    if rel.as_os_str().is_empty() || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return Err(std::io::Error::other("not below its cache"));
+    }
+    let root = File::open(cache)?.into();
+    Ok((root, rel))
+}
+
+/// Removes `name` of the directory `dir` (a directory with everything in it), links never
+/// followed; the bytes freed (the sizes of the plain files).
+fn remove_at(dir: &OwnedFd, name: &std::ffi::OsStr, is_dir: bool) -> std::io::Result<u64> {
+    use nix::unistd::{UnlinkatFlags, unlinkat};
+    if !is_dir {
+        let st = nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
+        let size = if st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_nlink <= 1 {
+            // A plain file's size is never negative.
+            u64::try_from(st.st_size).unwrap_or(0)
+        } else {
+            0
+        };
+        return Ok(size);
+    }
+    let sub = crate::sys::open_beneath(
+        dir,
+        Path::new(name),
+        OFlag::O_DIRECTORY | OFlag::O_RDONLY,
+        0,
+    )?;
+    let mut names = Vec::new();
+    let mut d = nix::dir::Dir::from_fd(sub.try_clone()?)?;
+    for e in d.iter() {
+        let e = e?;
+        let n = std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string();
+        if n == "." || n == ".." {
+            continue;
+        }
+        let is_dir = matches!(e.file_type(), Some(nix::dir::Type::Directory));
+        names.push((n, is_dir));
+    }
+    let mut freed = 0;
+    for (n, is_dir) in names {
+        freed += remove_at(&sub, &n, is_dir)?;
+    }
+    unlinkat(dir, name, UnlinkatFlags::RemoveDir)?;
+    Ok(freed)
+}
+
+/// The exit record of one held delete.
+pub fn delete_record(n: usize, d: &HeldDelete, line: &str) -> ExitRecord {
+    ExitRecord {
+        id: format!("cache-delete-{}", n + 1),
+        source: ExitSource::CacheDelete,
+        kind: ExitKind::CacheDelete,
+        summary: format!("delete {} in the cache {} (held)", d.path, d.cache),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            targets: vec![Target {
+                path: d.path.clone(),
+                class: TargetClass::Cache,
+                op: TargetOp::Delete,
+                backup_before_write: false,
+                masked: false,
+            }],
+            ..Default::default()
+        },
+        needs: Needs::Contained { grants: Vec::new() },
+        judgement: Judgement {
+            verdict: Verdict::Review,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "the call deleted {} in a real cache; the delete was held, not applied: \
+                 `efr-sandbox cache apply {}` (or sandbox.cache_delete_apply) applies it",
+                d.path, d.path
+            )],
+        },
+    }
+}
+
+/// Folds a merge into a finish: the held deletes as exits and the summary's bounded
+/// `cache_deletes`, the refusals in `cache_refused`.
+pub fn fold(m: &Merged, fin: &mut efr_sandbox_wire::Finish, line: &str) {
+    let s = &mut fin.sandbox_summary;
+    for d in &m.deletes {
+        if s.cache_deletes.len() < MAX_SUMMARY_DELETES {
+            s.cache_deletes.push(d.path.clone());
+        } else {
+            s.cache_deletes_more += 1;
+        }
+    }
+    s.cache_refused.extend(m.refused.iter().cloned());
+    if m.installs.len() > MAX_INSTALLS {
+        s.cache_refused.push(format!(
+            "{} more programs installed in caches: no exit record for them (kept {})",
+            m.installs.len() - MAX_INSTALLS,
+            if m.conversation {
+                "for the conversation"
+            } else {
+                "nowhere: dropped with the call's layer"
+            }
+        ));
+    }
+    for (i, d) in m.deletes.iter().enumerate() {
+        fin.exits.push(delete_record(i, d, line));
+    }
+    for (i, inst) in m.installs.iter().take(MAX_INSTALLS).enumerate() {
+        fin.exits
+            .push(install_record(i, inst, m.conversation, line));
+    }
+}
+
+/// The exit record of a program a call installed in an `installs` cache: a `write` of it
+/// to its real place, which only an approved launch makes (the merge never does).
+pub fn install_record(n: usize, i: &Install, conversation: bool, line: &str) -> ExitRecord {
+    let kept = if conversation {
+        "kept for this conversation's next calls"
+    } else {
+        "dropped with the call's layer (the call had no conversation)"
+    };
+    let what = if i.changed { "changed" } else { "installed" };
+    ExitRecord {
+        id: format!("install-{}", n + 1),
+        source: ExitSource::Denial,
+        kind: ExitKind::Write,
+        summary: format!(
+            "write {} ({what} by the call; {kept}; approving this write installs it for real)",
+            i.path
+        ),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            targets: vec![Target {
+                path: i.path.clone(),
+                class: TargetClass::Cache,
+                op: TargetOp::Write,
+                backup_before_write: false,
+                masked: false,
+            }],
+            ..Default::default()
+        },
+        needs: Needs::Contained {
+            grants: vec![efr_sandbox_wire::Grant::Write {
+                path: i.path.clone(),
+            }],
+        },
+        judgement: Judgement {
+            verdict: Verdict::Review,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "the call {what} {} in a cache of installed programs; it is not merged into \
+                 the real cache ({kept}); approving this write runs the line with a write \
+                 grant of that path, which installs it for real",
+                i.path
+            )],
+        },
+    }
+}
+
+/// The digest of an npm integrity entry: standard base64 as ssri writes it, padding
+/// optional and bits past the last byte ignored; the URL-safe alphabet is accepted too.
+pub(crate) fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    use base64::alphabet::{STANDARD, URL_SAFE};
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    const LENIENT: GeneralPurposeConfig = GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true);
+    const STD: GeneralPurpose = GeneralPurpose::new(&STANDARD, LENIENT);
+    const URL: GeneralPurpose = GeneralPurpose::new(&URL_SAFE, LENIENT);
+    STD.decode(s).or_else(|_| URL.decode(s)).ok()
+}
+
+/// Standard base64 with padding, as ssri writes an integrity's digest.
+pub(crate) fn base64_encode(b: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A merge whose cleanup is left for later (the service's janitor) keeps the call's
+    /// dirs and its lock until the cleanup runs: another process's sweep cannot take them
+    /// for a dead call's meanwhile. Then nothing is left.
+    #[test]
+    fn a_cleanup_left_for_later_holds_the_calls_lock_until_it_runs() {
+        let d = tempfile::tempdir().unwrap();
+        let state = d.path().join("state");
+        let cache = d.path().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let layers = prepare(
+            &state,
+            std::slice::from_ref(&cache),
+            &[],
+            None,
+            &Verify::default(),
+        )
+        .unwrap();
+        std::fs::write(Path::new(&layers[0].upper).join("new"), "n").unwrap();
+        let call = call_dir(&layers[0]).unwrap();
+        let (m, cleanup) = merge_and_hold(&state, &layers, &[], &Verify::default());
+        assert!(m.refused.is_empty(), "{:?}", m.refused);
+        // A cache of no merge kind: nothing of the call reaches it.
+        assert!(!cache.join("new").exists());
+        assert!(call.join(CALL_LOCK).exists() && Path::new(&layers[0].upper).exists());
+        let f = File::options()
+            .write(true)
+            .open(call.join(CALL_LOCK))
+            .unwrap();
+        assert!(
+            nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err(),
+            "the lock is still held"
+        );
+        assert!(cleanup.run().is_empty());
+        assert!(!call.exists(), "removed");
+    }
+
+    #[test]
+    fn base64_of_integrities() {
+        // The decoder: padding optional, URL-safe too, trailing bits ignored, else nothing.
+        assert_eq!(base64_decode("Zm8=").as_deref(), Some(&b"fo"[..]));
+        assert_eq!(base64_decode("Zm8").as_deref(), Some(&b"fo"[..]));
+        assert_eq!(base64_decode("Zm9").as_deref(), Some(&b"fo"[..]));
+        assert_eq!(base64_decode("-_8=").as_deref(), Some(&[0xfb, 0xff][..]));
+        assert_eq!(base64_decode("+/8=").as_deref(), Some(&[0xfb, 0xff][..]));
+        assert_eq!(base64_decode("Zm8*"), None);
+        assert_eq!(base64_encode(b"fo"), "Zm8=");
+    }
+}
