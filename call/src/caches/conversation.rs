@@ -9,7 +9,16 @@
 //! moved (renamed, never copied) into it: a whiteout or an opaque directory replaces what
 //! the layer had there, so that the next call sees what this one left. Layers not used for
 //! `sandbox.conversation_cache_days` are removed by the merge.
+//!
+//! A layer is a directory on the host (in the state dir), so a `.git` file anywhere could
+//! name a directory of it as a git dir. Each call's writes there were held to the
+//! supervisor's git rule in its own view, but two calls of one conversation at once may
+//! each leave half of a git dir (one a `config`, the other a `HEAD`): where a move puts a
+//! name that makes or feeds a git dir, the layer's directory is held to the same rule after
+//! the move ([`settle_git`]): a config git would run something from, a linked config or
+//! hooks dir, a hook, is taken out.
 
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -76,17 +85,26 @@ fn remove(p: &Path) -> std::io::Result<()> {
 
 /// Moves what the upper dir `upper` holds below `rel` into the conversation's layer
 /// `conv`: renames only (both are in the state dir). `real` is the real cache's root: a
-/// whiteout of a name it does not have hides nothing and is dropped.
+/// whiteout of a name it does not have hides nothing and is dropped. Where a git name lands
+/// in a directory the layer had, that directory is held to the git rule (`safe`: the keys a
+/// config may hold); what it took out is added to `out`, one line each.
 pub fn move_in(
     upper: &Path,
     conv: &Path,
     rel: &Path,
     real: &std::os::fd::OwnedFd,
+    safe: &[String],
+    out: &mut Vec<String>,
 ) -> std::io::Result<()> {
     let mut names: Vec<_> = std::fs::read_dir(upper.join(rel))?
         .map(|e| e.map(|e| e.file_name()))
         .collect::<Result<_, _>>()?;
     names.sort();
+    let git = names
+        .iter()
+        .any(|n| GIT_NAMES.iter().any(|g| n.as_encoded_bytes() == *g))
+        || rel.file_name().is_some_and(|n| n == "hooks");
+    let level = conv.join(rel);
     for name in names {
         let r = rel.join(&name);
         let (u, c) = (upper.join(&r), conv.join(&r));
@@ -102,14 +120,100 @@ pub fn move_in(
         if md.is_dir() && !opaque(&u) {
             let cm = std::fs::symlink_metadata(&c).ok();
             if cm.as_ref().is_some_and(|m| m.is_dir()) {
-                move_in(upper, conv, &r, real)?;
+                move_in(upper, conv, &r, real, safe, out)?;
                 continue;
             }
         }
         remove(&c)?;
         std::fs::rename(&u, &c)?;
     }
+    if git {
+        settle_git(&level, safe, out);
+        if rel.file_name().is_some_and(|n| n == "hooks") {
+            if let Some(p) = level.parent() {
+                settle_git(p, safe, out);
+            }
+        }
+    }
     Ok(())
+}
+
+/// The names that make or feed a git dir (see `efr_launcher::supervise::gitdir`).
+const GIT_NAMES: [&[u8]; 6] = [
+    b"HEAD",
+    b"objects",
+    b"refs",
+    b"config",
+    b"config.worktree",
+    b"hooks",
+];
+
+/// Holds the directory `d` of a layer to the supervisor's git rule when git would take it
+/// as a git dir: each config must be a plain file of keys on `safe` in the subset of git's
+/// syntax git writes, the hooks dir a directory of `*.sample` files; what is not is
+/// removed and said in `out`.
+pub fn settle_git(d: &Path, safe: &[String], out: &mut Vec<String>) {
+    use efr_launcher::supervise::gitdir;
+    let fallback: Vec<String>;
+    let safe = if safe.is_empty() {
+        fallback = efr_launcher::supervise::FALLBACK_GIT_SAFE_KEYS
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        &fallback[..]
+    } else {
+        safe
+    };
+    if !gitdir::git_like(|n| {
+        std::fs::symlink_metadata(d.join(std::ffi::OsStr::from_bytes(n))).is_ok()
+    }) {
+        return;
+    }
+    let mut take = |p: PathBuf, why: &str| {
+        let done = remove(&p);
+        out.push(match done {
+            Ok(()) => format!(
+                "{}: {why}: removed from the conversation's layer",
+                p.display()
+            ),
+            Err(e) => format!("{}: {why}: cannot remove it: {e}", p.display()),
+        });
+    };
+    for name in gitdir::CONFIGS {
+        let p = d.join(std::ffi::OsStr::from_bytes(name));
+        let Ok(md) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if md.is_dir() {
+            continue;
+        }
+        let why = if !md.is_file() || md.len() > efr_sandbox_wire::gitconfig::MAX_CONFIG as u64 {
+            Some("a git config that is not a plain file of at most 1 MiB".to_string())
+        } else {
+            match std::fs::read(&p) {
+                Ok(text) => gitdir::config_text(&text, safe),
+                Err(e) => Some(format!("a git config that cannot be read: {e}")),
+            }
+        };
+        if let Some(why) = why {
+            take(p, &why);
+        }
+    }
+    let hooks = d.join("hooks");
+    match std::fs::symlink_metadata(&hooks) {
+        Ok(md) if md.is_dir() => {
+            let names: Vec<_> = std::fs::read_dir(&hooks)
+                .map(|rd| rd.flatten().map(|e| e.file_name()).collect())
+                .unwrap_or_default();
+            for n in names {
+                if !n.as_encoded_bytes().ends_with(b".sample") {
+                    take(hooks.join(n), "a hook of a git dir");
+                }
+            }
+        }
+        Ok(_) => take(hooks, "a hooks dir that is not a directory"),
+        Err(_) => {}
+    }
 }
 
 /// One conversation layer, for `efr-sandbox cache list`.
@@ -270,7 +374,9 @@ mod tests {
         std::fs::write(upper.join("both/added"), "u").unwrap();
         std::fs::write(upper.join("file"), "new").unwrap();
         let root: OwnedFd = std::fs::File::open(&real).unwrap().into();
-        move_in(&upper, &conv, Path::new(""), &root).unwrap();
+        let mut out = Vec::new();
+        move_in(&upper, &conv, Path::new(""), &root, &[], &mut out).unwrap();
+        assert!(out.is_empty(), "{out:?}");
         let md = std::fs::symlink_metadata(conv.join("hidden")).unwrap();
         assert!(whiteout(&md), "the real entry stays hidden");
         assert!(std::fs::symlink_metadata(conv.join("only-conv")).is_err());
@@ -285,5 +391,59 @@ mod tests {
             "u"
         );
         assert_eq!(std::fs::read_to_string(conv.join("file")).unwrap(), "new");
+    }
+
+    /// Two calls of one conversation each leave half of a git dir in a cache: the first a
+    /// config that runs code (no git dir then), the second `HEAD`, `objects`, `refs` and a
+    /// hook. Once both are moved in, the layer's directory is a git dir holding neither the
+    /// config nor the hook; a git dir's safe config and samples stay.
+    #[test]
+    fn halves_of_a_git_dir_from_two_calls_hold_no_code_in_the_layer() {
+        let d = tempfile::tempdir_in("/var/tmp").unwrap();
+        let (conv, real) = (d.path().join("c"), d.path().join("r"));
+        for p in [&conv, &real] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        let root: OwnedFd = std::fs::File::open(&real).unwrap().into();
+        let first = d.path().join("u1");
+        std::fs::create_dir_all(first.join("x")).unwrap();
+        std::fs::write(
+            first.join("x/config"),
+            "[core]\n\tfsmonitor = touch /tmp/m\n",
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        move_in(&first, &conv, Path::new(""), &root, &[], &mut out).unwrap();
+        assert!(out.is_empty(), "no git dir yet: {out:?}");
+        let second = d.path().join("u2");
+        for p in [
+            "x/objects",
+            "x/refs",
+            "x/hooks",
+            "ok/objects",
+            "ok/refs",
+            "ok/hooks",
+        ] {
+            std::fs::create_dir_all(second.join(p)).unwrap();
+        }
+        std::fs::write(second.join("x/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(second.join("x/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+        std::fs::write(second.join("ok/config"), "[core]\n\tbare = true\n").unwrap();
+        std::fs::write(second.join("ok/hooks/pre-commit.sample"), "").unwrap();
+        move_in(&second, &conv, Path::new(""), &root, &[], &mut out).unwrap();
+        assert!(!conv.join("x/config").exists(), "{out:?}");
+        assert!(!conv.join("x/hooks/pre-commit").exists(), "{out:?}");
+        assert!(conv.join("x/HEAD").exists());
+        assert!(out.iter().any(|l| l.contains("core.fsmonitor")), "{out:?}");
+        // A new directory moved whole is the call's own view, checked by the supervisor.
+        assert!(
+            conv.join("ok/config").exists() && conv.join("ok/hooks/pre-commit.sample").exists()
+        );
+        // A git dir the layer had that a later call feeds a hook.
+        let third = d.path().join("u3");
+        std::fs::create_dir_all(third.join("ok/hooks")).unwrap();
+        std::fs::write(third.join("ok/hooks/post-checkout"), "#!/bin/sh\n").unwrap();
+        move_in(&third, &conv, Path::new(""), &root, &[], &mut out).unwrap();
+        assert!(!conv.join("ok/hooks/post-checkout").exists(), "{out:?}");
     }
 }

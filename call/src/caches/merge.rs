@@ -207,8 +207,17 @@ pub(super) fn merge_one(
             &super::conversation::lock_name(&id, &super::key(&cache)),
         )
         .map_err(|e| io("conversation lock", e))?;
-        super::conversation::move_in(&upper, Path::new(conv), Path::new(""), &cx.root)
-            .map_err(|e| io(&format!("moving the layer into {conv}"), e))?;
+        let mut taken = Vec::new();
+        super::conversation::move_in(
+            &upper,
+            Path::new(conv),
+            Path::new(""),
+            &cx.root,
+            &verify.git_safe_keys,
+            &mut taken,
+        )
+        .map_err(|e| io(&format!("moving the layer into {conv}"), e))?;
+        cx.out.refused.extend(taken);
         super::conversation::touch(state, &id);
     }
     if staging.starts_with(&cache) {

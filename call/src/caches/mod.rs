@@ -258,6 +258,10 @@ pub struct Verify {
     pub cargo_registries: Vec<String>,
     /// `sandbox.conversation_cache_days`.
     pub conversation_days: u64,
+    /// `git.safe_config_keys`: what a git config in a conversation's layer may hold
+    /// ([`conversation::move_in`]; empty in an older manifest: the launcher's short list).
+    #[serde(default)]
+    pub git_safe_keys: Vec<String>,
 }
 
 impl Verify {
@@ -309,6 +313,7 @@ impl Verify {
             resolve,
             cargo_registries: cargo::user_registries(&env.home),
             conversation_days: config.sandbox.conversation_cache_days.value,
+            git_safe_keys: config.git_safe_keys(),
         }
     }
 
