@@ -419,6 +419,10 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
                 allow_reason = Some("efr's config allows this host".to_string());
             }
         }
+        // a grant that would reach the sandbox's own control plane is never proposed
+        if refuse_reason.is_none() {
+            refuse_reason = control_reached(ctx, &f.needs);
+        }
         // git code a contained call could have written
         if let Some(repo) = &f.git_repo {
             if matches!(
@@ -770,6 +774,34 @@ pub fn render_text(r: &ClassifyResult) -> String {
         let _ = writeln!(s, "opaque: {o}");
     }
     s
+}
+
+/// Why an exit's needed grants are refused: one reaches the sandbox's own control plane
+/// ([`crate::control`]: a `socket`, `write` or `device` grant at or below it, an `unmask`
+/// at, below or above it).
+fn control_reached(ctx: &Context, needs: &Needs) -> Option<String> {
+    let Needs::Contained { grants } = needs else {
+        return None;
+    };
+    let plane = crate::control::control_plane(&ctx.env);
+    grants.iter().find_map(|g| {
+        let (path, hit) = match g {
+            Grant::Unmask { path } => (path, crate::control::reached(&plane, Path::new(path))),
+            Grant::Socket { path } | Grant::Write { path } | Grant::Device { path } => {
+                (path, crate::control::holding(&plane, Path::new(path)))
+            }
+            _ => return None,
+        };
+        hit.map(|h| {
+            format!(
+                "{path} reaches {} ({}), the sandbox's own control plane: no grant opens it \
+                 (a call there could launch anything unsandboxed or read every \
+                 conversation's files)",
+                h.path.display(),
+                h.what
+            )
+        })
+    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The command line: the arguments of every command and [`run()`], which runs one; one file
 //! per command (`serve` is [`crate::rpc::server::run`]). A command imports this module,
-//! [`crate::state`]'s shared parts and the crates below; never another command or a
-//! handler.
+//! [`crate::state`]'s shared parts, `dirs` and `term` (what it prints of a call's) and the
+//! crates below; never another command or a handler.
 
 use clap::{Parser, Subcommand};
 
