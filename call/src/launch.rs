@@ -295,9 +295,14 @@ pub fn prepare(
     let mut plane: Vec<PathBuf> = control_plane(env).into_iter().map(|c| c.path).collect();
     plane.extend(runtime.map(Path::to_path_buf));
     for dir in plane {
-        if !masks.iter().any(|m| dir.starts_with(m)) {
-            masks.push(dir.to_string_lossy().into_owned());
+        // Under the host's /tmp, a path is out of the view already (the call has a /tmp of
+        // its own), unless a project root brings it in.
+        let in_tmp = dir.starts_with(&env.tmp);
+        let in_project = p.projects.iter().any(|r| dir.starts_with(r));
+        if (in_tmp && !in_project) || masks.iter().any(|m| dir.starts_with(m)) {
+            continue;
         }
+        masks.push(dir.to_string_lossy().into_owned());
     }
     let scrubbed = efr_policy::classify::tokens::scrubbed_copies(&env.home, &mut masks);
     let mut grants = grants;
