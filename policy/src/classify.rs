@@ -362,7 +362,7 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
         findings.insert(0, f);
     }
     let granted = req.granted.as_ref();
-    let mut token_hosts: Option<BTreeSet<String>> = None;
+    let mut token_hosts: Option<std::collections::BTreeMap<String, tokens::TokenSource>> = None;
     let mut exits = Vec::new();
     let mut seen = BTreeSet::new();
     for mut f in findings {
@@ -396,16 +396,20 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
                         .collect(),
                     _ => Vec::new(),
                 };
-                tokens::visible_token_hosts(ctx, &out.roots, &unmasked, &ctx.call_env)
+                tokens::visible_token_sources(ctx, &out.roots, &unmasked, &ctx.call_env)
             });
             for h in &f.facts.hosts {
                 if ctx.net_deny.iter().any(|d| host_matches(d, &h.host)) {
                     refuse_reason = Some(format!("efr's config denies {}", h.host));
-                } else if th.contains(&h.host) && matches!(f.needs, Needs::Contained { .. }) {
+                } else if let Some(src) = th
+                    .get(&h.host)
+                    .filter(|_| matches!(f.needs, Needs::Contained { .. }))
+                {
                     f.needs = Needs::Unsandboxed;
                     f.reasons.push(format!(
-                        "a token for {} is visible to a contained call (a token file it can read, a variable it keeps or a credential helper it can run), so no host grant opens it (denied)",
-                        h.host
+                        "a token for {} is visible to a contained call, so no host grant opens it (denied): {}",
+                        h.host,
+                        src.explain()
                     ));
                 }
             }

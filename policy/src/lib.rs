@@ -6,6 +6,7 @@
 //! - [`shell`]: a parser that reads a shell line as bash does.
 //! - [`classify`]: turns a shell line into exit records.
 //! - [`control`]: the sandbox's own control plane, which no call sees, reaches or is granted.
+//! - [`secrets`]: the one secret detector (the reviewed shapes of `data/secrets.toml`).
 //! - [`path`]: canonical paths and the one home expansion ([`path::expand_home`]).
 
 #![warn(missing_docs)]
@@ -21,4 +22,5 @@ pub mod config;
 pub mod control;
 pub mod explain;
 pub mod path;
+pub mod secrets;
 pub mod shell;
