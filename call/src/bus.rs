@@ -99,7 +99,7 @@ pub enum AttachError {
         /// The bus (`session` or `system`).
         bus: &'static str,
         /// Why.
-        source: crate::bus_owners::OwnersError,
+        source: Box<crate::bus_owners::OwnersError>,
     },
     /// The call's 0700 directory for the filters' sockets could not be made or is not ours.
     #[error("bus filter directory {}: {source}", path.display())]
@@ -244,7 +244,7 @@ impl CallBus {
                 crate::bus_owners::start(&upstream, &rules.connection, &rules.never).map_err(
                     |source| AttachError::Owners {
                         bus: bus.as_str(),
-                        source,
+                        source: Box::new(source),
                     },
                 )?;
             let args: Vec<String> = rules

@@ -37,7 +37,7 @@ pub enum OwnersError {
         /// The bus's address.
         address: String,
         /// What zbus said.
-        source: zbus::Error,
+        source: Box<zbus::Error>,
     },
     /// The thread or its runtime could not be started.
     #[error("cannot start the watch of the bus's names: {0}")]
@@ -230,7 +230,7 @@ async fn watch(
 ) {
     let bus_err = |source| OwnersError::Bus {
         address: address.clone(),
-        source,
+        source: Box::new(source),
     };
     let setup = async {
         let conn = zbus::connection::Builder::address(address.as_str())?

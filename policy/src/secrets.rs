@@ -459,7 +459,7 @@ fn key_body(text: &str, at: Range<usize>) -> bool {
     if !before.contains("BEGIN") {
         return false;
     }
-    let rest = text[at.end..].as_bytes();
+    let rest = &text.as_bytes()[at.end..];
     let (mut i, mut n) = (0, 0);
     while i < rest.len() {
         match rest[i] {
@@ -496,7 +496,7 @@ fn putty_key(text: &str, at: Range<usize>) -> bool {
 /// The host of the URL whose authority `rest` starts with (after its `@`).
 fn url_host_after(rest: &str) -> Option<String> {
     let end = rest
-        .find(|c: char| matches!(c, '/' | '?' | '#' | ' ' | '\t' | '\n' | '"' | '\'' | ','))
+        .find(['/', '?', '#', ' ', '\t', '\n', '"', '\'', ','])
         .unwrap_or(rest.len());
     let authority = &rest[..end];
     let host = if let Some(v6) = authority.strip_prefix('[') {

@@ -212,7 +212,7 @@ fn grants_of_the_control_plane_are_refused() {
         );
     }
     // `run` as the user types it, with the socket as EFR_SANDBOX_SOCKET names it.
-    let o = command(&s.home.parent().unwrap().to_path_buf())
+    let o = command(s.home.parent().unwrap())
         .env("EFR_SANDBOX_SOCKET", &socket)
         .args(["run", "--project"])
         .arg(&proj)

@@ -151,7 +151,8 @@ pub fn host_listeners() -> Result<Vec<Listener>, HostDumpError> {
         SockProtocol::NetlinkSockDiag,
     )
     .map_err(std::io::Error::from)?;
-    let timeout = nix::sys::time::TimeVal::new(HOST_DUMP_TIMEOUT.as_secs() as _, 0);
+    let timeout =
+        nix::sys::time::TimeVal::new(i64::try_from(HOST_DUMP_TIMEOUT.as_secs()).unwrap_or(2), 0);
     setsockopt(&s, ReceiveTimeout, &timeout).map_err(std::io::Error::from)?;
     let mut out = Vec::new();
     let mut buf = vec![0u8; 32 * 1024];
