@@ -574,7 +574,19 @@ fn sandbox_launch_serves_a_bus_filter_grant() {
     std::fs::create_dir_all(&proj).unwrap();
     let (_bus, real) = private_bus(&home);
     config(d.path(), "");
-    let socket = d.path().join("run").join("sandbox.sock");
+    // The service's socket where a call could see it (not the call's own /tmp): its
+    // directory is masked as the control plane, and the filter's socket below it is still
+    // the call's.
+    let rt = tempfile::Builder::new()
+        .prefix("efr-bus-rt-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        rt.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let socket = rt.path().join("sandbox.sock");
     let mut cmd = command(d.path());
     std::fs::create_dir_all(d.path().join("tmp")).unwrap();
     cmd.env("TMPDIR", d.path().join("tmp"))
