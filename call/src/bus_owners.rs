@@ -209,11 +209,17 @@ pub fn start(
         proxy_pid,
         seen,
     };
-    match first_rx.recv_timeout(FIRST_READ) {
+    // The watch bounds its own first reading; this wait is the backstop of a thread that
+    // does not even get that far, which is then left to end on its own (never joined: a
+    // join could wait as long as the thread).
+    match first_rx.recv_timeout(FIRST_READ + Duration::from_secs(1)) {
         Ok(Ok(cut)) => Ok((cut, owners)),
         Ok(Err(e)) => Err(e),
         Err(_) => {
-            owners.stop();
+            if let Some(s) = owners.stop.take() {
+                let _ = s.send(());
+            }
+            drop(owners.thread.take());
             Err(OwnersError::Timeout(address.to_string()))
         }
     }
@@ -255,10 +261,16 @@ async fn watch(
         }
         Ok::<_, zbus::Error>((conn, changes, owned))
     };
-    let (_conn, mut changes, owned) = match setup.await {
-        Ok(v) => v,
-        Err(e) => {
+    // A bus that does not answer (a daemon whose policy drops our messages, one that hangs)
+    // is an error in bounded time, never a call that waits for ever.
+    let (_conn, mut changes, owned) = match tokio::time::timeout(FIRST_READ, setup).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
             let _ = first.send(Err(bus_err(e)));
+            return;
+        }
+        Err(_) => {
+            let _ = first.send(Err(OwnersError::Timeout(address.clone())));
             return;
         }
     };

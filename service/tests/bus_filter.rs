@@ -962,3 +962,32 @@ fn a_rule_is_cut_when_its_connection_takes_a_never_name() {
         }
     }
 }
+
+/// A bus that never answers (a listening socket nobody serves): the filter cannot read who
+/// owns the names, and the call does not start, with why, in bounded time.
+#[test]
+fn a_bus_that_never_answers_is_a_setup_error_not_a_hang() {
+    let d = temp_env();
+    let proj = d.path().join("home/proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let sock = dir.path().join("mute-bus");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let t0 = Instant::now();
+    let o = bus_run(
+        d.path(),
+        "DBUS_SESSION_BUS_ADDRESS",
+        &sock,
+        "native",
+        proj.to_str().unwrap(),
+        "bus_filter=session",
+    )
+    .args(["--", "echo RAN"])
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.contains("did not list its names within"), "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("RAN"));
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+}
