@@ -6,14 +6,17 @@
 # the two interleaved (alternating which goes first) so a slow period hits both alike.
 # Prints the medians (ms), their difference and ratio, and the median per-round difference.
 # Usage: scripts/bench-bus.sh [N] [BACKEND]   (N defaults to 50, BACKEND to native; builds
-# efr-launch and efr-sandbox in release first)
+# efr-launch and efr-sandbox in release first; SBX=PATH measures that efr-sandbox instead,
+# without a build: two builds compared in one sitting)
 set -eu
 N=${1:-50}
 B=${2:-native}
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-cargo build -q --release -p efr-launcher --bin efr-launch -p efr-sandbox --bin efr-sandbox
-SBX=$CARGO_TARGET_DIR/release/efr-sandbox
+if [ -z "${SBX:-}" ]; then
+  cargo build -q --release -p efr-launcher --bin efr-launch -p efr-sandbox --bin efr-sandbox
+  SBX=$CARGO_TARGET_DIR/release/efr-sandbox
+fi
 D=$(mktemp -d)
 cleanup() { [ -n "${BUSPID:-}" ] && kill "$BUSPID" 2>/dev/null; rm -rf "$D"; }
 trap cleanup EXIT
@@ -21,7 +24,7 @@ mkdir -p "$D/proj" "$D/home"
 cat > "$D/bus.conf" <<EOF
 <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN" "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig><type>session</type><listen>unix:path=$D/bus</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*"/><allow own="*"/></policy></busconfig>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
 EOF
 mkfifo "$D/addr"
 dbus-daemon --config-file="$D/bus.conf" --nofork --print-address=1 >"$D/addr" 2>/dev/null &

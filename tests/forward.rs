@@ -270,9 +270,15 @@ fn a_server_is_reachable_and_its_port_is_in_use_for_others() {
             let by_host = one_for(&ev, host_port);
             assert_eq!(
                 (by_host.outcome, by_host.reason.as_deref()),
-                (ForwardOutcome::InUse, Some("a host process listens on it"))
+                (
+                    ForwardOutcome::InUse,
+                    Some(format!("a host process listens on 127.0.0.1:{host_port}").as_str())
+                )
             );
             assert!(f3.current().is_empty());
+            // The third job's forwards stop first (it had none: nothing to say), so that
+            // the port the first gives back has one job waiting for it.
+            f3.stop().await;
 
             // The first job's forwards stop: `stopped`, and the port goes to the job of
             // the conversation that waited for it.
@@ -283,11 +289,11 @@ fn a_server_is_reachable_and_its_port_is_in_use_for_others() {
             assert_eq!(taken_again.len(), 1, "{taken_again:?}");
             assert_eq!(f2.current(), [("127.0.0.1".to_string(), port)]);
             f2.stop().await;
-            f3.stop().await;
             let ev = until(&mut rx2, port, ForwardOutcome::Stopped, &second).await;
             assert_eq!(ev.len(), 1, "{ev:?}");
             // The third job had no forward: nothing more to say.
-            assert!(rx3.try_recv().is_err());
+            let more = rx3.try_recv();
+            assert!(more.is_err(), "{more:?}");
             assert_eq!(
                 TcpStream::connect(("127.0.0.1", port))
                     .map(|_| ())
@@ -414,5 +420,164 @@ fn privileged_denied_and_past_the_limit_are_refused_and_a_closed_listener_stops(
             }
         });
         assert_eq!(socket_makers(&[&job]), Vec::<i32>::new(), "{backend:?}");
+    }
+}
+
+/// A python line that listens on each `(address, port)` (IPv4 or IPv6 by the address).
+fn listeners_at(addrs: &[(&str, u16)]) -> String {
+    let list = addrs
+        .iter()
+        .map(|(a, p)| format!("('{a}', {p})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let script = format!(
+        "import socket, time\n\
+         def l(a, p):\n    s = socket.socket(socket.AF_INET6 if ':' in a else socket.AF_INET)\n    s.bind((a, p))\n    s.listen()\n    return s\n\
+         ss = [l(a, p) for (a, p) in [{list}]]\n\
+         print('listening', flush=True)\n\
+         time.sleep(3600)\n"
+    );
+    format!("exec {} -c \"{}\"", python(), script.replace('"', "\\\""))
+}
+
+/// A server of another process of the host (this process's own sockets are the
+/// forwards' side, as in the service), listening on `addr`:`port` until dropped.
+struct HostServer(std::process::Child);
+
+impl HostServer {
+    fn start(addr: &str, port: u16) -> HostServer {
+        use std::io::BufRead;
+        let script = format!(
+            "import socket, sys\n\
+             s = socket.socket(socket.AF_INET6 if ':' in '{addr}' else socket.AF_INET)\n\
+             s.bind(('{addr}', {port}))\n\
+             s.listen()\n\
+             print('ready', flush=True)\n\
+             sys.stdin.read()\n"
+        );
+        let mut c = std::process::Command::new(python())
+            .args(["-c", &script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(c.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n", "the host's server on {addr}:{port}");
+        HostServer(c)
+    }
+}
+
+impl Drop for HostServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port free on both of the host's loopback addresses now.
+fn free_port_both() -> u16 {
+    loop {
+        let p = free_port();
+        if TcpListener::bind(("::1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// A host server on one family keeps the port on the other too: a `localhost` client may
+/// try either first, and the one that reached the job would hand it what it sends the
+/// host's server (a bearer token). Checked before the forward (both families, `0.0.0.0`
+/// and `::`), and while it runs: a host server that comes later takes its port back.
+#[test]
+fn a_host_listener_on_either_family_keeps_the_port() {
+    if TcpListener::bind("[::1]:0").is_err() {
+        common::skip("no IPv6 loopback on this host");
+        return;
+    }
+    for backend in backends() {
+        let fx = Fixture::new();
+        let (v4, v6, any, later) = (
+            free_port_both(),
+            free_port_both(),
+            free_port_both(),
+            free_port_both(),
+        );
+        let host_v4 = HostServer::start("127.0.0.1", v4);
+        let host_v6 = HostServer::start("::1", v6);
+        let host_any = HostServer::start("0.0.0.0", any);
+        let job = Job::start(
+            &fx,
+            &listeners_at(&[("::1", v4), ("127.0.0.1", v6), ("::1", any), ("::1", later)]),
+            backend,
+        );
+        runtime().block_on(async {
+            let ports = Arc::new(Ports::new());
+            let (f, mut rx) =
+                forwards(&job, "conv", "job-1", ForwardConfig::default(), &ports).await;
+            let mut ev = Vec::new();
+            for (port, outcome) in [
+                (v4, ForwardOutcome::InUse),
+                (v6, ForwardOutcome::InUse),
+                (any, ForwardOutcome::InUse),
+                (later, ForwardOutcome::Forwarded),
+            ] {
+                if !ev
+                    .iter()
+                    .any(|e: &ForwardEvent| e.port == port && e.outcome == outcome)
+                {
+                    ev.extend(until(&mut rx, port, outcome, &job).await);
+                }
+            }
+            for (port, listen, holder) in [
+                (v4, "::1", format!("127.0.0.1:{v4}")),
+                (v6, "127.0.0.1", format!("[::1]:{v6}")),
+                (any, "::1", format!("0.0.0.0:{any}")),
+            ] {
+                let e = one_for(&ev, port);
+                assert_eq!(
+                    (e.listen.as_str(), e.by_job.as_deref()),
+                    (listen, None),
+                    "{backend:?}: {e:?}"
+                );
+                assert_eq!(
+                    e.reason.as_deref(),
+                    Some(format!("a host process listens on {holder}").as_str()),
+                    "{backend:?}: {e:?}"
+                );
+            }
+            assert_eq!(f.current(), [("::1".to_string(), later)]);
+            // The host's servers still answer on their own ports: nothing was taken.
+            for (addr, port) in [("127.0.0.1", v4), ("::1", v6), ("127.0.0.1", any)] {
+                assert!(TcpStream::connect((addr, port)).is_ok(), "{addr}:{port}");
+            }
+            // A host server on the other family after the forward started: the forward
+            // ends, its port is `in_use`, and the host's ::1 is free again.
+            let host_later = HostServer::start("127.0.0.1", later);
+            let ev = until(&mut rx, later, ForwardOutcome::InUse, &job).await;
+            let e = one_for(&ev, later);
+            assert_eq!(
+                e.reason.as_deref(),
+                Some(format!("a host process listens on 127.0.0.1:{later}").as_str()),
+                "{backend:?}: {e:?}"
+            );
+            assert!(f.current().is_empty(), "{:?}", f.current());
+            assert_eq!(
+                TcpStream::connect(("::1", later))
+                    .map(|_| ())
+                    .map_err(|e| e.kind()),
+                Err(std::io::ErrorKind::ConnectionRefused),
+                "{backend:?}: the job's forward on [::1]:{later} was ended"
+            );
+            assert_eq!(
+                ports.holder(SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, later))),
+                None
+            );
+            f.stop().await;
+            drop(host_later);
+        });
+        drop((host_v4, host_v6, host_any));
     }
 }

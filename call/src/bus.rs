@@ -92,6 +92,15 @@ pub enum AttachError {
         /// Why there is no address, as `upstream` says.
         msg: String,
     },
+    /// Who owns the rules' names on the real bus could not be read, so the rules could not
+    /// be checked against the never names of their connections.
+    #[error("bus filter of the {bus} bus: {source}")]
+    Owners {
+        /// The bus (`session` or `system`).
+        bus: &'static str,
+        /// Why.
+        source: Box<crate::bus_owners::OwnersError>,
+    },
     /// The call's 0700 directory for the filters' sockets could not be made or is not ours.
     #[error("bus filter directory {}: {source}", path.display())]
     Dir {
@@ -134,6 +143,10 @@ struct Filter {
     stderr_reader: Option<JoinHandle<()>>,
     /// Between the call's clients and the proxy (see [`start`]).
     relay: Option<crate::bus_relay::Relay>,
+    /// The watch of who owns the rules' names (it cuts the filter when a rule comes to
+    /// reach a never name), and the rules it cut before the filter started.
+    owners: Option<crate::bus_owners::Owners>,
+    cut_rules: Vec<crate::bus_owners::CutRule>,
 }
 
 /// The bus filters of one call, running until [`CallBus::finish`] (or drop).
@@ -142,6 +155,8 @@ pub struct CallBus {
     filters: Vec<Filter>,
     dir: PathBuf,
     done: bool,
+    /// The never entries in force: a refusal of one is the user's to open.
+    never: Vec<efr_policy::config::Entry>,
 }
 
 /// A 0700 directory for the call's sockets below `runtime` (`calls/<random>`), else below
@@ -216,14 +231,40 @@ impl CallBus {
             filters: Vec::new(),
             dir: dir.clone(),
             done: false,
+            never: rules.never.clone(),
         };
         for &bus in buses {
             let upstream = upstream(bus, &env).map_err(|msg| AttachError::Upstream {
                 bus: bus.as_str(),
                 msg,
             })?;
+            // The rules whose connection also owns a never name they would reach are cut;
+            // the watch goes on while the filter runs.
+            let (cut_rules, owners) =
+                crate::bus_owners::start(&upstream, &rules.connection, &rules.never).map_err(
+                    |source| AttachError::Owners {
+                        bus: bus.as_str(),
+                        source: Box::new(source),
+                    },
+                )?;
+            let args: Vec<String> = rules
+                .args
+                .iter()
+                .filter(|a| !cut_rules.iter().any(|c| c.arg == **a))
+                .cloned()
+                .collect();
             let sock = dir.join(format!("{}.sock", bus.as_str()));
-            let f = start(bus, &upstream, &sock, &rules.args)?;
+            let mut f = start(bus, &upstream, &sock, &args)?;
+            owners.proxy_pid.store(
+                i32::try_from(f.child.id()).unwrap_or(0),
+                std::sync::atomic::Ordering::SeqCst,
+            );
+            // A change seen before the pid was known: the cut happens now.
+            if owners.cut().is_some() {
+                crate::bus_owners::kill(&owners.proxy_pid);
+            }
+            f.owners = Some(owners);
+            f.cut_rules = cut_rules;
             cb.filters.push(f);
             let path = sock.to_string_lossy().into_owned();
             plan.grants.push(Grant::Socket { path: path.clone() });
@@ -246,7 +287,28 @@ impl CallBus {
         }
         self.done = true;
         for f in &mut self.filters {
-            if let Ok(Some(st)) = f.child.try_wait() {
+            for c in &f.cut_rules {
+                notes.push(format!(
+                    "bus rule {} was left out of the bus filter of the {} bus: {}",
+                    c.rule,
+                    f.bus.as_str(),
+                    c.why
+                ));
+            }
+            // The watch first: it may kill the proxy, which is reaped only below.
+            let cut = f.owners.as_mut().and_then(|o| {
+                o.stop();
+                o.cut()
+            });
+            if let Some(c) = &cut {
+                notes.push(format!(
+                    "the bus filter of the {} bus was cut during the call: {}: {}; the call's \
+                     bus was cut off from then on",
+                    f.bus.as_str(),
+                    c.rule,
+                    c.why
+                ));
+            } else if let Ok(Some(st)) = f.child.try_wait() {
                 let err =
                     String::from_utf8_lossy(&f.stderr.lock().unwrap_or_else(|e| e.into_inner()))
                         .trim()
@@ -291,6 +353,38 @@ impl CallBus {
         let notes = self.stop();
         let mut exits = Vec::new();
         for f in &self.filters {
+            // What was cut comes first: the rules left out, the filter ended.
+            let mut cut: Vec<efr_sandbox_wire::BusRefused> = f
+                .cut_rules
+                .iter()
+                .map(|c| efr_sandbox_wire::BusRefused {
+                    bus: f.bus,
+                    name: c.name.clone(),
+                    member: None,
+                    path: None,
+                    count: 1,
+                    cut: Some(format!("{}: {}", c.rule, c.why)),
+                })
+                .collect();
+            if let Some(c) = f.owners.as_ref().and_then(|o| o.cut()) {
+                cut.push(efr_sandbox_wire::BusRefused {
+                    bus: f.bus,
+                    name: c.name.clone(),
+                    member: None,
+                    path: None,
+                    count: 1,
+                    cut: Some(format!(
+                        "the filter was ended during the call: {}: {}",
+                        c.rule, c.why
+                    )),
+                });
+            }
+            let room = efr_proxy::buslog::MAX_SUMMARY.saturating_sub(summary.bus_refused.len());
+            let left = cut.len().saturating_sub(room);
+            summary.bus_refused.extend(cut.into_iter().take(room));
+            summary.bus_refused_more = summary
+                .bus_refused_more
+                .saturating_add(u32::try_from(left).unwrap_or(u32::MAX));
             let log = f.log.lock().unwrap_or_else(|e| e.into_inner());
             let (listed, more) = log.summary();
             let room = efr_proxy::buslog::MAX_SUMMARY.saturating_sub(summary.bus_refused.len());
@@ -308,7 +402,23 @@ impl CallBus {
                 }
             }
             for (name, count) in names {
-                exits.push(bus_record(exits.len() + 1, f.bus, name, count, line));
+                // A unique name is shown with the names its connection owns, and judged by
+                // them: a connection that owns a never name is the user's to open.
+                let owns = f
+                    .owners
+                    .as_ref()
+                    .filter(|_| name.starts_with(':'))
+                    .map(|o| o.names_of(name))
+                    .unwrap_or_default();
+                exits.push(bus_record(
+                    exits.len() + 1,
+                    f.bus,
+                    name,
+                    &owns,
+                    count,
+                    line,
+                    &self.never,
+                ));
             }
         }
         (exits, notes)
@@ -408,6 +518,8 @@ fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filt
         stderr,
         stderr_reader,
         relay: None,
+        owners: None,
+        cut_rules: Vec::new(),
     };
     let ready = {
         let s = f.sync.as_mut().expect("set above");
@@ -460,19 +572,54 @@ fn start(bus: Bus, upstream: &str, sock: &Path, rules: &[String]) -> Result<Filt
 
 /// The exit record of one refused destination: kind `bus`, source `denial`, needs the real
 /// bus (the filter's rules are the config's; a rule in `[bus]` opens the name to every
-/// filtered call). Judged `review`, `user_only` for a never name.
-pub fn bus_record(n: usize, bus: Bus, name: &str, count: u32, line: &str) -> ExitRecord {
+/// filtered call). A unique name is shown with the well-known names its connection owns
+/// (`owns`, as the filter's watch saw them). Judged `review`; `user_only` for a never name,
+/// or a connection that owns one (the real bus would give the call all of it).
+pub fn bus_record(
+    n: usize,
+    bus: Bus,
+    name: &str,
+    owns: &[String],
+    count: u32,
+    line: &str,
+    never: &[efr_policy::config::Entry],
+) -> ExitRecord {
     let times = if count == 1 {
         "once".to_string()
     } else {
         format!("{count} times")
     };
+    let shown = if owns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} (the connection of {})", owns.join(", "))
+    };
+    let is_never = |n: &str| {
+        never.iter().any(|e| {
+            let root = e.value.split('=').next().unwrap_or("");
+            n == root || (n.starts_with(root) && n[root.len()..].starts_with('.'))
+        })
+    };
+    let never_name = std::iter::once(name)
+        .chain(owns.iter().map(String::as_str))
+        .find(|n| is_never(n));
+    let mut reasons = vec![format!(
+        "the bus filter refused the call's messages to {shown}: no [bus] rule lets them \
+         through; a rule in [bus] lets filtered calls reach it, a bus grant gives the call the \
+         whole real bus"
+    )];
+    if let Some(n) = never_name {
+        reasons.push(format!(
+            "{n} is on the bus filter's never list: the real bus would let the call run code \
+             outside the sandbox through it"
+        ));
+    }
     ExitRecord {
         id: format!("bus-{n}"),
         source: ExitSource::Denial,
         kind: ExitKind::Bus,
         summary: format!(
-            "talk to {name} on the {} bus (refused by the bus filter, {times})",
+            "talk to {shown} on the {} bus (refused by the bus filter, {times})",
             bus.as_str()
         ),
         action: Action {
@@ -484,13 +631,13 @@ pub fn bus_record(n: usize, bus: Bus, name: &str, count: u32, line: &str) -> Exi
             grants: vec![Grant::Bus { bus }],
         },
         judgement: Judgement {
-            verdict: Verdict::Review,
+            verdict: if never_name.is_some() {
+                Verdict::UserOnly
+            } else {
+                Verdict::Review
+            },
             by: JudgedBy::Policy,
-            reasons: vec![format!(
-                "the bus filter refused the call's messages to {name}: no [bus] talk or call \
-                 rule names it; a rule in [bus] lets filtered calls reach it, a bus grant \
-                 gives the call the whole real bus"
-            )],
+            reasons,
         },
     }
 }

@@ -72,15 +72,26 @@ pub fn policy(
             _ => None,
         })
         .collect();
-    for h in efr_policy::classify::tokens::visible_token_hosts(&ctx, &roots, &unmasked, call_env) {
-        p.token_host(&h);
+    for (h, src) in
+        efr_policy::classify::tokens::visible_token_sources(&ctx, &roots, &unmasked, call_env)
+    {
+        p.token_host_because(&h, src.explain());
     }
-    // The token files the surface's last scans saw, that no answer masks (issue 15): a
-    // stat each, read again only when one changed since.
+    // The token files the surface's last scans saw, that no answer masks: a stat each, read
+    // again only when one changed since. A refusal names the file and the answer that
+    // takes the host back.
     let store = efr_surface::state::Store::for_home(&env.home);
     if let Ok(s) = efr_surface::state::for_calls(&store) {
-        for h in &s.token_hosts {
-            p.token_host(h);
+        for (h, file) in &s.token_files {
+            p.token_host_because(
+                h,
+                format!(
+                    "the surface scan found a token for it in {file}, which the call can \
+                     read; mask it (`efr-sandbox surface` lists it with its question: answer \
+                     `efr-sandbox surface respond QID --mask`, or add it to sandbox.masks) \
+                     and a host grant opens the host"
+                ),
+            );
         }
     }
     p
@@ -437,8 +448,11 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
                 Verdict::UserOnly,
                 format!(
                     "the proxy refused {hp}: a token host (a token for it is visible to the \
-                     call: a file it can read, a variable it keeps or a credential helper it \
-                     can run); no host grant opens it, only you can let a call reach it"
+                     call); no host grant opens it, only you can let a call reach it: {}",
+                    policy.token_reason(&r.host).unwrap_or(
+                        "a file it can read, a variable it keeps or a credential helper it can \
+                         run holds one"
+                    )
                 ),
             ),
         ),

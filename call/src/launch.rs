@@ -112,10 +112,74 @@ fn expand_home(p: &str, env: &Env) -> String {
         .into_owned()
 }
 
+/// The sandbox's control plane a call never reaches: [`efr_policy::control`]'s paths, and
+/// the temp dir's `efr-sandbox-<uid>` (the proxies' and bus filters' sockets when there is
+/// no runtime dir).
+pub fn control_plane(env: &Env) -> Vec<efr_policy::control::ControlPath> {
+    let mut plane = efr_policy::control::control_plane(env);
+    plane.push(efr_policy::control::ControlPath {
+        path: std::env::temp_dir().join(format!("efr-sandbox-{}", crate::sys::euid())),
+        what: "the sandbox's call sockets",
+    });
+    plane
+}
+
+/// A grant that would show or reach the sandbox's control plane: a `socket`, `write` or
+/// `device` grant at or below one of its paths, an `unmask` at, below or above one.
+fn control_refusal(g: &Grant, env: &Env) -> Option<ErrorBody> {
+    let (kind, path, above) = match g {
+        Grant::Socket { path } => ("socket", path, false),
+        Grant::Write { path } => ("write", path, false),
+        Grant::Device { path } => ("device", path, false),
+        Grant::Unmask { path } => ("unmask", path, true),
+        _ => return None,
+    };
+    let plane = control_plane(env);
+    let p = Path::new(path);
+    let hit = if above {
+        efr_policy::control::reached(&plane, p)
+    } else {
+        efr_policy::control::holding(&plane, p)
+    }?;
+    Some(ErrorBody::new(
+        ErrorCode::Forbidden,
+        format!(
+            "grant {kind}={path}: it reaches {} ({}), the sandbox's own control plane, which \
+             no call may reach: a call there could launch anything unsandboxed or read every \
+             conversation's files",
+            hit.path.display(),
+            hit.what
+        ),
+    ))
+}
+
+/// A refusal whose grant would reach the sandbox's control plane (a connect to the
+/// service's socket, a write in its runtime dir): needs nothing, refused, with why. The
+/// grant is never proposed (`run`'s retry line says that no grant opens it).
+pub fn refuse_control(e: &mut ExitRecord, env: &Env) {
+    let Needs::Contained { grants } = &e.needs else {
+        return;
+    };
+    let Some(why) = grants
+        .iter()
+        .find_map(|g| control_refusal(g, env))
+        .map(|b| b.message)
+    else {
+        return;
+    };
+    e.needs = Needs::Nothing;
+    e.judgement = Judgement {
+        verdict: Verdict::Refuse,
+        by: JudgedBy::Policy,
+        reasons: vec![why],
+    };
+}
+
 /// Checks the grants a caller sends: a `bus_filter` grant names the session or system bus
 /// (its filter is started with the call: [`crate::bus`]), a `host` grant must name a host
 /// the proxy can match, a `host` grant with `tcp` the host's loopback (`localhost`,
-/// `127.0.0.1`, `::1`) and a port, without `plain_http`; `~/` paths are expanded.
+/// `127.0.0.1`, `::1`) and a port, without `plain_http`; `~/` paths are expanded; no grant
+/// may reach the sandbox's control plane ([`control_plane`]: `forbidden`).
 pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody> {
     let mut out = Vec::new();
     for g in grants {
@@ -144,6 +208,9 @@ pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody
             },
             other => other.clone(),
         });
+        if let Some(refused) = out.last().and_then(|g| control_refusal(g, env)) {
+            return Err(refused);
+        }
     }
     Ok(out)
 }
@@ -253,19 +320,21 @@ pub fn prepare_with_repos(
         Ok(st) => masks.extend(st.masks()),
         Err(e) => return Ok(Err(format!("the surface's answers: {e}"))),
     }
-    // The sandbox's own state (the surface's answers and floor backups, the cache layers
-    // and held deletes) is masked by the defaults at its usual place; where
-    // `$XDG_STATE_HOME` puts it elsewhere, it is masked there too.
-    for dir in [
-        efr_surface::state::state_dir(&env.home),
-        crate::caches::state_dir(env),
-    ] {
-        let d = dir.to_string_lossy().into_owned();
-        // Also when it does not exist yet: the cache layers made below may make it, and
-        // the launcher masks what exists when it builds the view.
-        if !masks.iter().any(|m| dir.starts_with(m)) {
-            masks.push(d);
+    // The sandbox's own control plane (efr_policy::control: the services' runtime dirs and
+    // sockets wherever they live, the state dirs), and the runtime dir of the conversations
+    // of this call's service, masked whether or not a default mask covers them (also when
+    // one does not exist yet: the cache layers made below may make the state dir).
+    let mut plane: Vec<PathBuf> = control_plane(env).into_iter().map(|c| c.path).collect();
+    plane.extend(runtime.map(Path::to_path_buf));
+    for dir in plane {
+        // Under the host's /tmp, a path is out of the view already (the call has a /tmp of
+        // its own), unless a project root brings it in.
+        let in_tmp = dir.starts_with(&env.tmp);
+        let in_project = p.projects.iter().any(|r| dir.starts_with(r));
+        if (in_tmp && !in_project) || masks.iter().any(|m| dir.starts_with(m)) {
+            continue;
         }
+        masks.push(dir.to_string_lossy().into_owned());
     }
     let scrubbed = efr_policy::classify::tokens::scrubbed_copies(&env.home, &mut masks);
     let mut grants = grants;
@@ -485,6 +554,9 @@ pub fn finished(
             .enumerate()
             .map(|(i, port)| loopback_record(n + i, *port, line)),
     );
+    for e in &mut exits {
+        refuse_control(e, env);
+    }
     let mut fin = Finished {
         sandbox_summary,
         exits,

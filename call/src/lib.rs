@@ -22,6 +22,7 @@
 )]
 
 pub mod bus;
+pub mod bus_owners;
 pub mod bus_relay;
 pub mod caches;
 pub mod call;

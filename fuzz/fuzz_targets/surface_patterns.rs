@@ -27,6 +27,16 @@ fuzz_target!(|data: &[u8]| {
     if let Some(h) = a.as_ref().and_then(|m| m.host.as_ref()) {
         assert!(hosts.contains(h), "{h} not in {hosts:?}");
     }
+    for needs in [
+        efr_surface::patterns::Needs::PrivateKey,
+        efr_surface::patterns::Needs::RandomWord,
+        efr_surface::patterns::Needs::Dotenv,
+    ] {
+        assert_eq!(
+            p.holds(needs, data, data.len() as u64),
+            p.holds(needs, data, data.len() as u64)
+        );
+    }
     if let Ok(s) = std::str::from_utf8(data) {
         let _ = p.by_name(s);
         let comps: Vec<&str> = s.split('/').collect();

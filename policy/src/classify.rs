@@ -362,7 +362,7 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
         findings.insert(0, f);
     }
     let granted = req.granted.as_ref();
-    let mut token_hosts: Option<BTreeSet<String>> = None;
+    let mut token_hosts: Option<std::collections::BTreeMap<String, tokens::TokenSource>> = None;
     let mut exits = Vec::new();
     let mut seen = BTreeSet::new();
     for mut f in findings {
@@ -396,16 +396,20 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
                         .collect(),
                     _ => Vec::new(),
                 };
-                tokens::visible_token_hosts(ctx, &out.roots, &unmasked, &ctx.call_env)
+                tokens::visible_token_sources(ctx, &out.roots, &unmasked, &ctx.call_env)
             });
             for h in &f.facts.hosts {
                 if ctx.net_deny.iter().any(|d| host_matches(d, &h.host)) {
                     refuse_reason = Some(format!("efr's config denies {}", h.host));
-                } else if th.contains(&h.host) && matches!(f.needs, Needs::Contained { .. }) {
+                } else if let Some(src) = th
+                    .get(&h.host)
+                    .filter(|_| matches!(f.needs, Needs::Contained { .. }))
+                {
                     f.needs = Needs::Unsandboxed;
                     f.reasons.push(format!(
-                        "a token for {} is visible to a contained call (a token file it can read, a variable it keeps or a credential helper it can run), so no host grant opens it (denied)",
-                        h.host
+                        "a token for {} is visible to a contained call, so no host grant opens it (denied): {}",
+                        h.host,
+                        src.explain()
                     ));
                 }
             }
@@ -418,6 +422,10 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
             {
                 allow_reason = Some("efr's config allows this host".to_string());
             }
+        }
+        // a grant that would reach the sandbox's own control plane is never proposed
+        if refuse_reason.is_none() {
+            refuse_reason = control_reached(ctx, &f.needs);
         }
         // git code a contained call could have written
         if let Some(repo) = &f.git_repo {
@@ -770,6 +778,34 @@ pub fn render_text(r: &ClassifyResult) -> String {
         let _ = writeln!(s, "opaque: {o}");
     }
     s
+}
+
+/// Why an exit's needed grants are refused: one reaches the sandbox's own control plane
+/// ([`crate::control`]: a `socket`, `write` or `device` grant at or below it, an `unmask`
+/// at, below or above it).
+fn control_reached(ctx: &Context, needs: &Needs) -> Option<String> {
+    let Needs::Contained { grants } = needs else {
+        return None;
+    };
+    let plane = crate::control::control_plane(&ctx.env);
+    grants.iter().find_map(|g| {
+        let (path, hit) = match g {
+            Grant::Unmask { path } => (path, crate::control::reached(&plane, Path::new(path))),
+            Grant::Socket { path } | Grant::Write { path } | Grant::Device { path } => {
+                (path, crate::control::holding(&plane, Path::new(path)))
+            }
+            _ => return None,
+        };
+        hit.map(|h| {
+            format!(
+                "{path} reaches {} ({}), the sandbox's own control plane: no grant opens it \
+                 (a call there could launch anything unsandboxed or read every \
+                 conversation's files)",
+                h.path.display(),
+                h.what
+            )
+        })
+    })
 }
 
 #[cfg(test)]

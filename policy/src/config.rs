@@ -470,6 +470,17 @@ impl Config {
                 let mut config = Config::empty();
                 // The defaults are data of this crate; the `defaults_parse` test keeps them
                 // valid, so an error here is a build defect, not input.
+                // The secret values the environment filter drops first: the one reviewed
+                // set of secret shapes (`data/secrets.toml`), shared with the surface.
+                config.environment.secret_values = crate::secrets::Shapes::shipped()
+                    .env_patterns()
+                    .map(|sh| Entry {
+                        value: sh.pattern.clone(),
+                        reason: format!("{} ({}; {})", sh.reason, sh.name, sh.source),
+                        source: Source::Default,
+                        merge: None,
+                    })
+                    .collect();
                 if let Err(e) = parse::apply(DEFAULTS_TOML, None, &mut config) {
                     panic!("built-in defaults are invalid: {e}");
                 }

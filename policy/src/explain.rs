@@ -406,7 +406,32 @@ pub fn explain_path(
     let mut locations = vec![c.clone()];
     locations.extend(walk.links.iter().map(|l| l.at.clone()));
     let mut masked: Option<(RuleHit, PathBuf)> = None;
-    'masks: for e in &config.sandbox.masks {
+    // The sandbox's own control plane first: masked wherever it lives, and no grant opens it.
+    let plane = crate::control::control_plane(env);
+    let control = locations
+        .iter()
+        .find_map(|loc| {
+            let cp = crate::control::holding(&plane, loc)?;
+            // A writable root inside it (a conversation's `$SCRATCH`) is bound on top.
+            let lifted = deepest(&roots, loc)
+                .is_some_and(|r| r.path.starts_with(&cp.path) && r.path != cp.path);
+            (!lifted).then_some(cp)
+        })
+        .cloned();
+    if let Some(cp) = &control {
+        masked = Some((
+            RuleHit {
+                key: "builtin".into(),
+                rule: show(&cp.path),
+                reason: format!(
+                    "{}: the sandbox's own control plane, which no grant opens",
+                    cp.what
+                ),
+            },
+            cp.path.clone(),
+        ));
+    }
+    'masks: for e in config.sandbox.masks.iter().filter(|_| control.is_none()) {
         for m in matchers(&e.value, env, &project_paths) {
             for loc in &locations {
                 if let Some(mp) = m.matched(loc) {
@@ -483,7 +508,23 @@ pub fn explain_path(
     };
 
     // The grant that would change it.
-    let grant = if let Some((rule, mp)) = &masked {
+    let grant = if control.is_some() {
+        None
+    } else if let Some((rule, _)) = masked
+        .as_ref()
+        .filter(|(_, mp)| crate::control::reached(&plane, mp).is_some())
+    {
+        // Lifting this mask would lift the control plane's below it: the path alone.
+        Some(GrantHint {
+            grant: Grant::Unmask { path: show(&c) },
+            effect: format!(
+                "shows this path alone below the mask {} (which also hides the sandbox's own \
+                 control plane, never lifted)",
+                rule.rule
+            ),
+            user_only: false,
+        })
+    } else if let Some((rule, mp)) = &masked {
         let effect = if crate::classify::tokens::shown_scrubbed(&env.home, &c) {
             format!(
                 "lifts the mask {}: the call reads a copy with the secrets removed, and with the \

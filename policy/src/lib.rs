@@ -5,6 +5,8 @@
 //! - [`explain`]: what a contained call gets at any path, and which rule says so.
 //! - [`shell`]: a parser that reads a shell line as bash does.
 //! - [`classify`]: turns a shell line into exit records.
+//! - [`control`]: the sandbox's own control plane, which no call sees, reaches or is granted.
+//! - [`secrets`]: the one secret detector (the reviewed shapes of `data/secrets.toml`).
 //! - [`path`]: canonical paths and the one home expansion ([`path::expand_home`]).
 
 #![warn(missing_docs)]
@@ -17,6 +19,8 @@
 pub mod bus;
 pub mod classify;
 pub mod config;
+pub mod control;
 pub mod explain;
 pub mod path;
+pub mod secrets;
 pub mod shell;

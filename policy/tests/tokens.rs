@@ -131,7 +131,7 @@ fn a_token_variable_denies_only_when_it_survives_the_filter() {
     assert!(visible_token_hosts(&ctx, &roots, &[], &ctx.call_env).is_empty());
     // A config that lets them through: each denies its host.
     let user = Config::from_toml_str(
-        "[environment]\nkeep = [\"NPM_TOKEN\", \"GITHUB_TOKEN\"]\ndrop_remove = [\"*TOKEN*\"]\nsecret_values_remove = [\"[A-Za-z][A-Za-z0-9+.-]*://[^/@: ]*:[^/@ ]+@\"]\n",
+        "[environment]\nkeep = [\"NPM_TOKEN\", \"GITHUB_TOKEN\"]\ndrop_remove = [\"*TOKEN*\"]\nsecret_values_remove = [\"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@ \\t\\n]+@\"]\n",
         Path::new("/config.toml"),
     )
     .unwrap_or_else(|e| panic!("{e}"));

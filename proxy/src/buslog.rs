@@ -125,6 +125,7 @@ impl BusLog {
                 member: p.member,
                 path: p.path,
                 count: 1,
+                cut: None,
             });
         } else {
             self.uncounted = self.uncounted.saturating_add(1);

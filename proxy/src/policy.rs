@@ -156,6 +156,9 @@ pub struct ProxyPolicy {
     pub deny: Vec<String>,
     /// Hosts the call could hold a token for (same form as `deny`).
     pub token_hosts: Vec<String>,
+    /// Why each token host is one (where the token is and how to keep it from calls), by
+    /// its pattern: what a refusal of it says.
+    pub token_why: BTreeMap<String, String>,
     /// `[network.resolve]`: names the proxy resolves to these addresses, special ranges
     /// allowed (local registries, tests). Keys normalised.
     pub resolve: BTreeMap<String, Vec<IpAddr>>,
@@ -239,6 +242,22 @@ impl ProxyPolicy {
         if let Some(p) = name::normalize_pattern(pattern) {
             self.token_hosts.push(p);
         }
+    }
+
+    /// Add a token host pattern with why it is one (the first why of a pattern is kept).
+    pub fn token_host_because(&mut self, pattern: &str, why: String) {
+        if let Some(p) = name::normalize_pattern(pattern) {
+            self.token_why.entry(p.clone()).or_insert(why);
+            self.token_hosts.push(p);
+        }
+    }
+
+    /// Why the token host that `host` matches is one, when the policy says.
+    pub fn token_reason(&self, host: &str) -> Option<&str> {
+        self.token_why
+            .iter()
+            .find(|(p, _)| name::matches(p, host))
+            .map(|(_, w)| w.as_str())
     }
 
     /// Map a name to addresses (`[network.resolve]`).

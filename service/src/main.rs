@@ -15,6 +15,7 @@ mod handoff;
 mod identity;
 mod jobs;
 mod paths;
+mod peer;
 mod policy;
 mod probe;
 mod rpc;

@@ -20,7 +20,13 @@ const PYTHON: &str = "/usr/bin/python3";
 /// real bus at `real` named by `var` in the service's environment; the caller adds the rest.
 fn bus_run(dir: &Path, var: &str, real: &Path, backend: &str, p: &str, grant: &str) -> Command {
     let mut c = command(dir);
-    c.env(var, format!("unix:path={}", real.display()))
+    // The filters' sockets go below the temp dir when there is no runtime dir: one of the
+    // test's own, so that another user's `efr-sandbox-<uid>` in the shared /tmp does not
+    // make the call refuse to start (it would, rightly: not a directory of ours).
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    c.env("TMPDIR", &tmp)
+        .env(var, format!("unix:path={}", real.display()))
         .arg("run")
         .args(["--backend", backend, "--project", p, "--cwd", p])
         .args(["--grant", grant]);
@@ -81,11 +87,33 @@ impl Drop for Kill {
 }
 
 const SERVICE: &str = r#"
-import dbus, dbus.service, dbus.mainloop.glib, sys
+import dbus, dbus.service, dbus.mainloop.glib, os, signal, sys
 from gi.repository import GLib
 dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
 bus = dbus.SessionBus()
-names = [dbus.service.BusName(n, bus) for n in sys.argv[1:]]
+# Names before `--later` are owned at once; those after it on SIGUSR1 (then `taken` is
+# written to the path of $TAKEN).
+now = sys.argv[1:sys.argv.index('--later')] if '--later' in sys.argv else sys.argv[1:]
+later = sys.argv[sys.argv.index('--later') + 1:] if '--later' in sys.argv else []
+names = [dbus.service.BusName(n, bus) for n in now]
+def take():
+    names.extend(dbus.service.BusName(n, bus) for n in later)
+    open(os.environ['TAKEN'], 'w').write('taken')
+    return False
+signal.signal(signal.SIGUSR1, lambda *a: GLib.idle_add(take))
+class Shell(dbus.service.Object):
+    @dbus.service.method('org.gnome.Shell', in_signature='s', out_signature='bs')
+    def Eval(self, code):
+        return (True, 'EVAL-RAN-OUTSIDE')
+class Notifications(dbus.service.Object):
+    @dbus.service.method('org.freedesktop.Notifications', in_signature='susssasa{sv}i', out_signature='u')
+    def Notify(self, app, replaces, icon, summary, body, actions, hints, timeout):
+        return 42
+    @dbus.service.method('org.freedesktop.Notifications', out_signature='ssss')
+    def GetServerInformation(self):
+        return ('test', 'efr', '1', '1.2')
+Shell(bus, '/org/gnome/Shell')
+Notifications(bus, '/org/freedesktop/Notifications')
 class Obj(dbus.service.Object):
     @dbus.service.method('org.example.Iface', out_signature='s')
     def Ping(self):
@@ -142,17 +170,36 @@ fn private_bus(dir: &Path) -> (Kill, PathBuf) {
     assert!(line.starts_with("unix:"), "dbus-daemon said {line:?}");
     let mut kill = Kill(vec![daemon], Some(sockdir));
     std::fs::write(dir.join("service.py"), SERVICE).unwrap();
+    // The allowed and refused names on one connection, the stand-in systemd1 on another
+    // (a connection that owns a never name would take its other names' rules with it).
+    for names in [
+        &["org.example.Allowed", "org.example.Refused"][..],
+        &["org.freedesktop.systemd1"],
+    ] {
+        kill.0.push(bus_service(dir, &sock, names));
+    }
+    (kill, sock)
+}
+
+/// One connection of the python service on the bus at `sock`, owning `names` (those after
+/// a `--later` on SIGUSR1); started and listening.
+fn bus_service(dir: &Path, sock: &Path, names: &[&str]) -> Child {
+    bus_service_taken(dir, sock, names, &dir.join("taken"))
+}
+
+/// [`bus_service`], writing `taken` once it owns its `--later` names.
+fn bus_service_taken(dir: &Path, sock: &Path, names: &[&str], taken: &Path) -> Child {
+    if !dir.join("service.py").exists() {
+        std::fs::write(dir.join("service.py"), SERVICE).unwrap();
+    }
     let mut svc = Command::new(PYTHON)
         .arg(dir.join("service.py"))
-        .args([
-            "org.example.Allowed",
-            "org.example.Refused",
-            "org.freedesktop.systemd1",
-        ])
+        .args(names)
         .env(
             "DBUS_SESSION_BUS_ADDRESS",
             format!("unix:path={}", sock.display()),
         )
+        .env("TAKEN", taken)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
@@ -161,9 +208,8 @@ fn private_bus(dir: &Path) -> (Kill, PathBuf) {
     BufReader::new(svc.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    kill.0.push(svc);
     assert_eq!(line, "ready\n", "the bus service did not start");
-    (kill, sock)
+    svc
 }
 
 /// A raw client: its whole handshake (NUL, AUTH, BEGIN) and a Hello in one write.
@@ -528,16 +574,30 @@ fn sandbox_launch_serves_a_bus_filter_grant() {
     std::fs::create_dir_all(&proj).unwrap();
     let (_bus, real) = private_bus(&home);
     config(d.path(), "");
-    let socket = d.path().join("run").join("sandbox.sock");
-    let mut cmd = command(d.path());
-    cmd.env(
-        "DBUS_SESSION_BUS_ADDRESS",
-        format!("unix:path={}", real.display()),
+    // The service's socket where a call could see it (not the call's own /tmp): its
+    // directory is masked as the control plane, and the filter's socket below it is still
+    // the call's.
+    let rt = tempfile::Builder::new()
+        .prefix("efr-bus-rt-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        rt.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
     )
-    .arg("serve")
-    .arg("--socket")
-    .arg(&socket)
-    .arg("--test-methods");
+    .unwrap();
+    let socket = rt.path().join("sandbox.sock");
+    let mut cmd = command(d.path());
+    std::fs::create_dir_all(d.path().join("tmp")).unwrap();
+    cmd.env("TMPDIR", d.path().join("tmp"))
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}", real.display()),
+        )
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--test-methods");
     let s = common::Server::spawn(cmd, d, socket);
     let ping = |dest: &str| {
         format!(
@@ -633,4 +693,301 @@ fn a_system_bus_filter() {
         assert_eq!(v["bus_refused"][0]["bus"], "system", "{v}");
         assert_eq!(v["bus_refused"][0]["name"], "org.example.Refused", "{v}");
     }
+}
+
+/// The unique name of `name`'s owner as a shell line inside the call sets `$U`.
+const OWNER_OF_NOTIFICATIONS: &str = "U=$(dbus-send --session --print-reply \
+    --dest=org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.GetNameOwner \
+    string:org.freedesktop.Notifications | sed -n 's/.*string \"\\(.*\\)\"/\\1/p'); echo \"owner=$U\"";
+
+fn eval_through(dest: &str, marker: &str) -> String {
+    format!(
+        "dbus-send --session --print-reply --dest={dest} /org/gnome/Shell org.gnome.Shell.Eval \
+         string:1 || echo {marker}"
+    )
+}
+
+const NOTIFY: &str = "gdbus call --session --dest org.freedesktop.Notifications \
+    --object-path /org/freedesktop/Notifications --method org.freedesktop.Notifications.Notify \
+    app 0 '' summary body '[]' '{}' 5000";
+
+/// The desktop's case: one connection (gnome-shell, plasmashell) owns the notification
+/// server's name and `org.gnome.Shell`. The default rules (a notification is `Notify` on
+/// `/org/freedesktop/Notifications`, not a talk to its owner) send a notification and
+/// reach nothing else of that connection, by its unique name or by the never name.
+#[test]
+fn a_never_names_connection_is_reached_by_none_of_its_names() {
+    if let Some(why) = missing() {
+        skip(&why);
+        return;
+    }
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let (mut bus, real) = private_bus(&home);
+    bus.0.push(bus_service(
+        &home,
+        &real,
+        &["org.freedesktop.Notifications", "org.gnome.Shell"],
+    ));
+    let line = [
+        NOTIFY.to_string(),
+        OWNER_OF_NOTIFICATIONS.to_string(),
+        eval_through("$U", "UNIQUE_REFUSED"),
+        eval_through("org.gnome.Shell", "SHELL_REFUSED"),
+        "true".into(),
+    ]
+    .join("; ");
+    for backend in backends() {
+        let summary = d.path().join(format!("summary-{backend}.json"));
+        let json = d.path().join(format!("finish-{backend}.json"));
+        let o = bus_run(
+            d.path(),
+            "DBUS_SESSION_BUS_ADDRESS",
+            &real,
+            backend,
+            proj.to_str().unwrap(),
+            "bus_filter=session",
+        )
+        .arg("--summary")
+        .arg(&summary)
+        .arg(format!("--json={}", json.display()))
+        .args(["--", &line])
+        .output()
+        .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let ctx = format!("{backend}:\n{out}\n{}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.contains("(uint32 42,)"), "the notification: {ctx}");
+        assert!(out.contains("owner=:"), "{ctx}");
+        assert!(
+            out.contains("UNIQUE_REFUSED") && out.contains("SHELL_REFUSED"),
+            "{ctx}"
+        );
+        assert!(!out.contains("EVAL-RAN-OUTSIDE"), "{ctx}");
+        let fin: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let unique = fin["exits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["kind"] == "bus"
+                    && e["summary"].as_str().unwrap_or("").contains(
+                        "(the connection of org.freedesktop.Notifications, org.gnome.Shell)",
+                    )
+            })
+            .unwrap_or_else(|| panic!("no record of the unique name: {fin}\n{ctx}"));
+        assert_eq!(unique["judgement"]["verdict"], "user_only", "{unique}");
+    }
+}
+
+/// A `talk` rule (the old default) to a name whose connection also owns a never name is
+/// cut before the filter starts: said on stderr, counted in `bus_refused` with why; the
+/// method-level rule still sends the notification.
+#[test]
+fn a_talk_rule_whose_connection_owns_a_never_name_is_cut() {
+    if let Some(why) = missing() {
+        skip(&why);
+        return;
+    }
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let (mut bus, real) = private_bus(&home);
+    bus.0.push(bus_service(
+        &home,
+        &real,
+        &["org.freedesktop.Notifications", "org.gnome.Shell"],
+    ));
+    std::fs::create_dir_all(d.path().join("config/efr")).unwrap();
+    std::fs::write(
+        d.path().join("config/efr/config.toml"),
+        "[bus]\ntalk = [\"org.freedesktop.Notifications\"]\n",
+    )
+    .unwrap();
+    let line = [
+        NOTIFY.to_string(),
+        OWNER_OF_NOTIFICATIONS.to_string(),
+        eval_through("$U", "UNIQUE_REFUSED"),
+        "true".into(),
+    ]
+    .join("; ");
+    for backend in backends() {
+        let summary = d.path().join(format!("summary-cut-{backend}.json"));
+        let o = bus_run(
+            d.path(),
+            "DBUS_SESSION_BUS_ADDRESS",
+            &real,
+            backend,
+            proj.to_str().unwrap(),
+            "bus_filter=session",
+        )
+        .arg("--summary")
+        .arg(&summary)
+        .args(["--", &line])
+        .output()
+        .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        let ctx = format!("{backend}:\n{out}\n{err}");
+        assert!(
+            out.contains("(uint32 42,)") && out.contains("UNIQUE_REFUSED"),
+            "{ctx}"
+        );
+        assert!(!out.contains("EVAL-RAN-OUTSIDE"), "{ctx}");
+        assert!(
+            err.contains(
+                "bus rule talk org.freedesktop.Notifications was left out of the bus filter"
+            ) && err.contains("also owns org.gnome.Shell"),
+            "{ctx}"
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        let cut = v["bus_refused"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["cut"].is_string())
+            .unwrap_or_else(|| panic!("no cut entry: {v}"));
+        assert_eq!(cut["name"], "org.freedesktop.Notifications", "{cut}");
+        assert!(
+            cut["cut"].as_str().unwrap().contains("org.gnome.Shell"),
+            "{cut}"
+        );
+    }
+}
+
+/// The moving world: a connection the filter talks to takes a never name during the call.
+/// The watch of `NameOwnerChanged` cuts the filter: the never name is reached by no name of
+/// that connection, and the call and its summary say so.
+#[test]
+fn a_rule_is_cut_when_its_connection_takes_a_never_name() {
+    if let Some(why) = missing() {
+        skip(&why);
+        return;
+    }
+    let d = temp_env();
+    let home = d.path().join("home");
+    let proj = home.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let (_bus, real) = private_bus(&home);
+    std::fs::create_dir_all(d.path().join("config/efr")).unwrap();
+    std::fs::write(
+        d.path().join("config/efr/config.toml"),
+        "[bus]\ntalk = [\"org.example.Talk\"]\n",
+    )
+    .unwrap();
+    let ping = "dbus-send --session --print-reply --dest=org.example.Talk /org/example/Obj org.example.Iface.Ping";
+    let owner = "U=$(dbus-send --session --print-reply --dest=org.freedesktop.DBus \
+        /org/freedesktop/DBus org.freedesktop.DBus.GetNameOwner string:org.example.Talk \
+        | sed -n 's/.*string \"\\(.*\\)\"/\\1/p')";
+    for backend in backends() {
+        let taken = proj.join("taken");
+        let _ = std::fs::remove_file(&taken);
+        let _ = std::fs::remove_file(proj.join("started"));
+        let mut svc = Kill(
+            vec![bus_service_taken(
+                &home,
+                &real,
+                &["org.example.Talk", "--later", "org.gnome.Shell"],
+                &taken,
+            )],
+            None,
+        );
+        let line = format!(
+            "{ping} && echo FIRST_PONG; {owner}; touch started; \
+             i=0; while [ ! -e taken ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; \
+             sleep 1; {}; {ping} || echo SECOND_PING_FAILED",
+            eval_through("$U", "EVAL_REFUSED")
+        );
+        let summary = d.path().join(format!("summary-moving-{backend}.json"));
+        let child = bus_run(
+            d.path(),
+            "DBUS_SESSION_BUS_ADDRESS",
+            &real,
+            backend,
+            proj.to_str().unwrap(),
+            "bus_filter=session",
+        )
+        .arg("--summary")
+        .arg(&summary)
+        .args(["--", &line])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+        let t0 = Instant::now();
+        while !proj.join("started").exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "the call did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let pid = nix::unistd::Pid::from_raw(svc.0[0].id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGUSR1).unwrap();
+        let o = child.wait_with_output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        let ctx = format!("{backend}:\n{out}\n{err}");
+        assert!(
+            taken.exists(),
+            "the service did not take the never name: {ctx}"
+        );
+        assert!(out.contains("FIRST_PONG"), "{ctx}");
+        assert!(
+            out.contains("EVAL_REFUSED") && out.contains("SECOND_PING_FAILED"),
+            "{ctx}"
+        );
+        assert!(!out.contains("EVAL-RAN-OUTSIDE"), "{ctx}");
+        assert!(
+            err.contains(
+                "the bus filter of the session bus was cut during the call: talk org.example.Talk"
+            ),
+            "{ctx}"
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        assert!(
+            v["bus_refused"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["cut"].as_str().is_some_and(
+                    |c| c.contains("ended during the call") && c.contains("org.gnome.Shell")
+                )),
+            "{v}"
+        );
+        for c in &mut svc.0 {
+            let _ = c.kill();
+        }
+    }
+}
+
+/// A bus that never answers (a listening socket nobody serves): the filter cannot read who
+/// owns the names, and the call does not start, with why, in bounded time.
+#[test]
+fn a_bus_that_never_answers_is_a_setup_error_not_a_hang() {
+    let d = temp_env();
+    let proj = d.path().join("home/proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let sock = dir.path().join("mute-bus");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let t0 = Instant::now();
+    let o = bus_run(
+        d.path(),
+        "DBUS_SESSION_BUS_ADDRESS",
+        &sock,
+        "native",
+        proj.to_str().unwrap(),
+        "bus_filter=session",
+    )
+    .args(["--", "echo RAN"])
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.contains("did not list its names within"), "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("RAN"));
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
 }

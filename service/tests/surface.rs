@@ -13,7 +13,12 @@ use std::time::Duration;
 use common::{Server, code, collect, command, have, message, skip};
 use serde_json::{Value, json};
 
-const HF: &str = "hf_abcdefghijklmnopqrstuvwxyz0123456789AB";
+/// A Hugging Face token of the vendor's shape that looks generated (a fixture such as
+/// `hf_abcdef...` is taken for a mention, not a secret), made at run time: a literal token in
+/// this file would be one the surface asks about in a clone of the repository.
+fn hf() -> String {
+    format!("hf_{}", "Vq8Zc2mPx7LkT4rWn9bYd3sGh6JfQa1EuR")
+}
 
 fn write(p: &Path, text: &str) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -201,7 +206,7 @@ fn questions_answers_and_their_effect_in_the_next_real_call() {
     assert_eq!((h.1, h.2), (None, true), "{r}");
     write(
         &home.join(".duckdb_history"),
-        &format!("mysql -psecret\nexport HF_TOKEN={HF}\n"),
+        &format!("mysql -psecret\nexport HF_TOKEN={}\n", hf()),
     );
     let r = c.call(
         52,
@@ -272,7 +277,10 @@ fn token_files_feed_the_proxy_and_a_new_token_is_a_change() {
     let s = Server::start(&[]);
     let home = canon(&s.home);
     let proj = home.join("proj");
-    write(&proj.join(".npmrc"), "//npm.example.com/:_authToken=aaa\n");
+    write(
+        &proj.join(".npmrc"),
+        &format!("//npm.example.com/:_authToken={}\n", "Tq4vN8mZx2Lp7RkW9s"),
+    );
     write(&proj.join("deploy/.env"), "A=1\n");
     let mut c = s.client();
     let r = c.call(
@@ -311,7 +319,10 @@ fn token_files_feed_the_proxy_and_a_new_token_is_a_change() {
         );
         // A token written into a watched file mid-conversation: the next call's proxy
         // denies its host, with no scan between.
-        write(&proj.join("deploy/.env"), &format!("A=1\nHF_TOKEN={HF}\n"));
+        write(
+            &proj.join("deploy/.env"),
+            &format!("A=1\nHF_TOKEN={}\n", hf()),
+        );
         let (_, end) = launch(
             &mut c,
             id + 2,
@@ -328,7 +339,10 @@ fn token_files_feed_the_proxy_and_a_new_token_is_a_change() {
     // A token added to .npmrc between two scans: changed, with why.
     write(
         &proj.join(".npmrc"),
-        "//npm.example.com/:_authToken=aaa\n//registry.npmjs.org/:_authToken=bbb\n",
+        &format!(
+            "//npm.example.com/:_authToken={}\n//registry.npmjs.org/:_authToken={}\n",
+            "Tq4vN8mZx2Lp7RkW9s", "Hk3Lp9Qw2Ez7Rt5Yu1"
+        ),
     );
     let r = c.call(
         40,
@@ -498,7 +512,10 @@ fn concurrent_responds_from_processes_and_a_killed_writer_lose_nothing() {
     let dir = common::temp_env();
     let home = canon(&dir.path().join("home"));
     for i in 0..12 {
-        write(&home.join(format!("p{i}/.env")), "A=1\n");
+        write(
+            &home.join(format!("p{i}/.env")),
+            &format!("A=1\nAPI_KEY=Tq4vN8mZx2Lp7R{i}\n"),
+        );
     }
     let out = cli(dir.path(), &["surface", "--json"]);
     assert!(out.status.success(), "{out:?}");

@@ -17,11 +17,23 @@ fn make(home: &Path, n: usize) {
         std::fs::write(p, text).unwrap();
         made.set(made.get() + 1);
     };
+    // Four secrets the detector takes for real ones (a key with its body, tokens that look
+    // generated), made here rather than written whole in this file.
+    let body: String = (0..400u32)
+        .map(|i| char::from(b"AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/"[(i * 7 % 37) as usize]))
+        .collect();
+    let key =
+        format!("-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n-----END OPENSSH PRIVATE KEY-----\n");
+    let npmrc = format!(
+        "//registry.npmjs.org/:_authToken={}\n",
+        "Tq4vN8mZx2Lp7RkW9sHk3L"
+    );
+    let env = format!("K=v\nAPI_KEY={}\n", "Zq8vT2mLw9rK4x");
     for (p, t) in [
         (".aws/credentials", &b"[default]\n"[..]),
-        (".ssh/id_ed25519", b"-----BEGIN OPENSSH PRIVATE KEY-----\n"),
-        (".npmrc", b"//registry.npmjs.org/:_authToken=x\n"),
-        ("work/app0/.env", b"K=v\n"),
+        (".ssh/id_ed25519", key.as_bytes()),
+        (".npmrc", npmrc.as_bytes()),
+        ("work/app0/.env", env.as_bytes()),
     ] {
         file(home.join(p), t);
     }

@@ -1,7 +1,10 @@
-//! The reviewed patterns of what looks like a secret (`patterns.toml`), compiled once.
+//! What looks like a secret: the names of `patterns.toml` (compiled once), and in a file's
+//! content the one secret detector's shapes ([`efr_policy::secrets`]), found at once by a
+//! set of regular expressions made from their patterns and then verified one by one.
 
+use efr_policy::secrets::{ShapeClass, Shapes};
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
-use regex::bytes::{Regex, RegexSet};
+use regex::bytes::RegexSet;
 use serde::{Deserialize, Serialize};
 
 /// The shipped patterns.
@@ -42,15 +45,33 @@ impl Class {
     }
 }
 
+impl From<ShapeClass> for Class {
+    fn from(c: ShapeClass) -> Class {
+        match c {
+            ShapeClass::Token => Class::Token,
+            ShapeClass::Key => Class::Key,
+            ShapeClass::Credentials => Class::Credentials,
+        }
+    }
+}
+
+/// What a name pattern's file must also hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Needs {
+    /// A private key (a key shape's header and body), or bytes that are not text.
+    PrivateKey,
+    /// A word that looks random, in a small file.
+    RandomWord,
+    /// A dotenv line whose name is a secret's and whose value is one.
+    Dotenv,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default)]
     name: Vec<NameEntry>,
-    #[serde(default)]
-    header: Vec<HeaderEntry>,
-    #[serde(default)]
-    token: Vec<TokenEntry>,
     #[serde(default)]
     skip: Vec<SkipEntry>,
     #[serde(default)]
@@ -62,24 +83,8 @@ struct File {
 struct NameEntry {
     glob: String,
     class: Class,
-    reason: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HeaderEntry {
-    bytes: String,
-    class: Class,
-    reason: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TokenEntry {
-    regex: String,
-    class: Class,
     #[serde(default)]
-    host: Option<String>,
+    needs: Option<Needs>,
     reason: String,
 }
 
@@ -114,18 +119,13 @@ pub enum PatternsError {
         /// What globset said.
         source: globset::Error,
     },
-    /// A token regex does not compile.
-    #[error("surface patterns: token regex {regex:?}: {source}")]
-    Regex {
-        /// The regex as written.
-        regex: String,
-        /// What the regex crate said.
-        source: Box<regex::Error>,
-    },
+    /// The secret shapes' prefilter does not compile.
+    #[error("surface patterns: the secret shapes' regex set: {0}")]
+    Regex(Box<regex::Error>),
     /// An entry has no reason: every pattern needs one.
     #[error("surface patterns: an entry of {kind} has an empty reason")]
     NoReason {
-        /// The table the entry is in (`name`, `header`, `token`, `skip`, `except`).
+        /// The table the entry is in (`name`, `skip`, `except`).
         kind: &'static str,
     },
     /// A `skip` entry names both or neither of `name` and `path`.
@@ -138,7 +138,7 @@ pub enum PatternsError {
 pub struct Match {
     /// What the file looks like by this pattern.
     pub class: Class,
-    /// The pattern as written (`glob:*.pem`, `header:-----BEGIN ...`, `token:\bAKIA...`).
+    /// The pattern (`glob:*.pem`, `shape:github`).
     pub pattern: String,
     /// The host a token of that kind is for, when the pattern names one.
     pub host: Option<String>,
@@ -148,14 +148,12 @@ pub struct Match {
 #[derive(Debug)]
 pub struct Patterns {
     names: GlobSet,
-    name_entries: Vec<(Class, String)>,
+    name_entries: Vec<(Class, String, Option<Needs>)>,
     excepts: GlobSet,
-    headers: Vec<(Vec<u8>, Class)>,
-    tokens: RegexSet,
-    token_entries: Vec<(Regex, Class, Option<String>)>,
+    shapes: &'static Shapes,
+    prefilter: RegexSet,
     skip_names: Vec<String>,
     skip_paths: Vec<Vec<String>>,
-    longest_header: usize,
 }
 
 fn glob(g: &str) -> Result<Glob, PatternsError> {
@@ -176,13 +174,16 @@ fn reasoned(r: &str, kind: &'static str) -> Result<(), PatternsError> {
     Ok(())
 }
 
+/// The largest file a `random_word` name pattern reads as a token file.
+const RANDOM_WORD_FILE: usize = 64 * 1024;
+
 impl Patterns {
-    /// The shipped patterns ([`SHIPPED`]).
+    /// The shipped patterns ([`SHIPPED`]) and shapes.
     pub fn shipped() -> Result<Patterns, PatternsError> {
         Self::parse(SHIPPED)
     }
 
-    /// Patterns from the text of a `patterns.toml`.
+    /// Patterns from the text of a `patterns.toml`, with the shipped shapes.
     pub fn parse(text: &str) -> Result<Patterns, PatternsError> {
         let f: File = toml::from_str(text)?;
         let mut names = GlobSetBuilder::new();
@@ -190,7 +191,7 @@ impl Patterns {
         for n in &f.name {
             reasoned(&n.reason, "name")?;
             names.add(glob(&n.glob)?);
-            name_entries.push((n.class, format!("glob:{}", n.glob)));
+            name_entries.push((n.class, format!("glob:{}", n.glob), n.needs));
         }
         let mut excepts = GlobSetBuilder::new();
         for e in &f.except {
@@ -203,26 +204,9 @@ impl Patterns {
                 source,
             })
         };
-        let mut headers = Vec::new();
-        for h in &f.header {
-            reasoned(&h.reason, "header")?;
-            headers.push((h.bytes.as_bytes().to_vec(), h.class));
-        }
-        let mut token_entries = Vec::new();
-        for t in &f.token {
-            reasoned(&t.reason, "token")?;
-            let re = Regex::new(&t.regex).map_err(|e| PatternsError::Regex {
-                regex: t.regex.clone(),
-                source: Box::new(e),
-            })?;
-            token_entries.push((re, t.class, t.host.clone()));
-        }
-        let tokens = RegexSet::new(f.token.iter().map(|t| t.regex.as_str())).map_err(|e| {
-            PatternsError::Regex {
-                regex: "(the set)".into(),
-                source: Box::new(e),
-            }
-        })?;
+        let shapes = Shapes::shipped();
+        let prefilter = RegexSet::new(shapes.all().iter().map(|s| s.compiled.to_regex()))
+            .map_err(|e| PatternsError::Regex(Box::new(e)))?;
         let mut skip_names = Vec::new();
         let mut skip_paths = Vec::new();
         for s in &f.skip {
@@ -238,17 +222,14 @@ impl Patterns {
                 _ => return Err(PatternsError::Skip),
             }
         }
-        let longest_header = headers.iter().map(|(h, _)| h.len()).max().unwrap_or(0);
         Ok(Patterns {
             names: build(names)?,
             name_entries,
             excepts: build(excepts)?,
-            headers,
-            tokens,
-            token_entries,
+            shapes,
+            prefilter,
             skip_names,
             skip_paths,
-            longest_header,
         })
     }
 
@@ -267,191 +248,110 @@ impl Patterns {
             })
     }
 
-    /// The name pattern a file called `name` matches, unless an exception covers it.
-    pub fn by_name(&self, name: &str) -> Option<Match> {
+    /// The name pattern a file called `name` matches, unless an exception covers it, with
+    /// what its content must also hold.
+    pub fn by_name(&self, name: &str) -> Option<(Match, Option<Needs>)> {
         if self.excepts.is_match(name) {
             return None;
         }
         let i = *self.names.matches(name).first()?;
-        let (class, pattern) = &self.name_entries[i];
-        Some(Match {
-            class: *class,
-            pattern: pattern.clone(),
-            host: None,
-        })
-    }
-
-    /// The first header or token pattern that `head` (the file's first bytes) matches.
-    /// Headers are tried at the start (after blanks); tokens anywhere.
-    pub fn by_content(&self, head: &[u8]) -> Option<Match> {
-        let start = head
-            .iter()
-            .position(|b| !b.is_ascii_whitespace())
-            .unwrap_or(head.len());
-        let lead = &head[start..head.len().min(start + self.longest_header)];
-        if let Some((h, class)) = self.headers.iter().find(|(h, _)| lead.starts_with(h)) {
-            return Some(Match {
+        let (class, pattern, needs) = &self.name_entries[i];
+        Some((
+            Match {
                 class: *class,
-                pattern: format!("header:{}", String::from_utf8_lossy(h)),
+                pattern: pattern.clone(),
                 host: None,
-            });
+            },
+            *needs,
+        ))
+    }
+
+    /// Whether a file's first bytes `head` (of a file of `len` bytes) hold what `needs`
+    /// asks for.
+    pub fn holds(&self, needs: Needs, head: &[u8], len: u64) -> bool {
+        match needs {
+            Needs::PrivateKey => {
+                std::str::from_utf8(head).is_err()
+                    || self.verified(head).iter().any(|(c, _)| *c == Class::Key)
+            }
+            Needs::RandomWord => {
+                len <= RANDOM_WORD_FILE as u64
+                    && String::from_utf8_lossy(head)
+                        .split(|c: char| {
+                            c.is_whitespace()
+                                || matches!(c, '"' | '\'' | ',' | '{' | '}' | '[' | ']')
+                        })
+                        .map(|w| w.rsplit_once(['=', ':']).map_or(w, |(_, v)| v))
+                        .any(|w| w.len() >= 16 && efr_policy::secrets::looks_random(w))
+            }
+            Needs::Dotenv => dotenv_secret(head) || !self.verified(head).is_empty(),
         }
-        let i = *self
-            .tokens
-            .matches(head)
-            .iter()
-            .collect::<Vec<_>>()
-            .first()?;
-        let (re, class, host) = &self.token_entries[i];
-        let host = re
-            .captures(head)
-            .and_then(|c| c.name("host"))
-            .map(|m| String::from_utf8_lossy(m.as_bytes()).to_ascii_lowercase())
-            .or_else(|| host.clone());
+    }
+
+    /// The shapes verified in `head`: the classes and hosts of each hit, in order.
+    fn verified(&self, head: &[u8]) -> Vec<(Class, Vec<String>)> {
+        let hit: Vec<usize> = self.prefilter.matches(head).into_iter().collect();
+        if hit.is_empty() {
+            return Vec::new();
+        }
+        let text = String::from_utf8_lossy(head);
+        self.shapes
+            .find(&text, Some(&hit))
+            .into_iter()
+            .map(|h| (self.shapes.all()[h.shape].class.into(), h.hosts))
+            .collect()
+    }
+
+    /// The first verified shape that `head` (the file's first bytes) holds.
+    pub fn by_content(&self, head: &[u8]) -> Option<Match> {
+        let hit: Vec<usize> = self.prefilter.matches(head).into_iter().collect();
+        if hit.is_empty() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(head);
+        let first = self.shapes.find(&text, Some(&hit)).into_iter().next()?;
+        let shape = &self.shapes.all()[first.shape];
         Some(Match {
-            class: *class,
-            pattern: format!("token:{}", re.as_str()),
-            host,
+            class: shape.class.into(),
+            pattern: format!("shape:{}", shape.name),
+            host: first.hosts.first().cloned(),
         })
     }
 
-    /// Every host a token in `head` is for: of each token pattern that matches, its
-    /// capture group `host` at each match, or its fixed `host`. Sorted, without repeats,
-    /// lower case. (A file may hold tokens of several registries: `.npmrc`.)
+    /// Every host a token in `head` is for: of each verified shape, its hosts. Sorted,
+    /// without repeats, lower case. (A file may hold tokens of several registries:
+    /// `.npmrc`.)
     pub fn hosts(&self, head: &[u8]) -> Vec<String> {
-        let mut out = Vec::new();
-        for i in self.tokens.matches(head).iter() {
-            let (re, _, fixed) = &self.token_entries[i];
-            for c in re.captures_iter(head) {
-                match c.name("host") {
-                    Some(m) => out.push(String::from_utf8_lossy(m.as_bytes()).to_ascii_lowercase()),
-                    None => out.extend(fixed.iter().cloned()),
-                }
-            }
-        }
+        let mut out: Vec<String> = self
+            .verified(head)
+            .into_iter()
+            .flat_map(|(_, h)| h)
+            .collect();
         out.sort();
         out.dedup();
         out
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_shipped_patterns_load_and_each_has_a_reason() {
-        let p = Patterns::shipped().unwrap();
-        assert!(p.name_entries.len() >= 10);
-        assert!(p.token_entries.len() >= 8);
-    }
-
-    #[test]
-    fn names_headers_and_tokens_match_what_they_say() {
-        let p = Patterns::shipped().unwrap();
-        for (n, c) in [
-            ("credentials", Class::Credentials),
-            ("credentials.toml", Class::Credentials),
-            ("id_ed25519", Class::Key),
-            ("server.PEM", Class::Key),
-            (".env.local", Class::Env),
-            (".bash_history", Class::History),
-            ("hosts_token.json", Class::Token),
-            (".netrc", Class::Credentials),
-        ] {
-            assert_eq!(p.by_name(n).map(|m| m.class), Some(c), "{n}");
-        }
-        for n in [
-            "id_ed25519.pub",
-            ".env.sample",
-            ".env.example",
-            "README.md",
-            "main.rs",
-        ] {
-            assert_eq!(p.by_name(n), None, "{n}");
-        }
-        let k = p
-            .by_content(b"\n  -----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn...")
-            .unwrap();
-        assert_eq!(k.class, Class::Key);
-        let gh = p
-            .by_content(b"github.com:\n  oauth_token: gho_0123456789abcdefghijABCDEFGHIJ012345\n")
-            .unwrap();
-        assert_eq!(
-            (gh.class, gh.host.as_deref()),
-            (Class::Token, Some("github.com"))
-        );
-        let npm = p
-            .by_content(b"registry=https://r.example/\n//r.example/:_authToken=abc123\n")
-            .unwrap();
-        assert_eq!(npm.class, Class::Token);
-        assert_eq!(npm.host.as_deref(), Some("r.example"));
-        assert_eq!(
-            p.by_content(b"_authToken=abc\n").unwrap().host.as_deref(),
-            Some("registry.npmjs.org")
-        );
-        assert_eq!(
-            p.hosts(
-                b"//R.Example:8443/npm/:_authToken=a\n//registry.npmjs.org/:_authToken=b\n\
-                  gh: ghp_0123456789abcdefghijABCDEFGHIJ012345\n"
-            ),
-            ["github.com", "r.example", "registry.npmjs.org"]
-        );
-        assert!(p.hosts(b"AKIAIOSFODNN7EXAMPLE").is_empty());
-        let url = p
-            .by_content(b"DATABASE=postgres://app:hunter2@db.internal/app\n")
-            .unwrap();
-        assert_eq!(url.class, Class::Credentials);
-        assert!(p.by_content(b"AKIAIOSFODNN7EXAMPLE is an id").is_some());
-        for clean in [
-            &b"fn main() { println!(\"hello\"); }\n"[..],
-            b"see https://example.com/path for more",
-            b"-----BEGIN CERTIFICATE-----\nMIIB...",
-            b"",
-        ] {
-            assert_eq!(
-                p.by_content(clean),
-                None,
-                "{}",
-                String::from_utf8_lossy(clean)
-            );
-        }
-    }
-
-    #[test]
-    fn skips_by_name_anywhere_and_by_path_at_the_end() {
-        let p = Patterns::shipped().unwrap();
-        assert!(p.skips_dir(&["home", "u", "app", "node_modules"]));
-        assert!(p.skips_dir(&["home", "u", ".cargo", "registry"]));
-        assert!(!p.skips_dir(&["home", "u", "registry"]));
-        assert!(!p.skips_dir(&["home", "u", ".cargo"]));
-        assert!(!p.skips_dir(&[]));
-    }
-
-    #[test]
-    fn bad_patterns_are_errors_that_say_which() {
-        for (text, want) in [
-            (
-                "[[name]]\nglob = \"[\"\nclass = \"key\"\nreason = \"x\"\n",
-                "name glob",
-            ),
-            (
-                "[[token]]\nregex = \"(\"\nclass = \"key\"\nreason = \"x\"\n",
-                "token regex",
-            ),
-            (
-                "[[name]]\nglob = \"x\"\nclass = \"key\"\nreason = \" \"\n",
-                "empty reason",
-            ),
-            (
-                "[[name]]\nglob = \"x\"\nclass = \"session_bus\"\nreason = \"x\"\n",
-                "unknown variant",
-            ),
-            ("[[skip]]\nreason = \"x\"\n", "exactly one"),
-            ("[[nme]]\n", "unknown field"),
-        ] {
-            let e = Patterns::parse(text).unwrap_err().to_string();
-            assert!(e.contains(want), "{text}: {e}");
-        }
-    }
+/// Whether a dotenv's first bytes hold a line `NAME=VALUE` whose name the environment
+/// filter drops as a secret's (its built-in `drop` globs: `*TOKEN*`, `*_KEY`, `*SECRET*`,
+/// `*PASSWORD*`, ...) and whose value is not empty nor a placeholder.
+fn dotenv_secret(head: &[u8]) -> bool {
+    static DROP: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let drop = DROP.get_or_init(|| efr_policy::config::Config::defaults().env_policy().drop);
+    let text = String::from_utf8_lossy(head);
+    text.lines().any(|l| {
+        let l = l.trim().trim_start_matches("export ").trim();
+        let Some((name, value)) = l.split_once('=') else {
+            return false;
+        };
+        let value = value.trim().trim_matches(['"', '\'']);
+        let secret_name = drop
+            .iter()
+            .any(|g| efr_sandbox_wire::envfilter::glob_matches(g, name.trim(), true));
+        secret_name && value.len() >= 8 && !efr_policy::secrets::is_placeholder(value)
+    })
 }
+
+#[cfg(test)]
+mod tests;

@@ -197,6 +197,23 @@ pub fn record_scan(
     out
 }
 
+/// Records files the scan watches without a question (a dotenv or token file that holds no
+/// secret now, [`crate::scan::Scan::watched`]): a token for a host written into one later is
+/// denied at the next call, as for a finding.
+pub fn record_watched(state: &mut State, watched: &[PathBuf]) {
+    for p in watched {
+        if let Some(s) = stamp(p) {
+            state
+                .tokens
+                .entry(p.to_string_lossy().into_owned())
+                .or_insert(TokenFile {
+                    hosts: Vec::new(),
+                    stamp: s,
+                });
+        }
+    }
+}
+
 fn describe_seen(s: &Seen) -> String {
     describe(s.class, &s.hosts, &s.pattern)
 }

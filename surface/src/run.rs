@@ -110,8 +110,11 @@ pub fn surface(
         .filter_map(|r| std::fs::canonicalize(r).ok())
         .collect();
     let complete = s.partial.is_none();
-    let rec =
-        store.update(|st| record_scan(st, conversation, &canonical, &s.findings, complete))?;
+    let rec = store.update(|st| {
+        let rec = record_scan(st, conversation, &canonical, &s.findings, complete);
+        crate::questions::record_watched(st, &s.watched);
+        rec
+    })?;
     Ok(SurfaceResult {
         files: rec.files,
         changes: rec.changes,

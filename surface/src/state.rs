@@ -375,6 +375,9 @@ pub struct ForCalls {
     pub masks: Vec<String>,
     /// The hosts of the token files no answer masks.
     pub token_hosts: BTreeSet<String>,
+    /// For each of those hosts, the file that makes it one (the first in path order): what
+    /// a refusal of the host names.
+    pub token_files: std::collections::BTreeMap<String, String>,
 }
 
 /// The state of a store as the call path reads it: the file's bytes read each time, and
@@ -414,7 +417,14 @@ pub fn for_calls(store: &Store) -> Result<ForCalls, StateError> {
     static REREAD: std::sync::Mutex<Option<Reread>> = std::sync::Mutex::new(None);
     let state = read_for_calls(store)?;
     let masks = state.masks();
-    let mut token_hosts = BTreeSet::new();
+    let mut token_files = std::collections::BTreeMap::new();
+    let mut add = |hosts: &[String], path: &str| {
+        for h in hosts {
+            token_files
+                .entry(h.clone())
+                .or_insert_with(|| path.to_string());
+        }
+    };
     for (path, t) in &state.tokens {
         if masks.iter().any(|m| Path::new(path).starts_with(m)) {
             continue;
@@ -422,17 +432,17 @@ pub fn for_calls(store: &Store) -> Result<ForCalls, StateError> {
         let p = Path::new(path);
         match stamp(p) {
             None => {}
-            Some(s) if s == t.stamp => token_hosts.extend(t.hosts.iter().cloned()),
+            Some(s) if s == t.stamp => add(&t.hosts, path),
             Some(s) => {
                 let mut rr = REREAD.lock().unwrap_or_else(|p| p.into_inner());
                 let rr = rr.get_or_insert_with(Default::default);
                 match rr.get(path) {
-                    Some((was, hosts)) if *was == s => token_hosts.extend(hosts.iter().cloned()),
+                    Some((was, hosts)) if *was == s => add(hosts, path),
                     _ => {
                         let hosts =
                             crate::scan::file_hosts(p, crate::patterns::shipped(), 64 * 1024)
                                 .unwrap_or_default();
-                        token_hosts.extend(hosts.iter().cloned());
+                        add(&hosts, path);
                         if rr.len() > 4096 {
                             rr.clear();
                         }
@@ -442,7 +452,12 @@ pub fn for_calls(store: &Store) -> Result<ForCalls, StateError> {
             }
         }
     }
-    Ok(ForCalls { masks, token_hosts })
+    let token_hosts = token_files.keys().cloned().collect();
+    Ok(ForCalls {
+        masks,
+        token_hosts,
+        token_files,
+    })
 }
 
 #[cfg(test)]
@@ -559,11 +574,13 @@ mod tests {
         assert_eq!(f.token_hosts.into_iter().collect::<Vec<_>>(), ["a.example"]);
         assert_eq!(f.masks, [b.to_string_lossy().into_owned()]);
         // A token written into a watched file: its hosts are the file's now.
-        fs::write(&a, "X=1\nT=ghp_0123456789abcdefghijABCDEFGHIJ012345\n").unwrap();
+        let token = efr_policy::secrets::checksummed_token("ghp", "Vq8Zc2mPx7LkT4rWn9bYd3sGh6JfQa")
+            .unwrap();
+        fs::write(&a, format!("X=1\nT={token}\n")).unwrap();
         let f = for_calls(&s).unwrap();
         assert_eq!(
             f.token_hosts.into_iter().collect::<Vec<_>>(),
-            ["github.com"]
+            ["api.github.com", "github.com"]
         );
     }
 

@@ -416,6 +416,7 @@ pub fn all() -> Vec<Fixture> {
                     member: Some("GetSecret".into()),
                     path: Some("/org/freedesktop/secrets".into()),
                     count: 2,
+                    cut: None,
                 }],
                 bus_refused_more: 1,
                 cache_deletes: vec!["/home/ada/.npm/_cacache/content-v2/sha512/0f/3a".into()],
@@ -518,6 +519,24 @@ pub fn all() -> Vec<Fixture> {
                 member: None,
                 path: None,
                 count: 1,
+                cut: None,
+            },
+        ),
+        fixture(
+            "bus_refused_cut.json",
+            BusRefused {
+                bus: Bus::Session,
+                name: "org.freedesktop.Notifications".into(),
+                member: None,
+                path: None,
+                count: 1,
+                cut: Some(
+                    "talk org.freedesktop.Notifications: org.freedesktop.Notifications's \
+                     connection (:1.12) also owns org.gnome.Shell, which no bus filter opens \
+                     (Eval runs JavaScript in the shell); the rule would reach it by the \
+                     connection's unique name"
+                        .into(),
+                ),
             },
         ),
         fixture(

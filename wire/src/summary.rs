@@ -93,6 +93,11 @@ pub struct BusRefused {
     /// 1 when absent.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub count: u32,
+    /// Set when the filter cut the name's rule rather than a message: why (its connection
+    /// also owns a never name; when the filter started, or during the call, when the filter
+    /// was then ended). `member` and `path` are absent then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
 }
 
 /// `index_flag`: an index flag that makes git take a tracked file as unchanged, so that

@@ -121,6 +121,73 @@ impl ListenDump {
     }
 }
 
+/// Why the host's listeners could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HostDumpError {
+    /// The `NETLINK_SOCK_DIAG` socket of this process's namespace, or its send or receive.
+    #[error("the host's sock_diag socket: {0}")]
+    Io(#[from] std::io::Error),
+    /// The dump's bytes.
+    #[error(transparent)]
+    Dump(#[from] DumpError),
+}
+
+/// How long the host's dump may take (the kernel answers at once; this bounds a socket
+/// that broke).
+const HOST_DUMP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The listening TCP sockets of this process's own network namespace (the host's, for the
+/// service), both families, read blocking with a socket of its own.
+pub fn host_listeners() -> Result<Vec<Listener>, HostDumpError> {
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, setsockopt, socket,
+        sockopt::ReceiveTimeout,
+    };
+    use std::os::fd::AsRawFd;
+    let s = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkSockDiag,
+    )
+    .map_err(std::io::Error::from)?;
+    let timeout =
+        nix::sys::time::TimeVal::new(i64::try_from(HOST_DUMP_TIMEOUT.as_secs()).unwrap_or(2), 0);
+    setsockopt(&s, ReceiveTimeout, &timeout).map_err(std::io::Error::from)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 32 * 1024];
+    for family in [AF_INET, AF_INET6] {
+        send(s.as_raw_fd(), &request(family), MsgFlags::empty()).map_err(std::io::Error::from)?;
+        let mut d = ListenDump::default();
+        loop {
+            let n =
+                recv(s.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(std::io::Error::from)?;
+            if n == 0 {
+                return Err(DumpError::Cut.into());
+            }
+            if d.take(buf.get(..n).unwrap_or_default())? {
+                break;
+            }
+        }
+        out.extend(d.listeners());
+    }
+    Ok(out)
+}
+
+/// Whether a listener on `addr` takes the connections of a client of the host's loopback
+/// (`localhost`, `127.0.0.1`, `::1`, either family first): a loopback address (`127/8`,
+/// `::1`), the unspecified ones (`0.0.0.0`, `::`), or those as IPv4-mapped addresses.
+pub fn serves_loopback(addr: IpAddr) -> bool {
+    let v4 = match addr {
+        IpAddr::V4(a) => a,
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(m) => m,
+            None => return a.is_loopback() || a.is_unspecified(),
+        },
+    };
+    v4.is_loopback() || v4.is_unspecified()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +275,43 @@ mod tests {
                 }]
             );
         }
+    }
+
+    /// The addresses a loopback client of either family reaches.
+    #[test]
+    fn loopback_and_unspecified_serve_loopback_clients() {
+        for a in [
+            "127.0.0.1",
+            "127.0.0.2",
+            "0.0.0.0",
+            "::1",
+            "::",
+            "::ffff:127.0.0.1",
+            "::ffff:0.0.0.0",
+        ] {
+            assert!(serves_loopback(a.parse().unwrap()), "{a}");
+        }
+        for a in [
+            "10.0.0.1",
+            "192.168.1.2",
+            "fe80::1",
+            "2001:db8::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(!serves_loopback(a.parse().unwrap()), "{a}");
+        }
+    }
+
+    /// This process's listener on `127.0.0.1` is among the host's listeners.
+    #[test]
+    fn the_hosts_listeners_are_read() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let all = host_listeners().unwrap();
+        assert!(
+            all.iter()
+                .any(|x| x.port == port && x.addr == IpAddr::V4(Ipv4Addr::LOCALHOST))
+        );
     }
 
     /// Bytes that are no dump are an error or nothing, never a panic; the family bytes

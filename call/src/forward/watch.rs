@@ -53,6 +53,68 @@ pub fn host_addrs(l: &Listener) -> Vec<SocketAddr> {
     }
 }
 
+/// The same port on the host's loopback of the other family.
+fn other_family(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V4(_) => SocketAddr::from((Ipv6Addr::LOCALHOST, addr.port())),
+        SocketAddr::V6(_) => SocketAddr::from((Ipv4Addr::LOCALHOST, addr.port())),
+    }
+}
+
+/// The host's listeners of one poll that a loopback client could reach (both families,
+/// `0.0.0.0` and `::` included), less this process's own (the forwards' relays: another
+/// job's is told by [`Ports`], the job's own on the other family is its own); or why they
+/// could not be read, which refuses every new forward (a port the host may hold is never
+/// taken unchecked).
+#[derive(Debug, Default)]
+struct HostView {
+    foreign: Vec<Listener>,
+    error: Option<String>,
+}
+
+impl HostView {
+    fn read() -> HostView {
+        match super::dump::host_listeners() {
+            Ok(all) => {
+                let candidates: Vec<Listener> = all
+                    .into_iter()
+                    .filter(|l| super::dump::serves_loopback(l.addr))
+                    .collect();
+                let own = if candidates.is_empty() {
+                    HashSet::new()
+                } else {
+                    own_socket_inodes()
+                };
+                HostView {
+                    foreign: candidates
+                        .into_iter()
+                        .filter(|l| !own.contains(&l.inode))
+                        .collect(),
+                    error: None,
+                }
+            }
+            Err(e) => HostView {
+                foreign: Vec::new(),
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    /// Why `port` is the host's: the address a host process listens on, or the error
+    /// that kept the host's listeners unread.
+    fn holder(&self, port: u16) -> Option<String> {
+        if let Some(e) = &self.error {
+            return Some(format!("the host's listeners could not be read ({e})"));
+        }
+        self.foreign.iter().find(|l| l.port == port).map(|l| {
+            format!(
+                "a host process listens on {}",
+                SocketAddr::new(l.addr, port)
+            )
+        })
+    }
+}
+
 /// The inodes of the sockets this process holds (`socket:[N]` links of `/proc/self/fd`).
 fn own_socket_inodes() -> HashSet<u32> {
     let mut out = HashSet::new();
@@ -218,8 +280,8 @@ impl Watch {
         wanted
     }
 
-    /// Stops what is no longer wanted, decides what is new or was not forwarded, reports
-    /// each change.
+    /// Stops what is no longer wanted or what a host process now holds on the other
+    /// family, decides what is new or was not forwarded, reports each change.
     async fn apply(&mut self, wanted: BTreeSet<SocketAddr>) {
         let gone: Vec<SocketAddr> = self
             .entries
@@ -232,12 +294,20 @@ impl Watch {
                 self.stop_one(addr, e).await;
             }
         }
+        // The host's own listeners, read once a poll while the job has a forward or an
+        // address to decide.
+        let host = if wanted.is_empty() {
+            HostView::default()
+        } else {
+            HostView::read()
+        };
+        self.shadowed(&host).await;
         let mut forwarded = self.entries.values().filter(|e| e.relay.is_some()).count();
         for addr in wanted {
             if self.entries.get(&addr).is_some_and(|e| e.relay.is_some()) {
                 continue;
             }
-            let (said, relay) = self.decide(addr, forwarded);
+            let (said, relay) = self.decide(addr, forwarded, &host);
             if relay.is_some() {
                 forwarded += 1;
             }
@@ -249,9 +319,42 @@ impl Watch {
         self.publish();
     }
 
-    /// The outcome for `addr` now, `forwarded` forwards of the job running: a refusal, or
-    /// the forward started.
-    fn decide(&self, addr: SocketAddr, forwarded: usize) -> (Said, Option<Relay>) {
+    /// Ends each forward whose port a host process has come to hold on the other family
+    /// (or on `0.0.0.0`, `::`) since it started: a `localhost` client that tries that
+    /// family first would reach the host's server, the other one the job's; the host's
+    /// wins, and the address is `in_use` from then on.
+    async fn shadowed(&mut self, host: &HostView) {
+        if host.error.is_some() {
+            // Unread this poll: the forwards stand, the next poll looks again.
+            return;
+        }
+        let taken: Vec<(SocketAddr, String)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.relay.is_some())
+            .filter_map(|(a, _)| host.holder(a.port()).map(|why| (*a, why)))
+            .collect();
+        for (addr, why) in taken {
+            let Some(e) = self.entries.remove(&addr) else {
+                continue;
+            };
+            if let Some(relay) = e.relay {
+                relay.end().await;
+            }
+            self.ports.release(addr, &self.job);
+            let said = Said {
+                outcome: ForwardOutcome::InUse,
+                by_job: None,
+                reason: Some(why),
+            };
+            self.report(addr, &said);
+            self.entries.insert(addr, Entry { said, relay: None });
+        }
+    }
+
+    /// The outcome for `addr` now, `forwarded` forwards of the job running, `host` the
+    /// host's listeners: a refusal, or the forward started.
+    fn decide(&self, addr: SocketAddr, forwarded: usize, host: &HostView) -> (Said, Option<Relay>) {
         let port = addr.port();
         if port < 1024 {
             return (
@@ -281,6 +384,21 @@ impl Watch {
         };
         if let Some(h) = self.ports.holder(addr).filter(|h| *h != self.job) {
             return (in_use(h), None);
+        }
+        // The same port on the other family: a `localhost` client may try either first.
+        let other = other_family(addr);
+        if let Some(h) = self.ports.holder(other).filter(|h| *h != self.job) {
+            return (in_use(h), None);
+        }
+        if let Some(why) = host.holder(port) {
+            return (
+                Said {
+                    outcome: ForwardOutcome::InUse,
+                    by_job: None,
+                    reason: Some(why),
+                },
+                None,
+            );
         }
         if forwarded >= self.cfg.max_per_job {
             return (
@@ -317,7 +435,7 @@ impl Watch {
                         Said {
                             outcome: ForwardOutcome::InUse,
                             by_job: None,
-                            reason: Some("a host process listens on it".into()),
+                            reason: Some(format!("a host process listens on {addr}")),
                         },
                         None,
                     )

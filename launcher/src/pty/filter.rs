@@ -703,6 +703,55 @@ impl Filter {
     }
 }
 
+/// Text of the call's shown inside a line of the CLI's own (a job's command line, a path
+/// the line chose, a refusal's summary), for a terminal: every control character, C0
+/// (`\n`, `\t` and ESC included), DEL and C1 (U+0080 to U+009F, which a UTF-8 terminal
+/// takes as 8-bit controls: U+009B is CSI), written as a visible escape (`\e`, `\n`,
+/// `\t`, `\r`, `\xNN`, `\u{NN}`). Inline text has no business acting on the terminal at all: where the stream
+/// filter lets colours and titles through (a program's output), a line of the CLI's own
+/// lets nothing through, nor a cursor move that would paint over what the CLI says.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\u{1b}' => out.push_str("\\e"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// JSON text (serde's, which escapes only C0 controls, `"` and `\`) for a terminal: DEL
+/// and the C1 controls written as `\u00NN` escapes too, so that the text is the same JSON
+/// and a UTF-8 terminal takes none of it as a control (U+009B is CSI, U+009D OSC).
+pub fn escape_json_controls(json: &str) -> std::borrow::Cow<'_, str> {
+    let c1 = |c: char| ('\u{7f}'..='\u{9f}').contains(&c);
+    if !json.chars().any(c1) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    std::borrow::Cow::Owned(
+        json.chars()
+            .map(|c| {
+                if c1(c) {
+                    format!("\\u{:04x}", c as u32)
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
 /// Where `out` (the filter's output) holds the start of a sequence that must not reach the
 /// terminal, found by a parser of its own (as a terminal reads the 7-bit and UTF-8 forms:
 /// C0 controls inside a CSI sequence are executed and skipped) with the same allow lists. For the tests and the
@@ -754,6 +803,29 @@ pub fn first_leak(out: &[u8]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn inline_text_shows_every_control() {
+        use super::{escape_controls, escape_json_controls};
+        assert_eq!(escape_controls("ls -l src/"), "ls -l src/");
+        assert!(matches!(
+            escape_controls("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            escape_controls("a\u{1b}]52;c;eA==\u{7}b\nc\td\r\u{7f}\u{9b}2J"),
+            "a\\e]52;c;eA==\\x07b\\nc\\td\\r\\x7f\\u{9b}2J"
+        );
+        let shown = escape_controls("\u{9d}52;c;x\u{9c}\u{1b}[2A");
+        assert!(!shown.chars().any(char::is_control), "{shown}");
+        let json = serde_json::to_string("x\u{9b}2J\u{1b}").unwrap();
+        let safe = escape_json_controls(&json);
+        assert!(!safe.chars().any(char::is_control), "{safe}");
+        assert_eq!(
+            serde_json::from_str::<String>(&safe).unwrap(),
+            "x\u{9b}2J\u{1b}"
+        );
+    }
+
     use super::*;
 
     fn run(input: &[u8]) -> Vec<u8> {

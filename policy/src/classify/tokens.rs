@@ -54,7 +54,58 @@ pub fn visible_token_hosts(
     unmasked: &[PathBuf],
     env: &[(String, String)],
 ) -> BTreeSet<String> {
-    let mut hosts = BTreeSet::new();
+    visible_token_sources(ctx, roots, unmasked, env)
+        .into_keys()
+        .collect()
+}
+
+/// What makes a host a token host, and what to do about it: what a refusal says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// A token file the call can read.
+    File(PathBuf),
+    /// A variable the call's environment keeps.
+    Variable(String),
+    /// A git credential helper the call can run (its value).
+    Helper(String),
+}
+
+impl TokenSource {
+    /// Where the token is, and how to keep it from calls (so that a host grant opens the
+    /// host), in words.
+    pub fn explain(&self) -> String {
+        match self {
+            TokenSource::File(p) => format!(
+                "the token is in {} (a file the call can read); mask it (sandbox.masks in \
+                 the config) and a host grant opens the host",
+                p.display()
+            ),
+            TokenSource::Variable(n) => format!(
+                "the token is in the variable {n}, which the call's environment keeps; take \
+                 it out of [environment] keep (or add it to drop) and a host grant opens the \
+                 host"
+            ),
+            TokenSource::Helper(h) => format!(
+                "git's credential helper `{h}` can give the call a token; remove it (or mask \
+                 the store it reads) and a host grant opens the host"
+            ),
+        }
+    }
+}
+
+/// [`visible_token_hosts`] with what made each host one (the first source found).
+pub fn visible_token_sources(
+    ctx: &Context,
+    roots: &[PathBuf],
+    unmasked: &[PathBuf],
+    env: &[(String, String)],
+) -> std::collections::BTreeMap<String, TokenSource> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut add = |hosts: BTreeSet<String>, src: TokenSource| {
+        for h in hosts {
+            out.entry(h).or_insert_with(|| src.clone());
+        }
+    };
     for rule in &ctx.token_files {
         let files: Vec<PathBuf> = match &rule.path {
             RulePath::Abs(p) => vec![p.clone()],
@@ -65,11 +116,23 @@ pub fn visible_token_hosts(
             // A missing file holds no token: one statx, where `visible` resolves every
             // component of the path (most of the config's token files are not there).
             if std::fs::symlink_metadata(&f).is_ok() && visible(ctx, roots, unmasked, &f) {
+                let mut hosts = BTreeSet::new();
                 hosts_of_file(&f, &mut hosts);
+                add(hosts, TokenSource::File(f));
             }
         }
     }
-    env_token_hosts(ctx, roots, env, &mut hosts);
+    for (name, value) in env {
+        let mut hosts = BTreeSet::new();
+        env_token_hosts(
+            ctx,
+            roots,
+            env,
+            &[(name.clone(), value.clone())],
+            &mut hosts,
+        );
+        add(hosts, TokenSource::Variable(name.clone()));
+    }
     // git credential helpers: `credential.<url>.helper` names its host; a helper for every
     // url gives tokens for the hosts of the projects' remotes
     let mut cfg = Vec::new();
@@ -123,13 +186,15 @@ pub fn visible_token_hosts(
         if !helper_gives_token(ctx, roots, unmasked, value) {
             continue;
         }
+        let mut hosts = BTreeSet::new();
         if mid.is_empty() {
             hosts.extend(remote_hosts.iter().cloned());
         } else if let Some((h, _, _)) = super::url::url_host(mid, true) {
             hosts.insert(h);
         }
+        add(hosts, TokenSource::Helper(value.clone()));
     }
-    hosts
+    out
 }
 
 /// Whether the credential helper `value` (as `credential.helper` says it) can give a
@@ -191,39 +256,22 @@ pub fn helper_gives_token(
         .any(|p| p.is_file() && visible(ctx, roots, unmasked, p))
 }
 
-/// The host of a url that holds a password (`scheme://user:pass@host/...`).
-fn url_with_password(v: &str) -> Option<String> {
-    for (i, _) in v.match_indices("://") {
-        let rest = &v[i + 3..];
-        let authority = rest.split(['/', '?', '#', ' ']).next().unwrap_or("");
-        if let Some((user, _)) = authority.rsplit_once('@') {
-            if user.split_once(':').is_some_and(|(_, p)| !p.is_empty()) {
-                let start = v[..i]
-                    .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-                    .map(|j| j + 1)
-                    .unwrap_or(0);
-                if let Some((h, _, _)) = super::url::url_host(&v[start..], false) {
-                    return Some(h);
-                }
-            }
-        }
-    }
-    None
-}
-
-/// The hosts a variable of the call's environment holds a token for: the command
+/// The hosts the variables `of` (of the call's environment `env`) hold a token for: the command
 /// knowledge's `[[token_env]]`, npm's per-registry keys (`npm_config_//HOST/:_authToken`)
-/// and any value that is a url with a password. The registry of a `[[token_env]]` entry
+/// and any value that holds a secret shape with a host ([`crate::secrets`]: a URL with a
+/// user part, with or without a password, is for the URL's host; a GitHub token for
+/// GitHub's, ...). The registry of a `[[token_env]]` entry
 /// is the one the setup names for the first project root.
 fn env_token_hosts(
     ctx: &Context,
     roots: &[PathBuf],
     env: &[(String, String)],
+    of: &[(String, String)],
     out: &mut BTreeSet<String>,
 ) {
     let k = ctx.knowledge_or_empty();
     let var = |n: &str| env.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
-    for (name, value) in env {
+    for (name, value) in of {
         if value.trim().is_empty() {
             continue;
         }
@@ -256,9 +304,7 @@ fn env_token_hosts(
                 out.insert(h);
             }
         }
-        if let Some(h) = url_with_password(value) {
-            out.insert(h);
-        }
+        out.extend(crate::secrets::Shapes::shipped().value_hosts(value));
     }
 }
 

@@ -22,6 +22,14 @@ pub struct Env {
     pub tmp: PathBuf,
     /// The directory a relative path is read from when the request names none.
     pub cwd: Option<PathBuf>,
+    /// `$XDG_STATE_HOME`; `None` when unset (then `~/.local/state`): where efr keeps the
+    /// surface's answers and the sandbox its cache layers ([`crate::control`]).
+    pub state_home: Option<PathBuf>,
+    /// The sockets of the sandbox's services this process knows besides the default one
+    /// (`$XDG_RUNTIME_DIR/efr/sandbox.sock`): `$EFR_SANDBOX_SOCKET`, and the service's own
+    /// `--socket`. Each, with its directory, is part of the control plane no call reaches
+    /// ([`crate::control`]).
+    pub service_sockets: Vec<PathBuf>,
 }
 
 impl Env {
@@ -34,11 +42,13 @@ impl Env {
             scratch: None,
             tmp: PathBuf::from("/tmp"),
             cwd: None,
+            state_home: None,
+            service_sockets: Vec::new(),
         }
     }
 
-    /// The environment of this process: `$HOME`, `$XDG_RUNTIME_DIR`, `$XDG_CONFIG_HOME` and
-    /// the current directory. Relative values of the XDG variables are ignored, as the XDG
+    /// The environment of this process: `$HOME`, `$XDG_RUNTIME_DIR`, `$XDG_CONFIG_HOME`,
+    /// `$XDG_STATE_HOME`, `$EFR_SANDBOX_SOCKET` and the current directory. Relative values of the XDG variables are ignored, as the XDG
     /// spec says. `scratch` stays `None`: the service sets it.
     pub fn from_process() -> Env {
         let abs = |v: Option<OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
@@ -50,6 +60,10 @@ impl Env {
             scratch: None,
             tmp: PathBuf::from("/tmp"),
             cwd: std::env::current_dir().ok(),
+            state_home: abs(std::env::var_os("XDG_STATE_HOME")),
+            service_sockets: abs(std::env::var_os("EFR_SANDBOX_SOCKET"))
+                .into_iter()
+                .collect(),
         }
     }
 

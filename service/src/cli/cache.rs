@@ -4,6 +4,8 @@
 use efr_call::caches::{RULES, apply, conversation, held, state_dir, store_path};
 use efr_policy::config::Env;
 
+use crate::cli::term::{Stream, inline};
+
 /// `efr-sandbox cache`: the held deletes and the conversations' layers.
 #[derive(Debug, clap::Subcommand)]
 pub enum CacheCommand {
@@ -49,7 +51,7 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
             for d in held(&state)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", store_path(&state).display()))?
             {
-                println!("{}", d.path);
+                println!("{}", inline(Stream::Stdout, &d.path));
             }
             for l in conversation::list(&state) {
                 println!("conversation {} {} {}", l.conversation, l.cache, l.bytes);
@@ -88,13 +90,16 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
             match apply(&state, &paths) {
                 Ok(a) => {
                     for p in &a.paths {
-                        println!("deleted {p}");
+                        println!("deleted {}", inline(Stream::Stdout, p));
                     }
                     println!("freed {} bytes", a.freed_bytes);
                     Ok(0)
                 }
                 Err(e) => {
-                    eprintln!("efr-sandbox cache apply: {e}");
+                    eprintln!(
+                        "efr-sandbox cache apply: {}",
+                        inline(Stream::Stderr, &e.to_string())
+                    );
                     Ok(if e.is_invalid() { 2 } else { 1 })
                 }
             }

@@ -43,10 +43,16 @@ pub fn classify_cli(args: ClassifyArgs) -> anyhow::Result<()> {
     let ctx = Context::new(&config, &env).with_call_env(&config, std::env::vars());
     let result: ClassifyResult = classify::classify(&req, &ctx);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        println!(
+            "{}",
+            crate::cli::term::json(
+                crate::cli::term::Stream::Stdout,
+                &serde_json::to_string_pretty(&result)?
+            )
+        );
     } else {
         let text = classify::render_text(&result);
-        print!("{text}");
+        crate::cli::term::print_lines(&text);
         if !text.ends_with('\n') {
             println!();
         }

@@ -39,10 +39,16 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let result =
         explain::explain_path(Path::new(&args.path), Some(&cwd), &projects, &config, &env)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        println!(
+            "{}",
+            crate::cli::term::json(
+                crate::cli::term::Stream::Stdout,
+                &serde_json::to_string_pretty(&result)?
+            )
+        );
     } else {
         let text = explain::render_text(&result);
-        print!("{text}");
+        crate::cli::term::print_lines(&text);
         if !text.ends_with('\n') {
             println!();
         }

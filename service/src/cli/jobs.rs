@@ -11,6 +11,7 @@ use efr_sandbox_wire::job::{JobInfo, JobOutputItem, JobStopResult, JobsResult};
 use efr_sandbox_wire::rpc::method;
 use serde_json::json;
 
+use crate::cli::term::{self, Stream};
 use crate::handoff::{Session, SessionError};
 
 #[derive(Debug, Args)]
@@ -92,10 +93,8 @@ fn list(s: &mut Session, conversation: Option<&str>, as_json: bool) -> i32 {
         Err(e) => return fail(format!("the service's answer does not read: {e}")),
     };
     if as_json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&jobs.jobs).unwrap_or_default()
-        );
+        let text = serde_json::to_string_pretty(&jobs.jobs).unwrap_or_default();
+        println!("{}", term::json(Stream::Stdout, &text));
         return 0;
     }
     if jobs.jobs.is_empty() {
@@ -138,7 +137,7 @@ fn row(j: &JobInfo, now: u64) -> String {
         ran,
         j.output_bytes,
         if ports.is_empty() { "-".into() } else { ports },
-        line.replace('\n', " ")
+        term::inline(Stream::Stdout, &line)
     )
 }
 
@@ -154,10 +153,8 @@ fn stop(s: &mut Session, conversation: Option<String>, id: &str, as_json: bool) 
     };
     match serde_json::from_value::<JobStopResult>(r) {
         Ok(r) if as_json => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&r.job).unwrap_or_default()
-            );
+            let text = serde_json::to_string_pretty(&r.job).unwrap_or_default();
+            println!("{}", term::json(Stream::Stdout, &text));
             0
         }
         Ok(r) => {
@@ -169,14 +166,17 @@ fn stop(s: &mut Session, conversation: Option<String>, id: &str, as_json: bool) 
 }
 
 fn logs(s: &mut Session, conversation: Option<String>, id: &str, follow: bool) -> i32 {
-    use std::io::Write as _;
     let asked = json!({"conversation": conversation, "job_id": id, "follow": follow});
     if let Err(e) = s.request(method::JOB_OUTPUT, asked) {
         return fail(e);
     }
     let mut end = None;
-    let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
-    loop {
+    // The job's output is the call's: on a terminal, through the pty relay's filter.
+    let (mut out, mut err) = (
+        term::Relay::new(Stream::Stdout),
+        term::Relay::new(Stream::Stderr),
+    );
+    let code = loop {
         match s.next(&mut end) {
             Ok(Some(item)) => match serde_json::from_value::<JobOutputItem>(item) {
                 Ok(JobOutputItem::Output { stream, data, .. }) => {
@@ -189,28 +189,32 @@ fn logs(s: &mut Session, conversation: Option<String>, id: &str, follow: bool) -
                                 .unwrap_or_default()
                         }
                     };
-                    let w: &mut dyn std::io::Write = match stream {
+                    let w = match stream {
                         OutputStream::Stdout => &mut out,
                         OutputStream::Stderr => &mut err,
                     };
                     // A closed stdout (`| head`) ends the reading, not an error.
-                    if w.write_all(&bytes).and_then(|()| w.flush()).is_err() {
+                    if w.write(&bytes).is_err() {
                         return 0;
                     }
                 }
                 Ok(JobOutputItem::Skipped { from, to }) => {
-                    let _ = writeln!(
-                        err,
+                    let _ = err.finish();
+                    eprintln!(
                         "efr-sandbox jobs: {} bytes of output before this are no longer kept \
                          (jobs.output_max)",
                         to - from
                     );
+                    err = term::Relay::new(Stream::Stderr);
                 }
                 Err(_) => {}
             },
-            Ok(None) => return 0,
-            Err(SessionError::Refused(e)) => return fail(e.message),
-            Err(e) => return fail(e),
+            Ok(None) => break 0,
+            Err(SessionError::Refused(e)) => break fail(e.message),
+            Err(e) => break fail(e),
         }
-    }
+    };
+    let _ = out.finish();
+    let _ = err.finish();
+    code
 }

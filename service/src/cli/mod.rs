@@ -1,7 +1,7 @@
 //! The command line: the arguments of every command and [`run()`], which runs one; one file
 //! per command (`serve` is [`crate::rpc::server::run`]). A command imports this module,
-//! [`crate::state`]'s shared parts and the crates below; never another command or a
-//! handler.
+//! [`crate::state`]'s shared parts, `dirs` and `term` (what it prints of a call's) and the
+//! crates below; never another command or a handler.
 
 use clap::{Parser, Subcommand};
 
@@ -15,11 +15,17 @@ pub mod jobs;
 pub mod run;
 pub mod serve;
 pub mod surface;
+pub mod term;
 
 /// The efr sandbox: its RPC service and the user's commands.
 #[derive(Debug, Parser)]
 #[command(name = "efr-sandbox", version, about)]
 pub struct Cli {
+    /// Print what a call controls (a job's output, command lines, paths) as it is, also on
+    /// a terminal: by default, on a terminal it goes through the filter of the call's own
+    /// terminal (no clipboard writes, no title reports, no cursor moves inside a line).
+    #[arg(long, global = true)]
+    pub raw: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -65,6 +71,7 @@ pub enum Command {
 
 /// Runs the command line; the exit status.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
+    term::set_raw(cli.raw);
     match cli.command {
         Command::Explain(a) => explain::run(a).map(|()| 0),
         Command::Config(a) => config::run(a).map(|()| 0),

@@ -308,7 +308,7 @@ fn background(p: CallParams) -> i32 {
         match s.next(&mut end) {
             Ok(Some(item)) => {
                 if let Ok(LaunchItem::Exit { record }) = serde_json::from_value(item) {
-                    eprintln!("efr-sandbox: refused: {}", record.summary);
+                    crate::cli::term::say(&format!("refused: {}", record.summary));
                 }
             }
             Ok(None) => break,
@@ -326,7 +326,7 @@ fn background(p: CallParams) -> i32 {
                 .ok()
                 .and_then(|f| f.sandbox_summary.setup_error)
                 .unwrap_or_else(|| "the service's answer does not read".into());
-            eprintln!("efr-sandbox: the job did not start: {why}");
+            crate::cli::term::say(&format!("the job did not start: {why}"));
             125
         }
     }
@@ -547,21 +547,23 @@ fn handoff_socket(a: &RunArgs) -> Option<PathBuf> {
 /// What `run` prints at the call's end (its setup error, its refusals with the grants to
 /// retry with, the floor files it changed, `--summary`, `--json`); the exit status.
 fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
+    // Paths and summaries in these lines are the call's: shown safe on a terminal.
+    use crate::cli::term::say;
     if let Some(e) = &fin.sandbox_summary.setup_error {
-        eprintln!("efr-sandbox: the sandbox could not start: {e}");
+        say(&format!("the sandbox could not start: {e}"));
     }
     // One line per distinct refusal, with the exact `--grant` to retry with (or why none).
     let mut said = std::collections::HashSet::new();
     for r in &fin.exits {
         let l = refusal_line(r);
         if said.insert(l.clone()) {
-            eprintln!("efr-sandbox: {l}");
+            say(&l);
         }
     }
     for l in &fin.sandbox_summary.linked_protected {
-        eprintln!(
-            "efr-sandbox: {l} is protected and has other hard links: writes through any of its names were refused (find them with `find -samefile {l}`)"
-        );
+        say(&format!(
+            "{l} is protected and has other hard links: writes through any of its names were refused (find them with `find -samefile {l}`)"
+        ));
     }
     for c in &fin.sandbox_summary.home_file_changed {
         let via = c
@@ -570,14 +572,14 @@ fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
             .map(|r| format!(" (the file {r})"))
             .unwrap_or_default();
         match &c.backup {
-            Some(b) => eprintln!(
-                "efr-sandbox: changed {}{via}; what it held before: {b}",
+            Some(b) => say(&format!(
+                "changed {}{via}; what it held before: {b}",
                 c.path
-            ),
-            None => eprintln!(
-                "efr-sandbox: made {}{via} (a floor file: it runs outside the sandbox)",
+            )),
+            None => say(&format!(
+                "made {}{via} (a floor file: it runs outside the sandbox)",
                 c.path
-            ),
+            )),
         }
     }
     for f in &fin.sandbox_summary.index_flags {
@@ -616,7 +618,13 @@ fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
     // The finish, one line: after everything else on stderr, or alone in FILE.
     match &a.json {
         None => {}
-        Some(None) => eprintln!("{}", serde_json::to_string(fin)?),
+        Some(None) => eprintln!(
+            "{}",
+            crate::cli::term::json(
+                crate::cli::term::Stream::Stderr,
+                &serde_json::to_string(fin)?
+            )
+        ),
         Some(Some(f)) => std::fs::write(f, serde_json::to_string(fin)? + "\n")
             .map_err(|e| anyhow::anyhow!("--json {}: {e}", f.display()))?,
     }

@@ -11,6 +11,7 @@ use efr_surface::run::SurfaceRespondError;
 use efr_surface::state::Store;
 
 use crate::cli::dirs::cli_dirs;
+use crate::cli::term::{Stream, inline, json};
 
 /// The conversation of the command line's questions: their ids and changes are its own,
 /// apart from any conversation of efr (the answers are the same for all).
@@ -71,7 +72,7 @@ pub fn run(args: SurfaceArgs) -> anyhow::Result<i32> {
                 } else {
                     "kept visible; not asked again while what it holds stays the same"
                 };
-                println!("{}: {what}", a.path);
+                println!("{}: {what}", inline(Stream::Stdout, &a.path));
                 Ok(0)
             }
             Err(e @ SurfaceRespondError::NotFound(_)) => {
@@ -93,14 +94,21 @@ pub fn run(args: SurfaceArgs) -> anyhow::Result<i32> {
         &efr_surface::Budget::default(),
     )?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        println!(
+            "{}",
+            json(Stream::Stdout, &serde_json::to_string_pretty(&r)?)
+        );
         return Ok(0);
     }
     if r.files.is_empty() {
         println!("nothing that looks like a secret is readable in a contained call");
     }
     for f in &r.files {
-        println!("{}: {}", f.path, f.what);
+        println!(
+            "{}: {}",
+            inline(Stream::Stdout, &f.path),
+            inline(Stream::Stdout, &f.what)
+        );
         match &f.question_id {
             Some(q) => println!(
                 "  {q}: efr-sandbox surface respond {q} --keep|--mask",
@@ -116,17 +124,25 @@ pub fn run(args: SurfaceArgs) -> anyhow::Result<i32> {
             SurfaceChangeKind::Disappeared => "disappeared",
             SurfaceChangeKind::Changed => "changed",
         };
-        println!("since the last scan: {} {kind}: {}", c.path, c.why);
+        println!(
+            "since the last scan: {} {kind}: {}",
+            inline(Stream::Stdout, &c.path),
+            inline(Stream::Stdout, &c.why)
+        );
     }
     if let Some(p) = &r.partial {
         println!(
             "partial: the scan stopped at {} ({} bound); what is listed is what it saw",
-            p.at, p.why
+            inline(Stream::Stdout, &p.at),
+            p.why
         );
     }
     let masks = store.read()?.masks();
     if !masks.is_empty() {
-        println!("masked by your answers: {}", masks.join(", "));
+        println!(
+            "masked by your answers: {}",
+            inline(Stream::Stdout, &masks.join(", "))
+        );
     }
     Ok(0)
 }

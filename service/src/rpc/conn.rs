@@ -221,6 +221,9 @@ struct Conn {
     /// Fds that came with the bytes read since the last request (`SCM_RIGHTS`): the next
     /// request takes them (`sandbox.run`'s stdio); any other request closes them unread.
     fds: Vec<std::os::fd::OwnedFd>,
+    /// Why the peer is taken for a contained call ([`crate::peer::contained`]): every
+    /// method but `hello` is then `forbidden`.
+    contained: Option<String>,
 }
 
 /// Most fds a connection holds for its next request; more is a client that sends fds no
@@ -249,6 +252,7 @@ pub async fn serve(
     svc: Arc<Service>,
     stream: UnixStream,
     peer: String,
+    contained: Option<String>,
     _permit: OwnedSemaphorePermit,
 ) {
     let limits = svc.limits;
@@ -275,6 +279,7 @@ pub async fn serve(
         supervisors: JoinSet::new(),
         state: HelloState::Waiting,
         fds: Vec::new(),
+        contained,
     };
 
     let mut buf = vec![0u8; 64 * 1024];
@@ -452,6 +457,11 @@ impl Conn {
     async fn request(&mut self, id: u64, name: String, params: Value) {
         if name == method::HELLO {
             return self.hello(id, params).await;
+        }
+        if let Some(why) = &self.contained {
+            self.fds.clear();
+            let message = format!("{name} was not run: {why}");
+            return self.error(Some(id), ErrorCode::Forbidden, message).await;
         }
         match self.state {
             HelloState::Open => {}

@@ -78,6 +78,10 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
     let paths = ServicePaths::resolve(opts.socket.as_deref(), env.config_file())?;
     prepare_dir(&paths.runtime_dir, uid, paths.runtime_dir_is_default)?;
     env.scratch = Some(paths.scratch.clone());
+    // Its own socket, wherever `--socket` put it: part of the control plane no call reaches.
+    if !env.service_sockets.contains(&paths.socket) {
+        env.service_sockets.push(paths.socket.clone());
+    }
     let policy = Policy::load(env);
     // One service per socket: two started at once (two `efr-sandbox run`s finding none)
     // must not both take the socket, nor one remove the other's as stale between its bind
@@ -316,9 +320,14 @@ async fn accept_loop(
             continue;
         }
         let peer = format!("peer pid {pid}");
+        // A contained call that reached the socket anyway gets nothing but `hello`.
+        let contained = crate::peer::contained(&stream, cred.pid());
+        if let Some(why) = &contained {
+            eprintln!("efr-sandbox: {peer}: {why}");
+        }
         match slots.clone().try_acquire_owned() {
             Ok(permit) => {
-                tokio::spawn(conn::serve(svc.clone(), stream, peer, permit));
+                tokio::spawn(conn::serve(svc.clone(), stream, peer, contained, permit));
             }
             Err(_) => {
                 eprintln!("efr-sandbox: {peer}: refused, {max} connections are open");
