@@ -333,7 +333,7 @@ fn checksum62(body: &str) -> [u8; 6] {
     enc
 }
 
-/// GitHub's and npm's check: after `PREFIX_`, 30 characters and their [`checksum62`].
+/// GitHub's and npm's check: after `PREFIX_`, 30 characters and their base-62 CRC-32 (`checksum62`).
 pub fn crc32_ok(token: &str) -> bool {
     let Some((_, rest)) = token.split_once('_') else {
         return false;
