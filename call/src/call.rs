@@ -159,6 +159,9 @@ pub struct Call {
     index: Option<Arc<crate::index_flags::Snapshot>>,
     /// Its id in the service, given in its `started` item (`sandbox.launch`).
     call_id: Option<String>,
+    /// The registries asked while it runs for what its cache merge will need
+    /// ([`crate::caches::early`]).
+    early: std::sync::Mutex<Option<crate::caches::early::Early>>,
 }
 
 impl Call {
@@ -188,6 +191,10 @@ impl Call {
         let index = (plan.mode != efr_launcher::plan::PlanMode::Unsandboxed)
             .then(|| Arc::new(crate::index_flags::Snapshot::take(&repos)));
         let floors = crate::floor_watch::FloorWatch::for_plan(&plan, &ctx.config, &ctx.env);
+        let early = crate::caches::early::Early::start(
+            &plan.caches,
+            &crate::caches::Verify::of(&plan, &ctx.config, &ctx.env),
+        );
         Ok(Call {
             line: p.line.clone(),
             projects: p.projects.clone(),
@@ -202,6 +209,7 @@ impl Call {
             floors: std::sync::Mutex::new(floors),
             index,
             call_id: None,
+            early: std::sync::Mutex::new(early),
         })
     }
 
@@ -353,7 +361,11 @@ impl Call {
     /// the git code it left quarantined, the environment it did not get.
     pub fn fold(&self, mut o: Outcome, end: &LauncherEnd) -> Finish {
         fallback(&mut o, end);
-        let caches = CallCaches::of(&self.plan, &self.config, &self.env);
+        let mut caches = CallCaches::of(&self.plan, &self.config, &self.env);
+        let early = self.early.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(e) = early {
+            caches.verify.early = Arc::new(e.finish());
+        }
         let mut fin = crate::launch::finished(
             &o,
             &self.line,

@@ -181,6 +181,88 @@ fn crates_are_checked_against_the_registrys_index_not_a_cache() {
     }
 }
 
+/// The registry is asked while the call still runs, as soon as cargo's files appear in its
+/// layer: the merge at the end uses those answers instead of waiting on the registry.
+#[test]
+fn the_registry_is_asked_while_the_call_runs() {
+    for b in backends() {
+        let d = temp_env();
+        let root = d.path().join("registry");
+        let server = registry::Server::start(&root);
+        let real = b"the real md-5 0.1.0".to_vec();
+        std::fs::create_dir_all(root.join("md/-5")).unwrap();
+        std::fs::write(
+            root.join("md/-5/md-5"),
+            format!("{}\n", index_line("md-5", "0.1.0", &real)),
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("config.json"),
+            format!("{{\"dl\":\"{}/dl\"}}", server.url()),
+        )
+        .unwrap();
+        let url = format!("sparse+{}/", server.url());
+        let dir = efr_call::caches::cargo::dir_names(&url)[0].clone();
+        std::fs::create_dir_all(home(d.path()).join(".cargo/registry")).unwrap();
+        // The call leaves its crate, then waits until the test has seen the registry asked
+        // (a file it creates in the project) or 60 s.
+        let proj = home(d.path()).join("proj");
+        let line = format!(
+            "mkdir -p ~/.cargo/registry/cache/{dir} && \
+             printf '{}' > ~/.cargo/registry/cache/{dir}/md-5-0.1.0.crate && \
+             i=0; while [ ! -e seen ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+            printf_arg(&real)
+        );
+        let fin = d.path().join("finish.json");
+        let mut child = command(d.path())
+            .current_dir(&proj)
+            .args(["run", "--backend", b, "--project"])
+            .arg(&proj)
+            .args(["--grant", &server.grant(), "--json"])
+            .arg(&fin)
+            .args(["--", &line])
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        let asked_early = loop {
+            if server.asked().iter().any(|p| p.ends_with("/md/-5/md-5")) {
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() || start.elapsed() > Duration::from_secs(60) {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let still_running = child.try_wait().unwrap().is_none();
+        std::fs::write(proj.join("seen"), "").unwrap();
+        let status = child.wait().unwrap();
+        assert!(
+            asked_early && still_running,
+            "{b}: the registry was not asked during the call: {:?}",
+            server.asked()
+        );
+        assert_eq!(status.code(), Some(0), "{b}");
+        let cache = home(d.path()).join(".cargo/registry/cache").join(&dir);
+        assert_eq!(
+            std::fs::read(cache.join("md-5-0.1.0.crate")).unwrap(),
+            real,
+            "{b}"
+        );
+        let index_asks = server
+            .asked()
+            .iter()
+            .filter(|p| p.ends_with("/md/-5/md-5"))
+            .count();
+        assert_eq!(
+            index_asks,
+            1,
+            "{b}: the merge asked again: {:?}",
+            server.asked()
+        );
+        std::fs::remove_file(proj.join("seen")).unwrap();
+    }
+}
+
 fn sha1_hex(b: &[u8]) -> String {
     hex(&sha1::Sha1::digest(b))
 }

@@ -563,7 +563,7 @@ fn check_cargo(
 
 /// The candidate sparse registries of a cargo dir: the call's own host grants, crates.io,
 /// the user's cargo config's.
-fn cargo_candidates(v: &Verify) -> Vec<String> {
+pub(super) fn cargo_candidates(v: &Verify) -> Vec<String> {
     let mut out: Vec<String> = v
         .granted
         .iter()
@@ -575,19 +575,33 @@ fn cargo_candidates(v: &Verify) -> Vec<String> {
     out
 }
 
-/// Asks the registries (nothing when nothing is wanted).
+/// Asks the registries for what they did not answer while the call ran (nothing when
+/// nothing is wanted).
 fn ask(wants: &[Want], v: &Verify) -> Vec<Result<Vec<u8>, String>> {
-    if wants.is_empty() {
-        return Vec::new();
+    let missing: Vec<Want> = wants
+        .iter()
+        .filter(|w| !v.early.contains_key(w))
+        .cloned()
+        .collect();
+    let mut late: BTreeMap<&Want, Result<Vec<u8>, String>> = BTreeMap::new();
+    if !missing.is_empty() {
+        let f = Fetcher::new(
+            v.granted.clone(),
+            v.resolve.clone(),
+            super::fetch::MERGE_TIME,
+        );
+        for (w, r) in missing.iter().zip(f.get_all(&missing)) {
+            late.insert(w, r.map_err(|e| e.to_string()));
+        }
     }
-    let f = Fetcher::new(
-        v.granted.clone(),
-        v.resolve.clone(),
-        super::fetch::MERGE_TIME,
-    );
-    f.get_all(wants)
-        .into_iter()
-        .map(|r| r.map_err(|e| e.to_string()))
+    wants
+        .iter()
+        .map(|w| match v.early.get(w) {
+            Some(r) => r.clone(),
+            None => late
+                .remove(w)
+                .unwrap_or_else(|| Err(format!("{}: not asked", w.url))),
+        })
         .collect()
 }
 

@@ -26,6 +26,7 @@
 
 pub mod cargo;
 pub mod conversation;
+pub mod early;
 pub mod fetch;
 mod merge;
 pub mod npm;
@@ -262,6 +263,10 @@ pub struct Verify {
     /// ([`conversation::move_in`]; empty in an older manifest: the launcher's short list).
     #[serde(default)]
     pub git_safe_keys: Vec<String>,
+    /// What the registries answered while the call ran ([`early`]): the merge asks only for
+    /// the rest. Not kept in the manifest (a later merge asks again).
+    #[serde(skip)]
+    pub early: std::sync::Arc<early::Answers>,
 }
 
 impl Verify {
@@ -314,6 +319,7 @@ impl Verify {
             cargo_registries: cargo::user_registries(&env.home),
             conversation_days: config.sandbox.conversation_cache_days.value,
             git_safe_keys: config.git_safe_keys(),
+            early: Default::default(),
         }
     }
 
