@@ -71,6 +71,10 @@ pub struct JobSpec {
     pub moved_from: Option<MovedFrom>,
     /// Bytes of output kept.
     pub output_max: usize,
+    /// What the call gave before the job took it and the caller did not get: output past
+    /// the bound the call holds until its `started` (a line that floods before the launcher
+    /// reports its start). Counted and kept as the job's first output.
+    pub before: Vec<efr_sandbox_wire::LaunchItem>,
 }
 
 /// What of a job changes while it runs.
@@ -524,7 +528,7 @@ impl Jobs {
     /// Starts a job that owns `stream`, a running call (its `started` item read already).
     pub fn start(
         self: &Arc<Self>,
-        spec: JobSpec,
+        mut spec: JobSpec,
         stream: CallStream,
         hooks: run::Hooks,
     ) -> Arc<Job> {
@@ -532,6 +536,7 @@ impl Jobs {
         let max_for = Duration::from_secs_f64((spec.max_minutes * 60.0).max(0.0));
         let ends_by =
             started_at.saturating_add(u64::try_from(max_for.as_millis()).unwrap_or(u64::MAX));
+        let before = std::mem::take(&mut spec.before);
         let (re, watch) = match spec.watch {
             Some((re, w)) => (Some(re), Some(w)),
             None => (None, None),
@@ -595,7 +600,7 @@ impl Jobs {
         let jobs = self.clone();
         let j = job.clone();
         tokio::spawn(async move {
-            run::run(&jobs, &j, stream, re, hooks).await;
+            run::run(&jobs, &j, before, stream, re, hooks).await;
             jobs.write_record();
         });
         job

@@ -150,10 +150,12 @@ impl Live {
     }
 }
 
-/// Runs `job` to its end.
+/// Runs `job` to its end: the items the call gave `before` the job took it, then its
+/// stream's.
 pub(super) async fn run(
     jobs: &Arc<Jobs>,
     job: &Arc<Job>,
+    before: Vec<LaunchItem>,
     mut stream: CallStream,
     re: Option<regex::Regex>,
     hooks: Hooks,
@@ -163,6 +165,9 @@ pub(super) async fn run(
         left: job.watch.as_ref().map_or(0, |w| w.max_wakes),
         partial: Vec::new(),
     });
+    for item in before {
+        take_item(jobs, job, watcher.as_mut(), item);
+    }
     let forwards = match hooks.forwards.as_ref() {
         Some(p) => super::forwards::start(jobs, job, p, stream.launcher_pid()).await,
         None => None,
@@ -174,27 +179,7 @@ pub(super) async fn run(
     let fin = loop {
         tokio::select! {
             ev = stream.next() => match ev {
-                Some(Event::Item(LaunchItem::Output { stream: s, data })) => {
-                    let bytes = bytes_of(data);
-                    job.output.push(s, &bytes);
-                    if let Some(w) = watcher.as_mut() {
-                        for line in w.feed(&bytes) {
-                            job.lock().wakes += 1;
-                            jobs.events.emit(
-                                job.conversation.as_deref(),
-                                &job.id,
-                                JobEventKind::JobWatchMatched { line, wakes_left: w.left },
-                            );
-                        }
-                    }
-                }
-                Some(Event::Item(LaunchItem::Exit { record })) => {
-                    let mut n = job.lock();
-                    if n.exits.len() < EXITS_KEPT {
-                        n.exits.push(*record);
-                    }
-                }
-                Some(Event::Item(_)) => {}
+                Some(Event::Item(item)) => take_item(jobs, job, watcher.as_mut(), item),
                 Some(Event::End(fin)) => break Some(fin),
                 None => break None,
             },
@@ -237,6 +222,37 @@ pub(super) async fn run(
         }
     }
     end(jobs, job, fin.map(|f| *f), hooks).await;
+}
+
+/// Keeps one item of the job's call: its output (and the watch's matches in it), its exit
+/// records up to the bound.
+fn take_item(jobs: &Arc<Jobs>, job: &Arc<Job>, watcher: Option<&mut Watcher>, item: LaunchItem) {
+    match item {
+        LaunchItem::Output { stream: s, data } => {
+            let bytes = bytes_of(data);
+            job.output.push(s, &bytes);
+            if let Some(w) = watcher {
+                for line in w.feed(&bytes) {
+                    job.lock().wakes += 1;
+                    jobs.events.emit(
+                        job.conversation.as_deref(),
+                        &job.id,
+                        JobEventKind::JobWatchMatched {
+                            line,
+                            wakes_left: w.left,
+                        },
+                    );
+                }
+            }
+        }
+        LaunchItem::Exit { record } => {
+            let mut n = job.lock();
+            if n.exits.len() < EXITS_KEPT {
+                n.exits.push(*record);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Records the job's end from its call's finish (`None`: the call's task ended without

@@ -114,7 +114,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             Ok(s) => s,
             Err(end) => return end,
         };
-        let spec = |max_minutes, watch, moved_from| JobSpec {
+        let spec = |max_minutes, watch, moved_from, before| JobSpec {
             conversation: p.conversation.clone(),
             call_id: guard.call_id().to_owned(),
             command: p.line.clone(),
@@ -123,24 +123,35 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
             watch,
             moved_from,
             output_max: usize::try_from(ctx.config.jobs.output_max.value).unwrap_or(usize::MAX),
+            before,
         };
         if let Some((max_minutes, watch)) = background {
-            // Up to `started`, the call's items go to the caller; then it is a job.
+            // Up to `started`, the call's items go to the caller, but its output: the job's
+            // from its first byte (the call holds it until `started`, up to a bound that a
+            // flood passes); then it is a job.
+            let mut before = Vec::new();
             loop {
                 match stream.next().await {
                     Some(Event::Item(i @ LaunchItem::Started(_))) => {
                         call.items.send(to_value(&i)?).await?;
                         break;
                     }
+                    Some(Event::Item(i @ LaunchItem::Output { .. })) => before.push(i),
                     Some(Event::Item(i)) => call.items.send(to_value(&i)?).await?,
-                    Some(Event::End(fin)) => return to_value(&fin),
+                    Some(Event::End(fin)) => {
+                        // It never started (a setup error): what it printed is the caller's.
+                        for i in before {
+                            call.items.send(to_value(&i)?).await?;
+                        }
+                        return to_value(&fin);
+                    }
                     None => return Err(internal("the call ended without its finish")),
                 }
             }
             let hooks = hooks.unwrap_or_default();
             let job = svc
                 .jobs
-                .start(spec(max_minutes, watch, None), stream, hooks);
+                .start(spec(max_minutes, watch, None, before), stream, hooks);
             call.items
                 .send(to_value(&LaunchItem::Job(Box::new(JobStarted {
                     job: job.info(),
@@ -168,7 +179,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
                     call_id: guard.call_id().to_owned(),
                     after_secs,
                 };
-                spec(max_minutes, None, Some(from))
+                spec(max_minutes, None, Some(from), Vec::new())
             },
         )
         .await
