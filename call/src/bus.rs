@@ -159,40 +159,88 @@ pub struct CallBus {
     never: Vec<efr_policy::config::Entry>,
 }
 
-/// A 0700 directory for the call's sockets below `runtime` (`calls/<random>`), else below
-/// the temp dir when there is no runtime dir or the socket path would be too long.
+/// A 0700 directory for the call's sockets below `runtime` (`calls/bus-<random>`), else
+/// below the temp dir (`efr-sandbox-<uid>/calls/`) when there is no runtime dir or the
+/// socket path would be too long; when that shared name is not ours (another user's, or
+/// in a user namespace the real root's), a directory of a name of this call's own there.
 fn call_dir(runtime: Option<&Path>) -> Result<PathBuf, AttachError> {
+    call_dir_in(runtime, &std::env::temp_dir())
+}
+
+/// [`call_dir`] with `tmp` as the temp dir.
+fn call_dir_in(runtime: Option<&Path>, tmp_root: &Path) -> Result<PathBuf, AttachError> {
     let name = crate::sys::random_hex(8).map_err(|e| AttachError::Dir {
         path: PathBuf::from("calls"),
         source: e,
     })?;
     let uid = crate::sys::euid();
-    let tmp = std::env::temp_dir().join(format!("efr-sandbox-{uid}/calls/bus-{name}"));
-    let mut dir = match runtime {
-        Some(r) => r.join("calls").join(format!("bus-{name}")),
-        None => tmp.clone(),
+    let leaf = format!("bus-{name}");
+    let tmp = tmp_root.join(format!("efr-sandbox-{uid}/calls"));
+    let parent = match runtime {
+        Some(r) if fits(&r.join("calls").join(&leaf)) => {
+            // The runtime dir is the service's own (not a shared one): made as it is named.
+            if std::fs::symlink_metadata(r).is_err() {
+                crate::launch::private_dir(r).map_err(|e| AttachError::Dir {
+                    path: r.to_path_buf(),
+                    source: e,
+                })?;
+            }
+            r.join("calls")
+        }
+        _ => tmp,
     };
-    if dir.join("session.sock").as_os_str().len() > MAX_SOCKET_PATH {
-        dir = tmp;
-    }
+    let (dir, result) = match checked_parent(&parent, uid) {
+        Ok(()) => {
+            let dir = parent.join(&leaf);
+            let made = crate::launch::private_dir(&dir);
+            (dir, made)
+        }
+        Err(first) => {
+            let own = tmp_root.join(format!("efr-sandbox-{uid}-{leaf}"));
+            if !fits(&own) {
+                return Err(first);
+            }
+            // Made here, not found: a name planted in the shared dir is an error.
+            use std::os::unix::fs::DirBuilderExt;
+            let made = std::fs::DirBuilder::new().mode(0o700).create(&own);
+            (own, made)
+        }
+    };
+    result.map_err(|e| AttachError::Dir {
+        path: dir.clone(),
+        source: e,
+    })?;
+    Ok(dir)
+}
+
+/// The longest socket of a call's bus dir fits a socket address.
+fn fits(dir: &Path) -> bool {
+    dir.join("session.sock").as_os_str().len() <= MAX_SOCKET_PATH
+}
+
+/// Makes `parent` and the directory above it (0700) where missing, one at a time without
+/// following a link, and checks that both are directories of ours.
+fn checked_parent(parent: &Path, uid: u32) -> Result<(), AttachError> {
     let err = |path: &Path, source| AttachError::Dir {
         path: path.to_path_buf(),
         source,
     };
-    if let Some(parent) = dir.parent() {
-        crate::launch::private_dir(parent).map_err(|e| err(parent, e))?;
-        for d in [parent, parent.parent().unwrap_or(parent)] {
-            use std::os::unix::fs::MetadataExt;
-            match std::fs::symlink_metadata(d) {
-                Ok(m) if m.is_dir() && m.uid() == uid => {}
-                _ => {
-                    return Err(err(d, std::io::Error::other("not a directory of ours")));
-                }
+    let above = parent.parent().unwrap_or(parent);
+    for d in [above, parent] {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        if std::fs::symlink_metadata(d).is_err() {
+            match std::fs::DirBuilder::new().mode(0o700).create(d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(err(d, e)),
             }
         }
+        match std::fs::symlink_metadata(d) {
+            Ok(m) if m.is_dir() && m.uid() == uid => {}
+            _ => return Err(err(d, std::io::Error::other("not a directory of ours"))),
+        }
     }
-    crate::launch::private_dir(&dir).map_err(|e| err(&dir, e))?;
-    Ok(dir)
+    Ok(())
 }
 
 fn drain(
@@ -939,4 +987,39 @@ pub fn self_test(
         );
     }
     Ok(detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shared `efr-sandbox-<uid>` in the temp dir that is not ours (here a link to a
+    /// directory elsewhere, as another user could plant) is not used: the call's sockets go
+    /// in a directory of its own name, 0700, beside it; a real one of ours is used.
+    #[test]
+    fn a_shared_dir_not_ours_is_passed_over_for_one_of_the_calls_own() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let elsewhere = d.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let uid = crate::sys::euid();
+        let shared = d.path().join(format!("efr-sandbox-{uid}"));
+        std::os::unix::fs::symlink(&elsewhere, &shared).unwrap();
+        let dir = call_dir_in(None, d.path()).unwrap();
+        assert_eq!(dir.parent(), Some(d.path()), "{}", dir.display());
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with(&format!("efr-sandbox-{uid}-bus-")),
+            "{name}"
+        );
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert!(
+            std::fs::read_dir(&elsewhere).unwrap().next().is_none(),
+            "nothing was made through the link"
+        );
+        std::fs::remove_file(&shared).unwrap();
+        let dir = call_dir_in(None, d.path()).unwrap();
+        assert_eq!(dir.parent(), Some(shared.join("calls").as_path()));
+    }
 }
