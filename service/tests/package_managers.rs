@@ -300,6 +300,29 @@ fn pip_installs_contained_from_a_simple_index_with_the_proposed_grant() {
             "{b} (fresh {fresh}): {:?}",
             f.sandbox_summary.denied_writes
         );
+        if fresh {
+            continue;
+        }
+        // Into a venv the call makes in the project, with the venv's own pip; the host's
+        // python then imports it from the venv.
+        let line = format!(
+            "{py} -m venv venv && venv/bin/pip install --disable-pip-version-check \
+             --index-url {index} --trusted-host {} efrhello",
+            registry::HOST
+        );
+        let grants = common::proposed(d.path(), &proj, &line);
+        assert_eq!(grants, [server.grant()], "{b}: venv");
+        let (o, f) = run(d.path(), b, &proj, &grants[0], &line);
+        assert_eq!(o.status.code(), Some(0), "{b}: venv: {o:?}");
+        assert!(f.sandbox_summary.cache_refused.is_empty(), "{b}: {f:?}");
+        let host = std::process::Command::new(proj.join("venv/bin/python"))
+            .args(["-c", "import efrhello; print(efrhello.hello())"])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&host.stdout).contains("hello from the pip index"),
+            "{b}: the venv on the host: {host:?}"
+        );
     }
 }
 
