@@ -79,6 +79,7 @@ fn every_shape_in_the_environment_is_dropped_and_said() {
         c.env(k, v);
     }
     let o = c
+        .current_dir(&proj)
         .args(["run", "--project"])
         .arg(&proj)
         .arg("--summary")
