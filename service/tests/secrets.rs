@@ -105,6 +105,7 @@ fn every_shape_in_the_environment_is_dropped_and_said() {
     // An ordinary mirror is still passed.
     let o = command(d.path())
         .env("PIP_INDEX_URL", "https://pypi.corp.example/simple/")
+        .current_dir(&proj)
         .args(["run", "--project"])
         .arg(&proj)
         .args(["--", "printenv PIP_INDEX_URL"])
