@@ -191,10 +191,14 @@ impl Call {
         let index = (plan.mode != efr_launcher::plan::PlanMode::Unsandboxed)
             .then(|| Arc::new(crate::index_flags::Snapshot::take(&repos)));
         let floors = crate::floor_watch::FloorWatch::for_plan(&plan, &ctx.config, &ctx.env);
-        let early = crate::caches::early::Early::start(
-            &plan.caches,
-            &crate::caches::Verify::of(&plan, &ctx.config, &ctx.env),
-        );
+        let early = (!plan.caches.is_empty())
+            .then(|| {
+                crate::caches::early::Early::start(
+                    &plan.caches,
+                    &crate::caches::Verify::of(&plan, &ctx.config, &ctx.env),
+                )
+            })
+            .flatten();
         Ok(Call {
             line: p.line.clone(),
             projects: p.projects.clone(),
