@@ -301,3 +301,53 @@ fn missing_agent_configs_cannot_be_planted() {
         }
     }
 }
+
+/// The set rule reads a key as git does: git accepts exactly the keys it canonicalizes,
+/// and names them as it does (`git config --list` with the key in the environment).
+#[test]
+fn set_rule_reads_keys_as_git_does() {
+    let dir = tempfile::tempdir().unwrap();
+    for key in [
+        "core.pager",
+        "Core.Pager",
+        "CORE.HOOKSPATH",
+        "remote.Origin.URL",
+        "Remote.My.Dotted.Sub.Url",
+        "url.https://Example.com/.insteadOf",
+        "a-b.c-d",
+        "x.y z.name",
+        "core",
+        "core.",
+        ".name",
+        "co re.name",
+        "core.1name",
+        "core.na_me",
+        "core.na-me",
+        "s.sub\nx.name",
+        "",
+    ] {
+        let out = std::process::Command::new("git")
+            .args(["config", "--list", "--show-scope"])
+            .current_dir(dir.path())
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", dir.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", key)
+            .env("GIT_CONFIG_VALUE_0", "v")
+            .output()
+            .unwrap();
+        let ours = efr_sandbox_wire::gitenv::canonical_key(key);
+        if out.status.success() {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let git = text
+                .lines()
+                .find_map(|l| l.strip_prefix("command\t")?.strip_suffix("=v"))
+                .map(str::to_string);
+            assert_eq!(ours, git, "{key:?}: {text}");
+        } else {
+            assert_eq!(ours, None, "{key:?}: git refused it: {out:?}");
+        }
+    }
+}
