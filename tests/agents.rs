@@ -201,6 +201,8 @@ const AGENT_FILES: &[&str] = &[
     ".github/hooks/hooks.json",
     ".kiro/hooks/h.kiro.hook",
     ".kiro/settings/mcp.json",
+    ".kiro/agents/a.json",
+    ".amazonq/cli-agents/a.json",
     ".roo/mcp.json",
     ".kilocode/mcp.json",
     ".kilo/kilo.jsonc",
@@ -223,14 +225,18 @@ const AGENT_FILES: &[&str] = &[
 
 const ORIGINAL: &str = "original";
 
-/// A line that tries every way to change `f` (and to add a file beside it) and prints
-/// `WROTE f` when one works.
+/// Files of [`AGENT_FILES`] protected alone: their directory holds text the agent writes
+/// (rules), so a file beside them may be made.
+const PROTECTED_ALONE: &[&str] = &[".roo/mcp.json", ".kilocode/mcp.json", ".amazonq/mcp.json"];
+
+/// A line that tries every way to change `f` (and to add a file beside it, in a protected
+/// directory) and prints `WROTE f` when one works.
 fn attempts(f: &str) -> String {
     let dir = Path::new(f)
         .parent()
         .map(|d| d.to_string_lossy().into_owned());
     let beside = match &dir {
-        Some(d) if !d.is_empty() => format!("{d}/planted"),
+        Some(d) if !d.is_empty() && !PROTECTED_ALONE.contains(&f) => format!("{d}/planted"),
         _ => "planted-unused".to_string(),
     };
     format!(
@@ -270,6 +276,44 @@ fn agent_configs_are_readable_and_never_writable() {
         for f in AGENT_FILES {
             let moved = Path::new(&fx.proj).join(format!("{f}.moved"));
             assert!(!moved.exists(), "{b:?}: {f} moved");
+        }
+    }
+}
+
+/// Files of the same agents that are text an agent writes (specs, rules, instructions):
+/// they stay writable, so ordinary work on them is not stopped.
+const AGENT_TEXT: &[&str] = &[
+    ".kiro/specs/feature/requirements.md",
+    ".kiro/steering/product.md",
+    ".roo/rules/style.md",
+    ".kilocode/rules/style.md",
+    ".clinerules/style.md",
+    ".amazonq/rules/style.md",
+    "AGENTS.md",
+    "CLAUDE.md",
+    "GEMINI.md",
+];
+
+#[test]
+fn agents_text_files_stay_writable() {
+    for b in backends() {
+        let fx = Fixture::new();
+        let mut line = String::new();
+        for f in AGENT_TEXT {
+            let parent = Path::new(f)
+                .parent()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if !parent.is_empty() {
+                line.push_str(&format!("mkdir -p {parent}; "));
+            }
+            line.push_str(&format!("echo written > {f}; "));
+        }
+        let r = run_as_agent(&fx, b, &[], &line);
+        for f in AGENT_TEXT {
+            let host = std::fs::read_to_string(Path::new(&fx.proj).join(f)).unwrap_or_default();
+            assert_eq!(host, "written\n", "{b:?}: {f}: {r:?}");
         }
     }
 }
