@@ -558,7 +558,7 @@ mod tests {
                 why: DropReason::Pattern(0)
             }
         );
-        let v = set(&[("remote.https://u:ghp_x@h/.url", "a")]);
+        let v = set(&[("remote.ghp_x.url", "a")]);
         let j = judge(
             v.iter().map(|(a, b)| (a.as_str(), b.as_str())),
             &safe(),
