@@ -236,36 +236,15 @@ pub fn judge<'a>(
     let Some(&(_, count)) = members.iter().find(|(n, _)| *n == COUNT) else {
         return all(SetDrop::NoCount);
     };
-    let count: u64 = match count {
-        c if !c.is_empty() && c.len() <= 19 && c.bytes().all(|b| b.is_ascii_digit()) => {
-            c.parse().unwrap_or(u64::MAX)
-        }
-        c => return all(SetDrop::BadCount(c.to_string())),
+    let Some(count) = parse_count(count) else {
+        return all(SetDrop::BadCount(count.to_string()));
     };
-    let find = |is_key: bool, i: u64| {
-        members
-            .iter()
-            .find(|(n, _)| indexed(n) == Some((is_key, i)))
-            .map(|(_, v)| *v)
-    };
-    // Each index below the count needs its key and value: a count beyond the members
-    // present misses one at or before the number of members.
-    let bound = count.min(members.len() as u64);
-    for i in 0..bound {
-        let (Some(key), Some(value)) = (find(true, i), find(false, i)) else {
-            let which = if find(true, i).is_none() {
-                KEY_PREFIX
-            } else {
-                VALUE_PREFIX
-            };
-            return all(SetDrop::Missing(format!("{which}{i}")));
-        };
-        if let Err(why) = pair(i, key, value, safe, &secret) {
-            return all(why);
-        }
-    }
-    if count > bound {
-        return all(SetDrop::Missing(format!("{KEY_PREFIX}{bound}")));
+    let indexed_vars: std::collections::BTreeMap<(bool, u64), &str> = members
+        .iter()
+        .filter_map(|(n, v)| indexed(n).map(|k| (k, *v)))
+        .collect();
+    if let Err(why) = pairs(count, &indexed_vars, safe, &secret) {
+        return all(why);
     }
     let mut out = Judged::default();
     for (n, _) in &members {
@@ -278,6 +257,40 @@ pub fn judge<'a>(
         }
     }
     out
+}
+
+/// The count git reads from `GIT_CONFIG_COUNT`, when it is a plain decimal number (git
+/// also takes a sign or blanks before it; such a count is refused here).
+fn parse_count(c: &str) -> Option<u64> {
+    let plain = !c.is_empty() && c.len() <= 19 && c.bytes().all(|b| b.is_ascii_digit());
+    plain.then(|| c.parse().ok())?
+}
+
+/// Judges every pair below `count` (`vars`: the key (`true`) and value variables by
+/// index). A count beyond the variables present misses one at or before their number, so
+/// the work is bounded by the environment, not by the count.
+fn pairs(
+    count: u64,
+    vars: &std::collections::BTreeMap<(bool, u64), &str>,
+    safe: &[String],
+    secret: &impl Fn(&str) -> Option<DropReason>,
+) -> Result<(), SetDrop> {
+    let bound = count.min(vars.len() as u64);
+    for i in 0..bound {
+        let (Some(key), Some(value)) = (vars.get(&(true, i)), vars.get(&(false, i))) else {
+            let which = if vars.contains_key(&(true, i)) {
+                VALUE_PREFIX
+            } else {
+                KEY_PREFIX
+            };
+            return Err(SetDrop::Missing(format!("{which}{i}")));
+        };
+        pair(i, key, value, safe, secret)?;
+    }
+    if count > bound {
+        return Err(SetDrop::Missing(format!("{KEY_PREFIX}{bound}")));
+    }
+    Ok(())
 }
 
 /// Judges the pair of index `i`.
