@@ -420,7 +420,13 @@ pub fn apply_env_args(
         if value.is_some_and(|v| v.contains('\0')) {
             return Err(format!("{name}: the value holds a NUL"));
         }
-        if let Some(g) = policy.dropped_name(name) {
+        // The GIT_CONFIG_* set's names are no secret names: the set is judged as one
+        // when the line starts (efr_sandbox_wire::gitenv), its values by the secret
+        // detector below.
+        if let Some(g) = policy
+            .dropped_name(name)
+            .filter(|_| !efr_sandbox_wire::gitenv::is_member(name))
+        {
             refused.push((
                 name.to_string(),
                 format!("its name matches {g} of environment.drop"),
@@ -456,17 +462,23 @@ pub fn apply_env_args(
 }
 
 /// The variables a plan's line would have kept but does not get because their value looks
-/// like a secret, each with why (the reason of the config's pattern), in the order of the
-/// environment the line starts from.
+/// like a secret (with the reason of the config's pattern), or because the `GIT_CONFIG_*`
+/// set rule drops them (with the rule's reason), in the order of the environment the line
+/// starts from.
 pub fn env_drops(plan: &Plan, config: &Config) -> Vec<(String, String)> {
     let (_, dropped) = efr_launcher::env::scrub_report(plan, &efr_launcher::env::source(plan));
     dropped
         .into_iter()
         .map(|d| {
-            let why = format!(
-                "its value looks like a secret ({})",
-                drop_reason(&d.why, config)
-            );
+            let why = match &d.why {
+                efr_sandbox_wire::envfilter::DropReason::GitConfigSet(_) => {
+                    drop_reason(&d.why, config)
+                }
+                _ => format!(
+                    "its value looks like a secret ({})",
+                    drop_reason(&d.why, config)
+                ),
+            };
             (d.name, why)
         })
         .collect()
@@ -483,6 +495,12 @@ pub fn drop_reason(why: &efr_sandbox_wire::envfilter::DropReason, config: &Confi
             .map(|e| e.reason_or_source())
             .unwrap_or_else(|| "a secret pattern".into()),
         DropReason::TooLong => format!("longer than {MAX_CHECKED_VALUE} bytes, too long to check"),
+        DropReason::GitConfigSet(set) => match &**set {
+            efr_sandbox_wire::gitenv::SetDrop::Secret { why, .. } => {
+                format!("{set} ({})", drop_reason(why, config))
+            }
+            other => other.to_string(),
+        },
     }
 }
 

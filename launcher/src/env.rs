@@ -5,7 +5,8 @@
 //! without a policy keeps [`FALLBACK_KEEP`] only.
 
 use efr_sandbox_wire::Grant;
-use efr_sandbox_wire::envfilter::glob_matches;
+use efr_sandbox_wire::envfilter::{DropReason, glob_matches};
+use efr_sandbox_wire::gitenv;
 
 use crate::plan::Plan;
 
@@ -94,13 +95,14 @@ pub const GRANT_VARS: &[(GrantedBy, &str, &str)] = &[
     ),
 ];
 
-/// A kept variable dropped because its value looks like a secret.
+/// A kept variable dropped because its value looks like a secret, or a variable of a
+/// `GIT_CONFIG_*` set the set rule drops.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dropped {
     /// The variable's name.
     pub name: String,
     /// Why: the secret pattern its value matched, or a value too long to check.
-    pub why: efr_sandbox_wire::envfilter::DropReason,
+    pub why: DropReason,
 }
 
 /// The environment of the line, as `NAME=value` strings.
@@ -143,7 +145,16 @@ fn kept(plan: &Plan, inherited: &[(String, String)]) -> (Vec<(String, String)>, 
             Some(None) => {}
             Some(Some(p)) => {
                 let listed = p.listed(k) || plan.env_keep.iter().any(|x| x == k);
-                if !listed || p.dropped_name(k).is_some() {
+                if !listed {
+                    continue;
+                }
+                // The GIT_CONFIG_* set is judged as one by `git_config_set` (its names
+                // are no secret names; its keys and values are checked there).
+                if gitenv::is_member(k) {
+                    out.push((k.clone(), v.clone()));
+                    continue;
+                }
+                if p.dropped_name(k).is_some() {
                     continue;
                 }
                 match p.secret_value(v) {
@@ -161,11 +172,12 @@ fn kept(plan: &Plan, inherited: &[(String, String)]) -> (Vec<(String, String)>, 
 
 /// [`scrub`], and the kept variables dropped because their value looks like a secret.
 pub fn scrub_report(plan: &Plan, inherited: &[(String, String)]) -> (Vec<String>, Vec<Dropped>) {
-    let (mut out, dropped) = kept(plan, inherited);
+    let (mut out, mut dropped) = kept(plan, inherited);
     for e in &plan.env_set {
         out.retain(|(k, _)| *k != e.name);
         out.push((e.name.clone(), e.value.clone()));
     }
+    dropped.extend(git_config_set(plan, &mut out));
     if let Some(p) = &plan.proxy {
         for (k, v) in proxy_vars(p.relay_port) {
             out.retain(|(n, _)| *n != k);
@@ -194,6 +206,66 @@ pub fn scrub_report(plan: &Plan, inherited: &[(String, String)]) -> (Vec<String>
         out.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
         dropped,
     )
+}
+
+/// Applies the `GIT_CONFIG_*` set rule ([`gitenv`]) to `out` (the kept and set
+/// variables): the set stays whole or goes whole, and members git never reads go. Gives
+/// what went, with why. The safe keys are the plan's `git_safe_keys` (the config's
+/// `git.safe_config_keys`), or the supervisor's fallback list for a plan without them.
+fn git_config_set(plan: &Plan, out: &mut Vec<(String, String)>) -> Vec<Dropped> {
+    if !out.iter().any(|(k, _)| gitenv::is_member(k)) {
+        return Vec::new();
+    }
+    let safe: Vec<String> = match &plan.git_safe_keys {
+        Some(k) => k.clone(),
+        None => crate::supervise::FALLBACK_GIT_SAFE_KEYS
+            .iter()
+            .map(|k| k.to_string())
+            .collect(),
+    };
+    let policy = plan.env_policy.as_ref().and_then(|p| p.compile().ok());
+    let secret = |v: &str| policy.as_ref().and_then(|p| p.secret_value(v));
+    let count_dropped = policy
+        .as_ref()
+        .and_then(|p| p.dropped_name(gitenv::COUNT).map(str::to_string));
+    let judged = gitenv::judge(
+        out.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        &safe,
+        secret,
+        count_dropped.as_deref(),
+    );
+    out.retain(|(k, _)| !gitenv::is_member(k) || judged.pass.contains(k));
+    judged
+        .dropped
+        .into_iter()
+        .map(|(name, why)| Dropped {
+            name,
+            why: DropReason::GitConfigSet(Box::new(why)),
+        })
+        .collect()
+}
+
+/// The editor git gets in a contained call without a terminal when the line's
+/// environment names none: git would start `vi`, which waits for a terminal that never
+/// comes and hangs the agent. This one says why and fails at once, so `git commit`
+/// without `-m` ends with an error. Git runs it through `sh -c` (it holds shell
+/// characters) with the file as an argument, which `false` ignores.
+pub const NO_TERMINAL_EDITOR: &str = "printf '%s\\n' 'efr-sandbox: no editor in a contained call without a terminal (set GIT_EDITOR, or use git commit -m or --no-edit)' >&2; false";
+
+/// The names an editor is chosen by: when the line's environment has one, it is left alone.
+pub const EDITOR_VARS: [&str; 3] = ["GIT_EDITOR", "VISUAL", "EDITOR"];
+
+/// Gives `env` (`NAME=value` strings) [`NO_TERMINAL_EDITOR`] as `GIT_EDITOR` when it names
+/// no editor ([`EDITOR_VARS`]). The launcher calls it for a contained call that has no pty.
+pub fn no_terminal_editor(env: &mut Vec<String>) {
+    let named = env.iter().any(|e| {
+        EDITOR_VARS
+            .iter()
+            .any(|n| e.strip_prefix(n).is_some_and(|r| r.starts_with('=')))
+    });
+    if !named {
+        env.push(format!("GIT_EDITOR={NO_TERMINAL_EDITOR}"));
+    }
 }
 
 /// The launcher's own environment (or the plan's), as pairs.
@@ -245,6 +317,7 @@ pub fn proxy_vars(port: u16) -> Vec<(&'static str, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::EnvVar;
 
     #[test]
     fn secrets_dropped_ordinary_kept() {
@@ -330,6 +403,117 @@ mod tests {
         let env = scrub(&plan, &inh);
         assert!(env.contains(&"LANG=C".to_string()));
         assert!(!env.iter().any(|e| e.starts_with("CI=")), "{env:?}");
+    }
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    fn git_policy() -> efr_sandbox_wire::envfilter::EnvPolicy {
+        let mut p = policy();
+        p.keep.extend(
+            ["GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_*", "GIT_CONFIG_VALUE_*"].map(String::from),
+        );
+        p.drop.push("*_KEY_*".into());
+        p
+    }
+
+    #[test]
+    fn git_config_set_passes_whole_despite_key_names() {
+        let mut plan = Plan::contained("true", "/");
+        plan.env_policy = Some(git_policy());
+        plan.git_safe_keys = Some(vec!["user.name".into()]);
+        let inh = pairs(&[
+            ("GIT_CONFIG_COUNT", "2"),
+            ("GIT_CONFIG_KEY_0", "core.hooksPath"),
+            ("GIT_CONFIG_VALUE_0", ""),
+            ("GIT_CONFIG_KEY_1", "user.name"),
+            ("GIT_CONFIG_VALUE_1", "a"),
+            ("GIT_CONFIG_KEY_7", "core.pager"),
+            ("GIT_CONFIG_VALUE_7", "less"),
+        ]);
+        let (env, dropped) = scrub_report(&plan, &inh);
+        for want in [
+            "GIT_CONFIG_COUNT=2",
+            "GIT_CONFIG_KEY_0=core.hooksPath",
+            "GIT_CONFIG_VALUE_1=a",
+        ] {
+            assert!(env.contains(&want.to_string()), "{want} missing: {env:?}");
+        }
+        assert!(!env.iter().any(|e| e.contains("_7=")), "{env:?}");
+        let names: Vec<&str> = dropped.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["GIT_CONFIG_KEY_7", "GIT_CONFIG_VALUE_7"]);
+    }
+
+    #[test]
+    fn git_config_set_with_a_program_or_a_secret_goes_whole() {
+        let mut plan = Plan::contained("true", "/");
+        plan.env_policy = Some(git_policy());
+        plan.git_safe_keys = Some(vec!["user.name".into(), "http.extraheader".into()]);
+        for (k, v) in [
+            ("core.sshCommand", "ssh -i /k"),
+            (
+                "http.extraHeader",
+                "Authorization: token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+            ),
+        ] {
+            let inh = pairs(&[
+                ("GIT_CONFIG_COUNT", "2"),
+                ("GIT_CONFIG_KEY_0", "user.name"),
+                ("GIT_CONFIG_VALUE_0", "a"),
+                ("GIT_CONFIG_KEY_1", k),
+                ("GIT_CONFIG_VALUE_1", v),
+                ("PATH", "/bin"),
+            ]);
+            let (env, dropped) = scrub_report(&plan, &inh);
+            assert!(!env.iter().any(|e| e.starts_with("GIT_CONFIG")), "{env:?}");
+            assert!(env.contains(&"PATH=/bin".to_string()));
+            assert_eq!(dropped.len(), 5, "{dropped:?}");
+            assert!(
+                dropped
+                    .iter()
+                    .all(|d| matches!(d.why, DropReason::GitConfigSet(_)))
+            );
+        }
+    }
+
+    #[test]
+    fn git_config_set_set_by_the_caller_is_judged_with_the_inherited() {
+        // `run --env GIT_CONFIG_COUNT=1` over an inherited key and value.
+        let mut plan = Plan::contained("true", "/");
+        plan.env_policy = Some(git_policy());
+        plan.env_set.push(EnvVar {
+            name: "GIT_CONFIG_COUNT".into(),
+            value: "1".into(),
+        });
+        let inh = pairs(&[
+            ("GIT_CONFIG_KEY_0", "core.fsmonitor"),
+            ("GIT_CONFIG_VALUE_0", ""),
+        ]);
+        let (env, dropped) = scrub_report(&plan, &inh);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        assert!(env.contains(&"GIT_CONFIG_KEY_0=core.fsmonitor".to_string()));
+        // A count left without its pair never reaches git.
+        let (env, dropped) = scrub_report(&plan, &[]);
+        assert!(!env.iter().any(|e| e.starts_with("GIT_CONFIG")), "{env:?}");
+        assert_eq!(dropped.len(), 1);
+    }
+
+    #[test]
+    fn editor_only_when_none_is_named() {
+        let mut env = vec!["PATH=/bin".to_string(), "EDITORX=1".to_string()];
+        no_terminal_editor(&mut env);
+        assert_eq!(
+            env.last().unwrap(),
+            &format!("GIT_EDITOR={NO_TERMINAL_EDITOR}")
+        );
+        for named in ["GIT_EDITOR=true", "VISUAL=vim", "EDITOR=nano"] {
+            let mut env = vec![named.to_string()];
+            no_terminal_editor(&mut env);
+            assert_eq!(env, [named]);
+        }
     }
 
     #[test]

@@ -572,6 +572,9 @@ fn run_once(
         Err(e) => return Try::Done(out.setup_error(e.to_string())),
     };
     spec.terminal = relay.as_ref().map(|r| r.spec());
+    if contained && relay.is_none() {
+        crate::env::no_terminal_editor(&mut spec.env);
+    }
     // Owned: both ends are closed on every way out of this attempt (a retry included).
     let (report_r, report_w) = match warm_report.map_or_else(sys::pipe_owned, Ok) {
         Ok(p) => p,

@@ -231,19 +231,30 @@ impl Context {
 
     /// The context with the environment a call starts from: `vars` (the caller's), kept as
     /// the launcher keeps them (the config's `[environment]`: listed in `keep`, not in
-    /// `drop`, no secret value). A config whose lists do not compile keeps nothing.
+    /// `drop`, no secret value; the `GIT_CONFIG_*` set whole or not at all). A config whose
+    /// lists do not compile keeps nothing.
     pub fn with_call_env(
         mut self,
         config: &Config,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Context {
+        use efr_sandbox_wire::gitenv;
         let Ok(p) = config.env_policy().compile() else {
             return self;
         };
-        self.call_env = vars
+        let listed: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| p.listed(k)).collect();
+        // The GIT_CONFIG_* set passes or goes as one, as the launcher judges it.
+        let set = gitenv::judge(
+            listed.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &config.git_safe_keys(),
+            |v| p.secret_value(v),
+            p.dropped_name(gitenv::COUNT),
+        );
+        self.call_env = listed
             .into_iter()
-            .filter(|(k, v)| {
-                p.listed(k) && p.dropped_name(k).is_none() && p.secret_value(v).is_none()
+            .filter(|(k, v)| match gitenv::is_member(k) {
+                true => set.pass.contains(k),
+                false => p.dropped_name(k).is_none() && p.secret_value(v).is_none(),
             })
             .collect();
         self

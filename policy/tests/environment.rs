@@ -149,3 +149,38 @@ fn kept_and_dropped_names() {
         assert!(!p.listed(n), "{n} kept");
     }
 }
+
+/// The classifier's view of a call's environment keeps the `GIT_CONFIG_*` set as the
+/// launcher does: whole when it passes (its key names are no `*_KEY_*` secret names), not
+/// at all when one pair names a program.
+#[test]
+fn classifier_call_env_judges_the_git_config_set_as_one() {
+    let config = Config::defaults();
+    let vars = |key: &str| {
+        [
+            ("GIT_CONFIG_COUNT", "1"),
+            ("GIT_CONFIG_KEY_0", key),
+            ("GIT_CONFIG_VALUE_0", ""),
+            ("GIT_PAGER", "cat"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    };
+    let names = |key: &str| {
+        efr_policy::classify::Context::defaults("/home/u")
+            .with_call_env(&config, vars(key))
+            .call_env
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names("core.hooksPath"),
+        [
+            "GIT_CONFIG_COUNT",
+            "GIT_CONFIG_KEY_0",
+            "GIT_CONFIG_VALUE_0",
+            "GIT_PAGER"
+        ]
+    );
+    assert_eq!(names("alias.x"), ["GIT_PAGER"]);
+}

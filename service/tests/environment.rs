@@ -175,6 +175,99 @@ fn env_flag_keeps_the_callers_value_and_refuses_secret_names() {
     }
 }
 
+/// A git config in the environment passes as one set: `--env GIT_CONFIG_KEY_0=...` is no
+/// secret name (it once was, while `_COUNT` and `_VALUE_0` passed, and every git command
+/// then failed with 128).
+#[test]
+fn git_config_set_passes_by_env_flags_and_inherited() {
+    for b in backends() {
+        let d = temp_env();
+        let o = run_env(
+            d.path(),
+            b,
+            &[
+                ("GIT_CONFIG_KEY_1", "core.hooksPath"),
+                ("GIT_CONFIG_VALUE_1", "/dev/null"),
+            ],
+            &[
+                "--env",
+                "GIT_CONFIG_COUNT=2",
+                "--env",
+                "GIT_CONFIG_KEY_0=core.pager",
+                "--env",
+                "GIT_CONFIG_VALUE_0=cat",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{b}: {o:?}");
+        for want in [
+            "GIT_CONFIG_COUNT=2",
+            "GIT_CONFIG_KEY_0=core.pager",
+            "GIT_CONFIG_VALUE_0=cat",
+            "GIT_CONFIG_KEY_1=core.hooksPath",
+            "GIT_CONFIG_VALUE_1=/dev/null",
+        ] {
+            assert!(has(&o, want), "{b}: {want} missing: {:?}", lines(&o));
+        }
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("is not passed"), "{b}: {err}");
+        assert!(summary_dropped(d.path()).is_empty(), "{b}");
+    }
+}
+
+/// A set with a key that names a program, or a value that holds a token, is dropped whole
+/// and said, name by name, never with the value.
+#[test]
+fn git_config_set_is_dropped_whole_and_said() {
+    for b in backends() {
+        for (key, value) in [
+            ("core.sshCommand", "ssh -o ProxyCommand=x"),
+            ("user.name", GH_TOKEN),
+        ] {
+            let d = temp_env();
+            let o = run_env(
+                d.path(),
+                b,
+                &[
+                    ("GIT_CONFIG_COUNT", "2"),
+                    ("GIT_CONFIG_KEY_0", "core.pager"),
+                    ("GIT_CONFIG_VALUE_0", "cat"),
+                    ("GIT_CONFIG_KEY_1", key),
+                    ("GIT_CONFIG_VALUE_1", value),
+                ],
+                &[],
+            );
+            assert_eq!(o.status.code(), Some(0), "{b} {key}: {o:?}");
+            let seen = names(&o);
+            assert!(
+                !seen.iter().any(|n| n.starts_with("GIT_CONFIG")),
+                "{b} {key}: {seen:?}"
+            );
+            let mut said = summary_dropped(d.path());
+            said.sort();
+            assert_eq!(
+                said,
+                [
+                    "GIT_CONFIG_COUNT",
+                    "GIT_CONFIG_KEY_0",
+                    "GIT_CONFIG_KEY_1",
+                    "GIT_CONFIG_VALUE_0",
+                    "GIT_CONFIG_VALUE_1"
+                ],
+                "{b} {key}"
+            );
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.lines().any(
+                    |l| l.starts_with("efr-sandbox: GIT_CONFIG_COUNT is not passed")
+                        && l.contains("the GIT_CONFIG_* set is dropped as one")
+                ),
+                "{b} {key}: {err}"
+            );
+            assert!(!err.contains(GH_TOKEN), "{b}: {err}");
+        }
+    }
+}
+
 #[test]
 fn config_keep_and_keep_remove() {
     for b in backends() {

@@ -369,6 +369,9 @@ pub enum DropReason {
     Pattern(usize),
     /// The value is longer than [`MAX_CHECKED_VALUE`].
     TooLong,
+    /// A variable of the `GIT_CONFIG_*` set, dropped by the set rule
+    /// ([`crate::gitenv`]).
+    GitConfigSet(Box<crate::gitenv::SetDrop>),
 }
 
 /// Whether `value` looks like a secret by one of `patterns`.

@@ -23,6 +23,7 @@ pub mod explain;
 pub mod fixtures;
 pub mod frame;
 pub mod gitconfig;
+pub mod gitenv;
 pub mod job;
 pub mod launch;
 pub mod launcher_status;
