@@ -134,7 +134,7 @@ fn a_set_naming_a_program_is_dropped_whole_and_git_still_works() {
 }
 
 #[test]
-fn claude_editor_amends_and_no_editor_fails_at_once() {
+fn claude_editor_amends_and_a_terminal_editor_fails_at_once() {
     for b in backends() {
         let fx = with_commit();
         // Claude Code's GIT_EDITOR=true keeps the message.
@@ -151,10 +151,16 @@ fn claude_editor_amends_and_no_editor_fails_at_once() {
                 .contains("no editor in a contained call without a terminal"),
             "{b:?}: {r:?}"
         );
-        // An editor the agent names is left alone (here one that keeps the message).
-        let line = "timeout 60 git commit -q --amend; echo rc=$?";
-        let r = run_as_agent(&fx, b, &[("EDITOR", "true")], line);
-        assert_eq!(out_lines(&r), ["rc=0"], "{b:?}: {r:?}");
+        // A `vi` from the user's shell (EDITOR, VISUAL) would wait the same way: git does
+        // not get it without a terminal.
+        let line = "timeout 60 git commit -q --allow-empty; echo rc=$?";
+        let r = run_as_agent(&fx, b, &[("EDITOR", "vi"), ("VISUAL", "vi")], line);
+        assert_eq!(out_lines(&r), ["rc=1"], "{b:?}: {r:?}");
+        assert!(
+            r.stderr
+                .contains("no editor in a contained call without a terminal"),
+            "{b:?}: {r:?}"
+        );
     }
 }
 

@@ -245,26 +245,29 @@ fn git_config_set(plan: &Plan, out: &mut Vec<(String, String)>) -> Vec<Dropped> 
         .collect()
 }
 
-/// The editor git gets in a contained call without a terminal when the line's
-/// environment names none: git would start `vi`, which waits for a terminal that never
-/// comes and hangs the agent. This one says why and fails at once, so `git commit`
+/// The editor git gets in a contained call without a terminal unless the line's
+/// environment sets `GIT_EDITOR`: git would otherwise start `core.editor`, `VISUAL`,
+/// `EDITOR` or `vi`, which (a terminal editor, the usual case) waits for a terminal that
+/// never comes and hangs the agent. This one says why and fails at once, so `git commit`
 /// without `-m` ends with an error. Git runs it through `sh -c` (it holds shell
 /// characters) with the file as an argument, which `false` ignores.
 pub const NO_TERMINAL_EDITOR: &str = "printf '%s\\n' 'efr-sandbox: no editor in a contained call without a terminal (set GIT_EDITOR, or use git commit -m or --no-edit)' >&2; false";
 
-/// The names an editor is chosen by: when the line's environment has one, it is left alone.
-pub const EDITOR_VARS: [&str; 3] = ["GIT_EDITOR", "VISUAL", "EDITOR"];
+/// The name that decides git's editor before every other (`core.editor`, `VISUAL`,
+/// `EDITOR`): an agent that sets it (Claude Code's `true`) has chosen for its calls.
+pub const EDITOR_VAR: &str = "GIT_EDITOR";
 
-/// Gives `env` (`NAME=value` strings) [`NO_TERMINAL_EDITOR`] as `GIT_EDITOR` when it names
-/// no editor ([`EDITOR_VARS`]). The launcher calls it for a contained call that has no pty.
+/// Gives `env` (`NAME=value` strings) [`NO_TERMINAL_EDITOR`] as `GIT_EDITOR` when it sets
+/// no [`EDITOR_VAR`]: a `VISUAL` or `EDITOR` from the user's shell, or the user's
+/// `core.editor`, names a terminal editor far more often than not. The launcher calls it
+/// for a contained call that has no pty.
 pub fn no_terminal_editor(env: &mut Vec<String>) {
     let named = env.iter().any(|e| {
-        EDITOR_VARS
-            .iter()
-            .any(|n| e.strip_prefix(n).is_some_and(|r| r.starts_with('=')))
+        e.strip_prefix(EDITOR_VAR)
+            .is_some_and(|r| r.starts_with('='))
     });
     if !named {
-        env.push(format!("GIT_EDITOR={NO_TERMINAL_EDITOR}"));
+        env.push(format!("{EDITOR_VAR}={NO_TERMINAL_EDITOR}"));
     }
 }
 
@@ -502,17 +505,21 @@ mod tests {
     }
 
     #[test]
-    fn editor_only_when_none_is_named() {
+    fn editor_unless_git_editor_is_set() {
         let mut env = vec!["PATH=/bin".to_string(), "EDITORX=1".to_string()];
         no_terminal_editor(&mut env);
         assert_eq!(
             env.last().unwrap(),
             &format!("GIT_EDITOR={NO_TERMINAL_EDITOR}")
         );
-        for named in ["GIT_EDITOR=true", "VISUAL=vim", "EDITOR=nano"] {
-            let mut env = vec![named.to_string()];
+        let mut env = vec!["GIT_EDITOR=true".to_string()];
+        no_terminal_editor(&mut env);
+        assert_eq!(env, ["GIT_EDITOR=true"]);
+        // The user's shell's editor is a terminal one: git does not get it without a pty.
+        for shells in ["VISUAL=vim", "EDITOR=nano"] {
+            let mut env = vec![shells.to_string()];
             no_terminal_editor(&mut env);
-            assert_eq!(env, [named]);
+            assert_eq!(env[1], format!("GIT_EDITOR={NO_TERMINAL_EDITOR}"));
         }
     }
 
