@@ -9,6 +9,7 @@ pub mod cache;
 pub mod check;
 pub mod classify;
 pub mod config;
+pub mod contained;
 pub mod dirs;
 pub mod explain;
 pub mod jobs;
