@@ -63,15 +63,16 @@ fn main() -> ExitCode {
             .file_name()
             .map(|n| n.to_owned())
     });
-    let shell = if called.flatten().as_deref() == Some(std::ffi::OsStr::new(cli::shell::EFR_BASH)) {
-        Some((cli::shell::EFR_BASH, shell_args(1)))
-    } else if first.as_deref() == Some(std::ffi::OsStr::new("shell")) {
-        Some(("efr-sandbox shell", shell_args(2)))
-    } else {
-        None
-    };
+    let shell =
+        if called.flatten().as_deref() == Some(std::ffi::OsStr::new(cli::run::shell::EFR_BASH)) {
+            Some((cli::run::shell::EFR_BASH, shell_args(1)))
+        } else if first.as_deref() == Some(std::ffi::OsStr::new("shell")) {
+            Some(("efr-sandbox shell", shell_args(2)))
+        } else {
+            None
+        };
     if let Some((prog, args)) = shell {
-        return exit(cli::shell::run(prog, args));
+        return exit(cli::run::shell::run(prog, args));
     }
     exit(cli::run(cli::Cli::parse()))
 }

@@ -9,13 +9,11 @@ pub mod cache;
 pub mod check;
 pub mod classify;
 pub mod config;
-pub mod contained;
 pub mod dirs;
 pub mod explain;
 pub mod jobs;
 pub mod run;
 pub mod serve;
-pub mod shell;
 pub mod surface;
 pub mod term;
 
@@ -89,7 +87,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Explain(a) => explain::run(a).map(|()| 0),
         Command::Config(a) => config::run(a).map(|()| 0),
         Command::Run(a) => run::run(a),
-        Command::Shell { args } => shell::run("efr-sandbox shell", args),
+        Command::Shell { args } => run::shell::run("efr-sandbox shell", args),
         Command::Proxy { args } => match efr_proxy::run_standalone(args) {
             Ok(()) => Ok(0),
             Err(e) => {

@@ -1,9 +1,15 @@
 //! `efr-sandbox run [--project DIR]... [--cwd DIR] [--conversation ID] [--grant
 //! KIND=VALUE]... [--backend native|bwrap] [--env NAME[=VALUE]]... [--unsandboxed]
-//! [--summary FILE] [--json [FILE]] -- LINE`: one line through the launcher,
+//! [--summary FILE] [--json [FILE]] [--shell SHELL] -- LINE`: one line through the launcher,
 //! with this stdio passed through (on a terminal, a contained line gets a pty of its own,
 //! which the launcher relays to it: see `efr_launcher::pty`). The exit status is the line's (128+N for a
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
+//!
+//! `shell` (`efr-sandbox shell`, `efr-bash`) is this command with bash's own command line;
+//! `contained` tells both whether they already run inside a call.
+
+pub mod contained;
+pub mod shell;
 
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -379,7 +385,7 @@ pub const ALREADY_CONTAINED: &str = "already contained: this runs inside a conta
 
 /// Runs `efr-sandbox run`.
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
-    if crate::cli::contained::inside_call() {
+    if contained::inside_call() {
         eprintln!("efr-sandbox: {ALREADY_CONTAINED}");
         return Ok(efr_launcher::run::SETUP_ERROR_EXIT);
     }

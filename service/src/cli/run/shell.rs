@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use efr_policy::config::ShellChoice;
 use efr_policy::shell::invocation::{self, Invocation, Run};
 
-use crate::cli::run::{RunArgs, call_params, launch};
+use super::{RunArgs, call_params, launch};
 
 /// The project roots, joined by `:`.
 pub const PROJECT_ENV: &str = "EFR_SANDBOX_PROJECT";
@@ -39,7 +39,7 @@ pub fn run(prog: &str, args: Vec<String>) -> anyhow::Result<i32> {
             return Ok(invocation::BAD_USAGE);
         }
     };
-    if crate::cli::contained::inside_call() {
+    if super::contained::inside_call() {
         return Ok(exec_bash(prog, &inv.args));
     }
     let a = match settings(prog, line_of(&inv)) {
