@@ -244,6 +244,15 @@ pub fn prepare_with_repos(
         return Err(invalid("the line is empty"));
     }
     let backend = backend_choice(p.backend.as_deref(), config)?;
+    let shell = match &p.shell {
+        Some(s) => config::ShellChoice::parse(s).map_err(|e| invalid(e.to_string()))?,
+        None => config.sandbox.shell.value.clone(),
+    };
+    // A shell that is not there is the sandbox's setup error: the line never ran.
+    let shell = match shell.resolve() {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
     let grants = check_grants(&p.grants, env)?;
     let cwd = match &p.cwd {
         Some(c) if c.starts_with('/') => c.clone(),
@@ -363,7 +372,8 @@ pub fn prepare_with_repos(
         env_set: Vec::new(),
         env_policy: Some(config.env_policy()),
         env_keep: Vec::new(),
-        shell: None,
+        shell: Some(shell),
+        shell_args: p.shell_args.clone(),
         // Filled by `egress::CallProxy::attach` once the call's proxy listens.
         proxy: None,
         // Filled by `caches::attach` below.

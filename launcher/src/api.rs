@@ -95,6 +95,8 @@ pub struct LaunchRequest {
     pub env_keep: Vec<String>,
     /// The shell that runs the line as `SHELL -c LINE`; `/bin/sh` when `None`.
     pub shell: Option<String>,
+    /// The shell's command line after its name, instead of `-c LINE` (`Plan::shell_args`).
+    pub shell_args: Vec<String>,
     /// The call's egress proxy (its socket must exist when the launcher runs).
     pub proxy: Option<ProxyPlan>,
     /// Real caches shown writable through a per-call layer (see `plan::CacheLayer`).
@@ -125,6 +127,7 @@ impl LaunchRequest {
             env_policy: None,
             env_keep: Vec::new(),
             shell: None,
+            shell_args: Vec::new(),
             proxy: None,
             caches: Vec::new(),
         }
@@ -180,6 +183,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         backend: resolve_backend(req.backend),
         line: req.line.clone(),
         shell: req.shell.clone(),
+        shell_args: req.shell_args.clone(),
         cwd: req.cwd.clone(),
         home,
         projects: req.projects.clone(),

@@ -28,6 +28,12 @@ pub const FALLBACK_KEEP: &[(&str, &str)] = &[
     ("TZ", "the time zone"),
 ];
 
+/// The variable every contained line gets, set to `1`: it is inside a call. It can only
+/// ever remove nesting (`efr-sandbox shell` runs bash directly under it, a nested
+/// `efr-sandbox run` says the call is already contained): whoever sets it is already
+/// contained. Taken from what a line inherits, so an unsandboxed line never has it.
+pub const CONTAINED_ENV: &str = "EFR_SANDBOX_CONTAINED";
+
 /// Which grant keeps a variable [`GRANT_VARS`] names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrantedBy {
@@ -202,6 +208,10 @@ pub fn scrub_report(plan: &Plan, inherited: &[(String, String)]) -> (Vec<String>
     if plan.tmp.is_some() && plan.mode == crate::plan::PlanMode::Contained {
         out.push(("TMPDIR".into(), "/tmp".into()));
     }
+    out.retain(|(k, _)| k != CONTAINED_ENV);
+    if plan.mode == crate::plan::PlanMode::Contained {
+        out.push((CONTAINED_ENV.into(), "1".into()));
+    }
     (
         out.into_iter().map(|(k, v)| format!("{k}={v}")).collect(),
         dropped,
@@ -348,6 +358,24 @@ mod tests {
         ] {
             assert!(!env.iter().any(|e| e.contains(bad)), "{bad} kept: {env:?}");
         }
+    }
+
+    #[test]
+    fn contained_marker_only_inside() {
+        let mut plan = Plan::contained("true", "/");
+        plan.env_keep = vec![CONTAINED_ENV.into()];
+        let inh = [(CONTAINED_ENV.to_string(), "0".to_string())];
+        let marker = |env: &[String]| {
+            env.iter()
+                .filter(|e| e.starts_with(&format!("{CONTAINED_ENV}=")))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(marker(&scrub(&plan, &inh)), [format!("{CONTAINED_ENV}=1")]);
+        // An unsandboxed line is not contained: what it inherited of the marker is dropped.
+        plan.mode = crate::plan::PlanMode::Unsandboxed;
+        let inh = [(CONTAINED_ENV.to_string(), "1".to_string())];
+        assert!(marker(&scrub(&plan, &inh)).is_empty());
     }
 
     fn policy() -> efr_sandbox_wire::envfilter::EnvPolicy {

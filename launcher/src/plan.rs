@@ -265,6 +265,13 @@ impl PlanCheck for Plan {
             return Err(invalid("line holds a NUL byte"));
         }
         check_path("shell", self.shell())?;
+        let args: usize = self.shell_args.iter().map(|a| a.len() + 1).sum();
+        if args > MAX_LINE_BYTES {
+            return Err(invalid("shell_args are too long"));
+        }
+        if self.shell_args.iter().any(|a| a.contains('\0')) {
+            return Err(invalid("shell_args hold a NUL byte"));
+        }
         check_path("cwd", &self.cwd)?;
         if let Some(h) = &self.home {
             check_path("home", h)?;

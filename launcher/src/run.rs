@@ -264,7 +264,7 @@ fn preflight(plan: &Plan, out: &StatusOut, caller: &Caller) -> Result<(), i32> {
 fn line_spec(plan: &Plan) -> InnerSpec {
     InnerSpec {
         shell: plan.shell().to_string(),
-        line: plan.line.clone(),
+        argv: plan.argv(),
         processes_max: plan.processes_max,
         cwd: plan.cwd.clone(),
         env: crate::env::scrub(plan, &crate::env::source(plan)),

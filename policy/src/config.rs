@@ -22,6 +22,8 @@ pub mod git_config;
 pub mod git_programs;
 mod parse;
 mod render;
+mod shell;
+pub use shell::{ShellChoice, ShellError};
 pub(crate) mod rules;
 pub(crate) mod view;
 
@@ -182,6 +184,8 @@ pub struct SandboxConfig {
     pub shm_size: Setting<efr_sandbox_wire::size::Size>,
     /// Days a conversation's cache layers are kept since the conversation's last call.
     pub conversation_cache_days: Setting<u64>,
+    /// The shell that runs a call's line.
+    pub shell: Setting<ShellChoice>,
 }
 
 /// One `network.resolve` entry: a name the proxy resolves to a fixed address.
@@ -505,6 +509,7 @@ impl Config {
                 tmp_size: Setting::default_value(efr_sandbox_wire::size::Size::Percent(25)),
                 shm_size: Setting::default_value(efr_sandbox_wire::size::Size::Percent(10)),
                 conversation_cache_days: Setting::default_value(7),
+                shell: Setting::default_value(ShellChoice::Bash),
             },
             network: NetworkConfig {
                 allow: Vec::new(),

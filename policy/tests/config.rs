@@ -246,6 +246,21 @@ fn invalid(text: &str) -> LoadError {
 }
 
 #[test]
+fn the_lines_shell() {
+    assert_eq!(
+        Config::defaults().sandbox.shell.value,
+        efr_policy::config::ShellChoice::Bash
+    );
+    let (_d, path) = file_with("[sandbox]\nshell = \"sh\"\n");
+    let c = Config::load_file(&path).unwrap();
+    assert_eq!(c.sandbox.shell.value, efr_policy::config::ShellChoice::Sh);
+    for bad in ["\"dash\"", "\"bin/bash\"", "1"] {
+        let e = invalid(&format!("[sandbox]\nshell = {bad}\n"));
+        assert_eq!(e.key(), Some("sandbox.shell"), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn unknown_keys_are_errors() {
     let e = invalid("[sandbox]\nbackend = \"auto\"\nmaks = [\"~/.x\"]\n");
     assert_eq!(e.key(), Some("sandbox.maks"));
@@ -253,7 +268,7 @@ fn unknown_keys_are_errors() {
     let msg = e.to_string();
     assert!(
         msg.contains(
-            "sandbox.maks: unknown key (known here: backend, tmp_size, shm_size, conversation_cache_days, masks, masks_remove"
+            "sandbox.maks: unknown key (known here: backend, tmp_size, shm_size, conversation_cache_days, shell, masks, masks_remove"
         ),
         "{msg}"
     );

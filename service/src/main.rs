@@ -51,8 +51,35 @@ fn main() -> ExitCode {
             args.map(|a| a.to_string_lossy().into_owned()).collect(),
         ));
     }
-    let cli = cli::Cli::parse();
-    match cli::run(cli) {
+    // `shell` and `efr-bash` take bash's words as they are (`--` included), before clap.
+    let shell_args = |skip| -> Vec<String> {
+        std::env::args_os()
+            .skip(skip)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    };
+    let called = std::env::args_os().next().map(|a| {
+        std::path::PathBuf::from(a)
+            .file_name()
+            .map(|n| n.to_owned())
+    });
+    let shell =
+        if called.flatten().as_deref() == Some(std::ffi::OsStr::new(cli::run::shell::EFR_BASH)) {
+            Some((cli::run::shell::EFR_BASH, shell_args(1)))
+        } else if first.as_deref() == Some(std::ffi::OsStr::new("shell")) {
+            Some(("efr-sandbox shell", shell_args(2)))
+        } else {
+            None
+        };
+    if let Some((prog, args)) = shell {
+        return exit(cli::run::shell::run(prog, args));
+    }
+    exit(cli::run(cli::Cli::parse()))
+}
+
+/// The process's exit status of a command's result.
+fn exit(r: anyhow::Result<i32>) -> ExitCode {
+    match r {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("efr-sandbox: error: {e:#}");

@@ -973,3 +973,23 @@ fn a_jobs_server_on_ipv6_loopback_is_forwarded_to_the_hosts() {
         json!({"conversation": "c1", "job_id": "j1"}),
     );
 }
+
+#[test]
+fn a_jobs_line_runs_under_bash() {
+    let s = Server::start(&[]);
+    let proj = project(&s.home);
+    let mut c = s.client();
+    for (n, b) in backends().into_iter().enumerate() {
+        let conv = format!("bash-{b}");
+        let (_, job, _) = start_job(
+            &mut c,
+            1 + n as u64,
+            json!({"line": "[[ -n x ]] && echo {a,b}", "projects": [proj], "backend": b,
+                   "conversation": conv, "background": {"max_minutes": 1}}),
+        );
+        let id = job["job"]["id"].as_str().unwrap().to_string();
+        wait_job(&mut c, Some(&conv), &id, |j| j["state"] != "running");
+        let (text, _) = output(&mut c, 100 + n as u64, &conv, &id);
+        assert_eq!(text, "a b\n", "{b}");
+    }
+}

@@ -231,7 +231,8 @@ fn plan_then_finish() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "planned\n");
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    // bash (the line's shell) ends a line whose redirection failed with 1.
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
     let lines = std::fs::read_to_string(&status).unwrap();
     let r = c.call(
         2,
@@ -239,7 +240,7 @@ fn plan_then_finish() {
         json!({"token": end["token"], "status": lines}),
     );
     let fin = &r["end"];
-    assert_eq!(fin["exit_status"], 2, "{r}");
+    assert_eq!(fin["exit_status"], 1, "{r}");
     let config = proj.join(".git/config");
     assert_eq!(fin["sandbox_summary"]["denied_writes"], json!([config]));
     assert_eq!(fin["exits"][0]["source"], "denial");
@@ -352,4 +353,40 @@ fn cli_run_passes_the_terminal() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("on-a-tty"), "{out} {o:?}");
     assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+#[test]
+fn the_lines_shell_is_bash_unless_asked_and_shell_args_run_as_given() {
+    let s = Server::start(&[]);
+    let proj = project(&s.home);
+    let mut c = s.client();
+    let line = "[[ -n x ]] && echo {a,b}";
+    for (n, b) in common::backends().into_iter().enumerate() {
+        let id = 10 * n as u64;
+        let mut run = |id: u64, extra: Value| {
+            let mut p = json!({"line": line, "projects": [proj], "backend": b});
+            p.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            c.request(id, "sandbox.launch", p);
+            let (items, end) = collect(&mut c, id);
+            (output(&items, "stdout"), end["end"]["exit_status"].clone())
+        };
+        assert_eq!(run(id + 1, json!({})), ("a b\n".into(), json!(0)), "{b}");
+        let (out, st) = run(id + 2, json!({"shell": "sh"}));
+        assert_ne!(st, json!(0), "{b}: dash ran bash's syntax: {out}");
+        // The shell's own command line: `$0` and the arguments as given.
+        let (out, st) = run(
+            id + 3,
+            json!({"shell_args": ["-e", "-c", "printf '<%s>' \"$0\" \"$@\"; false; echo no", "nm", "a b"]}),
+        );
+        assert_eq!((out.as_str(), st), ("<nm><a b>", json!(1)), "{b}");
+        c.request(
+            id + 4,
+            "sandbox.launch",
+            json!({"line": "true", "shell": "zsh"}),
+        );
+        let (_, end) = collect(&mut c, id + 4);
+        assert_eq!(code(&end), "invalid", "{b}: {end}");
+    }
 }

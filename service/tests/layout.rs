@@ -99,9 +99,11 @@ fn handlers_and_commands_do_not_import_each_other() {
         "{g:?}"
     );
     let mut bad = Vec::new();
+    // A command's own submodules (`cli::run::shell`) are that command.
+    let command = |m: &str| m.split("::").take(2).collect::<Vec<_>>().join("::");
     for (m, deps) in &g {
         for d in deps {
-            if role(m).is_some() && role(d).is_some() {
+            if role(m).is_some() && role(d).is_some() && command(m) != command(d) {
                 bad.push(format!("{m} -> {d}"));
             }
         }

@@ -37,6 +37,16 @@ pub struct CallParams {
     /// `started` and a `job` item, and the service owns the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background: Option<crate::job::Background>,
+    /// The shell that runs the line: `bash`, `sh` or an absolute path; the config's
+    /// `sandbox.shell` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<String>,
+    /// The shell's own command line after its name, as the shell takes it (options, `-c`
+    /// and the line, `$0` and the arguments; none of `-c` to read a script from stdin), run
+    /// instead of `SHELL -c LINE`: `efr-sandbox shell`. `line` is then what the call is
+    /// recorded and classified as. Empty: `SHELL -c LINE`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shell_args: Vec<String>,
 }
 
 /// The params of `sandbox.plan`: a call, and the fd efrd gives the launcher for its status

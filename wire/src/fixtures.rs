@@ -945,6 +945,8 @@ fn call_fixtures() -> Vec<Fixture> {
         unsandboxed: false,
         conversation: Some("conv-1".into()),
         background: None,
+        shell: Some("bash".into()),
+        shell_args: Vec::new(),
     };
     let call_params = call.clone();
     vec![
@@ -953,6 +955,22 @@ fn call_fixtures() -> Vec<Fixture> {
             "call_params_minimal.json",
             CallParams {
                 line: "true".into(),
+                ..Default::default()
+            },
+        ),
+        fixture(
+            "call_params_shell.json",
+            CallParams {
+                line: "source .venv/bin/activate && pytest".into(),
+                shell: Some("bash".into()),
+                shell_args: vec![
+                    "-e".into(),
+                    "-l".into(),
+                    "-c".into(),
+                    "source .venv/bin/activate && pytest".into(),
+                    "efr-bash".into(),
+                ],
+                conversation: Some("conv-1".into()),
                 ..Default::default()
             },
         ),
@@ -1380,6 +1398,12 @@ pub fn example_plan() -> crate::plan::Plan {
         backend: Backend::Bwrap,
         line: "npm install && git status".into(),
         shell: Some("/bin/bash".into()),
+        shell_args: vec![
+            "-l".into(),
+            "-c".into(),
+            "npm install && git status".into(),
+            "bash".into(),
+        ],
         cwd: "/home/ada/proj".into(),
         home: Some("/home/ada".into()),
         projects: vec!["/home/ada/proj".into()],

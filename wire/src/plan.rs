@@ -58,6 +58,11 @@ pub struct Plan {
     /// The shell that runs it as `SHELL -c LINE`; `/bin/sh` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<String>,
+    /// The shell's command line after its name, run instead of `SHELL -c LINE` when not
+    /// empty (`efr-sandbox shell`: bash's options, `-c LINE`, `$0` and the arguments as the
+    /// caller gave them); `line` is then only what the call is recorded as.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shell_args: Vec<String>,
     /// The directory the line starts in.
     pub cwd: String,
     /// The user's home (what `~` is inside); used for the environment and masks.
@@ -259,6 +264,7 @@ impl Plan {
             backend: Backend::Native,
             line: line.into(),
             shell: None,
+            shell_args: Vec::new(),
             cwd: cwd.into(),
             home: None,
             projects: Vec::new(),
@@ -289,6 +295,17 @@ impl Plan {
     /// The shell that runs the line.
     pub fn shell(&self) -> &str {
         self.shell.as_deref().unwrap_or("/bin/sh")
+    }
+
+    /// The line's command line: `SHELL -c LINE`, or `SHELL SHELL_ARGS...`.
+    pub fn argv(&self) -> Vec<String> {
+        let mut argv = vec![self.shell().to_string()];
+        if self.shell_args.is_empty() {
+            argv.extend(["-c".to_string(), self.line.clone()]);
+        } else {
+            argv.extend(self.shell_args.iter().cloned());
+        }
+        argv
     }
 
     /// The grants' net mode.

@@ -24,10 +24,11 @@ use crate::sys;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InnerSpec {
-    /// The shell that runs the line (`SHELL -c LINE`).
+    /// The shell that runs the line.
     pub shell: String,
-    /// The shell line.
-    pub line: String,
+    /// Its command line: `SHELL -c LINE`, or the shell's own arguments
+    /// (`efr_launcher::plan::Plan::argv`).
+    pub argv: Vec<String>,
     /// The line's `RLIMIT_NPROC` (the plan's `processes_max`).
     #[serde(default)]
     pub processes_max: Option<u64>,
@@ -267,8 +268,7 @@ pub fn exec_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> ! {
         supervised: sup,
     };
     crate::child::report::send(rfd, &crate::child::report::Report::Ready(ready));
-    let argv = vec![spec.shell.clone(), "-c".into(), spec.line.clone()];
-    let e = sys::execve(&spec.shell, &argv, &spec.env);
+    let e = sys::execve(&spec.shell, &spec.argv, &spec.env);
     fail(format!("exec {}: {e}", spec.shell))
 }
 

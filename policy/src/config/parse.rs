@@ -11,7 +11,7 @@ use super::rules::{RuleShape, check_path};
 use super::{
     AlwaysRule, BackendChoice, BusConfig, CacheMerge, Config, DEFAULTS_NAME, Entry,
     EnvironmentConfig, FLOOR_LINES, FloorsConfig, GitConfig, JobsConfig, LoadError, NetworkConfig,
-    PermissionsConfig, Resolve, SandboxConfig, Setting, Source,
+    PermissionsConfig, Resolve, SandboxConfig, Setting, ShellChoice, Source,
 };
 
 type Check = fn(&str) -> Result<(), String>;
@@ -523,6 +523,13 @@ fn sandbox(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut SandboxConfig) -> Result<()
             } else {
                 cfg.shm_size = setting;
             }
+        } else if name == "shell" {
+            let value = ShellChoice::parse(string(ctx, "sandbox.shell", v)?)
+                .map_err(|e| ctx.invalid("sandbox.shell", &v.span(), e.to_string()))?;
+            cfg.shell = Setting {
+                value,
+                source: ctx.source(&v.span()),
+            };
         } else if name == "conversation_cache_days" {
             cfg.conversation_cache_days =
                 count(ctx, "sandbox.conversation_cache_days", v, 1, 3650)?;
@@ -532,7 +539,13 @@ fn sandbox(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut SandboxConfig) -> Result<()
                 "sandbox",
                 k,
                 &known_keys(
-                    &["backend", "tmp_size", "shm_size", "conversation_cache_days"],
+                    &[
+                        "backend",
+                        "tmp_size",
+                        "shm_size",
+                        "conversation_cache_days",
+                        "shell",
+                    ],
                     &fields,
                 ),
             ));

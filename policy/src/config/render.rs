@@ -58,6 +58,12 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
         reason: String::new(),
         source: c.sandbox.conversation_cache_days.source.clone(),
     });
+    out.push(ShownValue {
+        key: "sandbox.shell".into(),
+        value: Value::String(c.sandbox.shell.value.as_string()),
+        reason: String::new(),
+        source: c.sandbox.shell.source.clone(),
+    });
     for (key, s) in [
         ("sandbox.tmp_size", &c.sandbox.tmp_size),
         ("sandbox.shm_size", &c.sandbox.shm_size),

@@ -21,6 +21,7 @@
 use std::fmt;
 
 mod ast;
+pub mod invocation;
 mod parser;
 mod word;
 

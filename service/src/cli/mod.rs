@@ -45,7 +45,18 @@ pub enum Command {
     /// the line's (128+N for a signal, 125 when the sandbox could not start). With no
     /// terminal on stdio, a contained call goes to your running service (started when none
     /// runs; EFR_SANDBOX_NO_SERVICE=1 keeps it here).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
+    /// Run bash's command line in a contained call: `shell [BASH OPTIONS] [-c LINE [NAME
+    /// [ARG...]]]`, read as bash reads it (without -c: a script file, or the script on
+    /// stdin); the status and output are the line's. Also installed as `efr-bash`. Settings
+    /// from the environment: EFR_SANDBOX_PROJECT (roots joined by `:`),
+    /// EFR_SANDBOX_CONVERSATION (default: the calling process's), EFR_SANDBOX_GRANTS
+    /// (`KIND=VALUE` separated by blanks).
+    #[command(disable_help_flag = true)]
+    Shell {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// A standalone egress proxy for a listener path and a grant list (debugging,
     /// benchmarks): `efr-sandbox proxy --listen PATH --grant host=NAME[:PORT][:http]...`;
     /// `efr-sandbox proxy --help` lists the options.
@@ -75,7 +86,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Explain(a) => explain::run(a).map(|()| 0),
         Command::Config(a) => config::run(a).map(|()| 0),
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => run::run(*a),
+        Command::Shell { args } => run::shell::run("efr-sandbox shell", args),
         Command::Proxy { args } => match efr_proxy::run_standalone(args) {
             Ok(()) => Ok(0),
             Err(e) => {

@@ -1,9 +1,15 @@
 //! `efr-sandbox run [--project DIR]... [--cwd DIR] [--conversation ID] [--grant
 //! KIND=VALUE]... [--backend native|bwrap] [--env NAME[=VALUE]]... [--unsandboxed]
-//! [--summary FILE] [--json [FILE]] -- LINE`: one line through the launcher,
+//! [--summary FILE] [--json [FILE]] [--shell SHELL] -- LINE`: one line through the launcher,
 //! with this stdio passed through (on a terminal, a contained line gets a pty of its own,
 //! which the launcher relays to it: see `efr_launcher::pty`). The exit status is the line's (128+N for a
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
+//!
+//! `shell` (`efr-sandbox shell`, `efr-bash`) is this command with bash's own command line;
+//! `contained` tells both whether they already run inside a call.
+
+pub mod contained;
+pub mod shell;
 
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -58,7 +64,6 @@ pub struct RunArgs {
     /// Write the launcher plan to FILE and exit without running (benchmarks, debugging).
     #[arg(long, value_name = "FILE", hide = true)]
     pub plan_out: Option<PathBuf>,
-    /// The shell line (several words are joined with spaces).
     /// Run the line as a background job of your service, which owns it: prints its id
     /// (`efr-sandbox jobs` lists it, `jobs logs ID` shows its output, `jobs stop ID` ends
     /// it); needs --max-minutes.
@@ -71,8 +76,48 @@ pub struct RunArgs {
     /// A pattern matched against each line of the job's output (`sandbox.job_events`).
     #[arg(long, value_name = "REGEX", requires = "background")]
     pub watch: Option<String>,
+    /// The shell that runs the line: bash, sh, or an absolute path (default: the config's
+    /// sandbox.shell, bash).
+    #[arg(long, value_name = "SHELL")]
+    pub shell: Option<String>,
+    /// The shell line: one word is the line as it is; several words are a command and its
+    /// arguments, each passed as given (shell-quoted when joined).
     #[arg(last = true, required = true, value_name = "LINE")]
     pub line: Vec<String>,
+}
+
+impl RunArgs {
+    /// The arguments of a plain contained call of `line` (what `efr-sandbox shell` takes).
+    pub fn plain(line: Vec<String>) -> RunArgs {
+        RunArgs {
+            projects: Vec::new(),
+            conversation: None,
+            cwd: None,
+            grants: Vec::new(),
+            env: Vec::new(),
+            backend: None,
+            unsandboxed: false,
+            summary: None,
+            json: None,
+            plan_out: None,
+            background: false,
+            max_minutes: None,
+            watch: None,
+            shell: None,
+            line,
+        }
+    }
+}
+
+/// The line of `run -- WORD...`: one word is a line as it is (`run -- 'echo $HOME'`);
+/// several are a command and its arguments, each quoted for the shell as needed so that the
+/// shell reads back exactly these words (`run -- touch "my file.txt"` touches one file).
+pub fn line_of_words(words: &[String]) -> Result<String, String> {
+    match words {
+        [one] => Ok(one.clone()),
+        _ => shlex::try_join(words.iter().map(String::as_str))
+            .map_err(|e| format!("the command's words cannot be quoted: {e}")),
+    }
 }
 
 /// The kinds `--grant` takes, for messages.
@@ -332,22 +377,52 @@ fn background(p: CallParams) -> i32 {
     }
 }
 
+/// The words `run` prints when it runs inside a contained call (exit status 125): a
+/// nested sandbox could not set itself up there, and the call is contained already.
+pub const ALREADY_CONTAINED: &str = "already contained: this runs inside a contained call \
+     (EFR_SANDBOX_CONTAINED is set), whose sandbox applies to everything it starts; run the \
+     line directly, or ask the user to run `efr-sandbox run` outside the call for other grants";
+
 /// Runs `efr-sandbox run`.
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
+    if contained::inside_call() {
+        eprintln!("efr-sandbox: {ALREADY_CONTAINED}");
+        return Ok(efr_launcher::run::SETUP_ERROR_EXIT);
+    }
+    let line = match line_of_words(&a.line) {
+        Ok(l) => l,
+        Err(e) => return Ok(usage_error(e)),
+    };
     let here = std::env::current_dir()?;
+    let (p, env, runtime) = match call_params(&a, &here, line, true) {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
+    };
+    launch(a, p, env, runtime)
+}
+
+/// The call of `a` running `line`, with the environment and the conversations' runtime dir
+/// it needs; the exit status of a bad command line as the error. `say_project` prints the
+/// project taken by default and why (`run` does; `shell` keeps stderr the line's).
+pub fn call_params(
+    a: &RunArgs,
+    here: &Path,
+    line: String,
+    say_project: bool,
+) -> Result<(CallParams, Env, Option<PathBuf>), i32> {
     let env = Env::from_process();
     let mut grants = Vec::new();
     for g in &a.grants {
-        match parse_grant(g, &here) {
+        match parse_grant(g, here) {
             Ok(g) => grants.push(g),
-            Err(e) => return Ok(usage_error(format!("--grant {g}: {e}"))),
+            Err(e) => return Err(usage_error(format!("--grant {g}: {e}"))),
         }
     }
     let cwd = a
         .cwd
         .as_ref()
-        .map(|c| normal(c, &here))
-        .unwrap_or_else(|| normal(Path::new("."), &here));
+        .map(|c| normal(c, here))
+        .unwrap_or_else(|| normal(Path::new("."), here));
     let mut env = env;
     let runtime = match &a.conversation {
         None => None,
@@ -356,22 +431,24 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                 env.scratch = Some(rt.join("scratch"));
                 Some(rt)
             }
-            Err(e) => return Ok(usage_error(format!("--conversation {id:?}: {e}"))),
+            Err(e) => return Err(usage_error(format!("--conversation {id:?}: {e}"))),
         },
     };
-    let mut projects: Vec<String> = a.projects.iter().map(|p| normal(p, &here)).collect();
+    let mut projects: Vec<String> = a.projects.iter().map(|p| normal(p, here)).collect();
     if projects.is_empty() {
-        let home = normal(&env.home, &here);
+        let home = normal(&env.home, here);
         match default_project(Path::new(&cwd), Path::new(&home)) {
             Ok((dir, why)) => {
-                eprintln!("efr-sandbox: project: {} ({why})", dir.display());
+                if say_project {
+                    eprintln!("efr-sandbox: project: {} ({why})", dir.display());
+                }
                 projects.push(dir.to_string_lossy().into_owned());
             }
             Err(why) => eprintln!("efr-sandbox: project: none ({why}); pass --project DIR"),
         }
     }
     let p = CallParams {
-        line: a.line.join(" "),
+        line,
         cwd: Some(cwd),
         projects,
         grants,
@@ -379,7 +456,20 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         unsandboxed: a.unsandboxed,
         conversation: a.conversation.clone(),
         background: None,
+        shell: a.shell.clone(),
+        shell_args: Vec::new(),
     };
+    Ok((p, env, runtime))
+}
+
+/// Runs the call `p` of `a` (in the background, through the service, or here) and reports
+/// its end as `run` does; the exit status.
+pub fn launch(
+    a: RunArgs,
+    p: CallParams,
+    env: Env,
+    runtime: Option<PathBuf>,
+) -> anyhow::Result<i32> {
     if a.background {
         let Some(max_minutes) = a.max_minutes else {
             return Ok(usage_error("--background needs --max-minutes N"));
