@@ -10,7 +10,7 @@ const BASH_PATHS: &[&str] = &["/usr/bin/bash", "/bin/bash"];
 /// `sandbox.shell`, `run --shell`, the wire's `shell`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ShellChoice {
-    /// bash, found in [`BASH_PATHS`]: what coding agents write (`[[ ]]`, `source`, brace
+    /// bash, found in `BASH_PATHS`: what coding agents write (`[[ ]]`, `source`, brace
     /// expansion, `read -s`).
     Bash,
     /// `/bin/sh` (dash on Debian), only when asked.

@@ -11,7 +11,7 @@
 //! `EFR_SANDBOX_CONVERSATION` (default: [`default_conversation`], keyed on the calling
 //! process), `EFR_SANDBOX_GRANTS` (standing grants, `KIND=VALUE` separated by blanks, as
 //! `run --grant` takes them). Inside a contained call it runs bash directly: the call's
-//! sandbox holds for everything it starts ([`crate::cli::contained`]).
+//! sandbox holds for everything it starts ([`super::contained`]).
 
 use std::path::{Path, PathBuf};
 
