@@ -655,7 +655,7 @@ fn a_fork_bomb_in_a_job_stops_at_its_process_limit() {
     let m = marker(70);
     let mut c = s.client();
     let bomb = format!(
-        "python3 -c 'import os, time\nwhile True:\n    try:\n        if os.fork() == 0:\n            \
+        "exec python3 -c 'import os, time\nwhile True:\n    try:\n        if os.fork() == 0:\n            \
          time.sleep(60); os._exit(0)\n    except OSError:\n        time.sleep(0.01)' {m}"
     );
     let (_, job, _) = start_job(
