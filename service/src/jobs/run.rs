@@ -208,20 +208,22 @@ pub(super) async fn run(
         if !w.partial.is_empty() {
             let mut hits = Vec::new();
             w.line_done(&mut hits);
-            for line in hits {
-                job.lock().wakes += 1;
-                jobs.events.emit(
-                    job.conversation.as_deref(),
-                    &job.id,
-                    JobEventKind::JobWatchMatched {
-                        line,
-                        wakes_left: w.left,
-                    },
-                );
-            }
+            woken(jobs, job, hits, w.left);
         }
     }
     end(jobs, job, fin.map(|f| *f), hooks).await;
+}
+
+/// Counts the watch's matched `lines` as wakes and sends a `job_watch_matched` for each.
+fn woken(jobs: &Arc<Jobs>, job: &Arc<Job>, lines: Vec<String>, wakes_left: u32) {
+    for line in lines {
+        job.lock().wakes += 1;
+        jobs.events.emit(
+            job.conversation.as_deref(),
+            &job.id,
+            JobEventKind::JobWatchMatched { line, wakes_left },
+        );
+    }
 }
 
 /// Keeps one item of the job's call: its output (and the watch's matches in it), its exit
@@ -232,17 +234,8 @@ fn take_item(jobs: &Arc<Jobs>, job: &Arc<Job>, watcher: Option<&mut Watcher>, it
             let bytes = bytes_of(data);
             job.output.push(s, &bytes);
             if let Some(w) = watcher {
-                for line in w.feed(&bytes) {
-                    job.lock().wakes += 1;
-                    jobs.events.emit(
-                        job.conversation.as_deref(),
-                        &job.id,
-                        JobEventKind::JobWatchMatched {
-                            line,
-                            wakes_left: w.left,
-                        },
-                    );
-                }
+                let hits = w.feed(&bytes);
+                woken(jobs, job, hits, w.left);
             }
         }
         LaunchItem::Exit { record } => {
