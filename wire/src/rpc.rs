@@ -46,6 +46,11 @@ pub mod method {
     pub const JOB_EVENTS: &str = "sandbox.job_events";
     /// Turns a running contained call into a job.
     pub const CALL_BACKGROUND: &str = "sandbox.call_background";
+    /// Lists the pending approvals of the CLI routes' refused calls (the service's own uid
+    /// only).
+    pub const APPROVALS: &str = "sandbox.approvals";
+    /// Approves or denies a pending approval (the service's own uid only).
+    pub const APPROVAL_DECIDE: &str = "sandbox.approval_decide";
 }
 
 /// A frame from the client.

@@ -75,6 +75,11 @@ pub fn document() -> Value {
         crate::job::JobEvent,
         crate::job::CallBackgroundParams,
         crate::job::CallBackgroundResult,
+        crate::Approval,
+        crate::ApprovalStore,
+        crate::ApprovalsResult,
+        crate::ApprovalDecideParams,
+        crate::ApprovalDecideResult,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({
