@@ -10,6 +10,8 @@ pub mod handler;
 pub mod server;
 
 pub mod always_save;
+pub mod approval_decide;
+pub mod approvals;
 pub mod cache_delete_apply;
 pub mod call_background;
 pub mod check;

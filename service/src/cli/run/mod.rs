@@ -84,6 +84,21 @@ pub struct RunArgs {
     /// arguments, each passed as given (shell-quoted when joined).
     #[arg(last = true, required = true, value_name = "LINE")]
     pub line: Vec<String>,
+    /// Who reads the refusals: the user who typed `run`, or the model behind an agent's
+    /// shell (`efr-sandbox shell`), which must not grant itself.
+    #[arg(skip)]
+    pub route: Route,
+}
+
+/// Who reads a call's refusal lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Route {
+    /// `efr-sandbox run`, typed by a user: the `--grant`s to retry with.
+    #[default]
+    Run,
+    /// An agent's shell (`efr-sandbox shell`, `efr-bash`): its model reads them, and only
+    /// the user may approve.
+    Shell,
 }
 
 impl RunArgs {
@@ -105,6 +120,7 @@ impl RunArgs {
             watch: None,
             shell: None,
             line,
+            route: Route::Shell,
         }
     }
 }
@@ -283,16 +299,42 @@ pub fn grant_arg(g: &Grant) -> Option<String> {
 }
 
 /// The line `run` prints at its end for one exit record: what was refused, then the exact
-/// `--grant`s to retry with, or why no grant opens it.
-pub fn refusal_line(r: &ExitRecord) -> String {
+/// `--grant`s to retry with (on `run`'s route), or why no grant opens it; and when the
+/// service keeps the call as the pending approval `approval`, how the user approves it.
+/// On the shell route the model reads it: no `--grant`, only what it needs and that the
+/// user can approve it.
+pub fn refusal_line(r: &ExitRecord, approval: Option<&str>, route: Route) -> String {
     let why = r.judgement.reasons.first().cloned().unwrap_or_default();
-    let grants: Option<Vec<String>> = match &r.needs {
+    let args: Option<Vec<String>> = match &r.needs {
         Needs::Contained { grants } if !grants.is_empty() => grants
             .iter()
-            .map(|g| grant_arg(g).map(|a| format!("--grant {}", shell_word(&a))))
+            .map(|g| grant_arg(g).map(|a| shell_word(&a)))
             .collect(),
         _ => None,
     };
+    let approve = approval.map(|id| {
+        format!("ask the user to run 'efr-sandbox approve {id}' (then retry the same command)")
+    });
+    if route == Route::Shell
+        && let Some(a) = &args
+    {
+        let then = approve.unwrap_or_else(|| {
+            "the user can grant it only through the service, which this call did not reach \
+             (approvals need XDG_RUNTIME_DIR, and EFR_SANDBOX_NO_SERVICE unset)"
+                .into()
+        });
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            format!(": {why}")
+        };
+        return format!("refused: {}{why}: needs {}; {then}", r.summary, a.join(" "));
+    }
+    let grants: Option<Vec<String>> =
+        args.map(|a| a.iter().map(|w| format!("--grant {w}")).collect());
+    let approve = approve
+        .map(|a| format!("; or {a}"))
+        .unwrap_or_default();
     // A write grant names a path that exists (the launcher refuses to start otherwise).
     let missing: Vec<&str> = match &r.needs {
         Needs::Contained { grants } => grants
@@ -316,11 +358,15 @@ pub fn refusal_line(r: &ExitRecord) -> String {
     };
     match grants {
         Some(g) if r.judgement.verdict == Verdict::UserOnly => format!(
-            "refused: {}: {why}; retry with {}{first}",
+            "refused: {}: {why}; retry with {}{first}{approve}",
             r.summary,
             g.join(" ")
         ),
-        Some(g) => format!("refused: {}; retry with {}{first}", r.summary, g.join(" ")),
+        Some(g) => format!(
+            "refused: {}; retry with {}{first}{approve}",
+            r.summary,
+            g.join(" ")
+        ),
         None if why.is_empty() => format!("refused: {}", r.summary),
         None => format!("refused: {}: {why}", r.summary),
     }
@@ -645,7 +691,12 @@ fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
     // One line per distinct refusal, with the exact `--grant` to retry with (or why none).
     let mut said = std::collections::HashSet::new();
     for r in &fin.exits {
-        let l = refusal_line(r);
+        let approval = fin
+            .approvals
+            .iter()
+            .find(|x| x.exit == r.id)
+            .map(|x| x.approval.as_str());
+        let l = refusal_line(r, approval, a.route);
         if said.insert(l.clone()) {
             say(&l);
         }
@@ -904,7 +955,7 @@ mod tests {
         );
         let rec = efr_call::egress::host_record(1, &r, "curl https://nope.test", &p);
         assert_eq!(
-            refusal_line(&rec),
+            refusal_line(&rec, None, Route::Run),
             "refused: reach nope.test:443 (refused by the proxy: not_allowed); retry with \
              --grant host=nope.test"
         );
@@ -920,7 +971,7 @@ mod tests {
             )
         };
         let rec = efr_call::egress::host_record(2, &r, "x", &p);
-        let l = refusal_line(&rec);
+        let l = refusal_line(&rec, None, Route::Run);
         assert!(
             l.starts_with("refused: reach mirror.corp.test:8443 (refused by the proxy: denied): ")
                 && l.contains("10.0.0.7, in the private range")
