@@ -318,3 +318,69 @@ fn a_corrupt_store_is_set_aside() {
     let log = std::fs::read_to_string(e.rt.path().join("efr/serve.log")).unwrap();
     assert!(log.contains("does not read"), "{log}");
 }
+
+/// A peer of another uid the service lets in (`serve --allow-uid`) may not list, approve or
+/// deny: approvals are the service's own user's. Needs root (a real process of uid 65534).
+#[test]
+fn another_allowed_uid_cannot_list_or_decide() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !common::is_root() || !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("needs root and /usr/bin/python3: a process of another uid is the peer");
+        return;
+    }
+    let me = nix::unistd::geteuid().as_raw().to_string();
+    let s = common::Server::start(&["--allow-uid", &me, "--allow-uid", "65534"]);
+    for (p, mode) in [
+        (s.dir.path().to_path_buf(), 0o755),
+        (s.socket.parent().unwrap().to_path_buf(), 0o755),
+        (s.socket.clone(), 0o666),
+    ] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let client = r#"
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+def send(v):
+    b = json.dumps(v).encode()
+    s.sendall(struct.pack(">I", len(b)) + b)
+def recv():
+    n = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+    return json.loads(s.recv(n, socket.MSG_WAITALL))
+send({"id": 1, "method": "hello", "params": {"protocol": 1}})
+recv()
+send({"id": 2, "method": "sandbox.approvals", "params": {}})
+print(json.dumps(recv()))
+send({"id": 3, "method": "sandbox.approval_decide", "params": {"id": "abcd", "decision": "approve"}})
+print(json.dumps(recv()))
+"#;
+    let o = Command::new("/usr/bin/python3")
+        .args(["-c", client])
+        .arg(&s.socket)
+        .current_dir("/")
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    let answers: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{out}\n{}", text(&o.stderr));
+    for a in &answers {
+        assert_eq!(a["error"]["code"], "forbidden", "{a}");
+        assert!(
+            a["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not uid 65534"),
+            "{a}"
+        );
+    }
+    // The service's own uid is answered.
+    let mut c = s.client();
+    let r = c.call(1, "sandbox.approvals", Value::Null);
+    assert_eq!(r["end"]["approvals"], serde_json::json!([]), "{r}");
+}
