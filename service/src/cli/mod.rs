@@ -5,7 +5,6 @@
 
 use clap::{Parser, Subcommand};
 
-pub mod approvals;
 pub mod cache;
 pub mod check;
 pub mod classify;
@@ -83,12 +82,12 @@ pub enum Command {
     /// conversation, line, what each needs and why. `approve ID` gives the call's grants to
     /// its conversation (its retry then works), `deny ID` drops it. Only you can: no
     /// contained call reaches the service.
-    Approvals(approvals::ApprovalsArgs),
+    Approvals(run::approvals::ApprovalsArgs),
     /// Approve a refused call: its grants go to the later calls of its conversation
     /// (`--always`: also saved as always rules in your config).
-    Approve(approvals::ApproveArgs),
+    Approve(run::approvals::ApproveArgs),
     /// Drop a refused call's approval.
-    Deny(approvals::DenyArgs),
+    Deny(run::approvals::DenyArgs),
 }
 
 /// Runs the command line; the exit status.
@@ -112,8 +111,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(a) => serve::run(a),
         Command::Surface(a) => surface::run(a),
         Command::Jobs(a) => jobs::run(a),
-        Command::Approvals(a) => Ok(approvals::list(a)),
-        Command::Approve(a) => Ok(approvals::approve(a)),
-        Command::Deny(a) => Ok(approvals::deny(a)),
+        Command::Approvals(a) => Ok(run::approvals::list(a)),
+        Command::Approve(a) => Ok(run::approvals::approve(a)),
+        Command::Deny(a) => Ok(run::approvals::deny(a)),
     }
 }

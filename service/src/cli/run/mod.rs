@@ -6,8 +6,10 @@
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
 //!
 //! `shell` (`efr-sandbox shell`, `efr-bash`) is this command with bash's own command line;
-//! `contained` tells both whether they already run inside a call.
+//! `contained` tells both whether they already run inside a call; `approvals` is the user's
+//! answer to their refusals (`efr-sandbox approvals`, `approve`, `deny`).
 
+pub mod approvals;
 pub mod contained;
 pub mod shell;
 

@@ -45,7 +45,7 @@ fn fail(cmd: &str, e: impl std::fmt::Display) -> i32 {
 
 /// A session with the service, unless this runs inside a contained call.
 fn session(cmd: &str) -> Result<Session, i32> {
-    if crate::cli::run::contained::inside_call() {
+    if super::contained::inside_call() {
         return Err(fail(
             cmd,
             "approvals are the user's: this runs inside a contained call, which cannot \
@@ -73,7 +73,7 @@ fn call(cmd: &str, name: &str, params: serde_json::Value) -> Result<serde_json::
 fn grant_words(grants: &[Grant]) -> String {
     grants
         .iter()
-        .map(|g| crate::cli::run::grant_arg(g).unwrap_or_else(|| format!("{g:?}")))
+        .map(|g| super::grant_arg(g).unwrap_or_else(|| format!("{g:?}")))
         .collect::<Vec<_>>()
         .join(" ")
 }
