@@ -162,7 +162,9 @@ impl Approvals {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)
             .map_err(err)?;
-        f.write_all(&text).and_then(|()| f.sync_all()).map_err(err)?;
+        f.write_all(&text)
+            .and_then(|()| f.sync_all())
+            .map_err(err)?;
         std::fs::rename(&tmp, &self.path).map_err(err)
     }
 

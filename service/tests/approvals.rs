@@ -107,7 +107,11 @@ fn with_backend(c: Command, backend: &str, e: &Env) -> Command {
         .filter(|l| !l.starts_with("[sandbox]") && !l.starts_with("backend ="))
         .map(|l| format!("{l}\n"))
         .collect();
-    std::fs::write(&cfg, format!("{without}[sandbox]\nbackend = \"{backend}\"\n")).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{without}[sandbox]\nbackend = \"{backend}\"\n"),
+    )
+    .unwrap();
     c
 }
 
@@ -140,11 +144,15 @@ fn a_refused_host_approved_by_the_user_works_in_its_conversation_only() {
         let err = text(&o.stderr);
         assert_ne!(o.status.code(), Some(0), "{backend}: {err}");
         assert!(
-            err.contains(&format!(": needs {want}; ask the user to run 'efr-sandbox approve "))
-                && err.contains("(then retry the same command)"),
+            err.contains(&format!(
+                ": needs {want}; ask the user to run 'efr-sandbox approve "
+            )) && err.contains("(then retry the same command)"),
             "{backend}: {err}"
         );
-        assert!(!err.contains("--grant"), "the model is not told to grant: {err}");
+        assert!(
+            !err.contains("--grant"),
+            "the model is not told to grant: {err}"
+        );
         let refusals: Vec<&str> = err.lines().filter(|l| l.contains("refused:")).collect();
         assert_eq!(refusals.len(), 1, "one line: {err}");
         let id = approval_id(&err);
@@ -303,7 +311,10 @@ fn run_names_the_grant_and_the_approval_and_deny_drops_it() {
         .output()
         .unwrap();
     let err = text(&o.stderr);
-    assert!(err.contains(&format!("; retry with --grant {want}\n")), "{err}");
+    assert!(
+        err.contains(&format!("; retry with --grant {want}\n")),
+        "{err}"
+    );
 }
 
 /// A corrupt store file: kept aside, said in the log, and the calls go on.
@@ -312,7 +323,11 @@ fn a_corrupt_store_is_set_aside() {
     let e = Env::new();
     let state = e.dir.path().join("home/.local/state/efr-sandbox");
     std::fs::create_dir_all(&state).unwrap();
-    std::fs::write(state.join("approvals.json"), "{\"version\": 1, \"pending\": [").unwrap();
+    std::fs::write(
+        state.join("approvals.json"),
+        "{\"version\": 1, \"pending\": [",
+    )
+    .unwrap();
     assert!(e.pending().is_empty());
     assert!(state.join("approvals.json.bad").exists());
     let log = std::fs::read_to_string(e.rt.path().join("efr/serve.log")).unwrap();

@@ -161,7 +161,10 @@ fn refusals_json_and_env_notes_are_as_without_the_service() {
     const APPROVE: &str = "; or ask the user to run 'efr-sandbox approve ";
     let without_approval: Vec<String> = lines(&via)
         .iter()
-        .map(|l| l.split_once(APPROVE).map_or(l.clone(), |(a, _)| a.to_string()))
+        .map(|l| {
+            l.split_once(APPROVE)
+                .map_or(l.clone(), |(a, _)| a.to_string())
+        })
         .collect();
     assert_eq!(without_approval, lines(&here));
     assert!(

@@ -17,9 +17,9 @@ use efr_sandbox_wire::rpc::method;
 
 use crate::rpc::handler::Handler;
 use crate::rpc::{
-    always_save, approval_decide, approvals, cache_delete_apply, call_background, check, classify, debug, explain, finish,
-    floor_write, job_events, job_output, job_stop, jobs, launch, plan, run, status, surface,
-    surface_respond,
+    always_save, approval_decide, approvals, cache_delete_apply, call_background, check, classify,
+    debug, explain, finish, floor_write, job_events, job_output, job_stop, jobs, launch, plan, run,
+    status, surface, surface_respond,
 };
 
 /// One row of the table.

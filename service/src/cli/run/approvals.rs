@@ -86,7 +86,12 @@ pub fn list(a: ApprovalsArgs) -> i32 {
     };
     let r: ApprovalsResult = match serde_json::from_value(r) {
         Ok(r) => r,
-        Err(e) => return fail("approvals", format!("the service's answer does not read: {e}")),
+        Err(e) => {
+            return fail(
+                "approvals",
+                format!("the service's answer does not read: {e}"),
+            );
+        }
     };
     if a.json {
         let text = serde_json::to_string_pretty(&r.approvals).unwrap_or_default();
@@ -125,7 +130,12 @@ fn describe(x: &Approval, now: u64) -> Vec<String> {
             Needs::Contained { grants } => grant_words(grants),
             _ => String::new(),
         };
-        let why = r.judgement.reasons.first().map(String::as_str).unwrap_or("");
+        let why = r
+            .judgement
+            .reasons
+            .first()
+            .map(String::as_str)
+            .unwrap_or("");
         out.push(format!("    {}: needs {needs}; {why}", r.summary));
     }
     out

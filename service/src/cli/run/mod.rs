@@ -334,9 +334,7 @@ pub fn refusal_line(r: &ExitRecord, approval: Option<&str>, route: Route) -> Str
     }
     let grants: Option<Vec<String>> =
         args.map(|a| a.iter().map(|w| format!("--grant {w}")).collect());
-    let approve = approve
-        .map(|a| format!("; or {a}"))
-        .unwrap_or_default();
+    let approve = approve.map(|a| format!("; or {a}")).unwrap_or_default();
     // A write grant names a path that exists (the launcher refuses to start otherwise).
     let missing: Vec<&str> = match &r.needs {
         Needs::Contained { grants } => grants
