@@ -315,6 +315,21 @@ fn run_names_the_grant_and_the_approval_and_deny_drops_it() {
         err.contains(&format!("; retry with --grant {want}\n")),
         "{err}"
     );
+    // The agent's shell without the service: no approval, and the model is told why.
+    let o = e
+        .cmd(EFR_BASH)
+        .env("EFR_SANDBOX_NO_SERVICE", "1")
+        .env("EFR_SANDBOX_PROJECT", &proj)
+        .args(["-c", &line])
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            ": needs {want}; the user can grant it only through the service"
+        )) && !err.contains("--grant"),
+        "{err}"
+    );
 }
 
 /// A corrupt store file: kept aside, said in the log, and the calls go on.
