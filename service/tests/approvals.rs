@@ -315,20 +315,49 @@ fn run_names_the_grant_and_the_approval_and_deny_drops_it() {
         err.contains(&format!("; retry with --grant {want}\n")),
         "{err}"
     );
-    // The agent's shell without the service: no approval, and the model is told why.
-    let o = e
-        .cmd(EFR_BASH)
-        .env("EFR_SANDBOX_NO_SERVICE", "1")
-        .env("EFR_SANDBOX_PROJECT", &proj)
-        .args(["-c", &line])
-        .output()
-        .unwrap();
+    // Run here (EFR_SANDBOX_NO_SERVICE) while the service runs: the refusal still waits as
+    // an approval, and the approved grants reach the calls run here.
+    let here = |conv: &str, rt: &std::path::Path| {
+        if rt == e.rt.path() {
+            // Asking the service starts it when it went idle.
+            e.pending();
+        }
+        e.cmd(EFR_BASH)
+            .env("EFR_SANDBOX_NO_SERVICE", "1")
+            .env("XDG_RUNTIME_DIR", rt)
+            .env("EFR_SANDBOX_PROJECT", &proj)
+            .env("EFR_SANDBOX_CONVERSATION", conv)
+            .args(["-c", &line])
+            .output()
+            .unwrap()
+    };
+    let o = here("h1", e.rt.path());
+    let id = approval_id(&text(&o.stderr));
+    assert_eq!(e.pending()[0]["line"], line.as_str());
+    assert_eq!(e.cli(&["approve", &id]).status.code(), Some(0));
+    let o = here("h1", e.rt.path());
+    let id = approval_id(&text(&o.stderr));
+    assert_eq!(e.cli(&["approve", &id]).status.code(), Some(0));
+    let o = here("h1", e.rt.path());
+    assert_eq!(
+        (o.status.code(), text(&o.stdout).as_str()),
+        (Some(0), "hello-approved\n"),
+        "{}",
+        text(&o.stderr)
+    );
+    // No service there: no approval, and the model is told why.
+    let none = tempfile::tempdir_in("/dev/shm").unwrap();
+    let o = here("h1", none.path());
     let err = text(&o.stderr);
     assert!(
         err.contains(&format!(
-            ": needs {want}; the user can grant it only through the service"
+            ": needs {want}; the user can approve it only through their service, and none was reached"
         )) && !err.contains("--grant"),
         "{err}"
+    );
+    assert!(
+        !none.path().join("efr/sandbox.sock").exists(),
+        "no service was started"
     );
 }
 
@@ -384,6 +413,10 @@ send({"id": 2, "method": "sandbox.approvals", "params": {}})
 print(json.dumps(recv()))
 send({"id": 3, "method": "sandbox.approval_decide", "params": {"id": "abcd", "decision": "approve"}})
 print(json.dumps(recv()))
+send({"id": 4, "method": "sandbox.approval_record", "params": {"line": "x", "exits": []}})
+print(json.dumps(recv()))
+send({"id": 5, "method": "sandbox.standing_grants", "params": {"conversation": "c1"}})
+print(json.dumps(recv()))
 "#;
     let o = Command::new("/usr/bin/python3")
         .args(["-c", client])
@@ -398,7 +431,7 @@ print(json.dumps(recv()))
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(answers.len(), 2, "{out}\n{}", text(&o.stderr));
+    assert_eq!(answers.len(), 4, "{out}\n{}", text(&o.stderr));
     for a in &answers {
         assert_eq!(a["error"]["code"], "forbidden", "{a}");
         assert!(

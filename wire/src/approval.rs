@@ -144,6 +144,44 @@ pub struct ApprovalDecideResult {
     pub rules: Vec<String>,
 }
 
+/// The params of `sandbox.approval_record`: a call the CLI ran itself (not handed to the
+/// service) and its refused exit records, to wait as a pending approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalRecordParams {
+    /// The call's line.
+    pub line: String,
+    /// The call's conversation; absent for a call of none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
+    /// The call's project roots.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub projects: Vec<String>,
+    /// The call's exit records (those no grant opens are not kept).
+    pub exits: Vec<ExitRecord>,
+}
+
+/// The result of `sandbox.approval_record`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalRecordResult {
+    /// One per exit record kept: the approval it waits as.
+    pub approvals: Vec<ApprovalRef>,
+}
+
+/// The params of `sandbox.standing_grants`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StandingGrantsParams {
+    /// The conversation.
+    pub conversation: String,
+}
+
+/// The result of `sandbox.standing_grants`: what the user approved for the conversation's
+/// calls of the caller's uid.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StandingGrantsResult {
+    /// The grants.
+    pub grants: Vec<Grant>,
+}
+
 /// In a finish: the approval a refused exit record waits as.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalRef {

@@ -1201,6 +1201,36 @@ fn approval_fixtures() -> Vec<Fixture> {
             },
         ),
         fixture(
+            "approval_record_params.json",
+            ApprovalRecordParams {
+                line: a.line.clone(),
+                conversation: a.conversation.clone(),
+                projects: a.projects.clone(),
+                exits: a.exits.clone(),
+            },
+        ),
+        fixture(
+            "approval_record_result.json",
+            ApprovalRecordResult {
+                approvals: vec![ApprovalRef {
+                    exit: "x1".into(),
+                    approval: "7k2p".into(),
+                }],
+            },
+        ),
+        fixture(
+            "standing_grants_params.json",
+            StandingGrantsParams {
+                conversation: "conv-1".into(),
+            },
+        ),
+        fixture(
+            "standing_grants_result.json",
+            StandingGrantsResult {
+                grants: a.grants.clone(),
+            },
+        ),
+        fixture(
             "approval_store.json",
             ApprovalStore {
                 version: ApprovalStore::VERSION,

@@ -41,8 +41,9 @@ pub mod surface;
 
 pub use always::{AlwaysOutcome, NotSavedReason};
 pub use approval::{
-    Approval, ApprovalDecideParams, ApprovalDecideResult, ApprovalDecision, ApprovalRef,
-    ApprovalStore, ApprovalsResult, StandingGrants,
+    Approval, ApprovalDecideParams, ApprovalDecideResult, ApprovalDecision, ApprovalRecordParams,
+    ApprovalRecordResult, ApprovalRef, ApprovalStore, ApprovalsResult, StandingGrants,
+    StandingGrantsParams, StandingGrantsResult,
 };
 pub use backend::{BackendChoice, RunBackend};
 pub use call::{

@@ -80,6 +80,10 @@ pub fn document() -> Value {
         crate::ApprovalsResult,
         crate::ApprovalDecideParams,
         crate::ApprovalDecideResult,
+        crate::ApprovalRecordParams,
+        crate::ApprovalRecordResult,
+        crate::StandingGrantsParams,
+        crate::StandingGrantsResult,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({

@@ -321,8 +321,8 @@ pub fn refusal_line(r: &ExitRecord, approval: Option<&str>, route: Route) -> Str
         && let Some(a) = &args
     {
         let then = approve.unwrap_or_else(|| {
-            "the user can grant it only through the service, which this call did not reach \
-             (approvals need XDG_RUNTIME_DIR, and EFR_SANDBOX_NO_SERVICE unset)"
+            "the user can approve it only through their service, and none was reached \
+             (approvals need XDG_RUNTIME_DIR)"
                 .into()
         });
         let why = if why.is_empty() {
@@ -556,6 +556,12 @@ pub fn launch(
             Err(NotTaken::Elsewhere) => {}
         }
     }
+    // Run here, the call still gets its conversation's approved grants, and its refusals
+    // still wait as approvals, when a service runs (none is started for it).
+    let mut p = p;
+    if a.plan_out.is_none() && !a.unsandboxed {
+        p.grants.extend(approved_grants(&p));
+    }
     let config = match Config::load(&env) {
         Ok(c) => c,
         Err(e) => return Ok(usage_error(e)),
@@ -636,7 +642,7 @@ pub fn launch(
                 || std::io::stderr().is_terminal()
         };
     efr_call::sys::forward_kernel_signals(own_group);
-    let fin = match call {
+    let mut fin = match call {
         Err(setup) => {
             efr_call::sys::stop_forwarding(&forwarded);
             let mut fin = setup_error_finish(setup);
@@ -661,7 +667,65 @@ pub fn launch(
         }
     };
     drop(rt);
+    fin.approvals = record_approvals(&p, &fin.exits);
     report(&a, &fin)
+}
+
+/// Whether an exit record is one a grant opens (the service keeps it as an approval).
+fn approvable(r: &ExitRecord) -> bool {
+    matches!(&r.needs, Needs::Contained { grants } if !grants.is_empty())
+}
+
+/// The running service, when there is one (none is started).
+fn running_service() -> Option<handoff::Session> {
+    handoff::Session::open_running(&handoff::socket()?).ok()
+}
+
+/// The grants the user approved for the conversation of `p` that it does not have yet
+/// (`sandbox.standing_grants`); none when no service runs.
+fn approved_grants(p: &CallParams) -> Vec<Grant> {
+    let Some(conversation) = &p.conversation else {
+        return Vec::new();
+    };
+    let Some(mut s) = running_service() else {
+        return Vec::new();
+    };
+    let asked = serde_json::json!({ "conversation": conversation });
+    s.call(efr_sandbox_wire::rpc::method::STANDING_GRANTS, asked)
+        .ok()
+        .and_then(|v| serde_json::from_value::<efr_sandbox_wire::StandingGrantsResult>(v).ok())
+        .map(|r| {
+            r.grants
+                .into_iter()
+                .filter(|g| !p.grants.contains(g))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The refusals of a call run here, kept by the running service as a pending approval
+/// (`sandbox.approval_record`); none when no service runs.
+fn record_approvals(p: &CallParams, exits: &[ExitRecord]) -> Vec<efr_sandbox_wire::ApprovalRef> {
+    if !exits.iter().any(approvable) {
+        return Vec::new();
+    }
+    let Some(mut s) = running_service() else {
+        return Vec::new();
+    };
+    let asked = efr_sandbox_wire::ApprovalRecordParams {
+        line: p.line.clone(),
+        conversation: p.conversation.clone(),
+        projects: p.projects.clone(),
+        exits: exits.iter().filter(|r| approvable(r)).cloned().collect(),
+    };
+    let Ok(asked) = serde_json::to_value(&asked) else {
+        return Vec::new();
+    };
+    s.call(efr_sandbox_wire::rpc::method::APPROVAL_RECORD, asked)
+        .ok()
+        .and_then(|v| serde_json::from_value::<efr_sandbox_wire::ApprovalRecordResult>(v).ok())
+        .map(|r| r.approvals)
+        .unwrap_or_default()
 }
 
 /// The service's socket when this call goes to it: a contained call (an unsandboxed line
