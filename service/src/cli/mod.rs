@@ -11,6 +11,7 @@ pub mod classify;
 pub mod config;
 pub mod dirs;
 pub mod explain;
+pub mod hook;
 pub mod jobs;
 pub mod run;
 pub mod serve;
@@ -78,6 +79,12 @@ pub enum Command {
     /// The background jobs of your service: `jobs [--json]`, `jobs stop ID`, `jobs logs ID
     /// [--follow]` (start one with `run --background --max-minutes N -- LINE`).
     Jobs(jobs::JobsArgs),
+    /// A coding agent's route through the sandbox: `hook claude|codex|gemini` is the
+    /// agent's pre-tool hook (its JSON on stdin, its answer on stdout; exit 2 blocks);
+    /// `hook install AGENT [--yes]` writes the agent's config for it (claude, codex, gemini,
+    /// opencode), printing the diff; `hook check AGENT` says whether its shell calls will
+    /// really be contained.
+    Hook(hook::HookArgs),
 }
 
 /// Runs the command line; the exit status.
@@ -101,5 +108,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(a) => serve::run(a),
         Command::Surface(a) => surface::run(a),
         Command::Jobs(a) => jobs::run(a),
+        Command::Hook(a) => hook::run(a),
     }
 }
