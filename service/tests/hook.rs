@@ -198,6 +198,41 @@ fn each_agents_answers() {
 }
 
 #[test]
+fn the_project_is_the_agents_not_the_lines_directory() {
+    let w = World::new("native");
+    let elsewhere = w.dir.path().join("home/.ssh");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let want = format!("EFR_SANDBOX_PROJECT={} ", w.proj().display());
+    // Claude Code's cwd follows the lines' `cd`s; its project dir does not.
+    let input = w.fixture("claude-bash.json", "ls", &elsewhere);
+    let mut c = w.cmd(EFR_SANDBOX, &["hook", "claude"], &w.proj());
+    c.env("CLAUDE_PROJECT_DIR", w.proj())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (_, cmd, _) = pre_tool_use(&serde_json::from_slice(&o.stdout).unwrap());
+    assert!(cmd.as_deref().unwrap().contains(&want), "{cmd:?}");
+    // Gemini's dir_path is the model's choice.
+    let input = w.fixture("gemini-shell.json", "ls", &w.proj()).replace(
+        r#""description":"#,
+        &format!(r#""dir_path":"{}","description":"#, elsewhere.display()),
+    );
+    let o = w.hook("gemini", &input);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cmd = v["hookSpecificOutput"]["tool_input"]["command"]
+        .as_str()
+        .unwrap();
+    assert!(cmd.contains(&want), "{cmd}");
+}
+
+#[test]
 fn bad_input_blocks_with_exit_2() {
     let w = World::new("native");
     let claude_input = w.fixture("claude-bash.json", "ls", &w.proj());

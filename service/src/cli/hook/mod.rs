@@ -97,7 +97,7 @@ pub fn decide_call(agent: Agent, call: &ToolCall) -> anyhow::Result<Answer> {
     let env = Env::from_process();
     let config = Config::load(&env)?;
     let dir = call.line_dir(agent);
-    let project = crate::cli::run::default_project(&dir, &env.home)
+    let project = crate::cli::run::default_project(&project_base(agent, call), &env.home)
         .ok()
         .map(|(p, _)| p);
     let route = route(agent, call, project, &env)?;
@@ -113,6 +113,21 @@ pub fn decide_call(agent: Agent, call: &ToolCall) -> anyhow::Result<Answer> {
     let ctx = Context::new(&config, &env).with_call_env(&config, std::env::vars());
     let result = classify::classify(&req, &ctx);
     Ok(answer::decide(agent, line, &result, &route))
+}
+
+/// Where the project is looked for: the agent's own project directory, never the line's
+/// directory (Gemini's `dir_path` is the model's choice, and Claude Code's `cwd` follows
+/// the `cd`s of earlier lines): Claude Code's `CLAUDE_PROJECT_DIR` (set for its hooks),
+/// else the session's `cwd`. A line that `cd`s elsewhere so runs there with the same
+/// project, and cannot make another directory writable for the next call.
+fn project_base(agent: Agent, call: &ToolCall) -> PathBuf {
+    let claude_dir = std::env::var_os("CLAUDE_PROJECT_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    match (agent, claude_dir) {
+        (Agent::Claude, Some(d)) => d,
+        _ => call.cwd.clone(),
+    }
 }
 
 /// The route of `agent`'s call: `efr-bash` beside this executable, the conversation of its
