@@ -14,8 +14,8 @@
 //! - Gemini CLI: stdin `{session_id, cwd, hook_event_name: "BeforeTool", tool_name:
 //!   "run_shell_command", tool_input: {command, description?, dir_path?}}`; stdout
 //!   `{"decision": "allow"|"ask"|"deny", "reason", "systemMessage", "hookSpecificOutput":
-//!   {"hookEventName": "BeforeTool", "tool_input": {...}}}` (`tool_input` is merged over the
-//!   model's arguments before the user is asked).
+//!   {"hookEventName": "BeforeTool", "tool_input": {...}}}` (`tool_input` replaces the
+//!   model's arguments before the user is asked, so it is sent whole).
 //!
 //! In all three an exit status of 2 blocks the call (its stderr is the reason); every other
 //! failure of the hook lets the call run unchanged, so a hook that cannot answer exits 2.
@@ -243,8 +243,10 @@ pub fn render(agent: Agent, call: &ToolCall, answer: &Answer) -> Value {
             json!({ "hookSpecificOutput": out })
         }
         Agent::Gemini => {
-            // Only `command` is sent back: Gemini merges it over the model's arguments.
-            let input = |command: &str| json!({ "hookEventName": "BeforeTool", "tool_input": { "command": command } });
+            // The whole input with `command` replaced: one of Gemini's paths merges
+            // `tool_input` over the model's arguments, the other builds the call from it
+            // alone (and would drop `dir_path`).
+            let input = |command: &str| json!({ "hookEventName": "BeforeTool", "tool_input": rewritten(command) });
             match answer {
                 Answer::Pass => json!({}),
                 Answer::Allow { command, .. } => json!({
@@ -386,6 +388,20 @@ mod tests {
         );
         assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "allow");
         assert_eq!(render(Agent::Claude, &call, &Answer::Pass), json!({}));
+        let call = parse(
+            Agent::Gemini,
+            &input(
+                "BeforeTool",
+                "run_shell_command",
+                json!({"command": "ls", "dir_path": "sub"}),
+            ),
+        )
+        .unwrap();
+        let out = render(Agent::Gemini, &call, &a);
+        assert_eq!(
+            out["hookSpecificOutput"]["tool_input"],
+            json!({"command": "X", "dir_path": "sub"})
+        );
     }
 
     #[test]

@@ -167,7 +167,7 @@ fn each_agents_answers() {
         w.answer("codex", "codex-apply-patch.json", ""),
         serde_json::json!({})
     );
-    // Gemini: its own words; ask with the rewritten command merged over the arguments.
+    // Gemini: its own words; ask with the whole rewritten input.
     let v = w.answer("gemini", "gemini-shell.json", "ls");
     assert_eq!(v["decision"], "allow", "{v}");
     assert!(
