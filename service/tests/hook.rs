@@ -349,3 +349,70 @@ fn claude_gets_the_lines_last_directory() {
         }
     }
 }
+
+#[test]
+fn install_keeps_the_users_settings_prints_the_diff_and_is_idempotent() {
+    let w = World::new("native");
+    let home = w.dir.path().join("home");
+    let settings = home.join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    let mine = r#"{"model": "opus", "permissions": {"allow": ["Bash(git status)"]}}"#;
+    std::fs::write(&settings, mine).unwrap();
+    let install = |yes: bool| {
+        let mut a = vec!["hook", "install", "claude"];
+        if yes {
+            a.push("--yes");
+        }
+        let o = w
+            .cmd(EFR_SANDBOX, &a, &w.proj())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        text(&o)
+    };
+    // No terminal and no --yes: the diff, nothing written.
+    let (code, out, err) = install(false);
+    assert_eq!(code, Some(1), "{out} {err}");
+    assert!(out.contains("+++ ") && out.contains("hook claude"), "{out}");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), mine);
+    // --yes: written, the user's keys kept, and the check passes.
+    let (code, out, err) = install(true);
+    assert_eq!(code, Some(0), "{out} {err}");
+    assert!(out.contains("its shell calls run contained"), "{out}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(v["model"], "opus");
+    assert_eq!(v["permissions"]["allow"][0], "Bash(git status)");
+    let cmd = v["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
+    assert!(
+        cmd.starts_with('/') && cmd.ends_with("/efr-sandbox hook claude"),
+        "{cmd}"
+    );
+    // Again: nothing to change.
+    let before = std::fs::read_to_string(&settings).unwrap();
+    let (code, out, _) = install(true);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("already installed; nothing to change"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), before);
+    // A project layer that turns hooks off is named, and check fails.
+    std::fs::create_dir_all(w.proj().join(".claude")).unwrap();
+    std::fs::write(
+        w.proj().join(".claude/settings.json"),
+        r#"{"disableAllHooks": true}"#,
+    )
+    .unwrap();
+    let o = w
+        .cmd(EFR_SANDBOX, &["hook", "check", "claude"], &w.proj())
+        .output()
+        .unwrap();
+    let (code, out, _) = text(&o);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("fails open: ") && out.contains("disableAllHooks"),
+        "{out}"
+    );
+}
