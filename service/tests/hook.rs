@@ -233,6 +233,34 @@ fn the_project_is_the_agents_not_the_lines_directory() {
 }
 
 #[test]
+fn without_a_runtime_dir_calls_run_with_no_conversation() {
+    let w = World::new("native");
+    let input = w.fixture("claude-bash.json", "echo ok", &w.proj());
+    let mut c = w.cmd(EFR_SANDBOX, &["hook", "claude"], &w.proj());
+    c.env_remove("XDG_RUNTIME_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (d, cmd, _) = pre_tool_use(&serde_json::from_slice(&o.stdout).unwrap());
+    let cmd = cmd.unwrap();
+    assert_eq!(d, "allow");
+    assert!(
+        cmd.starts_with("EFR_SANDBOX_PROJECT=") && !cmd.contains("CONVERSATION"),
+        "{cmd}"
+    );
+    let mut c = w.cmd("/bin/bash", &["-c", &cmd], &w.proj());
+    let (code, out, err) = text(&c.env_remove("XDG_RUNTIME_DIR").output().unwrap());
+    assert_eq!((code, out.as_str()), (Some(0), "ok\n"), "{err}");
+}
+
+#[test]
 fn bad_input_blocks_with_exit_2() {
     let w = World::new("native");
     let claude_input = w.fixture("claude-bash.json", "ls", &w.proj());

@@ -14,8 +14,8 @@ use crate::cli::run::shell::{CONVERSATION_ENV, GRANTS_ENV, PROJECT_ENV};
 pub struct Route {
     /// The absolute path of `efr-bash` (beside this executable).
     pub efr_bash: PathBuf,
-    /// The conversation of the agent's session.
-    pub conversation: String,
+    /// The conversation of the agent's session (none without a runtime dir).
+    pub conversation: Option<String>,
     /// The project root, when there is one.
     pub project: Option<PathBuf>,
     /// Where the line's last working directory is left for the agent's shell to `cd` to
@@ -43,7 +43,11 @@ pub fn quote(s: &str) -> String {
 /// (an `EXIT` trap, so also after `exit N`) and the agent's shell `cd`s to it afterwards
 /// when it exists on the host, keeping the line's exit status.
 pub fn rewrite(line: &str, route: &Route, grants: &[String]) -> String {
-    let mut vars = vec![format!("{CONVERSATION_ENV}={}", quote(&route.conversation))];
+    let mut vars: Vec<String> = route
+        .conversation
+        .iter()
+        .map(|c| format!("{CONVERSATION_ENV}={}", quote(c)))
+        .collect();
     if let Some(p) = &route.project {
         vars.push(format!("{PROJECT_ENV}={}", quote(&p.to_string_lossy())));
     }
@@ -51,8 +55,9 @@ pub fn rewrite(line: &str, route: &Route, grants: &[String]) -> String {
         vars.push(format!("{GRANTS_ENV}={}", quote(&grants.join(" "))));
     }
     let bash = quote(&route.efr_bash.to_string_lossy());
+    let vars: String = vars.iter().map(|v| format!("{v} ")).collect();
     let Some((host, name)) = &route.cwd_file else {
-        return format!("{} command {bash} -c -- {}", vars.join(" "), quote(line));
+        return format!("{vars}command {bash} -c -- {}", quote(line));
     };
     let inner = format!(
         "trap {} EXIT\n{line}",
@@ -60,10 +65,9 @@ pub fn rewrite(line: &str, route: &Route, grants: &[String]) -> String {
     );
     let f = quote(&host.to_string_lossy());
     format!(
-        "command rm -f -- {f}; {} command {bash} -c -- {}; __efr_status=$?; \
+        "command rm -f -- {f}; {vars}command {bash} -c -- {}; __efr_status=$?; \
          if [ -s {f} ]; then IFS= read -r __efr_dir < {f}; command rm -f -- {f}; \
          [ -d \"$__efr_dir\" ] && builtin cd -- \"$__efr_dir\"; fi; (exit $__efr_status)",
-        vars.join(" "),
         quote(&inner)
     )
 }

@@ -131,7 +131,9 @@ fn project_base(agent: Agent, call: &ToolCall) -> PathBuf {
 }
 
 /// The route of `agent`'s call: `efr-bash` beside this executable, the conversation of its
-/// session, and for Claude Code the file its last directory comes back through.
+/// session, and for Claude Code the file its last directory comes back through. With no
+/// `$XDG_RUNTIME_DIR` (where conversations live) there is no conversation: `efr-bash` then
+/// says that `/tmp` does not last between calls, and the calls still run.
 fn route(
     agent: Agent,
     call: &ToolCall,
@@ -139,18 +141,25 @@ fn route(
     env: &Env,
 ) -> anyhow::Result<answer::Route> {
     let efr_bash = efr_bash_path()?;
+    let Some(rt) = &env.runtime_dir else {
+        return Ok(answer::Route {
+            efr_bash,
+            conversation: None,
+            project,
+            cwd_file: None,
+        });
+    };
     let conversation = agent_hook::conversation(agent, &call.session_id);
-    let cwd_file = match (agent, &env.runtime_dir) {
-        (Agent::Claude, Some(rt)) => Some(answer::cwd_file(
+    let cwd_file = (agent == Agent::Claude).then(|| {
+        answer::cwd_file(
             rt,
             &conversation,
             call.tool_use_id.as_deref().unwrap_or("call"),
-        )),
-        _ => None,
-    };
+        )
+    });
     Ok(answer::Route {
         efr_bash,
-        conversation,
+        conversation: Some(conversation),
         project,
         cwd_file,
     })
