@@ -54,9 +54,95 @@ pub fn report(t: Target, s: &Setup) -> anyhow::Result<i32> {
     }
 }
 
+/// The versions the route was read from and tested with (`docs/agents.md`): an older agent
+/// may lack a field the route relies on.
+const CHECKED: &[(Target, &str, [u64; 3])] = &[
+    (Target::Claude, "claude", [2, 1, 332]),
+    (Target::Codex, "codex", [0, 171, 0]),
+    (Target::Gemini, "gemini", [0, 61, 0]),
+    (Target::Opencode, "opencode", [1, 18, 33]),
+];
+
+/// The first `N.N.N` of a `--version` line.
+fn version_of(text: &str) -> Option<[u64; 3]> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .find_map(|w| {
+            let mut it = w.split('.').map(|n| n.parse::<u64>().ok());
+            let v = [it.next()??, it.next()??, it.next()??];
+            Some(v)
+        })
+}
+
+/// The agent's executable on `PATH` and its version, when it answers `--version` within
+/// ten seconds.
+fn installed_version(s: &Setup, exe: &str) -> Option<(PathBuf, String)> {
+    let path = s.vars.get("PATH")?;
+    let bin = path
+        .split(':')
+        .map(|d| Path::new(d).join(exe))
+        .find(|p| super::is_executable(p))?;
+    let spawn = || {
+        std::process::Command::new(&bin)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+    };
+    // A file just written can be busy for a moment (another process forked while it was
+    // open for writing): asked again, not taken as missing.
+    let mut child = (0..20)
+        .find_map(|_| match spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                None
+            }
+            other => Some(other),
+        })?
+        .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().ok()?.is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    Some((bin, out.trim().to_string()))
+}
+
+/// The agent on `PATH`: older than the version the route was checked with fails.
+fn version(t: Target, s: &Setup, f: &mut Findings) {
+    let Some((_, exe, min)) = CHECKED.iter().find(|(x, _, _)| *x == t) else {
+        return;
+    };
+    let Some((bin, text)) = installed_version(s, exe) else {
+        return;
+    };
+    let want = format!("{}.{}.{}", min[0], min[1], min[2]);
+    match version_of(&text) {
+        Some(v) if v >= *min => f.ok(format!(
+            "{} is {text} (the route is checked with {want})",
+            bin.display()
+        )),
+        Some(_) => f.open(format!(
+            "{} is {text}, older than {want}, the version the route was checked with: update it",
+            bin.display()
+        )),
+        None => f.open(format!(
+            "{} --version says {text:?}: not a version",
+            bin.display()
+        )),
+    }
+}
+
 /// The findings for `t` with setup `s`, for an agent run in `here`.
 pub fn check(t: Target, s: &Setup, here: &Path) -> Findings {
     let mut f = Findings::default();
+    version(t, s, &mut f);
     let projects = project_dirs(here);
     match t {
         Target::Claude => claude(s, &projects, &mut f),
@@ -582,6 +668,28 @@ mod tests {
             let f = check(t, &s, &p);
             assert!(f.open.is_empty(), "{t:?}: {:?}", f.open);
         }
+    }
+
+    #[test]
+    fn versions_older_than_the_checked_ones_fail() {
+        assert_eq!(version_of("2.1.332 (Claude Code)"), Some([2, 1, 332]));
+        assert_eq!(version_of("codex-cli 0.171.0"), Some([0, 171, 0]));
+        assert_eq!(version_of("v1.2"), None);
+        let home = tempfile::tempdir().unwrap();
+        let mut s = setup(home.path());
+        let bin = home.path().join("agents");
+        std::fs::create_dir_all(&bin).unwrap();
+        let codex = bin.join("codex");
+        std::fs::write(&codex, "#!/bin/sh\necho codex-cli 0.170.9\n").unwrap();
+        std::fs::set_permissions(&codex, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        s.vars.insert("PATH".into(), bin.display().to_string());
+        let p = project(home.path());
+        install(Target::Codex, &s);
+        assert!(has(&check(Target::Codex, &s, &p), "older than 0.171.0"));
+        std::fs::write(&codex, "#!/bin/sh\necho codex-cli 0.171.0\n").unwrap();
+        let f = check(Target::Codex, &s, &p);
+        assert!(f.open.is_empty(), "{:?}", f.open);
     }
 
     #[test]
