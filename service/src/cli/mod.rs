@@ -11,7 +11,6 @@ pub mod classify;
 pub mod config;
 pub mod dirs;
 pub mod explain;
-pub mod hook;
 pub mod jobs;
 pub mod run;
 pub mod serve;
@@ -84,7 +83,7 @@ pub enum Command {
     /// `hook install AGENT [--yes]` writes the agent's config for it (claude, codex, gemini,
     /// opencode), printing the diff; `hook check AGENT` says whether its shell calls will
     /// really be contained.
-    Hook(hook::HookArgs),
+    Hook(run::hook::HookArgs),
 }
 
 /// Runs the command line; the exit status.
@@ -108,6 +107,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(a) => serve::run(a),
         Command::Surface(a) => surface::run(a),
         Command::Jobs(a) => jobs::run(a),
-        Command::Hook(a) => hook::run(a),
+        Command::Hook(a) => run::hook::run(a),
     }
 }

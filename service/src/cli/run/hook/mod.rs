@@ -97,7 +97,7 @@ pub fn decide_call(agent: Agent, call: &ToolCall) -> anyhow::Result<Answer> {
     let env = Env::from_process();
     let config = Config::load(&env)?;
     let dir = call.line_dir(agent);
-    let project = crate::cli::run::default_project(&project_base(agent, call), &env.home)
+    let project = super::default_project(&project_base(agent, call), &env.home)
         .ok()
         .map(|(p, _)| p);
     let route = route(agent, call, project, &env)?;
