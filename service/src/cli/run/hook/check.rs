@@ -706,10 +706,13 @@ mod tests {
         .unwrap();
         s.vars
             .insert("CLAUDE_CODE_PERSONAL_HOOKS_OFF".into(), "launch".into());
+        s.vars
+            .insert("CLAUDE_CODE_RESTRICT_PERSONAL_CONFIG".into(), "1".into());
         let f = check(Target::Claude, &s, &p);
         assert!(has(&f, "sets disableAllHooks"), "{:?}", f.open);
         assert!(has(&f, "another PreToolUse hook on Bash"), "{:?}", f.open);
         assert!(has(&f, "CLAUDE_CODE_PERSONAL_HOOKS_OFF"), "{:?}", f.open);
+        assert!(has(&f, "every Bash call is refused"), "{:?}", f.open);
         std::fs::remove_file(s.efr_bash.clone()).unwrap();
         assert!(has(&check(Target::Claude, &s, &p), "efr-bash is missing"));
         std::fs::remove_file(s.sandbox.clone()).unwrap();
@@ -729,6 +732,20 @@ mod tests {
             &check(Target::Codex, &s, &p),
             "another version of the hook"
         ));
+        std::fs::write(
+            &cfg,
+            text.replace("trusted_hash", "enabled = false\ntrusted_hash"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(p.join(".codex")).unwrap();
+        std::fs::write(
+            p.join(".codex/hooks.json"),
+            r#"{"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "/x/y"}]}]}}"#,
+        )
+        .unwrap();
+        let f = check(Target::Codex, &s, &p);
+        assert!(has(&f, "another PreToolUse hook on Bash"), "{:?}", f.open);
+        assert!(has(&f, "disables the hook"), "{:?}", f.open);
         std::fs::write(&cfg, "[features]\nhooks = false\n").unwrap();
         let f = check(Target::Codex, &s, &p);
         assert!(has(&f, "no trust entry"), "{:?}", f.open);
