@@ -324,7 +324,14 @@ fn rewritten_lines_run_as_the_agents_run_them() {
 /// Claude's bash runs `eval 'REWRITTEN' && pwd -P >| FILE`: the line's output and status,
 /// and its last directory when it exists on the host.
 fn claude_run(w: &World, line: &str, start: &Path) -> (Option<i32>, String, String) {
-    let input = w.fixture("claude-bash.json", line, start);
+    claude_run_as(w, line, start, "toolu_01ABCdef234")
+}
+
+/// `claude_run` for the tool call `id`.
+fn claude_run_as(w: &World, line: &str, start: &Path, id: &str) -> (Option<i32>, String, String) {
+    let input = w
+        .fixture("claude-bash.json", line, start)
+        .replace("toolu_01ABCdef234", id);
     let o = w.hook("claude", &input);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{o:?}"));
     let (d, cmd, why) = pre_tool_use(&v);
@@ -443,4 +450,29 @@ fn install_keeps_the_users_settings_prints_the_diff_and_is_idempotent() {
         out.contains("fails open: ") && out.contains("disableAllHooks"),
         "{out}"
     );
+}
+
+#[test]
+fn parallel_claude_calls_each_get_their_own_directory() {
+    let w = World::new("native");
+    let proj = w.proj();
+    for d in ["p0", "p1", "p2", "p3"] {
+        std::fs::create_dir_all(proj.join(d)).unwrap();
+    }
+    std::thread::scope(|s| {
+        let runs: Vec<_> = (0..4)
+            .map(|i| {
+                let (w, proj) = (&w, &proj);
+                s.spawn(move || {
+                    let line = format!("cd p{i} && sleep 0.3");
+                    (i, claude_run_as(w, &line, proj, &format!("toolu_par{i}")))
+                })
+            })
+            .collect();
+        for r in runs {
+            let (i, (code, out, err)) = r.join().unwrap();
+            assert_eq!(code, Some(0), "{err}");
+            assert_eq!(out, format!("{}/p{i}\n", proj.display()));
+        }
+    });
 }
