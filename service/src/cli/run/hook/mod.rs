@@ -55,9 +55,19 @@ pub fn run(a: HookArgs) -> anyhow::Result<i32> {
         }
         (name, None) => match Agent::from_name(name) {
             Some(agent) => Ok(hook(agent)),
-            None => bail!("unknown agent {name:?}: the hook takes claude, codex or gemini"),
+            // Exit 2 as the hook's own failures do: a mistyped agent in an agent's config
+            // must block its calls, not let them run on the host.
+            None => {
+                eprintln!(
+                    "efr-sandbox hook: unknown agent {name:?}: the hook takes claude, codex or gemini"
+                );
+                Ok(2)
+            }
         },
-        (name, Some(_)) => bail!("hook {name} takes no further argument"),
+        (name, Some(_)) => {
+            eprintln!("efr-sandbox hook {name}: takes no further argument");
+            Ok(2)
+        }
     }
 }
 
