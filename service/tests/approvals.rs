@@ -447,3 +447,99 @@ print(json.dumps(recv()))
     let r = c.call(1, "sandbox.approvals", Value::Null);
     assert_eq!(r["end"]["approvals"], serde_json::json!([]), "{r}");
 }
+
+/// A line Codex's hook denies (Codex has no approval prompt for a rewritten call) waits as
+/// an approval named in the reason the model reads; approved by the user, the same hook
+/// input is allowed with its grant, and the rewritten line, run as Codex runs it
+/// (`bash -lc`), reaches the host. Another session of the agent still gets the denial.
+#[test]
+fn a_line_the_hook_denies_waits_for_the_user_and_then_runs() {
+    let e = Env::new();
+    let srv = registry::Server::start(&e.dir.path().join("srv"));
+    let line = curl(srv.port);
+    let fixture = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/hook/codex-bash.json"),
+    )
+    .unwrap()
+    .replace("@CWD@", &e.proj().to_string_lossy())
+    .replace("@LINE@", &Value::String(line.clone()).to_string());
+    let hook = |input: &str| -> Value {
+        use std::io::Write;
+        let mut c = e.cmd(BIN);
+        c.args(["hook", "codex"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let decision = |v: &Value| {
+        (
+            v["hookSpecificOutput"]["permissionDecision"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            v["hookSpecificOutput"]["permissionDecisionReason"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        )
+    };
+    let (d, why) = decision(&hook(&fixture));
+    assert_eq!(d, "deny", "{why}");
+    assert!(
+        why.contains("Ask the user to run `efr-sandbox approve ")
+            && why.contains(&format!("host={}:{}", registry::HOST, srv.port)),
+        "{why}"
+    );
+    assert!(
+        !why.contains("--grant"),
+        "the model is not told to grant: {why}"
+    );
+    let id = why
+        .split("efr-sandbox approve ")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .unwrap()
+        .to_string();
+    let pending = e.pending();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0]["line"], line.as_str());
+    assert_eq!(
+        pending[0]["conversation"],
+        "codex-0199a213-81c0-7800-8aa1-bbab2a035a53"
+    );
+
+    let o = e.cli(&["approve", &id]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let v = hook(&fixture);
+    let (d, why) = decision(&v);
+    assert_eq!(d, "allow", "{why}");
+    let cmd = v["hookSpecificOutput"]["updatedInput"]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let o = e.cmd("bash").args(["-lc", &cmd]).output().unwrap();
+    assert_eq!(
+        (o.status.code(), text(&o.stdout).as_str()),
+        (Some(0), "hello-approved\n"),
+        "{}",
+        text(&o.stderr)
+    );
+
+    // Another session of the agent: another conversation, still denied.
+    let other = fixture.replace(
+        "0199a213-81c0-7800-8aa1-bbab2a035a53",
+        "0199a213-0000-7800-8aa1-000000000000",
+    );
+    assert_eq!(decision(&hook(&other)).0, "deny");
+}

@@ -691,16 +691,20 @@ fn approved_grants(p: &CallParams) -> Vec<Grant> {
     let Some(mut s) = running_service() else {
         return Vec::new();
     };
+    standing_grants(&mut s, conversation)
+        .into_iter()
+        .filter(|g| !p.grants.contains(g))
+        .collect()
+}
+
+/// The grants the user approved for `conversation` (`sandbox.standing_grants`); none when
+/// the service does not answer.
+fn standing_grants(s: &mut handoff::Session, conversation: &str) -> Vec<Grant> {
     let asked = serde_json::json!({ "conversation": conversation });
     s.call(efr_sandbox_wire::rpc::method::STANDING_GRANTS, asked)
         .ok()
         .and_then(|v| serde_json::from_value::<efr_sandbox_wire::StandingGrantsResult>(v).ok())
-        .map(|r| {
-            r.grants
-                .into_iter()
-                .filter(|g| !p.grants.contains(g))
-                .collect()
-        })
+        .map(|r| r.grants)
         .unwrap_or_default()
 }
 
@@ -717,8 +721,21 @@ fn record_approvals(p: &CallParams, exits: &[ExitRecord]) -> Vec<efr_sandbox_wir
         line: p.line.clone(),
         conversation: p.conversation.clone(),
         projects: p.projects.clone(),
-        exits: exits.iter().filter(|r| approvable(r)).cloned().collect(),
+        exits: exits.to_vec(),
     };
+    record_with(&mut s, asked)
+}
+
+/// `asked`'s exit records a grant opens, kept by the service as a pending approval
+/// (`sandbox.approval_record`); none when the service does not answer.
+fn record_with(
+    s: &mut handoff::Session,
+    mut asked: efr_sandbox_wire::ApprovalRecordParams,
+) -> Vec<efr_sandbox_wire::ApprovalRef> {
+    asked.exits.retain(approvable);
+    if asked.exits.is_empty() {
+        return Vec::new();
+    }
     let Ok(asked) = serde_json::to_value(&asked) else {
         return Vec::new();
     };

@@ -111,17 +111,55 @@ fn exit_line(r: &ExitRecord) -> String {
     }
 }
 
+/// Where a line the hook denies waits for the user: the service's pending approvals.
+pub trait Approvals {
+    /// Keeps the exits of `line` a grant opens as a pending approval; its id, or `None`
+    /// when none could be kept (no service, no conversation).
+    fn record(&mut self, line: &str, exits: &[ExitRecord]) -> Option<String>;
+}
+
+/// `result` with the exits the user already approved for the conversation (`approved`:
+/// its standing grants) taken as given: an exit for review or for the user alone whose
+/// grants are all approved is dropped, and its grants stay in the launch. An exit a rule
+/// refuses stays.
+pub fn settle(result: &mut ClassifyResult, approved: &[Grant]) {
+    result.exits.retain(|r| {
+        let given = matches!(&r.needs, Needs::Contained { grants }
+            if !grants.is_empty() && grants.iter().all(|g| approved.contains(g)));
+        let open = matches!(r.judgement.verdict, Verdict::Review | Verdict::UserOnly);
+        !(given && open)
+    });
+}
+
+/// The reason of a denial the user can turn around: approving `id` gives the line's
+/// grants to the conversation, and the same command then runs.
+fn approvable_reason(id: &str, words: &[String], lines: &[String]) -> String {
+    format!(
+        "efr-sandbox: this line needs {}, which only the user can give. Ask the user to run \
+         `efr-sandbox approve {id}`, then run the same command again:\n{}",
+        words.join(" "),
+        lines.join("\n")
+    )
+}
+
 /// The decision for `line` of `agent`, classified as `result`, rewritten with `route`.
 ///
 /// - no exit: `allow`, rewritten;
 /// - an exit nothing opens (refused by a floor, or one only the host runs: `efr-bash`
 ///   never runs a line outside the sandbox): `deny` with the reasons;
-/// - an exit only the user may approve: `deny`, naming the grant and the command with which
-///   the user runs it (the agent's approval would be the model's way around the rule);
+/// - an exit only the user may approve: `deny`, naming the approval that waits for the user
+///   in `approvals` (else the command with which the user runs it): the agent's approval
+///   would be the model's way around the rule;
 /// - exits for review: the agent's `ask` with the grants in the rewritten line, where an
-///   approved ask runs the rewrite; elsewhere `deny` naming the grants;
+///   approved ask runs the rewrite; elsewhere `deny` naming the approval (or the grants);
 /// - exits the policy allows: `allow` with their grants.
-pub fn decide(agent: Agent, line: &str, result: &ClassifyResult, route: &Route) -> Answer {
+pub fn decide(
+    agent: Agent,
+    line: &str,
+    result: &ClassifyResult,
+    route: &Route,
+    approvals: &mut dyn Approvals,
+) -> Answer {
     let exits = &result.exits;
     let lines = |pick: &dyn Fn(&ExitRecord) -> bool| -> Vec<String> {
         exits.iter().filter(|r| pick(r)).map(exit_line).collect()
@@ -154,6 +192,16 @@ pub fn decide(agent: Agent, line: &str, result: &ClassifyResult, route: &Route) 
         }
     };
     let user_only = lines(&|r| r.judgement.verdict == Verdict::UserOnly);
+    let review = lines(&|r| r.judgement.verdict == Verdict::Review);
+    let asks = review.is_empty() || agent.asks_with_rewrite();
+    if !user_only.is_empty() || !asks {
+        let waiting: Vec<String> = user_only.iter().chain(&review).cloned().collect();
+        if let Some(id) = approvals.record(line, exits) {
+            return Answer::Deny {
+                reason: approvable_reason(&id, &words, &waiting),
+            };
+        }
+    }
     if !user_only.is_empty() {
         return Answer::Deny {
             reason: format!(
@@ -165,7 +213,6 @@ pub fn decide(agent: Agent, line: &str, result: &ClassifyResult, route: &Route) 
             ),
         };
     }
-    let review = lines(&|r| r.judgement.verdict == Verdict::Review);
     if review.is_empty() {
         return Answer::Allow {
             command: rewrite(line, route, &words),

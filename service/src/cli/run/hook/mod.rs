@@ -121,8 +121,69 @@ pub fn decide_call(agent: Agent, call: &ToolCall) -> anyhow::Result<Answer> {
     let mut req = ClassifyRequest::new(line, Some(dir), Mode::Auto);
     req.project_roots = route.project.iter().cloned().collect();
     let ctx = Context::new(&config, &env).with_call_env(&config, std::env::vars());
-    let result = classify::classify(&req, &ctx);
-    Ok(answer::decide(agent, line, &result, &route))
+    let mut result = classify::classify(&req, &ctx);
+    let mut service = Service::open(&route);
+    answer::settle(&mut result, &service.standing());
+    Ok(answer::decide(agent, line, &result, &route, &mut service))
+}
+
+/// The user's service as the hook meets it (started when none runs, as the call it
+/// precedes would start it): the grants the user approved for the session's conversation,
+/// and the pending approval of a line the hook denies.
+struct Service {
+    session: Option<crate::handoff::Session>,
+    conversation: Option<String>,
+    projects: Vec<String>,
+}
+
+impl Service {
+    /// Nothing to ask without a conversation (approving would give its grants to none);
+    /// with `EFR_SANDBOX_NO_SERVICE` set, only a service that already runs is asked, as
+    /// `run` does.
+    fn open(route: &answer::Route) -> Service {
+        let start = std::env::var_os("EFR_SANDBOX_NO_SERVICE").is_none_or(|v| v.is_empty());
+        let session = route
+            .conversation
+            .as_ref()
+            .and_then(|_| crate::handoff::socket())
+            .and_then(|s| match start {
+                true => crate::handoff::Session::open(&s).ok(),
+                false => crate::handoff::Session::open_running(&s).ok(),
+            });
+        Service {
+            session,
+            conversation: route.conversation.clone(),
+            projects: route
+                .project
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+        }
+    }
+
+    /// The grants the user approved for the conversation.
+    fn standing(&mut self) -> Vec<efr_sandbox_wire::Grant> {
+        match (&mut self.session, &self.conversation) {
+            (Some(s), Some(c)) => super::standing_grants(s, c),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl answer::Approvals for Service {
+    fn record(&mut self, line: &str, exits: &[efr_sandbox_wire::ExitRecord]) -> Option<String> {
+        let s = self.session.as_mut()?;
+        let asked = efr_sandbox_wire::ApprovalRecordParams {
+            line: line.to_string(),
+            conversation: self.conversation.clone(),
+            projects: self.projects.clone(),
+            exits: exits.to_vec(),
+        };
+        super::record_with(s, asked)
+            .into_iter()
+            .next()
+            .map(|r| r.approval)
+    }
 }
 
 /// Where the project is looked for: the agent's own project directory, never the line's
