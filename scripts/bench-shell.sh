@@ -8,6 +8,8 @@
 # of bash over dash as the line's shell. The same N for each, 5 warm-up runs of
 # each, interleaved in a rotating order within every round. Prints medians (microseconds),
 # the ratio to plain bash, and the median of the per-round ratios ("paired").
+# Also Claude Code's hook route: the hook alone, and the hook then the rewritten line as
+# Claude runs it (the whole of what one Bash call costs through it).
 # Usage: scripts/bench-shell.sh [N]   (builds efr-sandbox and efr-bash in release first;
 # NO_BUILD=1 skips that)
 set -eu
@@ -16,6 +18,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 [ -n "${NO_BUILD:-}" ] || cargo build -q --release -p efr-sandbox --bins -p efr-launcher --bin efr-launch
 REL=$CARGO_TARGET_DIR/release
+FIXTURE=$PWD/service/tests/fixtures/hook/claude-bash.json
 D=$(mktemp -d /var/tmp/bench-shell.XXXXXX)
 cleanup() {
   if [ -f "$D/pid-serve" ]; then kill "$(cat "$D/pid-serve")" 2>/dev/null || true; fi
@@ -38,18 +41,27 @@ shell() { "$REL/efr-bash" -c true </dev/null; }
 run() { "$REL/efr-sandbox" run --conversation bench -- true </dev/null; }
 run_sh() { "$REL/efr-sandbox" run --shell sh --conversation bench -- true </dev/null; }
 shell_here() { EFR_SANDBOX_NO_SERVICE=1 "$REL/efr-bash" -c true </dev/null; }
+# The hook route as Claude Code takes it per call: its PreToolUse hook (a process that
+# classifies the line and asks the service for the session's approved grants), then the
+# rewritten command in the agent's bash (`eval 'CMD' && pwd -P`, as Claude runs it).
+sed -e "s|@CWD@|$D/proj|" -e 's|@LINE@|"true"|' "$FIXTURE" > "$D/hook.json"
+REWRITTEN=$(CLAUDE_PROJECT_DIR="$D/proj" "$REL/efr-sandbox" hook claude < "$D/hook.json" |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["hookSpecificOutput"]["updatedInput"]["command"])')
+export REWRITTEN
+hook() { CLAUDE_PROJECT_DIR="$D/proj" "$REL/efr-sandbox" hook claude < "$D/hook.json" >/dev/null; }
+hooked() { hook && bash -c 'eval "$REWRITTEN" && pwd -P >/dev/null' </dev/null; }
 run_here() { EFR_SANDBOX_NO_SERVICE=1 "$REL/efr-sandbox" run --conversation bench -- true </dev/null; }
 one() { # name: appends one timing (us) to $D/t-name; a failed call stops the benchmark
   s=$(date +%s%N); "$1" >/dev/null 2>"$D/err" || { cat "$D/err" >&2; exit 1; }; e=$(date +%s%N)
   echo $(( (e - s) / 1000 )) >> "$D/t-$1"
 }
-for w in 1 2 3 4 5; do plain; shell; run; run_sh; shell_here; run_here; done >/dev/null 2>&1
+for w in 1 2 3 4 5; do plain; shell; run; run_sh; shell_here; run_here; hook; hooked; done >/dev/null 2>&1
 i=0
 while [ $i -lt "$N" ]; do
   case $((i % 3)) in
-    0) one plain; one shell; one run; one run_sh; one shell_here; one run_here ;;
-    1) one run; one shell_here; one run_sh; one plain; one run_here; one shell ;;
-    2) one run_here; one run; one shell; one plain; one shell_here; one run_sh ;;
+    0) one plain; one shell; one run; one run_sh; one shell_here; one run_here; one hook; one hooked ;;
+    1) one hooked; one run; one shell_here; one run_sh; one plain; one hook; one run_here; one shell ;;
+    2) one run_here; one hook; one run; one shell; one hooked; one plain; one shell_here; one run_sh ;;
   esac
   i=$((i + 1))
 done
@@ -57,7 +69,7 @@ median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 paired() { paste "$1" "$2" | awk '{print $1 / $2}' | sort -n | awk '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)]}'; }
 p=$(median "$D/t-plain")
 echo "runs: $N each, interleaved (median, microseconds; ratio to bash -c true; paired)"
-for t in plain shell run run_sh shell_here run_here; do
+for t in plain shell run run_sh shell_here run_here hook hooked; do
   case $t in
     plain) name="bash -c true" ;;
     shell) name="efr-bash -c true" ;;
@@ -65,6 +77,8 @@ for t in plain shell run run_sh shell_here run_here; do
     run_sh) name="run --shell sh (dash)" ;;
     shell_here) name="efr-bash, no service" ;;
     run_here) name="run, no service" ;;
+    hook) name="hook claude (alone)" ;;
+    hooked) name="hook + rewritten line" ;;
   esac
   m=$(median "$D/t-$t")
   printf '%-26s %8d  %6.2f  (paired %s)\n' "$name" "$m" "$(echo "$m $p" | awk '{print $1 / $2}')" "$(paired "$D/t-$t" "$D/t-plain")"
