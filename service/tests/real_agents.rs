@@ -661,6 +661,13 @@ fn run(
     fails: &mut Vec<String>,
 ) -> (World, Outcome) {
     let (w, o) = converse(agent, route, bin);
+    eprintln!(
+        "{agent:?} {route:?}: status {:?}, {} of {} results, {:.1?}",
+        o.status,
+        o.raw.len(),
+        LINES.len(),
+        o.took
+    );
     report.push_str(&format!(
         "--- {agent:?} {route:?}: status {:?} in {:.1?}, {} results, host {:?}, left running {:?}\n{:#?}\n",
         o.status,
@@ -709,7 +716,9 @@ fn agent_conversation(agent: Agent) {
         );
         check_sandboxed(&format!("{agent:?} {backend}"), &s, &w, &b, &mut fails);
     }
-    eprintln!("{report}");
+    if !fails.is_empty() {
+        eprintln!("{report}");
+    }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
