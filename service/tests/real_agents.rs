@@ -287,6 +287,10 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(self.tmp_file());
+        let service = format!("serve --socket {}", self.root().join("run").display());
+        let _ = Command::new("pkill")
+            .args(["-f", &service])
+            .status();
         for pid in self.leftovers() {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
@@ -464,7 +468,9 @@ fn setup(agent: Agent, route: Route, w: &World, m: &Model, bin: &Path) -> Comman
         .env(agent.key_var(), w.api_key())
         .stdin(Stdio::null());
     if let Route::Sandbox(_) = route {
-        c.env("EFR_SANDBOX_NO_SERVICE", "1")
+        // The user's service, started by the first call as it is for a user, ends a few
+        // seconds after the last (and with the world).
+        c.env("EFR_SANDBOX_IDLE_EXIT", "10")
             .env("EFR_SANDBOX_PROJECT", w.proj());
     }
     c
