@@ -596,6 +596,7 @@ pub fn finished(
             o.exit_status()
         },
         duration_ms: o.duration_ms,
+        approvals: Vec::new(),
     };
     caches.finish(&mut fin, line);
     fin

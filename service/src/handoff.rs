@@ -72,9 +72,9 @@ pub fn socket() -> Option<PathBuf> {
         .map(|d| d.join("efr").join("sandbox.sock"))
 }
 
-/// Connects to the service at `socket`, starting one when none answers. The peer must run
-/// as this user: the call's stdio and environment go to it.
-fn connect(socket: &Path) -> Result<UnixStream, NotTaken> {
+/// Connects to the service at `socket`, starting one when none answers (and `start`). The
+/// peer must run as this user: the call's stdio and environment go to it.
+fn connect(socket: &Path, start: bool) -> Result<UnixStream, NotTaken> {
     let ours = |s: UnixStream| -> Result<UnixStream, NotTaken> {
         use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
         let uid = nix::unistd::geteuid().as_raw();
@@ -97,7 +97,13 @@ fn connect(socket: &Path) -> Result<UnixStream, NotTaken> {
             if matches!(
                 e.kind(),
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-            ) => {}
+            ) && start => {}
+        Err(e) if !start => {
+            return Err(NotTaken::Failed(format!(
+                "no service answers at {}: {e}",
+                socket.display()
+            )));
+        }
         Err(e) => {
             return Err(NotTaken::Failed(format!(
                 "cannot connect to {}: {e}",
@@ -200,8 +206,9 @@ fn send(
     socket: &Path,
     bytes: &[u8],
     fds: &[OwnedFd],
+    start: bool,
 ) -> Result<Result<UnixStream, String>, NotTaken> {
-    let mut s = connect(socket)?;
+    let mut s = connect(socket, start)?;
     let hung_up = |what: &str| format!("the service at {} {what}", socket.display());
     if efr_call::sys::send_with_fds(&s, bytes, fds).is_err() {
         return Ok(Err(hung_up("hung up")));
@@ -263,9 +270,9 @@ pub fn run(
     let fds = stdio().map_err(|e| NotTaken::Failed(format!("cannot pass stdio: {e}")))?;
     // A service that stops as this connects (it was idle) hangs up before it answers
     // hello, and has run nothing: then once more, with a service started anew.
-    let mut s = match send(socket, &bytes, &fds)? {
+    let mut s = match send(socket, &bytes, &fds, true)? {
         Ok(s) => s,
-        Err(_) => send(socket, &bytes, &fds)?.map_err(NotTaken::Failed)?,
+        Err(_) => send(socket, &bytes, &fds, true)?.map_err(NotTaken::Failed)?,
     };
     drop(fds);
     // From here the call may run: its end is reported, never run again here.
@@ -357,15 +364,25 @@ impl std::fmt::Display for SessionError {
 impl Session {
     /// Connects to the service at `socket` (started when none answers) and says hello.
     pub fn open(socket: &Path) -> Result<Session, SessionError> {
+        Self::open_with(socket, true)
+    }
+
+    /// Connects to the service at `socket` when one runs there (none is started) and says
+    /// hello.
+    pub fn open_running(socket: &Path) -> Result<Session, SessionError> {
+        Self::open_with(socket, false)
+    }
+
+    fn open_with(socket: &Path, start: bool) -> Result<Session, SessionError> {
         let hello = json!({"id": 1, "method": method::HELLO, "params": HelloParams {
             protocol: PROTOCOL_VERSION,
             client: Some(format!("efr-sandbox {}", env!("CARGO_PKG_VERSION"))),
         }});
         let bytes = efr_sandbox_wire::frame::encode(&hello)
             .map_err(|e| SessionError::Lost(format!("hello: {e}")))?;
-        let s = match send(socket, &bytes, &[]).map_err(SessionError::NotTaken)? {
+        let s = match send(socket, &bytes, &[], start).map_err(SessionError::NotTaken)? {
             Ok(s) => s,
-            Err(_) => send(socket, &bytes, &[])
+            Err(_) => send(socket, &bytes, &[], start)
                 .map_err(SessionError::NotTaken)?
                 .map_err(SessionError::Lost)?,
         };

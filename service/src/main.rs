@@ -10,6 +10,7 @@
 // - `handoff`: `run`'s client of the service (`sandbox.run`);
 // - a call itself (plan, proxy, bus filter, caches, launcher, finish) is `efr_call`'s.
 // Handlers and commands never import each other.
+mod approvals;
 mod cli;
 mod handoff;
 mod identity;

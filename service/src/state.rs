@@ -52,6 +52,18 @@ pub struct Service {
     pub standby: Option<Arc<efr_call::standby::Standby>>,
     /// The background jobs and the running launches that may become one.
     pub jobs: Arc<crate::jobs::Jobs>,
+    /// The pending approvals of the CLI routes' refused calls and the conversations'
+    /// standing grants (see [`crate::approvals`]).
+    pub approvals: Arc<crate::approvals::Approvals>,
+}
+
+impl Service {
+    /// How long a conversation's standing grants last after their approval: as long as its
+    /// cache layers (`sandbox.conversation_cache_days`).
+    pub fn standing_ttl(&self) -> Duration {
+        let days = self.policy.config().sandbox.conversation_cache_days.value;
+        Duration::from_secs(days.saturating_mul(86400))
+    }
 }
 
 impl Service {

@@ -157,11 +157,22 @@ fn refusals_json_and_env_notes_are_as_without_the_service() {
             .map(str::to_string)
             .collect()
     };
-    assert_eq!(lines(&via), lines(&here));
+    // Through the service, a refusal a grant opens also names its pending approval.
+    const APPROVE: &str = "; or ask the user to run 'efr-sandbox approve ";
+    let without_approval: Vec<String> = lines(&via)
+        .iter()
+        .map(|l| {
+            l.split_once(APPROVE)
+                .map_or(l.clone(), |(a, _)| a.to_string())
+        })
+        .collect();
+    assert_eq!(without_approval, lines(&here));
     assert!(
-        lines(&via)
-            .iter()
-            .any(|l| l.contains("retry with --grant write=/etc/hosts")),
+        lines(&via).iter().any(|l| {
+            l.contains("retry with --grant write=/etc/hosts")
+                && l.contains(APPROVE)
+                && l.ends_with("' (then retry the same command)")
+        }),
         "{}",
         stderr(&via)
     );
@@ -175,6 +186,8 @@ fn refusals_json_and_env_notes_are_as_without_the_service() {
     };
     let (f1, f2) = (finish(&via), finish(&here));
     assert_eq!(f1["exits"], f2["exits"]);
+    assert_eq!(f1["approvals"][0]["exit"], f1["exits"][0]["id"], "{f1}");
+    assert!(f2.get("approvals").is_none(), "{f2}");
     assert_eq!(f1["sandbox_summary"]["env_dropped"], json!(["GH"]));
     assert_eq!(f1["sandbox_summary"], f2["sandbox_summary"]);
 }

@@ -491,6 +491,21 @@ pub fn all() -> Vec<Fixture> {
                 signal: None,
                 exit_status: 1,
                 duration_ms: 412,
+                approvals: vec![],
+            },
+        ),
+        fixture(
+            "finish_approvals.json",
+            Finish {
+                exits: vec![example_exit_record()],
+                code: Some(6),
+                exit_status: 6,
+                duration_ms: 230,
+                approvals: vec![crate::ApprovalRef {
+                    exit: "host-1".into(),
+                    approval: "7k2p".into(),
+                }],
+                ..Default::default()
             },
         ),
         fixture(
@@ -1075,6 +1090,7 @@ fn call_fixtures() -> Vec<Fixture> {
     ]
     .into_iter()
     .chain(job_fixtures(call_params))
+    .chain(approval_fixtures())
     .collect()
 }
 
@@ -1123,6 +1139,116 @@ pub fn example_job() -> crate::job::JobInfo {
 }
 
 /// The fixtures of background jobs (`crate::job`).
+/// An approval of a call refused a host.
+pub fn example_approval() -> crate::Approval {
+    crate::Approval {
+        id: "7k2p".into(),
+        line: "curl -fsS https://registry.npmjs.org/left-pad".into(),
+        conversation: Some("conv-1".into()),
+        projects: vec!["/home/ada/src/app".into()],
+        exits: vec![example_exit_record()],
+        grants: vec![Grant::Host {
+            host: "registry.npmjs.org".into(),
+            port: None,
+            plain_http: false,
+            tcp: false,
+        }],
+        at: 1_796_342_400_000,
+    }
+}
+
+fn approval_fixtures() -> Vec<Fixture> {
+    use crate::approval::*;
+    let a = example_approval();
+    vec![
+        fixture(
+            "approvals_result.json",
+            ApprovalsResult {
+                approvals: vec![
+                    a.clone(),
+                    Approval {
+                        id: "m3q9".into(),
+                        conversation: None,
+                        projects: vec![],
+                        ..a.clone()
+                    },
+                ],
+            },
+        ),
+        fixture(
+            "approval_decide_params.json",
+            vec![
+                ApprovalDecideParams {
+                    id: "7k2p".into(),
+                    decision: ApprovalDecision::Approve,
+                },
+                ApprovalDecideParams {
+                    id: "7k2p".into(),
+                    decision: ApprovalDecision::Always,
+                },
+                ApprovalDecideParams {
+                    id: "7k2p".into(),
+                    decision: ApprovalDecision::Deny,
+                },
+            ],
+        ),
+        fixture(
+            "approval_decide_result.json",
+            ApprovalDecideResult {
+                approval: a.clone(),
+                decision: ApprovalDecision::Always,
+                rules: vec!["allow host exits to registry.npmjs.org".into()],
+            },
+        ),
+        fixture(
+            "approval_record_params.json",
+            ApprovalRecordParams {
+                line: a.line.clone(),
+                conversation: a.conversation.clone(),
+                projects: a.projects.clone(),
+                exits: a.exits.clone(),
+            },
+        ),
+        fixture(
+            "approval_record_result.json",
+            ApprovalRecordResult {
+                approvals: vec![ApprovalRef {
+                    exit: "x1".into(),
+                    approval: "7k2p".into(),
+                }],
+            },
+        ),
+        fixture(
+            "standing_grants_params.json",
+            StandingGrantsParams {
+                conversation: "conv-1".into(),
+            },
+        ),
+        fixture(
+            "standing_grants_result.json",
+            StandingGrantsResult {
+                grants: a.grants.clone(),
+            },
+        ),
+        fixture(
+            "approval_store.json",
+            ApprovalStore {
+                version: ApprovalStore::VERSION,
+                pending: vec![PendingApproval {
+                    uid: 1000,
+                    approval: a.clone(),
+                }],
+                standing: vec![StandingGrants {
+                    conversation: "conv-2".into(),
+                    uid: 1000,
+                    grants: a.grants,
+                    at: 1_796_342_460_000,
+                }],
+            },
+        ),
+    ]
+}
+
 fn job_fixtures(call: crate::call::CallParams) -> Vec<Fixture> {
     use crate::call::*;
     use crate::job::*;

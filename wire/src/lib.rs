@@ -14,6 +14,7 @@
 )]
 
 pub mod always;
+pub mod approval;
 pub mod backend;
 pub mod call;
 pub mod classify;
@@ -39,6 +40,11 @@ pub mod summary;
 pub mod surface;
 
 pub use always::{AlwaysOutcome, NotSavedReason};
+pub use approval::{
+    Approval, ApprovalDecideParams, ApprovalDecideResult, ApprovalDecision, ApprovalRecordParams,
+    ApprovalRecordResult, ApprovalRef, ApprovalStore, ApprovalsResult, StandingGrants,
+    StandingGrantsParams, StandingGrantsResult,
+};
 pub use backend::{BackendChoice, RunBackend};
 pub use call::{
     CallParams, FinishParams, LaunchItem, OutputData, OutputStream, PlanParams, PlanResult,

@@ -46,6 +46,16 @@ pub mod method {
     pub const JOB_EVENTS: &str = "sandbox.job_events";
     /// Turns a running contained call into a job.
     pub const CALL_BACKGROUND: &str = "sandbox.call_background";
+    /// Lists the pending approvals of the CLI routes' refused calls (the service's own uid
+    /// only).
+    pub const APPROVALS: &str = "sandbox.approvals";
+    /// Approves or denies a pending approval (the service's own uid only).
+    pub const APPROVAL_DECIDE: &str = "sandbox.approval_decide";
+    /// Records a call the CLI ran itself as a pending approval (the service's own uid only).
+    pub const APPROVAL_RECORD: &str = "sandbox.approval_record";
+    /// A conversation's standing grants, for a call the CLI runs itself (the service's own
+    /// uid only).
+    pub const STANDING_GRANTS: &str = "sandbox.standing_grants";
 }
 
 /// A frame from the client.

@@ -75,6 +75,15 @@ pub fn document() -> Value {
         crate::job::JobEvent,
         crate::job::CallBackgroundParams,
         crate::job::CallBackgroundResult,
+        crate::Approval,
+        crate::ApprovalStore,
+        crate::ApprovalsResult,
+        crate::ApprovalDecideParams,
+        crate::ApprovalDecideResult,
+        crate::ApprovalRecordParams,
+        crate::ApprovalRecordResult,
+        crate::StandingGrantsParams,
+        crate::StandingGrantsResult,
     );
     let defs: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
     json!({

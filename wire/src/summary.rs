@@ -262,4 +262,8 @@ pub struct Finish {
     pub exit_status: i32,
     /// How long the call took, in milliseconds.
     pub duration_ms: u64,
+    /// The pending approvals the service made of the refused exit records (`sandbox.run`
+    /// only); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<crate::approval::ApprovalRef>,
 }

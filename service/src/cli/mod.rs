@@ -78,6 +78,16 @@ pub enum Command {
     /// The background jobs of your service: `jobs [--json]`, `jobs stop ID`, `jobs logs ID
     /// [--follow]` (start one with `run --background --max-minutes N -- LINE`).
     Jobs(jobs::JobsArgs),
+    /// The refused calls of `run` and `shell`/`efr-bash` waiting for you: id, age,
+    /// conversation, line, what each needs and why. `approve ID` gives the call's grants to
+    /// its conversation (its retry then works), `deny ID` drops it. Only you can: no
+    /// contained call reaches the service.
+    Approvals(run::approvals::ApprovalsArgs),
+    /// Approve a refused call: its grants go to the later calls of its conversation
+    /// (`--always`: also saved as always rules in your config).
+    Approve(run::approvals::ApproveArgs),
+    /// Drop a refused call's approval.
+    Deny(run::approvals::DenyArgs),
 }
 
 /// Runs the command line; the exit status.
@@ -101,5 +111,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(a) => serve::run(a),
         Command::Surface(a) => surface::run(a),
         Command::Jobs(a) => jobs::run(a),
+        Command::Approvals(a) => Ok(run::approvals::list(a)),
+        Command::Approve(a) => Ok(run::approvals::approve(a)),
+        Command::Deny(a) => Ok(run::approvals::deny(a)),
     }
 }

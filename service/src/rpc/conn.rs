@@ -224,6 +224,8 @@ struct Conn {
     /// Why the peer is taken for a contained call ([`crate::peer::contained`]): every
     /// method but `hello` is then `forbidden`.
     contained: Option<String>,
+    /// The peer's uid (`SO_PEERCRED`), for the methods only the service's own uid may ask.
+    uid: u32,
 }
 
 /// Most fds a connection holds for its next request; more is a client that sends fds no
@@ -252,6 +254,7 @@ pub async fn serve(
     svc: Arc<Service>,
     stream: UnixStream,
     peer: String,
+    uid: u32,
     contained: Option<String>,
     _permit: OwnedSemaphorePermit,
 ) {
@@ -280,6 +283,7 @@ pub async fn serve(
         state: HelloState::Waiting,
         fds: Vec::new(),
         contained,
+        uid,
     };
 
     let mut buf = vec![0u8; 64 * 1024];
@@ -532,6 +536,7 @@ impl Conn {
             params,
             items: ItemSink::new(out.clone()),
             fds,
+            uid: self.uid,
         };
         let inner = tokio::spawn((m.handler)(self.svc.clone(), call));
         lock(&self.requests).insert(

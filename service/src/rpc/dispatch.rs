@@ -17,9 +17,9 @@ use efr_sandbox_wire::rpc::method;
 
 use crate::rpc::handler::Handler;
 use crate::rpc::{
-    always_save, cache_delete_apply, call_background, check, classify, debug, explain, finish,
-    floor_write, job_events, job_output, job_stop, jobs, launch, plan, run, status, surface,
-    surface_respond,
+    always_save, approval_decide, approval_record, approvals, cache_delete_apply, call_background,
+    check, classify, debug, explain, finish, floor_write, job_events, job_output, job_stop, jobs,
+    launch, plan, run, standing_grants, status, surface, surface_respond,
 };
 
 /// One row of the table.
@@ -122,6 +122,26 @@ pub const METHODS: &[Method] = &[
     Method {
         name: method::CALL_BACKGROUND,
         handler: call_background::call_background,
+        test_only: false,
+    },
+    Method {
+        name: method::APPROVALS,
+        handler: approvals::approvals,
+        test_only: false,
+    },
+    Method {
+        name: method::APPROVAL_DECIDE,
+        handler: approval_decide::approval_decide,
+        test_only: false,
+    },
+    Method {
+        name: method::APPROVAL_RECORD,
+        handler: approval_record::approval_record,
+        test_only: false,
+    },
+    Method {
+        name: method::STANDING_GRANTS,
+        handler: standing_grants::standing_grants,
         test_only: false,
     },
     Method {

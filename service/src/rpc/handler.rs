@@ -56,6 +56,25 @@ pub struct Call {
     /// The fds sent with the request (`SCM_RIGHTS`, with its bytes): `sandbox.run`'s stdio.
     /// A method that takes none leaves them to close with the call.
     pub fds: Vec<std::os::fd::OwnedFd>,
+    /// The peer's uid (`SO_PEERCRED`): one of the service's allowed uids.
+    pub uid: u32,
+}
+
+/// `forbidden` unless the peer runs as the service's own uid: for what only the user the
+/// service runs as may do (approvals), when `serve --allow-uid` lets other uids connect.
+pub fn own_uid_only(call: &Call, what: &str) -> Result<(), ErrorBody> {
+    let own = nix::unistd::geteuid().as_raw();
+    if call.uid == own {
+        Ok(())
+    } else {
+        Err(ErrorBody::new(
+            ErrorCode::Forbidden,
+            format!(
+                "{what} is for the service's own user (uid {own}), not uid {}",
+                call.uid
+            ),
+        ))
+    }
 }
 
 /// Reads params into `T`; a failure is `invalid` with serde's message. Params must be an

@@ -10,6 +10,9 @@ pub mod handler;
 pub mod server;
 
 pub mod always_save;
+pub mod approval_decide;
+pub mod approval_record;
+pub mod approvals;
 pub mod cache_delete_apply;
 pub mod call_background;
 pub mod check;
@@ -25,6 +28,7 @@ pub mod jobs;
 pub mod launch;
 pub mod plan;
 pub mod run;
+pub mod standing_grants;
 pub mod status;
 pub mod surface;
 pub mod surface_respond;

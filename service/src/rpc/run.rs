@@ -54,7 +54,7 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
                 ),
             )
         })?;
-        let p: RunParams = params(call.params)?;
+        let mut p: RunParams = params(call.params)?;
         if p.call.background.is_some() {
             return Err(ErrorBody::new(
                 ErrorCode::Invalid,
@@ -63,6 +63,21 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
             ));
         }
         same_caller(&svc, &p).map_err(|why| ErrorBody::new(ErrorCode::Conflict, why))?;
+        // The grants the user approved for this conversation (`efr-sandbox approve`), for
+        // the calls of the uid they were approved for.
+        let ttl = svc.standing_ttl();
+        if let Some(conv) = &p.call.conversation {
+            for g in svc.approvals.standing(call.uid, conv, ttl) {
+                if !p.call.grants.contains(&g) {
+                    p.call.grants.push(g);
+                }
+            }
+        }
+        let asked = (
+            p.call.line.clone(),
+            p.call.conversation.clone(),
+            p.call.projects.clone(),
+        );
         // A config file that does not load is the caller's error, as it is without the
         // service (which would go on with the last good one).
         let config = svc
@@ -102,9 +117,36 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
                 .send(to_value(&LaunchItem::EnvDropped { name, why })?)
                 .await?;
         }
-        run_call(c, pol, &ctx, &call.items, |c| {
+        let end = run_call(c, pol, &ctx, &call.items, |c| {
             c.start_passed(&ctx, announced, stdio)
         })
-        .await
+        .await?;
+        Ok(with_approvals(&svc, call.uid, asked, end, ttl))
     })
+}
+
+/// The finish `end` with the pending approvals made of its refused exit records (see
+/// [`crate::approvals`]); as it is when it has none, or does not read as a finish.
+fn with_approvals(
+    svc: &Service,
+    uid: u32,
+    (line, conversation, projects): (String, Option<String>, Vec<String>),
+    end: serde_json::Value,
+    ttl: std::time::Duration,
+) -> serde_json::Value {
+    let Ok(mut fin) = serde_json::from_value::<efr_sandbox_wire::Finish>(end.clone()) else {
+        return end;
+    };
+    if fin.exits.is_empty() {
+        return end;
+    }
+    fin.approvals = svc.approvals.record(
+        uid,
+        &line,
+        conversation.as_deref(),
+        &projects,
+        &fin.exits,
+        ttl,
+    );
+    serde_json::to_value(&fin).unwrap_or(end)
 }

@@ -82,6 +82,7 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
     if !env.service_sockets.contains(&paths.socket) {
         env.service_sockets.push(paths.socket.clone());
     }
+    let approvals_dir = efr_policy::control::state_home(&env).join("efr-sandbox");
     let policy = Policy::load(env);
     // One service per socket: two started at once (two `efr-sandbox run`s finding none)
     // must not both take the socket, nor one remove the other's as stale between its bind
@@ -110,6 +111,7 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         last_check: Default::default(),
         standby: opts.standby.then(Default::default),
         jobs: Default::default(),
+        approvals: Arc::new(crate::approvals::Approvals::open(&approvals_dir)),
     });
     svc.jobs.take_over(crate::jobs::restart::Record::open(
         &svc.paths.runtime_dir,
@@ -327,7 +329,14 @@ async fn accept_loop(
         }
         match slots.clone().try_acquire_owned() {
             Ok(permit) => {
-                tokio::spawn(conn::serve(svc.clone(), stream, peer, contained, permit));
+                tokio::spawn(conn::serve(
+                    svc.clone(),
+                    stream,
+                    peer,
+                    cred.uid(),
+                    contained,
+                    permit,
+                ));
             }
             Err(_) => {
                 eprintln!("efr-sandbox: {peer}: refused, {max} connections are open");

@@ -6,8 +6,10 @@
 //! signal), 125 when the sandbox could not start, 2 for a bad command line or config.
 //!
 //! `shell` (`efr-sandbox shell`, `efr-bash`) is this command with bash's own command line;
-//! `contained` tells both whether they already run inside a call.
+//! `contained` tells both whether they already run inside a call; `approvals` is the user's
+//! answer to their refusals (`efr-sandbox approvals`, `approve`, `deny`).
 
+pub mod approvals;
 pub mod contained;
 pub mod shell;
 
@@ -84,6 +86,21 @@ pub struct RunArgs {
     /// arguments, each passed as given (shell-quoted when joined).
     #[arg(last = true, required = true, value_name = "LINE")]
     pub line: Vec<String>,
+    /// Who reads the refusals: the user who typed `run`, or the model behind an agent's
+    /// shell (`efr-sandbox shell`), which must not grant itself.
+    #[arg(skip)]
+    pub route: Route,
+}
+
+/// Who reads a call's refusal lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Route {
+    /// `efr-sandbox run`, typed by a user: the `--grant`s to retry with.
+    #[default]
+    Run,
+    /// An agent's shell (`efr-sandbox shell`, `efr-bash`): its model reads them, and only
+    /// the user may approve.
+    Shell,
 }
 
 impl RunArgs {
@@ -105,6 +122,7 @@ impl RunArgs {
             watch: None,
             shell: None,
             line,
+            route: Route::Shell,
         }
     }
 }
@@ -283,16 +301,40 @@ pub fn grant_arg(g: &Grant) -> Option<String> {
 }
 
 /// The line `run` prints at its end for one exit record: what was refused, then the exact
-/// `--grant`s to retry with, or why no grant opens it.
-pub fn refusal_line(r: &ExitRecord) -> String {
+/// `--grant`s to retry with (on `run`'s route), or why no grant opens it; and when the
+/// service keeps the call as the pending approval `approval`, how the user approves it.
+/// On the shell route the model reads it: no `--grant`, only what it needs and that the
+/// user can approve it.
+pub fn refusal_line(r: &ExitRecord, approval: Option<&str>, route: Route) -> String {
     let why = r.judgement.reasons.first().cloned().unwrap_or_default();
-    let grants: Option<Vec<String>> = match &r.needs {
+    let args: Option<Vec<String>> = match &r.needs {
         Needs::Contained { grants } if !grants.is_empty() => grants
             .iter()
-            .map(|g| grant_arg(g).map(|a| format!("--grant {}", shell_word(&a))))
+            .map(|g| grant_arg(g).map(|a| shell_word(&a)))
             .collect(),
         _ => None,
     };
+    let approve = approval.map(|id| {
+        format!("ask the user to run 'efr-sandbox approve {id}' (then retry the same command)")
+    });
+    if route == Route::Shell
+        && let Some(a) = &args
+    {
+        let then = approve.unwrap_or_else(|| {
+            "the user can approve it only through their service, and none was reached \
+             (approvals need XDG_RUNTIME_DIR)"
+                .into()
+        });
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            format!(": {why}")
+        };
+        return format!("refused: {}{why}: needs {}; {then}", r.summary, a.join(" "));
+    }
+    let grants: Option<Vec<String>> =
+        args.map(|a| a.iter().map(|w| format!("--grant {w}")).collect());
+    let approve = approve.map(|a| format!("; or {a}")).unwrap_or_default();
     // A write grant names a path that exists (the launcher refuses to start otherwise).
     let missing: Vec<&str> = match &r.needs {
         Needs::Contained { grants } => grants
@@ -316,11 +358,15 @@ pub fn refusal_line(r: &ExitRecord) -> String {
     };
     match grants {
         Some(g) if r.judgement.verdict == Verdict::UserOnly => format!(
-            "refused: {}: {why}; retry with {}{first}",
+            "refused: {}: {why}; retry with {}{first}{approve}",
             r.summary,
             g.join(" ")
         ),
-        Some(g) => format!("refused: {}; retry with {}{first}", r.summary, g.join(" ")),
+        Some(g) => format!(
+            "refused: {}; retry with {}{first}{approve}",
+            r.summary,
+            g.join(" ")
+        ),
         None if why.is_empty() => format!("refused: {}", r.summary),
         None => format!("refused: {}: {why}", r.summary),
     }
@@ -510,6 +556,12 @@ pub fn launch(
             Err(NotTaken::Elsewhere) => {}
         }
     }
+    // Run here, the call still gets its conversation's approved grants, and its refusals
+    // still wait as approvals, when a service runs (none is started for it).
+    let mut p = p;
+    if a.plan_out.is_none() && !a.unsandboxed {
+        p.grants.extend(approved_grants(&p));
+    }
     let config = match Config::load(&env) {
         Ok(c) => c,
         Err(e) => return Ok(usage_error(e)),
@@ -590,7 +642,7 @@ pub fn launch(
                 || std::io::stderr().is_terminal()
         };
     efr_call::sys::forward_kernel_signals(own_group);
-    let fin = match call {
+    let mut fin = match call {
         Err(setup) => {
             efr_call::sys::stop_forwarding(&forwarded);
             let mut fin = setup_error_finish(setup);
@@ -615,7 +667,65 @@ pub fn launch(
         }
     };
     drop(rt);
+    fin.approvals = record_approvals(&p, &fin.exits);
     report(&a, &fin)
+}
+
+/// Whether an exit record is one a grant opens (the service keeps it as an approval).
+fn approvable(r: &ExitRecord) -> bool {
+    matches!(&r.needs, Needs::Contained { grants } if !grants.is_empty())
+}
+
+/// The running service, when there is one (none is started).
+fn running_service() -> Option<handoff::Session> {
+    handoff::Session::open_running(&handoff::socket()?).ok()
+}
+
+/// The grants the user approved for the conversation of `p` that it does not have yet
+/// (`sandbox.standing_grants`); none when no service runs.
+fn approved_grants(p: &CallParams) -> Vec<Grant> {
+    let Some(conversation) = &p.conversation else {
+        return Vec::new();
+    };
+    let Some(mut s) = running_service() else {
+        return Vec::new();
+    };
+    let asked = serde_json::json!({ "conversation": conversation });
+    s.call(efr_sandbox_wire::rpc::method::STANDING_GRANTS, asked)
+        .ok()
+        .and_then(|v| serde_json::from_value::<efr_sandbox_wire::StandingGrantsResult>(v).ok())
+        .map(|r| {
+            r.grants
+                .into_iter()
+                .filter(|g| !p.grants.contains(g))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The refusals of a call run here, kept by the running service as a pending approval
+/// (`sandbox.approval_record`); none when no service runs.
+fn record_approvals(p: &CallParams, exits: &[ExitRecord]) -> Vec<efr_sandbox_wire::ApprovalRef> {
+    if !exits.iter().any(approvable) {
+        return Vec::new();
+    }
+    let Some(mut s) = running_service() else {
+        return Vec::new();
+    };
+    let asked = efr_sandbox_wire::ApprovalRecordParams {
+        line: p.line.clone(),
+        conversation: p.conversation.clone(),
+        projects: p.projects.clone(),
+        exits: exits.iter().filter(|r| approvable(r)).cloned().collect(),
+    };
+    let Ok(asked) = serde_json::to_value(&asked) else {
+        return Vec::new();
+    };
+    s.call(efr_sandbox_wire::rpc::method::APPROVAL_RECORD, asked)
+        .ok()
+        .and_then(|v| serde_json::from_value::<efr_sandbox_wire::ApprovalRecordResult>(v).ok())
+        .map(|r| r.approvals)
+        .unwrap_or_default()
 }
 
 /// The service's socket when this call goes to it: a contained call (an unsandboxed line
@@ -645,7 +755,12 @@ fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
     // One line per distinct refusal, with the exact `--grant` to retry with (or why none).
     let mut said = std::collections::HashSet::new();
     for r in &fin.exits {
-        let l = refusal_line(r);
+        let approval = fin
+            .approvals
+            .iter()
+            .find(|x| x.exit == r.id)
+            .map(|x| x.approval.as_str());
+        let l = refusal_line(r, approval, a.route);
         if said.insert(l.clone()) {
             say(&l);
         }
@@ -904,7 +1019,7 @@ mod tests {
         );
         let rec = efr_call::egress::host_record(1, &r, "curl https://nope.test", &p);
         assert_eq!(
-            refusal_line(&rec),
+            refusal_line(&rec, None, Route::Run),
             "refused: reach nope.test:443 (refused by the proxy: not_allowed); retry with \
              --grant host=nope.test"
         );
@@ -920,7 +1035,7 @@ mod tests {
             )
         };
         let rec = efr_call::egress::host_record(2, &r, "x", &p);
-        let l = refusal_line(&rec);
+        let l = refusal_line(&rec, None, Route::Run);
         assert!(
             l.starts_with("refused: reach mirror.corp.test:8443 (refused by the proxy: denied): ")
                 && l.contains("10.0.0.7, in the private range")
