@@ -13,6 +13,7 @@
 
 mod common;
 mod model;
+mod registry;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -28,6 +29,7 @@ use common::{backends, skip};
 use model::Model;
 
 const EFR_BASH: &str = env!("CARGO_BIN_EXE_efr-bash");
+const EFR_SANDBOX: &str = env!("CARGO_BIN_EXE_efr-sandbox");
 
 /// Where the pinned agents are when `$EFR_TEST_AGENTS` does not say.
 const DEFAULT_AGENTS: &str = "/opt/efr-test-agents/node_modules/.bin";
@@ -116,6 +118,8 @@ struct World {
     dir: tempfile::TempDir,
     token: String,
     loopback: Loopback,
+    /// A host of the test (`registry.test` to the calls) the user approves.
+    approve: registry::Server,
 }
 
 /// The names of the script's lines, in order (the script itself is [`World::script`]).
@@ -133,12 +137,23 @@ const LINES: &[&str] = &[
     "echo exported",
     "bash syntax",
     "git amend",
+    "refused host",
+    "host retried",
+    "approved host",
 ];
+
+/// The first call of the line the user approves. A plain-HTTP host takes two approvals:
+/// the proxy first refuses the host (`host=H:P`), and once that is granted, the plain
+/// HTTP request (`host=H:P:http`); the model retries after each.
+const REFUSED: usize = 13;
 
 impl World {
     fn new() -> World {
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
         let loopback = Loopback::start();
+        std::fs::create_dir_all(dir.path().join("srv")).unwrap();
+        std::fs::write(dir.path().join("srv/f"), "hello-approved\n").unwrap();
+        let approve = registry::Server::start(&dir.path().join("srv"));
         let token = format!(
             "{}{}",
             std::process::id(),
@@ -149,6 +164,7 @@ impl World {
             dir,
             token,
             loopback,
+            approve,
         };
         for d in ["home/.ssh", "home/.config/efr", "run", "proj/src"] {
             std::fs::create_dir_all(w.root().join(d)).unwrap();
@@ -234,7 +250,8 @@ impl World {
             concat!(
                 "echo '# pwned' >> ~/.bashrc; touch ~/made-by-call; ",
                 r#"echo '{"shell": "/bin/bash"}' > opencode.json; "#,
-                r#"mkdir -p .claude && echo '{"env": {}}' > .claude/settings.json; echo wrote"#
+                r#"mkdir -p .claude && echo '{"env": {}}' > .claude/settings.json; "#,
+                "mkdir -p .opencode/plugins && echo 'export default {}' > .opencode/plugins/p.js; echo wrote"
             )
             .into(),
             format!(
@@ -253,6 +270,30 @@ impl World {
             // The editor's failure message is the environment's (git's own, or the sandbox's
             // editor that fails at once); its status and the commit are the line's.
             "git commit -q --allow-empty -m one 2>/dev/null; echo \"commit=$?\"; git commit -q --amend --allow-empty >/dev/null 2>&1; echo \"amend=$?\"; git log -1 --format=%s".into(),
+            self.approved_line(),
+            self.approved_line(),
+            self.approved_line(),
+        ]
+    }
+
+    /// A fetch from the test's host, refused until the user approves it. The host name is
+    /// built at run time, as a program the model started would: no route classifies it
+    /// before the call (a hook would ask or deny first), so the refusal comes from the
+    /// running call and waits for the user's approval.
+    fn approved_line(&self) -> String {
+        let port = self.approve.port;
+        format!(
+            "python3 -c 'import urllib.request as u; print(u.urlopen(\"http://\" + \"registry\" + \".test:{port}/f\", timeout=20).read().decode().strip())' 2>&1 | tail -n 1"
+        )
+    }
+
+    /// The user's environment, as their own terminal has it: where the service and the
+    /// approvals are.
+    fn user_env(&self) -> Vec<(String, PathBuf)> {
+        vec![
+            ("HOME".into(), self.home()),
+            ("XDG_CONFIG_HOME".into(), self.home().join(".config")),
+            ("XDG_RUNTIME_DIR".into(), self.root().join("run")),
         ]
     }
 
@@ -279,6 +320,7 @@ impl World {
             made_in_home: self.home().join("made-by-call").exists(),
             opencode_json: self.proj().join("opencode.json").exists(),
             claude_settings: self.proj().join(".claude/settings.json").exists(),
+            opencode_plugin: self.proj().join(".opencode/plugins/p.js").exists(),
             loopback_hits: self.loopback.hits.load(Ordering::SeqCst),
         }
     }
@@ -288,9 +330,7 @@ impl Drop for World {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(self.tmp_file());
         let service = format!("serve --socket {}", self.root().join("run").display());
-        let _ = Command::new("pkill")
-            .args(["-f", &service])
-            .status();
+        let _ = Command::new("pkill").args(["-f", &service]).status();
         for pid in self.leftovers() {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
@@ -306,6 +346,7 @@ struct HostState {
     made_in_home: bool,
     opencode_json: bool,
     claude_settings: bool,
+    opencode_plugin: bool,
     loopback_hits: usize,
 }
 
@@ -316,6 +357,8 @@ struct Outcome {
     raw: Vec<String>,
     host: HostState,
     leftovers: Vec<i32>,
+    /// What the user's `efr-sandbox approve` said, by result index.
+    approvals: String,
     status: Option<i32>,
     output: String,
     took: Duration,
@@ -350,7 +393,10 @@ fn setup(agent: Agent, route: Route, w: &World, m: &Model, bin: &Path) -> Comman
     if let Route::Sandbox(backend) = route {
         std::fs::write(
             home.join(".config/efr/config.toml"),
-            format!("[sandbox]\nbackend = \"{backend}\"\n"),
+            format!(
+                "{}[sandbox]\nbackend = \"{backend}\"\n",
+                registry::Server::config()
+            ),
         )
         .unwrap();
         std::fs::write(&hook, HOOK).unwrap();
@@ -494,7 +540,20 @@ fn converse(agent: Agent, route: Route, bin: &Path) -> (World, Outcome) {
     let w = World::new();
     let script = w.script();
     let lines: Vec<&str> = script.iter().map(String::as_str).collect();
-    let m = Model::start(&lines);
+    let approved = Arc::new(std::sync::Mutex::new(String::new()));
+    let on_result: Option<model::OnResult> = match route {
+        Route::Baseline => None,
+        Route::Sandbox(_) => {
+            let (user, log) = (w.user_env(), approved.clone());
+            Some(Box::new(move |i, text| {
+                if i >= REFUSED && text.contains("efr-sandbox approve ") {
+                    let done = approve(&user, text);
+                    log.lock().unwrap().push_str(&format!("[{i}] {done}; "));
+                }
+            }))
+        }
+    };
+    let m = Model::start_with(&lines, on_result);
     let mut c = setup(agent, route, &w, &m, bin);
     let log = w.root().join("agent.log");
     let f = std::fs::File::create(&log).unwrap();
@@ -522,9 +581,10 @@ fn converse(agent: Agent, route: Route, bin: &Path) -> (World, Outcome) {
     let mut output = String::new();
     let _ = std::fs::File::open(&log).and_then(|mut f| f.read_to_string(&mut output));
     output.push_str(&format!(
-        "\n[model requests: {:?}; unread: {:?}]",
+        "\n[model requests: {:?}; unread: {:?}; the user's approval: {}]",
         m.requests(),
-        m.errors()
+        m.errors(),
+        approved.lock().unwrap()
     ));
     let raw = m.results();
     let results = LINES
@@ -540,11 +600,42 @@ fn converse(agent: Agent, route: Route, bin: &Path) -> (World, Outcome) {
             raw,
             host,
             leftovers,
+            approvals: approved.lock().unwrap().clone(),
             status,
             output,
             took,
         },
     )
+}
+
+/// The user approves the refusal the model saw, as the refusal tells them to: the id in
+/// its `efr-sandbox approve ID`, given to `efr-sandbox approve` in the user's environment.
+/// Returns what happened, for the failure message.
+fn approve(user: &[(String, PathBuf)], refusal: &str) -> String {
+    let Some((_, rest)) = refusal.split_once("efr-sandbox approve ") else {
+        return format!("no approval named in the refusal: {refusal:?}");
+    };
+    let id: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    let mut c = Command::new(EFR_SANDBOX);
+    c.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .args(["approve", &id])
+        .stdin(Stdio::null());
+    for (k, v) in user {
+        c.env(k, v);
+    }
+    match c.output() {
+        Ok(o) => format!(
+            "approve {id}: {} {}{}",
+            if o.status.success() { "ok" } else { "FAILED" },
+            String::from_utf8_lossy(&o.stdout).trim(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("approve {id}: FAILED to run: {e}"),
+    }
 }
 
 /// A result as the model saw it, with what differs between two runs of the same line
@@ -594,9 +685,10 @@ fn check_baseline(b: &Outcome, w: &World, fails: &mut Vec<String>) {
             ));
         }
     }
-    if !b.host.bashrc.contains("pwned") || !b.host.made_in_home {
+    let h = &b.host;
+    if !h.bashrc.contains("pwned") || !h.made_in_home || !h.opencode_json || !h.opencode_plugin {
         fails.push(format!(
-            "baseline: no write outside the project: {:?}",
+            "baseline: the writes outside the project and to the agent configs did not happen: {:?}",
             b.host
         ));
     }
@@ -620,7 +712,7 @@ fn check_sandboxed(label: &str, s: &Outcome, w: &World, b: &Outcome, fails: &mut
     if h.made_in_home {
         fails.push(format!("{label}: a file was made in the home"));
     }
-    if h.opencode_json || h.claude_settings {
+    if h.opencode_json || h.claude_settings || h.opencode_plugin {
         fails.push(format!(
             "{label}: an agent config was written in the project: {h:?}"
         ));
@@ -635,6 +727,23 @@ fn check_sandboxed(label: &str, s: &Outcome, w: &World, b: &Outcome, fails: &mut
         fails.push(format!(
             "{label}: the call's background sleep outlived the agent: {:?}",
             s.leftovers
+        ));
+    }
+    let (refused, retried) = (
+        s.results.get("refused host").cloned().unwrap_or_default(),
+        s.results.get("approved host").cloned().unwrap_or_default(),
+    );
+    if !s.approvals.contains(&format!("[{REFUSED}] approve ")) || s.approvals.contains("FAILED") {
+        fails.push(format!("{label}: the user's approvals: {}", s.approvals));
+    }
+    if refused.contains("hello-approved") || !refused.contains("efr-sandbox approve ") {
+        fails.push(format!(
+            "{label}: the test's host was not refused with an approval to give: {refused:?}"
+        ));
+    }
+    if !retried.contains("hello-approved") {
+        fails.push(format!(
+            "{label}: the approved host did not work on the retry: {retried:?}"
         ));
     }
     for line in SAME_AS_BASELINE {
@@ -668,11 +777,12 @@ fn run(
 ) -> (World, Outcome) {
     let (w, o) = converse(agent, route, bin);
     eprintln!(
-        "{agent:?} {route:?}: status {:?}, {} of {} results, {:.1?}",
+        "{agent:?} {route:?}: status {:?}, {} of {} results, {:.1?}; approvals: {}",
         o.status,
         o.raw.len(),
         LINES.len(),
-        o.took
+        o.took,
+        o.approvals
     );
     report.push_str(&format!(
         "--- {agent:?} {route:?}: status {:?} in {:.1?}, {} results, host {:?}, left running {:?}\n{:#?}\n",

@@ -32,6 +32,10 @@ pub enum Wire {
     Chat,
 }
 
+/// Called once for each new tool result, with its index and text, before the model
+/// answers: the test acts there as the user would between two calls.
+pub type OnResult = Box<dyn Fn(usize, &str) + Send + Sync>;
+
 #[derive(Default)]
 struct State {
     script: Vec<String>,
@@ -41,6 +45,9 @@ struct State {
     requests: Vec<String>,
     /// Requests the mock could not read or did not know.
     errors: Vec<String>,
+    /// How many results [`State::on_result`] has been called for.
+    seen: usize,
+    on_result: Option<Arc<OnResult>>,
 }
 
 /// A running model; stopped on drop.
@@ -60,11 +67,17 @@ impl Drop for Model {
 impl Model {
     /// Serves `script` on a free port of 127.0.0.1.
     pub fn start(script: &[&str]) -> Model {
+        Model::start_with(script, None)
+    }
+
+    /// [`Model::start`], calling `on_result` for each new tool result.
+    pub fn start_with(script: &[&str], on_result: Option<OnResult>) -> Model {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let state = Arc::new(Mutex::new(State {
             script: script.iter().map(|s| s.to_string()).collect(),
+            on_result: on_result.map(Arc::new),
             ..State::default()
         }));
         let (s, st) = (stop.clone(), state.clone());
@@ -238,12 +251,23 @@ fn answer(req: &Request, body: &Value, st: &Mutex<State>) -> Option<Answer> {
     };
     let (has_shell, results) = conversation(wire, body);
     let step = if has_shell {
-        let mut s = st.lock().unwrap();
         let n = results.len();
-        if n >= s.results.len() {
-            s.results = results;
+        let (new, hook) = {
+            let mut s = st.lock().unwrap();
+            let new: Vec<(usize, String)> = (s.seen..n).map(|i| (i, results[i].clone())).collect();
+            s.seen = s.seen.max(n);
+            if n >= s.results.len() {
+                s.results = results;
+            }
+            (new, s.on_result.clone())
+        };
+        if let Some(h) = hook {
+            for (i, r) in &new {
+                h(*i, r);
+            }
         }
-        Step::from(s.script.get(n).cloned(), n)
+        let line = st.lock().unwrap().script.get(n).cloned();
+        Step::from(line, n)
     } else {
         Step::Side
     };
