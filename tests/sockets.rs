@@ -308,3 +308,66 @@ os._exit(0)
         assert!(r.stdout.contains("writes-ok"), "{b:?}: {}", r.all_output());
     }
 }
+
+/// Root's view lists every listening socket of the host, also those in another user's
+/// private directory, which root's call (whose namespace maps no other user) cannot reach:
+/// the call runs, and the socket stays out of its reach. Root only: a user's view already
+/// names no socket it cannot look at.
+#[test]
+fn a_socket_in_another_users_private_directory_does_not_stop_roots_call() {
+    if !is_root() {
+        return;
+    }
+    for b in common::backends() {
+        let fx = Fixture::new();
+        let dir = format!("{}/private of nobody", fx.home);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = format!("{dir}/nobody.sock");
+        let status = Command::new("chown")
+            .args(["65534:65534", &dir])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let mut s = {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+            c.args([common::python(), "-c"]);
+            c.arg(
+                "import socket, sys, os\n\
+                 s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8)\n\
+                 os.chmod(sys.argv[1], 0o777); os.chmod(os.path.dirname(sys.argv[1]), 0o700)\n\
+                 print('ready', flush=True)\n\
+                 while True: s.accept()[0].close()",
+            );
+            c.arg(&p);
+            c.stdout(Stdio::piped()).spawn().expect("nobody's server")
+        };
+        let mut line = String::new();
+        BufReader::new(s.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "nobody's server did not start");
+        let r = common::run(
+            &fx,
+            &format!(
+                "python3 -c 'import socket, sys\ntry:\n    socket.socket(socket.AF_UNIX).connect(sys.argv[1]); print(\"REACHED\")\nexcept OSError as e: print(\"refused\", e.errno)' \"{p}\""
+            ),
+            b,
+        );
+        let _ = (s.kill(), s.wait());
+        assert!(
+            r.status.success(),
+            "{b:?}: {}{:?}",
+            r.all_output(),
+            r.outcome
+        );
+        assert!(r.stdout.starts_with("refused"), "{b:?}: {}", r.all_output());
+    }
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}

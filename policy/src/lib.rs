@@ -16,6 +16,7 @@
     clippy::cast_possible_wrap
 )]
 
+pub mod agent_hook;
 pub mod bus;
 pub mod classify;
 pub mod config;

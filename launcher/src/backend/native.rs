@@ -315,6 +315,13 @@ pub(super) fn finish_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupErr
                     // Gone since the view was computed (a socket of a program that
                     // ended): nothing left to hide.
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    // Out of this namespace's reach: root's view lists every socket of the
+                    // host, but root's call holds no power over another user's files (their
+                    // owner is not mapped here), so a socket in their private directory
+                    // stays out of reach of this setup, which has every capability the
+                    // call's processes have and more; the call cannot name it either. One
+                    // that opens up later meets the supervisor, as one that appears does.
+                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => continue,
                     Err(e) => return Err(SetupError::mask("empty file", path)(e)),
                 }
                 sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)

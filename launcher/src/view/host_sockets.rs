@@ -217,6 +217,57 @@ fn proc_net_unix() -> Vec<String> {
     out.into_iter().collect()
 }
 
+/// Whether a call of root's could look `path` up. Root's view is built with root's power
+/// over every file, but root's call holds power only over the files of the users its
+/// namespace maps (root alone): another user's directory is searched by its mode bits, as
+/// a user would be. A socket in another user's private directory (`/run/user/UID`, a
+/// `0700` dir in `/var/tmp`) is out of the call's reach, and a mask over it could not be
+/// made there; the supervisor refuses it should it open up. For a user's view the host's
+/// own lookup already says the same.
+pub fn reachable_by_roots_call(path: &std::path::Path) -> bool {
+    let groups = own_groups();
+    path.ancestors()
+        .skip(1)
+        .all(|dir| match std::fs::metadata(dir) {
+            Ok(m) => searchable_by_root_without_power(&m, &groups),
+            Err(_) => false,
+        })
+}
+
+/// Root's (uid 0) search of one directory in a namespace that maps no other user: its own
+/// directories always; another's by the group bits when it is in the directory's group,
+/// else by the bits for others.
+fn searchable_by_root_without_power(m: &std::fs::Metadata, groups: &[u32]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if m.uid() == 0 {
+        return true;
+    }
+    if groups.contains(&m.gid()) {
+        return m.mode() & 0o010 != 0;
+    }
+    m.mode() & 0o001 != 0
+}
+
+/// This process's effective and supplementary groups, from `/proc/self/status`.
+fn own_groups() -> Vec<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| -> Vec<u32> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| {
+                v.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut g = field("Groups:");
+    // `Gid:` is real, effective, saved, file system: the file system gid decides access.
+    g.extend(field("Gid:").get(3));
+    g
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -434,6 +434,7 @@ pub fn build(plan: &Plan) -> View {
     }
     // Host sockets hidden, except the granted ones and those in writable roots.
     if plan.hide_sockets {
+        let as_root = crate::sys::ids().0 == 0;
         for s in host_sockets::listening() {
             if sockets.contains(&s)
                 || roots.iter().any(|w| under(&s, w))
@@ -445,6 +446,7 @@ pub fn build(plan: &Plan) -> View {
             if std::fs::symlink_metadata(&s)
                 .map(|m| m.file_type().is_socket())
                 .unwrap_or(false)
+                && (!as_root || host_sockets::reachable_by_roots_call(std::path::Path::new(&s)))
             {
                 v.ops.push(Op::MaskFile { path: s });
             }

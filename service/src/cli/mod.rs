@@ -88,6 +88,12 @@ pub enum Command {
     Approve(run::approvals::ApproveArgs),
     /// Drop a refused call's approval.
     Deny(run::approvals::DenyArgs),
+    /// A coding agent's route through the sandbox: `hook claude|codex|gemini` is the
+    /// agent's pre-tool hook (its JSON on stdin, its answer on stdout; exit 2 blocks);
+    /// `hook install AGENT [--yes]` writes the agent's config for it (claude, codex, gemini,
+    /// opencode), printing the diff; `hook check AGENT` says whether its shell calls will
+    /// really be contained.
+    Hook(run::hook::HookArgs),
 }
 
 /// Runs the command line; the exit status.
@@ -114,5 +120,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Approvals(a) => Ok(run::approvals::list(a)),
         Command::Approve(a) => Ok(run::approvals::approve(a)),
         Command::Deny(a) => Ok(run::approvals::deny(a)),
+        Command::Hook(a) => run::hook::run(a),
     }
 }

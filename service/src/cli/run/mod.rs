@@ -11,6 +11,7 @@
 
 pub mod approvals;
 pub mod contained;
+pub mod hook;
 pub mod shell;
 
 use clap::Args;

@@ -1,0 +1,230 @@
+//! What the hook answers for a shell line: the classifier's result turned into allow, ask or
+//! deny ([`decide`]), and the line rewritten to run through `efr-bash` ([`rewrite`]).
+
+use std::path::{Path, PathBuf};
+
+use efr_policy::agent_hook::{Agent, Answer};
+use efr_sandbox_wire::{ClassifyResult, ExitRecord, Grant, Launch, Needs, Verdict};
+
+use crate::cli::run::grant_arg;
+use crate::cli::run::shell::{CONVERSATION_ENV, GRANTS_ENV, PROJECT_ENV};
+
+/// How the rewritten line reaches `efr-bash`.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// The absolute path of `efr-bash` (beside this executable).
+    pub efr_bash: PathBuf,
+    /// The conversation of the agent's session (none without a runtime dir).
+    pub conversation: Option<String>,
+    /// The project root, when there is one.
+    pub project: Option<PathBuf>,
+    /// Where the line's last working directory is left for the agent's shell to `cd` to
+    /// (Claude Code only): the host path, and the same file's name inside `$SCRATCH`.
+    pub cwd_file: Option<(PathBuf, String)>,
+}
+
+/// `s` as one shell word: as it is when it holds only plain characters, else in single
+/// quotes (what a user reads in an approval prompt most easily).
+pub fn quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-./:=@%+,".contains(&b));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// `line` rewritten to run contained by `efr-bash` with `grants`: the settings as variables
+/// of the command, absolute paths only (Codex runs the line under `bash -lc`, which resets
+/// `PATH`), and the `command` builtin so that no function or alias of the agent's shell
+/// stands in for it. With a `cwd_file`, the contained line leaves its last directory there
+/// (an `EXIT` trap, so also after `exit N`) and the agent's shell `cd`s to it afterwards
+/// when it exists on the host, keeping the line's exit status.
+pub fn rewrite(line: &str, route: &Route, grants: &[String]) -> String {
+    let mut vars: Vec<String> = route
+        .conversation
+        .iter()
+        .map(|c| format!("{CONVERSATION_ENV}={}", quote(c)))
+        .collect();
+    if let Some(p) = &route.project {
+        vars.push(format!("{PROJECT_ENV}={}", quote(&p.to_string_lossy())));
+    }
+    if !grants.is_empty() {
+        vars.push(format!("{GRANTS_ENV}={}", quote(&grants.join(" "))));
+    }
+    let bash = quote(&route.efr_bash.to_string_lossy());
+    let vars: String = vars.iter().map(|v| format!("{v} ")).collect();
+    let Some((host, name)) = &route.cwd_file else {
+        return format!("{vars}command {bash} -c -- {}", quote(line));
+    };
+    let inner = format!(
+        "trap {} EXIT\n{line}",
+        quote(&format!("pwd -P >| \"$SCRATCH\"/{}", quote(name)))
+    );
+    let f = quote(&host.to_string_lossy());
+    format!(
+        "command rm -f -- {f}; {vars}command {bash} -c -- {}; __efr_status=$?; \
+         if [ -s {f} ]; then IFS= read -r __efr_dir < {f}; command rm -f -- {f}; \
+         [ -d \"$__efr_dir\" ] && builtin cd -- \"$__efr_dir\"; fi; (exit $__efr_status)",
+        quote(&inner)
+    )
+}
+
+/// The grant words (`KIND=VALUE`, as `EFR_SANDBOX_GRANTS` takes them) of `grants`; `Err`
+/// with the first that cannot be one (a kind `run` does not take, or a value with a blank).
+fn grant_words(grants: &[Grant]) -> Result<Vec<String>, String> {
+    grants
+        .iter()
+        .map(|g| match grant_arg(g) {
+            Some(a) if !a.chars().any(char::is_whitespace) => Ok(a),
+            Some(a) => Err(a),
+            None => Err(format!("{g:?}")),
+        })
+        .collect()
+}
+
+/// The grants of an exit record, as words.
+fn exit_grants(r: &ExitRecord) -> Vec<String> {
+    match &r.needs {
+        Needs::Contained { grants } => grants.iter().filter_map(grant_arg).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One line for an exit: what the sandbox refuses and why, with the grant that opens it.
+fn exit_line(r: &ExitRecord) -> String {
+    let why = r
+        .judgement
+        .reasons
+        .first()
+        .map(|w| format!(" ({w})"))
+        .unwrap_or_default();
+    let grants = exit_grants(r);
+    match &r.needs {
+        Needs::Contained { .. } if !grants.is_empty() => {
+            format!("- {}{why}; grant {}", r.summary, grants.join(" "))
+        }
+        Needs::Unsandboxed => format!("- {}{why}; runs only outside the sandbox", r.summary),
+        _ => format!("- {}{why}; no grant opens it", r.summary),
+    }
+}
+
+/// The decision for `line` of `agent`, classified as `result`, rewritten with `route`.
+///
+/// - no exit: `allow`, rewritten;
+/// - an exit nothing opens (refused by a floor, or one only the host runs: `efr-bash`
+///   never runs a line outside the sandbox): `deny` with the reasons;
+/// - an exit only the user may approve: `deny`, naming the grant and the command with which
+///   the user runs it (the agent's approval would be the model's way around the rule);
+/// - exits for review: the agent's `ask` with the grants in the rewritten line, where an
+///   approved ask runs the rewrite; elsewhere `deny` naming the grants;
+/// - exits the policy allows: `allow` with their grants.
+pub fn decide(agent: Agent, line: &str, result: &ClassifyResult, route: &Route) -> Answer {
+    let exits = &result.exits;
+    let lines = |pick: &dyn Fn(&ExitRecord) -> bool| -> Vec<String> {
+        exits.iter().filter(|r| pick(r)).map(exit_line).collect()
+    };
+    let closed = lines(&|r| {
+        r.judgement.verdict == Verdict::Refuse || !matches!(r.needs, Needs::Contained { .. })
+    });
+    if !closed.is_empty() {
+        return Answer::Deny {
+            reason: format!(
+                "efr-sandbox refuses this line, and no approval can let it run in the sandbox:\n{}",
+                closed.join("\n")
+            ),
+        };
+    }
+    let grants = match &result.launch {
+        Launch::Contained { grants } => grants.clone(),
+        _ => Vec::new(),
+    };
+    let words = match grant_words(&grants) {
+        Ok(w) => w,
+        Err(g) => {
+            return Answer::Deny {
+                reason: format!(
+                    "efr-sandbox cannot pass the grant {g} through the agent's shell; \
+                     the user can run the line with `efr-sandbox run`:\n{}",
+                    lines(&|_| true).join("\n")
+                ),
+            };
+        }
+    };
+    let user_only = lines(&|r| r.judgement.verdict == Verdict::UserOnly);
+    if !user_only.is_empty() {
+        return Answer::Deny {
+            reason: format!(
+                "efr-sandbox: only the user may approve this; the user can run it with \
+                 `efr-sandbox run {}-- {}`:\n{}",
+                grant_flags(&words),
+                quote(line),
+                user_only.join("\n")
+            ),
+        };
+    }
+    let review = lines(&|r| r.judgement.verdict == Verdict::Review);
+    if review.is_empty() {
+        return Answer::Allow {
+            command: rewrite(line, route, &words),
+            reason: allow_reason(&words),
+        };
+    }
+    if agent.asks_with_rewrite() {
+        return Answer::Ask {
+            command: rewrite(line, route, &words),
+            reason: format!(
+                "efr-sandbox runs this line contained; it needs {} (approving grants it for \
+                 this call only):\n{}",
+                words.join(" "),
+                review.join("\n")
+            ),
+        };
+    }
+    Answer::Deny {
+        reason: format!(
+            "efr-sandbox would refuse part of this line; {} has no approval prompt for a \
+             rewritten call, so the user can run it with `efr-sandbox run {}-- {}`:\n{}",
+            agent.name(),
+            grant_flags(&words),
+            quote(line),
+            review.join("\n")
+        ),
+    }
+}
+
+fn grant_flags(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| format!("--grant {} ", quote(w)))
+        .collect()
+}
+
+fn allow_reason(words: &[String]) -> String {
+    if words.is_empty() {
+        "efr-sandbox runs this line contained".into()
+    } else {
+        format!(
+            "efr-sandbox runs this line contained, with {} (allowed by its policy)",
+            words.join(" ")
+        )
+    }
+}
+
+/// The host path and the `$SCRATCH` name of the file a call of `conversation` leaves its
+/// last directory in, under the runtime dir `runtime` (`$XDG_RUNTIME_DIR`, where the
+/// conversations' scratch dirs are): one file per tool call, so parallel calls do not meet.
+pub fn cwd_file(runtime: &Path, conversation: &str, tool_use_id: &str) -> (PathBuf, String) {
+    let name = format!(
+        ".efr-cwd-{}",
+        efr_policy::agent_hook::id_piece(tool_use_id, 100)
+    );
+    let host = runtime
+        .join("efr")
+        .join("scratch")
+        .join(conversation)
+        .join(&name);
+    (host, name)
+}
