@@ -1,7 +1,8 @@
 //! The real agents (Claude Code, Codex CLI, Gemini CLI, opencode, at the versions
 //! `scripts/install-test-agents.sh` pins), each run headless against the scripted model of
 //! `model/` in a fresh home with a git project, through one conversation of shell calls,
-//! twice: alone (the baseline) and with its shell calls sent through the sandbox. The
+//! twice: alone (the baseline) and with its shell calls sent through the sandbox by the
+//! setup `efr-sandbox hook install AGENT` writes (on each backend). The
 //! baseline shows what each line does without us (it reads the planted secrets, writes
 //! outside the project, reaches the host's loopback), so that the sandboxed run's
 //! containment proves something; the lines that should work are compared with the
@@ -28,7 +29,6 @@ use std::time::{Duration, Instant};
 use common::{backends, skip};
 use model::Model;
 
-const EFR_BASH: &str = env!("CARGO_BIN_EXE_efr-bash");
 const EFR_SANDBOX: &str = env!("CARGO_BIN_EXE_efr-sandbox");
 
 /// Where the pinned agents are when `$EFR_TEST_AGENTS` does not say.
@@ -36,6 +36,10 @@ const DEFAULT_AGENTS: &str = "/opt/efr-test-agents/node_modules/.bin";
 
 /// How long one agent's conversation may take before it is killed (a hung agent fails).
 const AGENT_DEADLINE: Duration = Duration::from_secs(300);
+
+/// How long an agent may go without asking the model anything before it counts as hung:
+/// each of its steps takes a few seconds.
+const AGENT_STALL: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Agent {
@@ -300,17 +304,14 @@ impl World {
     /// The processes still running the script's `sleep`.
     fn leftovers(&self) -> Vec<i32> {
         let want = format!("sleep\0{}\0", self.sleep_arg());
-        let mut pids = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-                continue;
-            };
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            if cmd == want.as_bytes() {
-                pids.push(pid);
-            }
-        }
-        pids
+        processes(|cmd| cmd == want.as_bytes())
+    }
+
+    /// The service the world's calls started (its socket is in the world's runtime dir).
+    fn services(&self) -> Vec<i32> {
+        let sock = self.root().join("run/efr/sandbox.sock");
+        let want = format!("serve\0--socket\0{}\0", sock.display());
+        processes(|cmd| cmd.windows(want.len()).any(|w| w == want.as_bytes()))
     }
 
     /// The host-side facts a call may have changed.
@@ -329,15 +330,29 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(self.tmp_file());
-        let service = format!("serve --socket {}", self.root().join("run").display());
-        let _ = Command::new("pkill").args(["-f", &service]).status();
-        for pid in self.leftovers() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+        use nix::sys::signal::{Signal, kill};
+        let pid = nix::unistd::Pid::from_raw;
+        for p in self.services() {
+            let _ = kill(pid(p), Signal::SIGTERM);
+        }
+        for p in self.leftovers() {
+            let _ = kill(pid(p), Signal::SIGKILL);
         }
     }
+}
+
+/// The pids whose command line (NUL-separated words) `matches`.
+fn processes(matches: impl Fn(&[u8]) -> bool) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if matches(&std::fs::read(e.path().join("cmdline")).unwrap_or_default()) {
+            pids.push(pid);
+        }
+    }
+    pids
 }
 
 #[derive(Debug)]
@@ -364,32 +379,17 @@ struct Outcome {
     took: Duration,
 }
 
-/// The hook a sandboxed route's agent runs before each shell call: it rewrites the
-/// command to run under `efr-bash` with the conversation and project the agent names.
-const HOOK: &str = r#"#!/usr/bin/python3
-import json, shlex, sys
-agent, efr_bash = sys.argv[1], sys.argv[2]
-d = json.load(sys.stdin)
-ti = dict(d.get("tool_input") or {})
-key = "cmd" if "cmd" in ti else "command"
-if not isinstance(ti.get(key), str):
-    print("{}")
-    sys.exit(0)
-conv = "hook-" + "".join(c for c in str(d.get("session_id", "none")) if c.isalnum() or c == "-")
-ti[key] = "EFR_SANDBOX_CONVERSATION=%s EFR_SANDBOX_PROJECT=%s %s -c %s" % (
-    shlex.quote(conv), shlex.quote(d["cwd"]), shlex.quote(efr_bash), shlex.quote(ti[key]))
-if agent == "gemini":
-    out = {"decision": "allow", "hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": ti}}
-else:
-    out = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": ti}}
-print(json.dumps(out))
-"#;
+impl Outcome {
+    /// The agent ran every line and exited 0.
+    fn finished(&self) -> bool {
+        self.status == Some(0) && self.raw.len() == LINES.len()
+    }
+}
 
 /// Writes the agent's config (model, telemetry off, and for a sandboxed route the shell
 /// route) and returns its command.
 fn setup(agent: Agent, route: Route, w: &World, m: &Model, bin: &Path) -> Command {
     let home = w.home();
-    let hook = w.root().join("hook.py");
     if let Route::Sandbox(backend) = route {
         std::fs::write(
             home.join(".config/efr/config.toml"),
@@ -399,22 +399,13 @@ fn setup(agent: Agent, route: Route, w: &World, m: &Model, bin: &Path) -> Comman
             ),
         )
         .unwrap();
-        std::fs::write(&hook, HOOK).unwrap();
-        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
     }
-    let hook_cmd = |name: &str| format!("{} {name} {}", hook.display(), EFR_BASH);
     let prompt = "run the scripted steps";
     let mut c = Command::new(bin.join(agent.exe()));
     c.env_clear();
     match agent {
         Agent::Claude => {
-            let mut settings = serde_json::json!({});
-            if let Route::Sandbox(_) = route {
-                settings["hooks"] = serde_json::json!({"PreToolUse": [{"matcher": "Bash",
-                    "hooks": [{"type": "command", "command": hook_cmd("claude"), "timeout": 60}]}]});
-            }
-            write(&home.join(".claude/settings.json"), &settings.to_string());
+            write(&home.join(".claude/settings.json"), "{}");
             // The baseline's lines that write outside the project need the mode that asks
             // nothing (as root it also wants IS_SANDBOX).
             c.args(["-p", prompt, "--permission-mode", "bypassPermissions"])
@@ -437,12 +428,6 @@ fn setup(agent: Agent, route: Route, w: &World, m: &Model, bin: &Path) -> Comman
                     agent.key_var()
                 ),
             );
-            if let Route::Sandbox(_) = route {
-                let hooks = serde_json::json!({"hooks": {"PreToolUse": [{"matcher": "*",
-                    "hooks": [{"type": "command", "command": hook_cmd("codex"), "timeout": 60}]}]}});
-                write(&home.join(".codex/hooks.json"), &hooks.to_string());
-                c.arg("--dangerously-bypass-hook-trust");
-            }
             c.args([
                 "exec",
                 "--dangerously-bypass-approvals-and-sandbox",
@@ -451,15 +436,11 @@ fn setup(agent: Agent, route: Route, w: &World, m: &Model, bin: &Path) -> Comman
             ]);
         }
         Agent::Gemini => {
-            let mut settings = serde_json::json!({
+            let settings = serde_json::json!({
                 "security": {"auth": {"selectedType": "gemini-api-key"}},
                 "privacy": {"usageStatisticsEnabled": false},
                 "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
                 "telemetry": {"enabled": false}});
-            if let Route::Sandbox(_) = route {
-                settings["hooks"] = serde_json::json!({"BeforeTool": [{"matcher": "run_shell_command",
-                    "hooks": [{"type": "command", "command": hook_cmd("gemini")}]}]});
-            }
             write(&home.join(".gemini/settings.json"), &settings.to_string());
             c.args([
                 "-p",
@@ -473,7 +454,7 @@ fn setup(agent: Agent, route: Route, w: &World, m: &Model, bin: &Path) -> Comman
             .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
         }
         Agent::Opencode => {
-            let mut cfg = serde_json::json!({
+            let cfg = serde_json::json!({
                 "$schema": "https://opencode.ai/config.json",
                 "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "mock",
                     "options": {"baseURL": format!("{}/v1", m.url()),
@@ -482,9 +463,6 @@ fn setup(agent: Agent, route: Route, w: &World, m: &Model, bin: &Path) -> Comman
                 "model": "mock/m", "small_model": "mock/m", "autoupdate": false,
                 "share": "disabled",
                 "permission": {"bash": "allow", "external_directory": "allow"}});
-            if let Route::Sandbox(_) = route {
-                cfg["shell"] = serde_json::json!(EFR_BASH);
-            }
             write(
                 &home.join(".config/opencode/opencode.json"),
                 &cfg.to_string(),
@@ -514,12 +492,54 @@ fn setup(agent: Agent, route: Route, w: &World, m: &Model, bin: &Path) -> Comman
         .env(agent.key_var(), w.api_key())
         .stdin(Stdio::null());
     if let Route::Sandbox(_) = route {
+        // The route as a user sets it up, over the model settings written above.
+        if let Err(e) = hook_install(agent, w, bin) {
+            panic!("{agent:?}: the route's setup failed: {e}");
+        }
         // The user's service, started by the first call as it is for a user, ends a few
         // seconds after the last (and with the world).
-        c.env("EFR_SANDBOX_IDLE_EXIT", "10")
-            .env("EFR_SANDBOX_PROJECT", w.proj());
+        c.env("EFR_SANDBOX_IDLE_EXIT", "10");
     }
     c
+}
+
+/// Sets the agent's route up as a user does: `efr-sandbox hook install AGENT --yes` (it
+/// keeps the model settings written before), then `hook check AGENT` in the project must
+/// say that its shell calls run contained.
+fn hook_install(agent: Agent, w: &World, bin: &Path) -> Result<(), String> {
+    let name = match agent {
+        Agent::Claude => "claude",
+        Agent::Codex => "codex",
+        Agent::Gemini => "gemini",
+        Agent::Opencode => "opencode",
+    };
+    for args in [
+        vec!["hook", "install", name, "--yes"],
+        vec!["hook", "check", name],
+    ] {
+        let mut c = Command::new(EFR_SANDBOX);
+        c.env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            )
+            .args(&args)
+            .current_dir(w.proj())
+            .stdin(Stdio::null());
+        for (k, v) in w.user_env() {
+            c.env(k, v);
+        }
+        let o = c.output().map_err(|e| format!("{args:?}: {e}"))?;
+        if !o.status.success() {
+            return Err(format!(
+                "{args:?}: {:?}\n{}{}",
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn write(path: &Path, text: &str) {
@@ -564,7 +584,7 @@ fn converse(agent: Agent, route: Route, bin: &Path) -> (World, Outcome) {
         if let Some(s) = child.try_wait().unwrap() {
             break s.code();
         }
-        if start.elapsed() > AGENT_DEADLINE {
+        if start.elapsed() > AGENT_DEADLINE || m.quiet_for(start) > AGENT_STALL {
             let _ = nix::sys::signal::killpg(
                 nix::unistd::Pid::from_raw(child.id() as i32),
                 nix::sys::signal::Signal::SIGKILL,
@@ -729,6 +749,10 @@ fn check_sandboxed(label: &str, s: &Outcome, w: &World, b: &Outcome, fails: &mut
             s.leftovers
         ));
     }
+    // What follows compares the lines' results: a conversation cut short has failed already.
+    if !s.finished() {
+        return;
+    }
     let (refused, retried) = (
         s.results.get("refused host").cloned().unwrap_or_default(),
         s.results.get("approved host").cloned().unwrap_or_default(),
@@ -793,10 +817,16 @@ fn run(
         o.leftovers,
         o.results
     ));
-    if o.status != Some(0) || o.raw.len() != LINES.len() {
+    if !o.finished() {
+        let how = match o.status {
+            None => format!(
+                "killed after {:.0?}: the agent hung (no model request for {AGENT_STALL:?}, or past {AGENT_DEADLINE:?})",
+                o.took
+            ),
+            Some(c) => format!("status {c}"),
+        };
         fails.push(format!(
-            "{agent:?} {route:?}: the conversation did not finish (status {:?}, {} of {} results):\n{}",
-            o.status,
+            "{agent:?} {route:?}: the conversation did not finish ({how}; {} of {} results); the agent's output:\n{}",
             o.raw.len(),
             LINES.len(),
             o.output
@@ -832,7 +862,8 @@ fn agent_conversation(agent: Agent) {
         );
         check_sandboxed(&format!("{agent:?} {backend}"), &s, &w, &b, &mut fails);
     }
-    if !fails.is_empty() {
+    // Every result the model saw, on a failure or when asked (EFR_TEST_AGENTS_REPORT=1).
+    if !fails.is_empty() || std::env::var_os("EFR_TEST_AGENTS_REPORT").is_some() {
         eprintln!("{report}");
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));

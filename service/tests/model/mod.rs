@@ -48,6 +48,8 @@ struct State {
     /// How many results [`State::on_result`] has been called for.
     seen: usize,
     on_result: Option<Arc<OnResult>>,
+    /// When the last request came.
+    last: Option<std::time::Instant>,
 }
 
 /// A running model; stopped on drop.
@@ -107,6 +109,11 @@ impl Model {
     /// Every request, as `METHOD PATH`.
     pub fn requests(&self) -> Vec<String> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// How long since the last request (since the start when none came).
+    pub fn quiet_for(&self, start: std::time::Instant) -> std::time::Duration {
+        self.state.lock().unwrap().last.unwrap_or(start).elapsed()
     }
 
     /// Requests the mock could not read.
@@ -189,10 +196,11 @@ fn serve(c: TcpStream, st: &Mutex<State>) {
             return;
         }
     };
-    st.lock()
-        .unwrap()
-        .requests
-        .push(format!("{} {}", req.method, req.path));
+    {
+        let mut s = st.lock().unwrap();
+        s.requests.push(format!("{} {}", req.method, req.path));
+        s.last = Some(std::time::Instant::now());
+    }
     let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
     let _ = match answer(&req, &body, st) {
         Some(Answer::Json(v)) => write_json(&mut w, 200, &v),
