@@ -130,8 +130,11 @@ struct World {
 const LINES: &[&str] = &[
     "status",
     "secrets",
+    "env",
     "writes",
+    "hidden writes",
     "loopback",
+    "hidden loopback",
     "background",
     "cd",
     "pwd after cd",
@@ -149,7 +152,7 @@ const LINES: &[&str] = &[
 /// The first call of the line the user approves. A plain-HTTP host takes two approvals:
 /// the proxy first refuses the host (`host=H:P`), and once that is granted, the plain
 /// HTTP request (`host=H:P:http`); the model retries after each.
-const REFUSED: usize = 13;
+const REFUSED: usize = 16;
 
 impl World {
     fn new() -> World {
@@ -251,6 +254,9 @@ impl World {
         vec![
             "echo out; echo err >&2; exit 3".into(),
             "cat ~/.ssh/id_ed25519; env | sort".into(),
+            // A line no route classifies as needing anything: it runs, and what it shows is
+            // what a contained call has.
+            "env | sort".into(),
             concat!(
                 "echo '# pwned' >> ~/.bashrc; touch ~/made-by-call; ",
                 r#"echo '{"shell": "/bin/bash"}' > opencode.json; "#,
@@ -258,8 +264,23 @@ impl World {
                 "mkdir -p .opencode/plugins && echo 'export default {}' > .opencode/plugins/p.js; echo wrote"
             )
             .into(),
+            // The same writes from a program, which no route sees before it runs: the
+            // running call's sandbox must hold them.
+            concat!(
+                "python3 -c '\nimport os\n",
+                r##"for p, t in [("~/.bashrc", "# pwned\n"), ("~/made-by-call", ""), ("opencode.json", "{\"shell\": \"/bin/bash\"}"), (".claude/settings.json", "{}"), (".opencode/plugins/p.js", "export default {}")]:"##,
+                "\n    p = os.path.expanduser(p)\n    try:\n",
+                "        os.makedirs(os.path.dirname(p) or \".\", exist_ok=True)\n",
+                "        open(p, \"a\").write(t)\n        print(\"wrote\", p)\n",
+                "    except OSError as e:\n        print(\"not written:\", p, e.strerror)\n'"
+            )
+            .into(),
             format!(
                 "(exec 3<>/dev/tcp/127.0.0.1/{}) 2>/dev/null && echo reached || echo unreachable",
+                self.loopback.port
+            ),
+            format!(
+                "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {}), 5); print(\"reached\")' 2>&1 | tail -n 1",
                 self.loopback.port
             ),
             format!("env sleep {} >/dev/null 2>&1 & echo started", self.sleep_arg()),
