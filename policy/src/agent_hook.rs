@@ -70,10 +70,15 @@ impl Agent {
         }
     }
 
-    /// Whether an approved `ask` runs the rewritten input (else a line that needs a grant
-    /// is denied with the grant named).
+    /// Whether the agent's `ask` is the user's prompt that, approved, runs the rewritten
+    /// input, and never a wait nobody can end (else a line that needs a grant is denied and
+    /// waits for the user's approval). Claude Code: yes (headless, an `ask` is a denial the
+    /// model reads). Codex takes no `ask` (it would run the line as it was). Gemini CLI
+    /// forces a confirmation on a hook's `ask` even when run headless (`-p`, also with
+    /// `--approval-mode yolo`), where nobody can answer it: the agent hangs, with no tool
+    /// timeout.
     pub fn asks_with_rewrite(self) -> bool {
-        matches!(self, Agent::Claude | Agent::Gemini)
+        matches!(self, Agent::Claude)
     }
 }
 

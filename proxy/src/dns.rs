@@ -177,10 +177,13 @@ pub fn answer(table: &NameTable, q: &[u8]) -> (Option<Vec<u8>>, DnsOutcome) {
     };
     // A reverse lookup names an address, not a host a grant could name: refused like any
     // other name, but reported without one (a `host` record for `1.0.0.127.in-addr.arpa`
-    // would only be noise in the approval flow).
+    // would only be noise in the approval flow). So is the call's own host name, which
+    // programs look up to name the machine (git, for a commit's default identity): the
+    // host's `/etc/hosts` names the host, not the call.
     let reverse = ["in-addr.arpa", "ip6.arpa"]
         .iter()
-        .any(|z| qname == *z || qname.ends_with(&format!(".{z}")));
+        .any(|z| qname == *z || qname.ends_with(&format!(".{z}")))
+        || qname == efr_sandbox_wire::CALL_HOSTNAME;
     match ip {
         None if reverse => (
             Some(reply(NXDOMAIN, Some(question), None)),
@@ -372,6 +375,10 @@ mod tests {
             assert_eq!(rcode(&q), FORMERR, "{q:02x?}");
             assert_eq!(answer(&t, &q).1, DnsOutcome::Refused(None), "{q:02x?}");
         }
+        // The call's own host name: NXDOMAIN, reported without a name (no host record).
+        let own = build_query(8, efr_sandbox_wire::CALL_HOSTNAME, 1);
+        assert_eq!(rcode(&own), NXDOMAIN);
+        assert_eq!(answer(&t, &own).1, DnsOutcome::Refused(None));
         // A dot or a NUL inside a label is not the name it would spell: refused.
         for name in [&b"\x0dregistry.test\0"[..], b"\x08reg\0stry\x04test\0"] {
             assert_eq!(rcode(&raw(name)), NXDOMAIN, "{name:02x?}");

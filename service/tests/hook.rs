@@ -63,12 +63,11 @@ impl World {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
+        // A hook that refuses early (an unknown agent) ends without reading its input.
+        match child.stdin.take().unwrap().write_all(input.as_bytes()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            r => r.unwrap(),
+        }
         child.wait_with_output().unwrap()
     }
 
@@ -167,7 +166,8 @@ fn each_agents_answers() {
         w.answer("codex", "codex-apply-patch.json", ""),
         serde_json::json!({})
     );
-    // Gemini: its own words; ask with the whole rewritten input.
+    // Gemini: its own words; the whole rewritten input. No ask (headless, it would wait
+    // for ever): deny naming the grant (no service here to keep an approval).
     let v = w.answer("gemini", "gemini-shell.json", "ls");
     assert_eq!(v["decision"], "allow", "{v}");
     assert!(
@@ -177,12 +177,12 @@ fn each_agents_answers() {
             .contains("efr-bash")
     );
     let v = w.answer("gemini", "gemini-shell.json", host);
-    assert_eq!(v["decision"], "ask", "{v}");
+    assert_eq!(v["decision"], "deny", "{v}");
     assert!(
-        v["systemMessage"]
+        v["reason"]
             .as_str()
             .unwrap()
-            .contains("host=example.com"),
+            .contains("--grant host=example.com"),
         "{v}"
     );
     let v = w.answer("gemini", "gemini-shell.json", "rm -rf /");

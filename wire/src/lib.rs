@@ -77,3 +77,7 @@ pub use surface::{
 
 /// The version both sides send in `hello`. Additive changes do not bump it.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The host name of every contained call (its own UTS namespace); its DNS lookup is the
+/// call's own name, not a host.
+pub const CALL_HOSTNAME: &str = "efr-sandbox";

@@ -63,7 +63,7 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
         "--cap-drop",
         "ALL",
         "--hostname",
-        "efr-sandbox",
+        efr_sandbox_wire::CALL_HOSTNAME,
         "--disable-userns",
     ]);
     push(&["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]);

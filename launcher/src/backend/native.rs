@@ -506,7 +506,7 @@ fn spawn_cold(
                 sys::exit_now(crate::exit_code::BACKEND_FAILED);
             }
         };
-        let _ = sys::sethostname("efr-sandbox");
+        let _ = sys::sethostname(efr_sandbox_wire::CALL_HOSTNAME);
         if !view.host_net {
             if let Err(e) = sys::loopback_up() {
                 crate::child::report::setup_error(

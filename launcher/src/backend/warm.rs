@@ -272,7 +272,7 @@ fn waiting_init(sock: OwnedFd, report_w: RawFd, launcher_pidfd: RawFd, report_r:
         quit();
     }
     if sys::prctl(libc::PR_SET_DUMPABLE, 0, 0).is_err()
-        || sys::sethostname("efr-sandbox").is_err()
+        || sys::sethostname(efr_sandbox_wire::CALL_HOSTNAME).is_err()
         || sys::loopback_up().is_err()
         || super::native::open_low_ports().is_err()
     {
