@@ -249,6 +249,39 @@ impl FrameDecoder {
         }
     }
 
+    /// The body length of the frame being read, from its header until the frame is out
+    /// (`None` between frames, inside a header, and while a body is skipped).
+    pub fn body_pending(&self) -> Option<usize> {
+        match self.state {
+            State::Body(len) => Some(len),
+            _ => None,
+        }
+    }
+
+    /// Whether the stream is inside a frame: part of a header or a body read, or a body
+    /// being skipped.
+    pub fn in_frame(&self) -> bool {
+        !matches!(self.state, State::Header) || !self.buf.is_empty()
+    }
+
+    /// Skips the body being read (the bytes held and those still to come), so that the
+    /// decoder holds none of it; false when no body is being read. The frame is not given
+    /// out; the next one is.
+    pub fn skip_body(&mut self) -> bool {
+        let State::Body(len) = self.state else {
+            return false;
+        };
+        let held = self.buf.len().min(len);
+        self.buf.drain(..held);
+        let left = (len - held) as u64;
+        self.state = if left == 0 {
+            State::Header
+        } else {
+            State::Skip(left)
+        };
+        true
+    }
+
     /// Bytes held for a frame that is not complete yet.
     pub fn buffered(&self) -> usize {
         self.buf.len()
