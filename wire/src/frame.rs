@@ -166,6 +166,9 @@ enum State {
     Skip(u64),
 }
 
+/// The room a decoder keeps between frames (a few reads' worth).
+const KEEP_ROOM: usize = 256 * 1024;
+
 /// A push decoder: feed it bytes as they arrive, take frames and errors out.
 ///
 /// After an error the decoder stays in step with the stream where it can: an oversized
@@ -239,6 +242,7 @@ impl FrameDecoder {
                     }
                     let body: Vec<u8> = self.buf.drain(..len).collect();
                     self.state = State::Header;
+                    self.trim();
                     return Some(parse_body(&body));
                 }
                 State::Skip(_) => {
@@ -279,7 +283,16 @@ impl FrameDecoder {
         } else {
             State::Skip(left)
         };
+        self.trim();
         true
+    }
+
+    /// Gives back the room a large frame took, once it is out: a connection that sent
+    /// one large frame does not keep its size for its life.
+    fn trim(&mut self) {
+        if self.buf.capacity() > KEEP_ROOM && self.buf.len() <= KEEP_ROOM / 2 {
+            self.buf.shrink_to(KEEP_ROOM);
+        }
     }
 
     /// Bytes held for a frame that is not complete yet.
