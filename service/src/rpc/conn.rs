@@ -17,6 +17,13 @@
 //! - Outgoing frames go through a bounded queue; a client that does not read for
 //!   [`crate::state::Limits::slow_reader`] while the queue is full (or while one frame is being written)
 //!   is disconnected, so it wedges nothing but itself.
+//! - A connection without a good hello [`crate::state::Limits::hello_deadline`] after it
+//!   connected, or inside a frame [`crate::state::Limits::frame_deadline`] after the frame's
+//!   first byte, gets a last `{id: null, error: invalid}` and is closed: a stalled client
+//!   frees its slot.
+//! - A frame body over [`crate::state::Limits::frame_free`] is read only against the
+//!   service's frame budget, shared by every connection; when it is spent, the body is
+//!   skipped and the client gets `{id: null, error: busy}`.
 //! - When the client ends its side (EOF), the requests still running finish and their
 //!   answers are written before the connection closes. When it hangs up altogether (its
 //!   socket closed, it died), nobody can read them: they are ended as a cancel ends them
