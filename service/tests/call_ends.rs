@@ -1,6 +1,6 @@
 //! Every way a `sandbox.launch` ends runs the same end as a call read to its finish: a
 //! cancel, a client that hangs up, a client that stops reading while the line floods its
-//! output. After each, on each backend: no launcher of the call is left (running or a
+//! output; and a `sandbox.run` whose CLI is killed (its connection hangs up). After each, on each backend: no launcher of the call is left (running or a
 //! zombie), the service holds no more fds than before, the call's cache layer is merged
 //! and gone (its lock with it), and the service's log has the call's finish.
 
@@ -265,4 +265,60 @@ fn a_call_whose_client_stopped_reading_is_finished() {
             drop(c);
         },
     );
+}
+
+/// `efr-sandbox run --backend B -- LINE` handed to the service `s` (`sandbox.run`; the
+/// CLI's own launcher made unusable, so that a call it ran itself would fail).
+fn run_cli(s: &Server, backend: &str, line: &str) -> std::process::Command {
+    let proj = s.home.join("proj");
+    let mut c = common::command(s.dir.path());
+    c.env_remove("EFR_SANDBOX_NO_SERVICE")
+        .env("EFR_SANDBOX_SOCKET", &s.socket)
+        .env("EFR_LAUNCH", "/nonexistent/efr-launch")
+        .current_dir(&proj)
+        .args(["run", "--backend", backend, "--project"])
+        .arg(&proj)
+        .args(["--", line]);
+    c
+}
+
+#[test]
+fn a_run_whose_cli_was_killed_is_finished() {
+    use std::io::BufRead;
+    for b in backends() {
+        let s = Server::start_in(temp_env(), &[]);
+        let o = run_cli(&s, b, &format!("{PUT}put {}", seed(0)))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{b}: {o:?}\n{}", s.stderr());
+        std::thread::sleep(Duration::from_millis(500));
+        let before = left(&s);
+        assert!(before.layers.is_empty(), "{b}: {before:?}");
+        let calls = 3;
+        for n in 1..=calls {
+            let line = format!("{PUT}put {}; echo ready; exec sleep 1000", seed(n));
+            let mut child = run_cli(&s, b, &line)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+            let mut l = String::new();
+            out.read_line(&mut l).unwrap();
+            assert_eq!(l, "ready\n", "{b}: {}", s.stderr());
+            // Killed outright: its connection to the service hangs up mid-call.
+            child.kill().unwrap();
+            child.wait().unwrap();
+            settles_to(&s, &before, &format!("{b}: killed run {n}"));
+        }
+        for n in 0..=calls {
+            let f = s.home.join(put_path(&seed(n)));
+            assert_eq!(
+                std::fs::read_to_string(&f).ok(),
+                Some(seed(n)),
+                "{b}: the write of run {n} was not merged"
+            );
+        }
+        let logged = s.stderr().matches("ended after its caller left").count();
+        assert_eq!(logged, calls, "{b}: {}", s.stderr());
+    }
 }
