@@ -82,12 +82,14 @@ fn frames_until_closed(c: UnixStream) -> Vec<Value> {
 fn served_after(s: &Server, give_up: Duration) -> Option<Duration> {
     let t = Instant::now();
     while t.elapsed() < give_up {
-        let mut c = Client { stream: connect(s) };
-        c.send(&json!({"id": 0, "method": "hello", "params": {"protocol": 1, "client": "t"}}));
-        match c.try_recv() {
-            Some(f) if f.get("end").is_some() => return Some(t.elapsed()),
-            Some(f) => assert_eq!(f["error"]["code"], "busy", "{f}"),
-            None => {}
+        let mut c = connect(s);
+        let hello = json!({"id": 0, "method": "hello", "params": {"protocol": 1, "client": "t"}});
+        // A refused client may find the connection closed before its hello is written.
+        let _ = c.write_all(&efr_sandbox_wire::frame::encode(&hello).unwrap());
+        match efr_sandbox_wire::frame::read_frame(&mut c) {
+            Ok(Some(f)) if f.contains_key("end") => return Some(t.elapsed()),
+            Ok(Some(f)) => assert_eq!(f["error"]["code"], "busy", "{f:?}"),
+            Ok(None) | Err(_) => {}
         }
         std::thread::sleep(Duration::from_millis(200));
     }
