@@ -15,9 +15,12 @@
 //!    filters' part.
 //!
 //! A running call is held by the task [`Call::start`] spawns on the call's runtime, not by
-//! the connection that asked for it: the connection holds only the [`CallStream`]. Today
-//! dropping the stream ends the call (as a cancel does); a background job (issue 16) is a
-//! stream handed to an owner that outlives the connection.
+//! the connection that asked for it: the connection holds only the [`CallStream`].
+//! Dropping the stream (a cancel, a caller that hung up or stopped reading) stops the call
+//! and the task still runs it to its end, as a call read to its end: the launcher reaped,
+//! the layers merged, the proxy and filters closed, the finish written to the log (there
+//! is no one to hand it to). A background job is a stream handed to an owner that outlives
+//! the connection.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -489,8 +492,7 @@ impl Call {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let launcher_pid = running.child.id();
         ctx.handle.spawn(async move {
-            // `Err(Gone)`: the stream was dropped, and the call ended with it.
-            let _ = drive(self, running, refusals, tx, stop_rx).await;
+            drive(self, running, refusals, tx, stop_rx).await;
             if let Some((s, l)) = refill {
                 let _ = tokio::task::spawn_blocking(move || s.fill(&l)).await;
             }
@@ -588,7 +590,8 @@ pub enum Event {
     End(Box<Finish>),
 }
 
-/// The events of a call [`Call::start`]ed; the call ends when this is dropped.
+/// The events of a call [`Call::start`]ed; the call is stopped when this is dropped, and
+/// still runs to its finish (which goes to the log).
 #[derive(Debug)]
 pub struct CallStream {
     rx: mpsc::Receiver<Event>,
@@ -602,8 +605,8 @@ impl CallStream {
         self.rx.recv().await
     }
 
-    /// Ends the call's tree while its events go on to their finish (unlike dropping the
-    /// stream, which ends it with no finish).
+    /// Ends the call's tree while its events go on to their finish (dropping the stream
+    /// ends it too, its finish then going to the log).
     pub fn stopper(&self) -> Stopper {
         self.stop.clone()
     }
@@ -642,11 +645,53 @@ enum Ev {
 /// Output held back until `started` is sent, at most.
 const HELD_OUTPUT_MAX: usize = 4 << 20;
 
-/// The receiver is gone: the call ends (its guard drops).
-struct Gone;
+/// Where a running call's events go: to the stream's reader until it is gone (the caller
+/// cancelled, hung up or stopped reading and was dropped), then nowhere: the call is
+/// stopped and still runs to its end.
+struct Out {
+    tx: mpsc::Sender<Event>,
+    gone: bool,
+}
 
-async fn send(tx: &mpsc::Sender<Event>, item: LaunchItem) -> Result<(), Gone> {
-    tx.send(Event::Item(item)).await.map_err(|_| Gone)
+impl Out {
+    async fn send(&mut self, item: LaunchItem) {
+        if !self.gone && self.tx.send(Event::Item(item)).await.is_err() {
+            self.gone = true;
+        }
+    }
+
+    /// Hands on the finish, or writes it to the log when no one reads it.
+    async fn end(&mut self, fin: Finish, call_id: Option<&str>) {
+        let fin = Box::new(fin);
+        let unread = if self.gone {
+            fin
+        } else {
+            match self.tx.send(Event::End(fin)).await {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(Event::End(fin))) => fin,
+                Err(_) => return,
+            }
+        };
+        log_unread_finish(&unread, call_id);
+    }
+}
+
+/// The service's record of a call whose caller left before its end: one line of its log
+/// with the finish.
+fn log_unread_finish(fin: &Finish, call_id: Option<&str>) {
+    let json = serde_json::to_string(fin).unwrap_or_else(|e| format!("(not serialized: {e})"));
+    eprintln!(
+        "efr-sandbox: call {} ended after its caller left; its finish: {json}",
+        call_id.unwrap_or("(no id)")
+    );
+}
+
+/// Asks the launcher to end (SIGTERM, which it hands to the line); when to kill it.
+fn stop_now(guard: Option<&EndOnDrop>) -> tokio::time::Instant {
+    if let Some(g) = guard {
+        g.signal(libc::SIGTERM);
+    }
+    tokio::time::Instant::now() + STOP_GRACE
 }
 
 fn output(stream: OutputStream, c: &mut Chunker, bytes: &[u8]) -> Option<LaunchItem> {
@@ -654,15 +699,17 @@ fn output(stream: OutputStream, c: &mut Chunker, bytes: &[u8]) -> Option<LaunchI
         .map(|data| LaunchItem::Output { stream, data })
 }
 
-/// Drives a started call to its end; returns early (ending the call: the guard drops) when
-/// the stream is dropped.
+/// Drives a started call to its end. When the stream is dropped the call is stopped (as a
+/// [`Stopper`] stops it) and driven on to the same end, its output read and dropped, its
+/// finish written to the log.
 async fn drive(
     mut call: Call,
     running: Running,
     mut refusals: Option<mpsc::Receiver<Refusal>>,
     tx: mpsc::Sender<Event>,
     mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), Gone> {
+) {
+    let mut tx = Out { tx, gone: false };
     let Running { mut child, status } = running;
     let mut guard = PidFd::open(child.id()).ok().map(EndOnDrop::new);
     // The launcher starts from this process's environment: what of it is not passed
@@ -704,8 +751,21 @@ async fn drive(
     let mut ended = false;
     // A stop asked ([`Stopper`]): SIGTERM now, SIGKILL at this deadline.
     let mut kill_at: Option<tokio::time::Instant> = None;
+    let mut stopping = false;
     let mut stop_open = true;
     loop {
+        if tx.gone {
+            if !stopping {
+                stopping = true;
+                kill_at = Some(stop_now(guard.as_ref()));
+            }
+            // No one reads the output: what of the line outlives its launcher (and holds
+            // the pipes) does not hold the call's end.
+            if exit.is_some() {
+                out = None;
+                err = None;
+            }
+        }
         if out.is_none() && err.is_none() && (ended || (exit.is_some() && st.is_none())) {
             break;
         }
@@ -751,20 +811,18 @@ async fn drive(
                 match r {
                     Some(r) => {
                         if let Some(record) = call.record_refusal(&r) {
-                            send(&tx, LaunchItem::Exit { record: Box::new(record) }).await?;
+                            tx.send(LaunchItem::Exit { record: Box::new(record) }).await;
                         }
                     }
                     None => refusals = None,
                 }
                 continue;
             }
-            r = stop.changed(), if stop_open && kill_at.is_none() => {
+            r = stop.changed(), if stop_open && !stopping => {
                 match r {
                     Ok(()) if *stop.borrow() => {
-                        if let Some(g) = guard.as_ref() {
-                            g.signal(libc::SIGTERM);
-                        }
-                        kill_at = Some(tokio::time::Instant::now() + STOP_GRACE);
+                        stopping = true;
+                        kill_at = Some(stop_now(guard.as_ref()));
                     }
                     Ok(()) => {}
                     Err(_) => stop_open = false,
@@ -783,7 +841,10 @@ async fn drive(
                 kill_at = None;
                 continue;
             }
-            _ = tx.closed() => return Err(Gone),
+            () = tx.tx.closed(), if !tx.gone => {
+                tx.gone = true;
+                continue;
+            }
         };
         match ev {
             Ev::Read(stream, r) => {
@@ -802,13 +863,16 @@ async fn drive(
                     }
                     Ok(n) => n,
                 };
+                if tx.gone {
+                    continue;
+                }
                 if !started_sent && held_bytes < HELD_OUTPUT_MAX {
                     held_bytes += n;
                     held.push((stream, buf[..n].to_vec()));
                     continue;
                 }
                 if let Some(i) = output(stream, chunkers.entry(stream).or_default(), &buf[..n]) {
-                    send(&tx, i).await?;
+                    tx.send(i).await;
                 }
             }
             Ev::Status(Ok(0) | Err(_)) => {
@@ -826,13 +890,13 @@ async fn drive(
                         if let LaunchItem::Started(st) = &mut i {
                             st.call_id.clone_from(&call.call_id);
                         }
-                        send(&tx, i).await?;
+                        tx.send(i).await;
                     }
                     started_sent = true;
                     for (stream, bytes) in held.drain(..) {
                         let c = chunkers.entry(stream).or_default();
                         if let Some(i) = output(stream, c, &bytes) {
-                            send(&tx, i).await?;
+                            tx.send(i).await;
                         }
                     }
                 }
@@ -851,19 +915,16 @@ async fn drive(
     // A launch that never started (a setup error) still hands on what it printed.
     for (stream, bytes) in held.drain(..) {
         if let Some(i) = output(stream, chunkers.entry(stream).or_default(), &bytes) {
-            send(&tx, i).await?;
+            tx.send(i).await;
         }
     }
     for (stream, c) in chunkers.iter_mut() {
         if let Some(data) = c.flush() {
-            send(
-                &tx,
-                LaunchItem::Output {
-                    stream: *stream,
-                    data,
-                },
-            )
-            .await?;
+            tx.send(LaunchItem::Output {
+                stream: *stream,
+                data,
+            })
+            .await;
         }
     }
     if let Some(g) = guard.as_mut() {
@@ -890,40 +951,33 @@ async fn drive(
     {
         Ok(x) => x,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => return Err(Gone),
+        // The runtime is shutting down (the service stops): nothing runs the finish.
+        Err(_) => return,
     };
     for record in fin.exits.clone() {
-        send(
-            &tx,
-            LaunchItem::Exit {
-                record: Box::new(record),
-            },
-        )
-        .await?;
+        tx.send(LaunchItem::Exit {
+            record: Box::new(record),
+        })
+        .await;
     }
     if let Some(rx) = refusals.as_mut() {
         while let Ok(r) = rx.try_recv() {
             if let Some(record) = call.record_refusal(&r) {
-                send(
-                    &tx,
-                    LaunchItem::Exit {
-                        record: Box::new(record),
-                    },
-                )
-                .await?;
+                tx.send(LaunchItem::Exit {
+                    record: Box::new(record),
+                })
+                .await;
             }
         }
     }
+    let call_id = call.call_id.clone();
     for record in call.close(&mut fin) {
-        send(
-            &tx,
-            LaunchItem::Exit {
-                record: Box::new(record),
-            },
-        )
-        .await?;
+        tx.send(LaunchItem::Exit {
+            record: Box::new(record),
+        })
+        .await;
     }
-    tx.send(Event::End(Box::new(fin))).await.map_err(|_| Gone)
+    tx.end(fin, call_id.as_deref()).await;
 }
 
 /// A call handed out by `sandbox.plan`, until `sandbox.finish`.

@@ -11,7 +11,9 @@ use efr_policy::config::{Config, Env};
 use crate::paths::ServicePaths;
 use crate::policy::Policy;
 
-/// Per-connection limits.
+/// The connections' limits: what one client may hold of the service, and for how long.
+/// Every number is here, with its reason (the defaults); `serve`'s hidden test flags
+/// shorten the times.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Frames waiting to be written.
@@ -20,6 +22,15 @@ pub struct Limits {
     pub inflight: usize,
     /// How long a full queue or one write may wait for the client to read.
     pub slow_reader: Duration,
+    /// How long a connection may take to its good `hello`.
+    pub hello_deadline: Duration,
+    /// How long a frame may take from its first byte to its last.
+    pub frame_deadline: Duration,
+    /// The bytes of unfinished frames all connections together may hold, beyond
+    /// [`Self::frame_free`] each.
+    pub frame_budget: usize,
+    /// A frame body up to this size is read without the budget.
+    pub frame_free: usize,
 }
 
 impl Default for Limits {
@@ -28,6 +39,24 @@ impl Default for Limits {
             queue: 64,
             inflight: 64,
             slow_reader: Duration::from_secs(10),
+            // A client sends its hello as soon as it has connected (the CLI and efrd
+            // within milliseconds); the CLI itself gives up on a service after 5 s. A
+            // connection without one after this holds a slot for nothing.
+            hello_deadline: Duration::from_secs(5),
+            // The largest frame (16 MiB) takes milliseconds over the local socket; this
+            // leaves a client under heavy load hundreds of times that, and frees a
+            // stalled client's slot and buffer soon enough that other clients are not
+            // refused for long.
+            frame_deadline: Duration::from_secs(10),
+            // Four frames of the largest size at once: no method's params come near it
+            // (the largest real ones are a floor write's 8 KiB edit and a launch line),
+            // and it bounds what stalled clients make the service hold to 64 MiB where
+            // 64 connections could hold 1 GiB.
+            frame_budget: 64 << 20,
+            // The size of one read (a connection's read buffer holds that much anyway):
+            // the frames of every real request, so that the budget being spent by
+            // others never refuses them.
+            frame_free: 64 << 10,
         }
     }
 }
@@ -39,6 +68,8 @@ pub struct Service {
     /// Answer the `debug.*` methods (`--test-methods`).
     pub test_methods: bool,
     pub limits: Limits,
+    /// What is left of [`Limits::frame_budget`], in bytes, across connections.
+    pub frame_budget: Arc<tokio::sync::Semaphore>,
     pub policy: Policy,
     /// The classifier's context for the config in force.
     pub classifier: ContextCache,

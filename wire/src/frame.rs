@@ -166,6 +166,9 @@ enum State {
     Skip(u64),
 }
 
+/// The room a decoder keeps between frames (a few reads' worth).
+const KEEP_ROOM: usize = 256 * 1024;
+
 /// A push decoder: feed it bytes as they arrive, take frames and errors out.
 ///
 /// After an error the decoder stays in step with the stream where it can: an oversized
@@ -239,6 +242,7 @@ impl FrameDecoder {
                     }
                     let body: Vec<u8> = self.buf.drain(..len).collect();
                     self.state = State::Header;
+                    self.trim();
                     return Some(parse_body(&body));
                 }
                 State::Skip(_) => {
@@ -246,6 +250,48 @@ impl FrameDecoder {
                     return None;
                 }
             }
+        }
+    }
+
+    /// The body length of the frame being read, from its header until the frame is out
+    /// (`None` between frames, inside a header, and while a body is skipped).
+    pub fn body_pending(&self) -> Option<usize> {
+        match self.state {
+            State::Body(len) => Some(len),
+            _ => None,
+        }
+    }
+
+    /// Whether the stream is inside a frame: part of a header or a body read, or a body
+    /// being skipped.
+    pub fn in_frame(&self) -> bool {
+        !matches!(self.state, State::Header) || !self.buf.is_empty()
+    }
+
+    /// Skips the body being read (the bytes held and those still to come), so that the
+    /// decoder holds none of it; false when no body is being read. The frame is not given
+    /// out; the next one is.
+    pub fn skip_body(&mut self) -> bool {
+        let State::Body(len) = self.state else {
+            return false;
+        };
+        let held = self.buf.len().min(len);
+        self.buf.drain(..held);
+        let left = (len - held) as u64;
+        self.state = if left == 0 {
+            State::Header
+        } else {
+            State::Skip(left)
+        };
+        self.trim();
+        true
+    }
+
+    /// Gives back the room a large frame took, once it is out: a connection that sent
+    /// one large frame does not keep its size for its life.
+    fn trim(&mut self) {
+        if self.buf.capacity() > KEEP_ROOM && self.buf.len() <= KEEP_ROOM / 2 {
+            self.buf.shrink_to(KEEP_ROOM);
         }
     }
 

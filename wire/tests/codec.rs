@@ -205,3 +205,40 @@ fn encode_refuses_non_objects() {
     assert!(frame::encode(&json!([1])).is_err());
     assert!(frame::encode(&json!("x")).is_err());
 }
+
+#[test]
+fn a_body_skipped_midway_holds_nothing_and_the_next_frame_comes_out() {
+    let big = frame_of(&object_of_len(100_000));
+    let next = frame_of(br#"{"id":2}"#);
+    let mut d = FrameDecoder::new();
+    assert!(!d.in_frame());
+    assert!(!d.skip_body(), "nothing to skip between frames");
+    d.push(&big[..2]);
+    assert!(d.in_frame());
+    assert!(d.next_frame().is_none());
+    assert_eq!(d.body_pending(), None, "inside the header");
+    d.push(&big[2..50_000]);
+    assert!(d.next_frame().is_none());
+    assert_eq!(d.body_pending(), Some(100_000));
+    assert!(d.skip_body());
+    assert_eq!(d.buffered(), 0);
+    assert_eq!(d.body_pending(), None);
+    assert!(d.in_frame(), "the rest of the body is still to come");
+    d.push(&big[50_000..]);
+    assert!(!d.in_frame());
+    d.push(&next);
+    assert_eq!(d.next_frame().unwrap().unwrap()["id"], json!(2));
+    assert!(d.next_frame().is_none());
+    assert!(!d.in_frame());
+    // A body whose last byte came with the skip: nothing is left to drop.
+    let mut d = FrameDecoder::new();
+    let small = frame_of(br#"{"id":3}"#);
+    d.push(&small[..small.len() - 1]);
+    assert!(d.next_frame().is_none());
+    assert!(d.skip_body());
+    assert!(d.in_frame());
+    d.push(&small[small.len() - 1..]);
+    assert!(!d.in_frame());
+    d.push(&next);
+    assert_eq!(d.next_frame().unwrap().unwrap()["id"], json!(2));
+}

@@ -23,6 +23,13 @@ pub struct ServeArgs {
     /// Tests only: how long a client may leave its answers unread (default 10000).
     #[arg(long, value_name = "MS", hide = true)]
     pub slow_reader_ms: Option<u64>,
+    /// Tests only: how long a connection may take to its hello (default 5000).
+    #[arg(long, value_name = "MS", hide = true)]
+    pub hello_deadline_ms: Option<u64>,
+    /// Tests only: how long a frame may take from its first byte to its last (default
+    /// 10000).
+    #[arg(long, value_name = "MS", hide = true)]
+    pub frame_deadline_ms: Option<u64>,
     /// Tests only: connections served at once (default 64).
     #[arg(long, value_name = "N", hide = true)]
     pub max_connections: Option<usize>,
@@ -41,6 +48,12 @@ pub fn run(a: ServeArgs) -> anyhow::Result<i32> {
     let mut limits = Limits::default();
     if let Some(ms) = a.slow_reader_ms {
         limits.slow_reader = Duration::from_millis(ms.max(1));
+    }
+    if let Some(ms) = a.hello_deadline_ms {
+        limits.hello_deadline = Duration::from_millis(ms.max(1));
+    }
+    if let Some(ms) = a.frame_deadline_ms {
+        limits.frame_deadline = Duration::from_millis(ms.max(1));
     }
     // A long-lived process: the merged cache layers of a call are removed after its
     // finish went out, not before.

@@ -17,6 +17,13 @@
 //! - Outgoing frames go through a bounded queue; a client that does not read for
 //!   [`crate::state::Limits::slow_reader`] while the queue is full (or while one frame is being written)
 //!   is disconnected, so it wedges nothing but itself.
+//! - A connection without a good hello [`crate::state::Limits::hello_deadline`] after it
+//!   connected, or inside a frame [`crate::state::Limits::frame_deadline`] after the frame's
+//!   first byte, gets a last `{id: null, error: invalid}` and is closed: a stalled client
+//!   frees its slot.
+//! - A frame body over [`crate::state::Limits::frame_free`] is read only against the
+//!   service's frame budget, shared by every connection; when it is spent, the body is
+//!   skipped and the client gets `{id: null, error: busy}`.
 //! - When the client ends its side (EOF), the requests still running finish and their
 //!   answers are written before the connection closes. When it hangs up altogether (its
 //!   socket closed, it died), nobody can read them: they are ended as a cancel ends them
@@ -288,7 +295,10 @@ pub async fn serve(
 
     let mut buf = vec![0u8; 64 * 1024];
     let mut decoder = FrameDecoder::new();
+    let opened = tokio::time::Instant::now();
+    let mut hold = FrameHold::default();
     let ended_by_client = loop {
+        let deadline = conn.deadline(opened, &hold);
         let n = tokio::select! {
             r = read_with_fds(&rd, &mut buf) => match r {
                 Ok((0, _)) => break true,
@@ -298,7 +308,7 @@ pub async fn serve(
                         eprintln!("efr-sandbox: {peer}: more than {MAX_HELD_FDS} fds sent for one request; closed them");
                         conn.fds.clear();
                     }
-                    n
+                    Some(n)
                 }
                 Err(e) => {
                     eprintln!("efr-sandbox: {peer}: read failed: {e}");
@@ -306,11 +316,19 @@ pub async fn serve(
                 }
             },
             _ = close_rx.wait_for(|c| *c) => break false,
+            () = until(deadline) => None,
+        };
+        let Some(n) = n else {
+            conn.too_slow(opened, &peer).await;
+            break false;
         };
         decoder.push(&buf[..n]);
+        let mut took = false;
         while let Some(f) = decoder.next_frame() {
+            took = true;
             conn.on_frame(f).await;
         }
+        conn.hold_frame(&mut decoder, &mut hold, took).await;
         while conn.supervisors.try_join_next().is_some() {}
     };
 
@@ -343,6 +361,22 @@ pub async fn serve(
         .is_err()
     {
         writer.abort();
+    }
+}
+
+/// What the reader holds of the frame being read: when its first byte came, and its share
+/// of the service's frame budget (a large body's length, while it is read).
+#[derive(Debug, Default)]
+struct FrameHold {
+    began: Option<tokio::time::Instant>,
+    budget: Option<OwnedSemaphorePermit>,
+}
+
+/// Waits until `deadline` (for ever without one).
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -379,6 +413,90 @@ async fn write_loop(
 }
 
 impl Conn {
+    /// When the connection is dropped unless more comes: its hello's deadline until a
+    /// good hello, the frame's once one has begun.
+    fn deadline(
+        &self,
+        opened: tokio::time::Instant,
+        hold: &FrameHold,
+    ) -> Option<tokio::time::Instant> {
+        let limits = self.svc.limits;
+        let hello = (self.state != HelloState::Open).then(|| opened + limits.hello_deadline);
+        let frame = hold.began.map(|b| b + limits.frame_deadline);
+        hello.into_iter().chain(frame).min()
+    }
+
+    /// Says why a client that stalled is dropped (logged, and to it as a last error).
+    async fn too_slow(&self, opened: tokio::time::Instant, peer: &str) {
+        let limits = self.svc.limits;
+        let why = if self.state != HelloState::Open && opened.elapsed() >= limits.hello_deadline {
+            format!(
+                "no hello with protocol {PROTOCOL_VERSION} within {}s of connecting",
+                limits.hello_deadline.as_secs_f64()
+            )
+        } else {
+            format!(
+                "a frame was not complete within {}s of its first byte",
+                limits.frame_deadline.as_secs_f64()
+            )
+        };
+        eprintln!("efr-sandbox: {peer}: {why}; closing the connection");
+        self.error(
+            None,
+            ErrorCode::Invalid,
+            format!("{why}; closing the connection"),
+        )
+        .await;
+    }
+
+    /// After the frames of a read are out: starts the clock of a frame begun, and takes a
+    /// large body's length from the service's frame budget before more of it is held;
+    /// when the budget is spent, skips the body (held: one read's worth at most) and
+    /// answers `busy`.
+    async fn hold_frame(&self, d: &mut FrameDecoder, hold: &mut FrameHold, took: bool) {
+        if took {
+            // The held frame is out; a next one begun in the same read begins now.
+            *hold = FrameHold::default();
+        }
+        if !d.in_frame() {
+            *hold = FrameHold::default();
+            return;
+        }
+        hold.began.get_or_insert_with(tokio::time::Instant::now);
+        let len = match d.body_pending() {
+            Some(len) if len > self.svc.limits.frame_free => len,
+            _ => {
+                hold.budget = None;
+                return;
+            }
+        };
+        if hold.budget.is_some() {
+            return;
+        }
+        let permits = u32::try_from(len).unwrap_or(u32::MAX);
+        match self
+            .svc
+            .frame_budget
+            .clone()
+            .try_acquire_many_owned(permits)
+        {
+            Ok(p) => hold.budget = Some(p),
+            Err(_) => {
+                d.skip_body();
+                let budget = self.svc.limits.frame_budget >> 20;
+                self.error(
+                    None,
+                    ErrorCode::Busy,
+                    format!(
+                        "a frame of {len} bytes was not read: the unfinished frames of the \
+                         service's clients hold its {budget} MiB for them; send it again later"
+                    ),
+                )
+                .await;
+            }
+        }
+    }
+
     async fn error(&self, id: Option<u64>, code: ErrorCode, message: impl Into<String>) {
         self.outbox
             .send(&ServerFrame::Error {

@@ -105,6 +105,7 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         paths,
         test_methods: opts.test_methods,
         limits: opts.limits,
+        frame_budget: Arc::new(Semaphore::new(opts.limits.frame_budget)),
         policy,
         classifier: Default::default(),
         planned: Default::default(),
