@@ -109,7 +109,10 @@ fn gemini_hardened_git_set_reaches_the_call_whole_and_git_works() {
         // Gemini's git reads no user config (GIT_CONFIG_GLOBAL=/dev/null), inside the call
         // as outside: with no identity in the repository, the commit fails as it does for
         // the same agent without the sandbox, at once, with no editor started.
-        assert!(lines.contains(&"GIT_CONFIG_GLOBAL=/dev/null"), "{b:?}: {r:?}");
+        assert!(
+            lines.contains(&"GIT_CONFIG_GLOBAL=/dev/null"),
+            "{b:?}: {r:?}"
+        );
         assert!(!lines.contains(&"AMEND-OK"), "{b:?}: {r:?}");
         assert!(r.stderr.contains("identity unknown"), "{b:?}: {r:?}");
         assert!(r.outcome.setup_error.is_none(), "{b:?}: {r:?}");
