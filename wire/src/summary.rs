@@ -192,6 +192,11 @@ pub struct SandboxSummary {
     /// Paths whose writes the sandbox refused while the call ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied_writes: Vec<String>,
+    /// Writes the sandbox let through that the host's own file systems refused, one line
+    /// each (`OP PATH: WHY`: a read-only mount of the host, a full disk, a file's own
+    /// mode). No grant changes them, so they are neither `denied_writes` nor exit records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_refused: Vec<String>,
     /// Git code the call left where the view could not protect it (a hook or a
     /// program-running config key in a repository it made, or one below the launch walk),
     /// taken out of git's way after the call: one line each, what and where it went.
