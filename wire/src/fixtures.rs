@@ -1572,6 +1572,9 @@ pub fn example_plan() -> crate::plan::Plan {
             path: "/home/ada/.cargo/.package-cache".into(),
             private: "/run/user/1000/efr/calls/c1/package-cache".into(),
         }],
+        caches_read_only: vec![
+            "/home/ada/.cache/pip: its layer could not be made (No space left on device)".into(),
+        ],
         env: Some(vec![EnvVar {
             name: "PATH".into(),
             value: "/usr/bin:/bin".into(),

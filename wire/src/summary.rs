@@ -186,7 +186,8 @@ pub struct SandboxSummary {
     pub cache_deletes_more: u32,
     /// What the merge of the call's cache layers refused or could not do, one line each
     /// (the path and why: a link, a device, a setuid bit, content that does not verify, a
-    /// full disk that kept the layer).
+    /// full disk that kept the layer), and the caches left read-only for the call because
+    /// their layer could not be made (a full disk: `PATH: read-only in this call: why`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache_refused: Vec<String>,
     /// Paths whose writes the sandbox refused while the call ran.
