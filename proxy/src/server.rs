@@ -231,7 +231,11 @@ impl Proxy {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
-                        let Some(slot) = self.admit(&s) else { continue };
+                        let Some(slot) = self.admit(&s) else {
+                            drop(s);
+                            tokio::time::sleep(OVER_BUDGET_PAUSE).await;
+                            continue;
+                        };
                         let p = self.clone();
                         let may_hand_over = std::mem::replace(&mut first, false);
                         tokio::spawn(async move {
@@ -255,7 +259,11 @@ impl Proxy {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
-                        let Some(slot) = self.admit(&s) else { continue };
+                        let Some(slot) = self.admit(&s) else {
+                            drop(s);
+                            tokio::time::sleep(OVER_BUDGET_PAUSE).await;
+                            continue;
+                        };
                         let _ = s.set_nodelay(true);
                         self.spawn(s, slot)
                     }
@@ -424,7 +432,11 @@ impl Proxy {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
-                        let Some(slot) = self.admit(&s) else { continue };
+                        let Some(slot) = self.admit(&s) else {
+                            drop(s);
+                            tokio::time::sleep(OVER_BUDGET_PAUSE).await;
+                            continue;
+                        };
                         let _ = s.set_nodelay(true);
                         let (p, t) = (self.clone(), table.clone());
                         tokio::spawn(async move {
@@ -471,7 +483,11 @@ impl Proxy {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
-                        let Some(slot) = self.admit(&s) else { continue };
+                        let Some(slot) = self.admit(&s) else {
+                            drop(s);
+                            tokio::time::sleep(OVER_BUDGET_PAUSE).await;
+                            continue;
+                        };
                         let _ = s.set_nodelay(true);
                         let p = self.clone();
                         tokio::spawn(async move {
@@ -1042,6 +1058,12 @@ struct TunnelState {
     last: AtomicU64,
     hit: AtomicBool,
 }
+
+/// How long a listener stops accepting after it refused a connection over the budget:
+/// what a call that keeps reopening connections over its budget costs the service's
+/// runtime (an accept, a write, a close) is at most one refusal per pause per listener; its
+/// next connections wait in the listen queue meanwhile.
+const OVER_BUDGET_PAUSE: Duration = Duration::from_millis(10);
 
 /// The host of a refusal made before a connection's head was read (the connection budget).
 pub const ANY_HOST: &str = "*";
