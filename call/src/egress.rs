@@ -49,6 +49,12 @@ pub fn policy(
     call_env: &[(String, String)],
 ) -> ProxyPolicy {
     let mut p = ProxyPolicy::from_grants(grants);
+    // The call's budget in the service's process (each connection one fd, each tunnel a
+    // second): whole numbers the config bounded, well under any usize.
+    let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    p.limits.max_open = n(config.network.proxy_connections.value);
+    p.limits.max_conns = n(config.network.proxy_tunnels.value);
+    p.limits.max_pending = p.limits.max_pending.min(p.limits.max_open);
     p.allow = config
         .network
         .allow

@@ -207,6 +207,7 @@ pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
         grants: req.grants.clone(),
         caches: req.caches.clone(),
         cache_files: Vec::new(),
+        caches_read_only: Vec::new(),
         env: req.env.as_ref().map(|v| {
             v.iter()
                 .map(|(k, v)| EnvVar {

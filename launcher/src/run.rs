@@ -474,6 +474,8 @@ struct Harvest {
     loopback_refused: Vec<u16>,
     /// The supervisor's refusals of git code, with why.
     git_denials: Vec<efr_sandbox_wire::GitDenial>,
+    /// The writes the host's own file systems refused (`OP PATH: WHY`).
+    host_refused: Vec<String>,
     /// The line's code or signal, once the init reported it.
     line_status: Option<(Option<i32>, Option<i32>)>,
 }
@@ -506,6 +508,10 @@ impl Harvest {
                 once(&mut self.supervised_denials, path);
             }
             Report::Linked { path, .. } => once(&mut self.linked_protected, path),
+            Report::HostRefused { path, detail } => {
+                let (op, why) = detail.split_once('\t').unwrap_or(("write", &detail[..]));
+                once(&mut self.host_refused, format!("{op} {path}: {why}"));
+            }
             Report::Full(p) => once(&mut self.full_tmpfs, p),
             Report::LoopbackRefused(port) => {
                 if !self.loopback_refused.contains(&port) {
@@ -536,6 +542,7 @@ impl Harvest {
             linked_protected: self.linked_protected,
             loopback_refused: self.loopback_refused,
             git_denials: self.git_denials,
+            host_refused: self.host_refused,
         }
     }
 }

@@ -31,6 +31,8 @@ pub struct Outcome {
     pub loopback_refused: Vec<u16>,
     /// The denials that would have left code git runs where git reads it, with why.
     pub git_denials: Vec<efr_sandbox_wire::GitDenial>,
+    /// The writes the host's own file systems refused (`OP PATH: WHY`): notes, no denials.
+    pub host_refused: Vec<String>,
 }
 
 impl Outcome {
@@ -52,6 +54,7 @@ impl Outcome {
                     linked_protected,
                     loopback_refused,
                     git_denials,
+                    host_refused,
                 }) => {
                     o.code = code;
                     o.signal = signal;
@@ -63,6 +66,7 @@ impl Outcome {
                     o.linked_protected = linked_protected;
                     o.loopback_refused = loopback_refused;
                     o.git_denials = git_denials;
+                    o.host_refused = host_refused;
                 }
                 Err(_) => {}
             }
@@ -75,6 +79,7 @@ impl Outcome {
         efr_sandbox_wire::SandboxSummary {
             denied_writes: self.denials.clone(),
             full_tmpfs: self.full_tmpfs.clone(),
+            host_refused: self.host_refused.clone(),
             linked_protected: self.linked_protected.clone(),
             survivors: self.survivors.clone(),
             setup_error: self.setup_error.clone(),

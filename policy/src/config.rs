@@ -210,6 +210,12 @@ pub struct NetworkConfig {
     pub resolve: Vec<Resolve>,
     /// A `net_view` grant may be given.
     pub netview: Setting<bool>,
+    /// The connections a call's proxy holds open at once, in every phase (each holds one
+    /// fd of the service); past it a new one is answered `limit` and closed.
+    pub proxy_connections: Setting<u64>,
+    /// The tunnels (and requests past their head) of a call's proxy at once, each holding
+    /// a second fd upstream; past it one is refused `limit`.
+    pub proxy_tunnels: Setting<u64>,
     /// Files that can give a call a token for a host (such hosts are `denied`).
     pub token_files: Vec<Entry>,
 }
@@ -516,6 +522,8 @@ impl Config {
                 deny: Vec::new(),
                 resolve: Vec::new(),
                 netview: Setting::default_value(true),
+                proxy_connections: Setting::default_value(256),
+                proxy_tunnels: Setting::default_value(128),
                 token_files: Vec::new(),
             },
             bus: BusConfig {

@@ -670,3 +670,37 @@ fn caches_have_a_merge_kind_and_a_user_entry_without_one_is_never() {
     let e = invalid("[sandbox]\nconversation_cache_days = 0\n");
     assert_eq!(e.key(), Some("sandbox.conversation_cache_days"), "{e}");
 }
+
+/// The budget of a call's proxy: defaults, a user's value, and a value out of bounds is a
+/// clear error naming the key.
+#[test]
+fn proxy_budget_keys() {
+    let (_d, path) = file_with("[sandbox]\nbackend = \"auto\"\n");
+    let c = Config::load_file(&path).unwrap();
+    assert_eq!(c.network.proxy_connections.value, 256);
+    assert_eq!(c.network.proxy_tunnels.value, 128);
+    let (_d, path) = file_with("[network]\nproxy_connections = 64\nproxy_tunnels = 16\n");
+    let c = Config::load_file(&path).unwrap();
+    assert_eq!(c.network.proxy_connections.value, 64);
+    assert_eq!(c.network.proxy_tunnels.value, 16);
+    assert!(
+        c.render_text().contains("network.proxy_connections"),
+        "{}",
+        c.render_text()
+    );
+    for (text, key) in [
+        (
+            "[network]\nproxy_connections = 4\n",
+            "network.proxy_connections",
+        ),
+        ("[network]\nproxy_tunnels = 0\n", "network.proxy_tunnels"),
+        (
+            "[network]\nproxy_tunnels = \"many\"\n",
+            "network.proxy_tunnels",
+        ),
+    ] {
+        let e = invalid(text);
+        assert_eq!(e.key(), Some(key), "{e}");
+        assert!(e.to_string().contains("expected a whole number"), "{e}");
+    }
+}

@@ -40,6 +40,6 @@ pub mod tls;
 
 pub use policy::{Decision, HostRule, Kind, Limits, ProxyPolicy};
 pub use report::{MAX_BLOCKED, MAX_ENTRIES, Refusal, Report, Special};
-pub use server::{Proxy, REASON_HEADER, Resolver, Stats};
+pub use server::{ANY_HOST, Proxy, REASON_HEADER, Resolver, Stats, set_process_budget};
 pub use splice::Stream;
 pub use standalone::{StandaloneArgs, run_standalone};

@@ -112,6 +112,9 @@ impl HostRule {
 /// The limits of one call's proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
+    /// Connections open at once, in every phase (each holds one fd of the process); past
+    /// it a new connection is answered `limit` and closed at once.
+    pub max_open: usize,
     /// Connections (tunnels, and requests past their head) at once.
     pub max_conns: usize,
     /// Connections still sending their head at once; past it a connection is closed unread.
@@ -133,6 +136,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
+            max_open: 256,
             max_conns: 128,
             max_pending: 1024,
             max_bytes: 64 << 30,

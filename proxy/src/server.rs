@@ -5,7 +5,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -86,6 +86,8 @@ struct Inner {
     events: Mutex<Option<mpsc::Sender<Refusal>>>,
     conns: Arc<Semaphore>,
     pending: Arc<Semaphore>,
+    /// Connections open at once (`max_open`).
+    open: Arc<Semaphore>,
     bytes: AtomicU64,
     counters: Counters,
     epoch: Instant,
@@ -138,12 +140,14 @@ impl Proxy {
         let l = &policy.limits;
         let conns = Arc::new(Semaphore::new(l.max_conns.max(1)));
         let pending = Arc::new(Semaphore::new(l.max_pending.max(1)));
+        let open = Arc::new(Semaphore::new(l.max_open.max(1)));
         Proxy {
             inner: Arc::new(Inner {
                 report: Mutex::new(Report::default()),
                 events: Mutex::new(None),
                 conns,
                 pending,
+                open,
                 bytes: AtomicU64::new(0),
                 counters: Counters::default(),
                 epoch: Instant::now(),
@@ -227,9 +231,15 @@ impl Proxy {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
+                        let Some(slot) = self.admit(&s) else {
+                            drop(s);
+                            tokio::time::sleep(OVER_BUDGET_PAUSE).await;
+                            continue;
+                        };
                         let p = self.clone();
                         let may_hand_over = std::mem::replace(&mut first, false);
                         tokio::spawn(async move {
+                            let _slot = slot;
                             tokio::select! {
                                 _ = p.handle_unix(s, may_hand_over) => {}
                                 _ = p.closed() => {}
@@ -249,8 +259,13 @@ impl Proxy {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
+                        let Some(slot) = self.admit(&s) else {
+                            drop(s);
+                            tokio::time::sleep(OVER_BUDGET_PAUSE).await;
+                            continue;
+                        };
                         let _ = s.set_nodelay(true);
-                        self.spawn(s)
+                        self.spawn(s, slot)
                     }
                     Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
                 },
@@ -259,12 +274,36 @@ impl Proxy {
         }
     }
 
-    fn spawn<S>(&self, s: S)
+    fn spawn<S>(&self, s: S, slot: OpenSlot)
     where
         S: Stream,
     {
         let p = self.clone();
-        tokio::spawn(async move { p.handle(s).await });
+        tokio::spawn(async move {
+            let _slot = slot;
+            p.handle(s).await
+        });
+    }
+
+    /// A slot of the call's connection budget (`max_open`) and of the process's
+    /// ([`set_process_budget`]) for a connection just accepted; `None` when either is spent:
+    /// the connection is then answered `limit` without waiting (a write that would block is
+    /// not made) and closed, so a refused connection holds no fd past its accept, and the
+    /// refusal is recorded (host `*`: its head was never read).
+    fn admit<S: TryWriteNow>(&self, s: &S) -> Option<OpenSlot> {
+        let slot = self
+            .inner
+            .open
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .and_then(OpenSlot::new);
+        if slot.is_none() {
+            bump(&self.inner.counters.dropped);
+            self.refuse_record(ANY_HOST, 0, BlockReason::Limit, None);
+            let _ = s.try_write_now(limit_answer().as_bytes());
+        }
+        slot
     }
 
     /// Serve one client connection to its end (or until shutdown).
@@ -393,9 +432,15 @@ impl Proxy {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
+                        let Some(slot) = self.admit(&s) else {
+                            drop(s);
+                            tokio::time::sleep(OVER_BUDGET_PAUSE).await;
+                            continue;
+                        };
                         let _ = s.set_nodelay(true);
                         let (p, t) = (self.clone(), table.clone());
                         tokio::spawn(async move {
+                            let _slot = slot;
                             tokio::select! {
                                 _ = p.handle_synthetic(s, &t) => {}
                                 _ = p.closed() => {}
@@ -438,9 +483,15 @@ impl Proxy {
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((s, _)) => {
+                        let Some(slot) = self.admit(&s) else {
+                            drop(s);
+                            tokio::time::sleep(OVER_BUDGET_PAUSE).await;
+                            continue;
+                        };
                         let _ = s.set_nodelay(true);
                         let p = self.clone();
                         tokio::spawn(async move {
+                            let _slot = slot;
                             tokio::select! {
                                 _ = p.handle_loopback(s) => {}
                                 _ = p.closed() => {}
@@ -1006,4 +1057,76 @@ enum Handed {
 struct TunnelState {
     last: AtomicU64,
     hit: AtomicBool,
+}
+
+/// How long a listener stops accepting after it refused a connection over the budget:
+/// what a call that keeps reopening connections over its budget costs the service's
+/// runtime (an accept, a write, a close) is at most one refusal per pause per listener; its
+/// next connections wait in the listen queue meanwhile.
+const OVER_BUDGET_PAUSE: Duration = Duration::from_millis(10);
+
+/// The host of a refusal made before a connection's head was read (the connection budget).
+pub const ANY_HOST: &str = "*";
+
+/// What a connection over the budget reads before it is closed.
+const LIMIT_BODY: &str = "efr sandbox proxy: limit: too many connections open for this call\n";
+
+fn limit_answer() -> String {
+    format!(
+        "HTTP/1.1 429 Too Many Requests\r\n{REASON_HEADER}: limit\r\nContent-Type: text/plain; \
+         charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{LIMIT_BODY}",
+        LIMIT_BODY.len()
+    )
+}
+
+/// Connections of every proxy of the process open at once, and the most allowed.
+static PROCESS_OPEN: AtomicUsize = AtomicUsize::new(0);
+static PROCESS_CAP: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Bounds the connections every proxy of this process holds open at once, together, to
+/// `max` (each call's own `max_open` still applies): the service sets it below its
+/// open-file limit, keeping a reserve for its RPC, its launchers and their pipes. Past it
+/// a new connection of any call is answered `limit` and closed.
+pub fn set_process_budget(max: usize) {
+    PROCESS_CAP.store(max, Ordering::Relaxed);
+}
+
+/// A connection's place in its call's budget and the process's, given back on drop.
+struct OpenSlot {
+    _call: OwnedSemaphorePermit,
+}
+
+impl OpenSlot {
+    fn new(call: OwnedSemaphorePermit) -> Option<OpenSlot> {
+        let cap = PROCESS_CAP.load(Ordering::Relaxed);
+        PROCESS_OPEN
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < cap).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| OpenSlot { _call: call })
+    }
+}
+
+impl Drop for OpenSlot {
+    fn drop(&mut self) {
+        PROCESS_OPEN.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A write that never waits: what a refused connection is told before it is closed.
+trait TryWriteNow {
+    fn try_write_now(&self, b: &[u8]) -> io::Result<usize>;
+}
+
+impl TryWriteNow for UnixStream {
+    fn try_write_now(&self, b: &[u8]) -> io::Result<usize> {
+        self.try_write(b)
+    }
+}
+
+impl TryWriteNow for TcpStream {
+    fn try_write_now(&self, b: &[u8]) -> io::Result<usize> {
+        self.try_write(b)
+    }
 }

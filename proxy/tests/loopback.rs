@@ -1304,3 +1304,48 @@ fn a_tcp_listener_is_taken_only_where_a_tcp_grant_opens_it() {
     inside::hand_over(&sock, ok, Duration::from_secs(10)).unwrap();
     assert_eq!(tp.proxy.stats().malformed, 0);
 }
+
+/// Past `max_open` connections open at once (in any phase: these four never send a byte),
+/// a new one reads a `limit` answer at once and is closed, the refusal listed under host
+/// `*`; once the four close, connections are served again.
+#[test]
+fn open_connection_budget() {
+    let ep = echo_server();
+    let mut p = policy(&[&format!("sink.test:{ep}")]);
+    map_local(&mut p, "sink.test");
+    p.limits.max_open = 4;
+    let tp = TestProxy::start(p, None);
+    let idle: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(tp.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(tp.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (code, reason) = read_answer(&mut s);
+        assert_eq!((code, reason.as_deref()), (429, Some("limit")));
+    }
+    assert!(
+        tp.blocked()
+            .iter()
+            .any(|(h, port, r, n)| h == efr_proxy::ANY_HOST
+                && *port == 0
+                && *r == BlockReason::Limit
+                && *n == 3),
+        "{:?}",
+        tp.blocked()
+    );
+    drop(idle);
+    let t = Instant::now();
+    loop {
+        let (code, _, _) = connect(tp.addr, "sink.test", ep);
+        if code == 200 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "slots never came back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

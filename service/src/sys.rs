@@ -28,3 +28,19 @@ pub fn new_session(cmd: &mut std::process::Command) {
         });
     }
 }
+
+/// Raises this process's soft limit of open files to its hard limit (a systemd session
+/// gives 1024 soft, 524288 hard): every call's proxy lives in the service's process, and
+/// each call's budget (`network.proxy_connections`, `network.proxy_tunnels`) must fit many
+/// times over. The soft limit in force, after the raise (the old one when it could not be
+/// raised).
+pub fn raise_nofile() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
+    }
+    soft
+}

@@ -425,6 +425,7 @@ pub fn all() -> Vec<Fixture> {
                     "/home/ada/.npm/_cacache/tmp/x: a symbolic link: only plain files and directories are merged".into(),
                 ],
                 denied_writes: vec!["/etc/hosts".into()],
+                host_refused: vec!["open /mnt/ro/app/out.log: read-only file system (the host's mount)".into()],
                 quarantined: vec![
                     "/home/ada/src/app/vendor/x/.git/hooks/pre-commit: a hook written by the call, moved to /home/ada/src/app/vendor/x/.git/efr-quarantine-3f9a1c22b07e/pre-commit".into(),
                 ],
@@ -868,6 +869,9 @@ pub fn all() -> Vec<Fixture> {
                     reason: "a git config with keys off git.safe_config_keys: core.fsmonitor"
                         .into(),
                 }],
+                host_refused: vec![
+                    "open /mnt/ro/app/out.log: read-only file system (the host's mount)".into(),
+                ],
             },
         ),
         fixture(
@@ -883,6 +887,7 @@ pub fn all() -> Vec<Fixture> {
                 linked_protected: Vec::new(),
                 loopback_refused: Vec::new(),
                 git_denials: Vec::new(),
+                host_refused: Vec::new(),
             },
         ),
         fixture(
@@ -1567,6 +1572,9 @@ pub fn example_plan() -> crate::plan::Plan {
             path: "/home/ada/.cargo/.package-cache".into(),
             private: "/run/user/1000/efr/calls/c1/package-cache".into(),
         }],
+        caches_read_only: vec![
+            "/home/ada/.cache/pip: its layer could not be made (No space left on device)".into(),
+        ],
         env: Some(vec![EnvVar {
             name: "PATH".into(),
             value: "/usr/bin:/bin".into(),

@@ -144,6 +144,12 @@ pub enum StatusLine {
         /// dir, with why: no write grant lets them through.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         git_denials: Vec<GitDenial>,
+        /// The writes the sandbox let through that the host's own file systems refused
+        /// (a read-only mount of the host, a full disk, a file's own mode), one line each:
+        /// the operation, the path and what the host said. No grant changes them: they are
+        /// not in `denials`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        host_refused: Vec<String>,
     },
 }
 

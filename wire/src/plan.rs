@@ -124,6 +124,12 @@ pub struct Plan {
     /// private per-call file `private` of the service bound at `path`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache_files: Vec<CacheFile>,
+    /// Caches that got no layer for this call because it could not be made (a full disk,
+    /// a read-only state dir): each stays read-only in the call, and the finish says so in
+    /// `cache_refused`. One line each: the cache and why. The launcher mounts nothing for
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caches_read_only: Vec<String>,
     /// The environment the line starts from (scrubbed by the launcher); the launcher's own
     /// when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -281,6 +287,7 @@ impl Plan {
             grants: Vec::new(),
             caches: Vec::new(),
             cache_files: Vec::new(),
+            caches_read_only: Vec::new(),
             env: None,
             env_set: Vec::new(),
             env_keep: Vec::new(),

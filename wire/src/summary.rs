@@ -186,12 +186,18 @@ pub struct SandboxSummary {
     pub cache_deletes_more: u32,
     /// What the merge of the call's cache layers refused or could not do, one line each
     /// (the path and why: a link, a device, a setuid bit, content that does not verify, a
-    /// full disk that kept the layer).
+    /// full disk that kept the layer), and the caches left read-only for the call because
+    /// their layer could not be made (a full disk: `PATH: read-only in this call: why`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache_refused: Vec<String>,
     /// Paths whose writes the sandbox refused while the call ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied_writes: Vec<String>,
+    /// Writes the sandbox let through that the host's own file systems refused, one line
+    /// each (`OP PATH: WHY`: a read-only mount of the host, a full disk, a file's own
+    /// mode). No grant changes them, so they are neither `denied_writes` nor exit records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_refused: Vec<String>,
     /// Git code the call left where the view could not protect it (a hook or a
     /// program-running config key in a repository it made, or one below the launch walk),
     /// taken out of git's way after the call: one line each, what and where it went.

@@ -36,6 +36,7 @@ fn status_lines_keep_their_bytes() {
         linked_protected: Vec::new(),
         loopback_refused: Vec::new(),
         git_denials: Vec::new(),
+        host_refused: Vec::new(),
     };
     assert_eq!(
         exited.to_line(),

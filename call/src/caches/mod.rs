@@ -347,24 +347,33 @@ pub struct CallCaches {
     pub masks: Vec<String>,
     /// What the merge checks the layers' content with.
     pub verify: Verify,
+    /// The caches left read-only for the call (no layer could be made), one line each.
+    pub read_only: Vec<String>,
 }
 
 impl CallCaches {
     /// The caches of a prepared plan.
     pub fn of(plan: &efr_launcher::plan::Plan, config: &Config, env: &Env) -> CallCaches {
+        let read_only = plan.caches_read_only.clone();
         if plan.caches.is_empty() {
-            return CallCaches::default();
+            return CallCaches {
+                read_only,
+                ..CallCaches::default()
+            };
         }
         CallCaches {
             state: state_dir(env),
             layers: plan.caches.clone(),
             masks: efr_launcher::view::masks_in_force(plan),
             verify: Verify::of(plan, config, env),
+            read_only,
         }
     }
 
     /// Merges the layers after the call and folds what it gave into `fin`.
     pub fn finish(&self, fin: &mut efr_sandbox_wire::Finish, line: &str) {
+        let refused = &mut fin.sandbox_summary.cache_refused;
+        refused.extend(self.read_only.iter().cloned());
         if self.layers.is_empty() {
             return;
         }
@@ -463,7 +472,9 @@ pub fn attach(
     crate::fresh_caches::make_missing(config, env, &plan.line, &writable, &masks);
     let caches = caches_for(config, env, &writable, &masks);
     let verify = Verify::new(&caches, &plan.grants, config, env);
-    plan.caches = prepare(&state_dir(env), &caches, &masks, conversation, &verify)?;
+    let prepared = prepare(&state_dir(env), &caches, &masks, conversation, &verify);
+    plan.caches = prepared.layers;
+    plan.caches_read_only = prepared.read_only;
     // The files beside a layered cache, where they exist (plain files, not links).
     let Some(call) = plan.caches.first().and_then(call_dir) else {
         return Ok(());
@@ -493,10 +504,14 @@ pub fn attach(
                 .open(&private)
                 .map(drop)
         });
-        made.map_err(|e| LayerError::Create {
-            path: private.display().to_string(),
-            source: e,
-        })?;
+        if let Err(e) = made {
+            let e = LayerError::Create {
+                path: private.display().to_string(),
+                source: e,
+            };
+            plan.caches_read_only.push(read_only_note(&file, &e));
+            continue;
+        }
         plan.cache_files.push(efr_launcher::plan::CacheFile {
             path: file.to_string_lossy().into_owned(),
             private: private.to_string_lossy().into_owned(),
@@ -505,67 +520,158 @@ pub fn attach(
     Ok(())
 }
 
+/// The layers [`prepare`] made, and the caches it could not give one.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// One layer per cache that got one.
+    pub layers: Vec<CacheLayer>,
+    /// The caches that got none, one line each (the cache and why): read-only in the
+    /// call, which runs all the same.
+    pub read_only: Vec<String>,
+}
+
 /// Makes a layer for each cache, in a new private per-call dir under the state dir, with
 /// the conversation's layer of each cache when the call has a conversation. `verify` is
 /// kept in the call dir's manifest for a merge by another process.
+///
+/// A full disk (or any other failure to make a layer) degrades, never blocks: the cache
+/// whose layer cannot be made gets none and stays read-only for the call, its half-made
+/// dirs removed; when the call dir, its lock or its manifest cannot be made, every cache
+/// does. The call runs either way (the `rm` that would free the space included).
 pub fn prepare(
     state: &Path,
     caches: &[PathBuf],
     masks: &[String],
     conversation: Option<&str>,
     verify: &Verify,
-) -> Result<Vec<CacheLayer>, LayerError> {
+) -> Prepared {
+    let mut out = Prepared::default();
     if caches.is_empty() {
-        return Ok(Vec::new());
+        return out;
     }
+    let all_read_only = |out: &mut Prepared, e: &LayerError| {
+        out.layers.clear();
+        out.read_only = caches.iter().map(|c| read_only_note(c, e)).collect();
+    };
+    let (call, lock) = match call_dir_locked(state) {
+        Ok(v) => v,
+        Err(e) => {
+            all_read_only(&mut out, &e);
+            return out;
+        }
+    };
+    let mut kinds = Vec::new();
+    for (i, c) in caches.iter().enumerate() {
+        let d = call.join(i.to_string());
+        match make_layer(state, &d, c, conversation) {
+            Ok(l) => {
+                out.layers.push(l);
+                kinds.push(verify.kinds.get(i).cloned().unwrap_or_default());
+            }
+            Err(e) => {
+                let _ = remove_layer(&d);
+                out.read_only.push(read_only_note(c, &e));
+            }
+        }
+    }
+    let manifest = Manifest {
+        layers: out.layers.clone(),
+        masks: masks.to_vec(),
+        verify: Verify {
+            kinds,
+            ..verify.clone()
+        },
+    };
+    let mp = call.join(CALL_MANIFEST);
+    let written = match out.layers.is_empty() {
+        true => Ok(()),
+        false => std::fs::write(&mp, serde_json::to_vec(&manifest).unwrap_or_default()),
+    };
+    if let Err(e) = written {
+        all_read_only(
+            &mut out,
+            &LayerError::Create {
+                path: mp.display().to_string(),
+                source: e,
+            },
+        );
+    }
+    if out.layers.is_empty() {
+        let _ = remove_layer(&call);
+        return out;
+    }
+    held_locks().insert(call, lock);
+    out
+}
+
+/// The summary's line of a cache left read-only for a call.
+fn read_only_note(cache: &Path, e: &LayerError) -> String {
+    format!("{}: read-only in this call: {e}", cache.display())
+}
+
+/// A new private call dir under `state`'s `layers`, with its lock already held: a sweep
+/// never takes a dir being made for a dead call's (a dir with neither lock nor manifest is
+/// only removed once older than [`HALF_MADE_AGE`]).
+fn call_dir_locked(state: &Path) -> Result<(PathBuf, crate::owner::Held), LayerError> {
     let create = |p: &Path| {
         let p = p.display().to_string();
         move |e| LayerError::Create { path: p, source: e }
     };
     let id = crate::sys::random_hex(8).map_err(create(state))?;
     let call = state.join("layers").join(id);
-    let mut out = Vec::new();
-    for (i, c) in caches.iter().enumerate() {
-        let d = call.join(i.to_string());
-        let (upper, work) = (d.join("upper"), d.join("work"));
-        for p in [&upper, &work] {
-            private_dirs(p).map_err(create(p))?;
-        }
-        // The overlay's root takes the upper dir's mode: the cache's own (the call dir
-        // above is the private one).
-        if let Ok(m) = std::fs::metadata(c) {
-            let mode = m.mode() & 0o7777 & !(libc::S_ISUID | libc::S_ISGID);
-            std::fs::set_permissions(&upper, std::os::unix::fs::PermissionsExt::from_mode(mode))
-                .map_err(create(&upper))?;
-        }
-        let conversation = match conversation {
-            Some(id) => {
-                let l = conversation::layer(state, id, c).map_err(create(state))?;
-                Some(l.to_string_lossy().into_owned())
-            }
-            None => None,
-        };
-        out.push(CacheLayer {
-            path: c.to_string_lossy().into_owned(),
-            upper: upper.to_string_lossy().into_owned(),
-            work: work.to_string_lossy().into_owned(),
-            conversation,
-        });
-    }
-    // The call's lock, held by this process until the merge: a call dir whose lock is free
-    // belongs to a service that died, and the next merge merges it ([`sweep`]).
+    private_dirs(&call).map_err(create(&call))?;
     let lock_path = call.join(CALL_LOCK);
-    let lock = crate::owner::hold(&lock_path).map_err(create(&lock_path))?;
-    let manifest = Manifest {
-        layers: out.clone(),
-        masks: masks.to_vec(),
-        verify: verify.clone(),
-    };
-    let mp = call.join(CALL_MANIFEST);
-    std::fs::write(&mp, serde_json::to_vec(&manifest).unwrap_or_default()).map_err(create(&mp))?;
-    held_locks().insert(call, lock);
-    Ok(out)
+    match crate::owner::hold(&lock_path) {
+        Ok(l) => Ok((call, l)),
+        Err(e) => {
+            let _ = remove_layer(&call);
+            Err(create(&lock_path)(e))
+        }
+    }
 }
+
+/// The layer of cache `c` in `d`: its `upper` (with the cache's mode) and `work` dirs, and
+/// the conversation's layer of the cache when the call has one.
+fn make_layer(
+    state: &Path,
+    d: &Path,
+    c: &Path,
+    conversation: Option<&str>,
+) -> Result<CacheLayer, LayerError> {
+    let create = |p: &Path| {
+        let p = p.display().to_string();
+        move |e| LayerError::Create { path: p, source: e }
+    };
+    let (upper, work) = (d.join("upper"), d.join("work"));
+    for p in [&upper, &work] {
+        private_dirs(p).map_err(create(p))?;
+    }
+    // The overlay's root takes the upper dir's mode: the cache's own (the call dir above
+    // is the private one).
+    if let Ok(m) = std::fs::metadata(c) {
+        let mode = m.mode() & 0o7777 & !(libc::S_ISUID | libc::S_ISGID);
+        std::fs::set_permissions(&upper, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .map_err(create(&upper))?;
+    }
+    let conversation = match conversation {
+        Some(id) => {
+            let l = conversation::layer(state, id, c).map_err(create(state))?;
+            Some(l.to_string_lossy().into_owned())
+        }
+        None => None,
+    };
+    Ok(CacheLayer {
+        path: c.to_string_lossy().into_owned(),
+        upper: upper.to_string_lossy().into_owned(),
+        work: work.to_string_lossy().into_owned(),
+        conversation,
+    })
+}
+
+/// A call dir with neither a held lock nor a manifest (left by a service that failed or
+/// died while making it) is removed by a sweep once it is this old; younger, it may be
+/// one being made.
+const HALF_MADE_AGE: std::time::Duration = std::time::Duration::from_secs(600);
 
 const CALL_LOCK: &str = "lock";
 const CALL_MANIFEST: &str = "call.json";
@@ -608,13 +714,29 @@ fn sweep(state: &Path, own: &BTreeSet<PathBuf>, m: &mut Merged) {
         if own.contains(&dir) || held_locks().contains_key(&dir) {
             continue;
         }
-        let Ok(Some(lock)) = crate::owner::take_if_free(&dir.join(CALL_LOCK)) else {
-            continue;
+        let lock = match crate::owner::take_if_free(&dir.join(CALL_LOCK)) {
+            Ok(Some(l)) => Some(l),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            _ => continue,
         };
         let Ok(man) = std::fs::read(dir.join(CALL_MANIFEST))
             .map_err(|_| ())
             .and_then(|b| serde_json::from_slice::<Manifest>(&b).map_err(|_| ()))
         else {
+            // Half made (no manifest, or no lock): nothing to merge; removed once old
+            // enough not to be one being made.
+            if is_older(&dir, HALF_MADE_AGE) {
+                if let Err(e) = remove_layer(&dir) {
+                    m.refused.push(format!(
+                        "{}: cannot remove a half-made layer: {e}",
+                        dir.display()
+                    ));
+                }
+            }
+            drop(lock);
+            continue;
+        };
+        let Some(lock) = lock else {
             continue;
         };
         // Only layers of this very dir (the manifest is the service's own, in its masked
@@ -634,6 +756,15 @@ fn sweep(state: &Path, own: &BTreeSet<PathBuf>, m: &mut Merged) {
         m.refused.extend(cleanup.run());
         drop(lock);
     }
+}
+
+/// Whether `dir` was last changed more than `age` ago (not when its time cannot be read).
+fn is_older(dir: &Path, age: std::time::Duration) -> bool {
+    std::fs::symlink_metadata(dir)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|e| e > age)
 }
 
 /// Whether a layer's conversation layer (if any) is one of the state dir's.
@@ -1183,7 +1314,7 @@ mod tests {
             None,
             &Verify::default(),
         )
-        .unwrap();
+        .layers;
         std::fs::write(Path::new(&layers[0].upper).join("new"), "n").unwrap();
         let call = call_dir(&layers[0]).unwrap();
         let (m, cleanup) = merge_and_hold(&state, &layers, &[], &Verify::default());
@@ -1201,6 +1332,88 @@ mod tests {
         );
         assert!(cleanup.run().is_empty());
         assert!(!call.exists(), "removed");
+    }
+
+    /// A call dir with neither a held lock nor a manifest (a layer whose `work` dir could
+    /// not be made, by a service that then died) is removed by the next sweep once old
+    /// enough; a younger one, which may be one being made, is left.
+    #[test]
+    fn a_half_made_call_dir_is_swept_once_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().to_path_buf();
+        let old = state.join("layers/00000000000000aa");
+        let young = state.join("layers/00000000000000bb");
+        let free_lock = state.join("layers/00000000000000cc");
+        for d in [&old, &young, &free_lock] {
+            std::fs::create_dir_all(d.join("0/upper")).unwrap();
+        }
+        // A lock taken by nobody, no manifest: a service that died between the two.
+        std::fs::write(free_lock.join(CALL_LOCK), "").unwrap();
+        let long_ago = std::time::SystemTime::now() - HALF_MADE_AGE * 2;
+        for d in [&old, &free_lock] {
+            File::open(d).unwrap().set_modified(long_ago).unwrap();
+        }
+        let mut m = Merged::default();
+        sweep(&state, &BTreeSet::new(), &mut m);
+        assert!(m.refused.is_empty(), "{:?}", m.refused);
+        assert!(!old.exists(), "an old half-made dir was left");
+        assert!(
+            !free_lock.exists(),
+            "an old dir with a free lock and no manifest was left"
+        );
+        assert!(young.join("0/upper").exists(), "a young dir was removed");
+    }
+
+    /// A state dir where no layer can be made leaves every cache read-only for the call,
+    /// with a note each, and nothing behind; a cache whose layer alone fails is read-only
+    /// alone.
+    #[test]
+    fn a_layer_that_cannot_be_made_leaves_its_cache_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let caches = [dir.path().join("c1"), dir.path().join("c2")];
+        for c in &caches {
+            std::fs::create_dir(c).unwrap();
+        }
+        // `layers` is a file: no call dir can be made.
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::write(state.join("layers"), "").unwrap();
+        let p = prepare(&state, &caches, &[], None, &Verify::default());
+        assert!(p.layers.is_empty());
+        assert_eq!(p.read_only.len(), 2, "{:?}", p.read_only);
+        assert!(
+            p.read_only[0].starts_with(&format!(
+                "{}: read-only in this call: cannot create the cache layer",
+                caches[0].display()
+            )),
+            "{:?}",
+            p.read_only
+        );
+        // The second cache's conversation layer is taken by a file: the first cache still
+        // gets its layer, the second none, and its half-made dirs are gone.
+        let state = dir.path().join("state2");
+        let conv = conversation::dir(&state, "c0ffee");
+        std::fs::create_dir_all(&conv).unwrap();
+        std::fs::write(conv.join(key(&caches[1])), "").unwrap();
+        let p = prepare(&state, &caches, &[], Some("c0ffee"), &Verify::default());
+        assert_eq!(p.layers.len(), 1, "{:?}", p.layers);
+        assert_eq!(p.layers[0].path, caches[0].to_string_lossy());
+        assert_eq!(p.read_only.len(), 1, "{:?}", p.read_only);
+        assert!(
+            p.read_only[0].starts_with(&caches[1].display().to_string()),
+            "{:?}",
+            p.read_only
+        );
+        let call = call_dir(&p.layers[0]).unwrap();
+        assert!(call.join("0/upper").is_dir() && call.join("0/work").is_dir());
+        assert!(
+            !call.join("1").exists(),
+            "the failed layer's dirs were left"
+        );
+        let man: Manifest =
+            serde_json::from_slice(&std::fs::read(call.join(CALL_MANIFEST)).unwrap()).unwrap();
+        assert_eq!(man.layers, p.layers);
+        held_locks().remove(&call);
     }
 
     #[test]

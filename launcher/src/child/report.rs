@@ -12,6 +12,7 @@
 //! | `denied PATH\tOP\tWHY` | [`Report::Denied`] |
 //! | `denied_git PATH\tOP\tWHY` | [`Report::DeniedGit`] |
 //! | `denied_socket PATH\tOP` | [`Report::DeniedSocket`] |
+//! | `host_refused PATH\tOP\tWHY` | [`Report::HostRefused`] |
 //! | `linked PATH\tLINKS` | [`Report::Linked`] |
 //! | `stopped SIG` | [`Report::Stopped`] |
 //! | `full PATH` | [`Report::Full`] |
@@ -76,6 +77,15 @@ pub enum Report {
         /// The socket's path.
         path: String,
         /// The operation refused (`connect` or `send`; empty when the line had no tab).
+        detail: String,
+    },
+    /// A write the sandbox let through that the host's own file system refused (its
+    /// read-only mount, a full disk, the file's own mode): the path, then the operation and
+    /// what the host said. A note: no grant changes it.
+    HostRefused {
+        /// The path the write failed on.
+        path: String,
+        /// The operation and the host's error (`OP\tWHY`).
         detail: String,
     },
     /// A protected file with more than one link: the path, then the count.
@@ -148,6 +158,7 @@ impl Report {
             Report::Denied { path, detail } => with_detail("denied", path, detail),
             Report::DeniedSocket { path, detail } => with_detail("denied_socket", path, detail),
             Report::DeniedGit { path, detail } => with_detail("denied_git", path, detail),
+            Report::HostRefused { path, detail } => with_detail("host_refused", path, detail),
             Report::Linked { path, detail } => with_detail("linked", path, detail),
             Report::Stopped(s) => format!("stopped {s}"),
             Report::Full(p) => format!("full {}", one(p)),
@@ -208,6 +219,10 @@ impl Report {
             "denied_socket" => {
                 let (path, detail) = split("denied_socket")?;
                 Report::DeniedSocket { path, detail }
+            }
+            "host_refused" => {
+                let (path, detail) = split("host_refused")?;
+                Report::HostRefused { path, detail }
             }
             "linked" => {
                 let (path, detail) = split("linked")?;
@@ -301,6 +316,10 @@ mod tests {
             Report::Linked {
                 path: "/p/.envrc".into(),
                 detail: "2".into(),
+            },
+            Report::HostRefused {
+                path: "/ro/p/x".into(),
+                detail: "open\tread-only file system (the host's mount)".into(),
             },
             Report::Stopped(20),
             Report::Full("/tmp".into()),

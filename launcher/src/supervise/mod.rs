@@ -63,6 +63,11 @@ pub struct SuperviseSpec {
     /// [`FALLBACK_GIT_SAFE_KEYS`] when `None`.
     #[serde(default)]
     pub git_safe_keys: Option<Vec<String>>,
+    /// The host's read-only mounts (and the writable ones below them), read before the
+    /// view was made: a write that fails there failed on the host's own file system, which
+    /// no grant changes (a note, `host_refused`, not a refusal).
+    #[serde(default)]
+    pub host_mounts: crate::view::host_mounts::HostMounts,
 }
 
 /// The git config keys that run nothing when a plan names none (a plan written by hand or
@@ -118,6 +123,8 @@ pub struct Supervisor {
     git: Mutex<()>,
     /// The git config keys that run nothing (`git.safe_config_keys`).
     git_safe_keys: Vec<String>,
+    /// The host's read-only mounts: where a failed write is the host's refusal.
+    host_mounts: crate::view::host_mounts::HostMounts,
 }
 
 /// Whether this kernel can supervise: user notification with ADDFD_FLAG_SEND (5.14).
@@ -398,7 +405,7 @@ impl Lazy {
     /// [`Self::fd`] is readable: the child's word is in (the listener, which is then
     /// polled; `Some`), or a supervised call waits, and the rules are compiled and the
     /// call's notifications served on threads of their own ([`Supervisor::spawn`]; `None`).
-    pub fn ready(self) -> Result<Option<Self>, SuperviseError> {
+    pub fn ready(mut self) -> Result<Option<Self>, SuperviseError> {
         match self.listener {
             Listener::Pending(p) => Ok(Some(Lazy {
                 listener: Listener::Ready(p.take()?),
@@ -408,9 +415,11 @@ impl Lazy {
                 let sv = &self.spec;
                 let rules = Rules::new(&sv.roots, &sv.paths, &sv.names)?;
                 let keys = self.spec.git_safe_keys.clone();
+                let host = std::mem::take(&mut self.spec.host_mounts);
                 Supervisor::new(rules, l, self.linked, self.report_fd)?
                     .with_sockets(self.sockets)
                     .with_git_safe_keys(keys)
+                    .with_host_mounts(host)
                     .spawn()
                     .map(|()| None)
             }
@@ -447,7 +456,15 @@ impl Supervisor {
                 .iter()
                 .map(|k| k.to_string())
                 .collect(),
+            host_mounts: crate::view::host_mounts::HostMounts::default(),
         })
+    }
+
+    /// The same supervisor with `host` as the host's read-only mounts (none by default:
+    /// every failed write where the rules let it is then the sandbox's).
+    pub fn with_host_mounts(mut self, host: crate::view::host_mounts::HostMounts) -> Self {
+        self.host_mounts = host;
+        self
     }
 
     /// The same supervisor with `keys` as the git config keys that run nothing (the plan's
@@ -584,6 +601,18 @@ impl Supervisor {
     fn first_report(&self, key: Vec<u8>) -> bool {
         let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
         reported.len() < MAX_REPORTED && reported.insert(key)
+    }
+
+    /// Reports a write the host's own file system refused where the sandbox let it
+    /// (`host_refused PATH\tOP\tWHY`): a note, no refusal of the sandbox, once per path.
+    fn host_refused(&self, what: &str, path: &[u8], why: &str) {
+        let mut key = b"host:".to_vec();
+        key.extend_from_slice(path);
+        if !self.first_report(key) {
+            return;
+        }
+        let line = format!("host_refused {}\t{what}\t{why}", report_path(path));
+        crate::inner::report(self.report_fd, &line);
     }
 
     fn refuse(&self, what: &str, path: &[u8], why: &rules::Refusal) {

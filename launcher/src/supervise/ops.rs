@@ -1085,15 +1085,8 @@ pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
         _ => Reply::Err(libc::ENOSYS),
     };
     let reply = call.after_git(reply);
-    if let (Reply::Err(e @ (libc::EROFS | libc::EACCES)), Some((what, path))) =
-        (&reply, &call.acted)
-    {
-        // The call itself failed where the rules let it: a read-only mount of the view, or
-        // Landlock outside the writable roots (inside them an EACCES is the file's own
-        // mode, which no grant changes).
-        if *e == libc::EROFS || !sup.rules.in_roots(path) {
-            sup.refuse(what, path, &Refusal::NotWritable);
-        }
+    if let (Reply::Err(e), Some((what, path))) = (&reply, &call.acted) {
+        after_failed(sup, what, path, *e);
     }
     let l = call.sup.listener.as_fd();
     let _ = match reply {
@@ -1106,4 +1099,34 @@ pub fn serve(sup: &Supervisor, n: &libc::seccomp_notif) {
         },
         Reply::None => Ok(()),
     };
+}
+
+/// A supervised call that failed where the rules let it: the sandbox's refusal (a read-only
+/// mount of the view, Landlock outside the writable roots), reported as a denial that a
+/// `write` grant can lift; or the host's (its read-only mount, a full disk, inside the
+/// writable roots a file's own mode), which no grant changes: a note.
+fn after_failed(sup: &Supervisor, what: &str, path: &[u8], e: i32) {
+    match e {
+        libc::EROFS if sup.host_mounts.read_only(path) => {
+            sup.host_refused(what, path, "read-only file system (the host's mount)");
+        }
+        libc::EROFS => sup.refuse(what, path, &Refusal::NotWritable),
+        libc::EACCES if !sup.rules.in_roots(path) => sup.refuse(what, path, &Refusal::NotWritable),
+        libc::EACCES | libc::EPERM => {
+            sup.host_refused(what, path, "permission denied (the file's own mode)")
+        }
+        // The call's own `/tmp` and `/dev/shm` are the sandbox's, of `sandbox.tmp_size`:
+        // their being full is reported as `full_tmpfs`.
+        libc::ENOSPC | libc::EDQUOT if !on_call_tmpfs(path) => {
+            sup.host_refused(what, path, "no space left on device");
+        }
+        _ => {}
+    }
+}
+
+/// Whether `path` is on the call's own `/tmp` or `/dev/shm`.
+fn on_call_tmpfs(path: &[u8]) -> bool {
+    [&b"/tmp"[..], b"/dev/shm"]
+        .iter()
+        .any(|d| path.starts_with(d) && matches!(path.get(d.len()), None | Some(b'/')))
 }

@@ -2,6 +2,7 @@
 //! host and applied by either backend (our own mounts, or bubblewrap arguments).
 
 pub mod handoff;
+pub mod host_mounts;
 pub mod host_sockets;
 pub(crate) mod listing;
 
@@ -535,5 +536,6 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
         own_loopback: plan.mode == crate::plan::PlanMode::Contained
             && plan.net() == crate::plan::NetMode::Own,
         git_safe_keys: plan.git_safe_keys.clone(),
+        host_mounts: host_mounts::HostMounts::of_host(),
     }
 }

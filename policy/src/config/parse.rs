@@ -557,6 +557,7 @@ fn sandbox(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut SandboxConfig) -> Result<()
 fn network(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut NetworkConfig) -> Result<(), LoadError> {
     let resolve = &mut cfg.resolve;
     let netview = &mut cfg.netview;
+    let (conns, tunnels) = (&mut cfg.proxy_connections, &mut cfg.proxy_tunnels);
     let mut fields = [
         ListField {
             name: "allow",
@@ -581,6 +582,8 @@ fn network(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut NetworkConfig) -> Result<()
         let name: &str = k.get_ref();
         match name {
             "netview" => *netview = boolean(ctx, "network.netview", v)?,
+            "proxy_connections" => *conns = count(ctx, "network.proxy_connections", v, 8, 4096)?,
+            "proxy_tunnels" => *tunnels = count(ctx, "network.proxy_tunnels", v, 1, 1024)?,
             "resolve" => {
                 for (hk, hv) in ordered(table(ctx, "network.resolve", v)?) {
                     let host: &str = hk.get_ref();
@@ -604,7 +607,10 @@ fn network(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut NetworkConfig) -> Result<()
                         ctx,
                         "network",
                         k,
-                        &known_keys(&["netview", "resolve"], &fields),
+                        &known_keys(
+                            &["netview", "proxy_connections", "proxy_tunnels", "resolve"],
+                            &fields,
+                        ),
                     ));
                 }
             }

@@ -86,6 +86,11 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
         });
     }
     out.push(scalar("network.netview", &c.network.netview));
+    out.push(scalar(
+        "network.proxy_connections",
+        &c.network.proxy_connections,
+    ));
+    out.push(scalar("network.proxy_tunnels", &c.network.proxy_tunnels));
     list(&mut out, "network.token_files", &c.network.token_files);
     out.push(scalar("bus.filter", &c.bus.filter));
     list(&mut out, "bus.talk", &c.bus.talk);

@@ -51,6 +51,26 @@ pub struct ServeOptions {
     pub idle_exit: Option<Duration>,
 }
 
+/// The open files the proxies of every call leave to the rest of the service: the RPC's
+/// connections, the launchers' pipes and pidfds, the caches' locks (a quarter of the limit
+/// when that is less).
+pub const FD_RESERVE: u64 = 1024;
+
+/// Raises the soft open-file limit to the hard one and gives the calls' proxies, together,
+/// what is left once [`FD_RESERVE`] is kept (each connection of a proxy counted twice: its
+/// own fd and a tunnel's upstream).
+fn fd_budgets() {
+    let limit = crate::sys::raise_nofile();
+    let share = limit.saturating_sub(FD_RESERVE.min(limit / 4)) / 2;
+    efr_proxy::set_process_budget(usize::try_from(share).unwrap_or(usize::MAX).max(1));
+    if limit < 4 * FD_RESERVE {
+        eprintln!(
+            "efr-sandbox: open files limited to {limit}: the calls' proxies share {share} \
+             connections"
+        );
+    }
+}
+
 /// Removes the plan files (`<token>.json`) an earlier service left in `dir`; links and
 /// anything else are left alone.
 fn remove_stale_plans(dir: &std::path::Path) {
@@ -73,6 +93,7 @@ fn remove_stale_plans(dir: &std::path::Path) {
 
 /// Runs the service until SIGINT or SIGTERM.
 pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
+    fd_budgets();
     let uid = nix::unistd::geteuid().as_raw();
     let mut env = Env::from_process();
     let paths = ServicePaths::resolve(opts.socket.as_deref(), env.config_file())?;
