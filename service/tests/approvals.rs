@@ -465,20 +465,9 @@ fn a_line_the_hook_denies_waits_for_the_user_and_then_runs() {
     .replace("@CWD@", &e.proj().to_string_lossy())
     .replace("@LINE@", &Value::String(line.clone()).to_string());
     let hook = |input: &str| -> Value {
-        use std::io::Write;
         let mut c = e.cmd(BIN);
-        c.args(["hook", "codex"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        let o = child.wait_with_output().unwrap();
+        c.args(["hook", "codex"]);
+        let o = common::output_with_stdin(&mut c, input.as_bytes());
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
         serde_json::from_slice(&o.stdout).unwrap()
     };

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -56,19 +55,8 @@ impl World {
 
     /// The hook of `agent` on `input`.
     fn hook(&self, agent: &str, input: &str) -> Output {
-        let mut child = self
-            .cmd(EFR_SANDBOX, &["hook", agent], &self.proj())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // A hook that refuses early (an unknown agent) ends without reading its input.
-        match child.stdin.take().unwrap().write_all(input.as_bytes()) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-            r => r.unwrap(),
-        }
-        child.wait_with_output().unwrap()
+        let mut c = self.cmd(EFR_SANDBOX, &["hook", agent], &self.proj());
+        common::output_with_stdin(&mut c, input.as_bytes())
     }
 
     /// The fixture `name` for a call of `line` in `cwd`.
@@ -206,17 +194,8 @@ fn the_project_is_the_agents_not_the_lines_directory() {
     // Claude Code's cwd follows the lines' `cd`s; its project dir does not.
     let input = w.fixture("claude-bash.json", "ls", &elsewhere);
     let mut c = w.cmd(EFR_SANDBOX, &["hook", "claude"], &w.proj());
-    c.env("CLAUDE_PROJECT_DIR", w.proj())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    c.env("CLAUDE_PROJECT_DIR", w.proj());
+    let o = common::output_with_stdin(&mut c, input.as_bytes());
     let (_, cmd, _) = pre_tool_use(&serde_json::from_slice(&o.stdout).unwrap());
     assert!(cmd.as_deref().unwrap().contains(&want), "{cmd:?}");
     // Gemini's dir_path is the model's choice.
@@ -237,17 +216,8 @@ fn without_a_runtime_dir_calls_run_with_no_conversation() {
     let w = World::new("native");
     let input = w.fixture("claude-bash.json", "echo ok", &w.proj());
     let mut c = w.cmd(EFR_SANDBOX, &["hook", "claude"], &w.proj());
-    c.env_remove("XDG_RUNTIME_DIR")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    c.env_remove("XDG_RUNTIME_DIR");
+    let o = common::output_with_stdin(&mut c, input.as_bytes());
     let (d, cmd, _) = pre_tool_use(&serde_json::from_slice(&o.stdout).unwrap());
     let cmd = cmd.unwrap();
     assert_eq!(d, "allow");

@@ -386,3 +386,19 @@ pub fn have_pip() -> bool {
         .output()
         .is_ok_and(|o| o.status.success())
 }
+
+/// Runs `c` with `input` on its stdin, stdout and stderr captured. A program that ends
+/// without reading its whole input (a hook refusing an unknown agent) is no failure here.
+pub fn output_with_stdin(c: &mut Command, input: &[u8]) -> std::process::Output {
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    match child.stdin.take().unwrap().write_all(input) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.unwrap(),
+    }
+    child.wait_with_output().unwrap()
+}
