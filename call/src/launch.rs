@@ -635,7 +635,16 @@ pub fn denial_record(
                 root.display()
             ),
         ),
-        None => (path.to_string(), why),
+        None => match ex.as_ref().and_then(|e| e.grant.as_ref()).map(|h| &h.grant) {
+            // The lock file of a file in the project (git writes `.git/config` by
+            // `.git/config.lock` and a rename): the grant is the file, which brings its lock
+            // file with it (a grant of the lock itself would leave it on the host).
+            Some(Grant::Write { path: file }) if file != path => (
+                file.clone(),
+                format!("{why}; it is the lock file of {file}, which the writer renames onto it"),
+            ),
+            _ => (path.to_string(), why),
+        },
     };
     let judgement = match &floor {
         Some(f) => Judgement {
