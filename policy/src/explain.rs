@@ -450,7 +450,11 @@ pub fn explain_path(
                     let lifted = deepest(&roots, loc)
                         .is_some_and(|r| r.path.starts_with(&mp) && r.path != mp);
                     if !lifted {
-                        masked = Some((hit("sandbox.masks", e), mp));
+                        let key = match e.source {
+                            crate::config::Source::Surface { .. } => "surface.answers",
+                            _ => "sandbox.masks",
+                        };
+                        masked = Some((hit(key, e), mp));
                         break 'masks;
                     }
                 }

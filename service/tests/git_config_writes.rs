@@ -27,7 +27,15 @@ fn repo() -> (tempfile::TempDir, PathBuf) {
     for args in [
         &["init", "-q", "."][..],
         &["add", "README"],
-        &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "one",
+        ],
     ] {
         let o = user_git(&proj, args);
         assert!(o.status.success(), "git {args:?}: {o:?}");
@@ -74,7 +82,13 @@ fn proposed_writes(d: &Path, proj: &Path, line: &str) -> Vec<String> {
 }
 
 /// `run` of `line` in `proj` on `backend` with `grants`: the output.
-fn run(d: &Path, proj: &Path, backend: &str, grants: &[String], line: &str) -> std::process::Output {
+fn run(
+    d: &Path,
+    proj: &Path,
+    backend: &str,
+    grants: &[String],
+    line: &str,
+) -> std::process::Output {
     let mut c = command(d);
     c.current_dir(proj).args(["run", "--backend", backend]);
     for g in grants {
@@ -86,7 +100,11 @@ fn run(d: &Path, proj: &Path, backend: &str, grants: &[String], line: &str) -> s
 /// What the user meets after the call: `git status` works and no lock is left.
 fn host_is_clean(proj: &Path, what: &str) {
     let lock = proj.join(".git/config.lock");
-    assert!(!lock.exists(), "{what}: {} left on the host", lock.display());
+    assert!(
+        !lock.exists(),
+        "{what}: {} left on the host",
+        lock.display()
+    );
     assert_eq!(user_git_out(proj, &["status", "--porcelain"]), "", "{what}");
 }
 
@@ -104,7 +122,13 @@ fn git_remote_add_and_git_config_work_with_the_grant_classify_proposes() {
         );
         let o = run(d.path(), &proj, backend, &grants, &line);
         assert!(o.status.success(), "{backend}: {line}: {o:?}");
-        let o = run(d.path(), &proj, backend, &grants, "git config user.name 'Ada L'");
+        let o = run(
+            d.path(),
+            &proj,
+            backend,
+            &grants,
+            "git config user.name 'Ada L'",
+        );
         assert!(o.status.success(), "{backend}: git config: {o:?}");
         assert_eq!(
             user_git_out(&proj, &["config", "--get", "remote.origin.url"]),
