@@ -656,6 +656,53 @@ fn unmask_record(
     }
 }
 
+/// The plain file `FILE` whose lock file `path` (`FILE.lock`) is, when it exists.
+fn lock_target(path: &str) -> Option<String> {
+    let file = path.strip_suffix(".lock").filter(|f| !f.ends_with('/'))?;
+    std::fs::symlink_metadata(file)
+        .is_ok_and(|m| m.is_file())
+        .then(|| file.to_string())
+}
+
+/// The exit record of a refused lock file `path` of `file` that no grant of a contained
+/// call makes work (outside the projects: its directory stays read-only to the call): a
+/// grant of the lock would need it made on the host first and would leave it there, where
+/// the next writer fails with `File exists`. Needs the line run unsandboxed (`user_only`).
+fn lock_record(n: usize, path: &str, file: &str, line: &str, class: TargetClass) -> ExitRecord {
+    ExitRecord {
+        id: format!("denial-{}", n + 1),
+        source: ExitSource::Denial,
+        kind: ExitKind::Write,
+        summary: format!("write {path} (refused by the sandbox)"),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            targets: vec![Target {
+                path: path.to_string(),
+                class,
+                op: TargetOp::Write,
+                backup_before_write: false,
+                masked: false,
+            }],
+            ..Default::default()
+        },
+        needs: Needs::Unsandboxed,
+        judgement: Judgement {
+            verdict: Verdict::UserOnly,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "{path} is the lock file of {file}: its writer makes it next to {file} and \
+                 renames it onto it, in a directory a contained call cannot write (a grant \
+                 of a file brings its lock file only inside a project, and a grant of the \
+                 lock would leave it on your disk, where the next writer fails with `File \
+                 exists`); only you can run the line unsandboxed"
+            )],
+        },
+    }
+}
+
 /// `config` with the files the user answered `mask` to in the surface's questions as masks
 /// (as every contained call gets them): what `explain`, `classify` and the judgement of a
 /// refusal must see.
@@ -702,6 +749,10 @@ pub fn denial_record(
         && floor.is_none()
     {
         return unmask_record(n, path, m, line, class, &why);
+    }
+    let lock_writer = !matches!(hint, Some(Grant::Write { path: f }) if f != path);
+    if let (true, None, None, Some(file)) = (lock_writer, &cache, &floor, lock_target(path)) {
+        return lock_record(n, path, &file, line, class);
     }
     let (grant_path, why) = match &cache {
         Some((root, reason)) => (
