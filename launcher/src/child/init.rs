@@ -90,12 +90,14 @@ fn all_signals() -> Vec<libc::c_int> {
 }
 
 /// The signal that ends a call from outside: the launcher sends it to the init when the
-/// caller died, and the native backend's init gets it when the launcher dies (its
-/// `PR_SET_PDEATHSIG`). Caught, so that the init ends the call itself (every process
-/// killed, the lock files the line left removed: [`crate::supervise::MadeLocks`]) rather
-/// than be killed with its work undone. Before the init catches it, its default action
-/// ends the init as SIGKILL did. A process of the call that sends it ends its own call,
-/// which it could do anyway.
+/// caller died, and the native backend's init (cold, or a standby's once its call came)
+/// gets it when the launcher dies (its `PR_SET_PDEATHSIG`). Caught, so that the init ends
+/// the call itself (every process killed, the lock files the line left removed:
+/// [`crate::supervise::MadeLocks`]) rather than be killed with its work undone. Until the
+/// init catches it, the kernel drops it (the init is pid 1 of its namespace, and the
+/// signal's default action is not SIGKILL's), and [`run_init`] sees the launcher's end on
+/// its pidfd, first thing and in its loop. A process of the call that sends it ends its
+/// own call, which it could do anyway.
 pub(crate) const LAUNCHER_DEATH_SIGNAL: libc::c_int = libc::SIGPWR;
 
 /// The launcher has ended: nothing of the call may outlive it. Kills every process of the
