@@ -112,6 +112,11 @@ fn host_is_clean(proj: &Path, what: &str) {
 fn git_remote_add_and_git_config_work_with_the_grant_classify_proposes() {
     for backend in backends() {
         let (d, proj) = repo();
+        // The user's own keys that run programs (an alias, an editor): git rewrites the
+        // whole file to set one key, and they stay (they are the user's, not the call's).
+        for (k, v) in [("alias.co", "checkout"), ("core.editor", "vim")] {
+            assert!(user_git(&proj, &["config", k, v]).status.success());
+        }
         let line = format!("git remote add origin {URL}");
         let grants = proposed_writes(d.path(), &proj, &line);
         let config = proj.join(".git/config");
@@ -138,6 +143,30 @@ fn git_remote_add_and_git_config_work_with_the_grant_classify_proposes() {
         assert_eq!(
             user_git_out(&proj, &["config", "--get", "user.name"]),
             "Ada L",
+            "{backend}"
+        );
+        for (k, v) in [("alias.co", "checkout"), ("core.editor", "vim")] {
+            assert_eq!(user_git_out(&proj, &["config", "--get", k]), v, "{backend}");
+        }
+        host_is_clean(&proj, backend);
+        // The grant adds no key that runs a program: that is the user's alone to set.
+        let o = run(
+            d.path(),
+            &proj,
+            backend,
+            &grants,
+            "git config alias.st '!id'",
+        );
+        assert!(!o.status.success(), "{backend}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("alias.st") && err.contains("only you can run the line unsandboxed"),
+            "{backend}: {err}"
+        );
+        assert!(
+            user_git(&proj, &["config", "--get", "alias.st"])
+                .stdout
+                .is_empty(),
             "{backend}"
         );
         host_is_clean(&proj, backend);
