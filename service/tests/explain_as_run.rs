@@ -62,6 +62,15 @@ fn explain_and_classify_take_the_project_run_takes() {
         "{v}"
     );
     assert_eq!(v["read_only"]["rule"], json!(".git/config"), "{v}");
+    // Its lock file is read-only with it, and the fix is the grant of the config (which
+    // brings its lock file), not of the lock.
+    let (v, _) = explain(d.path(), &sub, "../.git/config.lock");
+    assert_eq!(v["access"], json!("read"), "{v}");
+    assert_eq!(
+        v["grant"]["grant"],
+        json!({"kind": "write", "path": proj.join(".git/config")}),
+        "{v}"
+    );
     // classify: a write in the project needs nothing; the config write needs its grant.
     let classify = |line: &str| {
         json_of(
