@@ -558,14 +558,22 @@ pub fn finished(
         .iter()
         .filter_map(|e| crate::caches::expand(&e.value, env))
         .collect();
+    // The refusals are judged with the masks the call had, the surface's answers among
+    // them (a write to one needs `unmask=`, not `write=`).
+    let answered = if o.denials.is_empty() {
+        None
+    } else {
+        with_surface_answers(config, env).ok()
+    };
+    let judged = answered.as_ref().unwrap_or(config);
     let mut exits: Vec<ExitRecord> = o
         .denials
         .iter()
         .filter(|d| !quiet.iter().any(|q| Path::new(d.as_str()) == q))
         .enumerate()
         .map(|(i, d)| match o.git_denials.iter().find(|g| g.path == *d) {
-            Some(g) => git_denial_record(i, g, line, projects, config, env),
-            None => denial_record(i, d, line, projects, config, env),
+            Some(g) => git_denial_record(i, g, line, projects, judged, env),
+            None => denial_record(i, d, line, projects, judged, env),
         })
         .collect();
     let n = exits.len();
@@ -602,8 +610,114 @@ pub fn finished(
     fin
 }
 
+/// The exit record of a refused write to a masked path `path` (the mask `mask`): needs the
+/// `unmask` grant of the mask, judged `review` by policy.
+fn unmask_record(
+    n: usize,
+    path: &str,
+    mask: &str,
+    line: &str,
+    class: TargetClass,
+    why: &str,
+) -> ExitRecord {
+    ExitRecord {
+        id: format!("denial-{}", n + 1),
+        source: ExitSource::Denial,
+        kind: ExitKind::Write,
+        summary: format!("write {path} (refused by the sandbox)"),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            targets: vec![Target {
+                path: path.to_string(),
+                class,
+                op: TargetOp::Write,
+                backup_before_write: false,
+                masked: true,
+            }],
+            ..Default::default()
+        },
+        needs: Needs::Contained {
+            grants: vec![Grant::Unmask {
+                path: mask.to_string(),
+            }],
+        },
+        judgement: Judgement {
+            verdict: Verdict::Review,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "the sandbox refused a write to {path}, which is masked ({why}); the grant \
+                 unmask={mask} lifts the mask and lets the call write it (a write grant \
+                 leaves the mask in place)"
+            )],
+        },
+    }
+}
+
+/// The plain file `FILE` whose lock file `path` (`FILE.lock`) is, when it exists.
+fn lock_target(path: &str) -> Option<String> {
+    let file = path.strip_suffix(".lock").filter(|f| !f.ends_with('/'))?;
+    std::fs::symlink_metadata(file)
+        .is_ok_and(|m| m.is_file())
+        .then(|| file.to_string())
+}
+
+/// The exit record of a refused lock file `path` of `file` that no grant of a contained
+/// call makes work (outside the projects: its directory stays read-only to the call): a
+/// grant of the lock would need it made on the host first and would leave it there, where
+/// the next writer fails with `File exists`. Needs the line run unsandboxed (`user_only`).
+fn lock_record(n: usize, path: &str, file: &str, line: &str, class: TargetClass) -> ExitRecord {
+    ExitRecord {
+        id: format!("denial-{}", n + 1),
+        source: ExitSource::Denial,
+        kind: ExitKind::Write,
+        summary: format!("write {path} (refused by the sandbox)"),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            targets: vec![Target {
+                path: path.to_string(),
+                class,
+                op: TargetOp::Write,
+                backup_before_write: false,
+                masked: false,
+            }],
+            ..Default::default()
+        },
+        needs: Needs::Unsandboxed,
+        judgement: Judgement {
+            verdict: Verdict::UserOnly,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "{path} is the lock file of {file}: its writer makes it next to {file} and \
+                 renames it onto it, in a directory a contained call cannot write (a grant \
+                 of a file brings its lock file only inside a project, and a grant of the \
+                 lock would leave it on your disk, where the next writer fails with `File \
+                 exists`); only you can run the line unsandboxed"
+            )],
+        },
+    }
+}
+
+/// `config` with the files the user answered `mask` to in the surface's questions as masks
+/// (as every contained call gets them): what `explain`, `classify` and the judgement of a
+/// refusal must see.
+pub fn with_surface_answers(config: &Config, env: &Env) -> Result<Config, String> {
+    let store = efr_surface::state::Store::for_home(&env.home);
+    let st = efr_surface::state::read_for_calls(&store)
+        .map_err(|e| format!("the surface's answers: {e}"))?;
+    Ok(config
+        .clone()
+        .with_answered_masks(&st.masks(), &store.file()))
+}
+
 /// The exit record of one refused write: kind `write`, source `denial`, needs a contained
-/// call with a `write` grant, judged `review` by policy (`user_only` by floor for a floor).
+/// call with a `write` grant (`unmask` for a masked path: a write grant leaves the mask),
+/// judged `review` by policy (`user_only` by floor for a floor).
 pub fn denial_record(
     n: usize,
     path: &str,
@@ -627,6 +741,19 @@ pub fn denial_record(
     let cache = (class == TargetClass::Cache)
         .then(|| cache_root(Path::new(path), config, env))
         .flatten();
+    let hint = ex.as_ref().and_then(|e| e.grant.as_ref()).map(|h| &h.grant);
+    // A masked path: the grant that lifts the mask (a write grant would leave it, and the
+    // write would fail again).
+    if let (Some(Grant::Unmask { path: m }), Some(e)) = (hint, &ex)
+        && e.masked.is_some()
+        && floor.is_none()
+    {
+        return unmask_record(n, path, m, line, class, &why);
+    }
+    let lock_writer = !matches!(hint, Some(Grant::Write { path: f }) if f != path);
+    if let (true, None, None, Some(file)) = (lock_writer, &cache, &floor, lock_target(path)) {
+        return lock_record(n, path, &file, line, class);
+    }
     let (grant_path, why) = match &cache {
         Some((root, reason)) => (
             root.to_string_lossy().into_owned(),
@@ -635,7 +762,16 @@ pub fn denial_record(
                 root.display()
             ),
         ),
-        None => (path.to_string(), why),
+        None => match hint {
+            // The lock file of a file in the project (git writes `.git/config` by
+            // `.git/config.lock` and a rename): the grant is the file, which brings its lock
+            // file with it (a grant of the lock itself would leave it on the host).
+            Some(Grant::Write { path: file }) if file != path => (
+                file.clone(),
+                format!("{why}; it is the lock file of {file}, which the writer renames onto it"),
+            ),
+            _ => (path.to_string(), why),
+        },
     };
     let judgement = match &floor {
         Some(f) => Judgement {

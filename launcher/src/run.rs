@@ -206,17 +206,33 @@ fn reap_orphans(deadline: Instant) {
     }
 }
 
+/// How long a contained call's init gets to end the call itself when its caller died (it
+/// kills the line's processes and removes the lock files they left, then exits) before
+/// the launcher kills it.
+const INIT_END_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// The caller is gone: kills the call now, whatever it is doing. `child` is the backend's
 /// process (the native init, bubblewrap, the unsandboxed line), `init` the contained
-/// call's init when it is another process (bubblewrap's child). The init's death takes its
-/// pid namespace with it; an unsandboxed tree is ended through its cgroup. Returns the
-/// survivors (unsandboxed).
+/// call's init when it is another process (bubblewrap's child), `contained` whether the
+/// call is a contained one. A contained call's init is
+/// first told to end the call itself (`LAUNCHER_DEATH_SIGNAL`, within `INIT_END_WAIT`:
+/// it removes the lock files the line left, which a killed init would leave on the host),
+/// then killed. The init's death takes its pid namespace with it; an unsandboxed tree is
+/// ended through its cgroup. Returns the survivors (unsandboxed).
 fn kill_call(
     child: libc::pid_t,
     init: libc::pid_t,
+    contained: bool,
     cgroup: Option<&crate::backend::unsandboxed::Cgroup>,
 ) -> Vec<String> {
     let deadline = Instant::now() + KILL_WAIT;
+    if contained
+        && sys::kill(init, crate::child::init::LAUNCHER_DEATH_SIGNAL).is_ok()
+        && wait_until(child, Instant::now() + INIT_END_WAIT).is_some()
+    {
+        reap_orphans(deadline);
+        return Vec::new();
+    }
     if init != child {
         let _ = sys::kill(init, libc::SIGKILL);
     }
@@ -679,7 +695,7 @@ fn run_once(
         };
         let revents = sys::poll(&fds, timeout);
         if caller.gone() {
-            let survivors = kill_call(child, sig_target, cgroup.as_ref());
+            let survivors = kill_call(child, sig_target, contained, cgroup.as_ref());
             drop(stage);
             out.emit(&h.exited(None, Some(libc::SIGKILL), start, survivors));
             return Try::Done(crate::exit_code::of_signal(libc::SIGKILL));

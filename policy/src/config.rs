@@ -56,6 +56,12 @@ pub enum Source {
         /// The line of the value in it, 1-based.
         line: usize,
     },
+    /// The user's answer to a question of the surface (`efr-sandbox surface respond ID
+    /// --mask`), kept in its state file: a mask of the file the question named.
+    Surface {
+        /// The surface's state file holding the answer.
+        path: PathBuf,
+    },
 }
 
 impl Source {
@@ -64,6 +70,7 @@ impl Source {
         match self {
             Source::Default => "default".to_string(),
             Source::File { path, line } => format!("{}:{line}", path.display()),
+            Source::Surface { path } => format!("your surface answer in {}", path.display()),
         }
     }
 }
@@ -472,6 +479,31 @@ impl LoadError {
 pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
 impl Config {
+    /// The same config with the files the user answered `mask` to in the surface's
+    /// questions (`masks`, absolute paths, kept in the state file `file`) as masks of
+    /// `sandbox.masks`, each with that answer as its source: what a contained call gets
+    /// masked, so that `explain` and a refusal's grant (`unmask=`) see them as the launch
+    /// does.
+    pub fn with_answered_masks(mut self, masks: &[String], file: &Path) -> Config {
+        for m in masks {
+            if self.sandbox.masks.iter().any(|e| e.value == *m) {
+                continue;
+            }
+            self.sandbox.masks.push(Entry {
+                value: m.clone(),
+                reason: format!(
+                    "you answered --mask to it in `efr-sandbox surface`; kept in {}",
+                    file.display()
+                ),
+                source: Source::Surface {
+                    path: file.to_path_buf(),
+                },
+                merge: None,
+            });
+        }
+        self
+    }
+
     /// The built-in defaults alone.
     pub fn defaults() -> Config {
         static DEFAULTS: OnceLock<Config> = OnceLock::new();

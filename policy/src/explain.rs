@@ -328,6 +328,18 @@ const DEV_KEPT: [&str; 7] = [
     "/dev/ptmx",
 ];
 
+/// The file whose lock file `c` is (`FILE.lock` next to a plain file `FILE` in a project
+/// root): a grant to write `FILE` lets the call make, write and rename `c` onto it (the
+/// supervisor's lock-and-rename allowance), so that grant is the fix for `c`.
+fn lock_of(c: &Path, projects: &[PathBuf]) -> Option<PathBuf> {
+    let name = c.file_name()?.as_bytes();
+    let stem = name.strip_suffix(b".lock").filter(|s| !s.is_empty())?;
+    let file = c.with_file_name(std::ffi::OsStr::from_bytes(stem));
+    let plain = std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file());
+    let inside = projects.iter().any(|r| file.starts_with(r) && file != *r);
+    (plain && inside).then_some(file)
+}
+
 /// Explains an absolute, `~` or relative (to `cwd`, else `env.cwd`) path, with these
 /// project roots (absolute, or relative to the same directory).
 pub fn explain_path(
@@ -438,7 +450,11 @@ pub fn explain_path(
                     let lifted = deepest(&roots, loc)
                         .is_some_and(|r| r.path.starts_with(&mp) && r.path != mp);
                     if !lifted {
-                        masked = Some((hit("sandbox.masks", e), mp));
+                        let key = match e.source {
+                            crate::config::Source::Surface { .. } => "surface.answers",
+                            _ => "sandbox.masks",
+                        };
+                        masked = Some((hit(key, e), mp));
                         break 'masks;
                     }
                 }
@@ -560,13 +576,29 @@ pub fn explain_path(
             effect: "lets the call write this floor path".into(),
             user_only: true,
         })
+    } else if let (Access::Read, Some(file)) = (access, lock_of(&c, &project_paths)) {
+        Some(GrantHint {
+            grant: Grant::Write { path: show(&file) },
+            effect: format!(
+                "lets the call write {} by lock file and rename, as git does: it makes this \
+                 lock file, writes it and renames it onto the file; a lock it leaves is removed \
+                 at the call's end",
+                show(&file)
+            ),
+            user_only: false,
+        })
     } else if access == Access::Read {
+        let in_project = project_paths.iter().any(|r| c.starts_with(r) && c != *r);
         Some(GrantHint {
             grant: Grant::Write { path: show(&c) },
-            effect: if exists {
-                "lets the call write it".into()
-            } else {
+            effect: if !exists {
                 "lets the call create it".into()
+            } else if in_project && own_kind == FileKind::File {
+                "lets the call write it, also by lock file and rename as git does: its lock \
+                 file made next to it, renamed onto it"
+                    .into()
+            } else {
+                "lets the call write it".into()
             },
             user_only: false,
         })
@@ -618,8 +650,25 @@ fn pick_link(walk: &Walk) -> Option<&LinkStep> {
         .or_else(|| walk.links.iter().find(|l| l.orig.is_some()))
 }
 
-/// The read-only rule of `c` inside one of the writable `roots`, if any.
+/// The read-only rule of `c` inside one of the writable `roots`, if any; `NAME.lock` is
+/// read-only with `NAME`, as the supervisor keeps it (git writes its files by lock file and
+/// rename).
 fn read_only_hit(c: &Path, roots: &[PathBuf], config: &Config, env: &Env) -> Option<RuleHit> {
+    read_only_rule(c, roots, config, env).or_else(|| {
+        let stem = c.file_name()?.as_bytes().strip_suffix(b".lock")?;
+        if stem.is_empty() {
+            return None;
+        }
+        let file = c.with_file_name(OsStr::from_bytes(stem));
+        read_only_rule(&file, roots, config, env).map(|h| RuleHit {
+            reason: format!("the lock file of {}: {}", show(&file), h.reason),
+            ..h
+        })
+    })
+}
+
+/// [`read_only_hit`] of `c` itself.
+fn read_only_rule(c: &Path, roots: &[PathBuf], config: &Config, env: &Env) -> Option<RuleHit> {
     for e in &config.sandbox.read_only_inside {
         for m in matchers(&e.value, env, roots) {
             if m.matched(c).is_some() {

@@ -89,7 +89,9 @@ impl Policy {
     /// Every failure of explain is about its input (an empty path, a relative cwd, ...):
     /// `invalid`.
     pub fn explain(&self, params: ExplainParams) -> Result<ExplainResult, ErrorBody> {
-        let config = self.config();
+        // The files the user answered `mask` to are masked in every call: explained so.
+        let config = efr_call::launch::with_surface_answers(&self.config(), &self.env)
+            .map_err(|e| ErrorBody::new(ErrorCode::Internal, e))?;
         explain::explain(&params, &config, &self.env)
             .map_err(|e| ErrorBody::new(ErrorCode::Invalid, e.to_string()))
     }

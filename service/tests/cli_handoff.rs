@@ -581,3 +581,68 @@ fn a_conversation_is_the_same_through_the_service_and_without() {
         !rt.path().join("efr/sandbox.sock").exists()
     });
 }
+
+/// Through the service too: `git remote add` with the grant of `.git/config` works, and a
+/// lock the line made is gone when the CLI is killed mid-write (the service ends the call,
+/// and its init removes the lock).
+#[test]
+fn a_git_config_write_through_the_service_and_a_killed_cli_leave_no_lock() {
+    let s = service(temp_env());
+    let dir = s.dir.path().to_path_buf();
+    let proj = dir.join("proj");
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(&proj)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(git(&["init", "-q"]).status.success());
+    let grant = format!("write={}", proj.join(".git/config").display());
+    let lock = proj.join(".git/config.lock");
+    for b in backends() {
+        let line = format!("git remote add o-{b} https://e.com/x.git");
+        let o = run_cmd(
+            &dir,
+            &s.socket,
+            &["--backend", b, "--grant", &grant, "--", &line],
+        )
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "{b}: {}", stderr(&o));
+        let url = git(&["config", "--get", &format!("remote.o-{b}.url")]);
+        assert_eq!(
+            String::from_utf8_lossy(&url.stdout),
+            "https://e.com/x.git\n",
+            "{b}"
+        );
+        assert!(!lock.exists(), "{b}");
+
+        let mut c = run_cmd(
+            &dir,
+            &s.socket,
+            &[
+                "--backend",
+                b,
+                "--grant",
+                &grant,
+                "--",
+                "set -C; : > .git/config.lock && echo ready && sleep 61.4103",
+            ],
+        );
+        let (mut child, _out) = until_ready(&mut c, Stdio::null());
+        assert!(lock.exists(), "{b}: the line made its lock");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        wait_until("the call ends with its CLI", 10, || {
+            !running("sleep 61.4103")
+        });
+        wait_until("the lock goes with the call", 3, || !lock.exists());
+        assert!(
+            git(&["config", "user.name", "after"]).status.success(),
+            "{b}"
+        );
+    }
+}

@@ -483,10 +483,12 @@ fn spawn_cold(
     let pid = sys::clone_fork(flags).map_err(SetupError::sys("clone (user namespaces)"))?;
     if pid == 0 {
         drop(sync_w);
-        // The init dies with the launcher. (It cannot compare getppid, its parent is
+        // The init dies with the launcher (ending the call itself on the signal, see
+        // `LAUNCHER_DEATH_SIGNAL`). (It cannot compare getppid, its parent is
         // outside its pid namespace: the launcher's pidfd tells whether the launcher died
         // before this, see `run_init`.)
-        if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+        let death = crate::child::init::LAUNCHER_DEATH_SIGNAL as libc::c_ulong;
+        if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, death, 0) {
             crate::child::report::setup_error(
                 report_w,
                 format!("prctl(PR_SET_PDEATHSIG) of the call's init: {e}"),

@@ -304,6 +304,13 @@ fn waiting_init(sock: OwnedFd, report_w: RawFd, launcher_pidfd: RawFd, report_r:
     let Some(mut go) = read_go(sock.as_fd()) else {
         quit()
     };
+    // From here on the init runs a call: it ends it itself when the launcher dies (see
+    // `LAUNCHER_DEATH_SIGNAL`; until the init catches it, its pidfd watch of the launcher
+    // holds).
+    let death = crate::child::init::LAUNCHER_DEATH_SIGNAL as libc::c_ulong;
+    if sys::prctl(libc::PR_SET_PDEATHSIG, death, 0).is_err() {
+        quit();
+    }
     let want = 3 + usize::from(go.spec.terminal.is_some());
     if fds.len() != want {
         quit();

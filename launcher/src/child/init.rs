@@ -89,6 +89,17 @@ fn all_signals() -> Vec<libc::c_int> {
         .collect()
 }
 
+/// The signal that ends a call from outside: the launcher sends it to the init when the
+/// caller died, and the native backend's init (cold, or a standby's once its call came)
+/// gets it when the launcher dies (its `PR_SET_PDEATHSIG`). Caught, so that the init ends
+/// the call itself (every process killed, the lock files the line left removed:
+/// [`crate::supervise::MadeLocks`]) rather than be killed with its work undone. Until the
+/// init catches it, the kernel drops it (the init is pid 1 of its namespace, and the
+/// signal's default action is not SIGKILL's), and [`run_init`] sees the launcher's end on
+/// its pidfd, first thing and in its loop. A process of the call that sends it ends its
+/// own call, which it could do anyway.
+pub(crate) const LAUNCHER_DEATH_SIGNAL: libc::c_int = libc::SIGPWR;
+
 /// The launcher has ended: nothing of the call may outlive it. Kills every process of the
 /// namespace and ends the init (its namespace goes with it).
 fn launcher_gone() -> ! {
@@ -327,7 +338,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     // acts on itself.
     let fwd = crate::run::forwarded_signals();
     let mut sigs = fwd.clone();
-    sigs.extend([libc::SIGCHLD, libc::SIGCONT]);
+    sigs.extend([libc::SIGCHLD, libc::SIGCONT, LAUNCHER_DEATH_SIGNAL]);
     let sig_r = match sys::signal_pipe(&sigs) {
         Ok(r) => r,
         Err(e) => {
@@ -468,6 +479,14 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         )),
         _ => None,
     };
+    // The lock files of granted files the line makes: those left at its end go (the
+    // user's next `git config` would fail on one with `File exists`).
+    let locks = lazy.as_ref().map(crate::supervise::Lazy::locks);
+    let remove_locks = || {
+        if let Some(l) = &locks {
+            l.remove_left();
+        }
+    };
 
     let mut full = FullWatch::new(&spec.watch_full);
     let mut status: Option<libc::c_int> = None;
@@ -514,6 +533,8 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                 && r.get(1)
                     .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
             {
+                let _ = sys::kill(-1, libc::SIGKILL);
+                remove_locks();
                 launcher_gone();
             }
             match listener_turn(at.and_then(|i| r.get(i).copied())) {
@@ -555,6 +576,11 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         if let Ok(n) = sys::read(sig_r, &mut buf) {
             for pair in buf[..n].chunks_exact(2) {
                 let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
+                if sig == LAUNCHER_DEATH_SIGNAL {
+                    let _ = sys::kill(-1, libc::SIGKILL);
+                    remove_locks();
+                    launcher_gone();
+                }
                 // To the line's group (the line leads it; before it has made its group,
                 // to the line alone): what a process sent, as the caller's terminal or a
                 // group signal would have reached it; the SIGHUP of the call's pty hanging
@@ -587,6 +613,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
             _ => break,
         }
     }
+    remove_locks();
     // The call is over: its output ends as soon as the launcher closes its own copies,
     // not after this process's teardown. (Only 0 to 2: other fds of the init may still be
     // owned by its supervisor's thread, ending too.)

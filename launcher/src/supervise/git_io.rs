@@ -529,7 +529,10 @@ impl<'a> Call<'a> {
             Err(why) => return Reply::Err(self.refuse_git("rename", &n.path, &why)),
         };
         let why = match what {
-            Checked::Config => gitdir::config_text(&text, &self.sup.git_safe_keys),
+            Checked::Config => {
+                let old = read_config(n.dir.as_fd(), &n.name).map(|(t, _)| t).ok();
+                gitdir::config_text_over(&text, old.as_deref(), &self.sup.git_safe_keys)
+            }
             Checked::Todo => {
                 let old = read_config(n.dir.as_fd(), &n.name)
                     .map(|(t, _)| t)

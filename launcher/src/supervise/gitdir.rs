@@ -252,6 +252,35 @@ pub fn config_text(text: &[u8], safe: &[String]) -> Option<String> {
     }
 }
 
+/// [`config_text`] of a config `text` that replaces `old` (the config there now, if any):
+/// a key off the safe list that `old` holds already with the same value is kept, not
+/// judged. It is what git had, not the call's: git rewrites the whole file when it sets
+/// one key (`git remote add` in a repository whose config holds the user's `alias.co` or
+/// `core.editor`), and what lands adds nothing git would run that it did not run before.
+/// A changed value, or a key `old` lacks, is judged as in [`config_text`].
+pub fn config_text_over(text: &[u8], old: Option<&[u8]>, safe: &[String]) -> Option<String> {
+    use efr_sandbox_wire::gitconfig::{key_is_safe, parse_strict};
+    let keys = match parse_strict(text) {
+        Ok(k) => k,
+        Err(e) => return Some(format!("a git config git may read otherwise ({e})")),
+    };
+    let had = old.and_then(|o| parse_strict(o).ok()).unwrap_or_default();
+    let mut added: Vec<String> = keys
+        .into_iter()
+        .filter(|k| !key_is_safe(safe, &k.name, k.value.as_deref().unwrap_or_default()))
+        .filter(|k| !had.contains(k))
+        .map(|k| k.name)
+        .collect();
+    if added.is_empty() {
+        return None;
+    }
+    added.dedup();
+    Some(format!(
+        "a git config with keys off git.safe_config_keys: {}",
+        added.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::rules::Act;
@@ -411,5 +440,31 @@ mod tests {
         assert!(!concerns(b"main.rs", b"src"));
         assert!(!concerns(b"config.lock", b"x"));
         assert!(!concerns(b"head", b"x"));
+    }
+
+    #[test]
+    fn a_config_rewritten_keeps_the_keys_it_had_and_adds_none() {
+        let safe: Vec<String> = ["core.*", "remote.*.url", "remote.*.fetch", "user.name"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let old = b"[core]\n\tbare = false\n[alias]\n\tco = checkout\n";
+        // git remote add: the user's alias is kept, the remote is on the list.
+        let new = b"[core]\n\tbare = false\n[alias]\n\tco = checkout\n\
+                    [remote \"origin\"]\n\turl = https://e.com/x.git\n";
+        assert_eq!(config_text_over(new, Some(old), &safe), None);
+        // A key off the list the old file lacks, or a changed value: refused.
+        let added = b"[alias]\n\tco = checkout\n\tst = !sh -c evil\n";
+        assert!(
+            config_text_over(added, Some(old), &safe)
+                .is_some_and(|w| w.contains("alias.st") && !w.contains("alias.co"))
+        );
+        let changed = b"[alias]\n\tco = !sh -c evil\n";
+        assert!(
+            config_text_over(changed, Some(old), &safe).is_some_and(|w| w.contains("alias.co"))
+        );
+        // With no old file (or one outside the subset git writes), every key is judged.
+        assert!(config_text_over(old, None, &safe).is_some());
+        assert!(config_text_over(old, Some(b"[x\n"), &safe).is_some());
     }
 }

@@ -17,6 +17,7 @@
 pub mod filter;
 mod git_io;
 pub mod gitdir;
+mod locks;
 mod net;
 mod ops;
 pub mod rules;
@@ -30,6 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+pub use locks::MadeLocks;
 pub use net::SocketRules;
 pub use rules::Rules;
 
@@ -68,6 +70,11 @@ pub struct SuperviseSpec {
     /// no grant changes (a note, `host_refused`, not a refusal).
     #[serde(default)]
     pub host_mounts: crate::view::host_mounts::HostMounts,
+    /// The files the call was granted to write that it may write by lock file and rename
+    /// (`FILE.lock` made by an open, written, renamed onto `FILE`; see [`locks`]): the write
+    /// grants of plain files inside another writable root.
+    #[serde(default)]
+    pub locks: Vec<String>,
 }
 
 /// The git config keys that run nothing when a plan names none (a plan written by hand or
@@ -125,6 +132,8 @@ pub struct Supervisor {
     git_safe_keys: Vec<String>,
     /// The host's read-only mounts: where a failed write is the host's refusal.
     host_mounts: crate::view::host_mounts::HostMounts,
+    /// The lock files of granted files the call made (removed at its end by the init).
+    locks: std::sync::Arc<MadeLocks>,
 }
 
 /// Whether this kernel can supervise: user notification with ADDFD_FLAG_SEND (5.14).
@@ -357,6 +366,7 @@ pub struct Lazy {
     sockets: SocketRules,
     report_fd: RawFd,
     linked: Linked,
+    locks: std::sync::Arc<MadeLocks>,
 }
 
 /// Where a [`Lazy`]'s listener is.
@@ -384,7 +394,14 @@ impl Lazy {
             sockets,
             report_fd,
             linked,
+            locks: std::sync::Arc::default(),
         }
+    }
+
+    /// The lock files of granted files the call makes: the init removes those left at the
+    /// call's end ([`MadeLocks::remove_left`]).
+    pub fn locks(&self) -> std::sync::Arc<MadeLocks> {
+        self.locks.clone()
     }
 
     /// What to poll for `POLLIN`: the line's child's word, then the listener.
@@ -413,10 +430,11 @@ impl Lazy {
             })),
             Listener::Ready(l) => {
                 let sv = &self.spec;
-                let rules = Rules::new(&sv.roots, &sv.paths, &sv.names)?;
+                let rules = Rules::new(&sv.roots, &sv.paths, &sv.names)?.with_locks(&sv.locks);
                 let keys = self.spec.git_safe_keys.clone();
                 let host = std::mem::take(&mut self.spec.host_mounts);
                 Supervisor::new(rules, l, self.linked, self.report_fd)?
+                    .with_locks(self.locks)
                     .with_sockets(self.sockets)
                     .with_git_safe_keys(keys)
                     .with_host_mounts(host)
@@ -457,7 +475,14 @@ impl Supervisor {
                 .map(|k| k.to_string())
                 .collect(),
             host_mounts: crate::view::host_mounts::HostMounts::default(),
+            locks: std::sync::Arc::default(),
         })
+    }
+
+    /// The same supervisor recording the lock files the call makes in `locks`.
+    pub fn with_locks(mut self, locks: std::sync::Arc<MadeLocks>) -> Self {
+        self.locks = locks;
+        self
     }
 
     /// The same supervisor with `host` as the host's read-only mounts (none by default:

@@ -417,6 +417,15 @@ impl Call<'_> {
     }
 
     fn check_rules(&mut self, what: &'static str, path: &[u8], act: Act) -> Result<(), i32> {
+        // The lock file of a granted file that this call made (see `super::locks`): written,
+        // chmodded, renamed onto its file or removed.
+        if matches!(act, Act::Write | Act::Remove)
+            && self.sup.rules.granted_lock(path)
+            && self.sup.locks.holds(path)
+        {
+            self.acted = Some((what, path.to_vec()));
+            return Ok(());
+        }
         let made = self.sup.made.lock().unwrap_or_else(|e| e.into_inner());
         match self.sup.rules.check(path, act, &*made) {
             Ok(()) => {
@@ -521,6 +530,17 @@ impl Call<'_> {
                 } else {
                     Act::Write
                 };
+                if self.sup.rules.granted_lock(&at.path) {
+                    if act == Act::Create {
+                        return self.open_lock(&at, flags, mode, cloexec);
+                    }
+                    // Another's lock is there (the host's git holds it): the lock taker's
+                    // open fails as the kernel's would, and it says `File exists` as on the
+                    // host (not a refusal whose grant the call has already).
+                    if creat && flags & libc::O_EXCL != 0 {
+                        return Reply::Err(libc::EEXIST);
+                    }
+                }
                 let git = self.check_rules("open", &at.path, act).and_then(|()| {
                     self.git_rule(
                         "open",
@@ -574,6 +594,24 @@ impl Call<'_> {
                 }
                 Reply::Fd(f, cloexec)
             }
+        }
+    }
+
+    /// Makes the lock file of a granted file (the open of `FILE.lock` with `O_CREAT`, none
+    /// there): a plain file, recorded so that the call may write it, rename it onto `FILE`
+    /// or remove it, and so that the init removes it if it is left at the call's end.
+    fn open_lock(&mut self, at: &At, flags: i32, mode: u32, cloexec: bool) -> Reply {
+        self.acted = Some(("open", at.path.clone()));
+        // `O_EXCL`: the lock recorded is one this open made, never a file that took the
+        // name since it was looked at (the host's git's own lock).
+        let open_flags = flags | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY;
+        let mode = self.masked(mode) & 0o777;
+        let r = self.sup.locks.make(&at.dir, &at.name, || {
+            sys::openat(at.dir.as_fd(), &at.name, open_flags, mode).map_err(errno)
+        });
+        match r {
+            Ok(f) => Reply::Fd(f, cloexec),
+            Err(e) => Reply::Err(e),
         }
     }
 

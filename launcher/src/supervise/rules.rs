@@ -15,7 +15,10 @@
 //! runs hooks by their exact names only); the config files of a git dir this call made
 //! with `mkdir` (`git init`, `git clone` inside the call; the post-call guard checks them);
 //! removing a directory this call made; `mkdir` of a protected path (an empty directory
-//! runs nothing, and everything put in it stays protected).
+//! runs nothing, and everything put in it stays protected). The lock file `FILE.lock` of a
+//! file the call was granted to write ([`Rules::with_locks`]) stays protected here: the
+//! supervisor lets an open make it, and then lets the call write, rename or remove only
+//! the lock it made (`crate::supervise::MadeLocks`).
 
 use efr_sandbox_wire::pattern;
 
@@ -64,6 +67,9 @@ pub struct Rules {
     /// the root and a path is a base for the names only when the path's next component
     /// matches one, so only then is it asked whether it holds a `.git`.
     firsts: Vec<Vec<u8>>,
+    /// The files the call was granted to write whose lock file (`FILE.lock`) it may write
+    /// and rename onto them.
+    locks: Vec<Vec<u8>>,
 }
 
 /// A protected name pattern, split once.
@@ -168,7 +174,20 @@ impl Rules {
             names,
             ancestors,
             firsts,
+            locks: Vec::new(),
         })
+    }
+
+    /// The same rules with `files`: the files the call was granted to write, which it may
+    /// write by lock file and rename ([`Self::granted_lock`]).
+    pub fn with_locks(mut self, files: &[String]) -> Rules {
+        self.locks = files.iter().map(|f| trim(f)).collect();
+        self
+    }
+
+    /// Whether `p` is the lock file (`FILE.lock`) of a file the call was granted to write.
+    pub fn granted_lock(&self, p: &[u8]) -> bool {
+        strip_lock(p).is_some_and(|f| self.locks.iter().any(|l| l.as_slice() == f))
     }
 
     /// The absolute protected paths.
@@ -476,6 +495,34 @@ mod tests {
         assert!(ok(&r, "/p/.vscode", Act::Mkdir, &f));
         assert!(ok(&r, "/p/.vscode/x", Act::Mkdir, &f));
         assert!(!ok(&r, "/p/.vscode/x/y", Act::Create, &f));
+    }
+
+    #[test]
+    fn the_lock_file_of_a_granted_file() {
+        let r = Rules::new(
+            &["/p".into(), "/p/.git/config".into()],
+            &[],
+            &[".git/config".into(), ".envrc".into()],
+        )
+        .unwrap()
+        .with_locks(&["/p/.git/config".into()]);
+        let f = fs(&[], &[]);
+        assert!(ok(&r, "/p/.git/config", Act::Write, &f), "the grant");
+        assert!(ok(&r, "/p/.git/config", Act::Remove, &f), "renamed onto");
+        assert!(r.granted_lock(b"/p/.git/config.lock"));
+        // The rules alone still refuse every act on it: the supervisor lets through the
+        // open that makes it, and then acts on the lock it made only (not a lock the
+        // host's git holds, nor one made by a link or a rename onto it).
+        for act in [Act::Create, Act::Write, Act::Remove] {
+            assert!(!ok(&r, "/p/.git/config.lock", act, &f), "{act:?}");
+        }
+        // Nothing else: another lock name, another protected file, the lock of a lock.
+        assert!(!r.granted_lock(b"/p/.git/config.lock.lock"));
+        assert!(!r.granted_lock(b"/p/.git/config"));
+        assert!(!r.granted_lock(b"/p/.git/config.worktree.lock"));
+        assert!(!r.granted_lock(b"/p/.envrc.lock"));
+        // Without the grant, no lock is granted.
+        assert!(!rules().granted_lock(b"/p/.git/config.lock"));
     }
 
     #[test]

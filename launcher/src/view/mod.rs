@@ -317,6 +317,29 @@ fn writable(plan: &Plan) -> Vec<String> {
     w
 }
 
+/// The write grants of plain files inside another writable root, which the call may write
+/// by lock file and rename (`FILE.lock` next to it, renamed onto it; see
+/// `crate::supervise::MadeLocks`): they get no mount of their own (a rename onto a mount
+/// point fails with `EBUSY`), the root's mount holds them already.
+pub fn lock_grants(plan: &Plan) -> Vec<String> {
+    let writable = writable(plan);
+    plan.grants
+        .iter()
+        .filter_map(|g| match g {
+            Grant::Write { path } => Some(path.trim_end_matches('/')),
+            _ => None,
+        })
+        .filter(|p| {
+            writable
+                .iter()
+                .map(|r| r.trim_end_matches('/'))
+                .any(|r| r != *p && under(p, r))
+        })
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
+        .map(String::from)
+        .collect()
+}
+
 /// Computes the view.
 pub fn build(plan: &Plan) -> View {
     let mut v = base(plan);
@@ -341,7 +364,8 @@ pub fn build(plan: &Plan) -> View {
             rw: true,
         });
     }
-    for w in &writable {
+    let locks = lock_grants(plan);
+    for w in writable.iter().filter(|w| !locks.contains(w)) {
         v.ops.push(Op::Bind {
             src: w.clone(),
             dst: w.clone(),
@@ -537,5 +561,6 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
             && plan.net() == crate::plan::NetMode::Own,
         git_safe_keys: plan.git_safe_keys.clone(),
         host_mounts: host_mounts::HostMounts::of_host(),
+        locks: lock_grants(plan),
     }
 }

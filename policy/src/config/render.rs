@@ -196,6 +196,7 @@ pub(super) fn text(c: &Config) -> String {
             (Source::Default, false) => format!("default: {}", s.reason),
             (src @ Source::File { .. }, true) => src.describe(),
             (src @ Source::File { .. }, false) => format!("{}: {}", src.describe(), s.reason),
+            (src @ Source::Surface { .. }, _) => src.describe(),
         };
         out.push_str(&format!(
             "{:kw$}  {:vw$}  ({origin})\n",

@@ -7,7 +7,7 @@ use efr_policy::config::{Config, Env};
 use efr_sandbox_wire::Mode;
 use std::path::PathBuf;
 
-use crate::cli::dirs::cli_dirs;
+use crate::cli::dirs::cli_dirs_as_run;
 
 #[derive(Debug, Args)]
 pub struct ClassifyArgs {
@@ -32,8 +32,9 @@ pub struct ClassifyArgs {
 /// each exit in plain words, or the wire JSON with `--json`.
 pub fn classify_cli(args: ClassifyArgs) -> anyhow::Result<()> {
     let env = Env::from_process();
-    let config = Config::load(&env)?;
-    let (cwd, project_roots) = cli_dirs(args.cwd, args.projects)?;
+    let config = efr_call::launch::with_surface_answers(&Config::load(&env)?, &env)
+        .map_err(anyhow::Error::msg)?;
+    let (cwd, project_roots) = cli_dirs_as_run(args.cwd, args.projects, &env.home)?;
     let line = args.line.join(" ");
     if line.trim().is_empty() {
         bail!("the line to classify is empty");

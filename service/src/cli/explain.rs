@@ -8,7 +8,7 @@ use anyhow::bail;
 use efr_policy::config::{Config, Env};
 use efr_policy::explain;
 
-use crate::cli::dirs::cli_dirs;
+use crate::cli::dirs::cli_dirs_as_run;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -31,8 +31,9 @@ pub struct ExplainArgs {
 /// `--project` that is not a directory, is an error.
 pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let env = Env::from_process();
-    let config = Config::load(&env)?;
-    let (cwd, projects) = cli_dirs(args.cwd, args.projects)?;
+    let config = efr_call::launch::with_surface_answers(&Config::load(&env)?, &env)
+        .map_err(anyhow::Error::msg)?;
+    let (cwd, projects) = cli_dirs_as_run(args.cwd, args.projects, &env.home)?;
     if args.path.is_empty() {
         bail!("the path to explain is empty");
     }

@@ -860,7 +860,10 @@ fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
 /// found by the policy's own reader of `.git` (no git runs: no hook, fsmonitor or config
 /// of the repository can run code here); a `.git` it cannot read as git would still marks
 /// the top level.
-fn default_project(cwd: &Path, home: &Path) -> Result<(PathBuf, &'static str), &'static str> {
+pub(crate) fn default_project(
+    cwd: &Path,
+    home: &Path,
+) -> Result<(PathBuf, &'static str), &'static str> {
     use efr_policy::classify::git::{GitLookup, lookup_git_dir};
     let too_wide = |d: &Path| d == Path::new("/") || home.starts_with(d);
     let top = match lookup_git_dir(cwd) {
