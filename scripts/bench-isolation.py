@@ -4,7 +4,8 @@ each refused at once: the proxy's answer time, not a server's), with no neighbou
 another call holds 3,000 connections to its proxy and reopens each one ended. Rounds
 alternate (quiet, flood, quiet, flood, ...) so both see the same moment of the machine.
 Prints p50 and p99 of each, milliseconds, and the ratios flood/quiet.
-Usage: python3 bench-isolation.py SOCKET PROJ ROUNDS SAMPLES"""
+Usage: python3 bench-isolation.py SOCKET PROJ ROUNDS SAMPLES [MODES [EFR_SANDBOX]]
+   (modes: spin,conns,requests,heads,requests-own,heads-own)"""
 import json, socket, struct, sys, threading, time
 
 path, proj = sys.argv[1], sys.argv[2]
@@ -29,6 +30,70 @@ while time.time() < end:
         except OSError: pass
         sel.unregister(s); s.close(); opened()
 '''
+
+# A neighbour that keeps its proxy parsing: 64 connections, each sending a request to a
+# refused host as soon as the last one was answered (the proxy reads the head, decides,
+# records the refusal, answers and closes), so the proxy works flat out.
+REQUESTS = r'''
+import os, selectors, socket, sys, time
+host, port = os.environ["HTTP_PROXY"].split("//")[1].strip("/").rsplit(":", 1)
+sel = selectors.DefaultSelector()
+REQ = b"CONNECT nothere.test:443 HTTP/1.1\r\nHost: nothere.test:443\r\n\r\n"
+def opened():
+    s = socket.socket(); s.connect((host, int(port))); s.sendall(REQ); s.setblocking(False)
+    sel.register(s, selectors.EVENT_READ)
+for _ in range(64):
+    opened()
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    for key, _ in sel.select(timeout=0.2):
+        s = key.fileobj
+        try: s.recv(4096)
+        except OSError: pass
+        sel.unregister(s); s.close(); opened()
+'''
+
+# A neighbour that sends heads a byte short of the limit, in small writes, on 64 connections
+# (the proxy reads and scans each piece), reopening each connection the proxy ends.
+HEADS = r'''
+import os, selectors, socket, sys, time
+host, port = os.environ["HTTP_PROXY"].split("//")[1].strip("/").rsplit(":", 1)
+sel = selectors.DefaultSelector()
+LINE = b"X-Pad: " + b"a" * 90 + b"\r\n"
+def opened():
+    s = socket.socket(); s.connect((host, int(port))); s.setblocking(False)
+    s.send(b"GET http://nothere.test/ HTTP/1.1\r\n")
+    sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE)
+for _ in range(64):
+    opened()
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    for key, ev in sel.select(timeout=0.2):
+        s = key.fileobj
+        try:
+            if ev & selectors.EVENT_READ:
+                s.recv(4096); raise OSError
+            s.send(LINE)
+        except OSError:
+            sel.unregister(s); s.close(); opened()
+'''
+
+# No proxy load at all: a line that keeps one processor busy, the floor any neighbour
+# costs on a shared machine (what the proxy's isolation cannot take away).
+SPIN = r'''
+import sys, time
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    pass
+'''
+
+MODES = {"spin": "spin.py", "conns": "flood.py", "requests": "requests.py", "heads": "heads.py"}
+# The other design, a proxy process per call in the call's own session (and so in its
+# scheduling group): the neighbour runs the standalone proxy (`efr-sandbox proxy`, the same
+# server and policy checks) inside its own call and floods that one.
+OWN = ("sh -c 'EXE proxy --listen-tcp 127.0.0.1:18080 >/dev/null 2>&1 & sleep 0.5; "
+       "HTTP_PROXY=http://127.0.0.1:18080 python3 SCRIPT SECS; kill $!'")
+OWN_MODES = {"requests-own": "requests.py", "heads-own": "heads.py"}
 
 PROBE = r'''
 import os, socket
@@ -99,32 +164,45 @@ def pct(v, p):
 
 
 open(f"{proj}/flood.py", "w").write(FLOOD)
+open(f"{proj}/requests.py", "w").write(REQUESTS)
+open(f"{proj}/heads.py", "w").write(HEADS)
+open(f"{proj}/spin.py", "w").write(SPIN)
 open(f"{proj}/probe.py", "w").write(PROBE)
+modes = sys.argv[5].split(",") if len(sys.argv) > 5 else list(MODES)
+exe = sys.argv[6] if len(sys.argv) > 6 else "efr-sandbox"
 rpc, call = Client(), Client()
 # Warm-up (the first status runs the probe, the first launches fill the page cache).
 rpc.send("sandbox.status", None)
 rpc.recv()
 for _ in range(3):
     launch(call, "python3 probe.py")
-res = {k: {"rpc": [], "call": []} for k in ("quiet", "flood")}
+res = {k: {"rpc": [], "call": []} for k in ["quiet"] + modes}
 for r in range(rounds):
-    for mode in ("quiet", "flood"):
+    for mode in ["quiet"] + modes:
         flooder = None
-        if mode == "flood":
+        if mode != "quiet":
             fc = Client()
             secs = 4 + samples * 0.8  # outlasts the samples below
-            line = f"python3 flood.py {secs}"
+            if mode in OWN_MODES:
+                line = OWN.replace("EXE", exe).replace("SCRIPT", OWN_MODES[mode])
+                line = line.replace("SECS", str(secs))
+            else:
+                line = f"python3 {MODES[mode]} {secs}"
             fc.send("sandbox.launch", {"line": line, "cwd": proj, "projects": [proj]})
             flooder = threading.Thread(target=fc.until_end)
             flooder.start()
-            time.sleep(3)  # the flood under way: 3,000 connections opened
+            time.sleep(3)  # the flood under way
         for _ in range(samples):
             res[mode]["rpc"].append(timed(lambda: (rpc.send("sandbox.status", None), rpc.recv())))
             res[mode]["call"].append(timed(lambda: launch(call, "python3 probe.py")))
         if flooder:
             flooder.join()
-for what in ("rpc", "call"):
-    q, f = res["quiet"][what], res["flood"][what]
-    for p in (50, 99):
-        a, b = pct(q, p), pct(f, p)
-        print(f"{what} p{p}: quiet {a:.1f} ms, flood {b:.1f} ms, ratio {b / a:.2f}")
+print("| what | neighbour | quiet p50 / p99 | with it p50 / p99 | ratio p50 | ratio p99 |")
+print("|---|---|---:|---:|---:|---:|")
+for what, name in (("rpc", "RPC `sandbox.status`"), ("call", "well-behaved call")):
+    q = res["quiet"][what]
+    for mode in modes:
+        f = res[mode][what]
+        a50, b50, a99, b99 = pct(q, 50), pct(f, 50), pct(q, 99), pct(f, 99)
+        print(f"| {name} | {mode} | {a50:.1f} / {a99:.1f} | {b50:.1f} / {b99:.1f} "
+              f"| {b50 / a50:.2f} | {b99 / a99:.2f} |")

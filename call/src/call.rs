@@ -299,7 +299,7 @@ impl Call {
     /// filters (one per `bus_filter` grant), their sockets below `ctx.sockets`.
     pub fn attach(&mut self, policy: Option<ProxyPolicy>, ctx: &Ctx) -> Result<(), PrepareError> {
         if let Some(pol) = policy {
-            let cp = CallProxy::attach(&mut self.plan, pol, ctx.sockets.as_deref(), &ctx.handle)
+            let cp = CallProxy::attach(&mut self.plan, pol, ctx.sockets.as_deref())
                 .map_err(|e| PrepareError::Setup(format!("the call's proxy: {e}")))?;
             self.proxy = Some(cp);
         }
@@ -467,7 +467,8 @@ impl Call {
         let refusals = self.proxy.as_ref().and_then(|c| c.take_events());
         let l = launcher();
         let opts = efr_launcher::api::SpawnOpts {
-            own_group: false,
+            // A job lasts: it competes for the processors as one (and has no terminal).
+            detach: efr_launcher::spawned::Detach::Session,
             join_cgroups,
         };
         let running = l
@@ -549,7 +550,14 @@ impl Call {
             Some(r) => r,
             None => {
                 let [i, o, e] = stdio().map_err(spawn_error)?;
-                l.spawn(&self.plan, i, o, e).map_err(spawn_error)?
+                // A session of its own, as a launcher in standby has: the call competes
+                // for the processors as one.
+                let opts = efr_launcher::api::SpawnOpts {
+                    detach: efr_launcher::spawned::Detach::Session,
+                    join_cgroups: Vec::new(),
+                };
+                l.spawn_opts(&self.plan, i, o, e, opts)
+                    .map_err(spawn_error)?
             }
         };
         drop(passed);

@@ -239,6 +239,10 @@ fn make_checked(parent: &Path, in_shared: bool, uid: u32) -> Result<(), String> 
 #[derive(Debug)]
 pub struct CallProxy {
     proxy: Proxy,
+    /// The thread serving this call's proxy alone (its own single-threaded runtime): one
+    /// call's load queues behind nothing of another call's or the RPC's, and the kernel
+    /// shares the processors between it and them as between any threads.
+    thread: Option<std::thread::JoinHandle<()>>,
     dir: PathBuf,
     /// The directory's owner lock, held while the call's proxy lives.
     _owner: crate::owner::Held,
@@ -250,12 +254,12 @@ pub struct CallProxy {
 impl CallProxy {
     /// Starts the proxy of `plan` (when [`wanted`]) on a socket in a new 0700 directory
     /// below `runtime` (`calls/<random>`; under the temp dir when that path would be too
-    /// long for a socket), served on `handle`, and fills the plan's `proxy` member.
+    /// long for a socket), served on a thread of its own ([`serve_on_own_thread`]), and
+    /// fills the plan's `proxy` member.
     pub fn attach(
         plan: &mut Plan,
         policy: ProxyPolicy,
         runtime: Option<&Path>,
-        handle: &tokio::runtime::Handle,
     ) -> Result<CallProxy, String> {
         let name = crate::sys::random_hex(8)
             .map_err(|e| format!("no random name for the proxy socket: {e}"))?;
@@ -290,25 +294,20 @@ impl CallProxy {
         ports.dedup();
         ports.truncate(64);
         let proxy = Proxy::new(policy);
-        let listener = {
-            let _g = handle.enter();
-            Proxy::bind_unix(&sock)
-        };
-        let listener = match listener {
-            Ok(l) => l,
+        let events = proxy.subscribe(1024);
+        let thread = match serve_on_own_thread(&proxy, &sock) {
+            Ok(t) => t,
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                return Err(format!("proxy socket {}: {e}", sock.display()));
+                return Err(e);
             }
         };
-        let events = proxy.subscribe(1024);
-        let p = proxy.clone();
-        handle.spawn(async move { p.serve_unix(listener).await });
         let mut pp = ProxyPlan::new(sock.to_string_lossy().into_owned());
         pp.ports = ports;
         plan.proxy = Some(pp);
         Ok(CallProxy {
             proxy,
+            thread: Some(thread),
             dir,
             _owner: owner,
             events: Mutex::new(Some(events)),
@@ -346,6 +345,11 @@ impl CallProxy {
         if !self.stopped {
             self.stopped = true;
             self.proxy.shutdown();
+            // The listener's loop sees the shutdown at once; the runtime then drops every
+            // connection of the call, so its descriptors are closed when this returns.
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
             let _ = std::fs::remove_file(self.dir.join(SOCKET_NAME));
             let _ = std::fs::remove_file(self.dir.join(OWNER_LOCK));
             if std::fs::remove_dir(&self.dir).is_err() {
@@ -369,6 +373,42 @@ impl CallProxy {
             .filter_map(|r| self.record_new(&r, line))
             .collect()
     }
+}
+
+/// How much lower than the service's own threads a call's proxy thread runs (nice steps).
+/// The service's RPC and the calls' control (starts, ends, merges), and the lines
+/// themselves, come before any call's proxy work when the processors are all busy: a call
+/// flooding its proxy is slowed first, its neighbours barely. 10 steps is a tenth of the
+/// weight; a call's proxy still gets every idle cycle.
+const PROXY_NICENESS: i32 = 10;
+
+/// Binds the call's proxy socket at `sock` and serves it on a new thread with a
+/// single-threaded runtime of its own, until [`Proxy::shutdown`]. All of a call's proxy work
+/// (heads, decisions, tunnels, its DNS and relays handed over by the init) runs there, so a
+/// call flooding its proxy takes one thread's share of the processors and delays nothing
+/// queued on the service's runtime (the RPC, the other calls' ends) or on another call's proxy.
+fn serve_on_own_thread(proxy: &Proxy, sock: &Path) -> Result<std::thread::JoinHandle<()>, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("no runtime for the call's proxy: {e}"))?;
+    let listener = {
+        let _g = rt.enter();
+        Proxy::bind_unix(sock).map_err(|e| format!("proxy socket {}: {e}", sock.display()))?
+    };
+    let p = proxy.clone();
+    std::thread::Builder::new()
+        .name("efr-call-proxy".into())
+        .spawn(move || {
+            // Best effort: at the default priority the proxy still works, only with less
+            // isolation.
+            let _ = crate::sys::nice_this_thread(PROXY_NICENESS);
+            rt.block_on(p.serve_unix(listener));
+            // Drops the call's connections here and now; a name lookup still running on
+            // the blocking pool ends on its own.
+            rt.shutdown_background();
+        })
+        .map_err(|e| format!("no thread for the call's proxy: {e}"))
 }
 
 impl Drop for CallProxy {
@@ -777,11 +817,6 @@ mod tests {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(2000);
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         std::fs::create_dir_all(home.join("proj")).unwrap();
@@ -817,7 +852,7 @@ mod tests {
             let ce = call_env(&plan);
             let pol = policy(&[], &config, &env, &projects, &ce);
             let t1 = Instant::now();
-            let mut cp = CallProxy::attach(&mut plan, pol, Some(&runtime), rt.handle()).unwrap();
+            let mut cp = CallProxy::attach(&mut plan, pol, Some(&runtime)).unwrap();
             let t2 = Instant::now();
             let sock = plan.proxy.as_ref().unwrap().socket.clone();
             let socks = efr_proxy::inside::Sockets {
@@ -854,8 +889,7 @@ mod tests {
         let c0 = proc_cpu();
         for _ in 0..n {
             let mut plan = Plan::contained("true", "/");
-            let mut cp =
-                CallProxy::attach(&mut plan, pol.clone(), Some(&runtime), rt.handle()).unwrap();
+            let mut cp = CallProxy::attach(&mut plan, pol.clone(), Some(&runtime)).unwrap();
             let mut summary = SandboxSummary::default();
             cp.finish(&mut summary, "true");
         }

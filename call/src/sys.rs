@@ -329,3 +329,21 @@ pub fn send_with_fds(
     }
     Ok(())
 }
+
+/// Lowers the calling thread's scheduling priority by `by` nice steps (on Linux the nice
+/// value is per thread, and `PRIO_PROCESS` with id 0 names the calling thread; threads it
+/// starts later inherit it). Raising one's own niceness needs no privilege.
+pub fn nice_this_thread(by: i32) -> std::io::Result<()> {
+    // -1 is also a nice value: errno, cleared first, tells an error from it.
+    nix::errno::Errno::clear();
+    // SAFETY: getpriority only reads the calling thread's nice value.
+    let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    if now == -1 && nix::errno::Errno::last_raw() != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: setpriority changes the calling thread's nice value only.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, (now + by).min(19)) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -9,6 +9,7 @@ pub use crate::spawned::{Io, Launched};
 use efr_sandbox_wire::{Backend, Grant};
 
 use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanCheck, PlanError, PlanMode, ProxyPlan};
+use crate::spawned::Detach;
 use crate::status::{Outcome, StatusLine};
 
 /// Which backend the config asks for: the wire's one backend choice.
@@ -246,8 +247,8 @@ pub const MAX_JOIN_CGROUPS: usize = 5;
 /// How [`Launcher::spawn_opts`] starts `efr-launch`.
 #[derive(Debug, Default)]
 pub struct SpawnOpts {
-    /// The launcher leads a process group of its own (see [`Launcher::spawn_in_group`]).
-    pub own_group: bool,
+    /// The launcher's process group and session ([`Detach`]).
+    pub detach: Detach,
     /// `cgroup.procs` files open for writing (`efr_call::cgroup::JobCgroup::join_files`):
     /// the launcher writes `0` to each as its first act (`--join-cgroup-fd`, see
     /// [`crate::join_cgroup`]), so the whole call is in those cgroups.
@@ -338,7 +339,11 @@ impl Launcher {
             stdout,
             stderr,
             SpawnOpts {
-                own_group,
+                detach: if own_group {
+                    Detach::Group
+                } else {
+                    Detach::None
+                },
                 join_cgroups: Vec::new(),
             },
         )
@@ -381,7 +386,7 @@ impl Launcher {
             &args,
             [stdin, stdout, stderr],
             &fds,
-            opts.own_group,
+            opts.detach,
         )?;
         Ok(Running {
             child,
@@ -414,7 +419,8 @@ impl Launcher {
             &args,
             [Io::Null, Io::Null, Io::Null],
             &[(theirs, 3), (status_w, 4)],
-            false,
+            // Only the service keeps a launcher waiting; its calls each get a session.
+            Detach::Session,
         )?;
         Ok(Warm {
             child: Some(child),
@@ -446,7 +452,7 @@ impl Launcher {
             &args,
             [Io::Null, Io::Null, Io::Null],
             &[(theirs, 3)],
-            false,
+            Detach::None,
         )?;
         Ok(NsSockets {
             child,

@@ -103,6 +103,24 @@ pub struct Launched {
     pub stderr: Option<File>,
 }
 
+/// Where a started launcher stands among its caller's processes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Detach {
+    /// In the caller's process group and session.
+    #[default]
+    None,
+    /// A process group of its own in the caller's session: a signal sent to the caller's
+    /// group reaches it only through the caller, and a terminal the caller has stays its
+    /// controlling terminal (`efr-sandbox run` at a prompt).
+    Group,
+    /// A session of its own, and so a process group and, where the kernel groups sessions
+    /// for scheduling (`autogroup`), a share of the processors of its own: a call that keeps
+    /// the processors busy competes with the service and with each other call as one, not
+    /// thread by thread inside the service's share. It has no controlling terminal (the
+    /// service's calls: their stdio are pipes, or a terminal the launcher makes).
+    Session,
+}
+
 impl Launched {
     /// Starts `program` with `args` (its name first); `fds` are `(fd, target)` pairs of
     /// extra fds (the plan, the status pipe).
@@ -111,7 +129,7 @@ impl Launched {
         args: &[std::ffi::OsString],
         stdio: [Io; 3],
         extra: &[(OwnedFd, i32)],
-        own_group: bool,
+        detach: Detach,
     ) -> io::Result<Launched> {
         let Stdio { child, ends } = Stdio::new(stdio)?;
         let fds: Vec<(i32, i32)> = child
@@ -123,7 +141,7 @@ impl Launched {
             program,
             args,
             fds: &fds,
-            own_group,
+            detach,
         })?;
         // The child's copies are its own now; ours close here.
         drop(child);
@@ -204,7 +222,7 @@ mod tests {
             &sh(script),
             [Io::piped(), Io::piped(), Io::piped()],
             &[(plan, 3), (w, 4)],
-            true,
+            Detach::Group,
         )
         .unwrap();
         l.stdin.take().unwrap().write_all(b"hello\n").unwrap();
@@ -267,7 +285,7 @@ mod tests {
             &sh("test \"$(ps -o pgid= -p $$)\" = \"$(ps -o pgid= -p $PPID)\""),
             [Io::null(), Io::inherit(), Io::inherit()],
             &[],
-            false,
+            Detach::None,
         )
         .unwrap();
         assert!(l.wait().unwrap().success());
@@ -276,7 +294,7 @@ mod tests {
             &sh("true"),
             [Io::null(), Io::null(), Io::null()],
             &[],
-            false,
+            Detach::None,
         )
         .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
@@ -286,7 +304,7 @@ mod tests {
             &sh("true"),
             [Io::null(), Io::null(), Io::null()],
             &[(w, 12)],
-            false,
+            Detach::None,
         )
         .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
@@ -301,7 +319,7 @@ mod tests {
             &["sleep".into(), "30".into()],
             [Io::null(), Io::null(), Io::null()],
             &[],
-            false,
+            Detach::None,
         )
         .unwrap();
         assert!(l.try_wait().unwrap().is_none());

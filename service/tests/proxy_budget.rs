@@ -150,3 +150,118 @@ fn a_call_flooding_its_proxy_starves_no_other_call_nor_the_rpc() {
 fn drop_home(home: &Path) {
     let _ = std::fs::remove_dir_all(home.join("proj"));
 }
+
+/// The service's threads named `name`, with their nice values (`/proc/PID/task/*/stat`).
+fn threads_named(pid: u32, name: &str) -> Vec<i64> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            // After the name's ")": state is field 3; nice is field 19.
+            stat.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(16)?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Field `n` (1-based, as in proc(5)) of `/proc/PID/stat`.
+fn stat_field(pid: u32, n: usize) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(n - 3)?
+        .parse()
+        .ok()
+}
+
+/// The service's child processes (every thread's `children`).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// How one call is kept from the others on the processors: each call's proxy is served on
+/// a thread of its own, below the service's own threads' priority (a call flooding its
+/// proxy queues behind nothing of the RPC's or another call's, and yields to them), and
+/// each call's launcher leads a session of its own (the kernel's autogroup shares the
+/// processors per call). Two calls at once: two proxy threads at nice 10, two launchers
+/// each leading its session; after they end, no proxy thread is left.
+#[test]
+fn each_call_gets_a_proxy_thread_and_a_session_of_its_own() {
+    let s = Server::start(&[]);
+    let pid = s.child.id();
+    let proj = s.home.join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    let service_sid = stat_field(pid, 6).expect("the service's session");
+    let base_nice = stat_field(pid, 19).expect("the service's nice value");
+    let mut a = s.client();
+    let mut b = s.client();
+    for (c, id) in [(&mut a, 1), (&mut b, 2)] {
+        c.request(
+            id,
+            "sandbox.launch",
+            json!({"line": "sleep 3", "projects": [&proj], "cwd": &proj}),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut proxies, mut leaders) = (Vec::new(), Vec::new());
+    while Instant::now() < deadline {
+        proxies = threads_named(pid, "efr-call-proxy");
+        // The launchers (the service starts no other child), the one in standby included.
+        leaders = children(pid)
+            .into_iter()
+            .filter(|&c| stat_field(c, 6) == Some(i64::from(c)))
+            .collect();
+        if proxies.len() >= 2 && leaders.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        proxies,
+        vec![base_nice + 10, base_nice + 10],
+        "two calls: two proxy threads at the service's nice value + 10"
+    );
+    assert!(
+        leaders.len() >= 2,
+        "each call's launcher leads a session: {leaders:?} (children {:?})",
+        children(pid)
+    );
+    for l in &leaders {
+        assert_ne!(
+            i64::from(*l),
+            service_sid,
+            "a call in the service's session"
+        );
+    }
+    for (c, id) in [(&mut a, 1), (&mut b, 2)] {
+        let (items, end) = collect(c, id);
+        assert_eq!(end["end"]["exit_status"], 0, "{end} {items:?}");
+    }
+    assert_eq!(
+        threads_named(pid, "efr-call-proxy"),
+        Vec::<i64>::new(),
+        "a proxy thread outlived its call"
+    );
+}

@@ -33,8 +33,8 @@ pub struct Spawn<'a> {
     /// most [`MAX_TARGET`] and distinct. Fds not named here are not inherited (everything
     /// the caller opens through std is close-on-exec), but for fds 0 to 2 when not named.
     pub fds: &'a [(RawFd, RawFd)],
-    /// The child leads a process group of its own.
-    pub own_group: bool,
+    /// The child's process group and session.
+    pub detach: crate::spawned::Detach,
 }
 
 fn c(s: &OsStr) -> io::Result<CString> {
@@ -147,10 +147,15 @@ pub fn spawn(s: &Spawn<'_>) -> io::Result<libc::pid_t> {
     // SAFETY: `attrs.0` is initialised and `set` is valid.
     ret(unsafe { libc::posix_spawnattr_setsigdefault(&mut attrs.0, &set) })?;
     let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
-    if s.own_group {
-        flags |= libc::POSIX_SPAWN_SETPGROUP;
-        // SAFETY: `attrs.0` is initialised; 0 is "a group of the child's own pid".
-        ret(unsafe { libc::posix_spawnattr_setpgroup(&mut attrs.0, 0) })?;
+    match s.detach {
+        crate::spawned::Detach::None => {}
+        crate::spawned::Detach::Group => {
+            flags |= libc::POSIX_SPAWN_SETPGROUP;
+            // SAFETY: `attrs.0` is initialised; 0 is "a group of the child's own pid".
+            ret(unsafe { libc::posix_spawnattr_setpgroup(&mut attrs.0, 0) })?;
+        }
+        // glibc's child calls setsid(2) before it execs (a new session leads a new group).
+        crate::spawned::Detach::Session => flags |= libc::c_int::from(libc::POSIX_SPAWN_SETSID),
     }
     let flags =
         libc::c_short::try_from(flags).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
