@@ -210,7 +210,10 @@ pub fn spawn(
     .map_err(SetupError::sys("memfd of the seccomp filter"))?;
     let prog_fd_raw = prog_fd.as_raw_fd();
     let mut argv = vec![bwrap.to_string()];
-    argv.extend(args(view, &stage.empty, Some(&stage.resolv)));
+    argv.extend(without_vanished_masks(
+        args(view, &stage.empty, Some(&stage.resolv)),
+        &stage.empty,
+    ));
     // Our init runs inside bubblewrap's view, where the host path of this executable may
     // not exist (under /tmp, which the call has its own of, or in a masked path): bind it
     // read-only at a fixed path in the call's private /dev and run it from there.
@@ -298,6 +301,42 @@ pub fn spawn(
     std::mem::drop(prog_fd);
     std::mem::drop(spec_fd);
     Ok(pid)
+}
+
+/// Whether `src` is what a mask binds: the stage's empty file, or a scrubbed copy written
+/// beside it ([`Stage::new`]).
+fn is_mask_source(src: &str, empty: &str) -> bool {
+    let dir = Path::new(empty).parent().unwrap_or(Path::new("/"));
+    src == empty
+        || Path::new(src).parent() == Some(dir)
+            && Path::new(src)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("scrubbed-"))
+}
+
+/// `args` without the masks (`--ro-bind EMPTY PATH`, or a scrubbed copy) of files gone since the view was
+/// computed: a socket whose program has ended. bubblewrap would make the missing mount
+/// point under the read-only root, fail ("Can't create file at PATH: Read-only file system")
+/// and the call with it; the native backend skips such a mask the same way. A file made at
+/// that path later is one made after the view, which meets the supervisor like any other.
+fn without_vanished_masks(args: Vec<String>, empty: &str) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.into_iter().peekable();
+    while let Some(a) = it.next() {
+        if a == "--ro-bind" && it.peek().is_some_and(|src| is_mask_source(src, empty)) {
+            let src = it.next().unwrap_or_default();
+            match it.next() {
+                Some(dest)
+                    if std::fs::symlink_metadata(&dest)
+                        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) => {}
+                Some(dest) => out.extend([a, src, dest]),
+                None => out.extend([a, src]),
+            }
+            continue;
+        }
+        out.push(a);
+    }
+    out
 }
 
 /// One cache layer [`pre_namespaces`] mounts: the cache, the call's upper and work dirs,
@@ -408,5 +447,43 @@ pub fn inner_main(spec_fd: RawFd, report_fd: RawFd) -> ! {
             crate::child::report::setup_error(report_fd, format!("inner spec: {e}"));
             sys::exit_now(crate::exit_code::BACKEND_FAILED)
         }
+    }
+}
+
+#[cfg(test)]
+mod vanished_masks {
+    use super::without_vanished_masks;
+
+    /// `line`'s words, `HERE` and `GONE` put for the two paths.
+    fn argv(line: &str, here: &str, gone: &str) -> Vec<String> {
+        line.split_whitespace()
+            .map(|w| w.replace("HERE", here).replace("GONE", gone))
+            .collect()
+    }
+
+    #[test]
+    fn a_mask_of_a_file_gone_is_dropped_the_rest_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().join("here.sock");
+        std::fs::write(&here, b"").unwrap();
+        let gone = dir.path().join("gone.sock");
+        let (here, gone) = (here.to_str().unwrap(), gone.to_str().unwrap());
+        let args = argv(
+            "--ro-bind / / --ro-bind /stage/empty HERE --ro-bind /stage/empty GONE \
+             --ro-bind /stage/scrubbed-1 GONE --ro-bind /stage/scrubbed-2 HERE \
+             --ro-bind /usr/share GONE --tmpfs /tmp",
+            here,
+            gone,
+        );
+        assert_eq!(
+            without_vanished_masks(args, "/stage/empty"),
+            argv(
+                "--ro-bind / / --ro-bind /stage/empty HERE \
+                 --ro-bind /stage/scrubbed-2 HERE --ro-bind /usr/share GONE --tmpfs /tmp",
+                here,
+                gone,
+            ),
+            "the masks of the gone file are dropped; its other bind stays bubblewrap's error"
+        );
     }
 }
