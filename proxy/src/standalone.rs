@@ -1,6 +1,7 @@
 //! The standalone runner: `efr-sandbox proxy --listen PATH --grant host=NAME[:PORT][:http]...`
 //! (and the `efr-proxy` binary), for debugging and benchmarks.
 
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -216,9 +217,10 @@ pub fn run_standalone(args: impl IntoIterator<Item = String>) -> Result<(), Stri
         if let Some(path) = &a.listen {
             let _ = std::fs::remove_file(path);
         }
+        // The summary only, one JSON line; a stdout closed by then is no error of the
+        // proxy's (it has served its calls).
         let summary = serde_json::to_string(&proxy.summary()).map_err(|e| e.to_string())?;
-        println!("{summary}");
-        println!("{:?}", proxy.stats());
+        let _ = writeln!(std::io::stdout(), "{summary}");
         Ok(())
     })
 }

@@ -39,7 +39,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let result =
         explain::explain_path(Path::new(&args.path), Some(&cwd), &projects, &config, &env)?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             crate::cli::term::json(
                 crate::cli::term::Stream::Stdout,
@@ -50,7 +50,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         let text = explain::render_text(&result);
         crate::cli::term::print_lines(&text);
         if !text.ends_with('\n') {
-            println!();
+            outln!();
         }
     }
     Ok(())

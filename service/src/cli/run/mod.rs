@@ -39,12 +39,7 @@ pub struct RunArgs {
     /// Where the line runs (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
-    /// desktop=wayland|x11|hyprland|sway|i3|niri, `host=NAME[:PORT][:http]`,
-    /// `host=HOST:PORT:tcp` (HOST localhost, 127.0.0.1 or `[::1]`: the host's own loopback
-    /// port, any protocol), net_view, open_network.
-    /// May be repeated.
-    #[arg(long = "grant", value_name = "KIND[=VALUE]")]
+    #[arg(long = "grant", value_name = "KIND[=VALUE]", help = GRANT_HELP)]
     pub grants: Vec<String>,
     /// A variable for the call: NAME keeps this environment's value, NAME=VALUE sets it
     /// (either is refused when its name or value looks like a secret). May be repeated.
@@ -139,10 +134,23 @@ pub fn line_of_words(words: &[String]) -> Result<String, String> {
     }
 }
 
+/// The kinds `--grant` takes ([`parse_grant`] reads them): the one list that `run --help`
+/// and the error of an unknown kind both print.
+macro_rules! grant_kinds {
+    () => {
+        "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, \
+         bus_filter=session|system (the bus through a filter of the config's rules), \
+         desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
+         host=HOST:PORT:tcp (HOST localhost, 127.0.0.1 or [::1]: the host's own loopback \
+         port, any protocol), net_view, open_network"
+    };
+}
+
 /// The kinds `--grant` takes, for messages.
-const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, bus_filter=session|system, \
-                     desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
-                     host=localhost:PORT:tcp, net_view, open_network";
+pub const KINDS: &str = grant_kinds!();
+
+/// `run --help`'s text of `--grant`.
+const GRANT_HELP: &str = concat!("A grant: ", grant_kinds!(), ". May be repeated");
 
 /// `p` made absolute against `here`, `.` and `..` taken lexically (as the shell's `cd`).
 fn normal(p: &Path, here: &Path) -> String {
@@ -410,7 +418,7 @@ fn background(p: CallParams) -> i32 {
     let end = end.unwrap_or_default();
     match serde_json::from_value::<efr_sandbox_wire::job::JobHandedOff>(end.clone()) {
         Ok(h) => {
-            println!("{}", h.job_id);
+            outln!("{}", h.job_id);
             0
         }
         Err(_) => {
