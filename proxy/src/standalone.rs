@@ -165,6 +165,11 @@ pub fn run_standalone(args: impl IntoIterator<Item = String>) -> Result<(), Stri
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
     rt.block_on(async move {
+        // Both signals caught before anything is said: one sent as soon as `listening` is
+        // read still ends the proxy with its summary.
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("signal: {e}"))?;
+        let mut term = signal(SignalKind::terminate()).map_err(|e| format!("signal: {e}"))?;
         let proxy = Proxy::new(a.policy.clone());
         let mut events = proxy.subscribe(4096);
         tokio::spawn(async move {
@@ -207,10 +212,8 @@ pub fn run_standalone(args: impl IntoIterator<Item = String>) -> Result<(), Stri
             // client told to go ahead must come after this runner's own.
             eprintln!("efr-proxy: listening on {}", path.display());
         }
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| format!("signal: {e}"))?;
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
             _ = term.recv() => {}
         }
         proxy.shutdown();

@@ -48,13 +48,22 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
             Ok(0)
         }
         CacheCommand::List => {
-            for d in held(&state)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", store_path(&state).display()))?
-            {
+            let deletes = held(&state).map_err(|e| {
+                anyhow::anyhow!("cannot read {}: {e}", store_path(&state).display())
+            })?;
+            let layers = conversation::list(&state);
+            for d in &deletes {
                 outln!("{}", inline(Stream::Stdout, &d.path));
             }
-            for l in conversation::list(&state) {
+            for l in &layers {
                 outln!("conversation {} {} {}", l.conversation, l.cache, l.bytes);
+            }
+            // Said on stderr: stdout stays the list, empty.
+            if deletes.is_empty() && layers.is_empty() {
+                eprintln!(
+                    "efr-sandbox: no held cache deletes and no conversation's cache layers (in {})",
+                    state.display()
+                );
             }
             Ok(0)
         }

@@ -12,6 +12,7 @@ pub mod config;
 pub mod dirs;
 pub mod explain;
 pub mod jobs;
+pub mod log;
 pub mod manual;
 pub mod run;
 pub mod serve;
@@ -95,6 +96,10 @@ pub enum Command {
     /// opencode), printing the diff; `hook check AGENT` says whether its shell calls will
     /// really be contained.
     Hook(run::hook::HookArgs),
+    /// The call log: the latest calls (id, time, status, duration, project, line), `log ID`
+    /// one call whole, `--json` one JSON object per call. Every finished call is in it (of
+    /// `run`, `shell`, the service and efrd), never its output or a secret.
+    Log(log::LogArgs),
     /// The shell completion script, on stdout: `efr-sandbox completions bash >
     /// ~/.local/share/bash-completion/completions/efr-sandbox` (zsh: a file `_efr-sandbox`
     /// in a dir of $fpath; fish: ~/.config/fish/completions/efr-sandbox.fish).
@@ -174,6 +179,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Approve(a) => Ok(run::approvals::approve(a)),
         Command::Deny(a) => Ok(run::approvals::deny(a)),
         Command::Hook(a) => run::hook::run(a),
+        Command::Log(a) => log::run(a),
         Command::Completions { shell } => manual::completions(shell).map(|()| 0),
         Command::Man { command } => manual::man(command.as_deref()).map(|()| 0),
     }
