@@ -196,7 +196,15 @@ pub fn read(state: &Path) -> std::io::Result<Read> {
     Ok(out)
 }
 
-/// The records and unreadable lines of one file's bytes.
+/// The records and unreadable lines of the bytes of one file of the log (`path` names it in
+/// what is unreadable).
+pub fn read_bytes(path: &Path, bytes: &[u8]) -> Read {
+    let mut out = Read::default();
+    read_into(path, bytes, &mut out);
+    out
+}
+
+/// The records and unreadable lines of one file's bytes, added to `out`.
 fn read_into(path: &Path, bytes: &[u8], out: &mut Read) {
     let ends_whole = bytes.ends_with(b"\n");
     let lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
@@ -426,4 +434,129 @@ pub fn log_call(
 /// Records a call whose sandbox could not be set up (no [`crate::Call`] was made).
 pub fn append_unprepared(p: &CallParams, fin: &Finish, config: &Config, env: &Env) {
     log_call(p, fin, false, None, config, env);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> Config {
+        Config::defaults()
+    }
+
+    #[test]
+    fn secrets_are_redacted_by_shape_by_value_pattern_and_by_assigned_name() {
+        let c = config();
+        let ghp = format!("ghp_{}", "a1B2c3D4e5".repeat(4).get(..36).unwrap());
+        let line = format!(
+            "curl -H 'Authorization: token {ghp}' x; GITHUB_TOKEN=plain1 gh pr list; \
+             export API_KEY=\"two words\"; MY_PASSWORD='q r' cmd; PATH=/bin ls"
+        );
+        let r = redact(&line, &c);
+        for secret in [ghp.as_str(), "plain1", "two words", "q r"] {
+            assert!(!r.contains(secret), "{secret} in {r}");
+        }
+        assert!(r.contains("PATH=/bin ls"), "{r}");
+        assert!(r.contains("GITHUB_TOKEN=[redacted] gh pr list"), "{r}");
+        assert_eq!(redact("echo hello", &c), "echo hello");
+        // Overlapping matches and one at the very end.
+        let r = redact(&format!("TOKEN={ghp}"), &c);
+        assert_eq!(r, "TOKEN=[redacted]");
+    }
+
+    #[test]
+    fn a_record_keeps_no_secret_and_reads_back() {
+        let c = config();
+        let p = CallParams {
+            line: format!("echo {}", "x".repeat(bounds::LINE_BYTES * 2)),
+            cwd: Some("/p".into()),
+            projects: vec!["/p".into()],
+            conversation: Some("conv".into()),
+            ..Default::default()
+        };
+        let mut fin = Finish {
+            exit_status: 3,
+            code: Some(3),
+            ..Default::default()
+        };
+        fin.sandbox_summary.env_dropped = vec!["GH_TOKEN".into()];
+        let r = record(&p, &fin, false, Some("c-1"), &c);
+        assert!(r.line.len() < bounds::LINE_BYTES + 64, "{}", r.line.len());
+        assert!(
+            r.line.ends_with(&format!("({} bytes)", p.line.len())),
+            "{}",
+            r.line
+        );
+        assert_eq!(r.status(), "exit 3");
+        let text = serde_json::to_string(&r).unwrap();
+        assert_eq!(parse_line(&text).unwrap(), r);
+        assert!(parse_line("{\"id\":1}").is_err());
+        assert!(parse_line("not json").is_err());
+    }
+
+    #[test]
+    fn a_line_cut_short_and_a_bad_line_are_unreadable_the_rest_read() {
+        let c = config();
+        let p = CallParams {
+            line: "true".into(),
+            ..Default::default()
+        };
+        let good = serde_json::to_string(&record(&p, &Finish::default(), false, None, &c)).unwrap();
+        let text = format!("{good}\ngarbage\n\n{good}\n{}", &good[..good.len() / 2]);
+        let r = read_bytes(Path::new("/log"), text.as_bytes());
+        assert_eq!(r.records.len(), 2);
+        assert_eq!(r.unreadable.len(), 2, "{:?}", r.unreadable);
+        assert_eq!(r.unreadable[0].line, 2);
+        assert_eq!(r.unreadable[1].line, 5);
+        assert!(
+            r.unreadable[1].why.starts_with("cut short"),
+            "{:?}",
+            r.unreadable
+        );
+        let r = read_bytes(Path::new("/log"), &[0xff, 0xfe, b'\n']);
+        assert_eq!(r.unreadable.len(), 1);
+    }
+
+    #[test]
+    fn writers_in_parallel_never_interleave_and_rotation_keeps_two_bounded_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let max = 4000u64;
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let state = state.clone();
+                std::thread::spawn(move || {
+                    for i in 0..300 {
+                        // Lines of different lengths, each whole or not at all.
+                        let line = format!("{t}:{i}:{}\n", "x".repeat(10 + (i * 7 + t) % 90));
+                        append_line(&state, line.as_bytes(), max).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let mut names: Vec<String> = std::fs::read_dir(&state)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, [FILE, OLD_FILE]);
+        for name in [FILE, OLD_FILE] {
+            let text = std::fs::read_to_string(state.join(name)).unwrap();
+            assert!(text.len() as u64 <= max, "{name}: {}", text.len());
+            assert!(text.ends_with('\n'));
+            for l in text.lines() {
+                let mut f = l.split(':');
+                let (t, i, xs) = (f.next(), f.next(), f.next().unwrap_or(""));
+                let t: usize = t.unwrap().parse().unwrap();
+                let i: usize = i.unwrap().parse().unwrap();
+                assert_eq!(xs, "x".repeat(10 + (i * 7 + t) % 90), "{l}");
+                assert!(f.next().is_none(), "{l}");
+            }
+        }
+        let mode = std::fs::metadata(state.join(FILE)).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
 }
