@@ -164,6 +164,21 @@ fn no_secret_of_the_line_reaches_the_log() {
         r[0]["line"],
         "echo [redacted] >/dev/null; GITHUB_TOKEN=[redacted] true; DB_PASSWORD='[redacted]' true"
     );
+    // A contained call reads nothing of the log (the state dir is the control plane's).
+    let file = log_file(dir.path());
+    let o = efr(
+        dir.path(),
+        &[
+            "run",
+            "--project",
+            p.to_str().unwrap(),
+            "--",
+            &format!("cat {}; echo END", file.display()),
+        ],
+    );
+    let seen = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(seen.ends_with("END\n"), "{seen}: {}", stderr(&o));
+    assert!(!seen.contains("\"line\""), "{seen}");
 }
 
 /// A service whose state dir is `<dir>/state`.
