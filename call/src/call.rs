@@ -291,7 +291,12 @@ impl Call {
     /// what looks like a secret; the summary's `env_dropped`. Gives them all, with why.
     pub fn note_env_dropped(&mut self, refused: Vec<(String, String)>) -> Vec<(String, String)> {
         let mut all = refused;
-        all.extend(crate::launch::env_drops(&self.plan, &self.config));
+        // A `--env NAME` refused for its name is dropped by the policy too: said once.
+        for d in crate::launch::env_drops(&self.plan, &self.config) {
+            if !all.iter().any(|(n, _)| *n == d.0) {
+                all.push(d);
+            }
+        }
         self.env_dropped = all.iter().map(|(n, _)| n.clone()).collect();
         self.env_noted = true;
         all

@@ -424,8 +424,21 @@ mod tests {
         for bad in ["authToken", "PIP_INDEX", "MY_TOKEN", "GH=", "OTHER", "TERM"] {
             assert!(!env.iter().any(|e| e.contains(bad)), "{bad} kept: {env:?}");
         }
-        let names: Vec<&str> = dropped.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["PIP_INDEX_URL", "GH"]);
+        // In the environment's order: each with why (a drop rule of its name, or a secret
+        // shape of its value); never what is simply not kept (OTHER, TERM).
+        let names: Vec<(&str, bool)> = dropped
+            .iter()
+            .map(|d| (d.name.as_str(), matches!(d.why, DropReason::Name(_))))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("npm_config__authToken", true),
+                ("PIP_INDEX_URL", false),
+                ("MY_TOKEN", true),
+                ("GH", false)
+            ]
+        );
     }
 
     #[test]
