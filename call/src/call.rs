@@ -112,10 +112,27 @@ pub enum LauncherEnd {
     StatusLines,
 }
 
+/// How the message of a call whose launcher ended after the line started begins (the
+/// sandbox did start: `run` says so rather than "could not start").
+pub const LAUNCHER_LOST: &str = "the line started, but its launcher ended during the call";
+
 /// The one fallback: an outcome that says nothing of the line's end (no setup error, no
-/// code, no signal) gets a setup error saying what is known of the launcher's end.
+/// code, no signal) gets a setup error saying what is known of the launcher's end; after a
+/// `started` line, one that begins with [`LAUNCHER_LOST`] (the line's tree ends with its
+/// launcher).
 pub fn fallback(o: &mut Outcome, end: &LauncherEnd) {
     if o.setup_error.is_some() || o.code.is_some() || o.signal.is_some() {
+        return;
+    }
+    if o.started.is_some() {
+        let how = match end {
+            LauncherEnd::Waited(Ok(st)) => format!(" ({st})"),
+            _ => String::new(),
+        };
+        o.setup_error = Some(format!(
+            "{LAUNCHER_LOST}{how} without reporting the line's end; the line and what it \
+             started ended with it"
+        ));
         return;
     }
     o.setup_error = Some(match end {
@@ -165,6 +182,10 @@ pub struct Call {
     /// The registries asked while it runs for what its cache merge will need
     /// ([`crate::caches::early`]).
     early: std::sync::Mutex<Option<crate::caches::early::Early>>,
+    /// What it was asked as, for its record in the call log ([`crate::history`]).
+    params: CallParams,
+    /// It was stopped before its end (a cancel, its caller gone, a stop asked).
+    stopped: bool,
 }
 
 impl Call {
@@ -217,6 +238,12 @@ impl Call {
             index,
             call_id: None,
             early: std::sync::Mutex::new(early),
+            params: CallParams {
+                // The line is in the plan and in `line`: not held a third time.
+                line: String::new(),
+                ..p.clone()
+            },
+            stopped: false,
         })
     }
 
@@ -264,7 +291,12 @@ impl Call {
     /// what looks like a secret; the summary's `env_dropped`. Gives them all, with why.
     pub fn note_env_dropped(&mut self, refused: Vec<(String, String)>) -> Vec<(String, String)> {
         let mut all = refused;
-        all.extend(crate::launch::env_drops(&self.plan, &self.config));
+        // A `--env NAME` refused for its name is dropped by the policy too: said once.
+        for d in crate::launch::env_drops(&self.plan, &self.config) {
+            if !all.iter().any(|(n, _)| *n == d.0) {
+                all.push(d);
+            }
+        }
         self.env_dropped = all.iter().map(|(n, _)| n.clone()).collect();
         self.env_noted = true;
         all
@@ -410,7 +442,8 @@ impl Call {
     }
 
     /// Ends the call's proxy and bus filters and puts their part in `fin` (the refusals
-    /// recorded while it ran, then the rest); the records not given out before.
+    /// recorded while it ran, then the rest), and writes the call's record in the call log
+    /// ([`crate::history`]); the exit records not given out before.
     pub fn close(mut self, fin: &mut Finish) -> Vec<ExitRecord> {
         let mut new = Vec::new();
         if let Some(mut cp) = self.proxy.take() {
@@ -422,7 +455,32 @@ impl Call {
         if let Some(mut b) = self.bus.take() {
             new.extend(crate::bus::finish_into(&mut b, fin, &self.line));
         }
+        // Every call ends here: its record in the user's call log.
+        let p = CallParams {
+            line: std::mem::take(&mut self.line),
+            ..std::mem::take(&mut self.params)
+        };
+        crate::history::log_call(
+            &p,
+            fin,
+            self.stopped,
+            self.call_id.as_deref(),
+            &self.config,
+            &self.env,
+        );
         new
+    }
+
+    /// The finish of the call when its sandbox could not be set up after it was prepared
+    /// (its proxy or bus filters): a setup error, recorded in the call log.
+    pub fn unstarted(self, msg: String) -> Finish {
+        let fin = setup_error_finish(msg);
+        let p = CallParams {
+            line: self.line.clone(),
+            ..self.params.clone()
+        };
+        crate::history::append_unprepared(&p, &fin, &self.config, &self.env);
+        fin
     }
 
     /// Runs the call, its stdout and stderr on pipes, driven by a task on `ctx.handle` that
@@ -979,6 +1037,7 @@ async fn drive(
         }
     }
     let call_id = call.call_id.clone();
+    call.stopped = stopping || tx.gone;
     for record in call.close(&mut fin) {
         tx.send(LaunchItem::Exit {
             record: Box::new(record),

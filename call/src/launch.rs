@@ -471,8 +471,8 @@ pub fn apply_env_args(
     Ok(refused)
 }
 
-/// The variables a plan's line would have kept but does not get because their value looks
-/// like a secret (with the reason of the config's pattern), or because the `GIT_CONFIG_*`
+/// The variables a plan's line would have kept but does not get because their name or value
+/// looks like a secret (with the reason of the config's rule), or because the `GIT_CONFIG_*`
 /// set rule drops them (with the rule's reason), in the order of the environment the line
 /// starts from.
 pub fn env_drops(plan: &Plan, config: &Config) -> Vec<(String, String)> {
@@ -481,9 +481,8 @@ pub fn env_drops(plan: &Plan, config: &Config) -> Vec<(String, String)> {
         .into_iter()
         .map(|d| {
             let why = match &d.why {
-                efr_sandbox_wire::envfilter::DropReason::GitConfigSet(_) => {
-                    drop_reason(&d.why, config)
-                }
+                efr_sandbox_wire::envfilter::DropReason::GitConfigSet(_)
+                | efr_sandbox_wire::envfilter::DropReason::Name(_) => drop_reason(&d.why, config),
                 _ => format!(
                     "its value looks like a secret ({})",
                     drop_reason(&d.why, config)
@@ -505,6 +504,16 @@ pub fn drop_reason(why: &efr_sandbox_wire::envfilter::DropReason, config: &Confi
             .map(|e| e.reason_or_source())
             .unwrap_or_else(|| "a secret pattern".into()),
         DropReason::TooLong => format!("longer than {MAX_CHECKED_VALUE} bytes, too long to check"),
+        DropReason::Name(glob) => {
+            let why = config
+                .environment
+                .drop
+                .iter()
+                .find(|e| e.value == *glob)
+                .map(|e| format!(": {}", e.reason_or_source()))
+                .unwrap_or_default();
+            format!("its name matches the environment's drop rule {glob}{why}")
+        }
         DropReason::GitConfigSet(set) => match &**set {
             efr_sandbox_wire::gitenv::SetDrop::Secret { why, .. } => {
                 format!("{set} ({})", drop_reason(why, config))

@@ -33,6 +33,7 @@ pub mod forward;
 pub mod fresh_caches;
 pub mod git_dirs;
 pub mod git_guard;
+pub mod history;
 pub mod index_flags;
 pub mod launch;
 pub mod owner;
@@ -40,6 +41,6 @@ pub mod standby;
 pub mod sys;
 
 pub use call::{
-    Call, CallStream, Ctx, Event, LauncherEnd, Planned, PlannedCall, PrepareError, ProxyWhen,
-    SpawnError, Spawned, Stopper, fallback, setup_error_finish,
+    Call, CallStream, Ctx, Event, LAUNCHER_LOST, LauncherEnd, Planned, PlannedCall, PrepareError,
+    ProxyWhen, SpawnError, Spawned, Stopper, fallback, setup_error_finish,
 };

@@ -101,13 +101,14 @@ pub const GRANT_VARS: &[(GrantedBy, &str, &str)] = &[
     ),
 ];
 
-/// A kept variable dropped because its value looks like a secret, or a variable of a
-/// `GIT_CONFIG_*` set the set rule drops.
+/// A kept variable dropped because its name or value looks like a secret, or a variable of
+/// a `GIT_CONFIG_*` set the set rule drops.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dropped {
     /// The variable's name.
     pub name: String,
-    /// Why: the secret pattern its value matched, or a value too long to check.
+    /// Why: the drop glob its name matched, the secret pattern its value matched, or a
+    /// value too long to check.
     pub why: DropReason,
 }
 
@@ -160,7 +161,11 @@ fn kept(plan: &Plan, inherited: &[(String, String)]) -> (Vec<(String, String)>, 
                     out.push((k.clone(), v.clone()));
                     continue;
                 }
-                if p.dropped_name(k).is_some() {
+                if let Some(glob) = p.dropped_name(k) {
+                    dropped.push(Dropped {
+                        name: k.clone(),
+                        why: DropReason::Name(glob.to_string()),
+                    });
                     continue;
                 }
                 match p.secret_value(v) {
@@ -419,8 +424,21 @@ mod tests {
         for bad in ["authToken", "PIP_INDEX", "MY_TOKEN", "GH=", "OTHER", "TERM"] {
             assert!(!env.iter().any(|e| e.contains(bad)), "{bad} kept: {env:?}");
         }
-        let names: Vec<&str> = dropped.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["PIP_INDEX_URL", "GH"]);
+        // In the environment's order: each with why (a drop rule of its name, or a secret
+        // shape of its value); never what is simply not kept (OTHER, TERM).
+        let names: Vec<(&str, bool)> = dropped
+            .iter()
+            .map(|d| (d.name.as_str(), matches!(d.why, DropReason::Name(_))))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("npm_config__authToken", true),
+                ("PIP_INDEX_URL", false),
+                ("MY_TOKEN", true),
+                ("GH", false)
+            ]
+        );
     }
 
     #[test]

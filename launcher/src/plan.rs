@@ -439,8 +439,16 @@ impl PlanCheck for Plan {
             for g in &self.grants {
                 match g {
                     Grant::Write { path } | Grant::Device { path } | Grant::Socket { path } => {
-                        std::fs::symlink_metadata(path)
-                            .map_err(|e| invalid(format!("{} grant {path}: {e}", g.kind_str())))?;
+                        std::fs::symlink_metadata(path).map_err(|e| {
+                            invalid(match e.kind() {
+                                std::io::ErrorKind::NotFound => format!(
+                                    "{} grant {path}: it does not exist; create it first (a \
+                                     grant names a path that exists)",
+                                    g.kind_str()
+                                ),
+                                _ => format!("{} grant {path}: {e}", g.kind_str()),
+                            })
+                        })?;
                     }
                     _ => {}
                 }

@@ -1,6 +1,7 @@
 //! The standalone runner: `efr-sandbox proxy --listen PATH --grant host=NAME[:PORT][:http]...`
 //! (and the `efr-proxy` binary), for debugging and benchmarks.
 
+use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -164,6 +165,11 @@ pub fn run_standalone(args: impl IntoIterator<Item = String>) -> Result<(), Stri
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
     rt.block_on(async move {
+        // Both signals caught before anything is said: one sent as soon as `listening` is
+        // read still ends the proxy with its summary.
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("signal: {e}"))?;
+        let mut term = signal(SignalKind::terminate()).map_err(|e| format!("signal: {e}"))?;
         let proxy = Proxy::new(a.policy.clone());
         let mut events = proxy.subscribe(4096);
         tokio::spawn(async move {
@@ -206,19 +212,18 @@ pub fn run_standalone(args: impl IntoIterator<Item = String>) -> Result<(), Stri
             // client told to go ahead must come after this runner's own.
             eprintln!("efr-proxy: listening on {}", path.display());
         }
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| format!("signal: {e}"))?;
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
             _ = term.recv() => {}
         }
         proxy.shutdown();
         if let Some(path) = &a.listen {
             let _ = std::fs::remove_file(path);
         }
+        // The summary only, one JSON line; a stdout closed by then is no error of the
+        // proxy's (it has served its calls).
         let summary = serde_json::to_string(&proxy.summary()).map_err(|e| e.to_string())?;
-        println!("{summary}");
-        println!("{:?}", proxy.stats());
+        let _ = writeln!(std::io::stdout(), "{summary}");
         Ok(())
     })
 }

@@ -232,12 +232,14 @@ fn send(
 }
 
 /// Runs `call` through the service at `socket`. `Err` when it was not handed over (nothing
-/// of it ran): the caller runs it itself.
+/// of it ran): the caller runs it itself. With `quiet`, the variables not passed to the call
+/// are not said on stderr (its summary lists them).
 pub fn run(
     socket: &Path,
     call: CallParams,
     env_args: &[String],
     env: &Env,
+    quiet: bool,
 ) -> Result<Ran, NotTaken> {
     let dirs = crate::identity::Dirs::of(env);
     let hello = json!({"id": 1, "method": method::HELLO, "params": HelloParams {
@@ -290,7 +292,9 @@ pub fn run(
         match f {
             ServerFrame::Item { item, .. } => match serde_json::from_value::<LaunchItem>(item) {
                 Ok(LaunchItem::EnvDropped { name, why }) => {
-                    say_env_dropped(&name, &why);
+                    if !quiet {
+                        say_env_dropped(&name, &why);
+                    }
                 }
                 Ok(LaunchItem::Started(st)) => {
                     started = true;

@@ -10,6 +10,19 @@
 // - `handoff`: `run`'s client of the service (`sandbox.run`);
 // - a call itself (plan, proxy, bus filter, caches, launcher, finish) is `efr_call`'s.
 // Handlers and commands never import each other.
+
+/// `print!` of the commands: a closed stdout (`| head`) ends the process quietly with the
+/// status of a process killed by SIGPIPE (see [`cli::term::out`]), never a panic.
+macro_rules! out {
+    ($($t:tt)*) => { $crate::cli::term::out(format_args!($($t)*)) };
+}
+
+/// `println!` of the commands, as [`out!`].
+macro_rules! outln {
+    () => { $crate::cli::term::out(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::cli::term::out(format_args!("{}\n", format_args!($($t)*))) };
+}
+
 mod approvals;
 mod cli;
 mod handoff;
@@ -25,8 +38,6 @@ mod state;
 mod sys;
 
 use std::process::ExitCode;
-
-use clap::Parser;
 
 fn main() -> ExitCode {
     // The launcher embedded behind a hidden subcommand (and its bwrap init, `--inner`),
@@ -75,7 +86,7 @@ fn main() -> ExitCode {
     if let Some((prog, args)) = shell {
         return exit(cli::run::shell::run(prog, args));
     }
-    exit(cli::run(cli::Cli::parse()))
+    exit(cli::run(cli::parse()))
 }
 
 /// The process's exit status of a command's result.

@@ -221,6 +221,13 @@ fn each_ends(
                 "{b}: {what}: the write of call {n} was not merged"
             );
         }
+        // The log line comes last, after the call's record and its proxy's end: waited for.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.stderr().matches("ended after its caller left").count() < calls
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let logged = s.stderr().matches("ended after its caller left").count();
         assert_eq!(logged, calls, "{b}: {what}: {}", s.stderr());
     }
@@ -324,6 +331,13 @@ fn a_run_whose_cli_was_killed_is_finished() {
                 Some(seed(n)),
                 "{b}: the write of run {n} was not merged"
             );
+        }
+        // The log line comes last, after the call's record and its proxy's end: waited for.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.stderr().matches("ended after its caller left").count() < calls
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(20));
         }
         let logged = s.stderr().matches("ended after its caller left").count();
         assert_eq!(logged, calls, "{b}: {}", s.stderr());

@@ -107,9 +107,29 @@ fn ca_bundles_registries_and_ci_reach_the_call_tokens_do_not() {
         ] {
             assert!(!seen.iter().any(|n| n == bad), "{b}: {bad} kept: {seen:?}");
         }
-        // Dropped by name: nothing to say, no value was looked at.
-        let said = summary_dropped(d.path());
-        assert!(!said.iter().any(|n| n.contains("TOKEN")), "{b}: {said:?}");
+        // Kept by `keep` (npm_config_*, CARGO_*) and refused by a drop rule of the name: said
+        // by name (no value looked at), once each; what `keep` never names is not said.
+        let mut said = summary_dropped(d.path());
+        said.sort();
+        assert_eq!(
+            said,
+            [
+                "CARGO_REGISTRIES_MINE_TOKEN",
+                "CARGO_REGISTRY_TOKEN",
+                "npm_config__authToken"
+            ],
+            "{b}"
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        for n in &said {
+            let line = format!(
+                "{n} is not passed to the call: its name matches the environment's drop rule"
+            );
+            assert_eq!(err.matches(&line).count(), 1, "{b}: {err}");
+        }
+        for value in ["npmtokenvalue", "cargotokenvalue"] {
+            assert!(!err.contains(value), "{b}: {err}");
+        }
     }
 }
 

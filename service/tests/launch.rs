@@ -330,7 +330,12 @@ fn cli_run_exit_codes_signals_summary_and_bad_grants() {
             "echo ran",
         ],
     );
-    assert_eq!(o.status.code(), Some(125), "{o:?}");
+    // A bad command line (the path is to be made first), not a sandbox that failed.
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("does not exist; create it first"),
+        "{o:?}"
+    );
     assert!(o.stdout.is_empty());
 }
 

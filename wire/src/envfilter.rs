@@ -372,6 +372,9 @@ pub enum DropReason {
     /// A variable of the `GIT_CONFIG_*` set, dropped by the set rule
     /// ([`crate::gitenv`]).
     GitConfigSet(Box<crate::gitenv::SetDrop>),
+    /// A name `keep` names that a `drop` glob (this one) refuses (`CARGO_REGISTRY_TOKEN`,
+    /// kept by `CARGO_*`, dropped by `*TOKEN*`).
+    Name(String),
 }
 
 /// Whether `value` looks like a secret by one of `patterns`.

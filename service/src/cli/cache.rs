@@ -35,26 +35,35 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
     match c {
         CacheCommand::Rules => {
             for r in RULES {
-                println!(
+                outln!(
                     "merge {}: {}: merged when {}",
                     r.merge.as_str(),
                     r.pattern,
                     r.check
                 );
             }
-            println!(
+            outln!(
                 "everything else: never merged (kept for the call's conversation, else dropped)"
             );
             Ok(0)
         }
         CacheCommand::List => {
-            for d in held(&state)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", store_path(&state).display()))?
-            {
-                println!("{}", inline(Stream::Stdout, &d.path));
+            let deletes = held(&state).map_err(|e| {
+                anyhow::anyhow!("cannot read {}: {e}", store_path(&state).display())
+            })?;
+            let layers = conversation::list(&state);
+            for d in &deletes {
+                outln!("{}", inline(Stream::Stdout, &d.path));
             }
-            for l in conversation::list(&state) {
-                println!("conversation {} {} {}", l.conversation, l.cache, l.bytes);
+            for l in &layers {
+                outln!("conversation {} {} {}", l.conversation, l.cache, l.bytes);
+            }
+            // Said on stderr: stdout stays the list, empty.
+            if deletes.is_empty() && layers.is_empty() {
+                eprintln!(
+                    "efr-sandbox: no held cache deletes and no conversation's cache layers (in {})",
+                    state.display()
+                );
             }
             Ok(0)
         }
@@ -62,7 +71,7 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
             efr_call::launch::check_conversation(&id).map_err(|e| anyhow::anyhow!(e.message))?;
             match conversation::clear(&state, &id) {
                 Ok(true) => {
-                    println!("cleared the cache layers of conversation {id}");
+                    outln!("cleared the cache layers of conversation {id}");
                     Ok(0)
                 }
                 Ok(false) => {
@@ -90,9 +99,9 @@ pub fn cache_cli(c: CacheCommand) -> anyhow::Result<i32> {
             match apply(&state, &paths) {
                 Ok(a) => {
                     for p in &a.paths {
-                        println!("deleted {}", inline(Stream::Stdout, p));
+                        outln!("deleted {}", inline(Stream::Stdout, p));
                     }
-                    println!("freed {} bytes", a.freed_bytes);
+                    outln!("freed {} bytes", a.freed_bytes);
                     Ok(0)
                 }
                 Err(e) => {

@@ -47,9 +47,9 @@ pub fn run(a: CheckArgs) -> anyhow::Result<i32> {
     .map_err(anyhow::Error::msg)?;
     let c = efr_probe::check::run(&opts);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        outln!("{}", serde_json::to_string_pretty(&c)?);
     } else {
-        print!("{}", efr_probe::check::render(&c));
+        out!("{}", efr_probe::check::render(&c));
     }
     Ok(if efr_probe::check::verdict(&c) { 0 } else { 1 })
 }

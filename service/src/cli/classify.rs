@@ -44,7 +44,7 @@ pub fn classify_cli(args: ClassifyArgs) -> anyhow::Result<()> {
     let ctx = Context::new(&config, &env).with_call_env(&config, std::env::vars());
     let result: ClassifyResult = classify::classify(&req, &ctx);
     if args.json {
-        println!(
+        outln!(
             "{}",
             crate::cli::term::json(
                 crate::cli::term::Stream::Stdout,
@@ -55,7 +55,7 @@ pub fn classify_cli(args: ClassifyArgs) -> anyhow::Result<()> {
         let text = classify::render_text(&result);
         crate::cli::term::print_lines(&text);
         if !text.ends_with('\n') {
-            println!();
+            outln!();
         }
     }
     Ok(())

@@ -40,7 +40,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let result =
         explain::explain_path(Path::new(&args.path), Some(&cwd), &projects, &config, &env)?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             crate::cli::term::json(
                 crate::cli::term::Stream::Stdout,
@@ -51,7 +51,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         let text = explain::render_text(&result);
         crate::cli::term::print_lines(&text);
         if !text.ends_with('\n') {
-            println!();
+            outln!();
         }
     }
     Ok(())

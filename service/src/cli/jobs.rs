@@ -94,20 +94,25 @@ fn list(s: &mut Session, conversation: Option<&str>, as_json: bool) -> i32 {
     };
     if as_json {
         let text = serde_json::to_string_pretty(&jobs.jobs).unwrap_or_default();
-        println!("{}", term::json(Stream::Stdout, &text));
+        outln!("{}", term::json(Stream::Stdout, &text));
         return 0;
     }
     if jobs.jobs.is_empty() {
-        println!("no jobs");
+        outln!("no jobs");
         return 0;
     }
     let now = crate::jobs::now_ms();
-    println!(
+    outln!(
         "{:<14} {:<4} {:<10} {:>9} {:>10} {:<14} COMMAND",
-        "CONVERSATION", "ID", "STATE", "FOR", "OUTPUT", "PORTS"
+        "CONVERSATION",
+        "ID",
+        "STATE",
+        "FOR",
+        "OUTPUT",
+        "PORTS"
     );
     for j in &jobs.jobs {
-        println!("{}", row(j, now));
+        outln!("{}", row(j, now));
     }
     0
 }
@@ -154,11 +159,11 @@ fn stop(s: &mut Session, conversation: Option<String>, id: &str, as_json: bool) 
     match serde_json::from_value::<JobStopResult>(r) {
         Ok(r) if as_json => {
             let text = serde_json::to_string_pretty(&r.job).unwrap_or_default();
-            println!("{}", term::json(Stream::Stdout, &text));
+            outln!("{}", term::json(Stream::Stdout, &text));
             0
         }
         Ok(r) => {
-            println!("{}", row(&r.job, crate::jobs::now_ms()));
+            outln!("{}", row(&r.job, crate::jobs::now_ms()));
             0
         }
         Err(e) => fail(format!("the service's answer does not read: {e}")),

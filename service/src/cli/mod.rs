@@ -12,6 +12,8 @@ pub mod config;
 pub mod dirs;
 pub mod explain;
 pub mod jobs;
+pub mod log;
+pub mod manual;
 pub mod run;
 pub mod serve;
 pub mod surface;
@@ -94,6 +96,62 @@ pub enum Command {
     /// opencode), printing the diff; `hook check AGENT` says whether its shell calls will
     /// really be contained.
     Hook(run::hook::HookArgs),
+    /// The call log: the latest calls (id, time, status, duration, project, line), `log ID`
+    /// one call whole, `--json` one JSON object per call. Every finished call is in it (of
+    /// `run`, `shell`, the service and efrd), never its output or a secret.
+    Log(log::LogArgs),
+    /// The shell completion script, on stdout: `efr-sandbox completions bash >
+    /// ~/.local/share/bash-completion/completions/efr-sandbox` (zsh: a file `_efr-sandbox`
+    /// in a dir of $fpath; fish: ~/.config/fish/completions/efr-sandbox.fish).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// The manual page (roff), on stdout: `efr-sandbox man | man -l -`; `man COMMAND` is the
+    /// page of one command with its options (`efr-sandbox man run | man -l -`).
+    Man {
+        #[arg(value_name = "COMMAND")]
+        command: Option<String>,
+    },
+}
+
+/// The commands whose line goes after `--` (and nothing else is a word of theirs).
+const LINE_AFTER_DASHES: &[&str] = &["run", "classify"];
+
+/// This process's command line; clap's error (and exit) for a bad one, with the tip that a
+/// line goes after `--` when a word of it came before (`run ls`).
+pub fn parse() -> Cli {
+    Cli::try_parse().unwrap_or_else(|e| with_line_tip(e, std::env::args().skip(1)).exit())
+}
+
+/// `e` with the tip that the line goes after `--` when `e` is an unexpected word of a
+/// command of [`LINE_AFTER_DASHES`] in `args` (the command line, without the program).
+fn with_line_tip(mut e: clap::Error, args: impl Iterator<Item = String>) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return e;
+    }
+    let Some(ContextValue::String(word)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let word = word.clone();
+    let args: Vec<String> = args.collect();
+    let command = args.iter().find(|a| !a.starts_with('-'));
+    let Some(command) = command.filter(|c| LINE_AFTER_DASHES.contains(&c.as_str())) else {
+        return e;
+    };
+    if word.starts_with('-') {
+        return e;
+    }
+    // The words from the first unexpected one on, as they would follow `--`.
+    let from = args.iter().position(|a| *a == word).unwrap_or(args.len());
+    let line = args[from..].join(" ");
+    let tip = format!("the line goes after `--`: 'efr-sandbox {command} [OPTIONS] -- {line}'");
+    e.insert(
+        ContextKind::Suggested,
+        ContextValue::StyledStrs(vec![tip.into()]),
+    );
+    e
 }
 
 /// Runs the command line; the exit status.
@@ -121,5 +179,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Approve(a) => Ok(run::approvals::approve(a)),
         Command::Deny(a) => Ok(run::approvals::deny(a)),
         Command::Hook(a) => run::hook::run(a),
+        Command::Log(a) => log::run(a),
+        Command::Completions { shell } => manual::completions(shell).map(|()| 0),
+        Command::Man { command } => manual::man(command.as_deref()).map(|()| 0),
     }
 }

@@ -72,7 +72,7 @@ pub fn run(args: SurfaceArgs) -> anyhow::Result<i32> {
                 } else {
                     "kept visible; not asked again while what it holds stays the same"
                 };
-                println!("{}: {what}", inline(Stream::Stdout, &a.path));
+                outln!("{}: {what}", inline(Stream::Stdout, &a.path));
                 Ok(0)
             }
             Err(e @ SurfaceRespondError::NotFound(_)) => {
@@ -94,27 +94,27 @@ pub fn run(args: SurfaceArgs) -> anyhow::Result<i32> {
         &efr_surface::Budget::default(),
     )?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             json(Stream::Stdout, &serde_json::to_string_pretty(&r)?)
         );
         return Ok(0);
     }
     if r.files.is_empty() {
-        println!("nothing that looks like a secret is readable in a contained call");
+        outln!("nothing that looks like a secret is readable in a contained call");
     }
     for f in &r.files {
-        println!(
+        outln!(
             "{}: {}",
             inline(Stream::Stdout, &f.path),
             inline(Stream::Stdout, &f.what)
         );
         match &f.question_id {
-            Some(q) => println!(
+            Some(q) => outln!(
                 "  {q}: efr-sandbox surface respond {q} --keep|--mask",
                 q = q.as_str()
             ),
-            None if f.kept => println!("  kept visible (your answer)"),
+            None if f.kept => outln!("  kept visible (your answer)"),
             None => {}
         }
     }
@@ -124,14 +124,14 @@ pub fn run(args: SurfaceArgs) -> anyhow::Result<i32> {
             SurfaceChangeKind::Disappeared => "disappeared",
             SurfaceChangeKind::Changed => "changed",
         };
-        println!(
+        outln!(
             "since the last scan: {} {kind}: {}",
             inline(Stream::Stdout, &c.path),
             inline(Stream::Stdout, &c.why)
         );
     }
     if let Some(p) = &r.partial {
-        println!(
+        outln!(
             "partial: the scan stopped at {} ({} bound); what is listed is what it saw",
             inline(Stream::Stdout, &p.at),
             p.why
@@ -139,7 +139,7 @@ pub fn run(args: SurfaceArgs) -> anyhow::Result<i32> {
     }
     let masks = store.read()?.masks();
     if !masks.is_empty() {
-        println!(
+        outln!(
             "masked by your answers: {}",
             inline(Stream::Stdout, &masks.join(", "))
         );

@@ -58,6 +58,34 @@ pub fn json(to: Stream, text: &str) -> Cow<'_, str> {
     }
 }
 
+/// The exit status of a command whose stdout was closed before it had printed everything:
+/// 128 + SIGPIPE, what the shell reports for any Unix tool ended by the closed pipe (`set -o
+/// pipefail` sees the same as for `cat`). Not 0: what it printed was not all read (a hook's
+/// answer nobody read must not pass as one).
+pub const CLOSED_STDOUT_EXIT: i32 = 128 + libc::SIGPIPE;
+
+/// Writes `args` to stdout (what `out!`/`outln!` expand to). The root of "no command panics
+/// on a closed pipe": SIGPIPE stays ignored (Rust's default, which the service, the
+/// launcher and every socket write rely on: a write to a closed socket is an error, not the
+/// end of the process), and the one place that prints a command's output turns the
+/// error into a quiet exit.
+pub fn out(args: std::fmt::Arguments<'_>) {
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = o.write_fmt(args) {
+        stdout_failed(&e);
+    }
+}
+
+/// Ends the process after a failed write to stdout: quietly at a closed pipe
+/// ([`CLOSED_STDOUT_EXIT`]), with the error on stderr otherwise (a full disk).
+pub fn stdout_failed(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(CLOSED_STDOUT_EXIT);
+    }
+    eprintln!("efr-sandbox: error: writing to stdout: {e}");
+    std::process::exit(1);
+}
+
 /// `efr-sandbox: LINE` on stderr, the line made safe ([`inline`]).
 pub fn say(line: &str) {
     eprintln!("efr-sandbox: {}", inline(Stream::Stderr, line));
@@ -72,9 +100,13 @@ pub fn print_lines(text: &str) {
             Some(b) => (b, "\n"),
             None => (l, ""),
         };
-        let _ = write!(out, "{}{nl}", inline(to, body));
+        if let Err(e) = write!(out, "{}{nl}", inline(to, body)) {
+            stdout_failed(&e);
+        }
     }
-    let _ = out.flush();
+    if let Err(e) = out.flush() {
+        stdout_failed(&e);
+    }
 }
 
 /// A program's output (a job's) written to one stream: through the pty relay's filter when

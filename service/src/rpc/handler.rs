@@ -125,9 +125,16 @@ pub fn internal(m: impl Into<String>) -> ErrorBody {
     ErrorBody::new(ErrorCode::Internal, m)
 }
 
-/// The end of a call that never ran (`sandbox.launch`, `sandbox.plan`).
-pub fn setup_error_end(msg: String) -> Result<Value, ErrorBody> {
-    to_value(&efr_call::setup_error_finish(msg))
+/// The end of a call of `p` that never ran (`sandbox.launch`, `sandbox.plan`,
+/// `sandbox.run`), recorded in the call log.
+pub fn setup_error_end(
+    p: &efr_sandbox_wire::CallParams,
+    ctx: &efr_call::Ctx,
+    msg: String,
+) -> Result<Value, ErrorBody> {
+    let fin = efr_call::setup_error_finish(msg);
+    efr_call::history::append_unprepared(p, &fin, &ctx.config, &ctx.env);
+    to_value(&fin)
 }
 
 /// A result as its JSON (`internal` when it does not serialize).
@@ -168,9 +175,14 @@ pub fn begin_call(
     match c.attach(policy, ctx) {
         Ok(()) => {}
         Err(PrepareError::Params(e)) => return Err(Err(e)),
-        Err(PrepareError::Setup(msg)) => return Err(setup_error_end(msg)),
+        Err(PrepareError::Setup(msg)) => return Err(to_value(&c.unstarted(msg))),
     }
-    start(c).map_err(|e| setup_error_end(format!("cannot start efr-launch: {}", e.source)))
+    start(c).map_err(|e| {
+        to_value(&efr_call::setup_error_finish(format!(
+            "cannot start efr-launch: {}",
+            e.source
+        )))
+    })
 }
 
 /// The rest of a call of `sandbox.launch` or `sandbox.run` once planned: its proxy

@@ -92,6 +92,7 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
         let c2 = ctx.clone();
         let env: Vec<(String, String)> = p.env.into_iter().map(|v| (v.name, v.value)).collect();
         let (cp, env_args) = (p.call, p.env_args);
+        let unprepared = cp.clone();
         // As `sandbox.launch`: the plan and its proxy policy in one trip, one moment's look
         // at the file system; then `--env`, and what of the environment is not passed.
         let prepared = blocking("the call", move || {
@@ -109,7 +110,7 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
         let (c, notes, pol) = match prepared {
             Ok(x) => x,
             Err(PrepareError::Params(e)) => return Err(e),
-            Err(PrepareError::Setup(msg)) => return setup_error_end(msg),
+            Err(PrepareError::Setup(msg)) => return setup_error_end(&unprepared, &ctx, msg),
         };
         let notes = notes.map_err(|e| ErrorBody::new(ErrorCode::Invalid, format!("--env {e}")))?;
         for (name, why) in notes {

@@ -95,17 +95,17 @@ pub fn list(a: ApprovalsArgs) -> i32 {
     };
     if a.json {
         let text = serde_json::to_string_pretty(&r.approvals).unwrap_or_default();
-        println!("{}", term::json(Stream::Stdout, &text));
+        outln!("{}", term::json(Stream::Stdout, &text));
         return 0;
     }
     if r.approvals.is_empty() {
-        println!("no pending approvals");
+        outln!("no pending approvals");
         return 0;
     }
     let now = crate::jobs::now_ms();
     for x in &r.approvals {
         for l in describe(x, now) {
-            println!("{}", term::inline(Stream::Stdout, &l));
+            outln!("{}", term::inline(Stream::Stdout, &l));
         }
     }
     0
@@ -182,9 +182,9 @@ fn decide(cmd: &str, id: &str, decision: ApprovalDecision) -> i32 {
         (_, Some(c)) => format!("granted {grants} to the calls of conversation {c}"),
         (_, None) => format!("saved {grants} as always rules"),
     };
-    println!("{}", term::inline(Stream::Stdout, &said));
+    outln!("{}", term::inline(Stream::Stdout, &said));
     for rule in &r.rules {
-        println!("saved the always rule: {rule}");
+        outln!("saved the always rule: {rule}");
     }
     0
 }

@@ -39,12 +39,7 @@ pub struct RunArgs {
     /// Where the line runs (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// A grant: write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system,
-    /// desktop=wayland|x11|hyprland|sway|i3|niri, `host=NAME[:PORT][:http]`,
-    /// `host=HOST:PORT:tcp` (HOST localhost, 127.0.0.1 or `[::1]`: the host's own loopback
-    /// port, any protocol), net_view, open_network.
-    /// May be repeated.
-    #[arg(long = "grant", value_name = "KIND[=VALUE]")]
+    #[arg(long = "grant", value_name = "KIND[=VALUE]", help = GRANT_HELP)]
     pub grants: Vec<String>,
     /// A variable for the call: NAME keeps this environment's value, NAME=VALUE sets it
     /// (either is refused when its name or value looks like a secret). May be repeated.
@@ -79,6 +74,10 @@ pub struct RunArgs {
     /// A pattern matched against each line of the job's output (`sandbox.job_events`).
     #[arg(long, value_name = "REGEX", requires = "background")]
     pub watch: Option<String>,
+    /// Say less on stderr: not the project taken by default, nor the variables of the
+    /// environment not passed to the call (its summary still lists them, `env_dropped`).
+    #[arg(long, short)]
+    pub quiet: bool,
     /// The shell that runs the line: bash, sh, or an absolute path (default: the config's
     /// sandbox.shell, bash).
     #[arg(long, value_name = "SHELL")]
@@ -122,6 +121,7 @@ impl RunArgs {
             max_minutes: None,
             watch: None,
             shell: None,
+            quiet: false,
             line,
             route: Route::Shell,
         }
@@ -139,10 +139,23 @@ pub fn line_of_words(words: &[String]) -> Result<String, String> {
     }
 }
 
+/// The kinds `--grant` takes ([`parse_grant`] reads them): the one list that `run --help`
+/// and the error of an unknown kind both print.
+macro_rules! grant_kinds {
+    () => {
+        "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, \
+         bus_filter=session|system (the bus through a filter of the config's rules), \
+         desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
+         host=HOST:PORT:tcp (HOST localhost, 127.0.0.1 or [::1]: the host's own loopback \
+         port, any protocol), net_view, open_network"
+    };
+}
+
 /// The kinds `--grant` takes, for messages.
-const KINDS: &str = "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, bus_filter=session|system, \
-                     desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
-                     host=localhost:PORT:tcp, net_view, open_network";
+pub const KINDS: &str = grant_kinds!();
+
+/// `run --help`'s text of `--grant`.
+const GRANT_HELP: &str = concat!("A grant: ", grant_kinds!(), ". May be repeated");
 
 /// `p` made absolute against `here`, `.` and `..` taken lexically (as the shell's `cd`).
 fn normal(p: &Path, here: &Path) -> String {
@@ -245,6 +258,26 @@ pub fn parse_grant(s: &str, here: &Path) -> Result<Grant, String> {
         }
         other => return Err(format!("unknown grant kind {other:?}; the kinds: {KINDS}")),
     };
+    Ok(g)
+}
+
+/// `g`, or what to do first when it is a write grant of a path that does not exist (the
+/// launcher refuses to start a call with one: a write grant names what exists).
+fn missing_write(g: Grant, env: &Env) -> Result<Grant, String> {
+    if let Grant::Write { path } = &g {
+        let real = efr_policy::path::expand_home(path, &env.home);
+        if let Err(e) = std::fs::symlink_metadata(&real) {
+            return Err(match e.kind() {
+                std::io::ErrorKind::NotFound => format!(
+                    "{} does not exist; create it first (a directory: `mkdir -p {w}`, a \
+                     file: `touch {w}`), then retry: a write grant names a path that exists",
+                    real.display(),
+                    w = shell_word(&real.to_string_lossy())
+                ),
+                _ => format!("{}: {e}", real.display()),
+            });
+        }
+    }
     Ok(g)
 }
 
@@ -410,7 +443,7 @@ fn background(p: CallParams) -> i32 {
     let end = end.unwrap_or_default();
     match serde_json::from_value::<efr_sandbox_wire::job::JobHandedOff>(end.clone()) {
         Ok(h) => {
-            println!("{}", h.job_id);
+            outln!("{}", h.job_id);
             0
         }
         Err(_) => {
@@ -460,7 +493,7 @@ pub fn call_params(
     let env = Env::from_process();
     let mut grants = Vec::new();
     for g in &a.grants {
-        match parse_grant(g, here) {
+        match parse_grant(g, here).and_then(|p| missing_write(p, &env)) {
             Ok(g) => grants.push(g),
             Err(e) => return Err(usage_error(format!("--grant {g}: {e}"))),
         }
@@ -486,7 +519,7 @@ pub fn call_params(
         let home = normal(&env.home, here);
         match default_project(Path::new(&cwd), Path::new(&home)) {
             Ok((dir, why)) => {
-                if say_project {
+                if say_project && !a.quiet {
                     eprintln!("efr-sandbox: project: {} ({why})", dir.display());
                 }
                 projects.push(dir.to_string_lossy().into_owned());
@@ -540,7 +573,7 @@ pub fn launch(
     if let Some(socket) = handoff_socket(&a) {
         efr_call::sys::forward_signals(&forwarded)?;
         efr_call::sys::forward_kernel_signals(true);
-        let ran = handoff::run(&socket, p.clone(), &a.env, &env);
+        let ran = handoff::run(&socket, p.clone(), &a.env, &env, a.quiet);
         efr_call::sys::stop_forwarding(&forwarded);
         efr_call::sys::forward_kernel_signals(false);
         match ran {
@@ -603,8 +636,10 @@ pub fn launch(
         },
         other => other,
     };
-    for (name, why) in &env_dropped {
-        handoff::say_env_dropped(name, why);
+    if !a.quiet {
+        for (name, why) in &env_dropped {
+            handoff::say_env_dropped(name, why);
+        }
     }
     // The call's proxy and bus filters (`bus_filter` grants), ended with the call.
     let call = match call {
@@ -648,6 +683,7 @@ pub fn launch(
             efr_call::sys::stop_forwarding(&forwarded);
             let mut fin = setup_error_finish(setup);
             fin.sandbox_summary.env_dropped = env_dropped.into_iter().map(|(n, _)| n).collect();
+            efr_call::history::append_unprepared(&p, &fin, &config, &env);
             fin
         }
         Ok(c) => {
@@ -768,7 +804,11 @@ fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
     // Paths and summaries in these lines are the call's: shown safe on a terminal.
     use crate::cli::term::say;
     if let Some(e) = &fin.sandbox_summary.setup_error {
-        say(&format!("the sandbox could not start: {e}"));
+        if e.starts_with(efr_call::LAUNCHER_LOST) {
+            say(e);
+        } else {
+            say(&format!("the sandbox could not start: {e}"));
+        }
     }
     // One line per distinct refusal, with the exact `--grant` to retry with (or why none).
     let mut said = std::collections::HashSet::new();

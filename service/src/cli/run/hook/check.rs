@@ -36,16 +36,16 @@ pub fn report(t: Target, s: &Setup) -> anyhow::Result<i32> {
     let here = std::env::current_dir()?;
     let f = check(t, s, &here);
     for o in &f.ok {
-        println!("ok: {o}");
+        outln!("ok: {o}");
     }
     for o in &f.open {
-        println!("fails open: {o}");
+        outln!("fails open: {o}");
     }
     if f.open.is_empty() {
-        println!("{}: its shell calls run contained", t.name());
+        outln!("{}: its shell calls run contained", t.name());
         Ok(0)
     } else {
-        println!(
+        outln!(
             "{}: its shell calls are NOT all contained (fix the lines above; `efr-sandbox hook install {}` writes the user's part)",
             t.name(),
             t.name()

@@ -35,19 +35,19 @@ pub fn run(t: Target, yes: bool) -> anyhow::Result<i32> {
     let setup = Setup::from_process()?;
     let changes = plan(t, &setup)?;
     if changes.is_empty() {
-        println!("{}: already installed; nothing to change", t.name());
+        outln!("{}: already installed; nothing to change", t.name());
         return super::check::report(t, &setup);
     }
     for c in &changes {
-        print!("{}", diff(c));
+        out!("{}", diff(c));
     }
     if !yes && !confirm()? {
-        println!("nothing written (pass --yes to write without asking)");
+        outln!("nothing written (pass --yes to write without asking)");
         return Ok(1);
     }
     for c in &changes {
         write(c)?;
-        println!("wrote {}", c.path.display());
+        outln!("wrote {}", c.path.display());
     }
     super::check::report(t, &setup)
 }
@@ -56,7 +56,7 @@ fn confirm() -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
         return Ok(false);
     }
-    print!("write these changes? [y/N] ");
+    out!("write these changes? [y/N] ");
     std::io::stdout().flush()?;
     let mut a = String::new();
     std::io::stdin().read_line(&mut a)?;

@@ -75,7 +75,7 @@ pub fn run(a: HookArgs) -> anyhow::Result<i32> {
 fn hook(agent: Agent) -> i32 {
     match answer_stdin(agent) {
         Ok(out) => {
-            println!("{out}");
+            outln!("{out}");
             0
         }
         Err(e) => {
