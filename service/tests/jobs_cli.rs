@@ -221,9 +221,16 @@ fn jobs_say_why_a_port_is_not_forwarded_and_list_the_jobs_their_service_ended() 
         // more than its one forward.
         let j1 = background(d, backend, &serve(&[held]));
         json_until(d, &j1, |j| j["forwards"][0]["port"] == held);
-        let j2 = background(d, backend, &serve(&[held, denied, 22, extra, more]));
+        // A host process holds one more port.
+        let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let host_port = host.local_addr().unwrap().port();
+        let j2 = background(
+            d,
+            backend,
+            &serve(&[held, denied, 22, extra, more, host_port]),
+        );
         let j = json_until(d, &j2, |j| {
-            j["unforwarded"].as_array().is_some_and(|u| u.len() == 4)
+            j["unforwarded"].as_array().is_some_and(|u| u.len() == 5)
         });
         let of = |port: u16| {
             j["unforwarded"]
@@ -238,6 +245,8 @@ fn jobs_say_why_a_port_is_not_forwarded_and_list_the_jobs_their_service_ended() 
         assert_eq!(of(held)["by_job"], j1.as_str(), "{j}");
         assert_eq!(of(denied)["outcome"], "refused", "{j}");
         assert_eq!(of(denied)["reason"], "the test denies it", "{j}");
+        assert_eq!(of(host_port)["outcome"], "in_use", "{j}");
+        assert!(of(host_port)["by_job"].is_null(), "{j}");
         assert_eq!(of(22)["outcome"], "refused", "{j}");
         assert!(
             of(22)["reason"]
@@ -255,6 +264,7 @@ fn jobs_say_why_a_port_is_not_forwarded_and_list_the_jobs_their_service_ended() 
         let row = table_row(d, &j2);
         for want in [
             format!("{held} in use by {j1}"),
+            format!("{host_port} in use (a host process listens on 127.0.0.1:{host_port})"),
             format!("{denied} refused"),
             "22 refused".to_string(),
             format!("{} past the limit", limited[0]),
@@ -262,6 +272,7 @@ fn jobs_say_why_a_port_is_not_forwarded_and_list_the_jobs_their_service_ended() 
             assert!(row.contains(&want), "{backend}: {want:?} in {row}");
         }
 
+        drop(host);
         // The service is stopped (SIGTERM): the next one lists both jobs as ended with it.
         let pid = service_pid(d);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();

@@ -149,13 +149,17 @@ fn state_text(j: &JobInfo) -> String {
 }
 
 /// Its ports: each forwarded one by its number, each other with why it is not
-/// (`8000 in use by j1`, `22 refused`, `9000 past the limit`).
+/// (`8000 in use by j1`, `8001 in use (a host process listens on 127.0.0.1:8001)`, `22
+/// refused`, `9000 past the limit`; `--json` has each reason).
 fn ports_text(j: &JobInfo) -> String {
     let mut out: Vec<String> = j.forwards.iter().map(|f| f.port.to_string()).collect();
     for u in &j.unforwarded {
         out.push(match (u.outcome, &u.by_job) {
             (ForwardOutcome::InUse, Some(by)) => format!("{} in use by {by}", u.port),
-            (ForwardOutcome::InUse, None) => format!("{} in use", u.port),
+            (ForwardOutcome::InUse, None) => match &u.reason {
+                Some(why) => format!("{} in use ({why})", u.port),
+                None => format!("{} in use", u.port),
+            },
             (ForwardOutcome::Limit, _) => format!("{} past the limit", u.port),
             (o, _) => format!("{} {}", u.port, name_of(o).replace('_', " ")),
         });
@@ -316,7 +320,7 @@ mod tests {
         ];
         assert_eq!(
             ports_text(&j),
-            "5173, 8000 in use by j1, 8001 in use, 22 refused, 9000 past the limit"
+            "5173, 8000 in use by j1, 8001 in use (why), 22 refused, 9000 past the limit"
         );
         let row = row(&j, 0);
         assert!(row.contains("5173, 8000 in use by j1"), "{row}");
