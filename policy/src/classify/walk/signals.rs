@@ -205,8 +205,8 @@ impl Walker<'_> {
                 ExitKind::Port,
                 format!(
                     "`{display}` listens on {what}: run it in the background \
-                     (`efr-sandbox run --background`), with {what} forwarded to the host's \
-                     loopback"
+                     (`efr-sandbox run --background --max-minutes N`), with {what} \
+                     forwarded to the host's loopback"
                 ),
                 cmd,
             );
