@@ -94,30 +94,37 @@ impl ConfigHint {
     /// after its first line), read back with the TOML parser; `None` for text that is not
     /// one table of [`TABLES`] with string entries.
     pub fn from_rendered(text: &str) -> Option<ConfigHint> {
-        let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
+        // The config loader's own parser (toml's, fuzzed with the loader): toml_edit's
+        // document parser panics on some malformed input.
+        let doc = toml::de::DeTable::parse(text).ok()?;
         let mut found: Option<ConfigHint> = None;
         for &name in TABLES {
-            let item = name
-                .split('.')
-                .try_fold(doc.as_item(), |item, part| item.get(part));
-            let Some(t) = item
-                .and_then(toml_edit::Item::as_table)
-                .filter(|t| !t.is_implicit())
-            else {
+            let Some(t) = name.split('.').try_fold(doc.get_ref(), |t, part| {
+                match t.get(part).map(toml::Spanned::get_ref) {
+                    Some(toml::de::DeValue::Table(inner)) => Some(inner),
+                    _ => None,
+                }
+            }) else {
                 continue;
             };
             let mut h = ConfigHint {
                 table: name,
                 entries: Vec::new(),
             };
-            for (k, v) in t.iter() {
-                h.push(k, HintValue::Str(v.as_str()?.to_string()));
+            for (k, v) in super::parse::ordered(t) {
+                let toml::de::DeValue::String(v) = v.get_ref() else {
+                    return None;
+                };
+                h.push(k.get_ref(), HintValue::Str(v.to_string()));
+            }
+            if h.is_empty() {
+                continue;
             }
             if found.replace(h).is_some() {
                 return None;
             }
         }
-        found.filter(|h| !h.is_empty())
+        found
     }
 
     /// The hints that reasons carry after their first line, merged: one per table, in the
@@ -229,7 +236,13 @@ mod tests {
             "[network.resolve]\n\"a.test\" = \"10.0.0.1\"\n\"b.test\" = \"10.0.0.2\"\n"
         );
         assert_eq!(got[1].render(), "[sandbox]\nshell = \"sh\"\n");
-        // A table that is not a hint's, or a value that is not a string, is not read.
+        // A table that is not a hint's, or a value that is not a string, is not read; nor
+        // is text the TOML parser refuses (this one once made toml_edit's parser panic).
+        let crash = b"x\n = =[\x01\0zwx\n]\n\n\n.x* =0x\nle[?x\n]\nk\x1b\n! \x01\0\0\0\0\0\0\0\n";
+        assert_eq!(
+            ConfigHint::from_rendered(std::str::from_utf8(crash).unwrap()),
+            None
+        );
         assert_eq!(ConfigHint::from_rendered("[sandbox]\nx = 1\n"), None);
         assert_eq!(ConfigHint::from_rendered("a = 1\n"), None);
     }
