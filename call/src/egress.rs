@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use efr_launcher::plan::{MAX_SOCKET_PATH, NetMode, Plan, PlanMode, ProxyPlan};
 use efr_policy::classify::Context;
-use efr_policy::config::{Config, Env};
+use efr_policy::config::{Config, ConfigHint, Env};
 use efr_proxy::{HostRule, Proxy, ProxyPolicy, Refusal};
 use efr_sandbox_wire::summary::BlockReason;
 use efr_sandbox_wire::{
@@ -417,6 +417,26 @@ impl Drop for CallProxy {
     }
 }
 
+/// Why a name that resolved to a special address was refused, with the config lines that
+/// map it on purpose after the first line (or why the config cannot).
+fn special_reason(hp: &str, host: &str, sp: &efr_proxy::Special) -> String {
+    let hint = ConfigHint::resolve([(host, sp.address)]);
+    let first = format!(
+        "the proxy refused {hp}: {}; no host grant opens it",
+        sp.explain(host)
+    );
+    if hint.is_empty() {
+        return format!(
+            "{first}; the config cannot map {host}: its [network.resolve] takes names of \
+             letters, digits and '-' only"
+        );
+    }
+    format!(
+        "{first}; the lines to add to the config:\n{}",
+        hint.render().trim_end()
+    )
+}
+
 /// The exit record of one proxy refusal: kind `host` (`open_network` for an IP literal),
 /// source `denial`.
 pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> ExitRecord {
@@ -507,10 +527,7 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
             refuse(
                 Verdict::Refuse,
                 match &r.special {
-                    Some(sp) => format!(
-                        "the proxy refused {hp}: {}; no host grant opens it",
-                        sp.explain(&r.host)
-                    ),
+                    Some(sp) => special_reason(&hp, &r.host, sp),
                     None => format!(
                         "the proxy refused {hp}: on the config's deny list; no host grant \
                          opens it"

@@ -36,6 +36,7 @@ mod later;
 pub mod line_caches;
 pub mod paths;
 pub mod registries;
+mod scripts;
 pub mod tokens;
 pub mod url;
 mod walk;

@@ -19,6 +19,8 @@
 
 mod env;
 pub mod git_config;
+mod hint;
+pub use hint::ConfigHint;
 pub mod git_programs;
 mod parse;
 mod render;

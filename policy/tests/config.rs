@@ -704,3 +704,91 @@ fn proxy_budget_keys() {
         assert!(e.to_string().contains("expected a whole number"), "{e}");
     }
 }
+
+/// `hint` pasted into `base` the way the CLI says: at the end, or its entry lines under the
+/// header of the table when the file has it already.
+fn paste(base: &str, hint: &efr_policy::config::ConfigHint) -> String {
+    let header = format!("[{}]\n", hint.table());
+    let lines: String = hint
+        .entry_lines()
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    match base.find(&header) {
+        Some(i) => {
+            let at = i + header.len();
+            format!("{}{lines}{}", &base[..at], &base[at..])
+        }
+        None => format!("{base}{}", hint.render()),
+    }
+}
+
+/// Every config hint the code can print (each [`ConfigHint`] form, with several names and
+/// odd ones), pasted as printed into a user's file with other tables, loads with the
+/// config's own parser and sets what it proposes.
+#[test]
+fn every_config_hint_pastes_into_a_config() {
+    use efr_policy::config::{ConfigHint, ShellChoice};
+    let bases = [
+        "",
+        "[sandbox]\nbackend = \"native\"\n[network]\nnetview = false\n",
+        "[network]\nallow = [\"crates.example\"]\n[jobs]\nmax_running = 4\n",
+        "[network.resolve]\n\"other.test\" = \"10.9.9.9\"\n[sandbox]\nbackend = \"native\"\n",
+    ];
+    let names = [
+        ("mirror.corp.test", "10.0.0.7"),
+        ("Upper.Case.TEST", "192.168.1.2"),
+        ("xn--bcher-kva.example", "100.64.0.1"),
+        ("a-1.b-2.test", "fe80::1"),
+        ("127-0-0-1.nip.test", "127.0.0.1"),
+    ];
+    let resolve = ConfigHint::resolve(names.iter().map(|(n, a)| (*n, a.parse().unwrap())));
+    let shells = [
+        ShellChoice::Sh,
+        ShellChoice::Bash,
+        ShellChoice::Path("/opt/my shell/\"zsh\"".into()),
+    ];
+    for base in bases {
+        let text = paste(base, &resolve);
+        let (_d, path) = file_with(&text);
+        let c = Config::load_file(&path).unwrap_or_else(|e| panic!("{text}\n{e}"));
+        for (n, a) in names {
+            let n = n.to_ascii_lowercase();
+            assert!(
+                c.network
+                    .resolve
+                    .iter()
+                    .any(|r| r.name == n && r.address == a.parse::<std::net::IpAddr>().unwrap()),
+                "{n} in {text}"
+            );
+        }
+        for s in &shells {
+            let text = paste(base, &ConfigHint::sandbox_shell(s));
+            let (_d, path) = file_with(&text);
+            let c = Config::load_file(&path).unwrap_or_else(|e| panic!("{text}\n{e}"));
+            assert_eq!(&c.sandbox.shell.value, s, "{text}");
+        }
+    }
+}
+
+/// The missing-bash error names the entry and its table in words that paste: the entry
+/// under the table's header loads (a dotted `sandbox.shell` line would land in whatever
+/// table the file ends with).
+#[test]
+fn the_missing_bash_hint_names_a_table_and_an_entry_that_load() {
+    let m = efr_policy::config::ShellError::NoBash.to_string();
+    let entry = m
+        .split_once("set ")
+        .and_then(|(_, r)| r.split_once(" in the ["))
+        .map(|(e, _)| e)
+        .unwrap_or_else(|| panic!("no entry in: {m}"));
+    let table = m
+        .split_once(" in the [")
+        .and_then(|(_, r)| r.split_once("] table"))
+        .map(|(t, _)| t)
+        .unwrap_or_else(|| panic!("no table in: {m}"));
+    let text = format!("[network]\nnetview = false\n[{table}]\n{entry}\n");
+    let (_d, path) = file_with(&text);
+    let c = Config::load_file(&path).unwrap_or_else(|e| panic!("{text}\n{e}"));
+    assert_eq!(c.sandbox.shell.value, efr_policy::config::ShellChoice::Sh);
+}

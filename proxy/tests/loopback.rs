@@ -604,7 +604,7 @@ fn resolution_into_special_ranges_is_refused() {
     let body = String::from_utf8_lossy(&read_to_end(&mut s)).into_owned();
     assert!(
         body.contains("localhost resolves to 127.0.0.1, in the loopback range")
-            && body.contains("[network.resolve] \"localhost\" = \"127.0.0.1\""),
+            && body.contains("map the name to it in the [network.resolve] table of the config"),
         "{body}"
     );
     assert_eq!(tp.blocked(), vec![e("localhost", ep, Denied, 1)]);
@@ -646,10 +646,7 @@ fn special_answers_name_the_address_and_range() {
         let body = String::from_utf8_lossy(&read_to_end(&mut s)).into_owned();
         let want = format!("{host} resolves to {addr}, in the {range} range");
         assert!(body.contains(&want), "{body}");
-        assert!(
-            body.contains(&format!("[network.resolve] \"{host}\" = \"{addr}\"")),
-            "{body}"
-        );
+        assert!(body.contains("the [network.resolve] table"), "{body}");
     }
     // Mapped on purpose: dialled (the echo server answers).
     let (code, _, _s) = connect(tp.addr, "mapped.corp.test", ep);

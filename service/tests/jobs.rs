@@ -590,9 +590,14 @@ fn the_services_end_ends_every_job_and_the_next_one_reports_them() {
         json!({"line": format!("sleep {m2}"), "projects": [proj], "conversation": "c1",
                "background": {"max_minutes": 5}}),
     );
-    // The first service's job was stopped, not left running: the second numbers on.
+    // The first service's job is listed as it ended (`daemon_stop`), and the second
+    // numbers on.
     let listed = jobs(&mut c, 2, Some("c1"));
-    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert_eq!(listed[0]["id"], "j2", "{listed:?}");
+    assert_eq!(listed[0]["state"], "running", "{listed:?}");
+    assert_eq!(listed[1]["id"], "j1", "{listed:?}");
+    assert_eq!(listed[1]["stopped_by"], "daemon_stop", "{listed:?}");
     let mut s = s;
     s.signal_and_wait(nix::sys::signal::Signal::SIGKILL);
     gone(&m2, Duration::from_secs(5));
@@ -601,17 +606,21 @@ fn the_services_end_ends_every_job_and_the_next_one_reports_them() {
     let s = Server::start_in(dir, &[]);
     let mut c = s.client();
     let listed = jobs(&mut c, 1, Some("c1"));
-    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert_eq!(listed[0]["id"], "j2", "{listed:?}");
     assert_eq!(listed[0]["state"], "stopped");
     assert_eq!(listed[0]["stopped_by"], "daemon_restart");
-    // A new job of the conversation does not take its id.
+    // The job that ended under the first service is still listed, as it ended.
+    assert_eq!(listed[1]["id"], "j1", "{listed:?}");
+    assert_eq!(listed[1]["stopped_by"], "daemon_stop");
+    // A new job of the conversation does not take their ids.
     let (_, _, end) = start_job(
         &mut c,
         2,
         json!({"line": "true", "projects": [proj], "conversation": "c1",
                "background": {"max_minutes": 1}}),
     );
-    assert_eq!(end["job_id"], "j2", "{end}");
+    assert_eq!(end["job_id"], "j3", "{end}");
 }
 
 /// A service whose config holds `jobs` (the body of a `[jobs]` table).

@@ -126,3 +126,192 @@ fn background_jobs_from_the_command_line() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// A port free on the host's loopback now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `jobs --json` of the user of `dir`, until `done` holds for the job `id` (10 s at most).
+fn json_until(
+    dir: &Path,
+    id: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let o = cli(dir, &["jobs", "--json"]).output().unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+        let jobs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        if let Some(j) = jobs.iter().find(|j| j["id"] == id)
+            && done(j)
+        {
+            return j.clone();
+        }
+        assert!(Instant::now() < deadline, "{id}: {jobs:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The line of `jobs`' table of the job `id`.
+fn table_row(dir: &Path, id: &str) -> String {
+    let o = cli(dir, &["jobs"]).output().unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    out(&o)
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(id))
+        .unwrap_or_else(|| panic!("no {id} in {}", out(&o)))
+        .to_string()
+}
+
+/// `run --background` of `line` on `backend`: the job's id.
+fn background(dir: &Path, backend: &str, line: &str) -> String {
+    let proj = dir.join("proj");
+    let o = cli(
+        dir,
+        &[
+            "run",
+            "--project",
+            proj.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--background",
+            "--max-minutes",
+            "2",
+            "--",
+            line,
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    out(&o).trim().to_string()
+}
+
+/// Each way a job's port is not forwarded reaches `jobs` and `jobs --json` (in use by
+/// another job, the deny list, a privileged port, past the job's count of forwards), and
+/// jobs that ended with their service, stopped or killed, are listed by the next one as
+/// ended with it.
+#[test]
+fn jobs_say_why_a_port_is_not_forwarded_and_list_the_jobs_their_service_ended() {
+    for backend in common::backends() {
+        let dir = temp_env();
+        let d = dir.path();
+        let (held, denied, extra, more) = (free_port(), free_port(), free_port(), free_port());
+        std::fs::create_dir_all(d.join("config/efr")).unwrap();
+        std::fs::write(
+            d.join("config/efr/config.toml"),
+            format!(
+                "[jobs]\nforward_max = 1\nforward_deny = [{{ port = \"{denied}\", reason = \"the test denies it\" }}]\n"
+            ),
+        )
+        .unwrap();
+        let serve = |ports: &[u16]| {
+            ports
+                .iter()
+                .map(|p| format!("python3 -m http.server {p} --bind 127.0.0.1 & "))
+                .collect::<String>()
+                + "wait"
+        };
+        // j1 holds `held`; j2 listens on it too, on the denied port, on 22, and on one
+        // more than its one forward.
+        let j1 = background(d, backend, &serve(&[held]));
+        json_until(d, &j1, |j| j["forwards"][0]["port"] == held);
+        // A host process holds one more port.
+        let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let host_port = host.local_addr().unwrap().port();
+        let j2 = background(
+            d,
+            backend,
+            &serve(&[held, denied, 22, extra, more, host_port]),
+        );
+        let j = json_until(d, &j2, |j| {
+            j["unforwarded"].as_array().is_some_and(|u| u.len() == 5)
+        });
+        let of = |port: u16| {
+            j["unforwarded"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|u| u["port"] == port)
+                .cloned()
+                .unwrap_or_default()
+        };
+        assert_eq!(of(held)["outcome"], "in_use", "{backend}: {j}");
+        assert_eq!(of(held)["by_job"], j1.as_str(), "{j}");
+        assert_eq!(of(denied)["outcome"], "refused", "{j}");
+        assert_eq!(of(denied)["reason"], "the test denies it", "{j}");
+        assert_eq!(of(host_port)["outcome"], "in_use", "{j}");
+        assert!(of(host_port)["by_job"].is_null(), "{j}");
+        assert_eq!(of(22)["outcome"], "refused", "{j}");
+        assert!(
+            of(22)["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("privileged"),
+            "{j}"
+        );
+        // One forward: of `extra` and `more`, one is past the limit.
+        let limited: Vec<_> = [extra, more]
+            .into_iter()
+            .filter(|p| of(*p)["outcome"] == "limit")
+            .collect();
+        assert_eq!(limited.len(), 1, "{j}");
+        let row = table_row(d, &j2);
+        for want in [
+            format!("{held} in use by {j1}"),
+            format!("{host_port} in use (a host process listens on 127.0.0.1:{host_port})"),
+            format!("{denied} refused"),
+            "22 refused".to_string(),
+            format!("{} past the limit", limited[0]),
+        ] {
+            assert!(row.contains(&want), "{backend}: {want:?} in {row}");
+        }
+
+        drop(host);
+        // The service is stopped (SIGTERM): the next one lists both jobs as ended with it.
+        let pid = service_pid(d);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        wait_gone(pid);
+        for id in [&j1, &j2] {
+            let j = json_until(d, id, |j| j["state"] != "running");
+            assert_eq!(j["state"], "stopped", "{j}");
+            assert_eq!(j["stopped_by"], "daemon_stop", "{j}");
+            let row = table_row(d, id);
+            assert!(row.contains("stopped (service stopped)"), "{row}");
+        }
+        // A job of the next service, which is killed (SIGKILL): the one after lists it
+        // ended with its service too, with the jobs ended before.
+        let j3 = background(d, backend, "sleep 77");
+        assert_eq!(j3, "j3");
+        let pid = service_pid(d);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        wait_gone(pid);
+        let j = json_until(d, &j3, |j| j["state"] != "running");
+        assert_eq!(j["stopped_by"], "daemon_restart", "{j}");
+        assert!(table_row(d, &j3).contains("stopped (service stopped)"));
+        assert!(table_row(d, &j1).contains("stopped (service stopped)"));
+        let o = cli(d, &["jobs"]).output().unwrap();
+        assert!(!out(&o).contains("no jobs"), "{}", out(&o));
+    }
+}
+
+/// The pid of the service listening on `<dir>/run/sandbox.sock` (its peer credentials).
+fn service_pid(dir: &Path) -> nix::unistd::Pid {
+    use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+    let s = std::os::unix::net::UnixStream::connect(dir.join("run/sandbox.sock")).unwrap();
+    nix::unistd::Pid::from_raw(getsockopt(&s, PeerCredentials).unwrap().pid())
+}
+
+/// Waits (10 s at most) until the process `pid` is gone.
+fn wait_gone(pid: nix::unistd::Pid) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while nix::sys::signal::kill(pid, None).is_ok() {
+        assert!(Instant::now() < deadline, "{pid} still runs");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

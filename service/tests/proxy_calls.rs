@@ -439,10 +439,14 @@ fn refusals_name_the_grant_and_the_retry_works() {
         );
         let hint = "localhost resolves to 127.0.0.1, in the loopback range, which the proxy \
                     never dials for a name it resolved itself; to reach that address on \
-                    purpose, map the name in the config: [network.resolve] \"localhost\" = \
-                    \"127.0.0.1\"";
+                    purpose, map the name to it in the [network.resolve] table of the config";
         let why = r["judgement"]["reasons"][0].as_str().unwrap();
         assert!(why.contains(hint), "{backend}: {why}");
+        // The reason's lines after its first are the entry to paste.
+        assert!(
+            why.ends_with(":\n[network.resolve]\nlocalhost = \"127.0.0.1\""),
+            "{backend}: {why:?}"
+        );
         assert!(
             err.contains(&format!(
                 "efr-sandbox: refused: reach localhost:{port} (refused by the proxy: denied): \
@@ -451,13 +455,26 @@ fn refusals_name_the_grant_and_the_retry_works() {
             "{backend}: {err}"
         );
         assert!(retry_grants(&err).is_empty(), "{backend}: {err}");
+        // After the refusals, the lines to paste into the config file, which it names.
+        let (_, block) = err
+            .split_once(&format!(
+                "efr-sandbox: to allow on purpose what the refusals above name, add these \
+                 lines to {} (a table it already has takes the entries under its own \
+                 header):\n",
+                config.display()
+            ))
+            .unwrap_or_else(|| panic!("{backend}: no config hint in\n{err}"));
+        assert_eq!(
+            block, "[network.resolve]\nlocalhost = \"127.0.0.1\"\n",
+            "{backend}: {err}"
+        );
 
-        // 3. Mapped as the hint says: every name of the line works, nothing is refused.
-        std::fs::write(
-            &config,
-            "[network.resolve]\n\"registry.test\" = \"127.0.0.1\"\n\"localhost\" = \"127.0.0.1\"\n",
-        )
-        .unwrap();
+        // 3. Mapped as the hint says (the file has the table already: the entry lines go
+        // under its header, here the end of the file): every name of the line works,
+        // nothing is refused.
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.extend(block.lines().skip(1).map(|l| format!("{l}\n")));
+        std::fs::write(&config, text).unwrap();
         let (out, err, fin) = run(&grants);
         assert!(
             out.contains("registry=200") && out.contains("localhost=200"),

@@ -352,7 +352,8 @@ pub struct Judgement {
     pub verdict: Verdict,
     /// Which rule set the verdict.
     pub by: JudgedBy,
-    /// Plain sentences; absent when none.
+    /// Plain sentences; absent when none. An entry may go on after its first line with a
+    /// config hint: the TOML lines to paste into the user's config.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reasons: Vec<String>,
 }

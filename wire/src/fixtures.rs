@@ -1126,6 +1126,7 @@ pub fn example_job() -> crate::job::JobInfo {
             listen: "127.0.0.1".into(),
             port: 5173,
         }],
+        unforwarded: vec![],
         cgroup: Some(JobCgroupInfo {
             off: None,
             off_detail: None,
@@ -1276,6 +1277,7 @@ fn job_fixtures(call: crate::call::CallParams) -> Vec<Fixture> {
         output_bytes: 0,
         wakes: 0,
         forwards: vec![],
+        unforwarded: vec![],
         cgroup: Some(JobCgroupInfo {
             off: Some(CgroupOff::V1Only),
             off_detail: Some(
@@ -1308,6 +1310,31 @@ fn job_fixtures(call: crate::call::CallParams) -> Vec<Fixture> {
         ),
         fixture("job_info.json", job.clone()),
         fixture("job_info_minimal.json", minimal.clone()),
+        fixture(
+            "job_info_unforwarded.json",
+            JobInfo {
+                id: "j3".into(),
+                command: "python3 -m http.server 8000 & python3 -m http.server 22".into(),
+                forwards: vec![],
+                unforwarded: vec![
+                    JobPortOutcome {
+                        listen: "127.0.0.1".into(),
+                        port: 8000,
+                        outcome: ForwardOutcome::InUse,
+                        by_job: Some("j1".into()),
+                        reason: None,
+                    },
+                    JobPortOutcome {
+                        listen: "127.0.0.1".into(),
+                        port: 22,
+                        outcome: ForwardOutcome::Refused,
+                        by_job: None,
+                        reason: Some("port 22 is below 1024".into()),
+                    },
+                ],
+                ..minimal.clone()
+            },
+        ),
         fixture(
             "launch_items_job.json",
             vec![

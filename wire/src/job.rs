@@ -99,6 +99,25 @@ pub struct JobForward {
     pub port: u16,
 }
 
+/// A port of a job that is not forwarded, and why: the last `job_port_forwarded` outcome
+/// of that address and port (`in_use`, `refused`, `limit`), kept in the job's `unforwarded`
+/// until the port is forwarded or the job stops listening on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct JobPortOutcome {
+    /// The address the job listens on.
+    pub listen: String,
+    /// The port.
+    pub port: u16,
+    /// Why it is not forwarded.
+    pub outcome: ForwardOutcome,
+    /// The job of the same conversation that holds the port (`in_use`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_job: Option<String>,
+    /// Why, in words (`refused`, `limit`, `in_use` by no job of the conversation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// `outcome` of a `job_port_forwarded` event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -217,6 +236,10 @@ pub struct JobInfo {
     /// The ports forwarded for it now (absent when none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forwards: Vec<JobForward>,
+    /// The ports it listens on that are not forwarded, each with why (absent when none; at
+    /// most 32, the latest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unforwarded: Vec<JobPortOutcome>,
     /// Its cgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<JobCgroupInfo>,

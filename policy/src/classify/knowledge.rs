@@ -283,6 +283,9 @@ pub struct Server {
     pub names: Vec<String>,
     /// Options that take the port it listens on (`-p`, `--port`).
     pub port_opts: Vec<String>,
+    /// Subcommands (the first positional word) that do not listen (`vite build`).
+    #[serde(default)]
+    pub not_subcommands: Vec<String>,
     /// Why the entry is here, in words (every entry gives one).
     pub reason: String,
 }
@@ -604,6 +607,22 @@ pub struct Lasting {
     pub reason: String,
 }
 
+/// `[[script_runner]]`: a package manager that runs a script of the project's manifest
+/// (`npm run dev`), which the walker reads as a line (scripts.rs).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptRunner {
+    /// The command names this entry applies to.
+    pub names: Vec<String>,
+    /// Subcommands whose next positional word names the script (`run`, `run-script`).
+    pub run: Vec<String>,
+    /// Subcommands that run the script of their own name (`start`, `test`).
+    #[serde(default)]
+    pub direct: Vec<String>,
+    /// Why the entry is here, in words (every entry gives one).
+    pub reason: String,
+}
+
 /// `[[cache_clean]]`: a subcommand that deletes a real cache (cleaning.rs).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -799,6 +818,9 @@ pub struct File {
     /// `[[lasting]]`: command forms that leave a job running after the call.
     #[serde(default)]
     pub lasting: Vec<Lasting>,
+    /// `[[script_runner]]`: package managers that run a script of `package.json`.
+    #[serde(default)]
+    pub script_runner: Vec<ScriptRunner>,
     /// `[[cache_clean]]`: subcommands that delete a real cache.
     #[serde(default)]
     pub cache_clean: Vec<CacheClean>,
@@ -883,6 +905,7 @@ impl File {
         named!(token_env);
         named!(install_dest);
         named!(lasting);
+        named!(script_runner);
         named!(cache_clean);
         named!(cloud_copy);
         named!(keygen);

@@ -79,7 +79,7 @@ type Pairs<'t, 'i> = Vec<(
 )>;
 
 /// The entries of a table in the order of the file.
-fn ordered<'t, 'i>(table: &'t DeTable<'i>) -> Pairs<'t, 'i> {
+pub(super) fn ordered<'t, 'i>(table: &'t DeTable<'i>) -> Pairs<'t, 'i> {
     let mut pairs: Pairs<'t, 'i> = table.iter().collect();
     pairs.sort_by_key(|(k, _)| k.span().start);
     pairs

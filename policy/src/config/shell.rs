@@ -27,13 +27,25 @@ pub enum ShellError {
     Invalid(String),
     /// bash asked for, and none installed.
     #[error(
-        "the line's shell is bash and there is none at {}: install bash, or set sandbox.shell = \"sh\" (or run --shell sh) to run lines with /bin/sh",
-        BASH_PATHS.join(" or ")
+        "the line's shell is bash and there is none at {}: install bash, or run lines with /bin/sh: {} (or run --shell sh)",
+        BASH_PATHS.join(" or "),
+        sh_hint()
     )]
     NoBash,
     /// The path is not an executable file.
     #[error("the line's shell {}: not an executable file", .0.display())]
     NotExecutable(PathBuf),
+}
+
+/// The config entry that makes `/bin/sh` run the lines, with its table named (a dotted
+/// `sandbox.shell` line pasted below another table's header would land in that table).
+fn sh_hint() -> String {
+    let h = super::ConfigHint::sandbox_shell(&ShellChoice::Sh);
+    format!(
+        "set {} in the [{}] table of the config",
+        h.entry_lines().join(", "),
+        h.table()
+    )
 }
 
 impl ShellChoice {

@@ -7,7 +7,9 @@
 
 use clap::{Args, Subcommand};
 use efr_sandbox_wire::OutputStream;
-use efr_sandbox_wire::job::{JobInfo, JobOutputItem, JobStopResult, JobsResult};
+use efr_sandbox_wire::job::{
+    ForwardOutcome, JobInfo, JobOutputItem, JobState, JobStopBy, JobStopResult, JobsResult,
+};
 use efr_sandbox_wire::rpc::method;
 use serde_json::json;
 
@@ -103,7 +105,7 @@ fn list(s: &mut Session, conversation: Option<&str>, as_json: bool) -> i32 {
     }
     let now = crate::jobs::now_ms();
     outln!(
-        "{:<14} {:<4} {:<10} {:>9} {:>10} {:<14} COMMAND",
+        "{:<14} {:<4} {:<26} {:>9} {:>10} {:<14} COMMAND",
         "CONVERSATION",
         "ID",
         "STATE",
@@ -117,31 +119,80 @@ fn list(s: &mut Session, conversation: Option<&str>, as_json: bool) -> i32 {
     0
 }
 
-/// One line of the list.
-fn row(j: &JobInfo, now: u64) -> String {
-    let state = serde_json::to_value(j.state)
+/// A wire enum's name (`stopped`, `daemon_stop`, ...).
+fn name_of<T: serde::Serialize>(v: T) -> String {
+    serde_json::to_value(v)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// Its state, and for a job that ended, how: `exited 0`, `stopped (service stopped)`,
+/// `failed: REASON`.
+fn state_text(j: &JobInfo) -> String {
+    let state = name_of(j.state);
+    match j.state {
+        JobState::Exited => match (j.exit_code, j.signal) {
+            (Some(c), _) => format!("{state} {c}"),
+            (None, Some(s)) => format!("{state} (signal {s})"),
+            (None, None) => state,
+        },
+        JobState::Stopped => match j.stopped_by {
+            // Ended with its service: stopped, or killed and seen ended by the next one.
+            Some(JobStopBy::DaemonStop | JobStopBy::DaemonRestart) => {
+                format!("{state} (service stopped)")
+            }
+            Some(by) => format!("{state} ({})", name_of(by).replace('_', " ")),
+            None => state,
+        },
+        JobState::Failed => match &j.reason {
+            Some(r) => format!("{state}: {r}"),
+            None => state,
+        },
+        _ => state,
+    }
+}
+
+/// Its ports: each forwarded one by its number, each other with why it is not
+/// (`8000 in use by j1`, `8001 in use (a host process listens on 127.0.0.1:8001)`, `22
+/// refused`, `9000 past the limit`; `--json` has each reason).
+fn ports_text(j: &JobInfo) -> String {
+    let mut out: Vec<String> = j.forwards.iter().map(|f| f.port.to_string()).collect();
+    for u in &j.unforwarded {
+        out.push(match (u.outcome, &u.by_job) {
+            (ForwardOutcome::InUse, Some(by)) => format!("{} in use by {by}", u.port),
+            (ForwardOutcome::InUse, None) => match &u.reason {
+                Some(why) => format!("{} in use ({why})", u.port),
+                None => format!("{} in use", u.port),
+            },
+            (ForwardOutcome::Limit, _) => format!("{} past the limit", u.port),
+            (o, _) => format!("{} {}", u.port, name_of(o).replace('_', " ")),
+        });
+    }
+    out.join(", ")
+}
+
+/// One line of the list.
+fn row(j: &JobInfo, now: u64) -> String {
+    let state = state_text(j);
     let ran = j.ended_at.unwrap_or(now).saturating_sub(j.started_at) / 1000;
-    let ports = j
-        .forwards
-        .iter()
-        .map(|f| f.port.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
+    let ports = ports_text(j);
     let mut line: String = j.command.chars().take(60).collect();
     if j.command.chars().count() > 60 {
         line.push_str("...");
     }
     format!(
-        "{:<14} {:<4} {:<10} {:>8}s {:>10} {:<14} {}",
+        "{:<14} {:<4} {:<26} {:>8}s {:>10} {:<14} {}",
         j.conversation_id.as_deref().unwrap_or("-"),
         j.id,
-        state,
+        term::inline(Stream::Stdout, &state),
         ran,
         j.output_bytes,
-        if ports.is_empty() { "-".into() } else { ports },
+        if ports.is_empty() {
+            "-".into()
+        } else {
+            term::inline(Stream::Stdout, &ports).into_owned()
+        },
         term::inline(Stream::Stdout, &line)
     )
 }
@@ -222,4 +273,61 @@ fn logs(s: &mut Session, conversation: Option<String>, id: &str, follow: bool) -
     let _ = out.finish();
     let _ = err.finish();
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use efr_sandbox_wire::job::JobPortOutcome;
+
+    fn job() -> JobInfo {
+        efr_sandbox_wire::fixtures::example_job()
+    }
+
+    #[test]
+    fn a_rows_state_says_how_the_job_ended() {
+        let mut j = job();
+        assert!(state_text(&j).starts_with("failed: the job reached its memory limit"));
+        j.state = JobState::Exited;
+        (j.exit_code, j.signal) = (Some(3), None);
+        assert_eq!(state_text(&j), "exited 3");
+        (j.exit_code, j.signal) = (None, Some(15));
+        assert_eq!(state_text(&j), "exited (signal 15)");
+        j.state = JobState::Stopped;
+        for (by, want) in [
+            (JobStopBy::DaemonStop, "stopped (service stopped)"),
+            (JobStopBy::DaemonRestart, "stopped (service stopped)"),
+            (JobStopBy::User, "stopped (user)"),
+            (JobStopBy::TimeLimit, "stopped (time limit)"),
+        ] {
+            j.stopped_by = Some(by);
+            assert_eq!(state_text(&j), want);
+        }
+        j.state = JobState::Running;
+        assert_eq!(state_text(&j), "running");
+    }
+
+    #[test]
+    fn a_rows_ports_say_why_each_is_not_forwarded() {
+        let mut j = job();
+        let u = |port, outcome, by_job: Option<&str>| JobPortOutcome {
+            listen: "127.0.0.1".into(),
+            port,
+            outcome,
+            by_job: by_job.map(str::to_owned),
+            reason: Some("why".into()),
+        };
+        j.unforwarded = vec![
+            u(8000, ForwardOutcome::InUse, Some("j1")),
+            u(8001, ForwardOutcome::InUse, None),
+            u(22, ForwardOutcome::Refused, None),
+            u(9000, ForwardOutcome::Limit, None),
+        ];
+        assert_eq!(
+            ports_text(&j),
+            "5173, 8000 in use by j1, 8001 in use (why), 22 refused, 9000 past the limit"
+        );
+        let row = row(&j, 0);
+        assert!(row.contains("5173, 8000 in use by j1"), "{row}");
+    }
 }

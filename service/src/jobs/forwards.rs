@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use efr_call::forward::{ForwardConfig, ForwardOutcome, Forwards};
-use efr_sandbox_wire::job::{JobEventKind, JobForward};
+use efr_sandbox_wire::job::{JobEventKind, JobForward, JobPortOutcome};
 use efr_sandbox_wire::{CallParams, Grant};
 use tokio::sync::mpsc;
 
-use super::{Job, Jobs};
+use super::{Job, Jobs, UNFORWARDED_KEPT};
 
 /// How often, and how long apart, the forwards are asked for before the job's namespace
 /// is there (it is, once its call has started: this covers a slow init).
@@ -89,15 +89,8 @@ pub async fn start(
         while let Some(ev) = rx.recv().await {
             {
                 let mut n = job2.lock();
-                let f = JobForward {
-                    listen: ev.listen.clone(),
-                    port: ev.port,
-                };
-                match ev.outcome {
-                    ForwardOutcome::Forwarded if !n.forwards.contains(&f) => n.forwards.push(f),
-                    ForwardOutcome::Stopped => n.forwards.retain(|x| *x != f),
-                    _ => {}
-                }
+                let (forwards, unforwarded) = n.ports_mut();
+                keep(forwards, unforwarded, &ev);
             }
             jobs2.events.emit(
                 job2.conversation.as_deref(),
@@ -113,6 +106,39 @@ pub async fn start(
         }
     });
     Some(Running { forwards, reports })
+}
+
+/// `forwards` and `unforwarded` of a job after the outcome `ev`: a forwarded port is in
+/// `forwards` only, a refused one (`in_use`, `refused`, `limit`) in `unforwarded` only (its
+/// latest outcome, the oldest dropped past [`UNFORWARDED_KEPT`]), a stopped one in neither.
+fn keep(
+    forwards: &mut Vec<JobForward>,
+    unforwarded: &mut Vec<JobPortOutcome>,
+    ev: &efr_call::forward::ForwardEvent,
+) {
+    let f = JobForward {
+        listen: ev.listen.clone(),
+        port: ev.port,
+    };
+    unforwarded.retain(|u| u.listen != f.listen || u.port != f.port);
+    match ev.outcome {
+        ForwardOutcome::Forwarded if !forwards.contains(&f) => forwards.push(f),
+        ForwardOutcome::Forwarded => {}
+        ForwardOutcome::Stopped => forwards.retain(|x| *x != f),
+        outcome => {
+            forwards.retain(|x| *x != f);
+            if unforwarded.len() >= UNFORWARDED_KEPT {
+                unforwarded.remove(0);
+            }
+            unforwarded.push(JobPortOutcome {
+                listen: f.listen,
+                port: f.port,
+                outcome,
+                by_job: ev.by_job.clone(),
+                reason: ev.reason.clone(),
+            });
+        }
+    }
 }
 
 impl Running {

@@ -28,7 +28,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use efr_call::CallStream;
 use efr_sandbox_wire::job::{
-    JobCgroupInfo, JobForward, JobInfo, JobState, JobStopBy, JobWatch, MovedFrom, valid_job_id,
+    JobCgroupInfo, JobForward, JobInfo, JobPortOutcome, JobState, JobStopBy, JobWatch, MovedFrom,
+    valid_job_id,
 };
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 use efr_sandbox_wire::{ExitRecord, Launch};
@@ -90,11 +91,23 @@ struct JobNow {
     reason: Option<String>,
     wakes: u32,
     forwards: Vec<JobForward>,
+    /// Ports not forwarded, each with its last outcome (at most [`UNFORWARDED_KEPT`]).
+    unforwarded: Vec<JobPortOutcome>,
     cgroup: Option<JobCgroupInfo>,
     launcher_lost: bool,
     survivors: Vec<u32>,
     /// The exit records of its refusals (at most [`EXITS_KEPT`]).
     exits: Vec<ExitRecord>,
+}
+
+/// Ports not forwarded kept per job (the latest).
+pub const UNFORWARDED_KEPT: usize = 32;
+
+impl JobNow {
+    /// Its forwarded and not forwarded ports, to change together.
+    fn ports_mut(&mut self) -> (&mut Vec<JobForward>, &mut Vec<JobPortOutcome>) {
+        (&mut self.forwards, &mut self.unforwarded)
+    }
 }
 
 /// Exit records kept per job.
@@ -160,6 +173,7 @@ impl Job {
             output_bytes: self.output.total(),
             wakes: n.wakes,
             forwards: n.forwards.clone(),
+            unforwarded: n.unforwarded.clone(),
             cgroup: n.cgroup.clone(),
             moved_from: self.moved_from.clone(),
             launcher_lost: n.launcher_lost,
@@ -282,15 +296,20 @@ impl Jobs {
     /// earlier service wrote there as ended (`daemon_restart`).
     pub fn take_over(self: &Arc<Self>, record: restart::Record) {
         let _ = self.cgroups.set(cgroup::Place::find());
-        for info in record.earlier() {
-            self.adopt_ended(info);
+        let earlier = record.earlier();
+        // Those that had ended were reported then; those that ran end now.
+        for info in earlier.ended_before {
+            self.adopt_ended(info, false);
+        }
+        for info in earlier.ended_now {
+            self.adopt_ended(info, true);
         }
         *self.record.lock().unwrap_or_else(|p| p.into_inner()) = Some(record);
         self.write_record();
     }
 
-    /// A job of an earlier service, ended: listed and its `job_ended` sent.
-    fn adopt_ended(&self, info: JobInfo) {
+    /// A job of an earlier service, ended: listed, and its `job_ended` sent when `report`.
+    fn adopt_ended(&self, info: JobInfo, report: bool) {
         let mut l = self.list();
         let n = info
             .id
@@ -322,6 +341,7 @@ impl Jobs {
                 reason: info.reason.clone(),
                 wakes: info.wakes,
                 forwards: Vec::new(),
+                unforwarded: info.unforwarded.clone(),
                 cgroup: info.cgroup.clone(),
                 launcher_lost: false,
                 survivors: info.survivors.clone(),
@@ -332,6 +352,9 @@ impl Jobs {
         });
         l.jobs.push_back(job);
         drop(l);
+        if !report {
+            return;
+        }
         self.events.emit(
             info.conversation_id.as_deref(),
             &info.id,
@@ -351,26 +374,29 @@ impl Jobs {
         );
     }
 
-    /// Writes the running jobs for the next service (best effort: a record that cannot be
-    /// written only loses the `daemon_restart` report).
+    /// Writes the running jobs and the last ended ones for the next service (best effort:
+    /// a record that cannot be written only loses the `daemon_restart` report and the
+    /// ended jobs' list).
     fn write_record(&self) {
-        let running: Vec<restart::Running> = self
-            .list()
-            .jobs
-            .iter()
-            .filter(|j| j.state() == JobState::Running)
-            .map(|j| restart::Running {
-                info: j.info(),
-                launcher_pid: j.launcher_pid,
-            })
-            .collect();
+        let (mut running, mut ended) = (Vec::new(), Vec::new());
+        for j in &self.list().jobs {
+            let info = j.info();
+            if info.state == JobState::Running {
+                running.push(restart::Running {
+                    info,
+                    launcher_pid: j.launcher_pid,
+                });
+            } else {
+                ended.push(info);
+            }
+        }
         if let Some(r) = self
             .record
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
         {
-            if let Err(e) = r.write(&running) {
+            if let Err(e) = r.write(&running, &ended) {
                 eprintln!("efr-sandbox: {e}");
             }
         }
@@ -568,6 +594,7 @@ impl Jobs {
                     reason: None,
                     wakes: 0,
                     forwards: Vec::new(),
+                    unforwarded: Vec::new(),
                     cgroup: hooks.cgroup_info(),
                     launcher_lost: false,
                     survivors: Vec::new(),
@@ -661,6 +688,9 @@ impl Jobs {
         }
         let all = futures_all(running.iter().map(|j| j.wait_ended()));
         let _ = tokio::time::timeout(STOP_WAIT, all).await;
+        // Their ends are recorded before the service goes (the task of each job writes it
+        // too, but may not run again once the service returns).
+        self.write_record();
     }
 
     /// A new call id, the call movable until the guard drops (`refuse`: why it may not

@@ -30,6 +30,23 @@ struct File {
     /// The service that wrote it.
     service_pid: u32,
     jobs: Vec<Running>,
+    /// The jobs that had ended, oldest first (at most [`ENDED_RECORDED`]); absent in a
+    /// record of an older service.
+    #[serde(default)]
+    ended: Vec<JobInfo>,
+}
+
+/// Ended jobs the record keeps for the next service (the newest).
+pub const ENDED_RECORDED: usize = 50;
+
+/// What an earlier service left: its jobs that ran when it ended (now ended, by its
+/// restart) and those that had ended before (as they ended).
+#[derive(Debug, Default)]
+pub struct Earlier {
+    /// Ran when the earlier service ended: stopped, `daemon_restart`.
+    pub ended_now: Vec<JobInfo>,
+    /// Had ended before, oldest first.
+    pub ended_before: Vec<JobInfo>,
 }
 
 /// Why the record could not be written.
@@ -44,7 +61,7 @@ pub struct RecordError {
 #[derive(Debug)]
 pub struct Record {
     path: PathBuf,
-    earlier: std::sync::Mutex<Vec<JobInfo>>,
+    earlier: std::sync::Mutex<Earlier>,
 }
 
 impl Record {
@@ -60,16 +77,16 @@ impl Record {
         let earlier = match std::fs::read(&path) {
             Ok(bytes) => match serde_json::from_slice::<File>(&bytes) {
                 Ok(f) if f.service_pid != std::process::id() && !serving(f.service_pid) => ended(f),
-                Ok(_) => Vec::new(),
+                Ok(_) => Earlier::default(),
                 Err(e) => {
                     eprintln!(
                         "efr-sandbox: {} does not read as the running jobs, dropped: {e}",
                         path.display()
                     );
-                    Vec::new()
+                    Earlier::default()
                 }
             },
-            Err(_) => Vec::new(),
+            Err(_) => Earlier::default(),
         };
         Record {
             path,
@@ -78,12 +95,13 @@ impl Record {
     }
 
     /// The jobs an earlier service left, ended (once: later calls give none).
-    pub fn earlier(&self) -> Vec<JobInfo> {
+    pub fn earlier(&self) -> Earlier {
         std::mem::take(&mut *self.earlier.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Writes `running` as the record (by rename: a reader never sees half of it).
-    pub fn write(&self, running: &[Running]) -> Result<(), RecordError> {
+    /// Writes `running` and `ended` (oldest first; the last [`ENDED_RECORDED`] kept) as
+    /// the record (by rename: a reader never sees half of it).
+    pub fn write(&self, running: &[Running], ended: &[JobInfo]) -> Result<(), RecordError> {
         let err = |source| RecordError {
             path: self.path.clone(),
             source,
@@ -98,6 +116,7 @@ impl Record {
         let file = File {
             service_pid: std::process::id(),
             jobs: running.to_vec(),
+            ended: ended[ended.len().saturating_sub(ENDED_RECORDED)..].to_vec(),
         };
         let json = serde_json::to_vec(&file).map_err(|e| err(std::io::Error::other(e)))?;
         let tmp = self.path.with_extension("json.tmp");
@@ -114,11 +133,12 @@ impl Record {
     }
 }
 
-/// The jobs of an earlier service's record, as ended by its restart; their launchers
-/// still alive killed.
-fn ended(f: File) -> Vec<JobInfo> {
+/// The jobs of an earlier service's record: those that ran, as ended by its restart (their
+/// launchers still alive killed), and those that had ended.
+fn ended(f: File) -> Earlier {
     let now = super::now_ms();
-    f.jobs
+    let ended_now = f
+        .jobs
         .into_iter()
         .map(|r| {
             let mut info = r.info;
@@ -137,7 +157,15 @@ fn ended(f: File) -> Vec<JobInfo> {
             info.forwards.clear();
             info
         })
-        .collect()
+        .collect();
+    let mut ended_before = f.ended;
+    ended_before.retain(|i| i.state != JobState::Running);
+    let extra = ended_before.len().saturating_sub(ENDED_RECORDED);
+    ended_before.drain(..extra);
+    Earlier {
+        ended_now,
+        ended_before,
+    }
 }
 
 /// Whether `pid` is a running `efr-sandbox serve` (the record is then that service's, not
@@ -186,20 +214,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("sandbox.sock");
         let mine = Record::open(dir.path(), &sock);
-        assert!(mine.earlier().is_empty());
+        assert!(mine.earlier().ended_now.is_empty());
         let running = vec![Running {
             info: info("j3"),
             launcher_pid: 0,
         }];
-        mine.write(&running).unwrap();
+        let mut done = info("j1");
+        done.state = JobState::Stopped;
+        done.stopped_by = Some(JobStopBy::DaemonStop);
+        mine.write(&running, std::slice::from_ref(&done)).unwrap();
         // The same service reading its own record finds nothing of an earlier one.
-        assert!(Record::open(dir.path(), &sock).earlier().is_empty());
-        // Another socket's service has its own record.
         assert!(
-            Record::open(dir.path(), &dir.path().join("other.sock"))
+            Record::open(dir.path(), &sock)
                 .earlier()
+                .ended_now
                 .is_empty()
         );
+        // Another socket's service has its own record.
+        let other = Record::open(dir.path(), &dir.path().join("other.sock")).earlier();
+        assert!(other.ended_now.is_empty() && other.ended_before.is_empty());
         // Another service's record (pid 1 is no efr-sandbox serve).
         let path = dir.path().join("jobs/sandbox.sock.json");
         let mut f: serde_json::Value =
@@ -207,13 +240,52 @@ mod tests {
         f["service_pid"] = 1.into();
         std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
         let next = Record::open(dir.path(), &sock);
-        let earlier = next.earlier();
+        let Earlier {
+            ended_now: earlier,
+            ended_before,
+        } = next.earlier();
+        // The job that had ended is kept as it ended.
+        assert_eq!(ended_before, vec![done]);
         assert_eq!(earlier.len(), 1);
         assert_eq!(earlier[0].id, "j3");
         assert_eq!(earlier[0].state, JobState::Stopped);
         assert_eq!(earlier[0].stopped_by, Some(JobStopBy::DaemonRestart));
         assert!(earlier[0].ended_at.is_some());
-        assert!(next.earlier().is_empty(), "given once");
+        let again = next.earlier();
+        assert!(
+            again.ended_now.is_empty() && again.ended_before.is_empty(),
+            "given once"
+        );
+    }
+
+    #[test]
+    fn the_ended_jobs_recorded_are_bounded_to_the_newest() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("sandbox.sock");
+        let ended: Vec<JobInfo> = (1..=ENDED_RECORDED + 10)
+            .map(|n| {
+                let mut i = info(&format!("j{n}"));
+                i.state = JobState::Exited;
+                i
+            })
+            .collect();
+        Record::open(dir.path(), &sock).write(&[], &ended).unwrap();
+        let path = dir.path().join("jobs/sandbox.sock.json");
+        let mut f: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        f["service_pid"] = 1.into();
+        std::fs::write(&path, serde_json::to_vec(&f).unwrap()).unwrap();
+        let e = Record::open(dir.path(), &sock).earlier();
+        assert_eq!(e.ended_before.len(), ENDED_RECORDED);
+        assert_eq!(e.ended_before[0].id, "j11");
+        assert_eq!(
+            e.ended_before.last().unwrap().id,
+            format!("j{}", ENDED_RECORDED + 10)
+        );
+        // A record of an older service, without `ended`, still reads.
+        std::fs::write(&path, br#"{"service_pid": 1, "jobs": []}"#).unwrap();
+        let e = Record::open(dir.path(), &sock).earlier();
+        assert!(e.ended_now.is_empty() && e.ended_before.is_empty());
     }
 
     #[test]
@@ -221,11 +293,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("jobs")).unwrap();
         std::fs::write(dir.path().join("jobs/sandbox.sock.json"), b"{not json").unwrap();
-        assert!(
-            Record::open(dir.path(), &dir.path().join("sandbox.sock"))
-                .earlier()
-                .is_empty()
-        );
+        let e = Record::open(dir.path(), &dir.path().join("sandbox.sock")).earlier();
+        assert!(e.ended_now.is_empty() && e.ended_before.is_empty());
     }
 
     #[test]

@@ -199,6 +199,7 @@ impl Walker<'_> {
         if let Some(ri) = roles.registry {
             self.registry(&name, ri, rest, env, &cmd);
         }
+        self.script_runner(&name, rest, env, pc, &cmd);
         if !self.own_job_server(&name, pc, &cmd) {
             self.server(&name, rest, &cmd);
         }

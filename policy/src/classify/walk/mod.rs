@@ -732,7 +732,7 @@ impl Walker<'_> {
         self.touch_known(a, op, env, cmd, recursive);
     }
 
-    fn walk_string(&mut self, text: &str, env: &Env, pc: Pc, what: &str) {
+    pub(in crate::classify) fn walk_string(&mut self, text: &str, env: &Env, pc: Pc, what: &str) {
         if self.wrap > MAX_WRAP {
             self.note_opaque(format!("{what} is nested too deeply for efr to read"));
             return;

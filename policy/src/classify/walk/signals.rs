@@ -113,6 +113,14 @@ impl Walker<'_> {
         if spec.is_none() && !listen && !generic_port {
             return;
         }
+        if spec.is_some_and(|s| {
+            self.k.file.server[s]
+                .not_subcommands
+                .iter()
+                .any(|n| n == sub)
+        }) {
+            return;
+        }
         let mut ports = Vec::new();
         let port_opts: Vec<String> = spec
             .map(|s| self.k.file.server[s].port_opts.clone())
@@ -176,15 +184,57 @@ impl Walker<'_> {
                     .join(", ")
             )
         };
-        let mut f = self.finding(
-            ExitKind::Port,
-            format!("`{}` listens on {what}", short(&cmd.display)),
-            cmd,
-        );
-        f.facts.ports = ports;
-        f.needs = Needs::Contained {
-            grants: vec![Grant::OpenNetwork],
-        };
+        let f = self.listens(cmd, ports, &what);
         self.push(f);
+    }
+
+    /// The `port` exit of a server in the foreground of a call: in the call's own network
+    /// it is unreachable from the host and holds the call until it ends, so it is proposed
+    /// as a job (`action.background`, contained), whose port the service forwards to the
+    /// host's loopback. A port below 1024 is never forwarded: that server needs the open
+    /// network, and the reason says why.
+    fn listens(&self, cmd: &Cmd, ports: Vec<u16>, what: &str) -> Finding {
+        let privileged: Vec<String> = ports
+            .iter()
+            .filter(|p| **p < 1024)
+            .map(u16::to_string)
+            .collect();
+        let display = short(&cmd.display);
+        let mut f = if privileged.is_empty() {
+            let mut f = self.finding(
+                ExitKind::Port,
+                format!(
+                    "`{display}` listens on {what}: run it in the background \
+                     (`efr-sandbox run --background --max-minutes N`), with {what} \
+                     forwarded to the host's loopback"
+                ),
+                cmd,
+            );
+            f.background = true;
+            f.reasons.push(format!(
+                "a server in the foreground of a call listens in the call's own network, \
+                 which the host cannot reach, and holds the call until it ends; as a job, the \
+                 service forwards {what} to the same port of the host's loopback (unless \
+                 another job or a host process holds it, or jobs.forward_deny names it)"
+            ));
+            f
+        } else {
+            let mut f = self.finding(
+                ExitKind::Port,
+                format!("`{display}` listens on {what}"),
+                cmd,
+            );
+            f.needs = Needs::Contained {
+                grants: vec![Grant::OpenNetwork],
+            };
+            f.reasons.push(format!(
+                "port {} is below 1024: a job's forward never takes a privileged port of the \
+                 host, so only the open network lets the host reach it",
+                privileged.join(", ")
+            ));
+            f
+        };
+        f.facts.ports = ports;
+        f
     }
 }

@@ -340,7 +340,15 @@ pub fn grant_arg(g: &Grant) -> Option<String> {
 /// On the shell route the model reads it: no `--grant`, only what it needs and that the
 /// user can approve it.
 pub fn refusal_line(r: &ExitRecord, approval: Option<&str>, route: Route) -> String {
-    let why = r.judgement.reasons.first().cloned().unwrap_or_default();
+    // A reason's lines after its first are a config hint, which `report` prints once for
+    // the whole call, as lines to paste.
+    let why = r
+        .judgement
+        .reasons
+        .first()
+        .and_then(|w| w.lines().next())
+        .unwrap_or_default()
+        .to_string();
     let args: Option<Vec<String>> = match &r.needs {
         Needs::Contained { grants } if !grants.is_empty() => grants
             .iter()
@@ -404,6 +412,37 @@ pub fn refusal_line(r: &ExitRecord, approval: Option<&str>, route: Route) -> Str
         None if why.is_empty() => format!("refused: {}", r.summary),
         None => format!("refused: {}: {why}", r.summary),
     }
+}
+
+/// The config hints of the call's refusals, merged (one table header, one line per entry)
+/// and printed as lines to paste into the user's config file.
+fn config_hints(fin: &efr_sandbox_wire::Finish) {
+    use crate::cli::term::{Stream, inline};
+    let text = hint_text(&fin.exits);
+    if text.is_empty() {
+        return;
+    }
+    let file = efr_policy::config::Env::from_process().config_file();
+    crate::cli::term::say(&format!(
+        "to allow on purpose what the refusals above name, add these lines to {} (a table \
+         it already has takes the entries under its own header):",
+        file.display()
+    ));
+    for l in text.lines() {
+        eprintln!("{}", inline(Stream::Stderr, l));
+    }
+}
+
+/// The config hints the reasons of `exits` carry, merged: the text to paste (empty for
+/// none).
+fn hint_text(exits: &[ExitRecord]) -> String {
+    let reasons = exits
+        .iter()
+        .flat_map(|r| r.judgement.reasons.iter().map(String::as_str));
+    efr_policy::config::ConfigHint::gather(reasons)
+        .iter()
+        .map(efr_policy::config::ConfigHint::render)
+        .collect()
 }
 
 fn usage_error(m: impl std::fmt::Display) -> i32 {
@@ -823,6 +862,7 @@ fn report(a: &RunArgs, fin: &efr_sandbox_wire::Finish) -> anyhow::Result<i32> {
             say(&l);
         }
     }
+    config_hints(fin);
     for l in &fin.sandbox_summary.linked_protected {
         say(&format!(
             "{l} is protected and has other hard links: writes through any of its names were refused (find them with `find -samefile {l}`)"
@@ -1100,8 +1140,71 @@ mod tests {
         assert!(
             l.starts_with("refused: reach mirror.corp.test:8443 (refused by the proxy: denied): ")
                 && l.contains("10.0.0.7, in the private range")
-                && l.contains("[network.resolve] \"mirror.corp.test\" = \"10.0.0.7\""),
+                && l.contains("the [network.resolve] table of the config")
+                && !l.contains('\n'),
             "{l}"
         );
+    }
+
+    /// A special-address refusal of `host` (resolved to `addr`) as the call records it.
+    fn special(n: usize, host: &str, addr: &str) -> ExitRecord {
+        let r = efr_proxy::Refusal {
+            special: Some(efr_proxy::Special {
+                address: addr.parse().unwrap(),
+                range: "private",
+            }),
+            ..efr_proxy::Refusal::new(host, 443, efr_sandbox_wire::summary::BlockReason::Denied)
+        };
+        efr_call::egress::host_record(n, &r, "x", &efr_proxy::ProxyPolicy::default())
+    }
+
+    #[test]
+    fn the_resolve_hint_of_a_call_pastes_into_a_config() {
+        let exits = [
+            special(1, "mirror.corp.test", "10.0.0.7"),
+            special(2, "Registry.LOCAL", "127.0.0.1"),
+            special(3, "v6.corp.test", "fd00::7"),
+            // The same name again (another port): one entry.
+            special(4, "mirror.corp.test", "10.0.0.8"),
+            // A name the config cannot hold: its record says so, no entry.
+            special(5, "under_score.test", "10.0.0.9"),
+        ];
+        assert!(
+            exits[4].judgement.reasons[0].contains("the config cannot map under_score.test"),
+            "{:?}",
+            exits[4].judgement.reasons
+        );
+        let text = hint_text(&exits);
+        assert_eq!(
+            text,
+            "[network.resolve]\n\"mirror.corp.test\" = \"10.0.0.7\"\n\
+             \"registry.local\" = \"127.0.0.1\"\n\"v6.corp.test\" = \"fd00::7\"\n"
+        );
+        // Pasted at the end of a user's file that has other tables, it loads with the
+        // service's own config parser, and the names map as proposed.
+        for base in [
+            "",
+            "[sandbox]\nbackend = \"native\"\n[network]\nnetview = false\n",
+            "[network]\nallow = [\"crates.example\"]\n[jobs]\nmax_running = 4\n",
+        ] {
+            let file = std::path::Path::new("/home/u/.config/efr/config.toml");
+            let c = efr_policy::config::Config::from_toml_str(&format!("{base}{text}"), file)
+                .unwrap_or_else(|e| panic!("{base:?} + {text:?}: {e}"));
+            for (name, addr) in [
+                ("mirror.corp.test", "10.0.0.7"),
+                ("registry.local", "127.0.0.1"),
+                ("v6.corp.test", "fd00::7"),
+            ] {
+                assert!(
+                    c.network
+                        .resolve
+                        .iter()
+                        .any(|r| r.name == name && r.address.to_string() == addr),
+                    "{name} in {base:?} + {text:?}"
+                );
+            }
+        }
+        // A call with no such refusal prints no hint.
+        assert_eq!(hint_text(&exits[4..]), "");
     }
 }
