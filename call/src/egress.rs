@@ -254,7 +254,7 @@ pub struct CallProxy {
 impl CallProxy {
     /// Starts the proxy of `plan` (when [`wanted`]) on a socket in a new 0700 directory
     /// below `runtime` (`calls/<random>`; under the temp dir when that path would be too
-    /// long for a socket), served on a thread of its own ([`serve_on_own_thread`]), and
+    /// long for a socket), served on a thread of its own (`serve_on_own_thread`), and
     /// fills the plan's `proxy` member.
     pub fn attach(
         plan: &mut Plan,

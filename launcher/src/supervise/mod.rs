@@ -71,7 +71,7 @@ pub struct SuperviseSpec {
     #[serde(default)]
     pub host_mounts: crate::view::host_mounts::HostMounts,
     /// The files the call was granted to write that it may write by lock file and rename
-    /// (`FILE.lock` made by an open, written, renamed onto `FILE`; see [`locks`]): the write
+    /// (`FILE.lock` made by an open, written, renamed onto `FILE`; see the `locks` module): the write
     /// grants of plain files inside another writable root.
     #[serde(default)]
     pub locks: Vec<String>,
