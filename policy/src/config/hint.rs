@@ -92,7 +92,7 @@ impl ConfigHint {
 
     /// The hint that [`ConfigHint::render`] wrote as `text` (a record's reason carries it
     /// after its first line), read back with the TOML parser; `None` for text that is not
-    /// one table of [`TABLES`] with string entries.
+    /// one table of `TABLES` with string entries.
     pub fn from_rendered(text: &str) -> Option<ConfigHint> {
         // The config loader's own parser (toml's, fuzzed with the loader): toml_edit's
         // document parser panics on some malformed input.
