@@ -483,6 +483,17 @@ impl Call {
         fin
     }
 
+    /// Writes the call log's record of a call whose launcher could not be started (`e`),
+    /// with the setup error its caller answers.
+    fn log_not_started(&self, e: &SpawnError) {
+        let fin = setup_error_finish(format!("cannot start efr-launch: {}", e.source));
+        let p = CallParams {
+            line: self.line.clone(),
+            ..self.params.clone()
+        };
+        crate::history::append_unprepared(&p, &fin, &self.config, &self.env);
+    }
+
     /// Runs the call, its stdout and stderr on pipes, driven by a task on `ctx.handle` that
     /// owns it: the stream gives its items (`started` first, the output, the exit records of
     /// its refusals as they come) and then its finish. Dropping the stream ends the call's
@@ -531,9 +542,13 @@ impl Call {
         };
         let running = l
             .spawn_opts(&self.plan, Io::null(), Io::piped(), Io::piped(), opts)
-            .map_err(|source| SpawnError {
-                exe: l.exe.clone(),
-                source,
+            .map_err(|source| {
+                let e = SpawnError {
+                    exe: l.exe.clone(),
+                    source,
+                };
+                self.log_not_started(&e);
+                e
             })?;
         Ok(self.drive_on(ctx, running, refusals, None))
     }
@@ -583,9 +598,15 @@ impl Call {
                 ],
             })
         };
-        let spawn_error = |source| SpawnError {
-            exe: l.exe.clone(),
-            source,
+        // A launcher that cannot be started ends the call here: its record in the call log
+        // as a setup error, as every other end has.
+        let spawn_error = |source| {
+            let e = SpawnError {
+                exe: l.exe.clone(),
+                source,
+            };
+            self.log_not_started(&e);
+            e
         };
         let fits = crate::standby::fits(&self.plan);
         // The next call's launcher is started once this one has ended, off its path: after

@@ -417,3 +417,39 @@ fn efrds_planned_calls_are_logged_at_their_finish() {
         r[0]
     );
 }
+
+/// A service whose launcher cannot be started (its executable gone, as after an upgrade
+/// that moved it): the call is a setup error, and its record is in the log all the same.
+#[test]
+fn a_call_whose_launcher_cannot_start_is_logged() {
+    let dir = temp_env();
+    let p = proj(dir.path());
+    let socket = dir.path().join("run").join("sandbox.sock");
+    let mut cmd = command(dir.path());
+    cmd.env("XDG_STATE_HOME", state(dir.path()))
+        .env("EFR_LAUNCH", dir.path().join("no-such-efr-launch"))
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--test-methods");
+    let s = Server::spawn(cmd, dir, socket);
+    let dir = s.dir.path().to_path_buf();
+    let mut c = s.client();
+    c.request(
+        1,
+        "sandbox.launch",
+        json!({"line": "echo never", "projects": [p], "cwd": p}),
+    );
+    let (_, end) = common::collect(&mut c, 1);
+    let err = end["end"]["sandbox_summary"]["setup_error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(err.contains("cannot start efr-launch"), "{end}");
+    let r = wait_records(&dir, 1);
+    assert_eq!(r[0]["line"], "echo never", "{r:?}");
+    assert!(
+        r[0].to_string().contains("cannot start efr-launch"),
+        "the record names the setup error: {}",
+        r[0]
+    );
+}
