@@ -239,7 +239,7 @@ fn the_service_and_runs_writing_at_once_never_interleave() {
                 .args(["run", "--project", p.to_str().unwrap(), "--"])
                 .arg(format!("echo run-{i} {}", "y".repeat(3000)))
                 .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
         })
@@ -259,8 +259,9 @@ fn the_service_and_runs_writing_at_once_never_interleave() {
             ended += 1;
         }
     }
-    for mut r in runs {
-        assert!(r.wait().unwrap().success());
+    for r in runs {
+        let o = r.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}: {}", o.status, stderr(&o));
     }
     let r = wait_records(&dir, 12);
     let text = std::fs::read_to_string(log_file(&dir)).unwrap();

@@ -79,14 +79,14 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// A handler: a file of `rpc/` but the server, the connection, the table and the handler
-/// kit; a command: a file of `cli/` but its shared `dirs` and `term` (what every command
-/// prints of a call's, made safe for a terminal).
+/// kit; a command: a file of `cli/` but its shared `dirs`, `term` (what every command
+/// prints of a call's, made safe for a terminal) and `grants` (a grant's text form).
 fn role(m: &str) -> Option<&'static str> {
     match m.split_once("::") {
         Some(("rpc", h)) if !["server", "conn", "dispatch", "handler"].contains(&h) => {
             Some("handler")
         }
-        Some(("cli", c)) if !["dirs", "term"].contains(&c) => Some("command"),
+        Some(("cli", c)) if !["dirs", "term", "grants"].contains(&c) => Some("command"),
         _ => None,
     }
 }

@@ -171,7 +171,7 @@ fn whole(r: &Record) -> String {
         field("project", p);
     }
     for g in &r.grants {
-        let g = crate::cli::run::grant_arg(g)
+        let g = crate::cli::grants::grant_arg(g)
             .unwrap_or_else(|| serde_json::to_string(g).unwrap_or_default());
         field("grant", &g);
     }

@@ -11,6 +11,7 @@ pub mod classify;
 pub mod config;
 pub mod dirs;
 pub mod explain;
+pub mod grants;
 pub mod jobs;
 pub mod log;
 pub mod manual;

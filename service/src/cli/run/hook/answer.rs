@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use efr_policy::agent_hook::{Agent, Answer};
 use efr_sandbox_wire::{ClassifyResult, ExitRecord, Grant, Launch, Needs, Verdict};
 
-use crate::cli::run::grant_arg;
+use crate::cli::grants::grant_arg;
 use crate::cli::run::shell::{CONVERSATION_ENV, GRANTS_ENV, PROJECT_ENV};
 
 /// How the rewritten line reaches `efr-bash`.
