@@ -236,6 +236,9 @@ fn the_service_and_runs_writing_at_once_never_interleave() {
         .map(|i| {
             command(&dir)
                 .env("XDG_STATE_HOME", state(&dir))
+                // Not the test's own directory: under /tmp (a clone there), the call has
+                // its own /tmp and would not find it.
+                .current_dir(&p)
                 .args(["run", "--project", p.to_str().unwrap(), "--"])
                 .arg(format!("echo run-{i} {}", "y".repeat(3000)))
                 .stdout(std::process::Stdio::null())
