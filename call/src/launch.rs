@@ -619,15 +619,16 @@ pub fn finished(
     fin
 }
 
-/// The exit record of a refused write to a masked path `path` (the mask `mask`): needs the
-/// `unmask` grant of the mask, judged `review` by policy.
-fn unmask_record(
+/// The exit record of a refused write to `path` (kind `write`, source `denial`): what every
+/// write refusal shares; the caller gives what it needs and how it is judged.
+fn write_denial(
     n: usize,
     path: &str,
-    mask: &str,
     line: &str,
     class: TargetClass,
-    why: &str,
+    masked: bool,
+    needs: Needs,
+    judgement: Judgement,
 ) -> ExitRecord {
     ExitRecord {
         id: format!("denial-{}", n + 1),
@@ -644,16 +645,37 @@ fn unmask_record(
                 class,
                 op: TargetOp::Write,
                 backup_before_write: false,
-                masked: true,
+                masked,
             }],
             ..Default::default()
         },
-        needs: Needs::Contained {
+        needs,
+        judgement,
+    }
+}
+
+/// The exit record of a refused write to a masked path `path` (the mask `mask`): needs the
+/// `unmask` grant of the mask, judged `review` by policy.
+fn unmask_record(
+    n: usize,
+    path: &str,
+    mask: &str,
+    line: &str,
+    class: TargetClass,
+    why: &str,
+) -> ExitRecord {
+    write_denial(
+        n,
+        path,
+        line,
+        class,
+        true,
+        Needs::Contained {
             grants: vec![Grant::Unmask {
                 path: mask.to_string(),
             }],
         },
-        judgement: Judgement {
+        Judgement {
             verdict: Verdict::Review,
             by: JudgedBy::Policy,
             reasons: vec![format!(
@@ -662,7 +684,7 @@ fn unmask_record(
                  leaves the mask in place)"
             )],
         },
-    }
+    )
 }
 
 /// The plain file `FILE` whose lock file `path` (`FILE.lock`) is, when it exists.
@@ -678,27 +700,14 @@ fn lock_target(path: &str) -> Option<String> {
 /// grant of the lock would need it made on the host first and would leave it there, where
 /// the next writer fails with `File exists`. Needs the line run unsandboxed (`user_only`).
 fn lock_record(n: usize, path: &str, file: &str, line: &str, class: TargetClass) -> ExitRecord {
-    ExitRecord {
-        id: format!("denial-{}", n + 1),
-        source: ExitSource::Denial,
-        kind: ExitKind::Write,
-        summary: format!("write {path} (refused by the sandbox)"),
-        action: Action {
-            line: line.to_string(),
-            ..Default::default()
-        },
-        facts: Facts {
-            targets: vec![Target {
-                path: path.to_string(),
-                class,
-                op: TargetOp::Write,
-                backup_before_write: false,
-                masked: false,
-            }],
-            ..Default::default()
-        },
-        needs: Needs::Unsandboxed,
-        judgement: Judgement {
+    write_denial(
+        n,
+        path,
+        line,
+        class,
+        false,
+        Needs::Unsandboxed,
+        Judgement {
             verdict: Verdict::UserOnly,
             by: JudgedBy::Policy,
             reasons: vec![format!(
@@ -709,7 +718,7 @@ fn lock_record(n: usize, path: &str, file: &str, line: &str, class: TargetClass)
                  exists`); only you can run the line unsandboxed"
             )],
         },
-    }
+    )
 }
 
 /// `config` with the files the user answered `mask` to in the surface's questions as masks
@@ -805,30 +814,17 @@ pub fn denial_record(
             )],
         },
     };
-    ExitRecord {
-        id: format!("denial-{}", n + 1),
-        source: ExitSource::Denial,
-        kind: ExitKind::Write,
-        summary: format!("write {path} (refused by the sandbox)"),
-        action: Action {
-            line: line.to_string(),
-            ..Default::default()
-        },
-        facts: Facts {
-            targets: vec![Target {
-                path: path.to_string(),
-                class,
-                op: TargetOp::Write,
-                backup_before_write: false,
-                masked: class == TargetClass::Masked,
-            }],
-            ..Default::default()
-        },
-        needs: Needs::Contained {
+    write_denial(
+        n,
+        path,
+        line,
+        class,
+        class == TargetClass::Masked,
+        Needs::Contained {
             grants: vec![Grant::Write { path: grant_path }],
         },
         judgement,
-    }
+    )
 }
 
 /// The exit record of a write refused because it would leave code git runs in a directory
@@ -849,35 +845,25 @@ pub fn git_denial_record(
         .map(|e| e.class)
         .unwrap_or(TargetClass::System);
     ExitRecord {
-        id: format!("denial-{}", n + 1),
-        source: ExitSource::Denial,
-        kind: ExitKind::Write,
         summary: format!("write {} (git code, refused by the sandbox)", g.path),
-        action: Action {
-            line: line.to_string(),
-            ..Default::default()
-        },
-        facts: Facts {
-            targets: vec![Target {
-                path: g.path.clone(),
-                class,
-                op: TargetOp::Write,
-                backup_before_write: false,
-                masked: false,
-            }],
-            ..Default::default()
-        },
-        needs: Needs::Unsandboxed,
-        judgement: Judgement {
-            verdict: Verdict::UserOnly,
-            by: JudgedBy::Policy,
-            reasons: vec![format!(
-                "{}: git would run it outside the sandbox (its directory is one git takes as \
-                 a git dir), so no grant lets a contained call write it; only you can run the \
-                 line unsandboxed",
-                g.reason
-            )],
-        },
+        ..write_denial(
+            n,
+            &g.path,
+            line,
+            class,
+            false,
+            Needs::Unsandboxed,
+            Judgement {
+                verdict: Verdict::UserOnly,
+                by: JudgedBy::Policy,
+                reasons: vec![format!(
+                    "{}: git would run it outside the sandbox (its directory is one git takes \
+                     as a git dir), so no grant lets a contained call write it; only you can \
+                     run the line unsandboxed",
+                    g.reason
+                )],
+            },
+        )
     }
 }
 
