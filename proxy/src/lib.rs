@@ -30,6 +30,7 @@ pub use efr_fdpass as fdpass;
 pub mod head;
 pub use efr_fdpass::inside;
 pub mod name;
+mod pace;
 pub mod policy;
 pub mod report;
 pub mod server;

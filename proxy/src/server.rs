@@ -20,6 +20,7 @@ use crate::addr::special_range;
 use crate::dns::{self, DnsOutcome, NameTable, SYNTHETIC_BASE};
 use crate::fdpass::{self, Role};
 use crate::head::{Head, HeadError, HeadLimits, parse_head};
+use crate::pace::Pacer;
 use crate::policy::{Decision, Kind, ProxyPolicy};
 use crate::report::{Refusal, Report, Special};
 use crate::splice::Stream;
@@ -947,6 +948,7 @@ async fn read_head<S: AsyncRead + Unpin>(s: &mut S, hl: HeadLimits, prefix: Vec<
     let mut buf = prefix;
     buf.reserve(2048);
     let mut chunk = [0u8; 4096];
+    let mut pacer = Pacer::default();
     loop {
         match parse_head(&buf, hl) {
             Ok(Some(h)) => {
@@ -957,6 +959,7 @@ async fn read_head<S: AsyncRead + Unpin>(s: &mut S, hl: HeadLimits, prefix: Vec<
             Err(e) => return ReadHead::Bad(e),
         }
         // Never read far past the bound: at most one chunk beyond it.
+        pacer.before_read().await;
         match s.read(&mut chunk).await {
             Ok(0) | Err(_) => {
                 return if buf.is_empty() {
@@ -976,6 +979,7 @@ async fn read_hello<S: AsyncRead + Unpin>(
     buf: &mut Vec<u8>,
 ) -> io::Result<Result<Option<String>, HelloError>> {
     let mut chunk = [0u8; 4096];
+    let mut pacer = Pacer::default();
     loop {
         match parse_client_hello(buf) {
             Ok(h) => return Ok(Ok(h.sni)),
@@ -983,6 +987,7 @@ async fn read_hello<S: AsyncRead + Unpin>(
             Err(HelloError::Incomplete) => return Ok(Err(HelloError::Malformed("too large"))),
             Err(e) => return Ok(Err(e)),
         }
+        pacer.before_read().await;
         let n = s.read(&mut chunk).await?;
         if n == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
