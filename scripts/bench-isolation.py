@@ -1,7 +1,8 @@
 """The service under a neighbour's proxy flood: the RPC's latency (`sandbox.status`) and a
 well-behaved call's (`sandbox.launch` of a line making 20 requests through its own proxy,
 each refused at once: the proxy's answer time, not a server's), with no neighbour and while
-another call holds 3,000 connections to its proxy and reopens each one ended. Rounds
+a neighbour call loads its own proxy (or a processor: `spin`). The RPC is asked every 20 ms
+during the calls, so its percentiles rest on hundreds of samples. Rounds
 alternate (quiet, flood, quiet, flood, ...) so both see the same moment of the machine.
 Prints p50 and p99 of each, milliseconds, and the ratios flood/quiet.
 Usage: python3 bench-isolation.py SOCKET PROJ ROUNDS SAMPLES [MODES [EFR_SANDBOX]]
@@ -192,9 +193,21 @@ for r in range(rounds):
             flooder = threading.Thread(target=fc.until_end)
             flooder.start()
             time.sleep(3)  # the flood under way
+        # The RPC is asked every 20 ms while the calls run (hundreds of samples, so its p99
+        # is not one unlucky sample), the calls one after the other.
+        calls_done = threading.Event()
+
+        def ping():
+            while not calls_done.is_set():
+                res[mode]["rpc"].append(
+                    timed(lambda: (rpc.send("sandbox.status", None), rpc.recv())))
+                time.sleep(0.02)
+        pinger = threading.Thread(target=ping)
+        pinger.start()
         for _ in range(samples):
-            res[mode]["rpc"].append(timed(lambda: (rpc.send("sandbox.status", None), rpc.recv())))
             res[mode]["call"].append(timed(lambda: launch(call, "python3 probe.py")))
+        calls_done.set()
+        pinger.join()
         if flooder:
             flooder.join()
 print("| what | neighbour | quiet p50 / p99 | with it p50 / p99 | ratio p50 | ratio p99 |")

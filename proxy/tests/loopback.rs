@@ -593,6 +593,49 @@ fn hello_in_segments_and_records() {
     assert!(tp.blocked().is_empty(), "{:?}", tp.blocked());
 }
 
+/// A head written in many small pieces (a client that writes each byte or header line on its
+/// own) is answered as the same head in one write: the proxy reads trickled heads after a
+/// pause, never drops or misreads them.
+#[test]
+fn a_head_in_many_pieces_is_answered() {
+    let ep = echo_server();
+    let mut p = policy(&[&format!("sink.test:{ep}")]);
+    map_local(&mut p, "sink.test");
+    let tp = TestProxy::start(p, None);
+    let mut head = format!("CONNECT sink.test:{ep} HTTP/1.1\r\nHost: sink.test:{ep}\r\n");
+    for i in 0..40 {
+        head.push_str(&format!("X-Pad-{i}: {}\r\n", "a".repeat(60)));
+    }
+    head.push_str("\r\n");
+    for piece in [1, 7, 100] {
+        let mut s = TcpStream::connect(tp.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s.set_nodelay(true).unwrap();
+        for part in head.as_bytes().chunks(piece) {
+            s.write_all(part).unwrap();
+            if piece > 1 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let (code, reason) = read_answer(&mut s);
+        assert_eq!((code, reason), (200, None), "pieces of {piece} bytes");
+        // The tunnel then carries a TLS hello for the host, echoed back by the server.
+        let hello = build_client_hello(Some("sink.test"));
+        s.write_all(&hello).unwrap();
+        let mut back = vec![0u8; hello.len()];
+        s.read_exact(&mut back).unwrap();
+        assert_eq!(back, hello, "pieces of {piece} bytes");
+    }
+    // A refused host written a byte at a time is refused as such.
+    let mut s = TcpStream::connect(tp.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    for b in b"CONNECT elsewhere.test:443 HTTP/1.1\r\n\r\n" {
+        s.write_all(&[*b]).unwrap();
+    }
+    let (code, reason) = read_answer(&mut s);
+    assert_eq!((code, reason.as_deref()), (403, Some("not_allowed")));
+}
+
 #[test]
 fn resolution_into_special_ranges_is_refused() {
     let ep = echo_server();
