@@ -6,7 +6,7 @@ during the calls, so its percentiles rest on hundreds of samples. Rounds
 alternate (quiet, flood, quiet, flood, ...) so both see the same moment of the machine.
 Prints p50 and p99 of each, milliseconds, and the ratios flood/quiet.
 Usage: python3 bench-isolation.py SOCKET PROJ ROUNDS SAMPLES [MODES [EFR_SANDBOX]]
-   (modes: spin,conns,requests,heads,requests-own,heads-own)"""
+   (modes: spin,spin4,conns,requests,heads,requests-own,heads-own)"""
 import json, socket, struct, sys, threading, time
 
 path, proj = sys.argv[1], sys.argv[2]
@@ -89,6 +89,9 @@ while time.time() < end:
 '''
 
 MODES = {"spin": "spin.py", "conns": "flood.py", "requests": "requests.py", "heads": "heads.py"}
+# Four processes that each keep a processor busy: the call competes for the processors as
+# one (its launcher leads a session of its own: one scheduling group), not as four.
+SPIN4 = "sh -c 'for i in 1 2 3 4; do python3 spin.py SECS & done; wait'"
 # The other design, a proxy process per call in the call's own session (and so in its
 # scheduling group): the neighbour runs the standalone proxy (`efr-sandbox proxy`, the same
 # server and policy checks) inside its own call and floods that one.
@@ -184,7 +187,9 @@ for r in range(rounds):
         if mode != "quiet":
             fc = Client()
             secs = 4 + samples * 0.8  # outlasts the samples below
-            if mode in OWN_MODES:
+            if mode == "spin4":
+                line = SPIN4.replace("SECS", str(secs))
+            elif mode in OWN_MODES:
                 line = OWN.replace("EXE", exe).replace("SCRIPT", OWN_MODES[mode])
                 line = line.replace("SECS", str(secs))
             else:

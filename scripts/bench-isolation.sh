@@ -26,7 +26,7 @@ env HOME="$D/home" XDG_CONFIG_HOME="$D/config" XDG_RUNTIME_DIR="$D/run" \
   prlimit --nofile=1024:"$HARD" "$BIN/efr-sandbox" serve --socket "$D/run/sandbox.sock" \
   2>"$D/serve.log" &
 echo $! >"$D/pid"
-python3 scripts/bench-isolation.py "$D/run/sandbox.sock" "$D/proj" "$ROUNDS" "$SAMPLES" "${MODES:-spin,conns,requests,heads,requests-own,heads-own}" "$BIN/efr-sandbox"
+python3 scripts/bench-isolation.py "$D/run/sandbox.sock" "$D/proj" "$ROUNDS" "$SAMPLES" "${MODES:-spin,spin4,conns,requests,heads,requests-own,heads-own}" "$BIN/efr-sandbox"
 if grep -q "Too many open files" "$D/serve.log"; then
   echo "the service ran out of open files:"; grep -c "Too many open files" "$D/serve.log"
 fi
