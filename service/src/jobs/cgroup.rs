@@ -1,8 +1,8 @@
 //! Where jobs get their cgroups: the service's job cgroups, found once when it starts
-//! ([`efr_call::cgroup::Cgroups::find`], what a killed service left removed), and a cgroup
+//! ([`efr_jobs::cgroup::Cgroups::find`], what a killed service left removed), and a cgroup
 //! per job with the config's limits, or why the job has none (the wire's `cgroup.off`).
 
-use efr_call::cgroup::{CgroupLimits, Cgroups, JobCgroup, OffReason};
+use efr_jobs::cgroup::{CgroupLimits, Cgroups, JobCgroup, OffReason};
 use efr_sandbox_wire::job::CgroupOff;
 
 /// Why a job has no cgroup of its own.
@@ -16,7 +16,7 @@ pub struct Off {
 
 impl Off {
     /// A cgroup that could not be made or joined (`error`, with what failed).
-    pub fn failed(e: efr_call::cgroup::CgroupError) -> Off {
+    pub fn failed(e: efr_jobs::cgroup::CgroupError) -> Off {
         Off {
             reason: CgroupOff::Error,
             detail: e.to_string(),
@@ -36,7 +36,7 @@ fn wire(r: OffReason) -> CgroupOff {
 
 /// The service's job cgroups, or why it has none.
 #[derive(Debug)]
-pub struct Place(Result<Cgroups, efr_call::cgroup::Off>);
+pub struct Place(Result<Cgroups, efr_jobs::cgroup::Off>);
 
 impl Place {
     /// Finds them (and removes what a service that died left there).

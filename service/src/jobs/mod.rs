@@ -1,4 +1,4 @@
-//! Background jobs (issue 16): contained calls that outlive the request that started them,
+//! Background jobs: contained calls that outlive the request that started them,
 //! owned by the service, not by a connection.
 //!
 //! - [`Jobs`]: the registry: the jobs by conversation (`j1`, `j2`, ... each), the running
@@ -279,7 +279,7 @@ pub struct Jobs {
     /// Where jobs get their cgroups (found at [`Self::take_over`]).
     cgroups: std::sync::OnceLock<cgroup::Place>,
     /// Which job's forward holds which host address.
-    ports: Arc<efr_call::forward::Ports>,
+    ports: Arc<efr_jobs::forward::Ports>,
 }
 
 /// An error for a bad request.
@@ -457,9 +457,9 @@ impl Jobs {
         &self,
         config: &efr_policy::config::Config,
         name: &str,
-    ) -> Result<efr_call::cgroup::JobCgroup, cgroup::Off> {
+    ) -> Result<efr_jobs::cgroup::JobCgroup, cgroup::Off> {
         let j = &config.jobs;
-        let limits = efr_call::cgroup::CgroupLimits {
+        let limits = efr_jobs::cgroup::CgroupLimits {
             memory_max: j.memory_max.value,
             pids_max: Some(j.pids_max.value),
         };
@@ -512,7 +512,7 @@ impl Jobs {
     fn hooks_with(
         &self,
         config: &efr_policy::config::Config,
-        cg: Result<efr_call::cgroup::JobCgroup, cgroup::Off>,
+        cg: Result<efr_jobs::cgroup::JobCgroup, cgroup::Off>,
     ) -> Hooks {
         let j = &config.jobs;
         let limited = cg.is_ok();

@@ -18,7 +18,7 @@ const WATCH_LINE_MAX: usize = 1000;
 #[derive(Debug, Default)]
 pub struct Hooks {
     /// The job's cgroup, or why it has none (`None`: not asked, as for a test).
-    pub cgroup: Option<Result<efr_call::cgroup::JobCgroup, super::cgroup::Off>>,
+    pub cgroup: Option<Result<efr_jobs::cgroup::JobCgroup, super::cgroup::Off>>,
     /// The job's limits (for its `cgroup` member).
     pub memory_max: Option<u64>,
     /// The job's process limit.
