@@ -5,6 +5,10 @@
 //!   the launcher (through `cgroup.procs` fds that efr-call hands it as plain fds), read for
 //!   usage, removed with nothing left;
 //! - [`forward`]: the port forwards of a background job, host loopback to the job's;
+//! - [`registry`]: the service's jobs ([`Jobs`]): each [`Job`] started from a running call
+//!   of efr-call, the task that owns it to its end (output, watch, time limit, cgroup,
+//!   forwards, the after-call checks while it lives), their events and the record a next
+//!   service reads;
 //! - [`sys`]: every `unsafe` of the crate.
 
 #![warn(missing_docs)]
@@ -16,4 +20,10 @@
 
 pub mod cgroup;
 pub mod forward;
+pub mod registry;
 pub mod sys;
+
+pub use registry::{
+    CallGuard, FindError, Hooks, Job, JobSpec, Jobs, MinutesError, MoveError, MoveRequest,
+    RoomError, WatchError, now_ms,
+};
