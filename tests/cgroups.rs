@@ -1,4 +1,4 @@
-//! The cgroups of jobs (`efr_call::cgroup`, issue 16) on this machine's kernel, as root and
+//! The cgroups of jobs (`efr_jobs::cgroup`, issue 16) on this machine's kernel, as root and
 //! as the CI user.
 //!
 //! As root a job cgroup must be had (`EFR_SANDBOX_MUST_WORK`): a fork bomb stops at
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use efr_call::cgroup::{CgroupLimits, Cgroups, JobCgroup, OffReason};
+use efr_jobs::cgroup::{CgroupLimits, Cgroups, JobCgroup, OffReason};
 use efr_launcher::api::{Io, SpawnOpts};
 
 fn euid() -> u32 {

@@ -1,4 +1,4 @@
-//! Port forwards of jobs (`efr_call::forward`), through real contained calls on each
+//! Port forwards of jobs (`efr_jobs::forward`), through real contained calls on each
 //! backend (and through a launcher in standby with `EFR_TEST_WARM=1`): a
 //! `python3 -m http.server` in a call is reachable from the host's loopback through its
 //! forward; a second job on the same port is `in_use` (with `by_job` in the same
@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use efr_call::forward::{ForwardConfig, ForwardEvent, ForwardOutcome, Forwards, Ports, start_with};
+use efr_jobs::forward::{ForwardConfig, ForwardEvent, ForwardOutcome, Forwards, Ports, start_with};
 use efr_launcher::api::{BackendChoice, Io, Running};
 use efr_sandbox_tests::common::{self, Fixture, backends, launcher, python};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};

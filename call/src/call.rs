@@ -527,7 +527,7 @@ impl Call {
 
     /// [`Self::start`] for a background job: a launcher of its own (never the one in
     /// standby), which joins the cgroups of `join_cgroups` (`cgroup.procs` files open for
-    /// writing, [`crate::cgroup::JobCgroup::join_files`]) before it makes anything.
+    /// writing, `efr_jobs::cgroup::JobCgroup::join_files`) before it makes anything.
     pub fn start_job(
         self,
         ctx: &Ctx,

@@ -9,9 +9,6 @@
 //!   layers and their merge; [`git_guard`] and [`git_dirs`]: the git code a call left;
 //!   [`index_flags`]: the index flags it set (`skip-worktree`, `assume-unchanged`);
 //! - [`standby`]: the service's launcher started ahead of its next call;
-//! - [`cgroup`]: the cgroups of jobs (issue 16): found once, made per job with its limits,
-//!   joined by the launcher, read for usage, removed with nothing left;
-//! - [`forward`]: the port forwards of a background job, host loopback to the job's;
 //! - [`sys`]: every `unsafe` of the crate.
 
 #![warn(missing_docs)]
@@ -26,10 +23,8 @@ pub mod bus_owners;
 pub mod bus_relay;
 pub mod caches;
 pub mod call;
-pub mod cgroup;
 pub mod egress;
 pub mod floor_watch;
-pub mod forward;
 pub mod fresh_caches;
 pub mod git_dirs;
 pub mod git_guard;

@@ -1,11 +1,11 @@
 //! Feeds arbitrary text to the readers of the cgroup files a job's cgroup is found and read
-//! by (`efr_call::cgroup::parse`: mountinfo, `/proc/self/cgroup`, keyed files such as
+//! by (`efr_jobs::cgroup::parse`: mountinfo, `/proc/self/cgroup`, keyed files such as
 //! `memory.events` and `cpu.stat`, `cgroup.procs`, a process's `stat`, a service's dir
 //! name). None may panic; what they read back holds what the text held.
 
 #![no_main]
 
-use efr_call::cgroup::parse;
+use efr_jobs::cgroup::parse;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,11 +1,11 @@
 //! Feeds arbitrary bytes, as the datagrams of an inet socket diagnostics dump, to the reader
-//! of a job's TCP listeners (`efr_call::forward::dump::ListenDump`): the first byte says
+//! of a job's TCP listeners (`efr_jobs::forward::dump::ListenDump`): the first byte says
 //! where the bytes are cut into two datagrams. It may not panic, and an IPv4 listener it
 //! keeps is never IPv6 only.
 
 #![no_main]
 
-use efr_call::forward::dump::ListenDump;
+use efr_jobs::forward::dump::ListenDump;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -249,7 +249,7 @@ pub const MAX_JOIN_CGROUPS: usize = 5;
 pub struct SpawnOpts {
     /// The launcher's process group and session ([`Detach`]).
     pub detach: Detach,
-    /// `cgroup.procs` files open for writing (`efr_call::cgroup::JobCgroup::join_files`):
+    /// `cgroup.procs` files open for writing (`efr_jobs::cgroup::JobCgroup::join_files`):
     /// the launcher writes `0` to each as its first act (`--join-cgroup-fd`, see
     /// [`crate::join_cgroup`]), so the whole call is in those cgroups.
     pub join_cgroups: Vec<std::os::fd::OwnedFd>,

@@ -1,5 +1,5 @@
 //! The job's cgroups, joined first: `efr-launch --join-cgroup-fd N` (repeated) names
-//! `cgroup.procs` files its caller opened for writing (`efr_call::cgroup::JobCgroup::
+//! `cgroup.procs` files its caller opened for writing (`efr_jobs::cgroup::JobCgroup::
 //! join_files`, placed by [`crate::api::Launcher::spawn_opts`]). The launcher writes `0` to
 //! each, which moves itself into that cgroup, before it forks, clones or makes any
 //! namespace, so the init, the line and everything they start are in the job's cgroups

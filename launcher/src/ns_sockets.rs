@@ -1,7 +1,7 @@
 //! The socket maker of a job's network namespace: `efr-launch --ns-sockets --pid PID
 //! --control-fd N --caller-pid SVC`, started by the service
 //! ([`crate::api::Launcher::spawn_ns_sockets`]) for the port forwards of a background job
-//! (`efr_call::forward`).
+//! (`efr_jobs::forward`).
 //!
 //! The service is multi-threaded and cannot enter a user namespace (`setns` refuses a
 //! process with threads), and a network namespace owned by the job's user namespace needs

@@ -12,7 +12,7 @@
 //!   namespace (relay listener, DNS socket, synthetic listeners);
 //! - [`run_standalone`]: `efr-sandbox proxy` / the `efr-proxy` binary;
 //! - [`splice`]: the zero-copy copy of a tunnel, also the relay of a job's port forward
-//!   (`efr_call::forward`).
+//!   (`efr_jobs::forward`).
 //!
 //! docs/proxy.md describes the decision order, the refusal answers, the limits and the DNS path.
 

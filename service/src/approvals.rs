@@ -69,7 +69,7 @@ pub struct Approvals {
 
 /// Now, in Unix milliseconds.
 fn now() -> u64 {
-    crate::jobs::now_ms()
+    efr_jobs::now_ms()
 }
 
 fn ms(d: Duration) -> u64 {

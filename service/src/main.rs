@@ -27,7 +27,6 @@ mod approvals;
 mod cli;
 mod handoff;
 mod identity;
-mod jobs;
 mod paths;
 mod peer;
 mod policy;

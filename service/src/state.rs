@@ -82,7 +82,7 @@ pub struct Service {
     /// `None` with `serve --no-standby`.
     pub standby: Option<Arc<efr_call::standby::Standby>>,
     /// The background jobs and the running launches that may become one.
-    pub jobs: Arc<crate::jobs::Jobs>,
+    pub jobs: Arc<efr_jobs::Jobs>,
     /// The pending approvals of the CLI routes' refused calls and the conversations'
     /// standing grants (see [`crate::approvals`]).
     pub approvals: Arc<crate::approvals::Approvals>,

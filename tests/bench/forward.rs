@@ -1,4 +1,4 @@
-//! `bench-forward`: the cost of a job's port forward (`efr_call::forward`) against a
+//! `bench-forward`: the cost of a job's port forward (`efr_jobs::forward`) against a
 //! direct loopback connection to the same server, in one run.
 //!
 //! A contained call (native backend) runs a small python server on its `127.0.0.1:PORT`:
@@ -19,7 +19,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use efr_call::forward::{ForwardConfig, ForwardOutcome, Ports, start_with};
+use efr_jobs::forward::{ForwardConfig, ForwardOutcome, Ports, start_with};
 use efr_launcher::api::{BackendChoice, Io, Launcher};
 use efr_launcher::ns_sockets::{INET, OK};
 use efr_sandbox_tests::common::{Fixture, python};
@@ -139,7 +139,7 @@ fn main() {
             }
         }
     });
-    let ns_pid = efr_call::forward::job_ns_pid(job.child.id()).unwrap();
+    let ns_pid = efr_jobs::forward::job_ns_pid(job.child.id()).unwrap();
     let mut helper = launcher.spawn_ns_sockets(ns_pid).unwrap();
     // The socket maker's first message: it is in the namespace.
     let mut b = [0u8; 256];

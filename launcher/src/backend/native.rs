@@ -230,7 +230,7 @@ const LOW_PORTS: &str = "/proc/sys/net/ipv4/ip_unprivileged_port_start";
 /// user of it (`ip_unprivileged_port_start = 0`), as the bwrap backend does: only the call
 /// lives there, its line holds no capability, and a server it starts on port 80 or 22
 /// listens on its own loopback (a port forward of a job refuses such a port on the
-/// host's side, `efr_call::forward`). Written through the `/proc` of the process's
+/// host's side, `efr_jobs::forward`). Written through the `/proc` of the process's
 /// time (the host's before the view, the call's after), whose `net` files are those of
 /// the writer's network namespace.
 pub(super) fn open_low_ports() -> Result<(), SetupError> {

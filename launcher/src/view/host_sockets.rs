@@ -79,7 +79,7 @@ pub enum WalkFail {
 /// Walks the messages of one datagram of a socket diagnostics dump (each 4-byte aligned),
 /// counting them in `messages` (at most `max` over the whole dump), and gives each inner
 /// message to `each`: `true` once the dump's last message is in. The one framing of the
-/// host's unix sockets here and of a job's TCP listeners (`efr_call::forward::dump`).
+/// host's unix sockets here and of a job's TCP listeners (`efr_jobs::forward::dump`).
 pub fn walk(
     mut bytes: &[u8],
     messages: &mut usize,

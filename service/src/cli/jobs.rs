@@ -103,7 +103,7 @@ fn list(s: &mut Session, conversation: Option<&str>, as_json: bool) -> i32 {
         outln!("no jobs");
         return 0;
     }
-    let now = crate::jobs::now_ms();
+    let now = efr_jobs::now_ms();
     outln!(
         "{:<14} {:<4} {:<26} {:>9} {:>10} {:<14} COMMAND",
         "CONVERSATION",
@@ -214,7 +214,7 @@ fn stop(s: &mut Session, conversation: Option<String>, id: &str, as_json: bool) 
             0
         }
         Ok(r) => {
-            outln!("{}", row(&r.job, crate::jobs::now_ms()));
+            outln!("{}", row(&r.job, efr_jobs::now_ms()));
             0
         }
         Err(e) => fail(format!("the service's answer does not read: {e}")),

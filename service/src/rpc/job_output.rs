@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use efr_sandbox_wire::job::{JobOutputEnd, JobOutputItem, JobOutputParams, JobState};
 
-use crate::jobs::output::PIECE;
 use crate::rpc::handler::{Call, HandlerFuture, boxed, params, to_value};
 use crate::state::Service;
+use efr_jobs::registry::output::PIECE;
 
 /// `sandbox.job_output`.
 pub fn job_output(svc: Arc<Service>, call: Call) -> HandlerFuture {

@@ -11,12 +11,12 @@ use efr_sandbox_wire::job::{JobHandedOff, JobStarted, MovedFrom};
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 use efr_sandbox_wire::{CallParams, Launch, LaunchItem};
 
-use crate::jobs::{JobSpec, Jobs, MoveRequest};
 use crate::rpc::handler::{
     Call, HandlerFuture, ItemSink, begin_call, blocking, boxed, internal, params, setup_error_end,
     to_value,
 };
 use crate::state::Service;
+use efr_jobs::{JobSpec, Jobs, MoveRequest};
 
 /// Why a call may not become a job, when it may not.
 fn not_a_job(p: &CallParams) -> Option<String> {
@@ -193,7 +193,7 @@ struct TheCall<'a> {
     params: &'a CallParams,
     call_id: &'a str,
     /// What its job runs again while it lives.
-    checks: Option<crate::jobs::checks::Checks>,
+    checks: Option<efr_jobs::registry::checks::Checks>,
 }
 
 /// The after-the-call checks of a contained call, for the job it is or may become (an
@@ -202,12 +202,12 @@ fn live_checks(
     c: &efr_call::Call,
     p: &CallParams,
     ctx: &efr_call::Ctx,
-) -> Option<crate::jobs::checks::Checks> {
+) -> Option<efr_jobs::registry::checks::Checks> {
     (c.plan().mode == efr_launcher::plan::PlanMode::Contained).then(|| {
-        crate::jobs::checks::Checks {
+        efr_jobs::registry::checks::Checks {
             roots: p.projects.iter().map(std::path::PathBuf::from).collect(),
             view: c.plan().read_only_inside.clone(),
-            since_ms: crate::jobs::now_ms(),
+            since_ms: efr_jobs::now_ms(),
             config: ctx.config.clone(),
             index: c.index_flags(),
         }
@@ -238,9 +238,7 @@ async fn run_movable(
                 None => return Err(internal("the call ended without its finish")),
             },
             Some(req) = moves.recv() => {
-                let ok = Jobs::check_minutes(&ctx.config.jobs, req.max_minutes)
-                    .and_then(|()| svc.jobs.check_room(ctx.config.jobs.max_running.value));
-                if let Err(e) = ok {
+                if let Err(e) = svc.jobs.check_move(&ctx.config.jobs, req.max_minutes) {
                     let _ = req.reply.send(Err(e));
                     continue;
                 }

@@ -135,10 +135,11 @@ pub fn run(opts: ServeOptions) -> anyhow::Result<()> {
         jobs: Default::default(),
         approvals: Arc::new(crate::approvals::Approvals::open(&approvals_dir)),
     });
-    svc.jobs.take_over(crate::jobs::restart::Record::open(
-        &svc.paths.runtime_dir,
-        &svc.paths.socket,
-    ));
+    svc.jobs
+        .take_over(efr_jobs::registry::restart::Record::open(
+            &svc.paths.runtime_dir,
+            &svc.paths.socket,
+        ));
     // The first call finds its launcher waiting too; each call that takes it starts the
     // next once it has ended.
     let standby = svc.standby.clone();

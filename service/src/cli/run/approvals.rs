@@ -102,7 +102,7 @@ pub fn list(a: ApprovalsArgs) -> i32 {
         outln!("no pending approvals");
         return 0;
     }
-    let now = crate::jobs::now_ms();
+    let now = efr_jobs::now_ms();
     for x in &r.approvals {
         for l in describe(x, now) {
             outln!("{}", term::inline(Stream::Stdout, &l));

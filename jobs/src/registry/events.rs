@@ -123,7 +123,8 @@ mod tests {
     #[test]
     fn only_the_last_events_are_kept() {
         let ev = Events::default();
-        for i in 0..(KEPT as u32 + 10) {
+        let kept = u32::try_from(KEPT).expect("KEPT fits a u32");
+        for i in 0..kept + 10 {
             ev.emit(None, "j1", matched(i));
         }
         let r = ev.read(None, Some(0));

@@ -1,4 +1,4 @@
-//! Port forwards of a job (issue 16): a background job that listens on a loopback port
+//! Port forwards of a job: a background job that listens on a loopback port
 //! inside its own network namespace gets that port forwarded on the host's loopback, the
 //! same port (`::1` too when it listens there), as a TCP relay in the service.
 //!
@@ -218,7 +218,7 @@ pub struct Forwards {
 
 /// Starts the forwards of the job whose launcher is `launcher_pid` (a contained call with
 /// a network namespace of its own, running), on the current tokio runtime, with the
-/// service's launcher ([`crate::launch::launcher`]). See [`start_with`].
+/// service's launcher ([`efr_call::launch::launcher`]). See [`start_with`].
 pub async fn start(
     launcher_pid: u32,
     conversation: &str,
@@ -228,7 +228,7 @@ pub async fn start(
     events: UnboundedSender<ForwardEvent>,
 ) -> Result<Forwards, ForwardError> {
     start_with(
-        &crate::launch::launcher(),
+        &efr_call::launch::launcher(),
         launcher_pid,
         conversation,
         job_id,

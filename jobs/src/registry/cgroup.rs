@@ -1,12 +1,13 @@
 //! Where jobs get their cgroups: the service's job cgroups, found once when it starts
-//! ([`efr_call::cgroup::Cgroups::find`], what a killed service left removed), and a cgroup
+//! ([`crate::cgroup::Cgroups::find`], what a killed service left removed), and a cgroup
 //! per job with the config's limits, or why the job has none (the wire's `cgroup.off`).
 
-use efr_call::cgroup::{CgroupLimits, Cgroups, JobCgroup, OffReason};
+use crate::cgroup::{CgroupLimits, Cgroups, JobCgroup, OffReason};
 use efr_sandbox_wire::job::CgroupOff;
 
 /// Why a job has no cgroup of its own.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("no cgroup of its own for the job ({reason:?}): {detail}")]
 pub struct Off {
     /// The wire's reason.
     pub reason: CgroupOff,
@@ -16,7 +17,7 @@ pub struct Off {
 
 impl Off {
     /// A cgroup that could not be made or joined (`error`, with what failed).
-    pub fn failed(e: efr_call::cgroup::CgroupError) -> Off {
+    pub fn failed(e: crate::cgroup::CgroupError) -> Off {
         Off {
             reason: CgroupOff::Error,
             detail: e.to_string(),
@@ -36,7 +37,7 @@ fn wire(r: OffReason) -> CgroupOff {
 
 /// The service's job cgroups, or why it has none.
 #[derive(Debug)]
-pub struct Place(Result<Cgroups, efr_call::cgroup::Off>);
+pub struct Place(Result<Cgroups, crate::cgroup::Off>);
 
 impl Place {
     /// Finds them (and removes what a service that died left there).

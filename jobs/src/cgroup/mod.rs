@@ -1,4 +1,4 @@
-//! Cgroups of jobs (issue 16): where this process may make a cgroup for a job
+//! Cgroups of jobs: where this process may make a cgroup for a job
 //! ([`Cgroups::find`], once), a job's cgroup with its limits ([`Cgroups::create`]), the
 //! way a new process joins it ([`JobCgroup::join_files`], written by `efr-launch` before it
 //! makes anything) or a running tree is moved into it ([`JobCgroup::adopt_tree`]), what it

@@ -1,5 +1,12 @@
-//! Background jobs (issue 16): contained calls that outlive the request that started them,
+//! Background jobs: contained calls that outlive the request that started them,
 //! owned by the service, not by a connection.
+//!
+//! The service's RPC handlers (`sandbox.launch` with `background`, `sandbox.call_background`,
+//! `sandbox.jobs`, `sandbox.job_stop`, `sandbox.job_output`, `sandbox.job_events`) and its
+//! wiring (the record's path at start, [`Jobs::stop_all`] at its stop) are the service's;
+//! what they ask of jobs is here. A refusal is a typed error of its operation
+//! ([`MinutesError`], [`WatchError`], [`RoomError`], [`FindError`], [`MoveError`]), which
+//! becomes the wire's `ErrorBody` (its code and message) by `From` at that boundary.
 //!
 //! - [`Jobs`]: the registry: the jobs by conversation (`j1`, `j2`, ... each), the running
 //!   launches a job may be moved from ([`Jobs::register_call`], `sandbox.call_background`),
@@ -15,6 +22,7 @@
 
 mod cgroup;
 pub mod checks;
+mod errors;
 pub mod events;
 pub mod forwards;
 pub mod output;
@@ -31,11 +39,13 @@ use efr_sandbox_wire::job::{
     JobCgroupInfo, JobForward, JobInfo, JobPortOutcome, JobState, JobStopBy, JobWatch, MovedFrom,
     valid_job_id,
 };
-use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 use efr_sandbox_wire::{ExitRecord, Launch};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use self::output::Output;
+pub use errors::{
+    FindError, MinutesError, MoveError, PATTERN_MAX, RoomError, WAKES_MAX, WatchError,
+};
 
 /// Jobs kept in the list once ended (the newest).
 pub const ENDED_KEPT: usize = 200;
@@ -220,7 +230,7 @@ pub struct MoveRequest {
     /// The job's time limit.
     pub max_minutes: f64,
     /// The job's id, or why the call did not move.
-    pub reply: oneshot::Sender<Result<String, ErrorBody>>,
+    pub reply: oneshot::Sender<Result<String, MoveError>>,
 }
 
 /// A running launch that may be moved.
@@ -279,12 +289,7 @@ pub struct Jobs {
     /// Where jobs get their cgroups (found at [`Self::take_over`]).
     cgroups: std::sync::OnceLock<cgroup::Place>,
     /// Which job's forward holds which host address.
-    ports: Arc<efr_call::forward::Ports>,
-}
-
-/// An error for a bad request.
-fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorBody {
-    ErrorBody::new(code, msg)
+    ports: Arc<crate::forward::Ports>,
 }
 
 impl Jobs {
@@ -403,17 +408,15 @@ impl Jobs {
     }
 
     /// Checks `max_minutes` against the config's range.
-    pub fn check_minutes(jobs: &efr_policy::config::JobsConfig, m: f64) -> Result<(), ErrorBody> {
+    pub fn check_minutes(
+        jobs: &efr_policy::config::JobsConfig,
+        m: f64,
+    ) -> Result<(), MinutesError> {
         let (lo, hi) = (jobs.min_minutes.value, jobs.max_minutes.value);
         if m.is_finite() && m >= lo && m <= hi {
             Ok(())
         } else {
-            Err(err(
-                ErrorCode::Invalid,
-                format!(
-                    "max_minutes {m} is outside the config's range {lo} to {hi} (jobs.min_minutes, jobs.max_minutes)"
-                ),
-            ))
+            Err(MinutesError { minutes: m, lo, hi })
         }
     }
 
@@ -422,26 +425,23 @@ impl Jobs {
     pub fn watch(
         pattern: Option<&str>,
         max_wakes: Option<u32>,
-    ) -> Result<Option<(regex::Regex, JobWatch)>, ErrorBody> {
+    ) -> Result<Option<(regex::Regex, JobWatch)>, WatchError> {
         let Some(p) = pattern else {
             return Ok(None);
         };
-        if p.len() > 1000 {
-            return Err(err(
-                ErrorCode::Invalid,
-                format!("watch: a pattern of {} bytes, the most is 1000", p.len()),
-            ));
+        if p.len() > PATTERN_MAX {
+            return Err(WatchError::TooLong(p.len()));
         }
         let re = regex::RegexBuilder::new(p)
             .size_limit(1 << 20)
             .build()
-            .map_err(|e| err(ErrorCode::Invalid, format!("watch {p:?}: {e}")))?;
+            .map_err(|source| WatchError::Pattern {
+                pattern: p.to_owned(),
+                source,
+            })?;
         let max_wakes = max_wakes.unwrap_or(1);
-        if max_wakes == 0 || max_wakes > 1000 {
-            return Err(err(
-                ErrorCode::Invalid,
-                format!("max_wakes {max_wakes}: expected 1 to 1000"),
-            ));
+        if max_wakes == 0 || max_wakes > WAKES_MAX {
+            return Err(WatchError::Wakes(max_wakes));
         }
         Ok(Some((
             re,
@@ -457,9 +457,9 @@ impl Jobs {
         &self,
         config: &efr_policy::config::Config,
         name: &str,
-    ) -> Result<efr_call::cgroup::JobCgroup, cgroup::Off> {
+    ) -> Result<crate::cgroup::JobCgroup, cgroup::Off> {
         let j = &config.jobs;
-        let limits = efr_call::cgroup::CgroupLimits {
+        let limits = crate::cgroup::CgroupLimits {
             memory_max: j.memory_max.value,
             pids_max: Some(j.pids_max.value),
         };
@@ -512,7 +512,7 @@ impl Jobs {
     fn hooks_with(
         &self,
         config: &efr_policy::config::Config,
-        cg: Result<efr_call::cgroup::JobCgroup, cgroup::Off>,
+        cg: Result<crate::cgroup::JobCgroup, cgroup::Off>,
     ) -> Hooks {
         let j = &config.jobs;
         let limited = cg.is_ok();
@@ -537,17 +537,27 @@ impl Jobs {
 
     /// Whether one more job may start now (`busy` when `max_running` run, `conflict` when
     /// the service is stopping).
-    pub fn check_room(&self, max_running: u64) -> Result<(), ErrorBody> {
+    pub fn check_room(&self, max_running: u64) -> Result<(), RoomError> {
         if self.closing.load(Ordering::SeqCst) {
-            return Err(err(ErrorCode::Conflict, "the service is stopping"));
+            return Err(RoomError::Stopping);
         }
         let running = self.running();
         if running as u64 >= max_running {
-            return Err(err(
-                ErrorCode::Busy,
-                format!("{running} jobs run already, the most at once (jobs.max_running)"),
-            ));
+            return Err(RoomError::Full(running));
         }
+        Ok(())
+    }
+
+    /// Whether a running call may move to a job of `max_minutes` now: its time limit in
+    /// the config's range ([`Self::check_minutes`]) and room for one more job
+    /// ([`Self::check_room`]).
+    pub fn check_move(
+        &self,
+        config: &efr_policy::config::JobsConfig,
+        max_minutes: f64,
+    ) -> Result<(), MoveError> {
+        Self::check_minutes(config, max_minutes)?;
+        self.check_room(config.max_running.value)?;
         Ok(())
     }
 
@@ -648,12 +658,9 @@ impl Jobs {
 
     /// The job `id` of `conversation`: `invalid` for an id that is not `j<N>`, `not_found`
     /// for one of no job of the conversation (or of another conversation).
-    pub fn find(&self, conversation: Option<&str>, id: &str) -> Result<Arc<Job>, ErrorBody> {
+    pub fn find(&self, conversation: Option<&str>, id: &str) -> Result<Arc<Job>, FindError> {
         if !valid_job_id(id) {
-            return Err(err(
-                ErrorCode::Invalid,
-                format!("{id:?} is not a job id (j1, j2, ...)"),
-            ));
+            return Err(FindError::NotAnId(id.to_owned()));
         }
         self.list()
             .jobs
@@ -661,14 +668,12 @@ impl Jobs {
             .rev()
             .find(|j| j.id == id && j.conversation.as_deref() == conversation)
             .cloned()
-            .ok_or_else(|| {
-                err(
-                    ErrorCode::NotFound,
-                    match conversation {
-                        Some(c) => format!("no job {id} in conversation {c:?}"),
-                        None => format!("no job {id} of no conversation"),
-                    },
-                )
+            .ok_or_else(|| match conversation {
+                Some(c) => FindError::NotInConversation {
+                    id: id.to_owned(),
+                    conversation: c.to_owned(),
+                },
+                None => FindError::NotFound(id.to_owned()),
             })
     }
 
@@ -726,7 +731,7 @@ impl Jobs {
         conversation: Option<&str>,
         call_id: &str,
         max_minutes: f64,
-    ) -> Result<String, ErrorBody> {
+    ) -> Result<String, MoveError> {
         let tx = {
             let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
             // A call of another conversation is not found: nothing a client sends moves
@@ -734,26 +739,17 @@ impl Jobs {
             let m = calls
                 .get(call_id)
                 .filter(|m| m.conversation.as_deref() == conversation)
-                .ok_or_else(|| {
-                    err(
-                        ErrorCode::NotFound,
-                        format!(
-                            "no running call {call_id:?} of this conversation (it ended, or \
-                             it is not a sandbox.launch)"
-                        ),
-                    )
-                })?;
+                .ok_or_else(|| MoveError::NoCall(call_id.to_owned()))?;
             if let Some(why) = &m.refuse {
-                return Err(err(ErrorCode::Invalid, why.clone()));
+                return Err(MoveError::Refused(why.clone()));
             }
             m.tx.clone()
         };
         let (reply, rx) = oneshot::channel();
         tx.send(MoveRequest { max_minutes, reply })
             .await
-            .map_err(|_| err(ErrorCode::NotFound, format!("the call {call_id} has ended")))?;
-        rx.await
-            .map_err(|_| err(ErrorCode::NotFound, format!("the call {call_id} has ended")))?
+            .map_err(|_| MoveError::Ended(call_id.to_owned()))?;
+        rx.await.map_err(|_| MoveError::Ended(call_id.to_owned()))?
     }
 }
 

@@ -1,11 +1,11 @@
-//! A job's port forwards ([`efr_call::forward`]): started once its call runs (its network
+//! A job's port forwards ([`crate::forward`]): started once its call runs (its network
 //! namespace exists), each outcome sent as a `job_port_forwarded` event, the job's
 //! `forwards` kept as they are, stopped (`stopped` for each) when the job ends.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use efr_call::forward::{ForwardConfig, ForwardOutcome, Forwards};
+use crate::forward::{ForwardConfig, ForwardOutcome, Forwards};
 use efr_sandbox_wire::job::{JobEventKind, JobForward, JobPortOutcome};
 use efr_sandbox_wire::{CallParams, Grant};
 use tokio::sync::mpsc;
@@ -62,7 +62,7 @@ pub async fn start(
     let mut tries = 0;
     let forwards = loop {
         tries += 1;
-        match efr_call::forward::start(
+        match crate::forward::start(
             launcher_pid,
             &conversation,
             &job.id,
@@ -114,7 +114,7 @@ pub async fn start(
 fn keep(
     forwards: &mut Vec<JobForward>,
     unforwarded: &mut Vec<JobPortOutcome>,
-    ev: &efr_call::forward::ForwardEvent,
+    ev: &crate::forward::ForwardEvent,
 ) {
     let f = JobForward {
         listen: ev.listen.clone(),

@@ -18,7 +18,7 @@ const WATCH_LINE_MAX: usize = 1000;
 #[derive(Debug, Default)]
 pub struct Hooks {
     /// The job's cgroup, or why it has none (`None`: not asked, as for a test).
-    pub cgroup: Option<Result<efr_call::cgroup::JobCgroup, super::cgroup::Off>>,
+    pub cgroup: Option<Result<crate::cgroup::JobCgroup, super::cgroup::Off>>,
     /// The job's limits (for its `cgroup` member).
     pub memory_max: Option<u64>,
     /// The job's process limit.
@@ -332,8 +332,7 @@ async fn end(jobs: &Arc<Jobs>, job: &Arc<Job>, fin: Option<Finish>, hooks: Hooks
     };
     // What is left of the tree goes with the cgroup.
     if let Some(Ok(cg)) = hooks.cgroup {
-        let removed =
-            efr_call::launch::off_runtime(move || cg.remove().map_err(|e| e.to_string())).await;
+        let removed = efr_call::launch::off_runtime(move || cg.remove()).await;
         if let Ok(Err(e)) = removed {
             eprintln!("efr-sandbox: {e}");
         }
