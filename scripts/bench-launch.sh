@@ -7,7 +7,8 @@
 # (cache warm), and the three interleaved in a rotating order within every round, so a
 # slow period of the machine hits all three alike. Prints medians (microseconds) and the
 # ratio to bare bwrap, and the median of the per-round ratios ("paired").
-# With USER_PATHS=1, the two paths users get run in the same rounds too (issue 13 item 8):
+# With USER_PATHS=1, the two paths users get run in the same rounds too (the target: a call
+# through them at most bare bubblewrap's time):
 # `rpc`, a `sandbox.launch` of `true` through a running `efr-sandbox serve` as efrd makes it
 # (request to `end` frame, scripts/rpc-launch.py), and `cli`, `efr-sandbox run --project P
 # -- true` as a user types it (with `$XDG_RUNTIME_DIR` set, so it hands the call to that

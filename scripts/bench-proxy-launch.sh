@@ -1,7 +1,8 @@
 #!/bin/sh
-# Benchmark: what the call's egress proxy adds to a launch (issue 12: every contained call
-# with its own network gets one, grants or not). Two paths, each in one run with the two
-# builds interleaved in a rotating order (the same moment of the machine for both):
+# Benchmark: what the call's egress proxy adds to a launch (every contained call with its own
+# network gets one, grants or not, so that a refused name is on record). Two paths, each in
+# one run with the two builds interleaved in a rotating order (the same moment of the machine
+# for both):
 #
 #  - rpc: `sandbox.launch` of a contained `true` through a running `efr-sandbox serve`, as
 #    efrd makes it (one connection, one request after the other; time from the request to
@@ -16,7 +17,7 @@
 # is this build against itself with that test knob of the launcher: `no_proxy` (its own
 # network namespace, no proxy) gives the proxy's own share of a launch, `no_supervise` (no
 # write supervisor: no notification filter, no listener, no nested Landlock domain, no
-# linked-file check) the supervisor's (issue 10), on the two paths users get.
+# linked-file check) the supervisor's (its target: at most 5 %), on the two paths users get.
 # Prints medians (microseconds), the ratio of the medians and the median of the per-round
 # differences ("paired").
 # Usage: scripts/bench-proxy-launch.sh [N] [native|bwrap]  (builds release first; NO_BUILD=1

@@ -1,9 +1,9 @@
 #!/bin/sh
-# cargo deny's advisories check (issue 13 item 7) without github.com, which this project's
-# machines cannot reach. deny/advisory-db/ holds the RustSec advisories of every crate
-# named in Cargo.lock and fuzz/Cargo.lock, copied from a full checkout of
-# https://github.com/rustsec/advisory-db (CC0-1.0, deny/advisory-db/LICENSE.txt) at the
-# commit and date in deny/advisory-db/SNAPSHOT, with the names it covered in
+# cargo deny's advisories check (RustSec: a known vulnerability in a locked crate) without
+# github.com, which this project's machines cannot reach. deny/advisory-db/ holds the RustSec
+# advisories of every crate named in Cargo.lock and fuzz/Cargo.lock, copied from a full
+# checkout of https://github.com/rustsec/advisory-db (CC0-1.0, deny/advisory-db/LICENSE.txt)
+# at the commit and date in deny/advisory-db/SNAPSHOT, with the names it covered in
 # deny/advisory-db/COVERED.
 #
 #   scripts/deny-advisories.sh                    check: every locked crate is covered, the

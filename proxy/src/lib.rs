@@ -1,4 +1,4 @@
-//! The egress proxy of the efr sandbox (issue 5; design section 7): one DNS + TLS proxy per
+//! The egress proxy of the efr sandbox (design section 7): one DNS + TLS proxy per
 //! contained call that checks every connection against the call's host grants and refuses
 //! with a reason.
 //!

@@ -1,4 +1,4 @@
-//! Contained calls with a `bus_filter` grant, end to end (issue 14): a private
+//! Contained calls with a `bus_filter` grant, end to end: a private
 //! `dbus-daemon` started here (session config, its socket in the test's home, where the
 //! call can see the path), a small python3-dbus service owning `org.example.Allowed`,
 //! `org.example.Refused` and a stand-in `org.freedesktop.systemd1`, and `efr-sandbox run

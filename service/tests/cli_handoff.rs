@@ -1,8 +1,8 @@
-//! `efr-sandbox run` handing its call to the running service (`sandbox.run`, issue 13 item
-//! 8, issue 16 item 7): the real binary and a real service. The call gets the CLI's stdio
-//! and environment, its status and signals; it ends when the CLI is killed; a service of
-//! another home, or none that can run it, leaves the call to the CLI; a service is started
-//! when none runs, and ends when idle.
+//! `efr-sandbox run` handing its call to the running service (`sandbox.run`: the launcher in
+//! standby for the CLI, and jobs the service owns): the real binary and a real service. The
+//! call gets the CLI's stdio and environment, its status and signals; it ends when the CLI is
+//! killed; a service of another home, or none that can run it, leaves the call to the CLI; a
+//! service is started when none runs, and ends when idle.
 
 mod common;
 

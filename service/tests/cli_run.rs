@@ -1,4 +1,4 @@
-//! `efr-sandbox run`'s defaults (issue 12, item 6), the real binary running real calls on
+//! `efr-sandbox run`'s defaults, the real binary running real calls on
 //! each backend: the project without `--project`, `--conversation`, `--json`.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Background jobs end to end (issue 16): the real service, real contained calls on both
+//! Background jobs end to end: the real service, real contained calls on both
 //! backends, as root and as the CI's unprivileged user. A job outlives the connection that
 //! started it; its time limit, a stop and the service's end take its whole tree; its output
 //! is bounded and read from any offset; a running call moves to a job; bad requests get

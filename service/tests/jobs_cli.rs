@@ -1,4 +1,4 @@
-//! The jobs commands as a user types them (issue 16 item 7): `run --background` starts a
+//! The jobs commands as a user types them: `run --background` starts a
 //! service when none runs and prints the job's id; `jobs`, `jobs logs`, `jobs stop` talk
 //! to it; the service stays while a job runs and ends once idle after it.
 

@@ -1,4 +1,4 @@
-//! Real package managers through the sandbox (issue 12, item 1): cargo and npm run
+//! Real package managers through the sandbox: cargo and npm run
 //! contained against a registry the test serves on loopback (`registry`), reached through
 //! the call's proxy with one host grant; their caches hold the new files on the host
 //! afterwards (merged from the call's layer), and the host then builds offline from them,

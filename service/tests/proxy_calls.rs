@@ -1,4 +1,4 @@
-//! Contained calls through their egress proxy, end to end (issue 5): `efr-sandbox run` with
+//! Contained calls through their egress proxy, end to end: `efr-sandbox run` with
 //! host grants and a config whose `[network.resolve]` maps `registry.test` to a local TLS
 //! server (openssl s_server, a certificate made here). Real traffic on loopback only.
 
@@ -312,7 +312,7 @@ fn retry_grants(err: &str) -> Vec<String> {
     out
 }
 
-/// issue 12 item 4: a call with no grant still gets the proxy's DNS path and refusal path;
+/// A call with no grant still gets the proxy's DNS path and refusal path;
 /// each refusal is a `host` exit naming the grant that opens it, and `run` prints the exact
 /// `--grant` to retry with. Granted as printed, the retry reaches the local registry (mapped
 /// by `[network.resolve]`); a name that resolves into loopback is refused with the address,
@@ -486,7 +486,8 @@ fn refusals_name_the_grant_and_the_retry_works() {
 }
 
 /// `sandbox.launch` with no grant at all: the call still has the proxy, and a refused name
-/// is an `exit` item naming the grant (before issue 12 there was no proxy and no record).
+/// is an `exit` item naming the grant (a call without a proxy had no record of it, only
+/// "could not resolve host").
 #[test]
 fn launch_with_no_grant_carries_host_exits() {
     if !have("curl") {

@@ -1,4 +1,4 @@
-//! Refused writes a user can act on (issue 12 item 4): a write refused in a cache or in the
+//! Refused writes a user can act on: a write refused in a cache or in the
 //! project is an exit record naming the grant that allows it, `run` prints the exact
 //! `--grant` to retry with, and the retry as printed writes. The home is under /var/tmp: a
 //! call's /tmp is its own, so a home under the host's /tmp would not be the real one.

@@ -1,5 +1,5 @@
 //! A real package manager through the call's proxy with only the grants the classifier
-//! proposed (#12 items 2 and 3): a user logged in to a company npm registry (a token in
+//! proposed: a user logged in to a company npm registry (a token in
 //! `~/.npmrc`, which is masked) runs `npm view`. The classifier proposes the registry's
 //! host from `~/.npmrc` (not `denied`: the call cannot read the token), the call sees the
 //! scrubbed copy of `~/.npmrc` (its `registry` and `cafile` apply inside, the token does

@@ -1,4 +1,4 @@
-//! The surface end to end (issue 15 items 2 to 5): `sandbox.surface` on a home built here,
+//! The surface end to end: `sandbox.surface` on a home built here,
 //! `sandbox.surface_respond`, the answers in the state directory taking effect in the next
 //! real contained call on both backends, a token file feeding the proxy's denied hosts,
 //! `sandbox.floor_write` with its backup, and the `surface` command.

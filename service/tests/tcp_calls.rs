@@ -1,4 +1,4 @@
-//! A call reaches one host loopback port over plain TCP (issue 16 item 4), end to end
+//! A call reaches one host loopback port over plain TCP (a dev database or server), end to end
 //! through the service on both backends: an echo server on the host's `127.0.0.1` (and
 //! `::1` where the host has it); a call with a `tcp` host grant of its port gets the host's
 //! echo and the summary counts the relayed connection; one without is refused (its loopback

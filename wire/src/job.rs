@@ -1,4 +1,4 @@
-//! Background jobs (issue 16; efr's protocol page, phase C): a contained call that outlives
+//! Background jobs (efr's protocol page, phase C): a contained call that outlives
 //! its launch stream, owned by the service. The params and results of `sandbox.jobs`,
 //! `sandbox.job_stop`, `sandbox.job_output`, `sandbox.job_events` and
 //! `sandbox.call_background`, the `job_info` the service knows, and its events. Times are

@@ -1,8 +1,9 @@
-//! The proxy's hand-written parsers against the maintained crates of the field (issue 13
-//! item 6): `dns::answer` against the same decisions on `hickory-proto`'s parser and builder,
-//! `tls::parse_client_hello` against `tls-parser` (records joined here, as `tls-parser` does
-//! not join a handshake message over records). Prints the time per query or hello of each, in
-//! paired rounds of one run, and what each does with the same malformed inputs.
+//! The proxy's hand-written parsers against the maintained crates of the field (the measured
+//! reason they stay ours): `dns::answer` against the same decisions on `hickory-proto`'s parser
+//! and builder, `tls::parse_client_hello` against `tls-parser` (records joined here, as
+//! `tls-parser` does not join a handshake message over records). Prints the time per query or
+//! hello of each, in paired rounds of one run, and what each does with the same malformed
+//! inputs.
 //! Not part of the workspace (so neither crate is built for the proxy's tests):
 //! `cargo run --release --manifest-path proxy/compare/Cargo.toml`.
 

@@ -55,8 +55,8 @@ pub fn run(args: ConfigArgs) -> anyhow::Result<()> {
         return init(&env.config_file());
     }
     let config = Config::load(&env)?;
-    // The surface's answered masks (issue 15), from the state directory: after the config
-    // (`surface_masks` in the JSON).
+    // The surface's answered masks (the user's answers to its questions), from the state
+    // directory: after the config (`surface_masks` in the JSON).
     let store = efr_surface::state::Store::for_home(&env.home);
     let masks = match store.read() {
         Ok(st) => st.masks(),
