@@ -20,63 +20,6 @@ use crate::view::Op;
 /// Exit status of the launcher when the line did not run.
 pub const SETUP_ERROR_EXIT: i32 = crate::exit_code::SETUP_ERROR;
 
-/// The signals that reach a contained line through the launcher, with why. The line runs
-/// in a session of its own (see [`crate::child::init`]), out of its caller's process group, so a
-/// signal sent to that group (a terminal's ^C when stdio is not the terminal, `kill -INT
-/// -PGID` of a harness, a timeout) or to the launcher reaches the line only this way: the
-/// launcher hands each one, whoever sent it, to the call's init, which hands it to the
-/// line's process group, as the terminal would have. Under an unsandboxed launch the line
-/// is in the caller's group and gets group signals itself: the launcher hands on only
-/// SIGINT, SIGTERM and SIGHUP, and only when a process sent them to the launcher.
-pub const FORWARDED_SIGNALS: &[(libc::c_int, &str)] = &[
-    (libc::SIGINT, "^C, a harness's interrupt"),
-    (libc::SIGTERM, "a harness's or timeout's stop"),
-    (libc::SIGHUP, "the caller's terminal went away"),
-    (libc::SIGQUIT, "a terminal's ^\\ is the line's to act on"),
-    (
-        libc::SIGUSR1,
-        "sent to a group by tools that signal progress (dd, a harness)",
-    ),
-    (libc::SIGUSR2, "as SIGUSR1"),
-    (
-        libc::SIGALRM,
-        "a timer signal sent to the group (`kill -ALRM -PGID`)",
-    ),
-    (libc::SIGVTALRM, "a timer signal, as SIGALRM"),
-    (libc::SIGPROF, "a profiler's timer signal, as SIGALRM"),
-    (
-        libc::SIGIO,
-        "I/O readiness sent to a group (F_SETOWN with a negative pid)",
-    ),
-];
-
-/// The signals handed on to an unsandboxed line, and only when a process sent them to the
-/// launcher (a group signal or a terminal's reached the line itself).
-pub const UNSANDBOXED_FORWARDED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-
-/// The signals the launcher ignores (and bubblewrap's process with it), with why: they end
-/// a process by default, and the launcher's death would end the call as "the sandbox ended
-/// before the line did", but they are not the line's to get.
-pub const IGNORED_SIGNALS: &[(libc::c_int, &str)] = &[
-    (
-        libc::SIGPWR,
-        "a power-failure notice sent to every process (`kill -PWR -1` reaches the line itself)",
-    ),
-    (
-        libc::SIGXCPU,
-        "the CPU-time limit is the line's: the launcher uses almost none",
-    ),
-    (
-        libc::SIGXFSZ,
-        "the file-size limit: the launcher's status writes fail instead",
-    ),
-];
-
-/// The numbers of [`FORWARDED_SIGNALS`].
-pub fn forwarded_signals() -> Vec<libc::c_int> {
-    FORWARDED_SIGNALS.iter().map(|&(s, _)| s).collect()
-}
-
 /// Where status lines go.
 #[derive(Debug)]
 pub struct StatusOut(pub Option<RawFd>);
@@ -227,7 +170,7 @@ fn kill_call(
 ) -> Vec<String> {
     let deadline = Instant::now() + KILL_WAIT;
     if contained
-        && sys::kill(init, crate::child::init::LAUNCHER_DEATH_SIGNAL).is_ok()
+        && sys::kill(init, crate::signals::LAUNCHER_DEATH_SIGNAL).is_ok()
         && wait_until(child, Instant::now() + INIT_END_WAIT).is_some()
     {
         reap_orphans(deadline);
@@ -647,10 +590,10 @@ fn open_call_io(
         Ok(p) => p,
         Err(e) => return Err(out.setup_error(format!("pipe: {e}"))),
     };
-    for &(sig, _) in IGNORED_SIGNALS {
+    for &(sig, _) in crate::signals::IGNORED_SIGNALS {
         sys::ignore_signals(&[sig]);
     }
-    let mut caught = forwarded_signals();
+    let mut caught = crate::signals::forwarded_signals();
     caught.push(libc::SIGCHLD);
     let sig_r = match sys::signal_pipe(&caught) {
         Ok(r) => r,
@@ -797,7 +740,7 @@ impl Watch<'_> {
             let hand_on = if self.contained {
                 sig != libc::SIGCHLD
             } else {
-                UNSANDBOXED_FORWARDED.contains(&sig) && !from_kernel
+                crate::signals::UNSANDBOXED_FORWARDED.contains(&sig) && !from_kernel
             };
             if hand_on {
                 // Under bubblewrap the init's pid comes on the info fd; until then the

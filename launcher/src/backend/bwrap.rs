@@ -245,10 +245,10 @@ pub fn spawn(
         // signal: one sent to the group would kill it, and our init with it (it runs with
         // `--die-with-parent`), before the init reports how the line ended. It ignores
         // what the launcher ignores and forwards; the launcher ends it with SIGKILL.
-        for &(sig, _) in crate::run::IGNORED_SIGNALS {
+        for &(sig, _) in crate::signals::IGNORED_SIGNALS {
             sys::ignore_signals(&[sig]);
         }
-        sys::ignore_signals(&crate::run::forwarded_signals());
+        sys::ignore_signals(&crate::signals::forwarded_signals());
         let layers: Vec<Layer<'_>> = view
             .ops
             .iter()

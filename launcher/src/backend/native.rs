@@ -487,7 +487,7 @@ fn spawn_cold(
         // `LAUNCHER_DEATH_SIGNAL`). (It cannot compare getppid, its parent is
         // outside its pid namespace: the launcher's pidfd tells whether the launcher died
         // before this, see `run_init`.)
-        let death = crate::child::init::LAUNCHER_DEATH_SIGNAL as libc::c_ulong;
+        let death = crate::signals::LAUNCHER_DEATH_SIGNAL as libc::c_ulong;
         if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, death, 0) {
             crate::child::report::setup_error(
                 report_w,

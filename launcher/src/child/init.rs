@@ -3,7 +3,7 @@
 //!
 //! The init (pid 1 of the sandbox's pid namespace) is not dumpable, leads a session of its
 //! own (with the call's pty as controlling terminal when there is one, see [`crate::pty`]),
-//! hands the signals a process sent it (the launcher's [`crate::run::FORWARDED_SIGNALS`])
+//! hands the signals a process sent it (the launcher's [`crate::signals::FORWARDED_SIGNALS`])
 //! to the line's process group (a ^C on the call's pty reaches the line's foreground group
 //! directly), SIGCONT to the line's group and, as a shell does, the
 //! SIGHUP of its pty's hang-up, reaps, reports a stop of the line's main process
@@ -88,17 +88,6 @@ fn all_signals() -> Vec<libc::c_int> {
         .filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP)
         .collect()
 }
-
-/// The signal that ends a call from outside: the launcher sends it to the init when the
-/// caller died, and the native backend's init (cold, or a standby's once its call came)
-/// gets it when the launcher dies (its `PR_SET_PDEATHSIG`). Caught, so that the init ends
-/// the call itself (every process killed, the lock files the line left removed:
-/// [`crate::supervise::MadeLocks`]) rather than be killed with its work undone. Until the
-/// init catches it, the kernel drops it (the init is pid 1 of its namespace, and the
-/// signal's default action is not SIGKILL's), and [`run_init`] sees the launcher's end on
-/// its pidfd, first thing and in its loop. A process of the call that sends it ends its
-/// own call, which it could do anyway.
-pub(crate) const LAUNCHER_DEATH_SIGNAL: libc::c_int = libc::SIGPWR;
 
 /// The launcher has ended: nothing of the call may outlive it. Kills every process of the
 /// namespace and ends the init (its namespace goes with it).
@@ -336,10 +325,14 @@ fn harden_init(report_fd: RawFd) {
 }
 
 /// Init step 2: the signal pipe of what the launcher hands on (`fwd`, see
-/// `crate::run::FORWARDED_SIGNALS`) and of what the init acts on itself.
+/// `crate::signals::FORWARDED_SIGNALS`) and of what the init acts on itself.
 fn init_signals(fwd: &[libc::c_int], report_fd: RawFd) -> RawFd {
     let mut sigs = fwd.to_vec();
-    sigs.extend([libc::SIGCHLD, libc::SIGCONT, LAUNCHER_DEATH_SIGNAL]);
+    sigs.extend([
+        libc::SIGCHLD,
+        libc::SIGCONT,
+        crate::signals::LAUNCHER_DEATH_SIGNAL,
+    ]);
     match sys::signal_pipe(&sigs) {
         Ok(r) => r,
         Err(e) => init_failed(report_fd, format!("init signals: {e}")),
@@ -608,7 +601,7 @@ impl InitWatch {
         };
         for pair in buf[..n].chunks_exact(2) {
             let (sig, from_kernel) = (libc::c_int::from(pair[0]), pair[1] == 1);
-            if sig == LAUNCHER_DEATH_SIGNAL {
+            if sig == crate::signals::LAUNCHER_DEATH_SIGNAL {
                 self.end_now();
             }
             // To the line's group (the line leads it; before it has made its group, to the
@@ -673,7 +666,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         launcher_gone();
     }
     harden_init(report_fd);
-    let fwd = crate::run::forwarded_signals();
+    let fwd = crate::signals::forwarded_signals();
     let sig_r = init_signals(&fwd, report_fd);
     let mut pre = own_session(spec, report_fd);
     let egress = bind_egress(spec, report_fd);

@@ -1016,10 +1016,10 @@ pub struct Linked {
 /// The [`Linked`] files of `rules`: the protected paths that exist, and the files below the
 /// protected directories (at most 4096 looked at). Most protected paths do not exist (a
 /// hundred names at each root and repository): one listing of each of their directories
-/// says which do ([`crate::listing`]), instead of a failed lookup for each.
+/// says which do ([`crate::view::listing`]), instead of a failed lookup for each.
 pub fn linked_protected(protected: &[Vec<u8>]) -> Linked {
     use std::os::unix::fs::MetadataExt;
-    let mut stack: Vec<std::path::PathBuf> = crate::listing::existing(protected)
+    let mut stack: Vec<std::path::PathBuf> = crate::view::listing::existing(protected)
         .into_iter()
         .filter(|(_, t)| !t.is_symlink())
         .map(|(p, _)| p)
