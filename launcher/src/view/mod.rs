@@ -403,15 +403,54 @@ pub fn build(plan: &Plan) -> View {
     build_on(plan, &Host::real())
 }
 
-/// Computes the view on `host` ([`build`] is this on [`Host::real`]).
+/// Computes the view on `host` ([`build`] is this on [`Host::real`]), in steps: the caches'
+/// layers, the writable roots, the masks, what is bound again on top of a mask, the
+/// granted devices and sockets, the host's sockets hidden, the masked dirs sealed, and the
+/// Landlock rules.
 pub fn build_on(plan: &Plan, host: &Host) -> View {
     let mut v = base(plan);
     // The devices come again below, in their place among the binds.
     v.ops.clear();
-    let net = plan.net();
     let writable = writable(plan);
     // The caches' layers come first: a mask inside a cache (a token under `~/.cache`) is
     // mounted on top of its layer below.
+    push_caches(plan, &mut v);
+    let locks = lock_grants(plan);
+    for w in writable.iter().filter(|w| !locks.contains(w)) {
+        v.ops.push(Op::Bind {
+            src: w.clone(),
+            dst: w.clone(),
+            rw: true,
+        });
+    }
+    let mut roots = writable;
+    roots.extend(plan.scratch.iter().cloned());
+    // The paths kept read-only inside the writable roots get no mount: a mount on a path the
+    // host may replace (git rewrites its config by rename) is detached in every namespace
+    // with it. The init refuses the writes instead (`crate::supervise`).
+    let masks = masks_in_force_on(plan, host);
+    let masked = push_masks(plan, &masks, &mut v);
+    push_rebinds(plan, &roots, &masked.dirs, &mut v);
+    let sockets = push_grants(plan, host, &mut v);
+    if plan.hide_sockets {
+        push_hidden_sockets(host, &roots, &masked.dirs, &sockets, &mut v);
+    }
+    for m in &masked.dirs {
+        v.ops.push(Op::SealDir { path: m.clone() });
+    }
+    v.landlock = landlock_of(
+        plan,
+        &roots,
+        &masks,
+        masked.resolved,
+        sockets,
+        &mut v.landlock.dev,
+    );
+    v
+}
+
+/// The caches' layers and private files.
+fn push_caches(plan: &Plan, v: &mut View) {
     for c in &plan.caches {
         v.ops.push(Op::Overlay {
             path: c.path.clone(),
@@ -427,31 +466,29 @@ pub fn build_on(plan: &Plan, host: &Host) -> View {
             rw: true,
         });
     }
-    let locks = lock_grants(plan);
-    for w in writable.iter().filter(|w| !locks.contains(w)) {
-        v.ops.push(Op::Bind {
-            src: w.clone(),
-            dst: w.clone(),
-            rw: true,
-        });
-    }
-    let mut roots = writable.clone();
-    roots.extend(plan.scratch.iter().cloned());
-    // The paths kept read-only inside the writable roots get no mount: a mount on a path the
-    // host may replace (git rewrites its config by rename) is detached in every namespace
-    // with it. The init refuses the writes instead (`crate::supervise`).
-    // Masks.
-    let masks = masks_in_force_on(plan, host);
-    let mut mask_dirs = Vec::new();
-    // Each mask as the view resolves it (for Landlock, below), from the one lookup of the
-    // mask itself and the directories above it (looked up once for all masks).
+}
+
+/// The masks as the view made them.
+struct Masked {
+    /// The masked directories (sealed once what is bound inside is in place).
+    dirs: Vec<String>,
+    /// Each mask of [`masks_in_force`], in its order, as the view resolves it.
+    resolved: Vec<String>,
+}
+
+/// The masks: an empty dir over a directory, the scrubbed copy or an empty file over a
+/// file, nothing over a missing path.
+fn push_masks(plan: &Plan, masks: &[String], v: &mut View) -> Masked {
+    let mut dirs = Vec::new();
+    // Each mask as the view resolves it (for Landlock), from the one lookup of the mask
+    // itself and the directories above it (looked up once for all masks).
     let mut resolver = Resolver::default();
     let mut resolved = Vec::with_capacity(masks.len());
     // Which masks exist, and their types: one listing of each of their directories (most
     // of the hundred do not exist on a given machine).
     let found: std::collections::HashMap<std::path::PathBuf, std::fs::FileType> =
-        crate::view::listing::existing(&masks).into_iter().collect();
-    for m in &masks {
+        crate::view::listing::existing(masks).into_iter().collect();
+    for m in masks {
         let t = found.get(std::path::Path::new(m));
         let is_link = t.is_some_and(|t| t.is_symlink());
         resolved.push(resolver.resolve(m, is_link));
@@ -465,7 +502,7 @@ pub fn build_on(plan: &Plan, host: &Host) -> View {
         };
         if is_dir {
             v.ops.push(Op::MaskDir { path: m.clone() });
-            mask_dirs.push(m.clone());
+            dirs.push(m.clone());
         } else if let Some(s) = plan
             .scrubbed
             .iter()
@@ -479,10 +516,14 @@ pub fn build_on(plan: &Plan, host: &Host) -> View {
             v.ops.push(Op::MaskFile { path: m.clone() });
         }
     }
-    // Writable roots (and the scratch dir) inside a masked directory are bound again on top
-    // of the mask (a conversation's scratch lives under the masked runtime dir), and so is
-    // what an `unmask` grant names below a mask (read-only, as it is at launch; a missing
-    // one is refused by `Plan::check_host`).
+    Masked { dirs, resolved }
+}
+
+/// Writable roots (and the scratch dir) inside a masked directory are bound again on top
+/// of the mask (a conversation's scratch lives under the masked runtime dir), and so is
+/// what an `unmask` grant names below a mask (read-only, as it is at launch; a missing one
+/// is refused by `Plan::check_host`).
+fn push_rebinds(plan: &Plan, roots: &[String], mask_dirs: &[String], v: &mut View) {
     let unmasked_below: Vec<String> = unmasked(plan)
         .into_iter()
         .filter(|u| mask_dirs.iter().any(|m| under(u, m) && u != m))
@@ -502,7 +543,11 @@ pub fn build_on(plan: &Plan, host: &Host) -> View {
             rw,
         });
     }
-    // Grants that bind host objects back in.
+}
+
+/// Grants that bind host objects back in: devices, and the sockets that exist. Gives the
+/// sockets bound.
+fn push_grants(plan: &Plan, host: &Host, v: &mut View) -> Vec<String> {
     let mut sockets = Vec::new();
     for g in &plan.grants {
         if let Grant::Device { path } = g {
@@ -520,30 +565,49 @@ pub fn build_on(plan: &Plan, host: &Host) -> View {
             }
         }
     }
-    // Host sockets hidden, except the granted ones and those in writable roots.
-    if plan.hide_sockets {
-        let as_root = host.uid == 0;
-        for s in host.listening() {
-            if sockets.contains(&s)
-                || roots.iter().any(|w| under(&s, w))
-                || under(&s, &host.system("/tmp"))
-                || mask_dirs.iter().any(|m| under(&s, m))
-            {
-                continue;
-            }
-            if std::fs::symlink_metadata(&s)
-                .map(|m| m.file_type().is_socket())
-                .unwrap_or(false)
-                && (!as_root || host_sockets::reachable_by_roots_call(std::path::Path::new(&s)))
-            {
-                v.ops.push(Op::MaskFile { path: s });
-            }
+    sockets
+}
+
+/// Host sockets hidden, except the granted ones (`sockets`), those in writable roots, in
+/// the host's `/tmp` (the call has its own) and under a masked dir; as root, only those a
+/// root's call could reach.
+fn push_hidden_sockets(
+    host: &Host,
+    roots: &[String],
+    mask_dirs: &[String],
+    sockets: &[String],
+    v: &mut View,
+) {
+    let as_root = host.uid == 0;
+    for s in host.listening() {
+        if sockets.contains(&s)
+            || roots.iter().any(|w| under(&s, w))
+            || under(&s, &host.system("/tmp"))
+            || mask_dirs.iter().any(|m| under(&s, m))
+        {
+            continue;
+        }
+        if std::fs::symlink_metadata(&s)
+            .map(|m| m.file_type().is_socket())
+            .unwrap_or(false)
+            && (!as_root || host_sockets::reachable_by_roots_call(std::path::Path::new(&s)))
+        {
+            v.ops.push(Op::MaskFile { path: s });
         }
     }
-    for m in mask_dirs {
-        v.ops.push(Op::SealDir { path: m });
-    }
-    let mut write = roots.clone();
+}
+
+/// The Landlock rules of the view: read everywhere but the masks, write in the roots, the
+/// caches, `/tmp` and `/dev/shm`, the granted devices (`dev`, taken) and sockets.
+fn landlock_of(
+    plan: &Plan,
+    roots: &[String],
+    masks: &[String],
+    resolved: Vec<String>,
+    sockets: Vec<String>,
+    dev: &mut Vec<String>,
+) -> LandlockSpec {
+    let mut write = roots.to_vec();
     write.extend(plan.caches.iter().map(|c| c.path.clone()));
     write.extend(plan.cache_files.iter().map(|f| f.path.clone()));
     write.push("/tmp".into());
@@ -560,20 +624,17 @@ pub fn build_on(plan: &Plan, host: &Host) -> View {
             }
         }
     }
-    v.landlock = LandlockSpec {
+    let mut d = vec!["/dev".into()];
+    d.append(dev);
+    LandlockSpec {
         read: vec!["/".into()],
         write,
-        dev: {
-            let mut d = vec!["/dev".into()];
-            d.append(&mut v.landlock.dev);
-            d
-        },
+        dev: d,
         sockets,
         hidden,
-        deny_tcp: net == NetMode::View,
+        deny_tcp: plan.net() == NetMode::View,
         scopes: true,
-    };
-    v
+    }
 }
 
 /// What the init supervises for a contained plan: the writable roots (projects, write
