@@ -431,7 +431,7 @@ fn attempts(fx: &Fixture, hs: &HostServices) -> Vec<Attempt> {
             // is the filter's answer.
             "open_tree_attr",
             sys(
-                efr_launcher::seccomp::newer::SYS_open_tree_attr,
+                efr_launcher::restrict::seccomp::newer::SYS_open_tree_attr,
                 ",-1,b\"\",0xffffffff,0,0",
             ),
             Expect::Errno(libc::EPERM),

@@ -231,7 +231,7 @@ fn bad_grant_paths_are_setup_errors() {
     let _serial = serial();
     let fx = Fixture::new();
     for b in [BackendChoice::Native, BackendChoice::Bwrap] {
-        if b == BackendChoice::Bwrap && !efr_launcher::bwrap::available() {
+        if b == BackendChoice::Bwrap && !efr_launcher::backend::bwrap::available() {
             continue;
         }
         for g in [

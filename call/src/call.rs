@@ -360,7 +360,7 @@ impl Call {
     /// group of its own when `own_group`; the signals [`crate::sys::forward_signals`] set up
     /// go to it while it runs; the terminal's settings put back when it was killed.
     pub fn run_inherited(&self, own_group: bool) -> Result<(Outcome, ExitStatus), SpawnError> {
-        let forwarded = efr_launcher::run::forwarded_signals();
+        let forwarded = efr_launcher::signals::forwarded_signals();
         // The launcher puts the terminal's settings back itself, unless it is killed.
         let terminal = efr_launcher::pty::SavedTerminal::of_stdio();
         let l = launcher();

@@ -53,7 +53,135 @@ pub(crate) fn read_bounded(from: String, r: impl Read) -> Result<Vec<u8>, CliErr
     }
 }
 
-/// Runs `efr-launch` with these arguments; returns the exit status.
+/// `efr-launch`'s arguments (but `--inner`).
+#[derive(Default)]
+struct Args {
+    /// What was read of the plan (`--plan`, `--plan-fd`).
+    plan_src: Option<Result<Vec<u8>, CliError>>,
+    status_fd: Option<RawFd>,
+    caller_pid: Option<libc::pid_t>,
+    warm: bool,
+    ns_sockets: bool,
+    job_pid: Option<libc::pid_t>,
+    control_fd: Option<RawFd>,
+    join_cgroups: Vec<RawFd>,
+}
+
+/// Prints `msg` and gives the usage exit status.
+fn usage_error(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("{msg}");
+    crate::exit_code::USAGE
+}
+
+/// A pid argument (positive).
+fn pid_arg(v: Option<&String>) -> Option<libc::pid_t> {
+    v.and_then(|s| s.parse::<libc::pid_t>().ok())
+        .filter(|&p| p > 0)
+}
+
+/// The plan read from the file `p`.
+fn plan_from_file(p: &str) -> Result<Vec<u8>, CliError> {
+    std::fs::File::open(p)
+        .map_err(|source| CliError::Plan {
+            from: p.to_string(),
+            source,
+        })
+        .and_then(|f| read_bounded(p.to_string(), f))
+}
+
+/// The plan read from fd `fd`.
+fn plan_from_fd(fd: RawFd) -> Result<Vec<u8>, CliError> {
+    crate::sys::file_from_fd(fd)
+        .map_err(|source| CliError::Plan {
+            from: format!("fd {fd}"),
+            source,
+        })
+        .and_then(|f| read_bounded(format!("fd {fd}"), f))
+}
+
+/// Reads the arguments (the plan with them); `Err` is the exit status (the usage or the
+/// help printed).
+fn parse_args(args: &[String]) -> Result<Args, i32> {
+    let mut a = Args::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--plan" => {
+                let Some(p) = it.next() else {
+                    return Err(usage_error(usage()));
+                };
+                a.plan_src = Some(plan_from_file(p));
+            }
+            "--plan-fd" => a.plan_src = Some(plan_from_fd(fd_arg(it.next()).map_err(usage_error)?)),
+            "--warm" => a.warm = true,
+            "--ns-sockets" => a.ns_sockets = true,
+            "--pid" => match pid_arg(it.next()) {
+                Some(p) => a.job_pid = Some(p),
+                None => {
+                    return Err(usage_error(format!(
+                        "efr-launch: --pid takes a pid\n{}",
+                        usage()
+                    )));
+                }
+            },
+            "--control-fd" => a.control_fd = Some(fd_arg(it.next()).map_err(usage_error)?),
+            "--join-cgroup-fd" => match fd_arg(it.next()) {
+                // Not the standard fds.
+                Ok(fd) if fd > 2 => a.join_cgroups.push(fd),
+                _ => {
+                    return Err(usage_error(format!(
+                        "efr-launch: --join-cgroup-fd takes an fd above 2\n{}",
+                        usage()
+                    )));
+                }
+            },
+            "--status-fd" => a.status_fd = Some(fd_arg(it.next()).map_err(usage_error)?),
+            "--caller-pid" => match pid_arg(it.next()) {
+                Some(p) => a.caller_pid = Some(p),
+                None => {
+                    return Err(usage_error(format!(
+                        "efr-launch: --caller-pid takes a pid\n{}",
+                        usage()
+                    )));
+                }
+            },
+            "-h" | "--help" => {
+                println!("{}", usage());
+                return Err(0);
+            }
+            other => {
+                return Err(usage_error(format!(
+                    "efr-launch: unknown argument {other:?}\n{}",
+                    usage()
+                )));
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// The job's cgroups, joined first, before anything is forked or made
+/// (`crate::join_cgroup`); a standby's cgroups are its call's: it joins none of its own.
+fn join_cgroups_first(a: &Args, out: &StatusOut) -> Result<(), i32> {
+    if a.join_cgroups.is_empty() {
+        return Ok(());
+    }
+    if a.warm
+        || a.join_cgroups
+            .iter()
+            .any(|&fd| Some(fd) == a.status_fd || Some(fd) == a.control_fd)
+    {
+        return Err(usage_error(format!(
+            "efr-launch: --join-cgroup-fd is not for --warm nor for the status or control fd\n{}",
+            usage()
+        )));
+    }
+    crate::join_cgroup::join(&a.join_cgroups).map_err(|e| out.setup_error(e.to_string()))
+}
+
+/// Runs `efr-launch` with these arguments; returns the exit status. In steps: the
+/// arguments, the status fd kept from the call, the job's cgroups, the caller watched, then
+/// one of the socket maker of a job's namespace, a launcher in standby, or one call.
 pub fn main(args: Vec<String>) -> i32 {
     if args.first().map(String::as_str) == Some("--inner") {
         match (fd_arg(args.get(1)), fd_arg(args.get(2))) {
@@ -61,154 +189,49 @@ pub fn main(args: Vec<String>) -> i32 {
             _ => return crate::exit_code::USAGE,
         }
     }
-    let mut plan_src: Option<Result<Vec<u8>, CliError>> = None;
-    let mut status_fd = None;
-    let mut caller_pid = None;
-    let mut warm = false;
-    let mut ns_sockets = false;
-    let mut job_pid = None;
-    let mut control_fd = None;
-    let mut join_cgroups: Vec<RawFd> = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--plan" => {
-                let Some(p) = it.next() else {
-                    eprintln!("{}", usage());
-                    return crate::exit_code::USAGE;
-                };
-                plan_src = Some(
-                    std::fs::File::open(p)
-                        .map_err(|source| CliError::Plan {
-                            from: p.clone(),
-                            source,
-                        })
-                        .and_then(|f| read_bounded(p.clone(), f)),
-                );
-            }
-            "--plan-fd" => match fd_arg(it.next()) {
-                Ok(fd) => {
-                    plan_src = Some(
-                        crate::sys::file_from_fd(fd)
-                            .map_err(|source| CliError::Plan {
-                                from: format!("fd {fd}"),
-                                source,
-                            })
-                            .and_then(|f| read_bounded(format!("fd {fd}"), f)),
-                    );
-                }
-                Err(u) => {
-                    eprintln!("{u}");
-                    return crate::exit_code::USAGE;
-                }
-            },
-            "--warm" => warm = true,
-            "--ns-sockets" => ns_sockets = true,
-            "--pid" => match it.next().and_then(|s| s.parse::<libc::pid_t>().ok()) {
-                Some(p) if p > 0 => job_pid = Some(p),
-                _ => {
-                    eprintln!("efr-launch: --pid takes a pid\n{}", usage());
-                    return crate::exit_code::USAGE;
-                }
-            },
-            "--control-fd" => match fd_arg(it.next()) {
-                Ok(fd) => control_fd = Some(fd),
-                Err(u) => {
-                    eprintln!("{u}");
-                    return crate::exit_code::USAGE;
-                }
-            },
-            "--join-cgroup-fd" => match fd_arg(it.next()) {
-                // Not the standard fds.
-                Ok(fd) if fd > 2 => join_cgroups.push(fd),
-                _ => {
-                    eprintln!(
-                        "efr-launch: --join-cgroup-fd takes an fd above 2\n{}",
-                        usage()
-                    );
-                    return crate::exit_code::USAGE;
-                }
-            },
-            "--status-fd" => match fd_arg(it.next()) {
-                Ok(fd) => status_fd = Some(fd),
-                Err(u) => {
-                    eprintln!("{u}");
-                    return crate::exit_code::USAGE;
-                }
-            },
-            "--caller-pid" => match it.next().and_then(|s| s.parse::<libc::pid_t>().ok()) {
-                Some(p) if p > 0 => caller_pid = Some(p),
-                _ => {
-                    eprintln!("efr-launch: --caller-pid takes a pid\n{}", usage());
-                    return crate::exit_code::USAGE;
-                }
-            },
-            "-h" | "--help" => {
-                println!("{}", usage());
-                return 0;
-            }
-            other => {
-                eprintln!("efr-launch: unknown argument {other:?}\n{}", usage());
-                return crate::exit_code::USAGE;
-            }
-        }
-    }
+    let a = match parse_args(&args) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
     // The status fd must not reach the call (the line could write status lines): a status
     // fd that is not open is refused before anything runs.
-    if let Some(fd) = status_fd {
+    if let Some(fd) = a.status_fd {
         if let Err(e) = crate::sys::set_cloexec(fd) {
             eprintln!("efr-launch: the status fd {fd}: {e}");
             return crate::exit_code::SETUP_ERROR;
         }
     }
-    let out = StatusOut(status_fd);
-    if !join_cgroups.is_empty() {
-        // A standby's cgroups are its call's: it joins none of its own.
-        if warm
-            || join_cgroups
-                .iter()
-                .any(|&fd| Some(fd) == status_fd || Some(fd) == control_fd)
-        {
-            eprintln!(
-                "efr-launch: --join-cgroup-fd is not for --warm nor for the status or control fd\n{}",
-                usage()
-            );
-            return crate::exit_code::USAGE;
-        }
-        // The job's cgroups first, before anything is forked or made (`crate::join_cgroup`).
-        if let Err(e) = crate::join_cgroup::join(&join_cgroups) {
-            return out.setup_error(e.to_string());
-        }
+    let out = StatusOut(a.status_fd);
+    if let Err(code) = join_cgroups_first(&a, &out) {
+        return code;
     }
     // The launch ends with the process that started it (see `crate::caller`).
-    let caller = match crate::caller::Caller::watch(caller_pid) {
+    let caller = match crate::caller::Caller::watch(a.caller_pid) {
         Ok(c) => c,
         Err(e) => return out.setup_error(e.to_string()),
     };
-    if ns_sockets || job_pid.is_some() {
+    if a.ns_sockets || a.job_pid.is_some() {
         // The socket maker of a job's network namespace (see `crate::ns_sockets`).
         let (true, Some(pid), Some(fd), false, None) =
-            (ns_sockets, job_pid, control_fd, warm, &plan_src)
+            (a.ns_sockets, a.job_pid, a.control_fd, a.warm, &a.plan_src)
         else {
-            eprintln!(
+            return usage_error(format!(
                 "efr-launch: --ns-sockets takes --pid and --control-fd, and no plan\n{}",
                 usage()
-            );
-            return crate::exit_code::USAGE;
+            ));
         };
         let Some(control) = control_socket(fd) else {
             return crate::exit_code::USAGE;
         };
         return crate::ns_sockets::main(pid, control, &caller);
     }
-    if warm || control_fd.is_some() {
+    if a.warm || a.control_fd.is_some() {
         // A launcher in standby: its plan comes later, on the control socket.
-        let (true, Some(fd), None) = (warm, control_fd, &plan_src) else {
-            eprintln!(
+        let (true, Some(fd), None) = (a.warm, a.control_fd, &a.plan_src) else {
+            return usage_error(format!(
                 "efr-launch: --warm takes --control-fd and no plan\n{}",
                 usage()
-            );
-            return crate::exit_code::USAGE;
+            ));
         };
         let Some(control) = control_socket(fd) else {
             return crate::exit_code::USAGE;
@@ -217,9 +240,8 @@ pub fn main(args: Vec<String>) -> i32 {
         out.hang_up();
         return code;
     }
-    let Some(src) = plan_src else {
-        eprintln!("{}", usage());
-        return crate::exit_code::USAGE;
+    let Some(src) = a.plan_src else {
+        return usage_error(usage());
     };
     let plan = match parse_plan(src) {
         Ok(p) => p,

@@ -21,23 +21,20 @@
 //! * [`pty`]: the call's own terminal, relayed by the launcher.
 //! * [`run`]: the launcher's process (one call, in named steps); [`standby`]: a launcher
 //!   started ahead of its call, its init waiting in fresh namespaces
-//!   ([`backend::warm`]); [`cli`]: `efr-launch`'s
-//!   command line; [`caller`]: the launch ends with its caller; [`join_cgroup`]: the
-//!   job's cgroups, joined before anything is made; [`exit_code`]: the launcher's own
-//!   exit statuses.
-//!   ([`backend::warm`]); [`ns_sockets`]: the socket maker of a job's network namespace
-//!   (for its port forwards); [`cli`]: `efr-launch`'s
-//!   command line; [`caller`]: the launch ends with its caller; [`exit_code`]: the
-//!   launcher's own exit statuses.
+//!   ([`backend::warm`]); [`signals`]: the signal tables (forwarded, ignored, the one
+//!   that ends a call), a leaf that `run`, `child::init` and the backends read;
+//!   [`ns_sockets`]: the socket maker of a job's network namespace (for its port
+//!   forwards); [`cli`]: `efr-launch`'s command line; [`caller`]: the launch ends with its
+//!   caller; [`join_cgroup`]: the job's cgroups, joined before anything is made;
+//!   [`exit_code`]: the launcher's own exit statuses.
 //! * [`plan`] (the plan JSON, the wire from the service), [`status`] (the status lines,
 //!   the wire back), [`mod@env`] (the line's environment), [`api`] (the library API below).
 //! * [`setup`]: the one error of the call's setup inside its namespaces
 //!   ([`setup::SetupError`]: every variant names the operation and the path).
 //! * `sys`: every `unsafe` of the crate, each block with its `SAFETY` comment.
 //!
-//! The old flat paths (`efr_launcher::bwrap`, `native`, `unsandboxed`, `inner`, `egress`,
-//! `lockdown`, `seccomp`, `handoff`, `report`) are re-exported, so other crates compile
-//! unchanged.
+//! Each module has one path: `efr_launcher::backend::bwrap`, `efr_launcher::child::report`
+//! and so on (no flat re-export gives a module a second name).
 //!
 //! # Library API (for the service and the CLI)
 //!
@@ -85,16 +82,10 @@ pub mod pty;
 pub mod restrict;
 pub mod run;
 pub mod setup;
+pub mod signals;
 pub mod spawned;
 pub mod standby;
 pub mod status;
 pub mod supervise;
 mod sys;
 pub mod view;
-
-// The flat paths the crate had before it was cut by what it does.
-pub use backend::{bwrap, native, unsandboxed};
-pub use child::{egress, init as inner, report};
-pub use restrict::{lockdown, seccomp};
-pub use view::handoff;
-use view::listing;

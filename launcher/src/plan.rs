@@ -212,6 +212,165 @@ fn check_env(what: &str, v: &[EnvVar]) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// The line and the shell's command line: bounded, no NUL, the shell's path absolute.
+fn check_line(plan: &Plan) -> Result<(), PlanError> {
+    if plan.line.len() > MAX_LINE_BYTES {
+        return Err(invalid("line is too long"));
+    }
+    if plan.line.contains('\0') {
+        return Err(invalid("line holds a NUL byte"));
+    }
+    check_path("shell", plan.shell())?;
+    let args: usize = plan.shell_args.iter().map(|a| a.len() + 1).sum();
+    if args > MAX_LINE_BYTES {
+        return Err(invalid("shell_args are too long"));
+    }
+    if plan.shell_args.iter().any(|a| a.contains('\0')) {
+        return Err(invalid("shell_args hold a NUL byte"));
+    }
+    Ok(())
+}
+
+/// The call's directories and sizes: cwd, home, scratch, tmp, the tmpfs sizes, the
+/// project roots and the paths kept read-only inside them.
+fn check_dirs(plan: &Plan) -> Result<(), PlanError> {
+    check_path("cwd", &plan.cwd)?;
+    if let Some(h) = &plan.home {
+        check_path("home", h)?;
+    }
+    if let Some(s) = &plan.scratch {
+        check_path("scratch", s)?;
+    }
+    if let Some(t) = &plan.tmp {
+        check_path("tmp", t)?;
+    }
+    for (what, s) in [("tmp_size", &plan.tmp_size), ("shm_size", &plan.shm_size)] {
+        if let Some(s) = s {
+            Size::parse(s).map_err(|e| invalid(format!("{what}: {e}")))?;
+        }
+    }
+    check_list("projects", &plan.projects)?;
+    check_list("read_only_inside", &plan.read_only_inside)
+}
+
+/// The protected name patterns: relative, bounded, and patterns the supervisor compiles.
+fn check_protect_names(names: &[String]) -> Result<(), PlanError> {
+    if names.len() > MAX_LIST {
+        return Err(invalid("protect_names: too many entries"));
+    }
+    for n in names {
+        if n.is_empty() || n.len() > MAX_PATH || n.contains('\0') || n.starts_with('/') {
+            return Err(invalid(format!(
+                "protect_names: {n:?} is not a relative pattern"
+            )));
+        }
+    }
+    crate::supervise::Rules::new(&[], &[], names).map_err(|e| invalid(e.to_string()))?;
+    Ok(())
+}
+
+/// The scrubbed copies: each of a mask of the plan, bounded one by one and in all.
+fn check_scrubbed(plan: &Plan) -> Result<(), PlanError> {
+    if plan.scrubbed.len() > MAX_SCRUBBED {
+        return Err(invalid(format!(
+            "scrubbed: more than {MAX_SCRUBBED} copies"
+        )));
+    }
+    let mut total = 0;
+    for f in &plan.scrubbed {
+        let p = f.path.trim_end_matches('/');
+        if !plan.masks.iter().any(|m| m.trim_end_matches('/') == p) {
+            return Err(invalid(format!(
+                "scrubbed copy of {:?}: not a mask of the plan",
+                f.path
+            )));
+        }
+        if f.content.len() > MAX_SCRUBBED_BYTES || f.content.contains('\0') {
+            return Err(invalid(format!(
+                "scrubbed copy of {:?}: longer than {MAX_SCRUBBED_BYTES} bytes or holds NUL",
+                f.path
+            )));
+        }
+        total += f.content.len();
+    }
+    if total > MAX_SCRUBBED_TOTAL {
+        return Err(invalid(format!(
+            "scrubbed: more than {MAX_SCRUBBED_TOTAL} bytes in all"
+        )));
+    }
+    Ok(())
+}
+
+/// The caches' layers and private files: at most 64 of each, their paths valid.
+fn check_caches(plan: &Plan) -> Result<(), PlanError> {
+    if plan.caches.len() > 64 {
+        return Err(invalid("caches: more than 64 entries"));
+    }
+    for c in &plan.caches {
+        c.validate()?;
+    }
+    if plan.cache_files.len() > 64 {
+        return Err(invalid("cache_files: more than 64 entries"));
+    }
+    for f in &plan.cache_files {
+        check_path("cache file", &f.path)?;
+        check_path("cache file", &f.private)?;
+    }
+    Ok(())
+}
+
+/// The environment's parts: the kept names, the policy (bounded, compiled), the
+/// variables.
+fn check_env_parts(plan: &Plan) -> Result<(), PlanError> {
+    if plan.env_keep.len() > MAX_LIST {
+        return Err(invalid("env_keep: too many entries"));
+    }
+    if let Some(p) = &plan.env_policy {
+        if p.keep.len() > MAX_LIST || p.drop.len() > MAX_LIST || p.secret_values.len() > MAX_LIST {
+            return Err(invalid("env_policy: too many entries"));
+        }
+        p.compile()
+            .map_err(|e| invalid(format!("env_policy: {e}")))?;
+    }
+    if let Some(env) = &plan.env {
+        check_env("env", env)?;
+    }
+    check_env("env_set", &plan.env_set)
+}
+
+/// The grants: bounded, each of a known kind with valid paths, `open_network` and
+/// `net_view` not together.
+fn check_grants(grants: &[Grant]) -> Result<(), PlanError> {
+    if grants.len() > MAX_LIST {
+        return Err(invalid("grants: too many entries"));
+    }
+    for g in grants {
+        match g {
+            Grant::Write { path }
+            | Grant::Socket { path }
+            | Grant::Device { path }
+            | Grant::Unmask { path } => check_path(g.kind_str(), path)?,
+            Grant::OpenNetwork | Grant::NetView | Grant::Bus { .. } | Grant::Desktop { .. } => {}
+            Grant::Host { .. } => {
+                // Carried by the proxy, which the service runs; the launcher binds the
+                // listeners of a `tcp` one, which must name the host's loopback and a port.
+                g.tcp_relay().map_err(|e| invalid(e.to_string()))?;
+            }
+            Grant::BusFilter { .. } => {
+                // Carried by the proxy and the bus filter, which the service runs; the
+                // launcher only needs the plan's env_set and socket grants for them.
+            }
+            Grant::Unknown => return Err(invalid("grant of an unknown kind")),
+        }
+    }
+    if grants.iter().any(|g| matches!(g, Grant::OpenNetwork))
+        && grants.iter().any(|g| matches!(g, Grant::NetView))
+    {
+        return Err(invalid("open_network and net_view together"));
+    }
+    Ok(())
+}
+
 /// The launcher's checks of a plan (the plan's types are the wire's: these are the
 /// launcher's, its trust boundary).
 pub trait PlanCheck: Sized {
@@ -258,140 +417,18 @@ impl PlanCheck for Plan {
         if self.version != PLAN_VERSION {
             return Err(PlanError::Version(self.version));
         }
-        if self.line.len() > MAX_LINE_BYTES {
-            return Err(invalid("line is too long"));
-        }
-        if self.line.contains('\0') {
-            return Err(invalid("line holds a NUL byte"));
-        }
-        check_path("shell", self.shell())?;
-        let args: usize = self.shell_args.iter().map(|a| a.len() + 1).sum();
-        if args > MAX_LINE_BYTES {
-            return Err(invalid("shell_args are too long"));
-        }
-        if self.shell_args.iter().any(|a| a.contains('\0')) {
-            return Err(invalid("shell_args hold a NUL byte"));
-        }
-        check_path("cwd", &self.cwd)?;
-        if let Some(h) = &self.home {
-            check_path("home", h)?;
-        }
-        if let Some(s) = &self.scratch {
-            check_path("scratch", s)?;
-        }
-        if let Some(t) = &self.tmp {
-            check_path("tmp", t)?;
-        }
-        for (what, s) in [("tmp_size", &self.tmp_size), ("shm_size", &self.shm_size)] {
-            if let Some(s) = s {
-                Size::parse(s).map_err(|e| invalid(format!("{what}: {e}")))?;
-            }
-        }
-        check_list("projects", &self.projects)?;
-        check_list("read_only_inside", &self.read_only_inside)?;
-        if self.protect_names.len() > MAX_LIST {
-            return Err(invalid("protect_names: too many entries"));
-        }
-        for n in &self.protect_names {
-            if n.is_empty() || n.len() > MAX_PATH || n.contains('\0') || n.starts_with('/') {
-                return Err(invalid(format!(
-                    "protect_names: {n:?} is not a relative pattern"
-                )));
-            }
-        }
-        crate::supervise::Rules::new(&[], &[], &self.protect_names)
-            .map_err(|e| invalid(e.to_string()))?;
+        check_line(self)?;
+        check_dirs(self)?;
+        check_protect_names(&self.protect_names)?;
         check_list("masks", &self.masks)?;
-        if self.scrubbed.len() > MAX_SCRUBBED {
-            return Err(invalid(format!(
-                "scrubbed: more than {MAX_SCRUBBED} copies"
-            )));
-        }
-        let mut total = 0;
-        for f in &self.scrubbed {
-            let p = f.path.trim_end_matches('/');
-            if !self.masks.iter().any(|m| m.trim_end_matches('/') == p) {
-                return Err(invalid(format!(
-                    "scrubbed copy of {:?}: not a mask of the plan",
-                    f.path
-                )));
-            }
-            if f.content.len() > MAX_SCRUBBED_BYTES || f.content.contains('\0') {
-                return Err(invalid(format!(
-                    "scrubbed copy of {:?}: longer than {MAX_SCRUBBED_BYTES} bytes or holds NUL",
-                    f.path
-                )));
-            }
-            total += f.content.len();
-        }
-        if total > MAX_SCRUBBED_TOTAL {
-            return Err(invalid(format!(
-                "scrubbed: more than {MAX_SCRUBBED_TOTAL} bytes in all"
-            )));
-        }
-        if self.caches.len() > 64 {
-            return Err(invalid("caches: more than 64 entries"));
-        }
-        for c in &self.caches {
-            c.validate()?;
-        }
-        if self.cache_files.len() > 64 {
-            return Err(invalid("cache_files: more than 64 entries"));
-        }
-        for f in &self.cache_files {
-            check_path("cache file", &f.path)?;
-            check_path("cache file", &f.private)?;
-        }
-        if self.env_keep.len() > MAX_LIST {
-            return Err(invalid("env_keep: too many entries"));
-        }
-        if let Some(p) = &self.env_policy {
-            if p.keep.len() > MAX_LIST
-                || p.drop.len() > MAX_LIST
-                || p.secret_values.len() > MAX_LIST
-            {
-                return Err(invalid("env_policy: too many entries"));
-            }
-            p.compile()
-                .map_err(|e| invalid(format!("env_policy: {e}")))?;
-        }
-        if let Some(env) = &self.env {
-            check_env("env", env)?;
-        }
-        check_env("env_set", &self.env_set)?;
+        check_scrubbed(self)?;
+        check_caches(self)?;
+        check_env_parts(self)?;
         if self.test_weaken.len() > 16 {
             return Err(invalid("test_weaken: too many entries"));
         }
         self.weakenings().map_err(|e| invalid(e.to_string()))?;
-        if self.grants.len() > MAX_LIST {
-            return Err(invalid("grants: too many entries"));
-        }
-        for g in &self.grants {
-            match g {
-                Grant::Write { path }
-                | Grant::Socket { path }
-                | Grant::Device { path }
-                | Grant::Unmask { path } => check_path(g.kind_str(), path)?,
-                Grant::OpenNetwork | Grant::NetView | Grant::Bus { .. } | Grant::Desktop { .. } => {
-                }
-                Grant::Host { .. } => {
-                    // Carried by the proxy, which the service runs; the launcher binds the
-                    // listeners of a `tcp` one, which must name the host's loopback and a
-                    // port.
-                    g.tcp_relay().map_err(|e| invalid(e.to_string()))?;
-                }
-                Grant::BusFilter { .. } => {
-                    // Carried by the proxy and the bus filter, which the service runs; the
-                    // launcher only needs the plan's env_set and socket grants for them.
-                }
-                Grant::Unknown => return Err(invalid("grant of an unknown kind")),
-            }
-        }
-        if self.grants.iter().any(|g| matches!(g, Grant::OpenNetwork))
-            && self.grants.iter().any(|g| matches!(g, Grant::NetView))
-        {
-            return Err(invalid("open_network and net_view together"));
-        }
+        check_grants(&self.grants)?;
         if let Some(p) = &self.proxy {
             p.validate()?;
             if self.mode != PlanMode::Contained || self.net() != NetMode::Own {

@@ -20,63 +20,6 @@ use crate::view::Op;
 /// Exit status of the launcher when the line did not run.
 pub const SETUP_ERROR_EXIT: i32 = crate::exit_code::SETUP_ERROR;
 
-/// The signals that reach a contained line through the launcher, with why. The line runs
-/// in a session of its own (see [`crate::child::init`]), out of its caller's process group, so a
-/// signal sent to that group (a terminal's ^C when stdio is not the terminal, `kill -INT
-/// -PGID` of a harness, a timeout) or to the launcher reaches the line only this way: the
-/// launcher hands each one, whoever sent it, to the call's init, which hands it to the
-/// line's process group, as the terminal would have. Under an unsandboxed launch the line
-/// is in the caller's group and gets group signals itself: the launcher hands on only
-/// SIGINT, SIGTERM and SIGHUP, and only when a process sent them to the launcher.
-pub const FORWARDED_SIGNALS: &[(libc::c_int, &str)] = &[
-    (libc::SIGINT, "^C, a harness's interrupt"),
-    (libc::SIGTERM, "a harness's or timeout's stop"),
-    (libc::SIGHUP, "the caller's terminal went away"),
-    (libc::SIGQUIT, "a terminal's ^\\ is the line's to act on"),
-    (
-        libc::SIGUSR1,
-        "sent to a group by tools that signal progress (dd, a harness)",
-    ),
-    (libc::SIGUSR2, "as SIGUSR1"),
-    (
-        libc::SIGALRM,
-        "a timer signal sent to the group (`kill -ALRM -PGID`)",
-    ),
-    (libc::SIGVTALRM, "a timer signal, as SIGALRM"),
-    (libc::SIGPROF, "a profiler's timer signal, as SIGALRM"),
-    (
-        libc::SIGIO,
-        "I/O readiness sent to a group (F_SETOWN with a negative pid)",
-    ),
-];
-
-/// The signals handed on to an unsandboxed line, and only when a process sent them to the
-/// launcher (a group signal or a terminal's reached the line itself).
-pub const UNSANDBOXED_FORWARDED: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-
-/// The signals the launcher ignores (and bubblewrap's process with it), with why: they end
-/// a process by default, and the launcher's death would end the call as "the sandbox ended
-/// before the line did", but they are not the line's to get.
-pub const IGNORED_SIGNALS: &[(libc::c_int, &str)] = &[
-    (
-        libc::SIGPWR,
-        "a power-failure notice sent to every process (`kill -PWR -1` reaches the line itself)",
-    ),
-    (
-        libc::SIGXCPU,
-        "the CPU-time limit is the line's: the launcher uses almost none",
-    ),
-    (
-        libc::SIGXFSZ,
-        "the file-size limit: the launcher's status writes fail instead",
-    ),
-];
-
-/// The numbers of [`FORWARDED_SIGNALS`].
-pub fn forwarded_signals() -> Vec<libc::c_int> {
-    FORWARDED_SIGNALS.iter().map(|&(s, _)| s).collect()
-}
-
 /// Where status lines go.
 #[derive(Debug)]
 pub struct StatusOut(pub Option<RawFd>);
@@ -227,7 +170,7 @@ fn kill_call(
 ) -> Vec<String> {
     let deadline = Instant::now() + KILL_WAIT;
     if contained
-        && sys::kill(init, crate::child::init::LAUNCHER_DEATH_SIGNAL).is_ok()
+        && sys::kill(init, crate::signals::LAUNCHER_DEATH_SIGNAL).is_ok()
         && wait_until(child, Instant::now() + INIT_END_WAIT).is_some()
     {
         reap_orphans(deadline);
@@ -304,6 +247,60 @@ struct Spawned {
     cgroup: Option<crate::backend::unsandboxed::Cgroup>,
 }
 
+/// The test knobs of a contained launch (validated with the plan: an unknown knob never
+/// gets here).
+struct Knobs {
+    no_masks: bool,
+    with_landlock: bool,
+    /// bubblewrap's path.
+    bwrap: String,
+}
+
+/// Step 3a: the test knobs of the plan, and the init's spec completed for a contained call
+/// (seccomp entries dropped by a test, capabilities, the watched file systems, the
+/// supervisor, the egress).
+fn contained_spec(plan: &Plan, spec: &mut InnerSpec) -> Knobs {
+    let weaken = plan.weakenings().unwrap_or_default();
+    spec.seccomp_drop = weaken
+        .iter()
+        .filter_map(|w| match w {
+            TestWeaken::SeccompDrop(name) => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    let bwrap = weaken
+        .iter()
+        .find_map(|w| match w {
+            TestWeaken::Bwrap(path) => Some(path.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| crate::backend::bwrap::BWRAP.to_string());
+    spec.drop_caps = true;
+    spec.watch_full = vec!["/tmp".into(), "/dev/shm".into()];
+    if !weaken.contains(&TestWeaken::NoSupervise) {
+        spec.supervise = Some(crate::view::supervise_spec(plan));
+    }
+    Knobs {
+        no_masks: weaken.contains(&TestWeaken::NoMasks),
+        with_landlock: !weaken.contains(&TestWeaken::NoLandlock),
+        bwrap,
+    }
+}
+
+/// The whole view (without its masks when a test asks).
+fn full_view(plan: &Plan, knobs: &Knobs) -> crate::view::View {
+    let mut v = crate::view::build(plan);
+    if knobs.no_masks {
+        v.ops.retain(|op| {
+            !matches!(
+                op,
+                Op::MaskDir { .. } | Op::MaskFile { .. } | Op::SealDir { .. }
+            )
+        });
+    }
+    v
+}
+
 /// Step 3, contained: computes the view (weakened when a test asks), completes the init's
 /// spec and starts the plan's backend.
 fn spawn_contained(
@@ -312,126 +309,94 @@ fn spawn_contained(
     report_w: RawFd,
     warm: Option<crate::backend::warm::Waiting>,
 ) -> Spawned {
-    let mut info: Option<(OwnedFd, OwnedFd)> = None;
-    let mut view = None;
-    let mut stage = None;
-    let backend_name;
-    let pid = {
-        // Validated with the plan: an unknown knob never gets here.
-        let weaken = plan.weakenings().unwrap_or_default();
-        let no_masks = weaken.contains(&TestWeaken::NoMasks);
-        let with_landlock = !weaken.contains(&TestWeaken::NoLandlock);
-        // The whole view (weakened when a test asks).
-        let finish = || {
-            let mut v = crate::view::build(plan);
-            if no_masks {
-                v.ops.retain(|op| {
-                    !matches!(
-                        op,
-                        Op::MaskDir { .. } | Op::MaskFile { .. } | Op::SealDir { .. }
-                    )
-                });
-            }
-            v
-        };
-        spec.seccomp_drop = weaken
-            .iter()
-            .filter_map(|w| match w {
-                TestWeaken::SeccompDrop(name) => Some(name.clone()),
-                _ => None,
-            })
-            .collect();
-        let bwrap_path = weaken
-            .iter()
-            .find_map(|w| match w {
-                TestWeaken::Bwrap(path) => Some(path.clone()),
-                _ => None,
-            })
-            .unwrap_or_else(|| crate::backend::bwrap::BWRAP.to_string());
-        spec.drop_caps = true;
-        spec.watch_full = vec!["/tmp".into(), "/dev/shm".into()];
-        if !weaken.contains(&TestWeaken::NoSupervise) {
-            spec.supervise = Some(crate::view::supervise_spec(plan));
-        }
-        let base = crate::view::base(plan);
-        if let (Some(_), Some(p)) = (&base.proxy_socket, &plan.proxy) {
-            spec.egress = Some(crate::child::egress::EgressSpec {
-                socket: crate::plan::INSIDE_PROXY_SOCKET.into(),
-                relay_port: p.relay_port,
-                ports: p.ports.clone(),
-                tcp: crate::child::egress::EgressSpec::tcp_of(&plan.grants),
-            });
-        }
-        match plan.backend {
-            Backend::Native => {
-                backend_name = efr_sandbox_wire::RunBackend::Native;
-                spec.seccomp = Some(plan.net() == NetMode::View);
-                // The view is computed while the child builds its base (see native::spawn).
-                let mut full = None;
-                let r = crate::backend::native::spawn(
-                    &base,
-                    spec,
-                    report_w,
-                    || {
-                        let v = finish();
-                        let rest = crate::view::handoff::Rest {
-                            ops: v.ops.clone(),
-                            landlock: with_landlock.then(|| v.landlock.clone()),
-                        };
-                        full = Some(v);
-                        rest
-                    },
-                    warm,
-                );
-                view = full;
-                r
-            }
-            Backend::Bwrap => {
-                backend_name = efr_sandbox_wire::RunBackend::Bwrap;
-                spec.seccomp_preloaded = true;
-                spec.drop_caps = false;
-                if !std::path::Path::new(&bwrap_path).exists() {
-                    Err(crate::setup::SetupError::Missing {
-                        what: "backend bwrap unavailable:",
-                        path: bwrap_path.clone(),
-                    })
-                } else {
-                    let v = finish();
-                    if with_landlock {
-                        spec.landlock = Some(v.landlock.clone());
-                    }
-                    let r = match (crate::backend::bwrap::Stage::new(&v), sys::pipe_owned()) {
-                        (Ok(st), Ok((ir, iw))) => {
-                            let r = crate::backend::bwrap::spawn(
-                                &bwrap_path,
-                                &v,
-                                spec,
-                                &st,
-                                report_w,
-                                iw.as_raw_fd(),
-                            );
-                            info = Some((ir, iw));
-                            stage = Some(st);
-                            r
-                        }
-                        (Err(e), _) | (_, Err(e)) => {
-                            Err(crate::setup::SetupError::sys("bwrap stage")(e))
-                        }
-                    };
-                    view = Some(v);
-                    r
-                }
-            }
-        }
-    };
+    let knobs = contained_spec(plan, spec);
+    let base = crate::view::base(plan);
+    if let (Some(_), Some(p)) = (&base.proxy_socket, &plan.proxy) {
+        spec.egress = Some(crate::child::egress::EgressSpec {
+            socket: crate::plan::INSIDE_PROXY_SOCKET.into(),
+            relay_port: p.relay_port,
+            ports: p.ports.clone(),
+            tcp: crate::child::egress::EgressSpec::tcp_of(&plan.grants),
+        });
+    }
+    match plan.backend {
+        Backend::Native => spawn_native(plan, &knobs, &base, spec, report_w, warm),
+        Backend::Bwrap => spawn_bwrap(plan, &knobs, spec, report_w),
+    }
+}
+
+/// Step 3b, native: the child builds the base of its view while the launcher computes the
+/// rest (see `native::spawn`).
+fn spawn_native(
+    plan: &Plan,
+    knobs: &Knobs,
+    base: &crate::view::View,
+    spec: &mut InnerSpec,
+    report_w: RawFd,
+    warm: Option<crate::backend::warm::Waiting>,
+) -> Spawned {
+    spec.seccomp = Some(plan.net() == NetMode::View);
+    let mut full = None;
+    let pid = crate::backend::native::spawn(
+        base,
+        spec,
+        report_w,
+        || {
+            let v = full_view(plan, knobs);
+            let rest = crate::view::handoff::Rest {
+                ops: v.ops.clone(),
+                landlock: knobs.with_landlock.then(|| v.landlock.clone()),
+            };
+            full = Some(v);
+            rest
+        },
+        warm,
+    );
     Spawned {
-        backend_name,
+        backend_name: efr_sandbox_wire::RunBackend::Native,
         pid,
-        view,
-        stage,
-        info,
+        view: full,
+        stage: None,
+        info: None,
         cgroup: None,
     }
+}
+
+/// Step 3b, bubblewrap: the view staged, bubblewrap started with its info pipe.
+fn spawn_bwrap(plan: &Plan, knobs: &Knobs, spec: &mut InnerSpec, report_w: RawFd) -> Spawned {
+    let mut s = Spawned {
+        backend_name: efr_sandbox_wire::RunBackend::Bwrap,
+        pid: Ok(0),
+        view: None,
+        stage: None,
+        info: None,
+        cgroup: None,
+    };
+    spec.seccomp_preloaded = true;
+    spec.drop_caps = false;
+    if !std::path::Path::new(&knobs.bwrap).exists() {
+        s.pid = Err(crate::setup::SetupError::Missing {
+            what: "backend bwrap unavailable:",
+            path: knobs.bwrap.clone(),
+        });
+        return s;
+    }
+    let v = full_view(plan, knobs);
+    if knobs.with_landlock {
+        spec.landlock = Some(v.landlock.clone());
+    }
+    s.pid = match (crate::backend::bwrap::Stage::new(&v), sys::pipe_owned()) {
+        (Ok(st), Ok((ir, iw))) => {
+            let r =
+                crate::backend::bwrap::spawn(&knobs.bwrap, &v, spec, &st, report_w, iw.as_raw_fd());
+            s.info = Some((ir, iw));
+            s.stage = Some(st);
+            r
+        }
+        (Err(e), _) | (_, Err(e)) => Err(crate::setup::SetupError::sys("bwrap stage")(e)),
+    };
+    s.view = Some(v);
+    s
 }
 
 /// Step 3, unsandboxed: the line's process in a cgroup of its own (when one can be made).
@@ -563,54 +528,76 @@ impl Harvest {
     }
 }
 
-fn run_once(
-    plan: &Plan,
-    out: &StatusOut,
-    caller: &Caller,
-    may_retry: bool,
-    warm: Option<crate::backend::warm::Prepared>,
-) -> Try {
-    // An init made ahead comes with the report pipe and the launcher's pidfd it holds; it
-    // serves only the native backend (another drops it here: its copies of the pipe's
-    // write end and of the pidfd go with it).
-    let (warm_init, warm_report, warm_pidfd) = match warm {
-        Some(w) => (
-            Some(w.init)
+/// The parts of an init made ahead ([`crate::backend::warm`]): the init itself, which
+/// serves only a native contained call, the report pipe and the launcher's pidfd it holds.
+struct WarmParts {
+    init: Option<crate::backend::warm::Waiting>,
+    report: Option<(OwnedFd, OwnedFd)>,
+    pidfd: Option<OwnedFd>,
+}
+
+/// Step 0: splits an init made ahead; another call than a native contained one drops the
+/// init here (its copies of the pipe's write end and of the pidfd go with it).
+fn split_warm(plan: &Plan, warm: Option<crate::backend::warm::Prepared>) -> WarmParts {
+    match warm {
+        Some(w) => WarmParts {
+            init: Some(w.init)
                 .filter(|_| plan.mode == PlanMode::Contained && plan.backend == Backend::Native),
-            Some(w.report),
-            Some(w.launcher_pidfd),
-        ),
-        None => (None, None, None),
-    };
-    if let Err(code) = preflight(plan, out, caller) {
-        return Try::Done(code);
+            report: Some(w.report),
+            pidfd: Some(w.launcher_pidfd),
+        },
+        None => WarmParts {
+            init: None,
+            report: None,
+            pidfd: None,
+        },
     }
-    let start = Instant::now();
-    let start_ms = now_ms();
-    let contained = plan.mode == PlanMode::Contained;
-    let mut spec = line_spec(plan);
+}
+
+/// The launcher's ends of the call, made before the backend starts (step 2).
+struct CallIo {
+    /// The call's own pty when stdio holds a terminal (see [`crate::pty`]).
+    relay: Option<crate::pty::Relay>,
+    /// The report pipe. Owned: both ends are closed on every way out of this attempt (a
+    /// retry included).
+    report_r: OwnedFd,
+    report_w: OwnedFd,
+    /// The read end of the launcher's signal pipe.
+    sig_r: RawFd,
+    /// The launcher's pidfd, which a contained call's init watches.
+    own_pidfd: Option<OwnedFd>,
+}
+
+/// Step 2: the call's pty, the report pipe, the launcher's signals and its pidfd, each put
+/// in the init's spec. `Err` is the launcher's exit status (the setup error is written).
+fn open_call_io(
+    contained: bool,
+    spec: &mut InnerSpec,
+    out: &StatusOut,
+    warm_report: Option<(OwnedFd, OwnedFd)>,
+    warm_pidfd: Option<OwnedFd>,
+) -> Result<CallIo, i32> {
     // The call's own pty when stdio holds a terminal (see crate::pty).
-    let mut relay = match contained.then(crate::pty::Relay::detect).transpose() {
+    let relay = match contained.then(crate::pty::Relay::detect).transpose() {
         Ok(r) => r.flatten(),
-        Err(e) => return Try::Done(out.setup_error(e.to_string())),
+        Err(e) => return Err(out.setup_error(e.to_string())),
     };
     spec.terminal = relay.as_ref().map(|r| r.spec());
     if contained && relay.is_none() {
         crate::env::no_terminal_editor(&mut spec.env);
     }
-    // Owned: both ends are closed on every way out of this attempt (a retry included).
     let (report_r, report_w) = match warm_report.map_or_else(sys::pipe_owned, Ok) {
         Ok(p) => p,
-        Err(e) => return Try::Done(out.setup_error(format!("pipe: {e}"))),
+        Err(e) => return Err(out.setup_error(format!("pipe: {e}"))),
     };
-    for &(sig, _) in IGNORED_SIGNALS {
+    for &(sig, _) in crate::signals::IGNORED_SIGNALS {
         sys::ignore_signals(&[sig]);
     }
-    let mut caught = forwarded_signals();
+    let mut caught = crate::signals::forwarded_signals();
     caught.push(libc::SIGCHLD);
     let sig_r = match sys::signal_pipe(&caught) {
         Ok(r) => r,
-        Err(e) => return Try::Done(out.setup_error(format!("signals: {e}"))),
+        Err(e) => return Err(out.setup_error(format!("signals: {e}"))),
     };
     // The contained call's init watches the launcher through this pidfd: where no death
     // signal reaches (the launcher died before the init's PR_SET_PDEATHSIG), the init
@@ -621,218 +608,266 @@ fn run_once(
         None
     };
     spec.launcher_pidfd = own_pidfd.as_ref().map(AsRawFd::as_raw_fd);
-    let Spawned {
-        backend_name,
-        pid: spawned,
-        view,
-        mut stage,
-        info,
-        cgroup,
-    } = if contained {
-        spawn_contained(plan, &mut spec, report_w.as_raw_fd(), warm_init)
-    } else {
-        spawn_unsandboxed(&spec, report_w.as_raw_fd())
-    };
-    // The write ends are the children's now: the reads below see their end.
-    drop(report_w);
-    drop(own_pidfd);
-    let info: Option<OwnedFd> = info.map(|(r, _w)| r);
-    // `report_owned` closes the read end when this attempt returns.
-    let report_owned = report_r;
-    let report_r = report_owned.as_raw_fd();
-    let child = match spawned {
-        Ok(p) => p,
-        Err(e) => return Try::Done(out.setup_error(e.to_string())),
-    };
-    if let Some(Err(e)) = relay.as_mut().map(|r| r.start(child)) {
-        let _ = sys::kill(child, libc::SIGKILL);
-        let _ = sys::waitpid(child, 0);
-        return Try::Done(out.setup_error(e.to_string()));
-    }
-    let mut sig_target = child;
-    let mut report_buf = Vec::new();
-    let mut report_open = true;
-    let mut info_open = info.is_some();
-    let mut info_buf: Vec<u8> = Vec::new();
-    // Signals to forward once the init's pid is known (bubblewrap).
-    let mut held: Vec<libc::c_int> = Vec::new();
-    let mut h = Harvest::default();
-    let mut child_status: Option<libc::c_int> = None;
-    let mut cg_kind = cgroup.as_ref().map(|c| c.kind);
-    let mut drain_deadline: Option<Instant> = None;
-    let mut buf = vec![0u8; 65536];
-    loop {
-        if child_status.is_some() && !report_open {
-            break;
-        }
-        // A contained line's end is final once the init reports it: the init reports only
-        // after every other process of the call is killed and reaped. Do not wait for the
-        // init's own exit (the kernel tearing down the call's namespaces, which
-        // bubblewrap's monitor does not wait for either).
-        if contained && h.line_status.is_some() {
-            break;
-        }
-        if let Some(d) = drain_deadline {
-            if Instant::now() > d {
-                break;
+    Ok(CallIo {
+        relay,
+        report_r,
+        report_w,
+        sig_r,
+        own_pidfd,
+    })
+}
+
+/// How the watch of a running call ended (step 4).
+enum Ended {
+    /// The call's report and its first process are done (or the drain time passed).
+    Over,
+    /// The caller died: the call is to be killed now.
+    CallerGone,
+}
+
+/// The watch of a running call (step 4): the launcher's signals handed on, the call's
+/// report folded, bubblewrap's info read for the init's pid, the first process reaped.
+struct Watch<'a> {
+    out: &'a StatusOut,
+    contained: bool,
+    backend_name: efr_sandbox_wire::RunBackend,
+    start_ms: u64,
+    /// The backend's process (the native init, bubblewrap, the unsandboxed line).
+    child: libc::pid_t,
+    /// Where signals go: the call's init once known (bubblewrap's child), else `child`.
+    sig_target: libc::pid_t,
+    sig_r: RawFd,
+    report_r: RawFd,
+    report_open: bool,
+    report_buf: Vec<u8>,
+    /// Bubblewrap's info pipe's read end.
+    info: Option<OwnedFd>,
+    info_open: bool,
+    info_buf: Vec<u8>,
+    /// Signals to forward once the init's pid is known (bubblewrap).
+    held: Vec<libc::c_int>,
+    h: Harvest,
+    child_status: Option<libc::c_int>,
+    cg_kind: Option<CgroupKind>,
+    drain_deadline: Option<Instant>,
+    /// Bubblewrap's stage directory.
+    stage: Option<crate::backend::bwrap::Stage>,
+}
+
+impl Watch<'_> {
+    /// Watches until the call is over or its caller is gone.
+    fn run(&mut self, caller: &Caller, relay: Option<&crate::pty::Relay>) -> Ended {
+        let mut buf = vec![0u8; 65536];
+        loop {
+            if self.child_status.is_some() && !self.report_open {
+                return Ended::Over;
+            }
+            // A contained line's end is final once the init reports it: the init reports
+            // only after every other process of the call is killed and reaped. Do not wait
+            // for the init's own exit (the kernel tearing down the call's namespaces, which
+            // bubblewrap's monitor does not wait for either).
+            if self.contained && self.h.line_status.is_some() {
+                return Ended::Over;
+            }
+            if self.drain_deadline.is_some_and(|d| Instant::now() > d) {
+                return Ended::Over;
+            }
+            let fds = self.poll_set(caller);
+            // Without a pidfd of the caller, its end is seen by getppid on a wake.
+            let timeout = match (self.drain_deadline, caller.fd()) {
+                (Some(_), _) => 50,
+                (None, Some(_)) => 1000,
+                (None, None) => 100,
+            };
+            let revents = sys::poll(&fds, timeout);
+            if caller.gone() {
+                return Ended::CallerGone;
+            }
+            let Ok(revents) = revents else {
+                continue;
+            };
+            for (i, &(fd, _)) in fds.iter().enumerate() {
+                if revents[i] == 0 || Some(fd) == caller.fd() {
+                    continue;
+                }
+                if fd == self.sig_r {
+                    let n = sys::read(self.sig_r, &mut buf[..64]).unwrap_or(0);
+                    self.hand_on_signals(&buf[..n]);
+                    continue;
+                }
+                let n = match sys::read(fd, &mut buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => 0,
+                };
+                if fd == self.report_r {
+                    self.on_report(&buf[..n], relay);
+                } else if self.info.as_ref().map(AsRawFd::as_raw_fd) == Some(fd) {
+                    self.on_info(&buf[..n], relay);
+                }
+            }
+            if self.child_status.is_none() {
+                if let Ok(Some((_, st))) = sys::waitpid(self.child, libc::WNOHANG) {
+                    self.child_status = Some(st);
+                    self.drain_deadline = Some(Instant::now() + std::time::Duration::from_secs(2));
+                }
             }
         }
-        let mut fds = vec![(sig_r, libc::POLLIN)];
-        if report_open {
-            fds.push((report_r, libc::POLLIN));
+    }
+
+    /// The fds the watch polls: the signal pipe, the report while open, bubblewrap's info
+    /// while open, the caller's pidfd.
+    fn poll_set(&self, caller: &Caller) -> Vec<(RawFd, libc::c_short)> {
+        let mut fds = vec![(self.sig_r, libc::POLLIN)];
+        if self.report_open {
+            fds.push((self.report_r, libc::POLLIN));
         }
-        if let (true, Some(ir)) = (info_open, &info) {
+        if let (true, Some(ir)) = (self.info_open, &self.info) {
             fds.push((ir.as_raw_fd(), libc::POLLIN));
         }
         if let Some(c) = caller.fd() {
             fds.push((c, libc::POLLIN));
         }
-        // Without a pidfd of the caller, its end is seen by getppid on a wake.
-        let timeout = match (drain_deadline, caller.fd()) {
-            (Some(_), _) => 50,
-            (None, Some(_)) => 1000,
-            (None, None) => 100,
-        };
-        let revents = sys::poll(&fds, timeout);
-        if caller.gone() {
-            let survivors = kill_call(child, sig_target, contained, cgroup.as_ref());
-            drop(stage);
-            out.emit(&h.exited(None, Some(libc::SIGKILL), start, survivors));
-            return Try::Done(crate::exit_code::of_signal(libc::SIGKILL));
-        }
-        let revents = match revents {
-            Ok(r) => r,
-            Err(_) => continue,
-        };
-        for (i, &(fd, _)) in fds.iter().enumerate() {
-            if revents[i] == 0 || Some(fd) == caller.fd() {
-                continue;
-            }
-            if fd == sig_r {
-                let n = sys::read(sig_r, &mut buf[..64]).unwrap_or(0);
-                for pair in buf[..n].chunks_exact(2) {
-                    let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
-                    // A contained line gets every forwarded signal through its init;
-                    // an unsandboxed one is in the caller's group and got group signals.
-                    let hand_on = if contained {
-                        sig != libc::SIGCHLD
-                    } else {
-                        UNSANDBOXED_FORWARDED.contains(&sig) && !from_kernel
-                    };
-                    if hand_on {
-                        // Under bubblewrap the init's pid comes on the info fd; until then
-                        // the signal waits (bubblewrap's own process ignores it).
-                        if info.is_some() && sig_target == child {
-                            held.push(sig);
-                        } else {
-                            let _ = sys::kill(sig_target, sig);
-                        }
-                    }
-                }
-                continue;
-            }
-            let n = match sys::read(fd, &mut buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => 0,
+        fds
+    }
+
+    /// The signals the launcher caught (pairs of number and from-the-kernel), handed on.
+    fn hand_on_signals(&mut self, pairs: &[u8]) {
+        for pair in pairs.chunks_exact(2) {
+            let (sig, from_kernel) = (libc::c_int::from(pair[0]), pair[1] == 1);
+            // A contained line gets every forwarded signal through its init; an
+            // unsandboxed one is in the caller's group and got group signals.
+            let hand_on = if self.contained {
+                sig != libc::SIGCHLD
+            } else {
+                crate::signals::UNSANDBOXED_FORWARDED.contains(&sig) && !from_kernel
             };
-            if fd == report_r {
-                if n == 0 {
-                    report_open = false;
-                } else if stage.is_some() {
-                    // The init runs, so bubblewrap has made every mount from the stage:
-                    // the mounts hold its files, and the dir goes now rather than at the
-                    // end (a launcher killed by SIGKILL leaves nothing in /tmp).
-                    stage = None;
+            if hand_on {
+                // Under bubblewrap the init's pid comes on the info fd; until then the
+                // signal waits (bubblewrap's own process ignores it).
+                if self.info.is_some() && self.sig_target == self.child {
+                    self.held.push(sig);
+                } else {
+                    let _ = sys::kill(self.sig_target, sig);
                 }
-                report_buf.extend_from_slice(&buf[..n]);
-                while let Some(p) = report_buf.iter().position(|&b| b == b'\n') {
-                    let l: Vec<u8> = report_buf.drain(..=p).collect();
-                    let l = String::from_utf8_lossy(&l);
-                    // A line that does not decode is passed over, as an unknown one
-                    // always was (the init and the launcher are one binary).
-                    let Ok(r) = Report::decode(&l) else {
-                        continue;
-                    };
-                    match h.take(r) {
-                        Some(Report::Ready(ready)) => {
-                            let pid = if contained {
-                                first_child(sig_target).unwrap_or(0)
-                            } else {
-                                // 0 when not known, as above (a child's pid is positive).
-                                u32::try_from(child).unwrap_or(0)
-                            };
-                            h.started = true;
-                            out.emit(&StatusLine::Started {
-                                launcher_pid: std::process::id(),
-                                start_time_ms: start_ms,
-                                pid,
-                                backend: backend_name,
-                                landlock: ready.landlock,
-                                seccomp: ready.seccomp,
-                                supervised: ready.supervised,
-                                cgroup: cg_kind,
-                            });
-                        }
-                        Some(Report::Stopped(s)) => {
-                            if let Some(r) = &relay {
-                                r.line_stopped(s);
-                            }
-                        }
-                        Some(Report::CgroupFailed(_)) => cg_kind = Some(CgroupKind::None),
-                        _ => {}
-                    }
-                }
-            } else if info.as_ref().map(AsRawFd::as_raw_fd) == Some(fd) {
-                // bubblewrap writes its JSON in several writes: read it whole.
-                if n == 0 {
-                    info_open = false;
-                } else if info_buf.len() < MAX_INFO {
-                    info_buf.extend_from_slice(&buf[..n]);
-                    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&info_buf) {
-                        // A pid past pid_t is no pid: not taken.
-                        if let Some(p) = v["child-pid"]
-                            .as_i64()
-                            .and_then(|p| libc::pid_t::try_from(p).ok())
-                        {
-                            sig_target = p;
-                            if let Some(r) = &relay {
-                                r.set_init(sig_target);
-                            }
-                            for sig in held.drain(..) {
-                                let _ = sys::kill(sig_target, sig);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        if child_status.is_none() {
-            if let Ok(Some((_, st))) = sys::waitpid(child, libc::WNOHANG) {
-                child_status = Some(st);
-                drain_deadline = Some(Instant::now() + std::time::Duration::from_secs(2));
             }
         }
     }
-    // The call's last output to the user's terminal, and its settings back.
-    drop(relay);
-    if child_status.is_none() {
-        if contained && h.line_status.is_some() {
-            // Ending on its own (see above); whoever inherits it reaps it.
-            child_status = sys::waitpid(child, libc::WNOHANG)
-                .ok()
-                .flatten()
-                .map(|x| x.1);
+
+    /// Bytes of the call's report (none: its end), folded line by line.
+    fn on_report(&mut self, data: &[u8], relay: Option<&crate::pty::Relay>) {
+        if data.is_empty() {
+            self.report_open = false;
+        } else if self.stage.is_some() {
+            // The init runs, so bubblewrap has made every mount from the stage: the mounts
+            // hold its files, and the dir goes now rather than at the end (a launcher
+            // killed by SIGKILL leaves nothing in /tmp).
+            self.stage = None;
+        }
+        self.report_buf.extend_from_slice(data);
+        while let Some(p) = self.report_buf.iter().position(|&b| b == b'\n') {
+            let l: Vec<u8> = self.report_buf.drain(..=p).collect();
+            let l = String::from_utf8_lossy(&l);
+            // A line that does not decode is passed over, as an unknown one always was
+            // (the init and the launcher are one binary).
+            let Ok(r) = Report::decode(&l) else {
+                continue;
+            };
+            match self.h.take(r) {
+                Some(Report::Ready(ready)) => self.started(ready),
+                Some(Report::Stopped(s)) => {
+                    if let Some(r) = relay {
+                        r.line_stopped(s);
+                    }
+                }
+                Some(Report::CgroupFailed(_)) => self.cg_kind = Some(CgroupKind::None),
+                _ => {}
+            }
+        }
+    }
+
+    /// The line's process is ready: the `started` status line.
+    fn started(&mut self, ready: crate::child::report::Ready) {
+        let pid = if self.contained {
+            first_child(self.sig_target).unwrap_or(0)
         } else {
-            let _ = sys::kill(child, libc::SIGKILL);
-            child_status = sys::waitpid(child, 0).ok().flatten().map(|x| x.1);
+            // 0 when not known, as above (a child's pid is positive).
+            u32::try_from(self.child).unwrap_or(0)
+        };
+        self.h.started = true;
+        self.out.emit(&StatusLine::Started {
+            launcher_pid: std::process::id(),
+            start_time_ms: self.start_ms,
+            pid,
+            backend: self.backend_name,
+            landlock: ready.landlock,
+            seccomp: ready.seccomp,
+            supervised: ready.supervised,
+            cgroup: self.cg_kind,
+        });
+    }
+
+    /// Bytes of bubblewrap's info (none: its end): its JSON, written in several writes,
+    /// read whole for the init's pid, to which the held signals then go.
+    fn on_info(&mut self, data: &[u8], relay: Option<&crate::pty::Relay>) {
+        if data.is_empty() {
+            self.info_open = false;
+            return;
+        }
+        if self.info_buf.len() >= MAX_INFO {
+            return;
+        }
+        self.info_buf.extend_from_slice(data);
+        let Ok(v) = serde_json::from_slice::<serde_json::Value>(&self.info_buf) else {
+            return;
+        };
+        // A pid past pid_t is no pid: not taken.
+        if let Some(p) = v["child-pid"]
+            .as_i64()
+            .and_then(|p| libc::pid_t::try_from(p).ok())
+        {
+            self.sig_target = p;
+            if let Some(r) = relay {
+                r.set_init(self.sig_target);
+            }
+            for sig in self.held.drain(..) {
+                let _ = sys::kill(self.sig_target, sig);
+            }
         }
     }
-    let survivors = match &cgroup {
-        Some(cg) => crate::backend::unsandboxed::end_tree(cg),
-        None => Vec::new(),
-    };
-    drop(stage);
+}
+
+/// Step 5: the backend's first process ended or is ended now: its wait status. A
+/// contained call whose init reported the line's end is ending on its own (whoever
+/// inherits the init reaps it); another is killed.
+fn settle_child(w: &Watch<'_>) -> Option<libc::c_int> {
+    if w.child_status.is_some() {
+        return w.child_status;
+    }
+    if w.contained && w.h.line_status.is_some() {
+        sys::waitpid(w.child, libc::WNOHANG)
+            .ok()
+            .flatten()
+            .map(|x| x.1)
+    } else {
+        let _ = sys::kill(w.child, libc::SIGKILL);
+        sys::waitpid(w.child, 0).ok().flatten().map(|x| x.1)
+    }
+}
+
+/// Step 6: the call's end as the launcher reports it: a retry (`retry`: bubblewrap met a
+/// vanished path before the line started), a setup error, or the `exited` line and the line's
+/// exit status.
+fn conclude(
+    plan: &Plan,
+    out: &StatusOut,
+    mut h: Harvest,
+    child_status: Option<libc::c_int>,
+    retry: bool,
+    start: Instant,
+    survivors: Vec<String>,
+) -> Try {
+    let contained = plan.mode == PlanMode::Contained;
     if !contained {
         if let Some(st) = child_status {
             h.line_status = Some(if libc::WIFSIGNALED(st) {
@@ -842,11 +877,7 @@ fn run_once(
             });
         }
     }
-    if may_retry
-        && !h.started
-        && plan.backend == Backend::Bwrap
-        && view.as_ref().is_some_and(covered_path_vanished)
-    {
+    if retry {
         return Try::Again;
     }
     // Also after the line started: the init reports one only when it killed the line for
@@ -874,6 +905,104 @@ fn run_once(
     // read at all.
     out.emit(&h.exited(code, signal, start, survivors));
     Try::Done(line_exit(code, signal))
+}
+
+/// One try of a launch, as a list of steps: the init made ahead split (0), the preflight
+/// (1), the line's spec (2) and the launcher's ends of the call, the backend started (3),
+/// the call watched to its end (4), its first process settled and what it left ended (5),
+/// the end reported (6).
+fn run_once(
+    plan: &Plan,
+    out: &StatusOut,
+    caller: &Caller,
+    may_retry: bool,
+    warm: Option<crate::backend::warm::Prepared>,
+) -> Try {
+    let warm = split_warm(plan, warm);
+    if let Err(code) = preflight(plan, out, caller) {
+        return Try::Done(code);
+    }
+    let start = Instant::now();
+    let start_ms = now_ms();
+    let contained = plan.mode == PlanMode::Contained;
+    let mut spec = line_spec(plan);
+    let io = match open_call_io(contained, &mut spec, out, warm.report, warm.pidfd) {
+        Ok(io) => io,
+        Err(code) => return Try::Done(code),
+    };
+    let CallIo {
+        mut relay,
+        report_r,
+        report_w,
+        sig_r,
+        own_pidfd,
+    } = io;
+    let Spawned {
+        backend_name,
+        pid: spawned,
+        view,
+        stage,
+        info,
+        cgroup,
+    } = if contained {
+        spawn_contained(plan, &mut spec, report_w.as_raw_fd(), warm.init)
+    } else {
+        spawn_unsandboxed(&spec, report_w.as_raw_fd())
+    };
+    // The write ends are the children's now: the reads below see their end.
+    drop(report_w);
+    drop(own_pidfd);
+    let info: Option<OwnedFd> = info.map(|(r, _w)| r);
+    let child = match spawned {
+        Ok(p) => p,
+        Err(e) => return Try::Done(out.setup_error(e.to_string())),
+    };
+    if let Some(Err(e)) = relay.as_mut().map(|r| r.start(child)) {
+        let _ = sys::kill(child, libc::SIGKILL);
+        let _ = sys::waitpid(child, 0);
+        return Try::Done(out.setup_error(e.to_string()));
+    }
+    let mut w = Watch {
+        out,
+        contained,
+        backend_name,
+        start_ms,
+        child,
+        sig_target: child,
+        sig_r,
+        // `report_r` closes the read end when this attempt returns.
+        report_r: report_r.as_raw_fd(),
+        report_open: true,
+        report_buf: Vec::new(),
+        info_open: info.is_some(),
+        info,
+        info_buf: Vec::new(),
+        held: Vec::new(),
+        h: Harvest::default(),
+        child_status: None,
+        cg_kind: cgroup.as_ref().map(|c| c.kind),
+        drain_deadline: None,
+        stage,
+    };
+    if let Ended::CallerGone = w.run(caller, relay.as_ref()) {
+        let survivors = kill_call(child, w.sig_target, contained, cgroup.as_ref());
+        drop(w.stage.take());
+        out.emit(&std::mem::take(&mut w.h).exited(None, Some(libc::SIGKILL), start, survivors));
+        return Try::Done(crate::exit_code::of_signal(libc::SIGKILL));
+    }
+    // The call's last output to the user's terminal, and its settings back.
+    drop(relay);
+    let child_status = settle_child(&w);
+    let survivors = match &cgroup {
+        Some(cg) => crate::backend::unsandboxed::end_tree(cg),
+        None => Vec::new(),
+    };
+    drop(w.stage.take());
+    let retry = may_retry
+        && !w.h.started
+        && plan.backend == Backend::Bwrap
+        && view.as_ref().is_some_and(covered_path_vanished);
+    conclude(plan, out, w.h, child_status, retry, start, survivors)
 }
 
 /// `efr-launch`'s exit status for a line that ended with `code` or `signal` (both absent:

@@ -99,8 +99,8 @@ fn warm_up() {
 
 /// Runs the launcher in standby on `control`; returns its exit status.
 pub fn main(control: OwnedFd, out: &StatusOut, caller: &Caller) -> i32 {
-    // The init is cloned with the dispositions a launch gives it (see `run::IGNORED_SIGNALS`).
-    for &(sig, _) in crate::run::IGNORED_SIGNALS {
+    // The init is cloned with the dispositions a launch gives it (see `signals::IGNORED_SIGNALS`).
+    for &(sig, _) in crate::signals::IGNORED_SIGNALS {
         sys::ignore_signals(&[sig]);
     }
     // Made ahead only when it can be: a failure here is met again, and reported, by the

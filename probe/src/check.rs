@@ -130,21 +130,23 @@ fn is_proxy_knob(w: &str) -> bool {
     w.starts_with("proxy_")
 }
 
-fn run_probe(
+/// The call of one probe: `exec` of the probe's command with `args`, in `project`, with
+/// the check's proxy knobs.
+fn probe_call(
     opts: &CheckOptions,
     backend: Backend,
     args: &InsideArgs,
     grants: Vec<Grant>,
     resolve: Vec<(String, IpAddr)>,
     project: &str,
-) -> Run {
+) -> ProbeCall {
     let mut argv: Vec<String> = opts.probe.clone();
     argv.extend(args.to_args());
     let line = format!(
         "exec {}",
         argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
     );
-    let call = ProbeCall {
+    ProbeCall {
         line,
         cwd: project.to_string(),
         projects: vec![project.to_string()],
@@ -157,18 +159,17 @@ fn run_probe(
             .filter(|w| is_proxy_knob(w))
             .cloned()
             .collect(),
-    };
-    // The call (and its proxy) lives until it has ended.
-    let mut c = match (opts.make_call)(&call) {
-        Ok(c) => c,
-        Err(e) => {
-            return Run {
-                error: Some(e),
-                ..Default::default()
-            };
-        }
-    };
-    let plan = c.plan_mut();
+    }
+}
+
+/// The probe's changes to its call's plan: the backend, the masked directory, the
+/// environment with the canary, the launcher's test knobs.
+fn probe_plan(
+    plan: &mut efr_launcher::plan::Plan,
+    opts: &CheckOptions,
+    backend: Backend,
+    args: &InsideArgs,
+) {
     plan.backend = backend;
     if let Some(m) = &args.masked {
         plan.masks.push(m.clone());
@@ -187,52 +188,12 @@ fn run_probe(
         .filter(|w| !is_proxy_knob(w))
         .cloned()
         .collect();
-    let mut running = match c.spawn(Io::null(), Io::piped(), Io::piped()) {
-        Ok(r) => r,
-        Err(e) => {
-            return Run {
-                error: Some(e.to_string()),
-                ..Default::default()
-            };
-        }
-    };
-    #[allow(
-        clippy::cast_possible_wrap,
-        reason = "a pid: at most the kernel's pid_max (2^22), always a positive pid_t"
-    )]
-    let pid = running.child().id() as libc::pid_t;
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if done_rx.recv_timeout(PROBE_TIMEOUT).is_err() {
-            // Our own child, not yet waited for (the sender is dropped after wait).
-            let _ = crate::sys::kill(pid, libc::SIGKILL);
-        }
-    });
-    let mut out = running.child().stdout.take();
-    let mut err = running.child().stderr.take();
-    let err_thread = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(e) = err.as_mut() {
-            let _ = e.take(64 * 1024).read_to_string(&mut s);
-        }
-        s
-    });
-    let mut stdout = String::new();
-    if let Some(o) = out.as_mut() {
-        let _ = o.take(1 << 20).read_to_string(&mut stdout);
-    }
-    let waited = running.wait();
-    let _ = done_tx.send(());
-    let _ = watchdog.join();
-    let stderr = err_thread.join().unwrap_or_default();
+}
+
+/// What the launcher's status and the probe's output (`stdout`, the tail of `stderr`)
+/// say of one probe.
+fn probe_run(outcome: efr_launcher::status::Outcome, stdout: &str, stderr: &str) -> Run {
     let mut run = Run::default();
-    let (outcome, _) = match waited {
-        Ok(x) => x,
-        Err(e) => {
-            run.error = Some(format!("the launcher could not be waited for: {e}"));
-            return run;
-        }
-    };
     if let Some(StatusLine::Started {
         backend,
         landlock,
@@ -272,6 +233,76 @@ fn run_probe(
         }
     }
     run
+}
+
+/// Runs the probe with `args` in one contained call: made as the service makes its
+/// calls ([`probe_call`]), its plan changed ([`probe_plan`]), killed after
+/// [`PROBE_TIMEOUT`], its output read ([`probe_run`]).
+fn run_probe(
+    opts: &CheckOptions,
+    backend: Backend,
+    args: &InsideArgs,
+    grants: Vec<Grant>,
+    resolve: Vec<(String, IpAddr)>,
+    project: &str,
+) -> Run {
+    let call = probe_call(opts, backend, args, grants, resolve, project);
+    // The call (and its proxy) lives until it has ended.
+    let mut c = match (opts.make_call)(&call) {
+        Ok(c) => c,
+        Err(e) => {
+            return Run {
+                error: Some(e),
+                ..Default::default()
+            };
+        }
+    };
+    probe_plan(c.plan_mut(), opts, backend, args);
+    let mut running = match c.spawn(Io::null(), Io::piped(), Io::piped()) {
+        Ok(r) => r,
+        Err(e) => {
+            return Run {
+                error: Some(e.to_string()),
+                ..Default::default()
+            };
+        }
+    };
+    #[allow(
+        clippy::cast_possible_wrap,
+        reason = "a pid: at most the kernel's pid_max (2^22), always a positive pid_t"
+    )]
+    let pid = running.child().id() as libc::pid_t;
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if done_rx.recv_timeout(PROBE_TIMEOUT).is_err() {
+            // Our own child, not yet waited for (the sender is dropped after wait).
+            let _ = crate::sys::kill(pid, libc::SIGKILL);
+        }
+    });
+    let mut out = running.child().stdout.take();
+    let mut err = running.child().stderr.take();
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.take(64 * 1024).read_to_string(&mut s);
+        }
+        s
+    });
+    let mut stdout = String::new();
+    if let Some(o) = out.as_mut() {
+        let _ = o.take(1 << 20).read_to_string(&mut stdout);
+    }
+    let waited = running.wait();
+    let _ = done_tx.send(());
+    let _ = watchdog.join();
+    let stderr = err_thread.join().unwrap_or_default();
+    match waited {
+        Ok((outcome, _)) => probe_run(outcome, &stdout, &stderr),
+        Err(e) => Run {
+            error: Some(format!("the launcher could not be waited for: {e}")),
+            ..Default::default()
+        },
+    }
 }
 
 fn test(name: SelfTest, pass: bool, ms: u64, detail: String, required: bool) -> CheckTest {
@@ -314,54 +345,53 @@ fn explain_setup(backend: Backend, e: &str) -> String {
     d
 }
 
-/// Runs the whole check.
-pub fn run(opts: &CheckOptions) -> SandboxCheck {
-    let start = Instant::now();
-    let mut tests = Vec::new();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let mut status = SandboxStatus {
-        checked_at: Some(rfc3339(now)),
-        ..Default::default()
-    };
+/// The check's own project: a fresh directory with a masked directory and a `.git/hooks`,
+/// a loopback listener, and the probe's arguments naming them. The directory and the
+/// listener live until the check ends.
+struct Project {
+    _dir: tempfile::TempDir,
+    path: String,
+    listener: Option<TcpListener>,
+    args: InsideArgs,
+}
 
-    // The project, a masked directory and a .git/hooks, in a fresh directory.
-    let dir = match tempfile::Builder::new().prefix("efr-probe-").tempdir() {
-        Ok(d) => d,
-        Err(e) => {
-            status.unavailable = Some(format!("probe: cannot make a temporary project: {e}"));
-            return SandboxCheck {
-                status,
-                tests,
-                ms: crate::elapsed_ms(start),
-            };
-        }
-    };
-    let project = dir.path().to_string_lossy().into_owned();
-    let masked = format!("{project}/masked");
-    let hooks = format!("{project}/.git/hooks");
-    let _ = std::fs::create_dir_all(&masked);
-    let _ = std::fs::write(format!("{masked}/secret"), "not empty\n");
-    let _ = std::fs::create_dir_all(&hooks);
-    let listener = TcpListener::bind("127.0.0.1:0").ok();
-    let port = listener
-        .as_ref()
-        .and_then(|l| l.local_addr().ok())
-        .map(|a| a.port());
-    let args = InsideArgs {
-        port,
-        project: Some(project.clone()),
-        masked: Some(masked),
-        hooks: Some(hooks),
-        canary: Some(CANARY.into()),
-        ..Default::default()
-    };
+impl Project {
+    fn make() -> Result<Project, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("efr-probe-")
+            .tempdir()
+            .map_err(|e| format!("probe: cannot make a temporary project: {e}"))?;
+        let project = dir.path().to_string_lossy().into_owned();
+        let masked = format!("{project}/masked");
+        let hooks = format!("{project}/.git/hooks");
+        let _ = std::fs::create_dir_all(&masked);
+        let _ = std::fs::write(format!("{masked}/secret"), "not empty\n");
+        let _ = std::fs::create_dir_all(&hooks);
+        let listener = TcpListener::bind("127.0.0.1:0").ok();
+        let port = listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map(|a| a.port());
+        let args = InsideArgs {
+            port,
+            project: Some(project.clone()),
+            masked: Some(masked),
+            hooks: Some(hooks),
+            canary: Some(CANARY.into()),
+            ..Default::default()
+        };
+        Ok(Project {
+            _dir: dir,
+            path: project,
+            listener,
+            args,
+        })
+    }
+}
 
-    // Root: full mode is refused.
-    let root = host::is_root();
-    tests.push(test(
+/// The `user` test: as root, full mode is refused.
+fn user_test(root: bool) -> CheckTest {
+    test(
         SelfTest::User,
         !root,
         0,
@@ -371,192 +401,202 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             "not root".into()
         },
         false,
-    ));
+    )
+}
 
-    // Each backend.
-    let mut primary_run = None;
-    for b in [Backend::Native, Backend::Bwrap] {
-        let name = SelfTest::backend(b);
-        let required = b == opts.backend;
-        let t0 = Instant::now();
-        let mut bwrap_text = None;
-        if b == Backend::Bwrap {
-            match host::bwrap_ok(efr_launcher::bwrap::BWRAP) {
-                Ok(t) => bwrap_text = Some(t),
-                Err(e) => {
-                    let ms = crate::elapsed_ms(t0);
-                    if required {
-                        tests.push(test(name, false, ms, e, true));
-                    } else {
-                        tests.push(CheckTest {
-                            outcome: CheckOutcome::Skip,
-                            ..test(name, false, ms, e, false)
-                        });
-                    }
-                    continue;
-                }
-            }
-        }
-        let r = run_probe(opts, b, &args, Vec::new(), Vec::new(), &project);
-        let ms = crate::elapsed_ms(t0);
-        let prefix = bwrap_text.map(|t| format!("{t}: ")).unwrap_or_default();
-        let (pass, detail) = match (&r.error, &r.report) {
-            (Some(e), _) => (false, format!("{prefix}{}", explain_setup(b, e))),
-            (None, Some(rep)) => {
-                let failed: Vec<&str> = rep
-                    .tests
-                    .iter()
-                    .filter(|t| !t.pass)
-                    .map(|t| t.name.as_str())
-                    .collect();
-                if failed.is_empty() {
-                    (
-                        true,
-                        format!("{prefix}a contained call ran and every layer held"),
-                    )
+/// The `backend_<b>` test: a contained call on backend `b` (bubblewrap's own check first)
+/// and whether every layer held in it; with the probe's run when the call ran.
+fn backend_test(opts: &CheckOptions, b: Backend, p: &Project) -> (CheckTest, Option<Run>) {
+    let name = SelfTest::backend(b);
+    let required = b == opts.backend;
+    let t0 = Instant::now();
+    let mut bwrap_text = None;
+    if b == Backend::Bwrap {
+        match host::bwrap_ok(efr_launcher::backend::bwrap::BWRAP) {
+            Ok(t) => bwrap_text = Some(t),
+            Err(e) => {
+                let ms = crate::elapsed_ms(t0);
+                let t = if required {
+                    test(name, false, ms, e, true)
                 } else {
-                    (
-                        false,
-                        format!(
-                            "{prefix}a contained call ran but these layers failed: {}",
-                            failed.join(", ")
-                        ),
-                    )
-                }
+                    CheckTest {
+                        outcome: CheckOutcome::Skip,
+                        ..test(name, false, ms, e, false)
+                    }
+                };
+                return (t, None);
             }
-            (None, None) => (false, format!("{prefix}no report")),
-        };
-        tests.push(test(name, pass, ms, detail, required));
-        if required {
-            primary_run = Some(r);
         }
     }
-
-    // The layers, as the backend in force saw them.
-    let run = primary_run.unwrap_or_default();
-    let seccomp_note = if host::own_seccomp_mode() == 2 {
-        " (the service itself runs under a seccomp filter: ours stack on top, which is fine)"
-    } else {
-        ""
+    let r = run_probe(opts, b, &p.args, Vec::new(), Vec::new(), &p.path);
+    let ms = crate::elapsed_ms(t0);
+    let prefix = bwrap_text.map(|t| format!("{t}: ")).unwrap_or_default();
+    let (pass, detail) = match (&r.error, &r.report) {
+        (Some(e), _) => (false, format!("{prefix}{}", explain_setup(b, e))),
+        (None, Some(rep)) => {
+            let failed: Vec<&str> = rep
+                .tests
+                .iter()
+                .filter(|t| !t.pass)
+                .map(|t| t.name.as_str())
+                .collect();
+            if failed.is_empty() {
+                (
+                    true,
+                    format!("{prefix}a contained call ran and every layer held"),
+                )
+            } else {
+                (
+                    false,
+                    format!(
+                        "{prefix}a contained call ran but these layers failed: {}",
+                        failed.join(", ")
+                    ),
+                )
+            }
+        }
+        (None, None) => (false, format!("{prefix}no report")),
     };
-    for name in REQUIRED {
-        let inside = run.report.as_ref().and_then(|r| r.get(*name));
-        let (ms, mut pass, mut detail) = match (inside, &run.error) {
-            (Some(t), _) => (t.ms, t.pass, t.detail.clone()),
-            (None, Some(e)) => (
-                0,
-                false,
-                format!(
-                    "not tested: the {} sandbox did not start ({e})",
-                    opts.backend.as_str()
-                ),
-            ),
-            (None, None) => (0, false, "not tested: the probe gave no result".into()),
-        };
-        match *name {
-            SelfTest::Userns if !pass => {
-                if let Some(b) = host::userns_blocker() {
-                    detail = format!("{detail}; {b}");
-                }
-            }
-            SelfTest::Landlock => match &run.landlock {
-                None if run.report.is_some() => {
-                    pass = false;
-                    detail =
-                        format!("the launcher applied no Landlock to the call; inside: {detail}");
-                }
-                Some(l) if l.abi == 0 || l.status == efr_sandbox_wire::Enforcement::NotEnforced => {
-                    pass = false;
-                    detail = format!(
-                        "Landlock {} (ABI {}): {}",
-                        l.status,
-                        l.abi,
-                        host::landlock_missing()
-                    );
-                }
-                Some(l) => {
-                    detail = format!(
-                        "{} ({}){}; {detail}",
-                        l.status,
-                        abi_line(l),
-                        if l.abi < 6 {
-                            "; signal and abstract-socket scopes need ABI 6 (kernel 6.12)"
-                        } else {
-                            ""
-                        }
-                    );
-                    status.landlock_abi = Some(l.abi);
-                }
-                None => {}
-            },
-            SelfTest::Seccomp => {
-                if pass && !run.seccomp_loaded {
-                    pass = false;
-                    detail = format!("the launcher did not report its filter loaded; {detail}");
-                }
-                detail.push_str(seccomp_note);
-                status.seccomp = pass;
-                if pass && run.supervised {
-                    detail.push_str(
-                        "; writes in the writable roots and path sockets supervised by the \
-                         init (seccomp user notification; Landlock's RESOLVE_UNIX needs ABI 9)",
-                    );
-                    status.socket_mediation =
-                        Some(efr_sandbox_wire::status::SocketMediation::Supervisor);
-                }
-            }
-            _ => {}
-        }
-        tests.push(test(*name, pass, ms, detail, true));
-    }
+    (test(name, pass, ms, detail, required), Some(r))
+}
 
-    // The network view.
+/// The test of one required layer, as the backend in force saw it (`run`), with what the
+/// host explains; the status's Landlock ABI, seccomp and socket mediation follow it.
+fn layer_test(
+    opts: &CheckOptions,
+    name: SelfTest,
+    run: &Run,
+    status: &mut SandboxStatus,
+) -> CheckTest {
+    let inside = run.report.as_ref().and_then(|r| r.get(name));
+    let (ms, mut pass, mut detail) = match (inside, &run.error) {
+        (Some(t), _) => (t.ms, t.pass, t.detail.clone()),
+        (None, Some(e)) => (
+            0,
+            false,
+            format!(
+                "not tested: the {} sandbox did not start ({e})",
+                opts.backend.as_str()
+            ),
+        ),
+        (None, None) => (0, false, "not tested: the probe gave no result".into()),
+    };
+    match name {
+        SelfTest::Userns if !pass => {
+            if let Some(b) = host::userns_blocker() {
+                detail = format!("{detail}; {b}");
+            }
+        }
+        SelfTest::Landlock => landlock_layer(run, status, &mut pass, &mut detail),
+        SelfTest::Seccomp => seccomp_layer(run, status, &mut pass, &mut detail),
+        _ => {}
+    }
+    test(name, pass, ms, detail, true)
+}
+
+/// The `landlock` layer: what the launcher reported applying, beside the probe's view.
+fn landlock_layer(run: &Run, status: &mut SandboxStatus, pass: &mut bool, detail: &mut String) {
+    match &run.landlock {
+        None if run.report.is_some() => {
+            *pass = false;
+            *detail = format!("the launcher applied no Landlock to the call; inside: {detail}");
+        }
+        Some(l) if l.abi == 0 || l.status == efr_sandbox_wire::Enforcement::NotEnforced => {
+            *pass = false;
+            *detail = format!(
+                "Landlock {} (ABI {}): {}",
+                l.status,
+                l.abi,
+                host::landlock_missing()
+            );
+        }
+        Some(l) => {
+            *detail = format!(
+                "{} ({}){}; {detail}",
+                l.status,
+                abi_line(l),
+                if l.abi < 6 {
+                    "; signal and abstract-socket scopes need ABI 6 (kernel 6.12)"
+                } else {
+                    ""
+                }
+            );
+            status.landlock_abi = Some(l.abi);
+        }
+        None => {}
+    }
+}
+
+/// The `seccomp` layer: the launcher's report of its filter, the service's own filter, the
+/// supervisor.
+fn seccomp_layer(run: &Run, status: &mut SandboxStatus, pass: &mut bool, detail: &mut String) {
+    if *pass && !run.seccomp_loaded {
+        *pass = false;
+        *detail = format!("the launcher did not report its filter loaded; {detail}");
+    }
+    if host::own_seccomp_mode() == 2 {
+        detail.push_str(
+            " (the service itself runs under a seccomp filter: ours stack on top, which is fine)",
+        );
+    }
+    status.seccomp = *pass;
+    if *pass && run.supervised {
+        detail.push_str(
+            "; writes in the writable roots and path sockets supervised by the \
+             init (seccomp user notification; Landlock's RESOLVE_UNIX needs ABI 9)",
+        );
+        status.socket_mediation = Some(efr_sandbox_wire::status::SocketMediation::Supervisor);
+    }
+}
+
+/// The `netview` test: a call with a `net_view` grant (skipped when the config refuses
+/// them).
+fn netview_test(opts: &CheckOptions, project: &str, status: &mut SandboxStatus) -> CheckTest {
     if !opts.netview {
-        tests.push(skip(
+        status.netview_off = true;
+        return skip(
             SelfTest::Netview,
             "network.netview is false in the config: net_view grants are refused",
-        ));
-        status.netview_off = true;
-    } else {
-        let t0 = Instant::now();
-        let nv = InsideArgs {
-            netview: true,
-            ..Default::default()
-        };
-        let r = run_probe(
-            opts,
-            opts.backend,
-            &nv,
-            vec![Grant::NetView],
-            Vec::new(),
-            &project,
         );
-        let ms = crate::elapsed_ms(t0);
-        let (pass, detail) = match (
-            &r.error,
-            r.report.as_ref().and_then(|x| x.get(SelfTest::Netview)),
-        ) {
-            (Some(e), _) => (false, explain_setup(opts.backend, e)),
-            (None, Some(t)) => (t.pass, t.detail.clone()),
-            (None, None) => (false, "the probe gave no result".into()),
-        };
-        status.netview = pass;
-        tests.push(test(SelfTest::Netview, pass, ms, detail, false));
     }
-
-    // The egress proxy, from inside a call with a host grant.
     let t0 = Instant::now();
-    let (pass, detail) = proxy_check(opts, &project);
-    status.proxy = pass;
-    tests.push(test(
-        SelfTest::Proxy,
-        pass,
-        crate::elapsed_ms(t0),
-        detail,
-        false,
-    ));
+    let nv = InsideArgs {
+        netview: true,
+        ..Default::default()
+    };
+    let r = run_probe(
+        opts,
+        opts.backend,
+        &nv,
+        vec![Grant::NetView],
+        Vec::new(),
+        project,
+    );
+    let ms = crate::elapsed_ms(t0);
+    let (pass, detail) = match (
+        &r.error,
+        r.report.as_ref().and_then(|x| x.get(SelfTest::Netview)),
+    ) {
+        (Some(e), _) => (false, explain_setup(opts.backend, e)),
+        (None, Some(t)) => (t.pass, t.detail.clone()),
+        (None, None) => (false, "the probe gave no result".into()),
+    };
+    status.netview = pass;
+    test(SelfTest::Netview, pass, ms, detail, false)
+}
 
-    // The bus filter: its self-test, run by the service (a private dbus-daemon).
+/// The `proxy` test: the egress proxy, from inside a call with a host grant
+/// ([`proxy_check`]).
+fn proxy_test(opts: &CheckOptions, project: &str, status: &mut SandboxStatus) -> CheckTest {
+    let t0 = Instant::now();
+    let (pass, detail) = proxy_check(opts, project);
+    status.proxy = pass;
+    test(SelfTest::Proxy, pass, crate::elapsed_ms(t0), detail, false)
+}
+
+/// The `bus_proxy` test: the bus filter's self-test, run by the service (a private
+/// dbus-daemon), when the program is there and the config wants the filter.
+fn bus_proxy_test(opts: &CheckOptions, status: &mut SandboxStatus) -> CheckTest {
     let t0 = Instant::now();
     let bus_program =
         std::path::Path::new("/usr/bin/xdg-dbus-proxy").exists() || which_on_path("xdg-dbus-proxy");
@@ -589,25 +629,28 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     };
     match bus {
         Ok(detail) => {
-            tests.push(test(SelfTest::BusProxy, true, ms, warn(detail), false));
             status.bus_proxy = true;
             status.bus_proxy_off = None;
+            test(SelfTest::BusProxy, true, ms, warn(detail), false)
         }
         Err((off, detail)) => {
-            tests.push(CheckTest {
+            status.bus_proxy = false;
+            status.bus_proxy_off = Some(off);
+            CheckTest {
                 outcome: if matches!(off, BusProxyOff::SelfTest | BusProxyOff::OldVersion) {
                     CheckOutcome::Fail
                 } else {
                     CheckOutcome::Skip
                 },
                 ..test(SelfTest::BusProxy, false, ms, warn(detail), false)
-            });
-            status.bus_proxy = false;
-            status.bus_proxy_off = Some(off);
+            }
         }
     }
+}
 
-    // The summary.
+/// The summary: available when every required test passed; else the first failed layer
+/// (rather than the backend's summary of it) names why, and calls fall back.
+fn summarize(opts: &CheckOptions, tests: &[CheckTest], root: bool, status: &mut SandboxStatus) {
     let failed: Vec<&CheckTest> = tests
         .iter()
         .filter(|t| t.required && t.outcome != CheckOutcome::Pass)
@@ -616,7 +659,6 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
     if status.available {
         status.backend = Some(opts.backend);
     }
-    // Name the layer that failed rather than the backend's summary of it, when one did.
     let first = failed
         .iter()
         .find(|t| !t.name.is_backend() && !t.detail.starts_with("not tested"))
@@ -633,7 +675,52 @@ pub fn run(opts: &CheckOptions) -> SandboxCheck {
             reason: "root".into(),
         });
     }
-    drop(listener);
+}
+
+/// Runs the whole check, one self-test after the other: the user, each backend, the
+/// layers as the backend in force saw them, the network view, the proxy, the bus filter;
+/// then the summary.
+pub fn run(opts: &CheckOptions) -> SandboxCheck {
+    let start = Instant::now();
+    let mut tests = Vec::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut status = SandboxStatus {
+        checked_at: Some(rfc3339(now)),
+        ..Default::default()
+    };
+    let p = match Project::make() {
+        Ok(p) => p,
+        Err(e) => {
+            status.unavailable = Some(e);
+            return SandboxCheck {
+                status,
+                tests,
+                ms: crate::elapsed_ms(start),
+            };
+        }
+    };
+    let root = host::is_root();
+    tests.push(user_test(root));
+    let mut primary_run = None;
+    for b in [Backend::Native, Backend::Bwrap] {
+        let (t, r) = backend_test(opts, b, &p);
+        tests.push(t);
+        if b == opts.backend {
+            primary_run = r;
+        }
+    }
+    let run = primary_run.unwrap_or_default();
+    for name in REQUIRED {
+        tests.push(layer_test(opts, *name, &run, &mut status));
+    }
+    tests.push(netview_test(opts, &p.path, &mut status));
+    tests.push(proxy_test(opts, &p.path, &mut status));
+    tests.push(bus_proxy_test(opts, &mut status));
+    summarize(opts, &tests, root, &mut status);
+    drop(p.listener);
     SandboxCheck {
         status,
         tests,

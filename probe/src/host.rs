@@ -86,12 +86,12 @@ pub fn bwrap_ok(path: &str) -> Result<String, String> {
              or use backend native"
         ));
     }
-    let Some((v, text)) = efr_launcher::bwrap::version(path) else {
+    let Some((v, text)) = efr_launcher::backend::bwrap::version(path) else {
         return Err(format!(
             "`{path} --version` gave no version: reinstall bubblewrap, or use backend native"
         ));
     };
-    let m = efr_launcher::bwrap::MIN_VERSION;
+    let m = efr_launcher::backend::bwrap::MIN_VERSION;
     if v < m {
         return Err(format!(
             "{text} is older than {}.{}.{} (needed for --disable-userns): upgrade bubblewrap, \

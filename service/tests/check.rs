@@ -54,7 +54,7 @@ fn available(dir: &Path) -> bool {
 }
 
 fn bwrap_installed() -> bool {
-    let ok = Path::new(efr_launcher::bwrap::BWRAP).exists();
+    let ok = Path::new(efr_launcher::backend::bwrap::BWRAP).exists();
     assert!(
         ok || !must_work(),
         "EFR_SANDBOX_MUST_WORK is set and bwrap is missing"

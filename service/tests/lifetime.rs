@@ -24,7 +24,7 @@ const GRACE: Duration = Duration::from_secs(1);
 /// The modes: each backend (`--backend`), and unsandboxed (None).
 fn modes() -> Vec<Option<&'static str>> {
     let mut v = vec![Some("native")];
-    if Path::new(efr_launcher::bwrap::BWRAP).exists() {
+    if Path::new(efr_launcher::backend::bwrap::BWRAP).exists() {
         v.push(Some("bwrap"));
     } else {
         assert!(

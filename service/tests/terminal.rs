@@ -20,7 +20,8 @@ fn settings(fd: std::os::fd::BorrowedFd<'_>) -> String {
 #[test]
 fn terminal_settings_come_back_when_the_launcher_is_killed() {
     for backend in ["native", "bwrap"] {
-        if backend == "bwrap" && !std::path::Path::new(efr_launcher::bwrap::BWRAP).exists() {
+        if backend == "bwrap" && !std::path::Path::new(efr_launcher::backend::bwrap::BWRAP).exists()
+        {
             assert!(
                 std::env::var_os("EFR_SANDBOX_MUST_WORK").is_none(),
                 "bubblewrap is not installed"

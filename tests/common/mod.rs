@@ -39,7 +39,7 @@ pub fn backends() -> Vec<BackendChoice> {
     for b in want.split(',') {
         match b.trim() {
             "native" => v.push(BackendChoice::Native),
-            "bwrap" if Path::new(efr_launcher::bwrap::BWRAP).exists() => {
+            "bwrap" if Path::new(efr_launcher::backend::bwrap::BWRAP).exists() => {
                 v.push(BackendChoice::Bwrap)
             }
             "bwrap" => {

@@ -175,6 +175,57 @@ impl Drop for Stage {
 /// mounted noexec.
 pub const INSIDE_INIT: &str = "/dev/efr/init";
 
+/// The fds bubblewrap's process hands to our init: the spec's memfd, the filter's memfd,
+/// the report pipe and bubblewrap's info pipe.
+struct InitFds {
+    spec: RawFd,
+    prog: RawFd,
+    report_w: RawFd,
+    info_w: RawFd,
+}
+
+/// The filter bubblewrap loads, as a memfd. It holds our init too; the supervisor in it
+/// takes fds from and writes results into the line's processes, so those two calls are
+/// refused to the line by a filter of its own instead (`supervise::filter::line_only`).
+fn init_filter(view: &View, spec: &InnerSpec) -> Result<std::os::fd::OwnedFd, SetupError> {
+    let mut drop = spec.seccomp_drop.clone();
+    if spec.supervise.is_some() {
+        drop.extend(
+            crate::supervise::filter::INIT_NEEDS
+                .iter()
+                .map(|s| s.to_string()),
+        );
+    }
+    let prog = crate::restrict::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
+    sys::memfd_with(
+        "efr-seccomp",
+        &crate::restrict::seccomp::program_bytes(&prog),
+    )
+    .map_err(SetupError::sys("memfd of the seccomp filter"))
+}
+
+/// bubblewrap's command line: the view, our executable bound at [`INSIDE_INIT`] (the host
+/// path of this executable may not exist in the view: under /tmp, which the call has its
+/// own of, or in a masked path), the info and filter fds, and our init with its fds.
+fn bwrap_argv(bwrap: &str, view: &View, stage: &Stage, exe: String, fds: &InitFds) -> Vec<String> {
+    let mut argv = vec![bwrap.to_string()];
+    argv.extend(without_vanished_masks(
+        args(view, &stage.empty, Some(&stage.resolv)),
+        &stage.empty,
+    ));
+    argv.extend(["--ro-bind".into(), exe, INSIDE_INIT.into()]);
+    argv.extend(["--info-fd".into(), fds.info_w.to_string()]);
+    argv.extend(["--add-seccomp-fd".into(), fds.prog.to_string()]);
+    argv.extend([
+        "--".into(),
+        INSIDE_INIT.into(),
+        "--inner".into(),
+        fds.spec.to_string(),
+        fds.report_w.to_string(),
+    ]);
+    argv
+}
+
 /// Starts bwrap; returns its pid. `info_w` receives bwrap's `--info-fd` JSON (whose
 /// `child-pid` is our inner init's pid). The tree's stdio are the launcher's.
 pub fn spawn(
@@ -190,117 +241,92 @@ pub fn spawn(
     let spec_json = serde_json::to_vec(spec).map_err(SetupError::InnerSpec)?;
     let spec_fd = sys::memfd_with("efr-inner-spec", &spec_json)
         .map_err(SetupError::sys("memfd of the init's spec"))?;
-    let spec_fd_raw = spec_fd.as_raw_fd();
-    // The filter bubblewrap loads holds our init too; the supervisor in it takes fds from
-    // and writes results into the line's processes, so those two calls are refused to the
-    // line by a filter of its own instead (`supervise::filter::line_only`).
-    let mut drop = spec.seccomp_drop.clone();
-    if spec.supervise.is_some() {
-        drop.extend(
-            crate::supervise::filter::INIT_NEEDS
-                .iter()
-                .map(|s| s.to_string()),
-        );
-    }
-    let prog = crate::restrict::seccomp::program_without(view.landlock.deny_tcp, &drop)?;
-    let prog_fd = sys::memfd_with(
-        "efr-seccomp",
-        &crate::restrict::seccomp::program_bytes(&prog),
-    )
-    .map_err(SetupError::sys("memfd of the seccomp filter"))?;
-    let prog_fd_raw = prog_fd.as_raw_fd();
-    let mut argv = vec![bwrap.to_string()];
-    argv.extend(without_vanished_masks(
-        args(view, &stage.empty, Some(&stage.resolv)),
-        &stage.empty,
-    ));
-    // Our init runs inside bubblewrap's view, where the host path of this executable may
-    // not exist (under /tmp, which the call has its own of, or in a masked path): bind it
-    // read-only at a fixed path in the call's private /dev and run it from there.
-    argv.extend(["--ro-bind".into(), exe.clone(), INSIDE_INIT.into()]);
-    argv.extend(["--info-fd".into(), info_w.to_string()]);
-    argv.extend(["--add-seccomp-fd".into(), prog_fd_raw.to_string()]);
-    argv.extend([
-        "--".into(),
-        INSIDE_INIT.into(),
-        "--inner".into(),
-        spec_fd_raw.to_string(),
-        report_w.to_string(),
-    ]);
+    let prog_fd = init_filter(view, spec)?;
+    let fds = InitFds {
+        spec: spec_fd.as_raw_fd(),
+        prog: prog_fd.as_raw_fd(),
+        report_w,
+        info_w,
+    };
+    let argv = bwrap_argv(bwrap, view, stage, exe, &fds);
     let me = sys::getpid();
     let pid = sys::fork().map_err(SetupError::sys("fork bubblewrap's process"))?;
     if pid == 0 {
-        if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
-            crate::child::report::setup_error(
-                report_w,
-                format!("prctl(PR_SET_PDEATHSIG) of bubblewrap: {e}"),
-            );
-            sys::exit_now(crate::exit_code::BACKEND_FAILED);
-        }
-        // The launcher died before the death signal was set: nothing would end us.
-        if sys::getppid() != me {
-            sys::exit_now(crate::exit_code::BACKEND_FAILED);
-        }
-        // bubblewrap's process is in the caller's process group too, and handles no
-        // signal: one sent to the group would kill it, and our init with it (it runs with
-        // `--die-with-parent`), before the init reports how the line ended. It ignores
-        // what the launcher ignores and forwards; the launcher ends it with SIGKILL.
-        for &(sig, _) in crate::run::IGNORED_SIGNALS {
-            sys::ignore_signals(&[sig]);
-        }
-        sys::ignore_signals(&crate::run::forwarded_signals());
-        let layers: Vec<Layer<'_>> = view
-            .ops
-            .iter()
-            .filter_map(|op| match op {
-                Op::Overlay {
-                    path,
-                    upper,
-                    work,
-                    conversation,
-                } => Some(Layer {
-                    path,
-                    upper,
-                    work,
-                    conversation: conversation.as_deref(),
-                }),
-                _ => None,
-            })
-            .collect();
-        if !view.host_net || !layers.is_empty() {
-            if let Err(e) = pre_namespaces(!view.host_net, &layers) {
-                crate::child::report::setup_error(report_w, e);
-                sys::exit_now(crate::exit_code::BACKEND_FAILED);
-            }
-        }
-        for fd in [prog_fd_raw, spec_fd_raw, report_w, info_w]
-            .into_iter()
-            .chain(spec.launcher_pidfd)
-        {
-            if let Err(e) = sys::set_inheritable(fd) {
-                crate::child::report::setup_error(
-                    report_w,
-                    format!("fd {fd} for bubblewrap's init: {e}"),
-                );
-                sys::exit_now(crate::exit_code::BACKEND_FAILED);
-            }
-        }
-        if let Some(t) = &spec.terminal {
-            if let Err(e) = sys::set_inheritable(t.sock) {
-                crate::child::report::setup_error(
-                    report_w,
-                    format!("terminal fd {} for bubblewrap's init: {e}", t.sock),
-                );
-                sys::exit_now(crate::exit_code::BACKEND_FAILED);
-            }
-        }
-        let e = sys::execve(bwrap, &argv, &[]);
-        crate::child::report::setup_error(report_w, format!("exec {bwrap}: {e}"));
-        sys::exit_now(crate::exit_code::BACKEND_FAILED);
+        bwrap_process(bwrap, &argv, view, spec, &fds, me);
     }
     std::mem::drop(prog_fd);
     std::mem::drop(spec_fd);
     Ok(pid)
+}
+
+/// bubblewrap's process, forked by the launcher `me`: dies with it, ignores the signals the
+/// launcher hands on, makes the call's network namespace and cache layers
+/// ([`pre_namespaces`]), passes our init its fds and execs bubblewrap. Never returns.
+fn bwrap_process(
+    bwrap: &str,
+    argv: &[String],
+    view: &View,
+    spec: &InnerSpec,
+    fds: &InitFds,
+    me: libc::pid_t,
+) -> ! {
+    let fail = |msg: String| -> ! {
+        crate::child::report::setup_error(fds.report_w, msg);
+        sys::exit_now(crate::exit_code::BACKEND_FAILED)
+    };
+    if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0) {
+        fail(format!("prctl(PR_SET_PDEATHSIG) of bubblewrap: {e}"));
+    }
+    // The launcher died before the death signal was set: nothing would end us.
+    if sys::getppid() != me {
+        sys::exit_now(crate::exit_code::BACKEND_FAILED);
+    }
+    // bubblewrap's process is in the caller's process group too, and handles no signal:
+    // one sent to the group would kill it, and our init with it (it runs with
+    // `--die-with-parent`), before the init reports how the line ended. It ignores what the
+    // launcher ignores and forwards; the launcher ends it with SIGKILL.
+    for &(sig, _) in crate::signals::IGNORED_SIGNALS {
+        sys::ignore_signals(&[sig]);
+    }
+    sys::ignore_signals(&crate::signals::forwarded_signals());
+    let layers: Vec<Layer<'_>> = view
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Overlay {
+                path,
+                upper,
+                work,
+                conversation,
+            } => Some(Layer {
+                path,
+                upper,
+                work,
+                conversation: conversation.as_deref(),
+            }),
+            _ => None,
+        })
+        .collect();
+    if !view.host_net || !layers.is_empty() {
+        if let Err(e) = pre_namespaces(!view.host_net, &layers) {
+            fail(e.to_string());
+        }
+    }
+    for fd in [fds.prog, fds.spec, fds.report_w, fds.info_w]
+        .into_iter()
+        .chain(spec.launcher_pidfd)
+    {
+        if let Err(e) = sys::set_inheritable(fd) {
+            fail(format!("fd {fd} for bubblewrap's init: {e}"));
+        }
+    }
+    if let Some(t) = &spec.terminal {
+        if let Err(e) = sys::set_inheritable(t.sock) {
+            fail(format!("terminal fd {} for bubblewrap's init: {e}", t.sock));
+        }
+    }
+    let e = sys::execve(bwrap, argv, &[]);
+    fail(format!("exec {bwrap}: {e}"))
 }
 
 /// Whether `src` is what a mask binds: the stage's empty file, or a scrubbed copy written

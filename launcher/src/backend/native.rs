@@ -237,10 +237,28 @@ pub(super) fn open_low_ports() -> Result<(), SetupError> {
     std::fs::write(LOW_PORTS, "0").map_err(SetupError::write(LOW_PORTS))
 }
 
-/// The rest of the view on top of [`host_base`]: the plan's `/dev`, `/tmp` and scratch dir,
-/// then the rest of the view from the launcher, and the pivot into the new root.
+/// The rest of the view on top of [`host_base`], in steps: the plan's `/dev`, `/tmp` and
+/// scratch dir, then the rest of the view from the launcher (each [`Op`] applied), the
+/// call's `/etc/resolv.conf`, and the pivot into the new root.
 pub(super) fn finish_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupError> {
     dev_call(view)?;
+    tmp_and_scratch(view)?;
+    // The launcher computes the rest of the view while the steps above run: a length, then a [`Rest`] (EOF: it failed or died).
+    let rest = read_rest(sync_r.as_fd())?;
+    drop(sync_r);
+    let mut scrubbed = 0usize;
+    for op in &rest.ops {
+        apply_op(op, &mut scrubbed)?;
+    }
+    if view.proxy_socket.is_some() {
+        resolv_conf()?;
+    }
+    pivot_into_new_root()?;
+    Ok(rest)
+}
+
+/// The call's `/tmp` (the plan's dir, or a fresh tmpfs) and its scratch dir.
+fn tmp_and_scratch(view: &View) -> Result<(), SetupError> {
     match &view.tmp {
         Some(t) => bind(&format!("{O}{t}"), &format!("{N}/tmp"), false)?,
         None => mount(
@@ -255,127 +273,145 @@ pub(super) fn finish_root(view: &View, sync_r: OwnedFd) -> Result<Rest, SetupErr
     if let Some(s) = &view.scratch {
         bind(&format!("{O}{s}"), &format!("{N}{s}"), false)?;
     }
-    // The launcher computes the rest of the view while the steps above run: a length, then a [`Rest`] (EOF: it failed or died).
-    let rest = read_rest(sync_r.as_fd())?;
-    drop(sync_r);
-    let mut scrubbed = 0usize;
-    for op in &rest.ops {
-        match op {
-            Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw)?,
-            Op::Dev { .. } => {}
-            Op::Overlay {
-                path,
-                upper,
-                work,
-                conversation,
-            } => {
-                let dst = format!("{N}{path}");
-                let conv = conversation.as_ref().map(|c| format!("{O}{c}"));
-                let opts = crate::view::overlay_options(
-                    &format!("{O}{path}"),
-                    conv.as_deref(),
-                    &format!("{O}{upper}"),
-                    &format!("{O}{work}"),
-                );
-                mount(
-                    Some("overlay"),
-                    &dst,
-                    Some("overlay"),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    Some(&opts),
-                )
-                .map_err(|source| SetupError::Overlay {
-                    path: path.clone(),
-                    upper: upper.clone(),
-                    work: work.clone(),
-                    source,
-                })?;
-            }
-            Op::MaskDir { path } => {
-                match mount(
-                    Some("tmpfs"),
-                    &format!("{N}{path}"),
-                    Some("tmpfs"),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    Some("mode=0755,size=64k"),
-                ) {
-                    Ok(_) => {}
-                    // Not in the view: gone since the view was computed, or below the
-                    // call's own /tmp (a runtime dir under the host's /tmp), which shows
-                    // nothing of the host's. Nothing to hide; one that appears later has
-                    // no Landlock read rule (see `crate::restrict::lockdown`).
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(SetupError::mask("tmpfs", path)(e)),
-                }
-            }
-            Op::MaskFile { path } => {
-                let p = format!("{N}{path}");
-                match mount(Some("/stage/empty"), &p, None, libc::MS_BIND, None) {
-                    Ok(_) => {}
-                    // Gone since the view was computed (a socket of a program that
-                    // ended): nothing left to hide.
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    // Out of this namespace's reach: root's view lists every socket of the
-                    // host, but root's call holds no power over another user's files (their
-                    // owner is not mapped here), so a socket in their private directory
-                    // stays out of reach of this setup, which has every capability the
-                    // call's processes have and more; the call cannot name it either. One
-                    // that opens up later meets the supervisor, as one that appears does.
-                    Err(e) if e.kind() == io::ErrorKind::PermissionDenied => continue,
-                    Err(e) => return Err(SetupError::mask("empty file", path)(e)),
-                }
-                sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
-                    .map_err(SetupError::mask("empty file (read-only)", path))?;
-            }
-            Op::MaskWith { path, content } => {
-                // The copy lives in the staging tmpfs of this mount namespace.
-                scrubbed += 1;
-                let src = format!("/stage/scrubbed-{scrubbed}");
-                std::fs::write(&src, content).map_err(SetupError::write(&src))?;
-                let _ = std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o444));
-                let p = format!("{N}{path}");
-                match mount(Some(&src), &p, None, libc::MS_BIND, None) {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(SetupError::mask("scrubbed copy", path)(e)),
-                }
-                sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
-                    .map_err(SetupError::mask("scrubbed copy (read-only)", path))?;
-            }
-            Op::SealDir { path } => {
-                let p = format!("{N}{path}");
-                match mount(
-                    None,
-                    &p,
-                    None,
-                    libc::MS_REMOUNT
-                        | libc::MS_BIND
-                        | libc::MS_RDONLY
-                        | libc::MS_NOSUID
-                        | libc::MS_NODEV,
-                    None,
-                ) {
-                    Ok(_) => {}
-                    // Its mask was not in the view (above): nothing to seal.
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(SetupError::mask("seal", path)(e)),
-                }
-            }
+    Ok(())
+}
+
+/// Applies one mount operation of the view's rest (`scrubbed` counts the scrubbed copies
+/// staged so far).
+fn apply_op(op: &Op, scrubbed: &mut usize) -> Result<(), SetupError> {
+    match op {
+        Op::Bind { src, dst, rw } => bind(&format!("{O}{src}"), &format!("{N}{dst}"), !rw),
+        Op::Dev { .. } => Ok(()),
+        Op::Overlay {
+            path,
+            upper,
+            work,
+            conversation,
+        } => overlay(path, upper, work, conversation.as_deref()),
+        Op::MaskDir { path } => mask_dir(path),
+        Op::MaskFile { path } => mask_file(path),
+        Op::MaskWith { path, content } => {
+            // The copy lives in the staging tmpfs of this mount namespace.
+            *scrubbed += 1;
+            mask_with(path, content, *scrubbed)
         }
+        Op::SealDir { path } => seal_dir(path),
     }
-    if view.proxy_socket.is_some() {
-        resolv_conf()?;
+}
+
+/// A cache's layer: overlayfs on the cache's path.
+fn overlay(
+    path: &str,
+    upper: &str,
+    work: &str,
+    conversation: Option<&str>,
+) -> Result<(), SetupError> {
+    let dst = format!("{N}{path}");
+    let conv = conversation.map(|c| format!("{O}{c}"));
+    let opts = crate::view::overlay_options(
+        &format!("{O}{path}"),
+        conv.as_deref(),
+        &format!("{O}{upper}"),
+        &format!("{O}{work}"),
+    );
+    mount(
+        Some("overlay"),
+        &dst,
+        Some("overlay"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(&opts),
+    )
+    .map_err(|source| SetupError::Overlay {
+        path: path.to_string(),
+        upper: upper.to_string(),
+        work: work.to_string(),
+        source,
+    })?;
+    Ok(())
+}
+
+/// An empty tmpfs over a masked directory (sealed read-only later).
+fn mask_dir(path: &str) -> Result<(), SetupError> {
+    match mount(
+        Some("tmpfs"),
+        &format!("{N}{path}"),
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=0755,size=64k"),
+    ) {
+        Ok(_) => Ok(()),
+        // Not in the view: gone since the view was computed, or below the call's own /tmp
+        // (a runtime dir under the host's /tmp), which shows nothing of the host's. Nothing
+        // to hide; one that appears later has no Landlock read rule (see
+        // `crate::restrict::lockdown`).
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(SetupError::mask("tmpfs", path)(e)),
     }
-    // Make the new root the root and leave the base behind. One lazy detach of the base
-    // takes the old root (the host's tree, mounted on `/oldroot` of the base) with it: a
-    // detach frees its mounts after an expedited RCU grace period the caller waits for
-    // (`strace -T`: 0.10-0.12 ms each of two detaches, 0.06-0.10 ms for the one; the
-    // launch's A/B is inside this machine's noise, `docs/benchmarks.md`, session 11).
+}
+
+/// The staged empty file over a masked file, read-only.
+fn mask_file(path: &str) -> Result<(), SetupError> {
+    let p = format!("{N}{path}");
+    match mount(Some("/stage/empty"), &p, None, libc::MS_BIND, None) {
+        Ok(_) => {}
+        // Gone since the view was computed (a socket of a program that ended): nothing left
+        // to hide.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        // Out of this namespace's reach: root's view lists every socket of the host, but
+        // root's call holds no power over another user's files (their owner is not mapped
+        // here), so a socket in their private directory stays out of reach of this setup,
+        // which has every capability the call's processes have and more; the call cannot
+        // name it either. One that opens up later meets the supervisor, as one that
+        // appears does.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return Ok(()),
+        Err(e) => return Err(SetupError::mask("empty file", path)(e)),
+    }
+    sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
+        .map_err(SetupError::mask("empty file (read-only)", path))
+}
+
+/// The scrubbed copy `n` of a masked file, staged and bound over it read-only.
+fn mask_with(path: &str, content: &str, n: usize) -> Result<(), SetupError> {
+    let src = format!("/stage/scrubbed-{n}");
+    std::fs::write(&src, content).map_err(SetupError::write(&src))?;
+    let _ = std::fs::set_permissions(&src, std::fs::Permissions::from_mode(0o444));
+    let p = format!("{N}{path}");
+    match mount(Some(&src), &p, None, libc::MS_BIND, None) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(SetupError::mask("scrubbed copy", path)(e)),
+    }
+    sys::mount_setattr_recursive(&p, MOUNT_ATTR_RDONLY, 0)
+        .map_err(SetupError::mask("scrubbed copy (read-only)", path))
+}
+
+/// A masked directory made read-only once what is bound inside it is in place.
+fn seal_dir(path: &str) -> Result<(), SetupError> {
+    let p = format!("{N}{path}");
+    match mount(
+        None,
+        &p,
+        None,
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV,
+        None,
+    ) {
+        Ok(_) => Ok(()),
+        // Its mask was not in the view (above): nothing to seal.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(SetupError::mask("seal", path)(e)),
+    }
+}
+
+/// Makes the new root the root and leaves the base behind. One lazy detach of the base
+/// takes the old root (the host's tree, mounted on `/oldroot` of the base) with it: a
+/// detach frees its mounts after an expedited RCU grace period the caller waits for
+/// (`strace -T`: 0.10-0.12 ms each of two detaches, 0.06-0.10 ms for the one; the launch's
+/// A/B of one detach against two is inside this machine's noise).
+fn pivot_into_new_root() -> Result<(), SetupError> {
     sys::chdir(N).map_err(SetupError::root("chdir", N))?;
     sys::pivot_root(".", ".").map_err(SetupError::root("pivot_root into", N))?;
     sys::umount2(".", libc::MNT_DETACH).map_err(SetupError::root("detach the base", "/tmp"))?;
-    sys::chdir("/").map_err(SetupError::root("chdir", "/"))?;
-    Ok(rest)
+    sys::chdir("/").map_err(SetupError::root("chdir", "/"))
 }
 
 /// Maps `uid` and `gid` to themselves in the new user namespace of child `pid` (which
@@ -487,7 +523,7 @@ fn spawn_cold(
         // `LAUNCHER_DEATH_SIGNAL`). (It cannot compare getppid, its parent is
         // outside its pid namespace: the launcher's pidfd tells whether the launcher died
         // before this, see `run_init`.)
-        let death = crate::child::init::LAUNCHER_DEATH_SIGNAL as libc::c_ulong;
+        let death = crate::signals::LAUNCHER_DEATH_SIGNAL as libc::c_ulong;
         if let Err(e) = sys::prctl(libc::PR_SET_PDEATHSIG, death, 0) {
             crate::child::report::setup_error(
                 report_w,

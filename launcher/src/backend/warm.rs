@@ -307,7 +307,7 @@ fn waiting_init(sock: OwnedFd, report_w: RawFd, launcher_pidfd: RawFd, report_r:
     // From here on the init runs a call: it ends it itself when the launcher dies (see
     // `LAUNCHER_DEATH_SIGNAL`; until the init catches it, its pidfd watch of the launcher
     // holds).
-    let death = crate::child::init::LAUNCHER_DEATH_SIGNAL as libc::c_ulong;
+    let death = crate::signals::LAUNCHER_DEATH_SIGNAL as libc::c_ulong;
     if sys::prctl(libc::PR_SET_PDEATHSIG, death, 0).is_err() {
         quit();
     }

@@ -3,7 +3,7 @@
 //!
 //! The init (pid 1 of the sandbox's pid namespace) is not dumpable, leads a session of its
 //! own (with the call's pty as controlling terminal when there is one, see [`crate::pty`]),
-//! hands the signals a process sent it (the launcher's [`crate::run::FORWARDED_SIGNALS`])
+//! hands the signals a process sent it (the launcher's [`crate::signals::FORWARDED_SIGNALS`])
 //! to the line's process group (a ^C on the call's pty reaches the line's foreground group
 //! directly), SIGCONT to the line's group and, as a shell does, the
 //! SIGHUP of its pty's hang-up, reaps, reports a stop of the line's main process
@@ -88,17 +88,6 @@ fn all_signals() -> Vec<libc::c_int> {
         .filter(|&s| s != libc::SIGKILL && s != libc::SIGSTOP)
         .collect()
 }
-
-/// The signal that ends a call from outside: the launcher sends it to the init when the
-/// caller died, and the native backend's init (cold, or a standby's once its call came)
-/// gets it when the launcher dies (its `PR_SET_PDEATHSIG`). Caught, so that the init ends
-/// the call itself (every process killed, the lock files the line left removed:
-/// [`crate::supervise::MadeLocks`]) rather than be killed with its work undone. Until the
-/// init catches it, the kernel drops it (the init is pid 1 of its namespace, and the
-/// signal's default action is not SIGKILL's), and [`run_init`] sees the launcher's end on
-/// its pidfd, first thing and in its loop. A process of the call that sends it ends its
-/// own call, which it could do anyway.
-pub(crate) const LAUNCHER_DEATH_SIGNAL: libc::c_int = libc::SIGPWR;
 
 /// The launcher has ended: nothing of the call may outlive it. Kills every process of the
 /// namespace and ends the init (its namespace goes with it).
@@ -308,15 +297,15 @@ fn listener_turn(revents: Option<libc::c_short>) -> ListenerTurn {
     }
 }
 
-/// The init: forks the line, forwards signals, reaps, ends the rest when the line ends and
-/// reports its status. Never returns.
-pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
-    let launcher = spec.launcher_pidfd.filter(|&fd| sys::fd_open(fd));
-    if launcher.is_some_and(sys::pidfd_ended) {
-        launcher_gone();
-    }
-    // Not dumpable: the line (same uid) may not ptrace the init or take its fds. Then the
-    // reaper of the call's orphans, so that none outlives the line unseen.
+/// The init cannot set the call up: `msg` is the call's setup error, and the init ends.
+fn init_failed(report_fd: RawFd, msg: impl std::fmt::Display) -> ! {
+    crate::child::report::setup_error(report_fd, msg);
+    sys::exit_now(crate::exit_code::INIT_FAILED)
+}
+
+/// Init step 1: not dumpable (the line, same uid, may not ptrace the init or take its
+/// fds), then the reaper of the call's orphans, so that none outlives the line unseen.
+fn harden_init(report_fd: RawFd) {
     for (op, arg, what) in [
         (
             libc::PR_SET_DUMPABLE,
@@ -330,61 +319,357 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         ),
     ] {
         if let Err(e) = sys::prctl(op, arg, 0) {
-            crate::child::report::setup_error(report_fd, format!("{what}: {e}"));
-            sys::exit_now(crate::exit_code::INIT_FAILED)
+            init_failed(report_fd, format!("{what}: {e}"));
         }
     }
-    // What the launcher hands on (see `crate::run::FORWARDED_SIGNALS`), and what the init
-    // acts on itself.
-    let fwd = crate::run::forwarded_signals();
-    let mut sigs = fwd.clone();
-    sigs.extend([libc::SIGCHLD, libc::SIGCONT, LAUNCHER_DEATH_SIGNAL]);
-    let sig_r = match sys::signal_pipe(&sigs) {
+}
+
+/// Init step 2: the signal pipe of what the launcher hands on (`fwd`, see
+/// `crate::signals::FORWARDED_SIGNALS`) and of what the init acts on itself.
+fn init_signals(fwd: &[libc::c_int], report_fd: RawFd) -> RawFd {
+    let mut sigs = fwd.to_vec();
+    sigs.extend([
+        libc::SIGCHLD,
+        libc::SIGCONT,
+        crate::signals::LAUNCHER_DEATH_SIGNAL,
+    ]);
+    match sys::signal_pipe(&sigs) {
         Ok(r) => r,
-        Err(e) => {
-            crate::child::report::setup_error(report_fd, format!("init signals: {e}"));
-            sys::exit_now(crate::exit_code::INIT_FAILED)
-        }
-    };
-    // A session of the call's own: no process of it has the user's terminal as controlling
-    // terminal; the call's pty, when it has one, is that of the init and the line.
+        Err(e) => init_failed(report_fd, format!("init signals: {e}")),
+    }
+}
+
+/// Init step 3: a session of the call's own: no process of it has the user's terminal as
+/// controlling terminal; the call's pty, when it has one, is that of the init and the line.
+fn own_session(spec: &InnerSpec, report_fd: RawFd) -> Prepared {
     let mut pre = Prepared {
         contained: true,
         ..Default::default()
     };
     if let Err(e) = crate::pty::leave_session() {
-        crate::child::report::setup_error(report_fd, e);
-        sys::exit_now(crate::exit_code::INIT_FAILED)
+        init_failed(report_fd, e);
     }
     if let Some(t) = &spec.terminal {
         match crate::pty::open_inside(t) {
             Ok(l) => pre.terminal = Some(l),
-            Err(e) => {
-                crate::child::report::setup_error(report_fd, e);
-                sys::exit_now(crate::exit_code::INIT_FAILED)
-            }
+            Err(e) => init_failed(report_fd, e),
         }
     }
-    // The proxy's sockets are bound in the call's network namespace and sent to the
-    // call's proxy before the line exists: the line finds them listening, and never holds
-    // them (the init's copies are closed by then). The proxy's answer is watched below,
-    // while the line starts.
-    let mut egress = None;
-    if let Some(e) = &spec.egress {
-        match crate::child::egress::Egress::bind(e).and_then(|b| b.send()) {
-            Ok(p) => egress = Some(p),
-            Err(e) => {
-                crate::child::report::setup_error(report_fd, e);
-                sys::exit_now(crate::exit_code::INIT_FAILED)
-            }
+    pre
+}
+
+/// Init step 4: the proxy's sockets are bound in the call's network namespace and sent to
+/// the call's proxy before the line exists: the line finds them listening, and never holds
+/// them (the init's copies are closed by then). The proxy's answer is watched while the
+/// line starts ([`InitWatch::egress_answer`]).
+fn bind_egress(spec: &InnerSpec, report_fd: RawFd) -> Option<crate::child::egress::Pending> {
+    let e = spec.egress.as_ref()?;
+    match crate::child::egress::Egress::bind(e).and_then(|b| b.send()) {
+        Ok(p) => Some(p),
+        Err(e) => init_failed(report_fd, e),
+    }
+}
+
+/// Init step 5: a supervised call's init enters the line's Landlock domain before forking
+/// it: the supervisor then can do nothing the line could not.
+fn enter_supervised_domain(spec: &InnerSpec, pre: &mut Prepared, report_fd: RawFd) {
+    if spec.supervise.is_none() {
+        return;
+    }
+    if !crate::supervise::available() {
+        init_failed(
+            report_fd,
+            "the kernel cannot supervise writes (seccomp user notification)",
+        );
+    }
+    if let Some(l) = &spec.landlock {
+        if let Err(e) = sys::no_new_privs() {
+            init_failed(report_fd, format!("no_new_privs: {e}"));
+        }
+        match enter_landlock(spec, l) {
+            Ok(r) => pre.landlock = Some(r),
+            Err(e) => init_failed(report_fd, e),
         }
     }
-    // The init enters the line's Landlock domain before forking it: the supervisor then
-    // can do nothing the line could not.
-    let fail = |m: String| -> ! {
-        crate::child::report::setup_error(report_fd, m);
-        sys::exit_now(crate::exit_code::INIT_FAILED)
+}
+
+/// The line forked (init step 6).
+struct Forked {
+    /// The line's main process.
+    main: libc::pid_t,
+    /// The line's listener, until its child has said where it is (a supervised line).
+    pending: Option<crate::supervise::PendingListener>,
+    /// The init's copy of what the line's child took (a supervised line): dropped once the
+    /// child has left the init's fd table (see `fork_supervised`).
+    held: Option<Prepared>,
+}
+
+/// Init step 6: forks the line, supervised (its filter with its listener, loaded by the
+/// line's process as it starts) or not.
+fn fork_line(spec: &InnerSpec, report_fd: RawFd, pre: Prepared) -> Forked {
+    if spec.supervise.is_none() {
+        return match sys::fork() {
+            Ok(0) => exec_line(spec, report_fd, pre),
+            Ok(main) => {
+                // The line holds the call's pty now; the init keeps it as controlling
+                // terminal only (an open slave here would keep its master from ever
+                // reading EOF).
+                drop(pre.terminal);
+                Forked {
+                    main,
+                    pending: None,
+                    held: None,
+                }
+            }
+            Err(e) => init_failed(report_fd, format!("fork: {e}")),
+        };
+    }
+    // On the native backend the EPERM program with the supervised table merged in (one
+    // filter run per call), under bubblewrap (which loaded the EPERM one) the table alone,
+    // after the line's own refusals. (Only the programs used are built: about 0.03 ms
+    // each.)
+    let prog = match spec.seccomp {
+        Some(nv) if !spec.seccomp_preloaded => {
+            let bodies = crate::supervise::filter::bodies();
+            match crate::restrict::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
+                Ok(p) => p,
+                Err(e) => init_failed(report_fd, e),
+            }
+        }
+        _ => crate::supervise::filter::program(),
     };
+    let line_only = spec
+        .seccomp_preloaded
+        .then(crate::supervise::filter::line_only);
+    // The line's child takes `pre` from its own copy of this slot; the init's copy stays
+    // here until the child has left the init's fd table (see `fork_supervised`).
+    let mut slot = Some(pre);
+    let forked =
+        crate::supervise::fork_supervised(&prog, line_only.as_ref(), || match slot.take() {
+            Some(pre) => exec_line(spec, report_fd, pre),
+            None => sys::exit_now(crate::exit_code::INIT_FAILED),
+        });
+    match forked {
+        Ok((main, l)) => Forked {
+            main,
+            pending: Some(l),
+            held: slot,
+        },
+        Err(e) => init_failed(report_fd, e),
+    }
+}
+
+/// The init's watch of the running line (init step 8): reaps, hands signals on, starts
+/// the supervisor, takes the proxy's answer, looks at the call's file systems.
+struct InitWatch {
+    report_fd: RawFd,
+    /// The line's main process.
+    main: libc::pid_t,
+    sig_r: RawFd,
+    /// The signals the launcher hands on.
+    fwd: Vec<libc::c_int>,
+    /// The launcher's pidfd.
+    launcher: Option<RawFd>,
+    /// The line's listener and, once started, its supervisor.
+    lazy: Option<crate::supervise::Lazy>,
+    /// See [`Forked::held`].
+    held: Option<Prepared>,
+    /// The call's proxy, until it answered.
+    egress: Option<crate::child::egress::Pending>,
+    full: FullWatch,
+    /// The lock files of granted files the line makes: those left at its end go (the
+    /// user's next `git config` would fail on one with `File exists`).
+    locks: Option<std::sync::Arc<crate::supervise::MadeLocks>>,
+}
+
+impl InitWatch {
+    /// Watches until the line's main process ended: its wait status.
+    fn run(&mut self) -> libc::c_int {
+        loop {
+            if let Some(st) = self.reap() {
+                return st;
+            }
+            self.wait_turn();
+            self.egress_answer();
+            self.full.check(self.report_fd);
+            self.hand_on_signals();
+        }
+    }
+
+    /// Reaps whatever ended: the main process's wait status once it ended. A stop of the
+    /// line (^Z on the call's pty) is reported: the launcher stops its job too and
+    /// continues the line through the init (SIGCONT).
+    fn reap(&self) -> Option<libc::c_int> {
+        let mut status = None;
+        while let Ok(Some((pid, st))) = sys::waitpid(-1, libc::WNOHANG | libc::WUNTRACED) {
+            if pid != self.main {
+                continue;
+            }
+            if libc::WIFSTOPPED(st) {
+                crate::child::report::send(
+                    self.report_fd,
+                    &crate::child::report::Report::Stopped(libc::WSTOPSIG(st)),
+                );
+            } else {
+                status = Some(st);
+            }
+        }
+        status
+    }
+
+    /// The line's processes killed, the lock files it left removed, the init ended.
+    fn end_now(&self) -> ! {
+        let _ = sys::kill(-1, libc::SIGKILL);
+        self.remove_locks();
+        launcher_gone()
+    }
+
+    fn remove_locks(&self) {
+        if let Some(l) = &self.locks {
+            l.remove_left();
+        }
+    }
+
+    /// One poll: the launcher's end, the line's listener's turn.
+    fn wait_turn(&mut self) {
+        let mut fds = vec![(self.sig_r, libc::POLLIN)];
+        fds.extend(self.launcher.map(|fd| (fd, libc::POLLIN)));
+        let at = self.lazy.as_ref().map(|l| {
+            fds.push((l.fd(), libc::POLLIN));
+            fds.len() - 1
+        });
+        fds.extend(self.egress.as_ref().map(|p| (p.fd(), libc::POLLIN)));
+        let timeout = match (&self.egress, self.full.timeout()) {
+            (Some(p), -1) => p.ms_left(),
+            (Some(p), t) => t.min(p.ms_left()),
+            (None, t) => t,
+        };
+        let Ok(r) = sys::poll(&fds, timeout) else {
+            return;
+        };
+        if self.launcher.is_some()
+            && r.get(1)
+                .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
+        {
+            self.end_now();
+        }
+        match listener_turn(at.and_then(|i| r.get(i).copied())) {
+            ListenerTurn::Start => self.listener_ready(),
+            ListenerTurn::Done => self.lazy = None,
+            ListenerTurn::Wait => {}
+        }
+    }
+
+    /// The line's child has said where its listener is (or has failed to make it): it has
+    /// left the init's fd table, and what it needed from it is the init's. Or a supervised
+    /// call waits: the supervisor starts. On failure the line, which waits on its first
+    /// write, is ended rather than let run unsupervised.
+    fn listener_ready(&mut self) {
+        let Some(l) = self.lazy.take() else {
+            return;
+        };
+        let was_pending = l.pending();
+        match l.ready() {
+            Ok(next) => self.lazy = next,
+            Err(e) => {
+                crate::child::report::setup_error(self.report_fd, e);
+                let _ = sys::kill(self.main, libc::SIGKILL);
+            }
+        }
+        if was_pending {
+            drop(self.held.take());
+        }
+    }
+
+    /// The proxy's answer (or a close, or none in time): a call whose proxy did not take
+    /// its sockets ends, as it would not have started before.
+    fn egress_answer(&mut self) {
+        if let Some(answer) = self.egress.as_mut().and_then(|p| p.answer()) {
+            self.egress = None;
+            if let Err(e) = answer {
+                crate::child::report::setup_error(self.report_fd, e);
+                let _ = sys::kill(self.main, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// The signals the init caught, acted on.
+    fn hand_on_signals(&self) {
+        let mut buf = [0u8; 64];
+        let Ok(n) = sys::read(self.sig_r, &mut buf) else {
+            return;
+        };
+        for pair in buf[..n].chunks_exact(2) {
+            let (sig, from_kernel) = (libc::c_int::from(pair[0]), pair[1] == 1);
+            if sig == crate::signals::LAUNCHER_DEATH_SIGNAL {
+                self.end_now();
+            }
+            // To the line's group (the line leads it; before it has made its group, to the
+            // line alone): what a process sent, as the caller's terminal or a group signal
+            // would have reached it; the SIGHUP of the call's pty hanging up (the kernel
+            // tells the session leader only; a shell passes it on to its job); SIGCONT, as
+            // a shell's `fg` does.
+            let to_group = if from_kernel {
+                sig == libc::SIGHUP
+            } else {
+                self.fwd.contains(&sig) || sig == libc::SIGCONT
+            };
+            if to_group && sys::kill(-self.main, sig).is_err() {
+                let _ = sys::kill(self.main, sig);
+            }
+        }
+    }
+
+    /// Init step 9: the line's main process ended with `st`: the rest of the namespace is
+    /// ended and reaped, the lock files left removed, and only then the line's end is
+    /// reported (the launcher then ends at once, without waiting for the init's exit: see
+    /// `run`).
+    fn finish(mut self, st: libc::c_int) -> ! {
+        self.full.check(self.report_fd);
+        // A refusal that came while the line was ending is still the call's setup error.
+        if let Some(Err(e)) = self.egress.as_mut().and_then(|p| p.answer()) {
+            crate::child::report::setup_error(self.report_fd, e);
+        }
+        let _ = sys::kill(-1, libc::SIGKILL);
+        loop {
+            match sys::waitpid(-1, 0) {
+                Ok(Some(_)) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                _ => break,
+            }
+        }
+        self.remove_locks();
+        // The call is over: its output ends as soon as the launcher closes its own copies,
+        // not after this process's teardown. (Only 0 to 2: other fds of the init may still
+        // be owned by its supervisor's thread, ending too.)
+        sys::stdio_to_null();
+        let report = |r| crate::child::report::send(self.report_fd, &r);
+        if libc::WIFSIGNALED(st) {
+            let s = libc::WTERMSIG(st);
+            report(crate::child::report::Report::ExitSignal(s));
+            sys::exit_now(crate::exit_code::of_signal(s))
+        }
+        let c = libc::WEXITSTATUS(st);
+        report(crate::child::report::Report::ExitCode(c));
+        sys::exit_now(c)
+    }
+}
+
+/// The init: forks the line, forwards signals, reaps, ends the rest when the line ends and
+/// reports its status. Never returns. In steps: the launcher's end checked, the init
+/// hardened (1), its signals (2), its session (3), the proxy's sockets (4), the
+/// supervisor's Landlock domain (5), the line forked (6), the init's capabilities dropped
+/// and the supervisor made ready (7), the line watched (8), the call ended (9).
+pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
+    let launcher = spec.launcher_pidfd.filter(|&fd| sys::fd_open(fd));
+    if launcher.is_some_and(sys::pidfd_ended) {
+        launcher_gone();
+    }
+    harden_init(report_fd);
+    let fwd = crate::signals::forwarded_signals();
+    let sig_r = init_signals(&fwd, report_fd);
+    let mut pre = own_session(spec, report_fd);
+    let egress = bind_egress(spec, report_fd);
     let sockets = spec
         .supervise
         .as_ref()
@@ -393,75 +678,21 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
                 .own_loopback(sv.own_loopback)
         })
         .unwrap_or_default();
-    if spec.supervise.is_some() {
-        if !crate::supervise::available() {
-            fail("the kernel cannot supervise writes (seccomp user notification)".into());
-        }
-        if let Some(l) = &spec.landlock {
-            if let Err(e) = sys::no_new_privs() {
-                fail(format!("no_new_privs: {e}"));
-            }
-            match enter_landlock(spec, l) {
-                Ok(r) => pre.landlock = Some(r),
-                Err(e) => fail(e.to_string()),
-            }
-        }
-    }
+    enter_supervised_domain(spec, &mut pre, report_fd);
     pre.supervised = spec.supervise.is_some();
-    let mut held: Option<Prepared> = None;
-    let (main, pending) = if spec.supervise.is_some() {
-        // The line's filter with its listener, loaded by the line's process as it starts:
-        // on the native backend the EPERM program with the supervised table merged in (one
-        // filter run per call), under bubblewrap (which loaded the EPERM one) the table
-        // alone, after the line's own refusals.
-        // (Only the programs used are built: about 0.03 ms each.)
-        let prog = match spec.seccomp {
-            Some(nv) if !spec.seccomp_preloaded => {
-                let bodies = crate::supervise::filter::bodies();
-                match crate::restrict::seccomp::program_with(nv, &spec.seccomp_drop, &bodies) {
-                    Ok(p) => p,
-                    Err(e) => fail(e.to_string()),
-                }
-            }
-            _ => crate::supervise::filter::program(),
-        };
-        let line_only = spec
-            .seccomp_preloaded
-            .then(crate::supervise::filter::line_only);
-        // The line's child takes `pre` from its own copy of this slot; the init's copy stays
-        // here until the child has left the init's fd table (see `fork_supervised`).
-        let mut slot = Some(pre);
-        let forked =
-            crate::supervise::fork_supervised(&prog, line_only.as_ref(), || match slot.take() {
-                Some(pre) => exec_line(spec, report_fd, pre),
-                None => sys::exit_now(crate::exit_code::INIT_FAILED),
-            });
-        held = slot;
-        match forked {
-            Ok((p, l)) => (p, Some(l)),
-            Err(e) => fail(e.to_string()),
-        }
-    } else {
-        match sys::fork() {
-            Ok(0) => exec_line(spec, report_fd, pre),
-            Ok(p) => {
-                // The line holds the call's pty now; the init keeps it as controlling
-                // terminal only (an open slave here would keep its master from ever
-                // reading EOF). Under the supervisor, `held` is dropped once the line's
-                // child has left the init's fd table.
-                drop(pre.terminal);
-                (p, None)
-            }
-            Err(e) => fail(format!("fork: {e}")),
-        }
-    };
-    // The ports below 1024 are bound and the line forked: the init needs no capability any
-    // more (under bwrap it has none to drop). The supervisor makes the line's writes: with
-    // a capability it could write what the line may not (CAP_DAC_OVERRIDE).
+    let Forked {
+        main,
+        pending,
+        held,
+    } = fork_line(spec, report_fd, pre);
+    // Step 7. The ports below 1024 are bound and the line forked: the init needs no
+    // capability any more (under bwrap it has none to drop). The supervisor makes the
+    // line's writes: with a capability it could write what the line may not
+    // (CAP_DAC_OVERRIDE).
     if spec.drop_caps {
         if let Err(e) = crate::restrict::caps::drop_all() {
             let _ = sys::kill(main, libc::SIGKILL);
-            fail(format!("init dropping capabilities: {e}"));
+            init_failed(report_fd, format!("init dropping capabilities: {e}"));
         }
     }
     // The line's listener, once its child has said where it is; its supervisor starts with
@@ -469,7 +700,7 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
     // with several links are found first, while the line goes on to its exec: a protected
     // directory may hold thousands of files (the walk stops at 4096), and the line must not
     // wait for them.
-    let mut lazy = match (pending, &spec.supervise) {
+    let lazy = match (pending, &spec.supervise) {
         (Some(p), Some(sv)) => Some(crate::supervise::Lazy::new(
             p,
             sv.clone(),
@@ -479,154 +710,20 @@ pub fn run_init(spec: &InnerSpec, report_fd: RawFd) -> ! {
         )),
         _ => None,
     };
-    // The lock files of granted files the line makes: those left at its end go (the
-    // user's next `git config` would fail on one with `File exists`).
-    let locks = lazy.as_ref().map(crate::supervise::Lazy::locks);
-    let remove_locks = || {
-        if let Some(l) = &locks {
-            l.remove_left();
-        }
+    let mut w = InitWatch {
+        report_fd,
+        main,
+        sig_r,
+        fwd,
+        launcher,
+        locks: lazy.as_ref().map(crate::supervise::Lazy::locks),
+        lazy,
+        held,
+        egress,
+        full: FullWatch::new(&spec.watch_full),
     };
-
-    let mut full = FullWatch::new(&spec.watch_full);
-    let mut status: Option<libc::c_int> = None;
-    loop {
-        // Reap whatever ended.
-        loop {
-            match sys::waitpid(-1, libc::WNOHANG | libc::WUNTRACED) {
-                // The line stopped (^Z on the call's pty): the launcher stops its job too
-                // and continues the line through the init (SIGCONT, below).
-                Ok(Some((pid, st))) if libc::WIFSTOPPED(st) => {
-                    if pid == main {
-                        crate::child::report::send(
-                            report_fd,
-                            &crate::child::report::Report::Stopped(libc::WSTOPSIG(st)),
-                        );
-                    }
-                }
-                Ok(Some((pid, st))) => {
-                    if pid == main {
-                        status = Some(st);
-                    }
-                }
-                Ok(None) => break,
-                Err(_) => break,
-            }
-        }
-        if status.is_some() {
-            break;
-        }
-        let mut fds = vec![(sig_r, libc::POLLIN)];
-        fds.extend(launcher.map(|fd| (fd, libc::POLLIN)));
-        let at = lazy.as_ref().map(|l| {
-            fds.push((l.fd(), libc::POLLIN));
-            fds.len() - 1
-        });
-        fds.extend(egress.as_ref().map(|p| (p.fd(), libc::POLLIN)));
-        let timeout = match (&egress, full.timeout()) {
-            (Some(p), -1) => p.ms_left(),
-            (Some(p), t) => t.min(p.ms_left()),
-            (None, t) => t,
-        };
-        if let Ok(r) = sys::poll(&fds, timeout) {
-            if launcher.is_some()
-                && r.get(1)
-                    .is_some_and(|&e| e & (libc::POLLIN | libc::POLLHUP) != 0)
-            {
-                let _ = sys::kill(-1, libc::SIGKILL);
-                remove_locks();
-                launcher_gone();
-            }
-            match listener_turn(at.and_then(|i| r.get(i).copied())) {
-                // The line's child has said where its listener is (or has failed to make
-                // it): it has left the init's fd table, and what it needed from it is the
-                // init's. Or a supervised call waits: the supervisor starts. On failure the
-                // line, which waits on its first write, is ended rather than let run
-                // unsupervised.
-                ListenerTurn::Start => {
-                    if let Some(l) = lazy.take() {
-                        let was_pending = l.pending();
-                        match l.ready() {
-                            Ok(next) => lazy = next,
-                            Err(e) => {
-                                crate::child::report::setup_error(report_fd, e);
-                                let _ = sys::kill(main, libc::SIGKILL);
-                            }
-                        }
-                        if was_pending {
-                            drop(held.take());
-                        }
-                    }
-                }
-                ListenerTurn::Done => lazy = None,
-                ListenerTurn::Wait => {}
-            }
-        }
-        // The proxy's answer (or a close, or none in time): a call whose proxy did not take
-        // its sockets ends, as it would not have started before.
-        if let Some(answer) = egress.as_mut().and_then(|p| p.answer()) {
-            egress = None;
-            if let Err(e) = answer {
-                crate::child::report::setup_error(report_fd, e);
-                let _ = sys::kill(main, libc::SIGKILL);
-            }
-        }
-        full.check(report_fd);
-        let mut buf = [0u8; 64];
-        if let Ok(n) = sys::read(sig_r, &mut buf) {
-            for pair in buf[..n].chunks_exact(2) {
-                let (sig, from_kernel) = (pair[0] as libc::c_int, pair[1] == 1);
-                if sig == LAUNCHER_DEATH_SIGNAL {
-                    let _ = sys::kill(-1, libc::SIGKILL);
-                    remove_locks();
-                    launcher_gone();
-                }
-                // To the line's group (the line leads it; before it has made its group,
-                // to the line alone): what a process sent, as the caller's terminal or a
-                // group signal would have reached it; the SIGHUP of the call's pty hanging
-                // up (the kernel tells the session leader only; a shell passes it on to
-                // its job); SIGCONT, as a shell's `fg` does.
-                let to_group = if from_kernel {
-                    sig == libc::SIGHUP
-                } else {
-                    fwd.contains(&sig) || sig == libc::SIGCONT
-                };
-                if to_group && sys::kill(-main, sig).is_err() {
-                    let _ = sys::kill(main, sig);
-                }
-            }
-        }
-    }
-    full.check(report_fd);
-    // A refusal that came while the line was ending is still the call's setup error.
-    if let Some(Err(e)) = egress.as_mut().and_then(|p| p.answer()) {
-        crate::child::report::setup_error(report_fd, e);
-    }
-    // The line's main process ended: end the rest of the namespace.
-    // Only once every other process of the call is reaped does the init report the end:
-    // the launcher then ends at once, without waiting for the init's exit (see `run`).
-    let _ = sys::kill(-1, libc::SIGKILL);
-    loop {
-        match sys::waitpid(-1, 0) {
-            Ok(Some(_)) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            _ => break,
-        }
-    }
-    remove_locks();
-    // The call is over: its output ends as soon as the launcher closes its own copies,
-    // not after this process's teardown. (Only 0 to 2: other fds of the init may still be
-    // owned by its supervisor's thread, ending too.)
-    sys::stdio_to_null();
-    let st = status.unwrap_or(0);
-    if libc::WIFSIGNALED(st) {
-        let s = libc::WTERMSIG(st);
-        crate::child::report::send(report_fd, &crate::child::report::Report::ExitSignal(s));
-        sys::exit_now(crate::exit_code::of_signal(s))
-    }
-    let c = libc::WEXITSTATUS(st);
-    crate::child::report::send(report_fd, &crate::child::report::Report::ExitCode(c));
-    sys::exit_now(c)
+    let st = w.run();
+    w.finish(st)
 }
 
 #[cfg(test)]

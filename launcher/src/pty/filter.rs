@@ -492,171 +492,207 @@ impl Filter {
         self.state = State::Str { pass, osc: true };
     }
 
-    /// A byte that is not a C1 control.
+    /// A byte that is not a C1 control: fed to the state's handler, again while the handler
+    /// says the byte is the next state's to read.
     fn byte(&mut self, b: u8, out: &mut Vec<u8>) {
         loop {
-            match self.state {
+            let again = match self.state {
                 State::Ground => {
                     if b == ESC {
                         self.start(State::Esc, &[ESC]);
                     } else {
                         out.push(b);
                     }
+                    false
                 }
-                State::Esc => match b {
-                    b'[' if self.hold.len() == 1 => {
-                        self.hold.push(b);
-                        self.intro = 2;
-                        self.state = State::Csi;
-                    }
-                    b']' if self.hold.len() == 1 => {
-                        self.hold.push(b);
-                        self.intro = 2;
-                        self.state = State::OscNum;
-                    }
-                    b'P' if self.hold.len() == 1 => {
-                        self.hold.push(b);
-                        self.intro = 2;
-                        self.state = State::DcsHead;
-                    }
-                    b'X' | b'^' | b'_' if self.hold.len() == 1 => {
-                        self.hold.clear();
-                        self.state = State::Str {
-                            pass: false,
-                            osc: false,
-                        };
-                    }
-                    0x20..=0x2f => {
-                        if self.hold.len() < 16 {
-                            self.hold.push(b);
-                        } else {
-                            self.overlong = true;
-                        }
-                    }
-                    0x30..=0x7e => {
-                        if !self.overlong {
-                            out.extend_from_slice(&self.hold);
-                            out.push(b);
-                        }
-                        self.ground();
-                    }
-                    ESC => self.start(State::Esc, &[ESC]),
-                    CAN | SUB => {
-                        self.ground();
-                        out.push(b);
-                    }
-                    // Executed by the terminal in the middle of the sequence.
-                    0x00..=0x1f => out.push(b),
-                    0x7f => {}
-                    _ => {
-                        self.ground();
-                        continue;
-                    }
-                },
-                State::Csi | State::DcsHead => {
-                    let csi = self.state == State::Csi;
-                    match b {
-                        0x20..=0x3f => self.push_held(b),
-                        0x40..=0x7e => {
-                            let params = &self.hold[self.intro..];
-                            if csi {
-                                if !self.overlong && csi_allowed(params, b) {
-                                    out.extend_from_slice(&self.hold);
-                                    out.push(b);
-                                }
-                                self.ground();
-                            } else {
-                                let pass = !self.overlong && dcs_allowed(params, b);
-                                if pass {
-                                    out.extend_from_slice(&self.hold);
-                                    out.push(b);
-                                }
-                                self.hold.clear();
-                                self.state = State::Str { pass, osc: false };
-                            }
-                        }
-                        ESC => self.start(State::Esc, &[ESC]),
-                        CAN | SUB => {
-                            self.ground();
-                            if csi {
-                                out.push(b);
-                            }
-                        }
-                        // Executed inside a CSI sequence; ignored inside a DCS one.
-                        0x00..=0x1f => {
-                            if csi {
-                                out.push(b);
-                            }
-                        }
-                        0x7f => {}
-                        _ => {
-                            self.ground();
-                            continue;
-                        }
-                    }
+                State::Esc => self.esc_byte(b, out),
+                State::Csi | State::DcsHead => self.csi_byte(b, out),
+                State::OscNum => self.osc_num_byte(b, out),
+                State::Str { pass, osc } => {
+                    self.str_byte(b, pass, osc, out);
+                    false
                 }
-                State::OscNum => match b {
-                    b'0'..=b'9' => {
-                        if self.hold.len() - self.intro < MAX_OSC_DIGITS {
-                            self.hold.push(b);
-                        } else {
-                            self.overlong = true;
-                        }
-                    }
-                    b';' => {
-                        self.open_osc(out);
-                        if let State::Str { pass: true, .. } = self.state {
-                            out.push(b);
-                        }
-                    }
-                    // A command with no argument (OSC 104 BEL), or one cut short.
-                    BEL | ESC | CAN | SUB => {
-                        self.open_osc(out);
-                        continue;
-                    }
-                    _ => {
-                        self.hold.clear();
-                        self.state = State::Str {
-                            pass: false,
-                            osc: true,
-                        };
-                    }
-                },
-                State::Str { pass, osc } => match b {
-                    BEL if osc => {
-                        if pass {
-                            out.push(b);
-                        }
-                        self.ground();
-                    }
-                    ESC => self.state = State::StrEsc { pass, osc },
-                    CAN | SUB => {
-                        if pass {
-                            out.push(b);
-                        }
-                        self.ground();
-                    }
-                    _ => {
-                        if pass {
-                            out.push(b);
-                        }
-                    }
-                },
-                State::StrEsc { pass, .. } => {
-                    if pass {
-                        // ST, or the string ends here for the terminal: closed with ST
-                        // either way, and whatever the ESC begins is filtered anew.
-                        out.extend_from_slice(&[ESC, b'\\']);
-                    }
-                    if b == b'\\' {
-                        self.ground();
-                    } else {
-                        self.start(State::Esc, &[ESC]);
-                        continue;
-                    }
+                State::StrEsc { pass, .. } => self.str_esc_byte(b, pass, out),
+            };
+            if !again {
+                return;
+            }
+        }
+    }
+
+    /// A byte after an ESC: a CSI, OSC or DCS opened, a string dropped, an escape sequence
+    /// held or ended. True when the byte ends the sequence unread (read it again).
+    fn esc_byte(&mut self, b: u8, out: &mut Vec<u8>) -> bool {
+        match b {
+            b'[' if self.hold.len() == 1 => {
+                self.hold.push(b);
+                self.intro = 2;
+                self.state = State::Csi;
+            }
+            b']' if self.hold.len() == 1 => {
+                self.hold.push(b);
+                self.intro = 2;
+                self.state = State::OscNum;
+            }
+            b'P' if self.hold.len() == 1 => {
+                self.hold.push(b);
+                self.intro = 2;
+                self.state = State::DcsHead;
+            }
+            b'X' | b'^' | b'_' if self.hold.len() == 1 => {
+                self.hold.clear();
+                self.state = State::Str {
+                    pass: false,
+                    osc: false,
+                };
+            }
+            0x20..=0x2f => {
+                if self.hold.len() < 16 {
+                    self.hold.push(b);
+                } else {
+                    self.overlong = true;
                 }
             }
-            return;
+            0x30..=0x7e => {
+                if !self.overlong {
+                    out.extend_from_slice(&self.hold);
+                    out.push(b);
+                }
+                self.ground();
+            }
+            ESC => self.start(State::Esc, &[ESC]),
+            CAN | SUB => {
+                self.ground();
+                out.push(b);
+            }
+            // Executed by the terminal in the middle of the sequence.
+            0x00..=0x1f => out.push(b),
+            0x7f => {}
+            _ => {
+                self.ground();
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A byte of a CSI sequence or of a DCS's head. True when the byte ends the sequence
+    /// unread (read it again).
+    fn csi_byte(&mut self, b: u8, out: &mut Vec<u8>) -> bool {
+        let csi = self.state == State::Csi;
+        match b {
+            0x20..=0x3f => self.push_held(b),
+            0x40..=0x7e => {
+                let params = &self.hold[self.intro..];
+                if csi {
+                    if !self.overlong && csi_allowed(params, b) {
+                        out.extend_from_slice(&self.hold);
+                        out.push(b);
+                    }
+                    self.ground();
+                } else {
+                    let pass = !self.overlong && dcs_allowed(params, b);
+                    if pass {
+                        out.extend_from_slice(&self.hold);
+                        out.push(b);
+                    }
+                    self.hold.clear();
+                    self.state = State::Str { pass, osc: false };
+                }
+            }
+            ESC => self.start(State::Esc, &[ESC]),
+            CAN | SUB => {
+                self.ground();
+                if csi {
+                    out.push(b);
+                }
+            }
+            // Executed inside a CSI sequence; ignored inside a DCS one.
+            0x00..=0x1f => {
+                if csi {
+                    out.push(b);
+                }
+            }
+            0x7f => {}
+            _ => {
+                self.ground();
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A byte of an OSC's number. True when the byte ends the number unread (read it
+    /// again, in the string's state).
+    fn osc_num_byte(&mut self, b: u8, out: &mut Vec<u8>) -> bool {
+        match b {
+            b'0'..=b'9' => {
+                if self.hold.len() - self.intro < MAX_OSC_DIGITS {
+                    self.hold.push(b);
+                } else {
+                    self.overlong = true;
+                }
+            }
+            b';' => {
+                self.open_osc(out);
+                if let State::Str { pass: true, .. } = self.state {
+                    out.push(b);
+                }
+            }
+            // A command with no argument (OSC 104 BEL), or one cut short.
+            BEL | ESC | CAN | SUB => {
+                self.open_osc(out);
+                return true;
+            }
+            _ => {
+                self.hold.clear();
+                self.state = State::Str {
+                    pass: false,
+                    osc: true,
+                };
+            }
+        }
+        false
+    }
+
+    /// A byte of a string (passed when `pass`), BEL ending an OSC's.
+    fn str_byte(&mut self, b: u8, pass: bool, osc: bool, out: &mut Vec<u8>) {
+        match b {
+            BEL if osc => {
+                if pass {
+                    out.push(b);
+                }
+                self.ground();
+            }
+            ESC => self.state = State::StrEsc { pass, osc },
+            CAN | SUB => {
+                if pass {
+                    out.push(b);
+                }
+                self.ground();
+            }
+            _ => {
+                if pass {
+                    out.push(b);
+                }
+            }
+        }
+    }
+
+    /// The byte after an ESC inside a string. True when it begins a new sequence (read it
+    /// again after the ESC).
+    fn str_esc_byte(&mut self, b: u8, pass: bool, out: &mut Vec<u8>) -> bool {
+        if pass {
+            // ST, or the string ends here for the terminal: closed with ST either way, and
+            // whatever the ESC begins is filtered anew.
+            out.extend_from_slice(&[ESC, b'\\']);
+        }
+        if b == b'\\' {
+            self.ground();
+            false
+        } else {
+            self.start(State::Esc, &[ESC]);
+            true
         }
     }
 

@@ -33,7 +33,7 @@
 pub mod filter;
 mod sys;
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -583,57 +583,96 @@ fn line_in_front(m: RawFd) -> bool {
     }
 }
 
-/// The relay thread: waits for the master, then relays until the call's end.
-fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) {
-    let (sock_fd, stop, sigs) = (sock.as_fd(), stop.as_raw_fd(), sigs.as_raw_fd());
-    let master = loop {
+/// Waits for the call's master on `sock` (or for `stop`): `None` when the init failed
+/// before sending it (it reports why), sent something else, or the call ended first.
+fn wait_for_master(sock: BorrowedFd<'_>, stop: RawFd) -> Option<OwnedFd> {
+    loop {
         let Ok(r) = crate::sys::poll(
-            &[(sock_fd.as_raw_fd(), libc::POLLIN), (stop, libc::POLLIN)],
+            &[(sock.as_raw_fd(), libc::POLLIN), (stop, libc::POLLIN)],
             -1,
         ) else {
             continue;
         };
         // The master first: a short call may have ended (stop written) before this thread
         // first ran, its output waiting in the pty.
-        match efr_fdpass::recv_byte(sock_fd) {
-            Ok(Some((MASTER, mut fds))) if fds.len() == 1 => break fds.pop().expect("one fd"),
+        match efr_fdpass::recv_byte(sock) {
+            Ok(Some((MASTER, mut fds))) if fds.len() == 1 => return fds.pop(),
             Err(e) if e.is_retry() => {
                 if r[1] != 0 {
-                    return;
+                    return None;
                 }
             }
-            // The init failed before sending it (it reports why) or sent something else.
-            _ => return,
+            _ => return None,
         }
-    };
-    let m = master.as_raw_fd();
-    line.master.store(m, Ordering::SeqCst);
-    let _ = crate::sys::set_nonblocking(m);
-    term.enter_raw();
-    term.pass_size(m);
-    let mut filter = filter::Filter::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut out = Vec::with_capacity(1 << 17);
-    let mut pending: Vec<u8> = Vec::new();
-    let mut ending: Option<Instant> = None;
-    // The master reads EIO while no process holds the slave: at the call's end, or while
-    // the line has closed every fd of it (it may open /dev/tty again: polled then).
-    let mut hung = false;
-    let mut out_ok = true;
-    // The user's keys are held until the line has taken the foreground of the call's pty
-    // (see [`line_in_front`]): a key typed right after the start reaches the line as it
-    // would have on the user's terminal, where the line's job is in front from the start.
-    let mut in_front = false;
-    'relay: loop {
-        if !in_front && !pending.is_empty() {
-            in_front = line_in_front(m);
-        }
-        if let Some(d) = ending {
-            if hung || Instant::now() >= d {
+    }
+}
+
+/// The relay of one call's pty, from the master's arrival to the call's end.
+struct Relaying<'a> {
+    term: &'a Term,
+    line: &'a Line,
+    /// The master.
+    m: RawFd,
+    stop: RawFd,
+    sigs: RawFd,
+    filter: filter::Filter,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+    /// The user's keys not yet written to the call's pty.
+    pending: Vec<u8>,
+    ending: Option<Instant>,
+    /// The master reads EIO while no process holds the slave: at the call's end, or while
+    /// the line has closed every fd of it (it may open /dev/tty again: polled then).
+    hung: bool,
+    out_ok: bool,
+    /// The user's keys are held until the line has taken the foreground of the call's pty
+    /// (see [`line_in_front`]): a key typed right after the start reaches the line as it
+    /// would have on the user's terminal, where the line's job is in front from the start.
+    in_front: bool,
+}
+
+impl Relaying<'_> {
+    /// Relays until the call's end (and its drain) or a hang-up of the user's terminal.
+    fn run(&mut self) {
+        loop {
+            if !self.in_front && !self.pending.is_empty() {
+                self.in_front = line_in_front(self.m);
+            }
+            if let Some(d) = self.ending {
+                if self.hung || Instant::now() >= d {
+                    break;
+                }
+            }
+            let reading =
+                self.ending.is_none() && self.pending.len() < MAX_PENDING && self.term.reading();
+            let Some(fds) = self.poll(reading) else {
+                continue;
+            };
+            let ready = |fd: RawFd| fds.iter().any(|p| p.fd == fd && fd >= 0 && p.revents != 0);
+            if ready(self.sigs) {
+                self.on_signals();
+            }
+            if self.ending.is_none() && ready(self.stop) {
+                self.ending = Some(Instant::now() + DRAIN);
+            }
+            if (self.hung || ready(self.m)) && !self.relay_output() {
                 break;
             }
+            if reading && ready(self.term.input) && !self.read_keys() {
+                break;
+            }
+            if !self.in_front && !self.pending.is_empty() {
+                self.in_front = line_in_front(self.m);
+            }
+            if self.in_front && !self.pending.is_empty() {
+                self.write_keys();
+            }
         }
-        let reading = ending.is_none() && pending.len() < MAX_PENDING && term.reading();
+    }
+
+    /// One poll of the signals, the stop, the master and (when `reading`) the user's keys:
+    /// the polled fds, `None` when the poll failed.
+    fn poll(&self, reading: bool) -> Option<[libc::pollfd; 4]> {
         // fd -1 is left out by poll.
         let pfd = |fd: RawFd, events: libc::c_short| libc::pollfd {
             fd,
@@ -641,120 +680,160 @@ fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) 
             revents: 0,
         };
         let mut ev = 0;
-        if !hung {
+        if !self.hung {
             ev |= libc::POLLIN;
         }
-        if in_front && !pending.is_empty() {
+        if self.in_front && !self.pending.is_empty() {
             ev |= libc::POLLOUT;
         }
         let mut fds = [
-            pfd(sigs, libc::POLLIN),
-            pfd(if ending.is_none() { stop } else { -1 }, libc::POLLIN),
-            pfd(if ev != 0 { m } else { -1 }, ev),
-            pfd(if reading { term.input } else { -1 }, libc::POLLIN),
+            pfd(self.sigs, libc::POLLIN),
+            pfd(
+                if self.ending.is_none() { self.stop } else { -1 },
+                libc::POLLIN,
+            ),
+            pfd(if ev != 0 { self.m } else { -1 }, ev),
+            pfd(if reading { self.term.input } else { -1 }, libc::POLLIN),
         ];
-        let timeout = match ending {
+        let timeout = match self.ending {
             // Saturating: the wait is the ending's grace, a few seconds.
             Some(d) => i32::try_from(d.saturating_duration_since(Instant::now()).as_millis())
                 .unwrap_or(i32::MAX),
-            None if hung => 100,
-            None if !in_front && !pending.is_empty() => ATTACH_POLL_MS,
+            None if self.hung => 100,
+            None if !self.in_front && !self.pending.is_empty() => ATTACH_POLL_MS,
             None => -1,
         };
-        if sys::poll(&mut fds, timeout).is_err() {
-            continue;
-        }
-        let ready = |fd: RawFd| fds.iter().any(|p| p.fd == fd && fd >= 0 && p.revents != 0);
-        if ready(sigs) {
-            let mut s = [0u8; 64];
-            let n = crate::sys::read(sigs, &mut s).unwrap_or(0);
-            for &sig in &s[..n] {
-                if sig as libc::c_int == libc::SIGCONT {
-                    let was = std::mem::replace(&mut term.lock().suspended, false);
-                    if was {
-                        line.resume();
-                    }
-                    term.enter_raw();
+        sys::poll(&mut fds, timeout).ok().map(|_| fds)
+    }
+
+    /// The relay's signals: SIGCONT resumes the line and the raw mode; each passes the
+    /// size on.
+    fn on_signals(&self) {
+        let mut s = [0u8; 64];
+        let n = crate::sys::read(self.sigs, &mut s).unwrap_or(0);
+        for &sig in &s[..n] {
+            if libc::c_int::from(sig) == libc::SIGCONT {
+                let was = std::mem::replace(&mut self.term.lock().suspended, false);
+                if was {
+                    self.line.resume();
                 }
-                term.pass_size(m);
+                self.term.enter_raw();
             }
+            self.term.pass_size(self.m);
         }
-        if ending.is_none() && ready(stop) {
-            ending = Some(Instant::now() + DRAIN);
-        }
-        // The master: what the call wrote, through the filter (one read per wake-up, as
-        // the peer relays do; until EAGAIN while polled on a timer).
-        if hung || ready(m) {
-            let once = !hung;
-            loop {
-                match crate::sys::read(m, &mut buf) {
-                    Ok(0) => {
-                        hung = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        hung = false;
-                        out.clear();
-                        filter.feed(&buf[..n], &mut out);
-                        if out_ok && !out.is_empty() {
-                            out_ok = write_out(term.output, &out);
-                            if !out_ok && ending.is_none() {
-                                // The user's terminal is gone (hung up): so is the call's.
-                                break 'relay;
-                            }
-                        }
-                        if once {
-                            break;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        hung = true;
-                        break;
-                    }
+    }
+
+    /// The master: what the call wrote, through the filter (one read per wake-up, as the
+    /// peer relays do; until EAGAIN while polled on a timer). False when the user's
+    /// terminal is gone (hung up): so is the call's.
+    fn relay_output(&mut self) -> bool {
+        let once = !self.hung;
+        loop {
+            match crate::sys::read(self.m, &mut self.buf) {
+                Ok(0) => {
+                    self.hung = true;
+                    return true;
                 }
-            }
-        }
-        // The user's keys, to the call's pty.
-        if reading && ready(term.input) {
-            match crate::sys::read(term.input, &mut buf) {
-                // EOF (or EIO) of a terminal: it hung up (the user closed it). The call's
-                // pty hangs up too when the master closes below: the line's foreground group
-                // gets SIGHUP from it, as it would have from the user's terminal.
-                Ok(0) => break,
-                Ok(n) => pending.extend_from_slice(&buf[..n]),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
-                    ) => {}
-                Err(_) => break,
-            }
-        }
-        if !in_front && !pending.is_empty() {
-            in_front = line_in_front(m);
-        }
-        if in_front && !pending.is_empty() {
-            match sys::write(m, &pending) {
                 Ok(n) => {
-                    pending.drain(..n);
+                    self.hung = false;
+                    self.out.clear();
+                    self.filter.feed(&self.buf[..n], &mut self.out);
+                    if self.out_ok && !self.out.is_empty() {
+                        self.out_ok = write_out(self.term.output, &self.out);
+                        if !self.out_ok && self.ending.is_none() {
+                            return false;
+                        }
+                    }
+                    if once {
+                        return true;
+                    }
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
-                    ) => {}
-                Err(_) => pending.clear(),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                Err(_) => {
+                    self.hung = true;
+                    return true;
+                }
             }
         }
     }
-    line.master.store(-1, Ordering::SeqCst);
-    out.clear();
-    filter.finish(&mut out);
-    if out_ok && !out.is_empty() {
-        write_out(term.output, &out);
+
+    /// The user's keys, to the pending bytes. False on EOF (or EIO) of a terminal: it hung
+    /// up (the user closed it). The call's pty hangs up too when the master closes: the
+    /// line's foreground group gets SIGHUP from it, as it would have from the user's
+    /// terminal.
+    fn read_keys(&mut self) -> bool {
+        match crate::sys::read(self.term.input, &mut self.buf) {
+            Ok(0) => false,
+            Ok(n) => {
+                self.pending.extend_from_slice(&self.buf[..n]);
+                true
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                ) =>
+            {
+                true
+            }
+            Err(_) => false,
+        }
     }
+
+    /// The pending keys, to the call's pty.
+    fn write_keys(&mut self) {
+        match sys::write(self.m, &self.pending) {
+            Ok(n) => {
+                self.pending.drain(..n);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::Interrupted | std::io::ErrorKind::WouldBlock
+                ) => {}
+            Err(_) => self.pending.clear(),
+        }
+    }
+
+    /// The filter's last bytes, out.
+    fn finish(&mut self) {
+        self.out.clear();
+        self.filter.finish(&mut self.out);
+        if self.out_ok && !self.out.is_empty() {
+            write_out(self.term.output, &self.out);
+        }
+    }
+}
+
+/// The relay thread: waits for the master, then relays until the call's end.
+fn relay(term: &Term, sock: OwnedFd, stop: OwnedFd, sigs: OwnedFd, line: &Line) {
+    let Some(master) = wait_for_master(sock.as_fd(), stop.as_raw_fd()) else {
+        return;
+    };
+    let m = master.as_raw_fd();
+    line.master.store(m, Ordering::SeqCst);
+    let _ = crate::sys::set_nonblocking(m);
+    term.enter_raw();
+    term.pass_size(m);
+    let mut r = Relaying {
+        term,
+        line,
+        m,
+        stop: stop.as_raw_fd(),
+        sigs: sigs.as_raw_fd(),
+        filter: filter::Filter::new(),
+        buf: vec![0u8; 1 << 16],
+        out: Vec::with_capacity(1 << 17),
+        pending: Vec::new(),
+        ending: None,
+        hung: false,
+        out_ok: true,
+        in_front: false,
+    };
+    r.run();
+    line.master.store(-1, Ordering::SeqCst);
+    r.finish();
 }
 
 /// The settings of the terminals on fds 0-2 (for a process that runs the launcher, as the

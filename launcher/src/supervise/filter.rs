@@ -1,8 +1,8 @@
 //! The line's last seccomp filter: the calls the init supervises, as a reviewed table with a
 //! reason per entry. The kernel runs every filter of a process and takes the strictest
-//! answer, so the EPERM filter (`crate::seccomp`) still refuses what it refuses.
+//! answer, so the EPERM filter (`crate::restrict::seccomp`) still refuses what it refuses.
 
-use crate::seccomp::{
+use crate::restrict::seccomp::{
     AUDIT_ARCH_NATIVE, JEQ_K, JSET_K, LD_W_ABS, OFF_ARCH, OFF_NR, Program, RET_ALLOW, RET_ERRNO,
     RET_K, RET_KILL_PROCESS, jump, leaf_of, nr32, off_arg_high, off_arg_low, search_tree, stmt,
 };
@@ -171,7 +171,7 @@ pub const TABLE: &[Entry] = &[
     ),
 ];
 
-/// Calls of the base filter (`crate::seccomp::DENY_EPERM`) that the supervisor makes: where
+/// Calls of the base filter (`crate::restrict::seccomp::DENY_EPERM`) that the supervisor makes: where
 /// one filter holds the init and the line (bubblewrap loads it for the whole sandbox), it
 /// leaves them out, and the line loads [`line_only`] to refuse them still.
 pub const INIT_NEEDS: &[&str] = &["pidfd_getfd", "process_vm_writev"];
@@ -226,10 +226,10 @@ pub fn bodies() -> Vec<(u32, Program)> {
 
 /// The filter on its own (where the EPERM filter is loaded apart, by bubblewrap): another
 /// arch is killed (the EPERM filter does so too), then a search tree over the table's
-/// numbers (`crate::seccomp::search_tree`: a call walks its depth, and so does the kernel
+/// numbers (`crate::restrict::seccomp::search_tree`: a call walks its depth, and so does the kernel
 /// for each number when it loads the filter); every other call is allowed. The native
 /// backend loads the table merged into the EPERM filter instead
-/// (`crate::seccomp::program_with`).
+/// (`crate::restrict::seccomp::program_with`).
 pub fn program() -> Program {
     let mut p = vec![
         stmt(LD_W_ABS, OFF_ARCH),
@@ -253,7 +253,7 @@ pub fn program() -> Program {
 )]
 mod tests {
     use super::*;
-    use crate::seccomp::tests::{run, run_counted};
+    use crate::restrict::seccomp::tests::{run, run_counted};
 
     #[test]
     fn the_line_keeps_what_the_init_needs_refused() {
@@ -274,7 +274,7 @@ mod tests {
         // this filter makes up for).
         for name in INIT_NEEDS {
             assert!(
-                crate::seccomp::DENY_EPERM
+                crate::restrict::seccomp::DENY_EPERM
                     .iter()
                     .any(|d| d.name.strip_prefix("SYS_") == Some(name)),
                 "{name}"
@@ -290,7 +290,7 @@ mod tests {
         let p = program();
         let a = AUDIT_ARCH_NATIVE;
         let mut deepest = 0;
-        for nr in 0..=crate::seccomp::NEWEST_KNOWN + 8 {
+        for nr in 0..=crate::restrict::seccomp::NEWEST_KNOWN + 8 {
             let entry = TABLE.iter().find(|e| e.nr as u32 == nr);
             // The arguments that make each kind notify: write flags in every argument,
             // a pointer in every argument.
@@ -349,10 +349,12 @@ mod tests {
             [u64::MAX; 6],
         ];
         for net_view in [false, true] {
-            let base = crate::seccomp::program(net_view).unwrap();
-            let merged = crate::seccomp::program_with(net_view, &[], &bodies()).unwrap();
+            let base = crate::restrict::seccomp::program(net_view).unwrap();
+            let merged = crate::restrict::seccomp::program_with(net_view, &[], &bodies()).unwrap();
             assert!(merged.len() < base.len() + own.len());
-            for nr in (0..=crate::seccomp::NEWEST_KNOWN + 8).chain([0x4000_0002, 0x4000_0101]) {
+            for nr in
+                (0..=crate::restrict::seccomp::NEWEST_KNOWN + 8).chain([0x4000_0002, 0x4000_0101])
+            {
                 for arch in [a, 0x4000_0003] {
                     for args in &arg_sets {
                         let want =
@@ -368,7 +370,7 @@ mod tests {
         }
         // A number in both tables is refused, not merged silently.
         let clash = [(libc::SYS_unshare as u32, vec![stmt(RET_K, RET_ALLOW)])];
-        assert!(crate::seccomp::program_with(false, &[], &clash).is_err());
+        assert!(crate::restrict::seccomp::program_with(false, &[], &clash).is_err());
     }
 
     #[test]

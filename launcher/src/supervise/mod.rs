@@ -181,7 +181,7 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SuperviseError {
 /// the init's table. The child loads `pre_load` (the line's own refusals under
 /// bubblewrap, [`filter::line_only`]) and `prog` (the notification filter,
 /// [`filter::program`], or the EPERM filter with the table merged in,
-/// `crate::seccomp::program_with`), leaves the shared table for a copy without the
+/// `crate::restrict::seccomp::program_with`), leaves the shared table for a copy without the
 /// listener (`close_range(CLOSE_RANGE_UNSHARE)`, which no filter refuses), writes the
 /// listener's number on a pipe (`write` is not supervised) and runs `line` (it never
 /// returns). The program the line runs never holds the listener.
@@ -193,8 +193,8 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> SuperviseError {
 /// that thread took 0.09-0.13 ms to start in the init, whose pages are all copy-on-write,
 /// on every launch.)
 pub fn fork_supervised<F>(
-    prog: &crate::seccomp::Program,
-    pre_load: Option<&crate::seccomp::Program>,
+    prog: &crate::restrict::seccomp::Program,
+    pre_load: Option<&crate::restrict::seccomp::Program>,
     line: F,
 ) -> Result<(libc::pid_t, PendingListener), SuperviseError>
 where
@@ -315,8 +315,8 @@ impl ForkWord {
 /// In the line's child: no_new_privs, the filters, then out of the shared table with the
 /// listener left in the init's. The listener's number, or the failed step and its errno.
 fn load_line_filters(
-    prog: &crate::seccomp::Program,
-    pre_load: Option<&crate::seccomp::Program>,
+    prog: &crate::restrict::seccomp::Program,
+    pre_load: Option<&crate::restrict::seccomp::Program>,
 ) -> Result<RawFd, (usize, i32)> {
     let errno = |step: usize| move |e: std::io::Error| (step, e.raw_os_error().unwrap_or(0));
     crate::sys::no_new_privs().map_err(errno(0))?;
@@ -343,7 +343,7 @@ impl Linked {
         let ops::Linked { inodes, paths } = ops::linked_protected(&protected);
         for (path, n) in paths.iter().take(MAX_REPORTED) {
             let line = format!("linked {}\t{n}", report_path(path));
-            crate::inner::report(report_fd, &line);
+            crate::child::init::report(report_fd, &line);
         }
         Linked(inodes)
     }
@@ -608,7 +608,7 @@ impl Supervisor {
             return;
         }
         let line = format!("denied_socket {}\t{what}", report_path(path));
-        crate::inner::report(self.report_fd, &line);
+        crate::child::init::report(self.report_fd, &line);
     }
 
     /// Reports a connect to the call's own loopback on `port` that was refused, once per
@@ -637,7 +637,7 @@ impl Supervisor {
             return;
         }
         let line = format!("host_refused {}\t{what}\t{why}", report_path(path));
-        crate::inner::report(self.report_fd, &line);
+        crate::child::init::report(self.report_fd, &line);
     }
 
     fn refuse(&self, what: &str, path: &[u8], why: &rules::Refusal) {
@@ -660,7 +660,7 @@ impl Supervisor {
         };
         let why = why.replace(['\n', '\t'], " ");
         let line = format!("{kind} {}\t{what}\t{why}", report_path(path));
-        crate::inner::report(self.report_fd, &line);
+        crate::child::init::report(self.report_fd, &line);
     }
 }
 

@@ -487,114 +487,134 @@ impl Call<'_> {
         }
         let cloexec = flags & libc::O_CLOEXEC != 0;
         if flags & libc::O_TMPFILE == libc::O_TMPFILE {
-            // An unnamed file in a directory: it gets a name only through linkat, which
-            // is checked.
-            let r = self.dir_or_root(dirfd, &path).and_then(|d| {
-                let cp = c(&path)?;
-                sys::openat(d.as_fd(), &cp, flags, self.masked(mode)).map_err(errno)
-            });
-            return match r {
-                Ok(f) => Reply::Fd(f, cloexec),
-                Err(e) => Reply::Err(e),
-            };
+            return self.open_tmpfile(dirfd, &path, flags, mode, cloexec);
         }
         let creat = flags & libc::O_CREAT != 0;
         let follow = flags & libc::O_NOFOLLOW == 0 && !(creat && flags & libc::O_EXCL != 0);
-        let reopen_flags =
-            flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOFOLLOW);
         match self.resolve(dirfd, &path, follow) {
             Err(e) => Reply::Err(e),
-            Ok(Target::ProcFd(f)) => {
-                if let Err(e) = self.check_file("open", f.as_fd()) {
-                    return Reply::Err(e);
-                }
-                match sys::reopen(f.as_fd(), reopen_flags | libc::O_NOCTTY) {
-                    Ok(g) => {
-                        if flags & libc::O_TRUNC != 0 && is_reg(g.as_fd()) {
-                            if let Err(e) = sys::ftruncate(g.as_fd(), 0) {
-                                return Reply::Err(errno(e));
-                            }
-                        }
-                        Reply::Fd(g, cloexec)
+            Ok(Target::ProcFd(f)) => self.open_proc_fd(&f, flags, cloexec),
+            Ok(Target::At(at)) => self.open_at(at, flags, mode, cloexec),
+        }
+    }
+
+    /// An unnamed file in a directory (`O_TMPFILE`): it gets a name only through linkat,
+    /// which is checked.
+    fn open_tmpfile(
+        &mut self,
+        dirfd: i32,
+        path: &[u8],
+        flags: i32,
+        mode: u32,
+        cloexec: bool,
+    ) -> Reply {
+        let r = self.dir_or_root(dirfd, path).and_then(|d| {
+            let cp = c(path)?;
+            sys::openat(d.as_fd(), &cp, flags, self.masked(mode)).map_err(errno)
+        });
+        match r {
+            Ok(f) => Reply::Fd(f, cloexec),
+            Err(e) => Reply::Err(e),
+        }
+    }
+
+    /// The open of `/proc/PID/fd/N` of a process of the call: its open file, checked, then
+    /// reopened (truncated when asked).
+    fn open_proc_fd(&mut self, f: &OwnedFd, flags: i32, cloexec: bool) -> Reply {
+        if let Err(e) = self.check_file("open", f.as_fd()) {
+            return Reply::Err(e);
+        }
+        let reopen_flags =
+            flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_NOFOLLOW);
+        match sys::reopen(f.as_fd(), reopen_flags | libc::O_NOCTTY) {
+            Ok(g) => {
+                if flags & libc::O_TRUNC != 0 && is_reg(g.as_fd()) {
+                    if let Err(e) = sys::ftruncate(g.as_fd(), 0) {
+                        return Reply::Err(errno(e));
                     }
-                    Err(e) => Reply::Err(errno(e)),
                 }
+                Reply::Fd(g, cloexec)
             }
-            Ok(Target::At(at)) => {
-                let st = match at.seen {
-                    Some(seen) => seen,
-                    None => sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW).ok(),
-                };
-                let act = if st.is_none() && creat {
-                    Act::Create
-                } else {
-                    Act::Write
-                };
-                if self.sup.rules.granted_lock(&at.path) {
-                    if act == Act::Create {
-                        return self.open_lock(&at, flags, mode, cloexec);
-                    }
-                    // Another's lock is there (the host's git holds it): the lock taker's
-                    // open fails as the kernel's would, and it says `File exists` as on the
-                    // host (not a refusal whose grant the call has already).
-                    if creat && flags & libc::O_EXCL != 0 {
-                        return Reply::Err(libc::EEXIST);
-                    }
-                }
-                let git = self.check_rules("open", &at.path, act).and_then(|()| {
-                    self.git_rule(
-                        "open",
-                        Some(at.dir.as_fd()),
-                        &at.path,
-                        act,
-                        super::git_io::By::Open,
-                    )
-                });
-                match git {
-                    Err(e) => return Reply::Err(e),
-                    Ok(Some(_)) => {
-                        let mode = self.masked(mode);
-                        return self.open_empty_config(&at, st, mode, cloexec);
-                    }
-                    Ok(None) => {}
-                }
-                let kind = st.map(|s| s.st_mode & libc::S_IFMT);
-                if matches!(
-                    kind,
-                    Some(libc::S_IFIFO) | Some(libc::S_IFCHR) | Some(libc::S_IFBLK)
-                ) && !quick_device(&at.path)
-                {
-                    // May block until a peer opens it: opened on a thread of its own.
-                    return self.open_on_thread(at, flags, mode, cloexec);
-                }
-                // The kernel truncates with the open unless the file must be checked by
-                // inode first (a protected file with several links at launch). A separate
-                // ftruncate would also cost a flush on close on ext4 (`auto_da_alloc`).
-                let check_inode = st.is_some() && !self.sup.linked.is_empty();
-                let keep = if check_inode { !libc::O_TRUNC } else { !0 };
-                let open_flags = (flags & keep) | libc::O_NOFOLLOW | libc::O_NOCTTY;
-                let mode = if creat { self.masked(mode) } else { mode };
-                let r = sys::openat(at.dir.as_fd(), &at.name, open_flags, mode);
-                let f = match r {
-                    Ok(f) => f,
-                    Err(e) => return Reply::Err(errno(e)),
-                };
-                // The file opened is `name` in the directory checked (O_NOFOLLOW: a link
-                // swapped in fails). A protected file with several links at launch is also
-                // refused by inode, whatever name it is opened by.
-                if check_inode {
-                    if let Err(e) = self.check_linked("open", f.as_fd()) {
-                        return Reply::Err(e);
-                    }
-                    if flags & libc::O_TRUNC != 0 && is_reg(f.as_fd()) {
-                        if let Err(e) = sys::ftruncate(f.as_fd(), 0) {
-                            return Reply::Err(errno(e));
-                        }
-                    }
-                }
-                Reply::Fd(f, cloexec)
+            Err(e) => Reply::Err(errno(e)),
+        }
+    }
+
+    /// The open of a name in a checked directory: a granted lock file, the rules and the
+    /// git guard, a device or fifo on a thread of its own, else the open itself (with the
+    /// inode check of a protected file with several links).
+    fn open_at(&mut self, at: At, flags: i32, mode: u32, cloexec: bool) -> Reply {
+        let creat = flags & libc::O_CREAT != 0;
+        let st = match at.seen {
+            Some(seen) => seen,
+            None => sys::fstatat(at.dir.as_fd(), &at.name, libc::AT_SYMLINK_NOFOLLOW).ok(),
+        };
+        let act = if st.is_none() && creat {
+            Act::Create
+        } else {
+            Act::Write
+        };
+        if self.sup.rules.granted_lock(&at.path) {
+            if act == Act::Create {
+                return self.open_lock(&at, flags, mode, cloexec);
+            }
+            // Another's lock is there (the host's git holds it): the lock taker's open fails
+            // as the kernel's would, and it says `File exists` as on the host (not a refusal
+            // whose grant the call has already).
+            if creat && flags & libc::O_EXCL != 0 {
+                return Reply::Err(libc::EEXIST);
             }
         }
+        let git = self.check_rules("open", &at.path, act).and_then(|()| {
+            self.git_rule(
+                "open",
+                Some(at.dir.as_fd()),
+                &at.path,
+                act,
+                super::git_io::By::Open,
+            )
+        });
+        match git {
+            Err(e) => return Reply::Err(e),
+            Ok(Some(_)) => {
+                let mode = self.masked(mode);
+                return self.open_empty_config(&at, st, mode, cloexec);
+            }
+            Ok(None) => {}
+        }
+        let kind = st.map(|s| s.st_mode & libc::S_IFMT);
+        if matches!(
+            kind,
+            Some(libc::S_IFIFO) | Some(libc::S_IFCHR) | Some(libc::S_IFBLK)
+        ) && !quick_device(&at.path)
+        {
+            // May block until a peer opens it: opened on a thread of its own.
+            return self.open_on_thread(at, flags, mode, cloexec);
+        }
+        // The kernel truncates with the open unless the file must be checked by inode first
+        // (a protected file with several links at launch). A separate ftruncate would also
+        // cost a flush on close on ext4 (`auto_da_alloc`).
+        let check_inode = st.is_some() && !self.sup.linked.is_empty();
+        let keep = if check_inode { !libc::O_TRUNC } else { !0 };
+        let open_flags = (flags & keep) | libc::O_NOFOLLOW | libc::O_NOCTTY;
+        let mode = if creat { self.masked(mode) } else { mode };
+        let f = match sys::openat(at.dir.as_fd(), &at.name, open_flags, mode) {
+            Ok(f) => f,
+            Err(e) => return Reply::Err(errno(e)),
+        };
+        // The file opened is `name` in the directory checked (O_NOFOLLOW: a link swapped in
+        // fails). A protected file with several links at launch is also refused by inode,
+        // whatever name it is opened by.
+        if check_inode {
+            if let Err(e) = self.check_linked("open", f.as_fd()) {
+                return Reply::Err(e);
+            }
+            if flags & libc::O_TRUNC != 0 && is_reg(f.as_fd()) {
+                if let Err(e) = sys::ftruncate(f.as_fd(), 0) {
+                    return Reply::Err(errno(e));
+                }
+            }
+        }
+        Reply::Fd(f, cloexec)
     }
 
     /// Makes the lock file of a granted file (the open of `FILE.lock` with `O_CREAT`, none
@@ -1016,10 +1036,10 @@ pub struct Linked {
 /// The [`Linked`] files of `rules`: the protected paths that exist, and the files below the
 /// protected directories (at most 4096 looked at). Most protected paths do not exist (a
 /// hundred names at each root and repository): one listing of each of their directories
-/// says which do ([`crate::listing`]), instead of a failed lookup for each.
+/// says which do ([`crate::view::listing`]), instead of a failed lookup for each.
 pub fn linked_protected(protected: &[Vec<u8>]) -> Linked {
     use std::os::unix::fs::MetadataExt;
-    let mut stack: Vec<std::path::PathBuf> = crate::listing::existing(protected)
+    let mut stack: Vec<std::path::PathBuf> = crate::view::listing::existing(protected)
         .into_iter()
         .filter(|(_, t)| !t.is_symlink())
         .map(|(p, _)| p)

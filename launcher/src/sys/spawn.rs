@@ -72,20 +72,19 @@ impl Drop for Attrs {
     }
 }
 
-/// Starts `s` with this process's environment; returns the child's pid. An error of the
-/// exec itself (a missing program, no permission) is returned here, as glibc reports it.
-pub fn spawn(s: &Spawn<'_>) -> io::Result<libc::pid_t> {
-    let mut targets: Vec<RawFd> = s.fds.iter().map(|&(_, t)| t).collect();
-    targets.sort_unstable();
-    targets.dedup();
-    if targets.len() != s.fds.len() || s.fds.iter().any(|&(_, t)| !(0..=MAX_TARGET).contains(&t)) {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    // Sources low enough to be a target are copied above MAX_TARGET first (closed when
-    // `moved` drops, after the spawn).
+/// The `(source, target)` pairs of the spawn's dup2s, a source low enough to be a target
+/// copied above [`MAX_TARGET`] first: the copies (closed when they drop, after the spawn)
+/// and the pairs.
+#[allow(
+    clippy::type_complexity,
+    reason = "the copies and the pairs, named here"
+)]
+fn fd_pairs(
+    fds: &[(RawFd, RawFd)],
+) -> io::Result<(Vec<std::os::fd::OwnedFd>, Vec<(RawFd, RawFd)>)> {
     let mut moved: Vec<std::os::fd::OwnedFd> = Vec::new();
-    let mut pairs: Vec<(RawFd, RawFd)> = Vec::with_capacity(s.fds.len());
-    for &(src, dst) in s.fds {
+    let mut pairs: Vec<(RawFd, RawFd)> = Vec::with_capacity(fds.len());
+    for &(src, dst) in fds {
         if src <= MAX_TARGET {
             use std::os::fd::{AsRawFd, FromRawFd};
             // SAFETY: F_DUPFD_CLOEXEC on an fd the caller keeps open for the call.
@@ -99,6 +98,58 @@ pub fn spawn(s: &Spawn<'_>) -> io::Result<libc::pid_t> {
             pairs.push((src, dst));
         }
     }
+    Ok((moved, pairs))
+}
+
+/// The spawn's attributes, initialised in `attrs`: the signal mask and defaults, and the
+/// child's group or session (`detach`).
+fn set_attrs(attrs: &mut Attrs, detach: crate::spawned::Detach) -> io::Result<()> {
+    // As std's spawn: no signal blocked in the child, and SIGPIPE (which Rust's runtime
+    // ignores in this process) back to its default.
+    // SAFETY: sigset_t is plain storage that sigemptyset fills in.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is valid storage; sigemptyset and sigaddset only write into it.
+    unsafe {
+        libc::sigemptyset(&mut set);
+    }
+    // SAFETY: `attrs.0` is initialised and `set` is a valid, empty set.
+    ret(unsafe { libc::posix_spawnattr_setsigmask(&mut attrs.0, &set) })?;
+    // SAFETY: `set` is a valid set; SIGPIPE is a valid signal number.
+    unsafe {
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+    }
+    // SAFETY: `attrs.0` is initialised and `set` is valid.
+    ret(unsafe { libc::posix_spawnattr_setsigdefault(&mut attrs.0, &set) })?;
+    let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
+    match detach {
+        crate::spawned::Detach::None => {}
+        crate::spawned::Detach::Group => {
+            flags |= libc::POSIX_SPAWN_SETPGROUP;
+            // SAFETY: `attrs.0` is initialised; 0 is "a group of the child's own pid".
+            ret(unsafe { libc::posix_spawnattr_setpgroup(&mut attrs.0, 0) })?;
+        }
+        // glibc's child calls setsid(2) before it execs (a new session leads a new group).
+        crate::spawned::Detach::Session => flags |= libc::c_int::from(libc::POSIX_SPAWN_SETSID),
+    }
+    let flags =
+        libc::c_short::try_from(flags).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `attrs.0` is initialised; the flags are posix_spawn's own constants.
+    ret(unsafe { libc::posix_spawnattr_setflags(&mut attrs.0, flags) })?;
+    Ok(())
+}
+
+/// Starts `s` with this process's environment; returns the child's pid. An error of the
+/// exec itself (a missing program, no permission) is returned here, as glibc reports it.
+pub fn spawn(s: &Spawn<'_>) -> io::Result<libc::pid_t> {
+    let mut targets: Vec<RawFd> = s.fds.iter().map(|&(_, t)| t).collect();
+    targets.sort_unstable();
+    targets.dedup();
+    if targets.len() != s.fds.len() || s.fds.iter().any(|&(_, t)| !(0..=MAX_TARGET).contains(&t)) {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // Sources low enough to be a target are copied above MAX_TARGET first (closed when
+    // `moved` drops, after the spawn).
+    let (moved, pairs) = fd_pairs(s.fds)?;
     let program = c(s.program)?;
     let args: Vec<CString> = s.args.iter().map(|a| c(a)).collect::<io::Result<_>>()?;
     let env: Vec<CString> = std::env::vars_os()
@@ -130,37 +181,7 @@ pub fn spawn(s: &Spawn<'_>) -> io::Result<libc::pid_t> {
     // SAFETY: `at` is valid storage for the call.
     ret(unsafe { libc::posix_spawnattr_init(&mut at) })?;
     let mut attrs = Attrs(at);
-    // As std's spawn: no signal blocked in the child, and SIGPIPE (which Rust's runtime
-    // ignores in this process) back to its default.
-    // SAFETY: sigset_t is plain storage that sigemptyset fills in.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is valid storage; sigemptyset and sigaddset only write into it.
-    unsafe {
-        libc::sigemptyset(&mut set);
-    }
-    // SAFETY: `attrs.0` is initialised and `set` is a valid, empty set.
-    ret(unsafe { libc::posix_spawnattr_setsigmask(&mut attrs.0, &set) })?;
-    // SAFETY: `set` is a valid set; SIGPIPE is a valid signal number.
-    unsafe {
-        libc::sigaddset(&mut set, libc::SIGPIPE);
-    }
-    // SAFETY: `attrs.0` is initialised and `set` is valid.
-    ret(unsafe { libc::posix_spawnattr_setsigdefault(&mut attrs.0, &set) })?;
-    let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
-    match s.detach {
-        crate::spawned::Detach::None => {}
-        crate::spawned::Detach::Group => {
-            flags |= libc::POSIX_SPAWN_SETPGROUP;
-            // SAFETY: `attrs.0` is initialised; 0 is "a group of the child's own pid".
-            ret(unsafe { libc::posix_spawnattr_setpgroup(&mut attrs.0, 0) })?;
-        }
-        // glibc's child calls setsid(2) before it execs (a new session leads a new group).
-        crate::spawned::Detach::Session => flags |= libc::c_int::from(libc::POSIX_SPAWN_SETSID),
-    }
-    let flags =
-        libc::c_short::try_from(flags).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    // SAFETY: `attrs.0` is initialised; the flags are posix_spawn's own constants.
-    ret(unsafe { libc::posix_spawnattr_setflags(&mut attrs.0, flags) })?;
+    set_attrs(&mut attrs, s.detach)?;
     let mut pid: libc::pid_t = 0;
     // SAFETY: every pointer is valid for the call: `program` and the strings `argv`/`envp`
     // point into (`args`, `env`) live until it returns, both arrays end with a null pointer,

@@ -110,6 +110,47 @@ pub struct View {
 pub const RESOLV_CONF: &str =
     "# efr sandbox: the call's own DNS server (allowed names only)\nnameserver 127.0.0.1\n";
 
+/// What the view reads of the host besides the paths the plan names: who the call runs as,
+/// where the host keeps its system sockets, which Unix sockets listen. [`Host::real`] is the
+/// machine's; a test gives its own (a fixed uid, the system paths under a directory of its
+/// own, its own listening sockets) so that the view of a plan is the same on every machine.
+#[derive(Debug, Clone, Default)]
+pub struct Host {
+    /// The uid the call runs as (its runtime dir is `/run/user/UID`; uid 0 hides only the
+    /// sockets a root's call could reach).
+    pub uid: u32,
+    /// The prefix of the host's own system paths (`/run/...`, `/tmp/.X11-unix`): empty on
+    /// the real host.
+    pub system_root: String,
+    /// The host's listening Unix sockets; `None`: asked of the kernel
+    /// ([`host_sockets::listening`]) when the plan hides sockets.
+    pub listening: Option<Vec<String>>,
+}
+
+impl Host {
+    /// The machine the launcher runs on.
+    pub fn real() -> Host {
+        Host {
+            uid: crate::sys::ids().0,
+            system_root: String::new(),
+            listening: None,
+        }
+    }
+
+    /// The host path of the system path `p` (absolute).
+    fn system(&self, p: &str) -> String {
+        format!("{}{p}", self.system_root)
+    }
+
+    /// The host's listening Unix sockets.
+    fn listening(&self) -> Vec<String> {
+        match &self.listening {
+            Some(v) => v.clone(),
+            None => host_sockets::listening(),
+        }
+    }
+}
+
 /// `p` is `root` or below it.
 pub(crate) fn under(p: &str, root: &str) -> bool {
     let root = root.trim_end_matches('/');
@@ -124,9 +165,9 @@ fn env_of(plan: &Plan, name: &str) -> Option<String> {
 }
 
 /// The host socket paths a grant names (bus and desktop sockets follow the environment).
-fn grant_sockets(plan: &Plan, g: &Grant) -> Vec<String> {
-    let uid = crate::sys::ids().0;
-    let rt = env_of(plan, "XDG_RUNTIME_DIR").unwrap_or_else(|| format!("/run/user/{uid}"));
+fn grant_sockets(plan: &Plan, host: &Host, g: &Grant) -> Vec<String> {
+    let rt = env_of(plan, "XDG_RUNTIME_DIR")
+        .unwrap_or_else(|| host.system(&format!("/run/user/{}", host.uid)));
     let in_rt = |v: Option<String>| -> Vec<String> {
         v.map(|v| {
             if v.starts_with('/') {
@@ -147,7 +188,7 @@ fn grant_sockets(plan: &Plan, g: &Grant) -> Vec<String> {
                 None => vec![format!("{rt}/bus")],
             }
         }
-        Grant::Bus { bus: Bus::System } => vec!["/run/dbus/system_bus_socket".into()],
+        Grant::Bus { bus: Bus::System } => vec![host.system("/run/dbus/system_bus_socket")],
         Grant::Desktop { desktop } => match desktop {
             Desktop::Wayland => in_rt(Some(
                 env_of(plan, "WAYLAND_DISPLAY").unwrap_or_else(|| "wayland-0".into()),
@@ -160,7 +201,7 @@ fn grant_sockets(plan: &Plan, g: &Grant) -> Vec<String> {
                     .next()
                     .unwrap_or("0")
                     .to_string();
-                vec![format!("/tmp/.X11-unix/X{n}")]
+                vec![host.system(&format!("/tmp/.X11-unix/X{n}"))]
             }
             Desktop::Hyprland => match env_of(plan, "HYPRLAND_INSTANCE_SIGNATURE") {
                 Some(sig) => vec![
@@ -180,14 +221,21 @@ fn grant_sockets(plan: &Plan, g: &Grant) -> Vec<String> {
 /// The masks every contained call gets on top of the plan's (runtime dir and system
 /// sockets).
 pub fn system_masks(plan: &Plan) -> Vec<String> {
-    let uid = crate::sys::ids().0;
-    let mut v = vec![
-        format!("/run/user/{uid}"),
-        "/run/docker.sock".into(),
-        "/run/dbus".into(),
-        "/run/containerd".into(),
-        "/run/podman".into(),
-    ];
+    system_masks_on(plan, &Host::real())
+}
+
+/// [`system_masks`] on `host`.
+fn system_masks_on(plan: &Plan, host: &Host) -> Vec<String> {
+    let mut v: Vec<String> = [
+        format!("/run/user/{}", host.uid).as_str(),
+        "/run/docker.sock",
+        "/run/dbus",
+        "/run/containerd",
+        "/run/podman",
+    ]
+    .into_iter()
+    .map(|p| host.system(p))
+    .collect();
     if let Some(rt) = env_of(plan, "XDG_RUNTIME_DIR") {
         if rt.starts_with('/') {
             v.push(rt);
@@ -235,10 +283,20 @@ fn unmasked(plan: &Plan) -> Vec<String> {
 /// The masks in force: the plan's and [`system_masks`], without a trailing `/`, once
 /// each, but those an `unmask` grant lifts (one naming the mask or a directory above it).
 pub fn masks_in_force(plan: &Plan) -> Vec<String> {
+    masks_in_force_on(plan, &Host::real())
+}
+
+/// [`masks_in_force`] on `host`.
+fn masks_in_force_on(plan: &Plan, host: &Host) -> Vec<String> {
     let lifted = unmasked(plan);
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for m in plan.masks.iter().cloned().chain(system_masks(plan)) {
+    for m in plan
+        .masks
+        .iter()
+        .cloned()
+        .chain(system_masks_on(plan, host))
+    {
         let m = m.trim_end_matches('/').to_string();
         if m.is_empty() || !seen.insert(m.clone()) || lifted.iter().any(|u| under(&m, u)) {
             continue;
@@ -342,13 +400,57 @@ pub fn lock_grants(plan: &Plan) -> Vec<String> {
 
 /// Computes the view.
 pub fn build(plan: &Plan) -> View {
+    build_on(plan, &Host::real())
+}
+
+/// Computes the view on `host` ([`build`] is this on [`Host::real`]), in steps: the caches'
+/// layers, the writable roots, the masks, what is bound again on top of a mask, the
+/// granted devices and sockets, the host's sockets hidden, the masked dirs sealed, and the
+/// Landlock rules.
+pub fn build_on(plan: &Plan, host: &Host) -> View {
     let mut v = base(plan);
     // The devices come again below, in their place among the binds.
     v.ops.clear();
-    let net = plan.net();
     let writable = writable(plan);
     // The caches' layers come first: a mask inside a cache (a token under `~/.cache`) is
     // mounted on top of its layer below.
+    push_caches(plan, &mut v);
+    let locks = lock_grants(plan);
+    for w in writable.iter().filter(|w| !locks.contains(w)) {
+        v.ops.push(Op::Bind {
+            src: w.clone(),
+            dst: w.clone(),
+            rw: true,
+        });
+    }
+    let mut roots = writable;
+    roots.extend(plan.scratch.iter().cloned());
+    // The paths kept read-only inside the writable roots get no mount: a mount on a path the
+    // host may replace (git rewrites its config by rename) is detached in every namespace
+    // with it. The init refuses the writes instead (`crate::supervise`).
+    let masks = masks_in_force_on(plan, host);
+    let masked = push_masks(plan, &masks, &mut v);
+    push_rebinds(plan, &roots, &masked.dirs, &mut v);
+    let sockets = push_grants(plan, host, &mut v);
+    if plan.hide_sockets {
+        push_hidden_sockets(host, &roots, &masked.dirs, &sockets, &mut v);
+    }
+    for m in &masked.dirs {
+        v.ops.push(Op::SealDir { path: m.clone() });
+    }
+    v.landlock = landlock_of(
+        plan,
+        &roots,
+        &masks,
+        masked.resolved,
+        sockets,
+        &mut v.landlock.dev,
+    );
+    v
+}
+
+/// The caches' layers and private files.
+fn push_caches(plan: &Plan, v: &mut View) {
     for c in &plan.caches {
         v.ops.push(Op::Overlay {
             path: c.path.clone(),
@@ -364,31 +466,29 @@ pub fn build(plan: &Plan) -> View {
             rw: true,
         });
     }
-    let locks = lock_grants(plan);
-    for w in writable.iter().filter(|w| !locks.contains(w)) {
-        v.ops.push(Op::Bind {
-            src: w.clone(),
-            dst: w.clone(),
-            rw: true,
-        });
-    }
-    let mut roots = writable.clone();
-    roots.extend(plan.scratch.iter().cloned());
-    // The paths kept read-only inside the writable roots get no mount: a mount on a path the
-    // host may replace (git rewrites its config by rename) is detached in every namespace
-    // with it. The init refuses the writes instead (`crate::supervise`).
-    // Masks.
-    let masks = masks_in_force(plan);
-    let mut mask_dirs = Vec::new();
-    // Each mask as the view resolves it (for Landlock, below), from the one lookup of the
-    // mask itself and the directories above it (looked up once for all masks).
+}
+
+/// The masks as the view made them.
+struct Masked {
+    /// The masked directories (sealed once what is bound inside is in place).
+    dirs: Vec<String>,
+    /// Each mask of [`masks_in_force`], in its order, as the view resolves it.
+    resolved: Vec<String>,
+}
+
+/// The masks: an empty dir over a directory, the scrubbed copy or an empty file over a
+/// file, nothing over a missing path.
+fn push_masks(plan: &Plan, masks: &[String], v: &mut View) -> Masked {
+    let mut dirs = Vec::new();
+    // Each mask as the view resolves it (for Landlock), from the one lookup of the mask
+    // itself and the directories above it (looked up once for all masks).
     let mut resolver = Resolver::default();
     let mut resolved = Vec::with_capacity(masks.len());
     // Which masks exist, and their types: one listing of each of their directories (most
     // of the hundred do not exist on a given machine).
     let found: std::collections::HashMap<std::path::PathBuf, std::fs::FileType> =
-        crate::view::listing::existing(&masks).into_iter().collect();
-    for m in &masks {
+        crate::view::listing::existing(masks).into_iter().collect();
+    for m in masks {
         let t = found.get(std::path::Path::new(m));
         let is_link = t.is_some_and(|t| t.is_symlink());
         resolved.push(resolver.resolve(m, is_link));
@@ -402,7 +502,7 @@ pub fn build(plan: &Plan) -> View {
         };
         if is_dir {
             v.ops.push(Op::MaskDir { path: m.clone() });
-            mask_dirs.push(m.clone());
+            dirs.push(m.clone());
         } else if let Some(s) = plan
             .scrubbed
             .iter()
@@ -416,10 +516,14 @@ pub fn build(plan: &Plan) -> View {
             v.ops.push(Op::MaskFile { path: m.clone() });
         }
     }
-    // Writable roots (and the scratch dir) inside a masked directory are bound again on top
-    // of the mask (a conversation's scratch lives under the masked runtime dir), and so is
-    // what an `unmask` grant names below a mask (read-only, as it is at launch; a missing
-    // one is refused by `Plan::check_host`).
+    Masked { dirs, resolved }
+}
+
+/// Writable roots (and the scratch dir) inside a masked directory are bound again on top
+/// of the mask (a conversation's scratch lives under the masked runtime dir), and so is
+/// what an `unmask` grant names below a mask (read-only, as it is at launch; a missing one
+/// is refused by `Plan::check_host`).
+fn push_rebinds(plan: &Plan, roots: &[String], mask_dirs: &[String], v: &mut View) {
     let unmasked_below: Vec<String> = unmasked(plan)
         .into_iter()
         .filter(|u| mask_dirs.iter().any(|m| under(u, m) && u != m))
@@ -439,14 +543,18 @@ pub fn build(plan: &Plan) -> View {
             rw,
         });
     }
-    // Grants that bind host objects back in.
+}
+
+/// Grants that bind host objects back in: devices, and the sockets that exist. Gives the
+/// sockets bound.
+fn push_grants(plan: &Plan, host: &Host, v: &mut View) -> Vec<String> {
     let mut sockets = Vec::new();
     for g in &plan.grants {
         if let Grant::Device { path } = g {
             v.ops.push(Op::Dev { path: path.clone() });
             v.landlock.dev.push(path.clone());
         }
-        for s in grant_sockets(plan, g) {
+        for s in grant_sockets(plan, host, g) {
             if std::fs::symlink_metadata(&s).is_ok() {
                 v.ops.push(Op::Bind {
                     src: s.clone(),
@@ -457,30 +565,49 @@ pub fn build(plan: &Plan) -> View {
             }
         }
     }
-    // Host sockets hidden, except the granted ones and those in writable roots.
-    if plan.hide_sockets {
-        let as_root = crate::sys::ids().0 == 0;
-        for s in host_sockets::listening() {
-            if sockets.contains(&s)
-                || roots.iter().any(|w| under(&s, w))
-                || under(&s, "/tmp")
-                || mask_dirs.iter().any(|m| under(&s, m))
-            {
-                continue;
-            }
-            if std::fs::symlink_metadata(&s)
-                .map(|m| m.file_type().is_socket())
-                .unwrap_or(false)
-                && (!as_root || host_sockets::reachable_by_roots_call(std::path::Path::new(&s)))
-            {
-                v.ops.push(Op::MaskFile { path: s });
-            }
+    sockets
+}
+
+/// Host sockets hidden, except the granted ones (`sockets`), those in writable roots, in
+/// the host's `/tmp` (the call has its own) and under a masked dir; as root, only those a
+/// root's call could reach.
+fn push_hidden_sockets(
+    host: &Host,
+    roots: &[String],
+    mask_dirs: &[String],
+    sockets: &[String],
+    v: &mut View,
+) {
+    let as_root = host.uid == 0;
+    for s in host.listening() {
+        if sockets.contains(&s)
+            || roots.iter().any(|w| under(&s, w))
+            || under(&s, &host.system("/tmp"))
+            || mask_dirs.iter().any(|m| under(&s, m))
+        {
+            continue;
+        }
+        if std::fs::symlink_metadata(&s)
+            .map(|m| m.file_type().is_socket())
+            .unwrap_or(false)
+            && (!as_root || host_sockets::reachable_by_roots_call(std::path::Path::new(&s)))
+        {
+            v.ops.push(Op::MaskFile { path: s });
         }
     }
-    for m in mask_dirs {
-        v.ops.push(Op::SealDir { path: m });
-    }
-    let mut write = roots.clone();
+}
+
+/// The Landlock rules of the view: read everywhere but the masks, write in the roots, the
+/// caches, `/tmp` and `/dev/shm`, the granted devices (`dev`, taken) and sockets.
+fn landlock_of(
+    plan: &Plan,
+    roots: &[String],
+    masks: &[String],
+    resolved: Vec<String>,
+    sockets: Vec<String>,
+    dev: &mut Vec<String>,
+) -> LandlockSpec {
+    let mut write = roots.to_vec();
     write.extend(plan.caches.iter().map(|c| c.path.clone()));
     write.extend(plan.cache_files.iter().map(|f| f.path.clone()));
     write.push("/tmp".into());
@@ -497,25 +624,23 @@ pub fn build(plan: &Plan) -> View {
             }
         }
     }
-    v.landlock = LandlockSpec {
+    let mut d = vec!["/dev".into()];
+    d.append(dev);
+    LandlockSpec {
         read: vec!["/".into()],
         write,
-        dev: {
-            let mut d = vec!["/dev".into()];
-            d.append(&mut v.landlock.dev);
-            d
-        },
+        dev: d,
         sockets,
         hidden,
-        deny_tcp: net == NetMode::View,
+        deny_tcp: plan.net() == NetMode::View,
         scopes: true,
-    };
-    v
+    }
 }
 
 /// What the init supervises for a contained plan: the writable roots (projects, write
 /// grants, scratch), the absolute protected paths and the protected name patterns.
 pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
+    let host = Host::real();
     let mut roots = writable(plan);
     roots.extend(plan.scratch.iter().cloned());
     // A protected path that is a link protects where it leads too (`.vscode` -> `conf/`):
@@ -534,7 +659,7 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
     // A mask inside a writable root (the home as a project): the call may not make it
     // (a planted `~/.aws/config` or `~/.kube/config` runs commands), nor write one the
     // host re-creates under the view's mask.
-    for m in masks_in_force(plan) {
+    for m in masks_in_force_on(plan, &host) {
         if roots
             .iter()
             .any(|r| under(&m, r) && m != r.trim_end_matches('/'))
@@ -549,7 +674,7 @@ pub fn supervise_spec(plan: &Plan) -> crate::supervise::SuperviseSpec {
     let sockets = plan
         .grants
         .iter()
-        .flat_map(|g| grant_sockets(plan, g))
+        .flat_map(|g| grant_sockets(plan, &host, g))
         .collect();
     crate::supervise::SuperviseSpec {
         roots,

@@ -260,7 +260,7 @@ pub fn collect(c: &mut Client, id: u64) -> (Vec<Value>, Value) {
 /// `EFR_SANDBOX_MUST_WORK`).
 pub fn backends() -> Vec<&'static str> {
     let mut v = vec!["native"];
-    if Path::new(efr_launcher::bwrap::BWRAP).exists() {
+    if Path::new(efr_launcher::backend::bwrap::BWRAP).exists() {
         v.push("bwrap");
     } else {
         assert!(

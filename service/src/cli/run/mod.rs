@@ -569,7 +569,7 @@ pub fn launch(
         });
         return Ok(background(p));
     }
-    let forwarded = efr_launcher::run::forwarded_signals();
+    let forwarded = efr_launcher::signals::forwarded_signals();
     // With no terminal on its stdio, the call goes to the user's running service (started
     // when none runs), whose launcher waits in standby: see `crate::handoff`.
     if let Some(socket) = handoff_socket(&a) {
@@ -659,7 +659,7 @@ pub fn launch(
         return Ok(0);
     }
     // This process waits for the launcher's verdict. The signals of
-    // `efr_launcher::run::FORWARDED_SIGNALS` sent to it (a harness's timeout,
+    // `efr_launcher::signals::FORWARDED_SIGNALS` sent to it (a harness's timeout,
     // `Popen.terminate()`, a signal to its group) go to the launcher, which hands them to
     // the line: the call ends with the line's status. Whatever else ends this process
     // (SIGKILL), the launcher sees it and kills the call.
