@@ -42,7 +42,7 @@ fn suite(backend: BackendChoice) {
         backend,
     );
     let mut masks = r.masks.clone().unwrap_or_default();
-    r.scrubbed = efr_policy::classify::tokens::scrubbed_copies(&PathBuf::from(h), &mut masks);
+    r.scrubbed = efr_policy::tokens::scrubbed_copies(&PathBuf::from(h), &mut masks);
     r.masks = Some(masks);
     assert_eq!(r.scrubbed.len(), 4, "{:?}", r.scrubbed);
     let plan = build_plan(&r).unwrap();

@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use efr_policy::classify::tokens::{helper_gives_token, visible_token_hosts};
-use efr_policy::classify::{ClassifyRequest, Context, classify};
+use efr_policy::classify::{ClassifyRequest, classify};
 use efr_policy::config::{Config, Env};
+use efr_policy::context::Context;
+use efr_policy::tokens::{helper_gives_token, visible_token_hosts};
 use efr_sandbox_wire::{Mode, Needs};
 
 fn write(p: &Path, text: &str) {

@@ -6,9 +6,10 @@ use std::path::Path;
 
 use efr_sandbox_wire::{AlwaysOutcome, ExitKind, NotSavedReason};
 
-use super::{Context, Finding, host_matches};
+use super::{Finding, host_matches};
 use crate::config::rules::RulePath;
 use crate::config::{AlwaysRule, Config};
+use crate::context::Context;
 
 /// `*` matches any run of characters.
 fn glob(pattern: &str, text: &str) -> bool {
