@@ -1,5 +1,5 @@
 //! Settings files that also hold a token are shown to a contained call with the secret
-//! values removed (#12 item 3): a generated copy bound read-only over the masked path, on
+//! values removed (the settings must work inside, the token must not be read): a generated copy bound read-only over the masked path, on
 //! both backends, so the registry, `cafile` and `proxy` settings still apply inside.
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! A host is `denied` only when a token for it is visible to the call (#12 item 3): a
+//! A host is `denied` only when a token for it is visible to the call (a token it cannot read cannot be sent): a
 //! masked token file denies nothing, a visible one does, and so does a token variable that
 //! survives the call's environment filter or a credential helper the call can run.
 
