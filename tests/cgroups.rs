@@ -1,4 +1,4 @@
-//! The cgroups of jobs (`efr_jobs::cgroup`, issue 16) on this machine's kernel, as root and
+//! The cgroups of jobs (`efr_jobs::cgroup`) on this machine's kernel, as root and
 //! as the CI user.
 //!
 //! As root a job cgroup must be had (`EFR_SANDBOX_MUST_WORK`): a fork bomb stops at

@@ -1,5 +1,5 @@
 //! Settings files that also hold a token are shown to a contained call with the secret
-//! values removed (#12 item 3): a generated copy bound read-only over the masked path, on
+//! values removed (the settings must work inside, the token must not be read): a generated copy bound read-only over the masked path, on
 //! both backends, so the registry, `cafile` and `proxy` settings still apply inside.
 
 use std::path::PathBuf;
@@ -42,7 +42,7 @@ fn suite(backend: BackendChoice) {
         backend,
     );
     let mut masks = r.masks.clone().unwrap_or_default();
-    r.scrubbed = efr_policy::classify::tokens::scrubbed_copies(&PathBuf::from(h), &mut masks);
+    r.scrubbed = efr_policy::tokens::scrubbed_copies(&PathBuf::from(h), &mut masks);
     r.masks = Some(masks);
     assert_eq!(r.scrubbed.len(), 4, "{:?}", r.scrubbed);
     let plan = build_plan(&r).unwrap();

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use efr_launcher::plan::{MAX_SOCKET_PATH, NetMode, Plan, PlanMode, ProxyPlan};
-use efr_policy::classify::Context;
 use efr_policy::config::{Config, ConfigHint, Env};
+use efr_policy::context::Context;
 use efr_proxy::{HostRule, Proxy, ProxyPolicy, Refusal};
 use efr_sandbox_wire::summary::BlockReason;
 use efr_sandbox_wire::{
@@ -78,9 +78,7 @@ pub fn policy(
             _ => None,
         })
         .collect();
-    for (h, src) in
-        efr_policy::classify::tokens::visible_token_sources(&ctx, &roots, &unmasked, call_env)
-    {
+    for (h, src) in efr_policy::tokens::visible_token_sources(&ctx, &roots, &unmasked, call_env) {
         p.token_host_because(&h, src.explain());
     }
     // The token files the surface's last scans saw, that no answer masks: a stat each, read

@@ -12,8 +12,8 @@
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use efr_policy::classify::knowledge::Knowledge;
 use efr_policy::config::{Config, Env};
+use efr_policy::knowledge::Knowledge;
 
 use crate::caches::{CACHE_FILES, expand};
 

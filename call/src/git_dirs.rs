@@ -26,7 +26,7 @@
 //! `rev-parse` runs no hook.)
 //!
 //! When git is missing or its answer cannot be read, [`lookup`] and [`config_files`] fall
-//! back to the built-in reader of `efr_policy::classify::git` and say so. That reader
+//! back to the built-in reader of `efr_policy::git` and say so. That reader
 //! follows git's rules for `.git` files and `commondir` (checked against git by
 //! `tests/git_dirs_diff.rs` and the `git_dirs` fuzz target) and answers "unknown" where it
 //! cannot tell them as git would: never a different dir.
@@ -295,7 +295,7 @@ pub enum Lookup {
 /// them; by the built-in reader when git cannot say (and [`Lookup::Unknown`] where that
 /// reader cannot tell them as git would).
 pub fn lookup(repo: &Path) -> Lookup {
-    use efr_policy::classify::git::{GitLookup, lookup_git_dir};
+    use efr_policy::git::{GitLookup, lookup_git_dir};
     if let Some(l) = ask_git(repo) {
         return Lookup::Found(l);
     }
@@ -387,13 +387,7 @@ pub fn config_files(repo: &Path, loc: &Located) -> (Vec<PathBuf>, Option<Vec<Con
                 .map(PathBuf::from)
                 .unwrap_or_default();
             for f in files.clone() {
-                efr_policy::classify::git::read_config(
-                    &f,
-                    &home,
-                    Some(&loc.git_dir),
-                    &mut entries,
-                    0,
-                );
+                efr_policy::git::read_config(&f, &home, Some(&loc.git_dir), &mut entries, 0);
             }
             files.extend(entries.into_iter().map(|e| e.file));
         }

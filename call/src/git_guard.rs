@@ -41,8 +41,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use efr_policy::classify::git::strip_config;
 use efr_policy::config::Config;
+use efr_policy::git::strip_config;
 
 use crate::git_dirs::{self, Located};
 

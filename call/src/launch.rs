@@ -345,7 +345,7 @@ pub fn prepare_with_repos(
         }
         masks.push(dir.to_string_lossy().into_owned());
     }
-    let scrubbed = efr_policy::classify::tokens::scrubbed_copies(&env.home, &mut masks);
+    let scrubbed = efr_policy::tokens::scrubbed_copies(&env.home, &mut masks);
     let mut grants = grants;
     for w in &view.writable {
         if Path::new(w).exists() {

@@ -6,7 +6,7 @@
 use std::path::{Component, Path};
 
 use efr_policy::config::git_config::include_target;
-use efr_policy::config::git_programs::{PROGRAM_KEYS, program_paths};
+use efr_policy::git::programs::{PROGRAM_KEYS, program_paths};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,7 +12,7 @@ mod git_dirs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use efr_policy::classify::git::{GitLookup, lookup_git_dir};
+use efr_policy::git::{GitLookup, lookup_git_dir};
 use libfuzzer_sys::fuzz_target;
 
 fn write(f: &Path, text: &[u8]) {

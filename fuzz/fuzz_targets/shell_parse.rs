@@ -2,7 +2,8 @@
 //! The shell parser, the awk scanner and the classifier never panic and never hang on any
 //! input.
 
-use efr_policy::classify::{ClassifyRequest, Context, classify};
+use efr_policy::classify::{ClassifyRequest, classify};
+use efr_policy::context::Context;
 use efr_sandbox_wire::Mode;
 use libfuzzer_sys::fuzz_target;
 

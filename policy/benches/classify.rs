@@ -7,7 +7,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use efr_policy::classify::{ClassifyRequest, Context, classify};
+use efr_policy::classify::{ClassifyRequest, classify};
+use efr_policy::context::Context;
 use efr_sandbox_wire::Mode;
 
 fn run(name: &str, lines: &[String], ctx: &Context) {

@@ -381,7 +381,8 @@ mod tests {
 
     #[test]
     fn a_line_that_needs_the_real_bus_is_for_the_user() {
-        use crate::classify::{ClassifyRequest, Context, classify};
+        use crate::classify::{ClassifyRequest, classify};
+        use crate::context::Context;
         use efr_sandbox_wire::{Bus, ExitKind, Grant, Mode, Needs, Verdict};
         let home = std::env::temp_dir();
         let ctx = Context::defaults(&home);

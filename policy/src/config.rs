@@ -21,7 +21,6 @@ mod env;
 pub mod git_config;
 mod hint;
 pub use hint::ConfigHint;
-pub mod git_programs;
 mod parse;
 mod render;
 mod shell;

@@ -201,8 +201,9 @@ mod tests {
     /// is refused; a path beside it under the same mask keeps its `unmask`.
     #[test]
     fn the_classifier_never_proposes_a_grant_of_it() {
-        use crate::classify::{ClassifyRequest, Context, classify};
+        use crate::classify::{ClassifyRequest, classify};
         use crate::config::Config;
+        use crate::context::Context;
         use efr_sandbox_wire::{Grant, Mode, Needs, Verdict};
         // Not under /tmp, which the classifier takes for the call's own.
         let t = tempfile::tempdir_in("/var/tmp").unwrap();

@@ -541,7 +541,7 @@ pub fn explain_path(
             user_only: false,
         })
     } else if let Some((rule, mp)) = &masked {
-        let effect = if crate::classify::tokens::shown_scrubbed(&env.home, &c) {
+        let effect = if crate::tokens::shown_scrubbed(&env.home, &c) {
             format!(
                 "lifts the mask {}: the call reads a copy with the secrets removed, and with the \
                  grant the real file (a token in it then denies its registry)",

@@ -226,6 +226,21 @@ pub(crate) fn canonical(path: &Path) -> PathBuf {
     resolve(path).canonical
 }
 
+/// Lexical normalisation: `.` dropped, `..` pops (never above `/`).
+pub fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+        }
+    }
+    out
+}
+
 /// The canonical form of an absolute path that exists (as `std::fs::canonicalize`, but
 /// through the memo of [`memoized`] when one runs: a call's plan asks about the same few
 /// directories from several places); `None` when it does not exist.

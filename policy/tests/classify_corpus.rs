@@ -10,7 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use efr_policy::classify::{ClassifyRequest, Context, classify, render_text};
+use efr_policy::classify::{ClassifyRequest, classify, render_text};
+use efr_policy::context::Context;
 use efr_sandbox_wire::{ExitKind, Launch, Mode};
 
 fn kind_of(s: &str) -> Option<ExitKind> {

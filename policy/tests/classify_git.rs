@@ -4,8 +4,9 @@ use std::path::Path;
 use std::process::Command;
 
 use efr_policy::classify::git::git_code;
-use efr_policy::classify::tokens::token_hosts;
-use efr_policy::classify::{ClassifyRequest, Context, classify};
+use efr_policy::classify::{ClassifyRequest, classify};
+use efr_policy::context::Context;
+use efr_policy::tokens::token_hosts;
 use efr_sandbox_wire::{ExitKind, Mode, Needs, Verdict};
 
 fn git(dir: &Path, args: &[&str]) -> bool {
@@ -202,8 +203,7 @@ fn global_config_and_worktrees() {
         &p,
         &["worktree", "add", "-q", wt.to_str().unwrap_or_default()],
     ) {
-        let dirs =
-            efr_policy::classify::git::find_git_dir(&wt).unwrap_or_else(|| panic!("no git dir"));
+        let dirs = efr_policy::git::find_git_dir(&wt).unwrap_or_else(|| panic!("no git dir"));
         assert_eq!(dirs.common, p.join(".git"));
     }
 }
@@ -366,7 +366,7 @@ fn submodule_update_reaches_the_submodules_hosts() {
 
 #[test]
 fn strip_code_takes_out_only_what_runs_programs() {
-    use efr_policy::classify::git::strip_code;
+    use efr_policy::git::strip_code;
     let text = "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = evil \\\n\t  --more\n\tbare = false\n\
 [alias]\n\tst = status\n\tx = !sh -c 'evil'\n\
 [include]\n\tpath = /tmp/other\n\

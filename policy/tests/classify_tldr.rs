@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use efr_policy::classify::{ClassifyRequest, Context, classify};
+use efr_policy::classify::{ClassifyRequest, classify};
+use efr_policy::context::Context;
 use efr_sandbox_wire::Mode;
 
 fn corpus_path() -> Option<PathBuf> {

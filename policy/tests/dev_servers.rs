@@ -4,7 +4,8 @@
 //! package manager's script (`npm run dev`) is read from `package.json`; a subcommand that
 //! does not serve (`vite build`, `flask routes`) is no `port` exit.
 
-use efr_policy::classify::{ClassifyRequest, ClassifyResult, Context, classify};
+use efr_policy::classify::{ClassifyRequest, ClassifyResult, classify};
+use efr_policy::context::Context;
 use efr_sandbox_wire::{ExitKind, ExitRecord, Grant, Mode, Needs};
 
 fn run_in(line: &str, project: &std::path::Path) -> ClassifyResult {

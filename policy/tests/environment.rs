@@ -166,7 +166,7 @@ fn classifier_call_env_judges_the_git_config_set_as_one() {
         .map(|(a, b)| (a.to_string(), b.to_string()))
     };
     let names = |key: &str| {
-        efr_policy::classify::Context::defaults("/home/u")
+        efr_policy::context::Context::defaults("/home/u")
             .with_call_env(&config, vars(key))
             .call_env
             .into_iter()

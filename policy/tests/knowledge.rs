@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
-use efr_policy::classify::knowledge::{EMBEDDED_ORIGIN, Knowledge};
-use efr_policy::classify::{ClassifyRequest, Context, classify, knowledge, render_text};
+use efr_policy::classify::{ClassifyRequest, classify, render_text};
+use efr_policy::context::Context;
+use efr_policy::knowledge;
+use efr_policy::knowledge::{EMBEDDED_ORIGIN, Knowledge};
 use efr_sandbox_wire::{ExitKind, Launch, Mode, Needs, Verdict};
 
 fn run(ctx: &Context, line: &str, mode: Mode) -> efr_policy::classify::ClassifyResult {

@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use efr_policy::classify::{ClassifyRequest, Context, classify};
+use efr_policy::classify::{ClassifyRequest, classify};
+use efr_policy::context::Context;
 use efr_policy::shell::parse;
 use efr_sandbox_wire::Mode;
 

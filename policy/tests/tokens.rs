@@ -1,12 +1,13 @@
-//! A host is `denied` only when a token for it is visible to the call (#12 item 3): a
+//! A host is `denied` only when a token for it is visible to the call (a token it cannot read cannot be sent): a
 //! masked token file denies nothing, a visible one does, and so does a token variable that
 //! survives the call's environment filter or a credential helper the call can run.
 
 use std::path::{Path, PathBuf};
 
-use efr_policy::classify::tokens::{helper_gives_token, visible_token_hosts};
-use efr_policy::classify::{ClassifyRequest, Context, classify};
+use efr_policy::classify::{ClassifyRequest, classify};
 use efr_policy::config::{Config, Env};
+use efr_policy::context::Context;
+use efr_policy::tokens::{helper_gives_token, visible_token_hosts};
 use efr_sandbox_wire::{Mode, Needs};
 
 fn write(p: &Path, text: &str) {

@@ -23,6 +23,7 @@ macro_rules! outln {
     ($($t:tt)*) => { $crate::cli::term::out(format_args!("{}\n", format_args!($($t)*))) };
 }
 
+mod always;
 mod approvals;
 mod cli;
 mod handoff;

@@ -5,8 +5,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use efr_policy::classify::Context;
 use efr_policy::config::{Config, Env};
+use efr_policy::context::Context;
 
 use crate::paths::ServicePaths;
 use crate::policy::Policy;

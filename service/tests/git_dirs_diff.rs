@@ -1,4 +1,4 @@
-//! The built-in reader of `.git` files and `commondir` (`efr_policy::classify::git`, what
+//! The built-in reader of `.git` files and `commondir` (`efr_policy::git`, what
 //! the guard and the launch view use when git cannot be run) against git itself
 //! (`git_dirs::ask_git`), over thousands of generated repository layouts: a main
 //! repository, a submodule-like `.git` file, a linked worktree with a `commondir`, a
@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use efr_policy::classify::git::{GitLookup, lookup_git_dir};
+use efr_policy::git::{GitLookup, lookup_git_dir};
 
 /// How many layouts, and the time they may take at most.
 /// At least `MIN_CASES` layouts, more up to `MAX_CASES` while within `BUDGET`.

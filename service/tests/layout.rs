@@ -116,32 +116,6 @@ fn handlers_and_commands_do_not_import_each_other() {
 
 #[test]
 fn no_import_circle() {
-    let g = graph();
-    // Depth-first search; a module on the current path met again is a circle.
-    fn visit(
-        m: &str,
-        g: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-        circles: &mut Vec<String>,
-    ) {
-        if let Some(i) = path.iter().position(|p| p == m) {
-            circles.push(format!("{} -> {m}", path[i..].join(" -> ")));
-            return;
-        }
-        if !done.insert(m.to_string()) {
-            return;
-        }
-        path.push(m.to_string());
-        for d in g.get(m).into_iter().flatten() {
-            visit(d, g, path, done, circles);
-        }
-        path.pop();
-    }
-    let mut circles = Vec::new();
-    let mut done = BTreeSet::new();
-    for m in g.keys() {
-        visit(m, &g, &mut Vec::new(), &mut done, &mut circles);
-    }
-    assert!(circles.is_empty(), "import circles: {circles:?}");
+    // At every level of the module tree, for the binary and each `bin/` tool.
+    efr_layout::assert_no_import_circle(concat!(env!("CARGO_MANIFEST_DIR"), "/src"));
 }

@@ -1,4 +1,4 @@
-//! Floor-file writes with a backup first (issue 15 item 4): a write to a floor file the user
+//! Floor-file writes with a backup first (an approved write must be undoable): a write to a floor file the user
 //! approved (`sandbox.floor_write`) copies the file to `<state dir>/backups/` (mode 0600,
 //! a new `O_EXCL` name each time, at most [`MAX_BACKUPS`] per file, the oldest removed),
 //! then writes the new content atomically (a temp file beside the real file, fsynced,

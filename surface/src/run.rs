@@ -64,7 +64,7 @@ pub fn hidden(
 ) -> HashSet<PathBuf> {
     let view = config.launch_view(env, projects);
     let mut masks = view.masks;
-    let _ = efr_policy::classify::tokens::scrubbed_copies(&env.home, &mut masks);
+    let _ = efr_policy::tokens::scrubbed_copies(&env.home, &mut masks);
     masks.extend(answered.iter().cloned());
     let mut set = HashSet::new();
     for m in masks {

@@ -9,9 +9,9 @@ use std::path::Path;
 
 use efr_sandbox_wire::TargetOp;
 
-use super::knowledge::InstallDest;
 use super::walk::{Arg, Cmd, Env, Walker};
 use super::words::{is_opt, opt_values, positional};
+use crate::knowledge::InstallDest;
 
 impl Walker<'_> {
     /// The destinations an installing command writes.

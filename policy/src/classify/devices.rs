@@ -10,7 +10,7 @@ use super::words::opt_values;
 impl Walker<'_> {
     pub(super) fn device_use(&mut self, name: &str, rest: &[Arg], env: &Env, cmd: &Cmd) {
         let k = self.k;
-        let named = |d: &super::knowledge::DeviceUse| {
+        let named = |d: &crate::knowledge::DeviceUse| {
             d.names.iter().any(|n| n == name)
                 || d.name_prefixes.iter().any(|p| name.starts_with(p.as_str()))
         };

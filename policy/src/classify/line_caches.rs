@@ -5,7 +5,7 @@
 //! (see `efr_call::caches`). A name anywhere else on the line (`echo npm`) is not a
 //! program and names nothing.
 
-use super::knowledge::Knowledge;
+use crate::knowledge::Knowledge;
 use crate::shell::{parse, simple_commands};
 
 /// The `~/` cache paths of the managers `line` runs, in the knowledge's order, each once.

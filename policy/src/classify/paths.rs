@@ -4,8 +4,8 @@ use std::path::{Component, Path, PathBuf};
 
 use efr_sandbox_wire::TargetClass;
 
-use super::{Context, PathRule};
 use crate::config::rules::{RulePath, pattern_covers};
+use crate::context::{Context, PathRule, rule_covers};
 
 /// What efr knows of one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,39 +23,6 @@ pub struct PathInfo {
     pub read_only: Option<String>,
     /// The project root it is in.
     pub root: Option<PathBuf>,
-}
-
-/// Lexical normalisation: `.` dropped, `..` pops (never above `/`).
-pub fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in p.components() {
-        match c {
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::Normal(n) => out.push(n),
-        }
-    }
-    out
-}
-
-/// A rule matches `path` (it or a directory above it).
-pub(crate) fn rule_covers(rule: &PathRule, path: &Path, roots: &[PathBuf]) -> bool {
-    match &rule.path {
-        RulePath::Abs(p) => {
-            if p.as_os_str().to_string_lossy().contains('*') {
-                pattern_covers(p, path)
-            } else {
-                path.starts_with(p)
-            }
-        }
-        RulePath::InRoot(rel) => roots.iter().any(|r| {
-            path.strip_prefix(r)
-                .is_ok_and(|rest| pattern_covers(rel, rest))
-        }),
-        RulePath::Unset => false,
-    }
 }
 
 fn first_covering<'a>(
@@ -185,6 +152,7 @@ pub fn is_harmless_device(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path::normalize;
 
     #[test]
     fn classes() {

@@ -1,19 +1,19 @@
 //! What git reads and runs from a repository's config, for the launch view: the files a
 //! config includes (`include.path`, `includeIf.*.path`) and the programs its keys name
-//! (see [`super::git_programs`]). The view keeps both read-only for the whole call when they are inside
+//! (see [`crate::git::programs`]). The view keeps both read-only for the whole call when they are inside
 //! a writable root: a `git status` the user's prompt runs while the call runs reads the
 //! included file and runs `core.fsmonitor`. The programs are those of
-//! [`super::git_programs::PROGRAM_KEYS`].
+//! [`crate::git::programs::PROGRAM_KEYS`].
 //!
 //! The keys come from git's own answer where the service asked git (`git config --list
 //! --show-origin -z`, see `efr_call::git_dirs`), else from the built-in line reader
-//! ([`crate::classify::git::read_config`], one file at a time). Includes are followed
+//! ([`crate::git::read_config`], one file at a time). Includes are followed
 //! whatever their condition (an `includeIf "onbranch:..."` turns true when the branch
 //! changes, `gitdir:` when the repository moves), up to git's depth.
 
 use std::path::{Path, PathBuf};
 
-use super::git_programs::git_path;
+use crate::git::programs::git_path;
 
 /// How deep includes are followed (git's `MAX_INCLUDE_DEPTH`).
 pub const MAX_INCLUDE_DEPTH: usize = 10;
@@ -65,7 +65,7 @@ impl Reads {
         self.seen.push(file.to_path_buf());
         let mut entries = Vec::new();
         // Depth 8: the reader takes this file only (it follows includes below 9 levels).
-        crate::classify::git::read_config(file, home, None, &mut entries, 8);
+        crate::git::read_config(file, home, None, &mut entries, 8);
         for e in entries {
             let value = e.value.into_bytes();
             if is_include(&e.key) {

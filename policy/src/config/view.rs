@@ -23,9 +23,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::git_config::{GitConfigItem, Reads};
-use super::git_programs::{lexical, program_paths};
 use super::rules::{is_pattern, pattern_covers};
 use super::{Config, Env, RulePath};
+use crate::git::programs::{lexical, program_paths};
 use crate::path::canonical;
 
 /// Directories walked at most when a pattern is expanded.
@@ -279,11 +279,11 @@ fn in_root(value: &str, root: &Path, env: &Env, names: &mut Vec<String>) -> Vec<
 }
 
 /// The git dirs of the repository at `root` besides `root/.git`, by the built-in reader
-/// (git's rules, `crate::classify::git::lookup_git_dir`): the git dir a `.git` file or
+/// (git's rules, `crate::git::lookup_git_dir`): the git dir a `.git` file or
 /// link names and the common dir a `commondir` names. Where that reader cannot tell them
 /// as git would, every existing dir the files could name (read git's way or trimmed).
 fn linked_git_dirs(root: &Path) -> Vec<PathBuf> {
-    use crate::classify::git::{GitLookup, lookup_git_dir};
+    use crate::git::{GitLookup, lookup_git_dir};
     if std::fs::symlink_metadata(root.join(".git")).is_err() {
         return Vec::new();
     }
@@ -356,7 +356,7 @@ fn repo_git_dirs(r: &Path, git: Option<&RepoGitDirs>) -> Vec<PathBuf> {
 /// itself when it is a directory without `commondir`, the common case); None when that
 /// reader cannot tell them as git would.
 fn builtin_dirs(r: &Path) -> Option<(PathBuf, PathBuf)> {
-    use crate::classify::git::{GitLookup, lookup_git_dir};
+    use crate::git::{GitLookup, lookup_git_dir};
     let dotgit = r.join(".git");
     if std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_dir())
         && std::fs::symlink_metadata(dotgit.join("commondir")).is_err()
@@ -411,7 +411,7 @@ fn global_config(env: &Env) -> Reads {
 /// What git reads or runs from config that lies inside a writable root (as written and
 /// with its links resolved): the files the config of each repository found (`configs`, by
 /// work tree) and the global config include, existing or not, and the programs their
-/// keys name ([`super::git_programs::PROGRAM_KEYS`]); a relative program of the global
+/// keys name ([`crate::git::programs::PROGRAM_KEYS`]); a relative program of the global
 /// config in each repository and root.
 fn git_config_code(env: &Env, roots: &[PathBuf], configs: &[(PathBuf, Reads)]) -> Vec<PathBuf> {
     let global = global_config(env);

@@ -1,4 +1,4 @@
-//! A shell parser that reads a line as bash does (issue 4).
+//! A shell parser that reads a line as bash does (the classifier judges what bash would run).
 //!
 //! A hand-written recursive-descent parser of the bash subset a coding agent writes:
 //! lists (`;`, `&`, newlines), `&&`/`||`, pipelines (`|`, `|&`, `!`), subshells, brace groups,

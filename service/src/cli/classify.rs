@@ -2,8 +2,9 @@
 
 use anyhow::bail;
 use clap::Args;
-use efr_policy::classify::{self, ClassifyRequest, ClassifyResult, Context};
+use efr_policy::classify::{self, ClassifyRequest, ClassifyResult};
 use efr_policy::config::{Config, Env};
+use efr_policy::context::Context;
 use efr_sandbox_wire::Mode;
 use std::path::PathBuf;
 

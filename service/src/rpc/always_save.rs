@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use efr_policy::classify;
 use efr_policy::config::AlwaysRule;
 use efr_sandbox_wire::AlwaysOutcome;
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
@@ -39,7 +38,7 @@ pub fn always_save(svc: Arc<Service>, call: Call) -> HandlerFuture {
         }
         let path = svc.policy.env().config_file();
         let outcome = blocking("always_save", move || {
-            classify::always::save_always(&path, p.expected.as_deref(), &p.rule)
+            crate::always::save_always(&path, p.expected.as_deref(), &p.rule)
         })
         .await?;
         if matches!(outcome, AlwaysOutcome::Saved { .. }) {

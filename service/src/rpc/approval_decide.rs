@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use efr_policy::classify;
 use efr_policy::config::AlwaysRule;
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
 use efr_sandbox_wire::{
@@ -68,7 +67,7 @@ pub fn approval_decide(svc: Arc<Service>, call: Call) -> HandlerFuture {
             let path = svc.policy.env().config_file();
             let outcomes = blocking("approval_decide", move || {
                 made.iter()
-                    .map(|r| classify::always::save_always(&path, None, r))
+                    .map(|r| crate::always::save_always(&path, None, r))
                     .collect::<Vec<_>>()
             })
             .await?;

@@ -4,7 +4,7 @@
 //! writer, network, ...), also from the knowledge.
 
 use super::*;
-use crate::classify::knowledge::Handler;
+use crate::knowledge::Handler;
 
 impl Walker<'_> {
     pub(super) fn dispatch(
@@ -84,7 +84,7 @@ impl Walker<'_> {
                         .ctx
                         .masks
                         .iter()
-                        .any(|m| super::super::paths::rule_covers(m, &p, &self.roots));
+                        .any(|m| crate::context::rule_covers(m, &p, &self.roots));
                     let device =
                         p.starts_with("/dev/") && !is_harmless_device(&p) && !is_disk_device(&p);
                     if masked || device {

@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 
 use efr_sandbox_wire::{ExitKind, Grant, HostFact, Needs, Target, TargetClass, TargetOp};
 
-use super::knowledge::{ArgRole, HostArgs, Knowledge, Wrapper, WriteOp};
-use super::paths::{classify_path, display, is_disk_device, is_harmless_device, normalize};
-use super::url::{url_host, url_host_port};
-use super::{ClassifyRequest, Context, Finding, Floor, WalkOut, git};
+use super::paths::{classify_path, display, is_disk_device, is_harmless_device};
+use super::{ClassifyRequest, Finding, Floor, WalkOut, git};
+use crate::context::Context;
+use crate::knowledge::{ArgRole, HostArgs, Knowledge, Wrapper, WriteOp};
+use crate::path::normalize;
+use crate::url::{url_host, url_host_port};
 mod dispatch;
 mod network;
 mod registry;

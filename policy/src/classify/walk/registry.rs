@@ -35,8 +35,8 @@ impl Walker<'_> {
         let mut because = None;
         if !publish && !fetch && spec.fetch_if_missing.iter().any(|s| s == sub) {
             because = match name {
-                "cargo" => super::super::registries::cargo_would_fetch(&words, &var, cwd, home),
-                "go" => super::super::registries::go_would_fetch(&var, cwd, home),
+                "cargo" => crate::tokens::registries::cargo_would_fetch(&words, &var, cwd, home),
+                "go" => crate::tokens::registries::go_would_fetch(&var, cwd, home),
                 _ => None,
             };
             fetch = because.is_some();
@@ -44,7 +44,7 @@ impl Walker<'_> {
         if !publish && !fetch {
             return;
         }
-        let hosts = super::super::registries::proposal(&spec, publish, &words, &var, cwd, home);
+        let hosts = crate::tokens::registries::proposal(&spec, publish, &words, &var, cwd, home);
         let Some(first) = hosts.first() else {
             // A vendored or local registry: nothing to reach.
             return;

@@ -271,7 +271,7 @@ impl Walker<'_> {
     }
 
     pub(super) fn git_config_write(&mut self, repo: &Path, env: &mut Env, cmd: &Cmd) {
-        let file = git::find_git_dir(repo)
+        let file = crate::git::find_git_dir(repo)
             .map(|g| g.common.join("config"))
             .unwrap_or_else(|| repo.join(".git/config"));
         self.touch(

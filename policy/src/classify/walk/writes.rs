@@ -127,7 +127,7 @@ impl Walker<'_> {
         let path_s = path.to_string_lossy().into_owned();
         if op == TargetOp::Read {
             // A settings file the call is shown scrubbed reads fine contained.
-            let scrubbed = super::super::tokens::shown_scrubbed(&self.ctx.home, &path);
+            let scrubbed = crate::tokens::shown_scrubbed(&self.ctx.home, &path);
             if let Some(why) = info.masked.filter(|_| !scrubbed) {
                 let mut f = self.finding(
                     ExitKind::Unmask,

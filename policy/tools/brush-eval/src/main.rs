@@ -1,4 +1,5 @@
-//! brush-parser against efr-policy's shell parser (issue 13 item 5), over the tldr corpus:
+//! brush-parser against efr-policy's shell parser (the maintained crate weighed against our
+//! own), over the tldr corpus:
 //! bash compatibility (lines each parses, fails, parses differently), speed (the whole corpus
 //! N times with each, same run), and panics/hangs on the inputs of `policy/tests/shell_fuzz.rs`
 //! (the same generator and seeds) and on pathological nesting (each in a child process, as a

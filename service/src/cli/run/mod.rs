@@ -907,7 +907,7 @@ pub(crate) fn default_project(
     cwd: &Path,
     home: &Path,
 ) -> Result<(PathBuf, &'static str), &'static str> {
-    use efr_policy::classify::git::{GitLookup, lookup_git_dir};
+    use efr_policy::git::{GitLookup, lookup_git_dir};
     let too_wide = |d: &Path| d == Path::new("/") || home.starts_with(d);
     let top = match lookup_git_dir(cwd) {
         GitLookup::Found(g) => Some(g.worktree),

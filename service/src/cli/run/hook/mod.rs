@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::Args;
 use efr_policy::agent_hook::{self, Agent, Answer, ToolCall};
-use efr_policy::classify::{self, ClassifyRequest, Context};
+use efr_policy::classify::{self, ClassifyRequest};
 use efr_policy::config::{Config, Env};
+use efr_policy::context::Context;
 use efr_sandbox_wire::Mode;
 
 pub mod answer;

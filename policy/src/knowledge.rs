@@ -5,7 +5,7 @@
 //! `bus = "sesion"` is a load error, not another meaning. [`Knowledge::load`] also checks
 //! what serde cannot (every entry has a reason, references name a known command). A file
 //! that fails to load is never empty knowledge: the classifier makes every line opaque
-//! with the load error ([`super::Context::knowledge`]).
+//! with the load error ([`crate::context::Context::knowledge`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -15,7 +15,7 @@ use efr_sandbox_wire::{Bus, Desktop};
 use serde::Deserialize;
 
 /// The data file, as written.
-pub const COMMANDS_TOML: &str = include_str!("../../data/commands.toml");
+pub const COMMANDS_TOML: &str = include_str!("../data/commands.toml");
 
 /// The same tree as JSON, made from [`COMMANDS_TOML`] by the build script: what the
 /// embedded knowledge loads from, six times faster than the TOML.
@@ -375,7 +375,7 @@ pub struct Network {
 }
 
 /// `setup`: whose configuration files name the user's own registry
-/// (`super::registries::setup_of` reads each).
+/// (`crate::tokens::registries::setup_of` reads each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SetupName {
@@ -408,7 +408,7 @@ pub enum SetupName {
     Gradle,
 }
 
-/// `format` of a settings file: how its secrets are found (`super::tokens::scrub`).
+/// `format` of a settings file: how its secrets are found (`crate::tokens::scrub`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScrubFormat {
@@ -1110,7 +1110,7 @@ impl Knowledge {
 
     /// The embedded knowledge for what has no classifier context (the scrubbed copies of a
     /// launch): empty when it did not load, which shows no scrubbed copy (a masked settings
-    /// file stays masked). The classifier itself uses [`super::Context::knowledge`], which
+    /// file stays masked). The classifier itself uses [`crate::context::Context::knowledge`], which
     /// makes every line opaque instead.
     pub fn get() -> &'static Knowledge {
         match Knowledge::embedded().as_ref() {

@@ -8,14 +8,14 @@
 //! `host` grant, so that the proposal granted as is works.
 //!
 //! Only hosts are read here; a token in the same files is the business of
-//! [`super::tokens`]. Every file read is small (a larger one is passed over) and a broken
+//! [`crate::tokens`]. Every file read is small (a larger one is passed over) and a broken
 //! one is passed over, never a panic.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use super::knowledge::{Registry, SetupName};
-use super::url::url_host_port;
+use crate::knowledge::{Registry, SetupName};
+use crate::url::url_host_port;
 
 mod cargo;
 mod go;
@@ -287,7 +287,7 @@ fn ini_values(text: &str, want: impl Fn(&str) -> bool) -> Vec<(String, String)> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::classify::knowledge::Knowledge;
+    use crate::knowledge::Knowledge;
 
     fn none(_: &str) -> Option<String> {
         None

@@ -11,19 +11,26 @@
 //! one). Masks are decided by the same rules as the launch view and `efr-sandbox explain`:
 //! the config's `sandbox.masks`, absolute or inside each project root, on the path and on
 //! the path with its links resolved.
+//!
+//! This is the credential knowledge of the policy, a layer under the classifier (which
+//! denies the hosts it finds), the explanation (which says a file is shown scrubbed) and
+//! the call (whose proxy denies the same hosts, whose view shows the scrubbed copies).
+//!
+//! - `registries`: the registries a package manager would reach, as the user's setup says.
+
+pub mod registries;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use efr_sandbox_wire::envfilter::glob_matches;
 
-use super::Context;
-use super::git::{find_git_dir, read_config};
-use super::knowledge::{Knowledge, ScrubFormat};
-use super::paths::rule_covers;
-use super::url::url_host_port;
 use crate::config::rules::RulePath;
+use crate::context::{Context, rule_covers};
+use crate::git::{find_git_dir, read_config};
+use crate::knowledge::{Knowledge, ScrubFormat};
 use crate::path::expand_home;
+use crate::url::url_host_port;
 
 /// The hosts a call of the turn could hold a token for, with no `unmask` grant and the
 /// context's [`Context::call_env`].
@@ -189,7 +196,7 @@ pub fn visible_token_sources(
         let mut hosts = BTreeSet::new();
         if mid.is_empty() {
             hosts.extend(remote_hosts.iter().cloned());
-        } else if let Some((h, _, _)) = super::url::url_host(mid, true) {
+        } else if let Some((h, _, _)) = crate::url::url_host(mid, true) {
             hosts.insert(h);
         }
         add(hosts, TokenSource::Helper(value.clone()));
@@ -282,7 +289,7 @@ fn env_token_hosts(
             out.extend(t.hosts.iter().cloned());
             if let Some(setup) = &t.registry {
                 if let Some(spec) = k.file.registry.iter().find(|r| r.setup == Some(*setup)) {
-                    for h in super::registries::proposal(
+                    for h in registries::proposal(
                         spec,
                         false,
                         &[],
@@ -317,7 +324,7 @@ fn read(p: &Path) -> Option<String> {
 }
 
 fn host_of(s: &str) -> Option<String> {
-    super::url::url_host(s.trim().trim_matches('"').trim_matches('\''), true).map(|h| h.0)
+    crate::url::url_host(s.trim().trim_matches('"').trim_matches('\''), true).map(|h| h.0)
 }
 
 /// The hosts one token file names, by its kind (its file name).
@@ -414,7 +421,7 @@ pub fn hosts_of_file(path: &Path, out: &mut BTreeSet<String>) {
         }
         ".git-credentials" | "credentials" if text.contains("://") => {
             for l in text.lines() {
-                if let Some(h) = super::url::url_host(l.trim(), false).map(|h| h.0) {
+                if let Some(h) = crate::url::url_host(l.trim(), false).map(|h| h.0) {
                     out.insert(h);
                 }
             }

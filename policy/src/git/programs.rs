@@ -321,7 +321,7 @@ pub fn program_key(key: &str) -> Option<&'static ProgramKey> {
             Some(section) => key
                 .split_once('.')
                 .is_some_and(|(s, name)| s == section && !name.is_empty() && !name.contains('.')),
-            None => super::git_key_matches(p.key, key),
+            None => efr_sandbox_wire::gitconfig::key_matches(p.key, key),
         })
 }
 
