@@ -60,7 +60,7 @@ pub fn address_var(bus: Bus) -> &'static str {
 }
 
 /// The real bus's address, from the environment the line starts from.
-pub fn upstream(bus: Bus, env: &[(String, String)]) -> Result<String, String> {
+pub fn upstream(bus: Bus, env: &[(String, String)]) -> Result<String, NoSessionBus> {
     let var = |n: &str| {
         env.iter()
             .find(|(k, v)| k == n && !v.is_empty())
@@ -71,12 +71,14 @@ pub fn upstream(bus: Bus, env: &[(String, String)]) -> Result<String, String> {
             .unwrap_or_else(|| "unix:path=/run/dbus/system_bus_socket".into())),
         _ => var("DBUS_SESSION_BUS_ADDRESS")
             .or_else(|| var("XDG_RUNTIME_DIR").map(|d| format!("unix:path={d}/bus")))
-            .ok_or_else(|| {
-                "no session bus: neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set"
-                    .to_string()
-            }),
+            .ok_or(NoSessionBus),
     }
 }
+
+/// The line's environment names no session bus.
+#[derive(Debug, thiserror::Error)]
+#[error("no session bus: neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set")]
+pub struct NoSessionBus;
 
 /// Why a bus filter cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -85,12 +87,12 @@ pub enum AttachError {
     #[error("the bus filter is off (bus.filter = false)")]
     Off,
     /// The real bus's address is not known from the line's environment.
-    #[error("bus filter of the {bus} bus: {msg}")]
+    #[error("bus filter of the {bus} bus: {source}")]
     Upstream {
         /// The bus (`session` or `system`).
         bus: &'static str,
         /// Why there is no address, as `upstream` says.
-        msg: String,
+        source: NoSessionBus,
     },
     /// Who owns the rules' names on the real bus could not be read, so the rules could not
     /// be checked against the never names of their connections.
@@ -282,9 +284,9 @@ impl CallBus {
             never: rules.never.clone(),
         };
         for &bus in buses {
-            let upstream = upstream(bus, &env).map_err(|msg| AttachError::Upstream {
+            let upstream = upstream(bus, &env).map_err(|source| AttachError::Upstream {
                 bus: bus.as_str(),
-                msg,
+                source,
             })?;
             // The rules whose connection also owns a never name they would reach are cut;
             // the watch goes on while the filter runs.
@@ -479,14 +481,12 @@ pub fn attach_for(
     plan: &mut Plan,
     config: &Config,
     runtime: &Path,
-) -> Result<Option<CallBus>, String> {
+) -> Result<Option<CallBus>, AttachError> {
     let buses = wanted(plan);
     if buses.is_empty() {
         return Ok(None);
     }
-    CallBus::attach(plan, &buses, config, Some(runtime))
-        .map(Some)
-        .map_err(|e| e.to_string())
+    CallBus::attach(plan, &buses, config, Some(runtime)).map(Some)
 }
 
 /// The service's hook at the call's end: the filters' part of `fin` (summary and exit
@@ -698,24 +698,51 @@ pub const MIN_VERSION: (u32, u32, u32) = (0, 1, 4);
 /// handshake at once (sd-bus's busctl, zbus); older ones close its connection.
 pub const PIPELINED_AUTH_VERSION: (u32, u32, u32) = (0, 1, 6);
 
+/// Why xdg-dbus-proxy's version is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum VersionError {
+    /// It could not be run.
+    #[error("cannot run {}: {source}", program.display())]
+    Run {
+        /// The program.
+        program: PathBuf,
+        /// What the spawn said.
+        source: std::io::Error,
+    },
+    /// Its `--version` gave no version.
+    #[error("{} --version said {said:?}", program.display())]
+    Unreadable {
+        /// The program.
+        program: PathBuf,
+        /// What it printed.
+        said: String,
+    },
+}
+
 /// The program's version (`xdg-dbus-proxy 0.1.4`).
-pub fn version() -> Result<(u32, u32, u32), String> {
+pub fn version() -> Result<(u32, u32, u32), VersionError> {
     version_of(&program())
 }
 
-fn version_of(p: &Path) -> Result<(u32, u32, u32), String> {
+fn version_of(p: &Path) -> Result<(u32, u32, u32), VersionError> {
     let o = Command::new(p)
         .arg("--version")
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("cannot run {}: {e}", p.display()))?;
+        .map_err(|source| VersionError::Run {
+            program: p.to_path_buf(),
+            source,
+        })?;
     let text = String::from_utf8_lossy(&o.stdout);
     let v = text.split_whitespace().last().unwrap_or("");
     let parts: Vec<u32> = v.split('.').map_while(|x| x.parse().ok()).collect();
     match parts.as_slice() {
         [a, b, c, ..] => Ok((*a, *b, *c)),
         [a, b] => Ok((*a, *b, 0)),
-        _ => Err(format!("{} --version said {:?}", p.display(), text.trim())),
+        _ => Err(VersionError::Unreadable {
+            program: p.to_path_buf(),
+            said: text.trim().to_string(),
+        }),
     }
 }
 
@@ -825,7 +852,7 @@ pub fn self_test(
 ) -> Result<String, (efr_sandbox_wire::BusProxyOff, String)> {
     use efr_sandbox_wire::BusProxyOff;
     let fail = |m: String| (BusProxyOff::SelfTest, m);
-    let v = version().map_err(fail)?;
+    let v = version().map_err(|e| fail(e.to_string()))?;
     if v < MIN_VERSION {
         return Err((
             BusProxyOff::OldVersion,

@@ -36,7 +36,6 @@ use efr_launcher::plan::Plan;
 use efr_launcher::status::{Outcome, StatusLine};
 use efr_policy::config::{Config, Env};
 use efr_proxy::{ProxyPolicy, Refusal};
-use efr_sandbox_wire::rpc::ErrorBody;
 use efr_sandbox_wire::{
     CallParams, ExitRecord, Finish, Grant, LaunchItem, OutputStream, PlanResult, SandboxSummary,
 };
@@ -47,6 +46,7 @@ use tokio::sync::mpsc;
 use crate::bus::CallBus;
 use crate::caches::CallCaches;
 use crate::egress::CallProxy;
+pub use crate::launch::PrepareError;
 use crate::launch::{Chunker, EndOnDrop, OUTPUT_CHUNK, PidFd, launcher, private_dir};
 
 /// Where a call's parts live and what serves its proxy.
@@ -77,17 +77,6 @@ pub enum ProxyWhen {
     /// Only such a call with a host grant (the probe's calls: its checks were written and
     /// measured for a call's network without a proxy, but the proxy self-test).
     HostGrants,
-}
-
-/// Why a call does not run.
-#[derive(Debug, thiserror::Error)]
-pub enum PrepareError {
-    /// Bad params: an RPC `invalid` error, the CLI's usage error.
-    #[error("{}", .0.message)]
-    Params(ErrorBody),
-    /// The sandbox cannot start: the line does not run (a finish with this `setup_error`).
-    #[error("{0}")]
-    Setup(String),
 }
 
 /// Why `efr-launch` could not be started.
@@ -207,9 +196,7 @@ impl Call {
             &ctx.env,
             ctx.conversations.as_deref(),
             process_env,
-        )
-        .map_err(PrepareError::Params)?
-        .map_err(PrepareError::Setup)?;
+        )?;
         // The index files the call starts with, held before it runs (an approved line's
         // flags are the user's: only a contained call's are looked at).
         let index = (plan.mode != efr_launcher::plan::PlanMode::Unsandboxed)
@@ -283,7 +270,10 @@ impl Call {
 
     /// Applies `efr-sandbox run --env` ([`crate::launch::apply_env_args`]): the variables
     /// refused, with why.
-    pub fn env_args(&mut self, args: &[String]) -> Result<Vec<(String, String)>, String> {
+    pub fn env_args(
+        &mut self,
+        args: &[String],
+    ) -> Result<Vec<(String, String)>, crate::launch::EnvArgError> {
         crate::launch::apply_env_args(&mut self.plan, args, &self.config)
     }
 
@@ -332,13 +322,12 @@ impl Call {
     pub fn attach(&mut self, policy: Option<ProxyPolicy>, ctx: &Ctx) -> Result<(), PrepareError> {
         if let Some(pol) = policy {
             let cp = CallProxy::attach(&mut self.plan, pol, ctx.sockets.as_deref())
-                .map_err(|e| PrepareError::Setup(format!("the call's proxy: {e}")))?;
+                .map_err(PrepareError::Proxy)?;
             self.proxy = Some(cp);
         }
         let buses = crate::bus::wanted(&self.plan);
         if !buses.is_empty() {
-            let cb = CallBus::attach(&mut self.plan, &buses, &self.config, ctx.sockets.as_deref())
-                .map_err(|e| PrepareError::Setup(e.to_string()))?;
+            let cb = CallBus::attach(&mut self.plan, &buses, &self.config, ctx.sockets.as_deref())?;
             self.bus = Some(cb);
         }
         Ok(())

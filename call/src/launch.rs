@@ -215,9 +215,47 @@ pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody
     Ok(out)
 }
 
-/// What a prepared call is: its plan, or why the sandbox cannot start (the command does not
-/// run: a `setup_error`).
-pub type Prepared = Result<Plan, String>;
+/// Why a call does not run: bad params, or a sandbox that cannot start (every variant but
+/// [`PrepareError::Params`]: the command does not run, a finish with its message as the
+/// `setup_error`).
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// Bad params: an RPC `invalid` error, the CLI's usage error.
+    #[error("{}", .0.message)]
+    Params(ErrorBody),
+    /// The shell the call or the config names is not there.
+    #[error(transparent)]
+    Shell(#[from] config::ShellError),
+    /// The conversation's `/tmp` or `$SCRATCH` dir could not be made.
+    #[error("cannot create {}: {source}", path.display())]
+    Conversation {
+        /// The dir.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+    /// The surface's answers (the files the user answered `mask` to) could not be read.
+    #[error("the surface's answers: {0}")]
+    Surface(#[source] efr_surface::state::StateError),
+    /// The call's cache layers could not be made.
+    #[error(transparent)]
+    Caches(#[from] crate::caches::LayerError),
+    /// The launcher's plan builder refused the request.
+    #[error("plan: {0}")]
+    Plan(#[source] efr_launcher::plan::PlanError),
+    /// The call's egress proxy could not be started.
+    #[error("the call's proxy: {0}")]
+    Proxy(#[source] crate::egress::AttachError),
+    /// A bus filter of the call could not be started.
+    #[error(transparent)]
+    Bus(#[from] crate::bus::AttachError),
+}
+
+impl From<ErrorBody> for PrepareError {
+    fn from(e: ErrorBody) -> Self {
+        PrepareError::Params(e)
+    }
+}
 
 /// Builds the plan of a call from the config. `runtime` holds the conversations' dirs;
 /// `process_env` is the environment the line starts from (the caller's when `None`).
@@ -227,8 +265,8 @@ pub fn prepare(
     env: &Env,
     runtime: Option<&Path>,
     process_env: Option<Vec<(String, String)>>,
-) -> Result<Prepared, ErrorBody> {
-    Ok(prepare_with_repos(p, config, env, runtime, process_env)?.map(|(plan, _)| plan))
+) -> Result<Plan, PrepareError> {
+    Ok(prepare_with_repos(p, config, env, runtime, process_env)?.0)
 }
 
 /// [`prepare`], with the repositories the call's view found (their index is kept before
@@ -239,9 +277,9 @@ pub fn prepare_with_repos(
     env: &Env,
     runtime: Option<&Path>,
     process_env: Option<Vec<(String, String)>>,
-) -> Result<Result<(Plan, Vec<crate::index_flags::Repo>), String>, ErrorBody> {
+) -> Result<(Plan, Vec<crate::index_flags::Repo>), PrepareError> {
     if p.line.trim().is_empty() {
-        return Err(invalid("the line is empty"));
+        return Err(invalid("the line is empty").into());
     }
     let backend = backend_choice(p.backend.as_deref(), config)?;
     let shell = match &p.shell {
@@ -249,14 +287,11 @@ pub fn prepare_with_repos(
         None => config.sandbox.shell.value.clone(),
     };
     // A shell that is not there is the sandbox's setup error: the line never ran.
-    let shell = match shell.resolve() {
-        Ok(s) => s,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
+    let shell = shell.resolve()?;
     let grants = check_grants(&p.grants, env)?;
     let cwd = match &p.cwd {
         Some(c) if c.starts_with('/') => c.clone(),
-        Some(c) => return Err(invalid(format!("cwd {c:?} is not absolute"))),
+        Some(c) => return Err(invalid(format!("cwd {c:?} is not absolute")).into()),
         None => p
             .projects
             .first()
@@ -265,7 +300,7 @@ pub fn prepare_with_repos(
     };
     for pr in &p.projects {
         if !pr.starts_with('/') {
-            return Err(invalid(format!("project {pr:?} is not absolute")));
+            return Err(invalid(format!("project {pr:?} is not absolute")).into());
         }
     }
     let (mut tmp, mut scratch) = (None, None);
@@ -274,14 +309,16 @@ pub fn prepare_with_repos(
         let Some(rt) = runtime else {
             return Err(invalid(
                 "a conversation needs the service's runtime dir, and there is none",
-            ));
+            )
+            .into());
         };
         let t = rt.join("tmp").join(id);
         let s = rt.join("scratch").join(id);
         for d in [&t, &s] {
-            if let Err(e) = private_dir(d) {
-                return Ok(Err(format!("cannot create {}: {e}", d.display())));
-            }
+            private_dir(d).map_err(|source| PrepareError::Conversation {
+                path: d.clone(),
+                source,
+            })?;
         }
         tmp = Some(t.to_string_lossy().into_owned());
         scratch = Some(s.to_string_lossy().into_owned());
@@ -325,10 +362,10 @@ pub fn prepare_with_repos(
     // Settings files that also hold a token are shown scrubbed over their mask.
     let mut masks = view.masks;
     // The files the user answered "mask" to in the surface's questions (issue 15).
-    match efr_surface::state::read_for_calls(&efr_surface::state::Store::for_home(&env.home)) {
-        Ok(st) => masks.extend(st.masks()),
-        Err(e) => return Ok(Err(format!("the surface's answers: {e}"))),
-    }
+    let answers =
+        efr_surface::state::read_for_calls(&efr_surface::state::Store::for_home(&env.home))
+            .map_err(PrepareError::Surface)?;
+    masks.extend(answers.masks());
     // The sandbox's own control plane (efr_policy::control: the services' runtime dirs and
     // sockets wherever they live, the state dirs), and the runtime dir of the conversations
     // of this call's service, masked whether or not a default mask covers them (also when
@@ -379,25 +416,32 @@ pub fn prepare_with_repos(
         // Filled by `caches::attach` below.
         caches: Vec::new(),
     };
-    let mut plan = build_plan(&req).map_err(|e| format!("plan: {e}"));
-    if let Ok(pl) = &mut plan {
-        pl.git_safe_keys = Some(config.git_safe_keys());
-        if let Err(e) = crate::caches::attach(pl, config, env, p.conversation.as_deref()) {
-            return Ok(Err(e.to_string()));
-        }
-    }
+    let mut plan = build_plan(&req).map_err(PrepareError::Plan)?;
+    plan.git_safe_keys = Some(config.git_safe_keys());
+    crate::caches::attach(&mut plan, config, env, p.conversation.as_deref())?;
     // Tests only: the launcher refuses a weakened plan unless its own variable allows it.
-    if let (Ok(plan), Ok(w)) = (
-        &mut plan,
-        std::env::var(efr_launcher::plan::TEST_WEAKEN_ENV),
-    ) {
+    if let Ok(w) = std::env::var(efr_launcher::plan::TEST_WEAKEN_ENV) {
         plan.test_weaken = w
             .split(',')
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect();
     }
-    Ok(plan.map(|plan| (plan, repos)))
+    Ok((plan, repos))
+}
+
+/// Why `efr-sandbox run --env` cannot be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvArgError {
+    /// The config's `[environment]` does not compile (the wire's message).
+    #[error("the config's [environment]: {0}")]
+    Policy(String),
+    /// An argument that is not `NAME` or `NAME=VALUE` (the argument).
+    #[error("{0}: not NAME or NAME=VALUE (a name of letters, digits and _)")]
+    Name(String),
+    /// A value with a NUL in it (the name).
+    #[error("{0}: the value holds a NUL")]
+    Nul(String),
 }
 
 /// Applies `efr-sandbox run --env NAME[=VALUE]` to a plan: `NAME` keeps the caller's
@@ -408,11 +452,8 @@ pub fn apply_env_args(
     plan: &mut Plan,
     args: &[String],
     config: &Config,
-) -> Result<Vec<(String, String)>, String> {
-    let policy = config
-        .env_policy()
-        .compile()
-        .map_err(|e| format!("the config's [environment]: {e}"))?;
+) -> Result<Vec<(String, String)>, EnvArgError> {
+    let policy = config.env_policy().compile().map_err(EnvArgError::Policy)?;
     let mut refused = Vec::new();
     for a in args {
         let (name, value) = match a.split_once('=') {
@@ -423,12 +464,10 @@ pub fn apply_env_args(
             || name.starts_with(|c: char| c.is_ascii_digit())
             || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         {
-            return Err(format!(
-                "{a}: not NAME or NAME=VALUE (a name of letters, digits and _)"
-            ));
+            return Err(EnvArgError::Name(a.clone()));
         }
         if value.is_some_and(|v| v.contains('\0')) {
-            return Err(format!("{name}: the value holds a NUL"));
+            return Err(EnvArgError::Nul(name.to_string()));
         }
         // The GIT_CONFIG_* set's names are no secret names: the set is judged as one
         // when the line starts (efr_sandbox_wire::gitenv), its values by the secret
@@ -721,13 +760,17 @@ fn lock_record(n: usize, path: &str, file: &str, line: &str, class: TargetClass)
     )
 }
 
+/// The surface's answers (the files the user answered `mask` to) could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("the surface's answers: {0}")]
+pub struct SurfaceAnswersError(#[source] pub efr_surface::state::StateError);
+
 /// `config` with the files the user answered `mask` to in the surface's questions as masks
 /// (as every contained call gets them): what `explain`, `classify` and the judgement of a
 /// refusal must see.
-pub fn with_surface_answers(config: &Config, env: &Env) -> Result<Config, String> {
+pub fn with_surface_answers(config: &Config, env: &Env) -> Result<Config, SurfaceAnswersError> {
     let store = efr_surface::state::Store::for_home(&env.home);
-    let st = efr_surface::state::read_for_calls(&store)
-        .map_err(|e| format!("the surface's answers: {e}"))?;
+    let st = efr_surface::state::read_for_calls(&store).map_err(SurfaceAnswersError)?;
     Ok(config
         .clone()
         .with_answered_masks(&st.masks(), &store.file()))
