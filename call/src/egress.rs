@@ -21,7 +21,7 @@ use efr_sandbox_wire::{
 };
 use tokio::sync::mpsc::Receiver;
 
-use crate::launch::private_dir;
+use crate::dirs::private_dir;
 
 /// The file name of the proxy socket in the call's directory.
 pub const SOCKET_NAME: &str = "proxy.sock";

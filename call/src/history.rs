@@ -114,7 +114,7 @@ impl Record {
     /// launcher ended mid-call), `stopped`.
     pub fn status(&self) -> String {
         match (&self.setup_error, self.signal) {
-            (Some(e), _) if e.starts_with(crate::call::LAUNCHER_LOST) => "lost".into(),
+            (Some(e), _) if e.starts_with(crate::end::LAUNCHER_LOST) => "lost".into(),
             (Some(_), _) => "not started".into(),
             _ if self.stopped => "stopped".into(),
             (None, Some(s)) => format!("signal {s}"),
@@ -377,7 +377,7 @@ pub fn append(state: &Path, r: &Record) -> Result<(), AppendError> {
 
 /// [`append`] of the bytes of one line with the bound `max` (the tests' small one).
 pub fn append_line(state: &Path, line: &[u8], max: u64) -> Result<(), AppendError> {
-    crate::launch::private_dir(state).map_err(|source| AppendError::Dir {
+    crate::dirs::private_dir(state).map_err(|source| AppendError::Dir {
         dir: state.to_path_buf(),
         source,
     })?;

@@ -4,7 +4,6 @@
 //! `efr-sandbox run`.
 
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use efr_launcher::api::{BackendChoice, LaunchRequest, Launcher, build_plan};
@@ -96,14 +95,7 @@ pub fn check_conversation(id: &str) -> Result<(), ErrorBody> {
     }
 }
 
-/// Creates `dir` (and its parents) with mode 0700.
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
+pub use crate::dirs::private_dir;
 
 /// A grant's path with `~` and `~/...` expanded (the one home expansion).
 fn expand_home(p: &str, env: &Env) -> String {

@@ -12,6 +12,8 @@
 //! - [`cgroup`]: the cgroups of jobs (issue 16): found once, made per job with its limits,
 //!   joined by the launcher, read for usage, removed with nothing left;
 //! - [`forward`]: the port forwards of a background job, host loopback to the job's;
+//! - [`end`]: what is known of a call's end when its launcher did not say, and the finish
+//!   of a call that never ran; [`dirs`]: the crate's private directories;
 //! - [`sys`]: every `unsafe` of the crate.
 
 #![warn(missing_docs)]
@@ -27,7 +29,9 @@ pub mod bus_relay;
 pub mod caches;
 pub mod call;
 pub mod cgroup;
+pub mod dirs;
 pub mod egress;
+pub mod end;
 pub mod floor_watch;
 pub mod forward;
 pub mod fresh_caches;

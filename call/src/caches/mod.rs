@@ -30,6 +30,10 @@ pub mod early;
 pub mod fetch;
 mod merge;
 pub mod npm;
+pub mod paths;
+
+pub use paths::CACHE_FILES;
+pub(crate) use paths::expand;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -179,15 +183,6 @@ fn private_dirs(p: &Path) -> std::io::Result<()> {
 
 fn under(p: &Path, root: &Path) -> bool {
     p.starts_with(root)
-}
-
-/// A cache path of the config: `~/...` (through the one home expansion) or absolute.
-pub(crate) fn expand(p: &str, env: &Env) -> Option<PathBuf> {
-    if p.starts_with("~/") || p.starts_with('/') {
-        Some(efr_policy::path::expand_home(p, &env.home))
-    } else {
-        None
-    }
 }
 
 /// The caches a contained call gets a layer for: each existing directory of
@@ -431,24 +426,6 @@ fn janitor(c: Cleanup) {
     };
     c.run();
 }
-
-/// Files a cache's tool writes beside the cache, each given to a call that has a layer of
-/// that cache as an empty private file of its own: the reviewed list, a reason each.
-pub const CACHE_FILES: &[(&str, &str, &str)] = &[
-    (
-        "~/.cargo/registry",
-        "~/.cargo/.package-cache",
-        "cargo's download lock: the call's downloads go to its own layer",
-    ),
-    (
-        "~/.cargo/registry",
-        "~/.cargo/.package-cache-mutate",
-        "cargo's second download lock",
-    ),
-];
-// Not `~/.cargo/.global-cache`, cargo's last-use record: sqlite makes a journal file beside
-// it, which a bind of one file cannot give; cargo goes on without the record (a refused
-// write of it remains in the finish).
 
 /// Gives a contained plan its caches' layers (none for an unsandboxed one), with its
 /// conversation's layers when it has one.
