@@ -43,8 +43,8 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
+use crate::after::{AfterCall, Ended};
 use crate::bus::CallBus;
-use crate::caches::CallCaches;
 use crate::egress::CallProxy;
 pub use crate::end::{LAUNCHER_LOST, LauncherEnd, fallback, setup_error_finish};
 pub use crate::launch::PrepareError;
@@ -106,15 +106,13 @@ pub struct Call {
     env_noted: bool,
     /// The proxy's refusals recorded (and sent as items) while the call ran.
     host_exits: Vec<ExitRecord>,
-    /// The floor files it may write, as they were before it ([`crate::floor_watch`]).
-    floors: std::sync::Mutex<Option<crate::floor_watch::FloorWatch>>,
+    /// What its after-call effects compare against, taken before it runs; taken by its
+    /// finish ([`crate::after`]).
+    after: std::sync::Mutex<Option<AfterCall>>,
     /// The index files of its repositories as it started ([`crate::index_flags`]).
     index: Option<Arc<crate::index_flags::Snapshot>>,
     /// Its id in the service, given in its `started` item (`sandbox.launch`).
     call_id: Option<String>,
-    /// The registries asked while it runs for what its cache merge will need
-    /// ([`crate::caches::early`]).
-    early: std::sync::Mutex<Option<crate::caches::early::Early>>,
     /// What it was asked as, for its record in the call log ([`crate::history`]).
     params: CallParams,
     /// It was stopped before its end (a cancel, its caller gone, a stop asked).
@@ -141,19 +139,11 @@ impl Call {
             ctx.conversations.as_deref(),
             process_env,
         )?;
-        // The index files the call starts with, held before it runs (an approved line's
-        // flags are the user's: only a contained call's are looked at).
-        let index = (plan.mode != efr_launcher::plan::PlanMode::Unsandboxed)
-            .then(|| Arc::new(crate::index_flags::Snapshot::take(&repos)));
-        let floors = crate::floor_watch::FloorWatch::for_plan(&plan, &ctx.config, &ctx.env);
-        let early = (!plan.caches.is_empty())
-            .then(|| {
-                crate::caches::early::Early::start(
-                    &plan.caches,
-                    &crate::caches::Verify::of(&plan, &ctx.config, &ctx.env),
-                )
-            })
-            .flatten();
+        // What the after-call effects compare against, held before it runs: the index
+        // files (of a contained call only: an approved line's flags are the user's), the
+        // floor files, the registries' answers the cache merge will need.
+        let after = AfterCall::start(&plan, &repos, &ctx.config, &ctx.env);
+        let index = after.index();
         Ok(Call {
             line: p.line.clone(),
             projects: p.projects.clone(),
@@ -165,10 +155,9 @@ impl Call {
             env_dropped: Vec::new(),
             env_noted: false,
             host_exits: Vec::new(),
-            floors: std::sync::Mutex::new(floors),
+            after: std::sync::Mutex::new(Some(after)),
             index,
             call_id: None,
-            early: std::sync::Mutex::new(early),
             params: CallParams {
                 // The line is in the plan and in `line`: not held a third time.
                 line: String::new(),
@@ -328,30 +317,26 @@ impl Call {
         }
     }
 
-    /// The finish of the line (blocking: the cache merge and the git guard walk): `o` with
-    /// the [`fallback`] for `end`, its denials as exit records, the held cache deletes,
-    /// the git code it left quarantined, the environment it did not get.
+    /// The finish of the line (blocking: the cache merge and the git guard walk), in
+    /// steps: the [`fallback`] for `end`; the line's end, its denials as exit records
+    /// ([`crate::launch::finished`]); the environment it did not get; the after-call
+    /// effects on the host ([`AfterCall::finish`]: the git code it left quarantined, its
+    /// cache layers merged, the floor files it wrote).
     pub fn fold(&self, mut o: Outcome, end: &LauncherEnd) -> Finish {
         fallback(&mut o, end);
-        let mut caches = CallCaches::of(&self.plan, &self.config, &self.env);
-        let early = self.early.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(e) = early {
-            caches.verify.early = Arc::new(e.finish());
-        }
-        let mut fin = crate::launch::finished(
-            &o,
-            &self.line,
-            &self.projects,
-            &self.plan.read_only_inside,
-            &caches,
-            self.index.as_deref(),
-            &self.config,
-            &self.env,
-        );
+        let mut fin =
+            crate::launch::finished(&o, &self.line, &self.projects, &self.config, &self.env);
         fin.sandbox_summary.env_dropped = self.env_dropped.clone();
-        let watch = self.floors.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(w) = watch {
-            w.finish(&mut fin.sandbox_summary);
+        let after = self.after.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(after) = after {
+            let call = Ended {
+                plan: &self.plan,
+                line: &self.line,
+                projects: &self.projects,
+                config: &self.config,
+                env: &self.env,
+            };
+            after.finish(&o, &mut fin, call);
         }
         fin
     }

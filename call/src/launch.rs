@@ -557,41 +557,17 @@ pub fn drop_reason(why: &efr_sandbox_wire::envfilter::DropReason, config: &Confi
 /// What a call ended with: the wire's finish.
 pub type Finished = efr_sandbox_wire::Finish;
 
-/// Folds an outcome into [`Finished`]; the denials become exit records.
-/// `view` is the read-only list of the call's launch view (`Plan::read_only_inside`): after
-/// a contained call that ran, the git code it left outside that view is quarantined
-/// ([`crate::git_guard`]).
-/// `caches` are the call's cache layers: merged here (see [`crate::caches`]), their
-/// deletes held and folded in. `index` holds the index files of its repositories from
-/// before the launch: the flags a contained call set in them are undone and reported
-/// ([`crate::index_flags`]).
-#[allow(clippy::too_many_arguments)]
+/// Folds an outcome into [`Finished`]: its summary, and its denials as exit records. The
+/// effects on the host after the call (the git guard, the cache merge, the floor watch)
+/// are [`crate::after`]'s, which the call's finish runs on what this gives.
 pub fn finished(
     o: &Outcome,
     line: &str,
     projects: &[String],
-    view: &[String],
-    caches: &crate::caches::CallCaches,
-    index: Option<&crate::index_flags::Snapshot>,
     config: &Config,
     env: &Env,
 ) -> Finished {
-    let mut sandbox_summary = o.summary();
-    if let Some(StatusLine::Started {
-        start_time_ms,
-        backend,
-        ..
-    }) = &o.started
-    {
-        if *backend != efr_sandbox_wire::RunBackend::Unsandboxed {
-            let roots: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
-            sandbox_summary.quarantined =
-                crate::git_guard::after_call(&roots, view, *start_time_ms, config);
-            if let Some(i) = index {
-                i.settle().into_summary(&mut sandbox_summary);
-            }
-        }
-    }
+    let sandbox_summary = o.summary();
     let quiet: Vec<PathBuf> = config
         .sandbox
         .quiet_refusals
@@ -633,7 +609,7 @@ pub fn finished(
     for e in &mut exits {
         refuse_control(e, env);
     }
-    let mut fin = Finished {
+    Finished {
         sandbox_summary,
         exits,
         code: o.code,
@@ -645,9 +621,7 @@ pub fn finished(
         },
         duration_ms: o.duration_ms,
         approvals: Vec::new(),
-    };
-    caches.finish(&mut fin, line);
-    fin
+    }
 }
 
 /// The exit record of a refused write to `path` (kind `write`, source `denial`): what every

@@ -4,12 +4,14 @@
 //!   code that spawns `efr-launch` (see its module's page for the steps);
 //! - [`launch`]: a call's params checked and its plan built from the config (the only plan
 //!   builder of the workspace), the launcher located, the finish folded from the
-//!   launcher's status lines (denials as exit records, quarantine after the call);
+//!   launcher's status lines (denials as exit records);
+//! - [`after`]: the after-call effects on the host (the git guard, the cache merge, the
+//!   floor watch) behind the one entry point the finish calls;
 //! - [`egress`]: the call's egress proxy; [`bus`]: its bus filters; [`caches`]: its cache
 //!   layers and their merge; [`git_guard`] and [`git_dirs`]: the git code a call left;
 //!   [`index_flags`]: the index flags it set (`skip-worktree`, `assume-unchanged`);
 //! - [`standby`]: the service's launcher started ahead of its next call;
-//! - [`cgroup`]: the cgroups of jobs (issue 16): found once, made per job with its limits,
+//! - [`cgroup`]: the cgroups of background jobs: found once, made per job with its limits,
 //!   joined by the launcher, read for usage, removed with nothing left;
 //! - [`forward`]: the port forwards of a background job, host loopback to the job's;
 //! - [`end`]: what is known of a call's end when its launcher did not say, and the finish
@@ -23,6 +25,7 @@
     clippy::cast_possible_wrap
 )]
 
+pub mod after;
 pub mod bus;
 pub mod bus_owners;
 pub mod bus_relay;
