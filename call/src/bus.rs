@@ -1,4 +1,4 @@
-//! The bus filter of a contained call (design section 8, issue 14): for each `bus_filter`
+//! The bus filter of a contained call (design section 8): for each `bus_filter`
 //! grant, one xdg-dbus-proxy started for that call with `--filter` and the rules of the
 //! config's `[bus]` section ([`efr_policy::bus::filter_rules`]), listening on a socket in a
 //! 0700 directory of the call. The call gets that socket (a `socket` grant) and its bus

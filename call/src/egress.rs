@@ -513,124 +513,30 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
     } else {
         format!("{}:{}", r.host, r.port)
     };
-    let port = (r.port != 443).then_some(r.port);
-    let token = policy
-        .token_hosts
-        .iter()
-        .any(|p| efr_proxy::name::matches(p, &r.host));
-    let review = |grants: Vec<Grant>, why: String| {
-        (
-            Needs::Contained { grants },
+    let (kind, needs, judgement) = match grant_that_opens(r, &hp) {
+        Some((kind, grant, why)) => (
+            kind,
+            Needs::Contained {
+                grants: vec![grant],
+            },
             Judgement {
                 verdict: Verdict::Review,
                 by: JudgedBy::Policy,
                 reasons: vec![why],
             },
-        )
-    };
-    let refuse = |verdict: Verdict, why: String| {
-        (
-            Needs::Nothing,
-            Judgement {
-                verdict,
-                by: JudgedBy::Policy,
-                reasons: vec![why],
-            },
-        )
-    };
-    let (kind, (needs, judgement)) = match r.reason {
-        BlockReason::IpLiteral => (
-            ExitKind::OpenNetwork,
-            review(
-                vec![Grant::OpenNetwork],
-                format!(
-                    "the proxy refused {hp}: an IP address, which no host grant names; only \
-                     open_network reaches it"
-                ),
-            ),
         ),
-        BlockReason::NotAllowed => (
-            ExitKind::Host,
-            review(
-                vec![Grant::Host {
-                    host: r.host.clone(),
-                    port,
-                    plain_http: false,
-                    tcp: false,
-                }],
-                format!("the proxy refused {hp}: no grant names it; a host grant opens it"),
-            ),
-        ),
-        BlockReason::NotTls => (
-            ExitKind::Host,
-            review(
-                vec![Grant::Host {
-                    host: r.host.clone(),
-                    port,
-                    plain_http: true,
-                    tcp: false,
-                }],
-                format!(
-                    "the proxy refused {hp}: not TLS; a host grant with plain HTTP lets plain \
-                     HTTP requests through (a tunnel must still carry TLS)"
-                ),
-            ),
-        ),
-        BlockReason::Denied if token => (
-            ExitKind::Host,
-            refuse(
-                Verdict::UserOnly,
-                format!(
-                    "the proxy refused {hp}: a token host (a token for it is visible to the \
-                     call); no host grant opens it, only you can let a call reach it: {}",
-                    policy.token_reason(&r.host).unwrap_or(
-                        "a file it can read, a variable it keeps or a credential helper it can \
-                         run holds one"
-                    )
-                ),
-            ),
-        ),
-        BlockReason::Denied => (
-            ExitKind::Host,
-            refuse(
-                Verdict::Refuse,
-                match &r.special {
-                    Some(sp) => special_reason(&hp, &r.host, sp),
-                    None => format!(
-                        "the proxy refused {hp}: on the config's deny list; no host grant \
-                         opens it"
-                    ),
+        None => {
+            let (verdict, why) = refusal(r, &hp, policy);
+            (
+                ExitKind::Host,
+                Needs::Nothing,
+                Judgement {
+                    verdict,
+                    by: JudgedBy::Policy,
+                    reasons: vec![why],
                 },
-            ),
-        ),
-        BlockReason::HostRefused => (
-            ExitKind::Host,
-            refuse(
-                Verdict::Refuse,
-                format!(
-                    "the host's {hp} refused the connection the call's tcp grant relayed: \
-                     nothing listens on that port of the host (start the server there); no \
-                     grant changes that"
-                ),
-            ),
-        ),
-        BlockReason::BadRequest => (
-            ExitKind::Host,
-            refuse(
-                Verdict::Refuse,
-                format!(
-                    "the proxy refused {hp}: a malformed request, or a TLS name (SNI) other \
-                     than the host asked for"
-                ),
-            ),
-        ),
-        _ => (
-            ExitKind::Host,
-            refuse(
-                Verdict::Refuse,
-                format!("the proxy refused {hp}: over the call's connection or byte limits"),
-            ),
-        ),
+            )
+        }
     };
     ExitRecord {
         id: format!("host-{n}"),
@@ -656,6 +562,93 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
         },
         needs,
         judgement,
+    }
+}
+
+/// The grant that opens a refused host (`hp`: its `host:port`), with the record's kind
+/// and why (judged `review`); `None` when no grant opens it.
+fn grant_that_opens(r: &Refusal, hp: &str) -> Option<(ExitKind, Grant, String)> {
+    let port = (r.port != 443).then_some(r.port);
+    let host = |plain_http: bool| Grant::Host {
+        host: r.host.clone(),
+        port,
+        plain_http,
+        tcp: false,
+    };
+    match r.reason {
+        BlockReason::IpLiteral => Some((
+            ExitKind::OpenNetwork,
+            Grant::OpenNetwork,
+            format!(
+                "the proxy refused {hp}: an IP address, which no host grant names; only \
+                 open_network reaches it"
+            ),
+        )),
+        BlockReason::NotAllowed => Some((
+            ExitKind::Host,
+            host(false),
+            format!("the proxy refused {hp}: no grant names it; a host grant opens it"),
+        )),
+        BlockReason::NotTls => Some((
+            ExitKind::Host,
+            host(true),
+            format!(
+                "the proxy refused {hp}: not TLS; a host grant with plain HTTP lets plain \
+                 HTTP requests through (a tunnel must still carry TLS)"
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// How a refusal no grant opens is judged (`user_only` for a token host, else `refuse`),
+/// and why.
+fn refusal(r: &Refusal, hp: &str, policy: &ProxyPolicy) -> (Verdict, String) {
+    let token = policy
+        .token_hosts
+        .iter()
+        .any(|p| efr_proxy::name::matches(p, &r.host));
+    match r.reason {
+        BlockReason::Denied if token => (
+            Verdict::UserOnly,
+            format!(
+                "the proxy refused {hp}: a token host (a token for it is visible to the \
+                 call); no host grant opens it, only you can let a call reach it: {}",
+                policy.token_reason(&r.host).unwrap_or(
+                    "a file it can read, a variable it keeps or a credential helper it can \
+                     run holds one"
+                )
+            ),
+        ),
+        BlockReason::Denied => (
+            Verdict::Refuse,
+            match &r.special {
+                Some(sp) => special_reason(hp, &r.host, sp),
+                None => format!(
+                    "the proxy refused {hp}: on the config's deny list; no host grant \
+                     opens it"
+                ),
+            },
+        ),
+        BlockReason::HostRefused => (
+            Verdict::Refuse,
+            format!(
+                "the host's {hp} refused the connection the call's tcp grant relayed: \
+                 nothing listens on that port of the host (start the server there); no \
+                 grant changes that"
+            ),
+        ),
+        BlockReason::BadRequest => (
+            Verdict::Refuse,
+            format!(
+                "the proxy refused {hp}: a malformed request, or a TLS name (SNI) other \
+                 than the host asked for"
+            ),
+        ),
+        _ => (
+            Verdict::Refuse,
+            format!("the proxy refused {hp}: over the call's connection or byte limits"),
+        ),
     }
 }
 

@@ -4,7 +4,7 @@
 //!   code that spawns `efr-launch` (see its module's page for the steps);
 //! - [`launch`]: a call's params checked and its plan built from the config (the only plan
 //!   builder of the workspace), the launcher located, the finish folded from the
-//!   launcher's status lines (denials as exit records);
+//!   launcher's status lines; [`denials`]: the exit records of what the sandbox refused;
 //! - [`after`]: the after-call effects on the host (the git guard, the cache merge, the
 //!   floor watch) behind the one entry point the finish calls;
 //! - [`egress`]: the call's egress proxy; [`bus`]: its bus filters; [`caches`]: its cache
@@ -32,6 +32,7 @@ pub mod bus_relay;
 pub mod caches;
 pub mod call;
 pub mod cgroup;
+pub mod denials;
 pub mod dirs;
 pub mod egress;
 pub mod end;
