@@ -3,7 +3,22 @@
 //! what a delete was (inode, type, change time) so that a stale one is refused, the store
 //! written whole and renamed, the apply by file descriptor so that no link is followed.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Component, Path, PathBuf};
+
+use efr_sandbox_wire::{
+    Action, ExitKind, ExitRecord, ExitSource, Facts, JudgedBy, Judgement, Needs, Target,
+    TargetClass, TargetOp, Verdict,
+};
+use nix::fcntl::OFlag;
+use serde::{Deserialize, Serialize};
+
+use super::{ApplyError, MAX_HELD, lock, private_dirs};
 
 /// One delete a call made in a real cache, held until applied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -40,11 +40,8 @@ pub(crate) use paths::expand;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::Write;
-use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use efr_launcher::plan::CacheLayer;
 use efr_policy::config::{CacheMerge, Config, Env};
@@ -52,7 +49,6 @@ use efr_sandbox_wire::{
     Action, ExitKind, ExitRecord, ExitSource, Facts, JudgedBy, Judgement, Needs, Target,
     TargetClass, TargetOp, Verdict,
 };
-use nix::fcntl::OFlag;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
 
