@@ -33,21 +33,23 @@ use std::sync::{Arc, Mutex};
 
 use efr_launcher::api::Running;
 use efr_launcher::plan::Plan;
-use efr_launcher::status::{Outcome, StatusLine};
+use efr_launcher::status::Outcome;
 use efr_policy::config::{Config, Env};
 use efr_proxy::{ProxyPolicy, Refusal};
-use efr_sandbox_wire::rpc::ErrorBody;
 use efr_sandbox_wire::{
-    CallParams, ExitRecord, Finish, Grant, LaunchItem, OutputStream, PlanResult, SandboxSummary,
+    CallParams, ExitRecord, Finish, Grant, LaunchItem, PlanResult, SandboxSummary,
 };
-use tokio::io::{AsyncBufReadExt, AsyncReadExt};
-use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
+use crate::after::{AfterCall, Ended};
 use crate::bus::CallBus;
-use crate::caches::CallCaches;
 use crate::egress::CallProxy;
-use crate::launch::{Chunker, EndOnDrop, OUTPUT_CHUNK, PidFd, launcher, private_dir};
+
+mod drive;
+
+pub use crate::end::{LAUNCHER_LOST, LauncherEnd, fallback, setup_error_finish};
+pub use crate::launch::PrepareError;
+use crate::launch::{launcher, private_dir};
 
 /// Where a call's parts live and what serves its proxy.
 #[derive(Debug, Clone)]
@@ -79,17 +81,6 @@ pub enum ProxyWhen {
     HostGrants,
 }
 
-/// Why a call does not run.
-#[derive(Debug, thiserror::Error)]
-pub enum PrepareError {
-    /// Bad params: an RPC `invalid` error, the CLI's usage error.
-    #[error("{}", .0.message)]
-    Params(ErrorBody),
-    /// The sandbox cannot start: the line does not run (a finish with this `setup_error`).
-    #[error("{0}")]
-    Setup(String),
-}
-
 /// Why `efr-launch` could not be started.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start the launcher {}: {source}", exe.display())]
@@ -99,63 +90,6 @@ pub struct SpawnError {
     /// What the spawn said.
     #[source]
     pub source: std::io::Error,
-}
-
-/// How the launcher's end is known, for [`fallback`].
-#[derive(Debug)]
-pub enum LauncherEnd {
-    /// It was waited for.
-    Waited(std::io::Result<ExitStatus>),
-    /// Its end never came (its waiting thread gave nothing).
-    Unknown,
-    /// Only its status lines are known (efrd ran it: the plan + finish pair).
-    StatusLines,
-}
-
-/// How the message of a call whose launcher ended after the line started begins (the
-/// sandbox did start: `run` says so rather than "could not start").
-pub const LAUNCHER_LOST: &str = "the line started, but its launcher ended during the call";
-
-/// The one fallback: an outcome that says nothing of the line's end (no setup error, no
-/// code, no signal) gets a setup error saying what is known of the launcher's end; after a
-/// `started` line, one that begins with [`LAUNCHER_LOST`] (the line's tree ends with its
-/// launcher).
-pub fn fallback(o: &mut Outcome, end: &LauncherEnd) {
-    if o.setup_error.is_some() || o.code.is_some() || o.signal.is_some() {
-        return;
-    }
-    if o.started.is_some() {
-        let how = match end {
-            LauncherEnd::Waited(Ok(st)) => format!(" ({st})"),
-            _ => String::new(),
-        };
-        o.setup_error = Some(format!(
-            "{LAUNCHER_LOST}{how} without reporting the line's end; the line and what it \
-             started ended with it"
-        ));
-        return;
-    }
-    o.setup_error = Some(match end {
-        LauncherEnd::Waited(Ok(st)) => {
-            format!("efr-launch ended without reporting the line's end ({st})")
-        }
-        LauncherEnd::Waited(Err(e)) => format!("efr-launch could not be waited for: {e}"),
-        LauncherEnd::Unknown => "efr-launch ended without reporting the line's end".into(),
-        LauncherEnd::StatusLines => "the call's status lines say nothing of its end".into(),
-    });
-}
-
-/// The finish of a call that never ran.
-pub fn setup_error_finish(msg: String) -> Finish {
-    Finish {
-        sandbox_summary: SandboxSummary {
-            setup_error: Some(msg),
-            ..Default::default()
-        },
-        exit_status: 125,
-        duration_ms: 0,
-        ..Default::default()
-    }
 }
 
 /// One call, from its checked params to its finish.
@@ -173,15 +107,13 @@ pub struct Call {
     env_noted: bool,
     /// The proxy's refusals recorded (and sent as items) while the call ran.
     host_exits: Vec<ExitRecord>,
-    /// The floor files it may write, as they were before it ([`crate::floor_watch`]).
-    floors: std::sync::Mutex<Option<crate::floor_watch::FloorWatch>>,
+    /// What its after-call effects compare against, taken before it runs; taken by its
+    /// finish ([`crate::after`]).
+    after: std::sync::Mutex<Option<AfterCall>>,
     /// The index files of its repositories as it started ([`crate::index_flags`]).
     index: Option<Arc<crate::index_flags::Snapshot>>,
     /// Its id in the service, given in its `started` item (`sandbox.launch`).
     call_id: Option<String>,
-    /// The registries asked while it runs for what its cache merge will need
-    /// ([`crate::caches::early`]).
-    early: std::sync::Mutex<Option<crate::caches::early::Early>>,
     /// What it was asked as, for its record in the call log ([`crate::history`]).
     params: CallParams,
     /// It was stopped before its end (a cancel, its caller gone, a stop asked).
@@ -207,22 +139,12 @@ impl Call {
             &ctx.env,
             ctx.conversations.as_deref(),
             process_env,
-        )
-        .map_err(PrepareError::Params)?
-        .map_err(PrepareError::Setup)?;
-        // The index files the call starts with, held before it runs (an approved line's
-        // flags are the user's: only a contained call's are looked at).
-        let index = (plan.mode != efr_launcher::plan::PlanMode::Unsandboxed)
-            .then(|| Arc::new(crate::index_flags::Snapshot::take(&repos)));
-        let floors = crate::floor_watch::FloorWatch::for_plan(&plan, &ctx.config, &ctx.env);
-        let early = (!plan.caches.is_empty())
-            .then(|| {
-                crate::caches::early::Early::start(
-                    &plan.caches,
-                    &crate::caches::Verify::of(&plan, &ctx.config, &ctx.env),
-                )
-            })
-            .flatten();
+        )?;
+        // What the after-call effects compare against, held before it runs: the index
+        // files (of a contained call only: an approved line's flags are the user's), the
+        // floor files, the registries' answers the cache merge will need.
+        let after = AfterCall::start(&plan, &repos, &ctx.config, &ctx.env);
+        let index = after.index();
         Ok(Call {
             line: p.line.clone(),
             projects: p.projects.clone(),
@@ -234,10 +156,9 @@ impl Call {
             env_dropped: Vec::new(),
             env_noted: false,
             host_exits: Vec::new(),
-            floors: std::sync::Mutex::new(floors),
+            after: std::sync::Mutex::new(Some(after)),
             index,
             call_id: None,
-            early: std::sync::Mutex::new(early),
             params: CallParams {
                 // The line is in the plan and in `line`: not held a third time.
                 line: String::new(),
@@ -283,7 +204,10 @@ impl Call {
 
     /// Applies `efr-sandbox run --env` ([`crate::launch::apply_env_args`]): the variables
     /// refused, with why.
-    pub fn env_args(&mut self, args: &[String]) -> Result<Vec<(String, String)>, String> {
+    pub fn env_args(
+        &mut self,
+        args: &[String],
+    ) -> Result<Vec<(String, String)>, crate::launch::EnvArgError> {
         crate::launch::apply_env_args(&mut self.plan, args, &self.config)
     }
 
@@ -332,13 +256,12 @@ impl Call {
     pub fn attach(&mut self, policy: Option<ProxyPolicy>, ctx: &Ctx) -> Result<(), PrepareError> {
         if let Some(pol) = policy {
             let cp = CallProxy::attach(&mut self.plan, pol, ctx.sockets.as_deref())
-                .map_err(|e| PrepareError::Setup(format!("the call's proxy: {e}")))?;
+                .map_err(PrepareError::Proxy)?;
             self.proxy = Some(cp);
         }
         let buses = crate::bus::wanted(&self.plan);
         if !buses.is_empty() {
-            let cb = CallBus::attach(&mut self.plan, &buses, &self.config, ctx.sockets.as_deref())
-                .map_err(|e| PrepareError::Setup(e.to_string()))?;
+            let cb = CallBus::attach(&mut self.plan, &buses, &self.config, ctx.sockets.as_deref())?;
             self.bus = Some(cb);
         }
         Ok(())
@@ -395,30 +318,26 @@ impl Call {
         }
     }
 
-    /// The finish of the line (blocking: the cache merge and the git guard walk): `o` with
-    /// the [`fallback`] for `end`, its denials as exit records, the held cache deletes,
-    /// the git code it left quarantined, the environment it did not get.
+    /// The finish of the line (blocking: the cache merge and the git guard walk), in
+    /// steps: the [`fallback`] for `end`; the line's end, its denials as exit records
+    /// ([`crate::launch::finished`]); the environment it did not get; the after-call
+    /// effects on the host ([`AfterCall::finish`]: the git code it left quarantined, its
+    /// cache layers merged, the floor files it wrote).
     pub fn fold(&self, mut o: Outcome, end: &LauncherEnd) -> Finish {
         fallback(&mut o, end);
-        let mut caches = CallCaches::of(&self.plan, &self.config, &self.env);
-        let early = self.early.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(e) = early {
-            caches.verify.early = Arc::new(e.finish());
-        }
-        let mut fin = crate::launch::finished(
-            &o,
-            &self.line,
-            &self.projects,
-            &self.plan.read_only_inside,
-            &caches,
-            self.index.as_deref(),
-            &self.config,
-            &self.env,
-        );
+        let mut fin =
+            crate::launch::finished(&o, &self.line, &self.projects, &self.config, &self.env);
         fin.sandbox_summary.env_dropped = self.env_dropped.clone();
-        let watch = self.floors.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(w) = watch {
-            w.finish(&mut fin.sandbox_summary);
+        let after = self.after.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(after) = after {
+            let call = Ended {
+                plan: &self.plan,
+                line: &self.line,
+                projects: &self.projects,
+                config: &self.config,
+                env: &self.env,
+            };
+            after.finish(&o, &mut fin, call);
         }
         fin
     }
@@ -566,7 +485,7 @@ impl Call {
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let launcher_pid = running.child.id();
         ctx.handle.spawn(async move {
-            drive(self, running, refusals, tx, stop_rx).await;
+            drive::drive(self, running, refusals, tx, stop_rx).await;
             if let Some((s, l)) = refill {
                 let _ = tokio::task::spawn_blocking(move || s.fill(&l)).await;
             }
@@ -718,355 +637,6 @@ impl Stopper {
 
 /// How long a stopped call's line has to end after SIGTERM before its launcher is killed.
 pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// What the loop of [`drive`] got.
-enum Ev {
-    /// A read of one of the output pipes (0 bytes: its end).
-    Read(OutputStream, std::io::Result<usize>),
-    /// A read of a status line (0 bytes: the status pipe's end).
-    Status(std::io::Result<usize>),
-    /// The launcher's pidfd is readable: it has ended.
-    Exit(std::io::Result<()>),
-}
-
-/// Output held back until `started` is sent, at most.
-const HELD_OUTPUT_MAX: usize = 4 << 20;
-
-/// Where a running call's events go: to the stream's reader until it is gone (the caller
-/// cancelled, hung up or stopped reading and was dropped), then nowhere: the call is
-/// stopped and still runs to its end.
-struct Out {
-    tx: mpsc::Sender<Event>,
-    gone: bool,
-}
-
-impl Out {
-    async fn send(&mut self, item: LaunchItem) {
-        if !self.gone && self.tx.send(Event::Item(item)).await.is_err() {
-            self.gone = true;
-        }
-    }
-
-    /// Hands on the finish, or writes it to the log when no one reads it.
-    async fn end(&mut self, fin: Finish, call_id: Option<&str>) {
-        let fin = Box::new(fin);
-        let unread = if self.gone {
-            fin
-        } else {
-            match self.tx.send(Event::End(fin)).await {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(Event::End(fin))) => fin,
-                Err(_) => return,
-            }
-        };
-        log_unread_finish(&unread, call_id);
-    }
-}
-
-/// The service's record of a call whose caller left before its end: one line of its log
-/// with the finish.
-fn log_unread_finish(fin: &Finish, call_id: Option<&str>) {
-    let json = serde_json::to_string(fin).unwrap_or_else(|e| format!("(not serialized: {e})"));
-    eprintln!(
-        "efr-sandbox: call {} ended after its caller left; its finish: {json}",
-        call_id.unwrap_or("(no id)")
-    );
-}
-
-/// Asks the launcher to end (SIGTERM, which it hands to the line); when to kill it.
-fn stop_now(guard: Option<&EndOnDrop>) -> tokio::time::Instant {
-    if let Some(g) = guard {
-        g.signal(libc::SIGTERM);
-    }
-    tokio::time::Instant::now() + STOP_GRACE
-}
-
-fn output(stream: OutputStream, c: &mut Chunker, bytes: &[u8]) -> Option<LaunchItem> {
-    c.push(bytes)
-        .map(|data| LaunchItem::Output { stream, data })
-}
-
-/// Drives a started call to its end. When the stream is dropped the call is stopped (as a
-/// [`Stopper`] stops it) and driven on to the same end, its output read and dropped, its
-/// finish written to the log.
-async fn drive(
-    mut call: Call,
-    running: Running,
-    mut refusals: Option<mpsc::Receiver<Refusal>>,
-    tx: mpsc::Sender<Event>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut tx = Out { tx, gone: false };
-    let Running { mut child, status } = running;
-    let mut guard = PidFd::open(child.id()).ok().map(EndOnDrop::new);
-    // The launcher starts from this process's environment: what of it is not passed
-    // because it looks like a secret goes in the summary (noted while the launch runs, off
-    // its path), unless the caller noted it before the start.
-    if !call.env_noted {
-        call.note_env_dropped(Vec::new());
-    }
-    // The launcher's pipes and its end are read here, on the runtime: no thread per pipe
-    // (each was a wake-up on another CPU between the launcher's write and this task, at the
-    // call's start and end). The loop ends once the output pipes are at their end and the
-    // launcher's end is known: its exit (and the status pipe's end), or a status line that
-    // says how the call ended, the last it writes (the launcher and the init close their
-    // copies of the call's stdio before they exit: their teardown is not the call's).
-    let mut out = child
-        .stdout
-        .take()
-        .and_then(|f| pipe::Receiver::from_file(f).ok());
-    let mut err = child
-        .stderr
-        .take()
-        .and_then(|f| pipe::Receiver::from_file(f).ok());
-    let mut st = pipe::Receiver::from_file(status.into_inner())
-        .ok()
-        .map(tokio::io::BufReader::new);
-    let exited = crate::sys::async_pidfd(child.id()).ok();
-    let mut obuf = vec![0u8; OUTPUT_CHUNK];
-    let mut ebuf = vec![0u8; OUTPUT_CHUNK];
-    let mut line = String::new();
-    let mut text = String::new();
-    let mut chunkers: HashMap<OutputStream, Chunker> = HashMap::new();
-    let mut exit: Option<std::io::Result<ExitStatus>> = None;
-    // The launcher writes `started` before the line runs, but the status lines and the
-    // output come on different pipes: output read before `started` is held (up to a bound)
-    // so that `started` is always the first item.
-    let mut started_sent = false;
-    let mut held: Vec<(OutputStream, Vec<u8>)> = Vec::new();
-    let mut held_bytes = 0usize;
-    let mut ended = false;
-    // A stop asked ([`Stopper`]): SIGTERM now, SIGKILL at this deadline.
-    let mut kill_at: Option<tokio::time::Instant> = None;
-    let mut stopping = false;
-    let mut stop_open = true;
-    loop {
-        if tx.gone {
-            if !stopping {
-                stopping = true;
-                kill_at = Some(stop_now(guard.as_ref()));
-            }
-            // No one reads the output: what of the line outlives its launcher (and holds
-            // the pipes) does not hold the call's end.
-            if exit.is_some() {
-                out = None;
-                err = None;
-            }
-        }
-        if out.is_none() && err.is_none() && (ended || (exit.is_some() && st.is_none())) {
-            break;
-        }
-        if exit.is_none() && exited.is_none() {
-            // No pidfd: the launcher's end is waited for once the pipes are done.
-            if out.is_none() && err.is_none() && st.is_none() {
-                exit = Some(child.wait());
-                continue;
-            }
-        }
-        let ev = tokio::select! {
-            r = async {
-                match out.as_mut() {
-                    Some(o) => o.read(&mut obuf).await,
-                    None => std::future::pending().await,
-                }
-            } => Ev::Read(OutputStream::Stdout, r),
-            r = async {
-                match err.as_mut() {
-                    Some(e) => e.read(&mut ebuf).await,
-                    None => std::future::pending().await,
-                }
-            } => Ev::Read(OutputStream::Stderr, r),
-            r = async {
-                line.clear();
-                match st.as_mut() {
-                    Some(s) => s.read_line(&mut line).await,
-                    None => std::future::pending().await,
-                }
-            } => Ev::Status(r),
-            r = async {
-                match exited.as_ref() {
-                    Some(fd) if exit.is_none() => fd.readable().await.map(|mut g| g.clear_ready()),
-                    _ => std::future::pending().await,
-                }
-            } => Ev::Exit(r),
-            r = async {
-                match refusals.as_mut() {
-                    Some(rx) => rx.recv().await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                match r {
-                    Some(r) => {
-                        if let Some(record) = call.record_refusal(&r) {
-                            tx.send(LaunchItem::Exit { record: Box::new(record) }).await;
-                        }
-                    }
-                    None => refusals = None,
-                }
-                continue;
-            }
-            r = stop.changed(), if stop_open && !stopping => {
-                match r {
-                    Ok(()) if *stop.borrow() => {
-                        stopping = true;
-                        kill_at = Some(stop_now(guard.as_ref()));
-                    }
-                    Ok(()) => {}
-                    Err(_) => stop_open = false,
-                }
-                continue;
-            }
-            () = async {
-                match kill_at {
-                    Some(t) if exit.is_none() => tokio::time::sleep_until(t).await,
-                    _ => std::future::pending().await,
-                }
-            } => {
-                if let Some(g) = guard.as_ref() {
-                    g.signal(libc::SIGKILL);
-                }
-                kill_at = None;
-                continue;
-            }
-            () = tx.tx.closed(), if !tx.gone => {
-                tx.gone = true;
-                continue;
-            }
-        };
-        match ev {
-            Ev::Read(stream, r) => {
-                let buf = if stream == OutputStream::Stdout {
-                    &obuf
-                } else {
-                    &ebuf
-                };
-                let n = match r {
-                    Ok(0) | Err(_) => {
-                        match stream {
-                            OutputStream::Stdout => out = None,
-                            _ => err = None,
-                        }
-                        continue;
-                    }
-                    Ok(n) => n,
-                };
-                if tx.gone {
-                    continue;
-                }
-                if !started_sent && held_bytes < HELD_OUTPUT_MAX {
-                    held_bytes += n;
-                    held.push((stream, buf[..n].to_vec()));
-                    continue;
-                }
-                if let Some(i) = output(stream, chunkers.entry(stream).or_default(), &buf[..n]) {
-                    tx.send(i).await;
-                }
-            }
-            Ev::Status(Ok(0) | Err(_)) => {
-                st = None;
-            }
-            Ev::Status(Ok(_)) => {
-                let l = std::mem::take(&mut line);
-                let parsed = StatusLine::parse(&l);
-                ended |= matches!(
-                    parsed,
-                    Ok(StatusLine::Exited { .. } | StatusLine::SetupError { .. })
-                );
-                if let Ok(s @ StatusLine::Started { .. }) = parsed {
-                    if let Some(mut i) = crate::launch::started_item(&s) {
-                        if let LaunchItem::Started(st) = &mut i {
-                            st.call_id.clone_from(&call.call_id);
-                        }
-                        tx.send(i).await;
-                    }
-                    started_sent = true;
-                    for (stream, bytes) in held.drain(..) {
-                        let c = chunkers.entry(stream).or_default();
-                        if let Some(i) = output(stream, c, &bytes) {
-                            tx.send(i).await;
-                        }
-                    }
-                }
-                text.push_str(&l);
-            }
-            Ev::Exit(r) => {
-                // Readable: the launcher has ended, and this reaps it at once.
-                exit = match r.and_then(|()| child.try_wait()) {
-                    Ok(Some(st)) => Some(Ok(st)),
-                    Ok(None) => None,
-                    Err(e) => Some(Err(e)),
-                };
-            }
-        }
-    }
-    // A launch that never started (a setup error) still hands on what it printed.
-    for (stream, bytes) in held.drain(..) {
-        if let Some(i) = output(stream, chunkers.entry(stream).or_default(), &bytes) {
-            tx.send(i).await;
-        }
-    }
-    for (stream, c) in chunkers.iter_mut() {
-        if let Some(data) = c.flush() {
-            tx.send(LaunchItem::Output {
-                stream: *stream,
-                data,
-            })
-            .await;
-        }
-    }
-    if let Some(g) = guard.as_mut() {
-        g.disarm();
-    }
-    if exit.is_none() {
-        // The launcher is ending (its last status line and its pipes' ends are in): it is
-        // reaped off the call's path.
-        tokio::task::spawn_blocking(move || {
-            let _ = child.wait();
-        });
-    }
-    let o = Outcome::from_lines(&text);
-    let end = match exit {
-        Some(st) => LauncherEnd::Waited(st),
-        None => LauncherEnd::Unknown,
-    };
-    // The cache merge and the git guard walk block: off the runtime's other tasks.
-    let (mut call, mut fin) = match crate::launch::off_runtime(move || {
-        let fin = call.fold(o, &end);
-        (call, fin)
-    })
-    .await
-    {
-        Ok(x) => x,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        // The runtime is shutting down (the service stops): nothing runs the finish.
-        Err(_) => return,
-    };
-    for record in fin.exits.clone() {
-        tx.send(LaunchItem::Exit {
-            record: Box::new(record),
-        })
-        .await;
-    }
-    if let Some(rx) = refusals.as_mut() {
-        while let Ok(r) = rx.try_recv() {
-            if let Some(record) = call.record_refusal(&r) {
-                tx.send(LaunchItem::Exit {
-                    record: Box::new(record),
-                })
-                .await;
-            }
-        }
-    }
-    let call_id = call.call_id.clone();
-    call.stopped = stopping || tx.gone;
-    for record in call.close(&mut fin) {
-        tx.send(LaunchItem::Exit {
-            record: Box::new(record),
-        })
-        .await;
-    }
-    tx.end(fin, call_id.as_deref()).await;
-}
 
 /// A call handed out by `sandbox.plan`, until `sandbox.finish`.
 #[derive(Debug)]

@@ -21,7 +21,7 @@ use efr_sandbox_wire::{
 };
 use tokio::sync::mpsc::Receiver;
 
-use crate::launch::private_dir;
+use crate::dirs::private_dir;
 
 /// The file name of the proxy socket in the call's directory.
 pub const SOCKET_NAME: &str = "proxy.sock";
@@ -128,7 +128,7 @@ static CHECKED: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// docs/benchmarks.md), else the runtime dir or the temp dir. A directory of a shared
 /// (sticky) dir must be ours, not one planted there; a path too long for a socket is not
 /// taken.
-fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, String> {
+fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, AttachError> {
     let uid = crate::sys::euid();
     let shared = |base: &Path| base.join(format!("efr-sandbox-{uid}")).join("calls");
     let fits = |p: &PathBuf| p.join(name).join(SOCKET_NAME).as_os_str().len() <= MAX_SOCKET_PATH;
@@ -145,7 +145,7 @@ fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, String> {
     }
     choices.push((shared(&std::env::temp_dir()), true));
     let mut checked = CHECKED.lock().unwrap_or_else(|e| e.into_inner());
-    let mut last = "no directory short enough for the proxy socket".to_string();
+    let mut last = AttachError::TooLong;
     for (parent, in_shared) in choices.into_iter().filter(|(p, _)| fits(p)) {
         if checked.contains(&parent) && parent.is_dir() {
             return Ok(parent);
@@ -162,17 +162,26 @@ fn calls_dir(runtime: Option<&Path>, name: &str) -> Result<PathBuf, String> {
         }
     }
     // Last: a directory of a name of this process's own in the temp dir.
-    let name = crate::sys::random_hex(8).map_err(|e| format!("{last}; no random name: {e}"))?;
+    let then = |last: AttachError, e: AttachError| AttachError::Fallback {
+        last: Box::new(last),
+        then: Box::new(e),
+    };
+    let name = match crate::sys::random_hex(8) {
+        Ok(n) => n,
+        Err(e) => return Err(then(last, AttachError::Name(e))),
+    };
     let own = std::env::temp_dir().join(format!("efr-sandbox-{uid}-{name}"));
     {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&own)
-            .map_err(|e| format!("{last}; {}: {e}", own.display()))?;
+        let made = std::fs::DirBuilder::new().mode(0o700).create(&own);
+        if let Err(source) = made {
+            return Err(then(last, AttachError::Dir { path: own, source }));
+        }
     }
     let parent = own.join("calls");
-    make_checked(&parent, false, uid).map_err(|e| format!("{last}; {e}"))?;
+    if let Err(e) = make_checked(&parent, false, uid) {
+        return Err(then(last, e));
+    }
     checked.push(parent.clone());
     Ok(parent)
 }
@@ -219,18 +228,66 @@ fn sweep_stale(parent: &Path) {
 }
 
 /// Makes `parent` (0700) and, in a shared dir, checks that it and its parent are ours.
-fn make_checked(parent: &Path, in_shared: bool, uid: u32) -> Result<(), String> {
-    private_dir(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+fn make_checked(parent: &Path, in_shared: bool, uid: u32) -> Result<(), AttachError> {
+    private_dir(parent).map_err(|source| AttachError::Dir {
+        path: parent.to_path_buf(),
+        source,
+    })?;
     if in_shared {
         for d in [parent, parent.parent().unwrap_or(parent)] {
             use std::os::unix::fs::MetadataExt;
             match std::fs::symlink_metadata(d) {
                 Ok(m) if m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0 => {}
-                _ => return Err(format!("{}: not a directory of ours", d.display())),
+                _ => return Err(AttachError::NotOurs(d.to_path_buf())),
             }
         }
     }
     Ok(())
+}
+
+/// Why a call's proxy cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// No random name for the socket's directory.
+    #[error("no random name for the proxy socket: {0}")]
+    Name(#[source] std::io::Error),
+    /// Every place for the calls' socket directories gives a socket path too long.
+    #[error("no directory short enough for the proxy socket")]
+    TooLong,
+    /// A directory (or the owner lock in it) could not be made.
+    #[error("{}: {source}", path.display())]
+    Dir {
+        /// The directory or file.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+    /// A directory of a shared dir that is not ours (another user's, or not 0700).
+    #[error("{}: not a directory of ours", .0.display())]
+    NotOurs(PathBuf),
+    /// The last choice of a directory failed too: why the one before it failed, then why
+    /// the last one did.
+    #[error("{last}; {then}")]
+    Fallback {
+        /// Why the choice before the last failed.
+        last: Box<AttachError>,
+        /// Why the last one failed.
+        then: Box<AttachError>,
+    },
+    /// No runtime for the proxy's thread.
+    #[error("no runtime for the call's proxy: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The proxy's socket could not be bound.
+    #[error("proxy socket {}: {source}", path.display())]
+    Socket {
+        /// The socket's path.
+        path: PathBuf,
+        /// What the bind said.
+        source: std::io::Error,
+    },
+    /// No thread for the proxy.
+    #[error("no thread for the call's proxy: {0}")]
+    Thread(#[source] std::io::Error),
 }
 
 /// The proxy of one call, serving until [`CallProxy::stop`] (or drop).
@@ -258,9 +315,8 @@ impl CallProxy {
         plan: &mut Plan,
         policy: ProxyPolicy,
         runtime: Option<&Path>,
-    ) -> Result<CallProxy, String> {
-        let name = crate::sys::random_hex(8)
-            .map_err(|e| format!("no random name for the proxy socket: {e}"))?;
+    ) -> Result<CallProxy, AttachError> {
+        let name = crate::sys::random_hex(8).map_err(AttachError::Name)?;
         let parent = calls_dir(runtime, &name)?;
         let dir = parent.join(&name);
         // A directory (not `create_dir_all`: the parent is checked, and made once).
@@ -269,15 +325,21 @@ impl CallProxy {
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(&dir)
-                .map_err(|e| format!("{}: {e}", dir.display()))?;
+                .map_err(|source| AttachError::Dir {
+                    path: dir.clone(),
+                    source,
+                })?;
         }
         // Held until the directory is removed: a sweep of a later process sees the owner
         // alive ([`sweep_stale`]).
         let owner = match crate::owner::hold(&dir.join(OWNER_LOCK)) {
             Ok(o) => o,
-            Err(e) => {
+            Err(source) => {
                 let _ = std::fs::remove_dir_all(&dir);
-                return Err(format!("{}: {e}", dir.join(OWNER_LOCK).display()));
+                return Err(AttachError::Dir {
+                    path: dir.join(OWNER_LOCK),
+                    source,
+                });
             }
         };
         let sock = dir.join(SOCKET_NAME);
@@ -385,14 +447,20 @@ const PROXY_NICENESS: i32 = 10;
 /// (heads, decisions, tunnels, its DNS and relays handed over by the init) runs there, so a
 /// call flooding its proxy takes one thread's share of the processors and delays nothing
 /// queued on the service's runtime (the RPC, the other calls' ends) or on another call's proxy.
-fn serve_on_own_thread(proxy: &Proxy, sock: &Path) -> Result<std::thread::JoinHandle<()>, String> {
+fn serve_on_own_thread(
+    proxy: &Proxy,
+    sock: &Path,
+) -> Result<std::thread::JoinHandle<()>, AttachError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("no runtime for the call's proxy: {e}"))?;
+        .map_err(AttachError::Runtime)?;
     let listener = {
         let _g = rt.enter();
-        Proxy::bind_unix(sock).map_err(|e| format!("proxy socket {}: {e}", sock.display()))?
+        Proxy::bind_unix(sock).map_err(|source| AttachError::Socket {
+            path: sock.to_path_buf(),
+            source,
+        })?
     };
     let p = proxy.clone();
     std::thread::Builder::new()
@@ -406,7 +474,7 @@ fn serve_on_own_thread(proxy: &Proxy, sock: &Path) -> Result<std::thread::JoinHa
             // the blocking pool ends on its own.
             rt.shutdown_background();
         })
-        .map_err(|e| format!("no thread for the call's proxy: {e}"))
+        .map_err(AttachError::Thread)
 }
 
 impl Drop for CallProxy {
@@ -443,124 +511,30 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
     } else {
         format!("{}:{}", r.host, r.port)
     };
-    let port = (r.port != 443).then_some(r.port);
-    let token = policy
-        .token_hosts
-        .iter()
-        .any(|p| efr_proxy::name::matches(p, &r.host));
-    let review = |grants: Vec<Grant>, why: String| {
-        (
-            Needs::Contained { grants },
+    let (kind, needs, judgement) = match grant_that_opens(r, &hp) {
+        Some((kind, grant, why)) => (
+            kind,
+            Needs::Contained {
+                grants: vec![grant],
+            },
             Judgement {
                 verdict: Verdict::Review,
                 by: JudgedBy::Policy,
                 reasons: vec![why],
             },
-        )
-    };
-    let refuse = |verdict: Verdict, why: String| {
-        (
-            Needs::Nothing,
-            Judgement {
-                verdict,
-                by: JudgedBy::Policy,
-                reasons: vec![why],
-            },
-        )
-    };
-    let (kind, (needs, judgement)) = match r.reason {
-        BlockReason::IpLiteral => (
-            ExitKind::OpenNetwork,
-            review(
-                vec![Grant::OpenNetwork],
-                format!(
-                    "the proxy refused {hp}: an IP address, which no host grant names; only \
-                     open_network reaches it"
-                ),
-            ),
         ),
-        BlockReason::NotAllowed => (
-            ExitKind::Host,
-            review(
-                vec![Grant::Host {
-                    host: r.host.clone(),
-                    port,
-                    plain_http: false,
-                    tcp: false,
-                }],
-                format!("the proxy refused {hp}: no grant names it; a host grant opens it"),
-            ),
-        ),
-        BlockReason::NotTls => (
-            ExitKind::Host,
-            review(
-                vec![Grant::Host {
-                    host: r.host.clone(),
-                    port,
-                    plain_http: true,
-                    tcp: false,
-                }],
-                format!(
-                    "the proxy refused {hp}: not TLS; a host grant with plain HTTP lets plain \
-                     HTTP requests through (a tunnel must still carry TLS)"
-                ),
-            ),
-        ),
-        BlockReason::Denied if token => (
-            ExitKind::Host,
-            refuse(
-                Verdict::UserOnly,
-                format!(
-                    "the proxy refused {hp}: a token host (a token for it is visible to the \
-                     call); no host grant opens it, only you can let a call reach it: {}",
-                    policy.token_reason(&r.host).unwrap_or(
-                        "a file it can read, a variable it keeps or a credential helper it can \
-                         run holds one"
-                    )
-                ),
-            ),
-        ),
-        BlockReason::Denied => (
-            ExitKind::Host,
-            refuse(
-                Verdict::Refuse,
-                match &r.special {
-                    Some(sp) => special_reason(&hp, &r.host, sp),
-                    None => format!(
-                        "the proxy refused {hp}: on the config's deny list; no host grant \
-                         opens it"
-                    ),
+        None => {
+            let (verdict, why) = refusal(r, &hp, policy);
+            (
+                ExitKind::Host,
+                Needs::Nothing,
+                Judgement {
+                    verdict,
+                    by: JudgedBy::Policy,
+                    reasons: vec![why],
                 },
-            ),
-        ),
-        BlockReason::HostRefused => (
-            ExitKind::Host,
-            refuse(
-                Verdict::Refuse,
-                format!(
-                    "the host's {hp} refused the connection the call's tcp grant relayed: \
-                     nothing listens on that port of the host (start the server there); no \
-                     grant changes that"
-                ),
-            ),
-        ),
-        BlockReason::BadRequest => (
-            ExitKind::Host,
-            refuse(
-                Verdict::Refuse,
-                format!(
-                    "the proxy refused {hp}: a malformed request, or a TLS name (SNI) other \
-                     than the host asked for"
-                ),
-            ),
-        ),
-        _ => (
-            ExitKind::Host,
-            refuse(
-                Verdict::Refuse,
-                format!("the proxy refused {hp}: over the call's connection or byte limits"),
-            ),
-        ),
+            )
+        }
     };
     ExitRecord {
         id: format!("host-{n}"),
@@ -586,6 +560,93 @@ pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> E
         },
         needs,
         judgement,
+    }
+}
+
+/// The grant that opens a refused host (`hp`: its `host:port`), with the record's kind
+/// and why (judged `review`); `None` when no grant opens it.
+fn grant_that_opens(r: &Refusal, hp: &str) -> Option<(ExitKind, Grant, String)> {
+    let port = (r.port != 443).then_some(r.port);
+    let host = |plain_http: bool| Grant::Host {
+        host: r.host.clone(),
+        port,
+        plain_http,
+        tcp: false,
+    };
+    match r.reason {
+        BlockReason::IpLiteral => Some((
+            ExitKind::OpenNetwork,
+            Grant::OpenNetwork,
+            format!(
+                "the proxy refused {hp}: an IP address, which no host grant names; only \
+                 open_network reaches it"
+            ),
+        )),
+        BlockReason::NotAllowed => Some((
+            ExitKind::Host,
+            host(false),
+            format!("the proxy refused {hp}: no grant names it; a host grant opens it"),
+        )),
+        BlockReason::NotTls => Some((
+            ExitKind::Host,
+            host(true),
+            format!(
+                "the proxy refused {hp}: not TLS; a host grant with plain HTTP lets plain \
+                 HTTP requests through (a tunnel must still carry TLS)"
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// How a refusal no grant opens is judged (`user_only` for a token host, else `refuse`),
+/// and why.
+fn refusal(r: &Refusal, hp: &str, policy: &ProxyPolicy) -> (Verdict, String) {
+    let token = policy
+        .token_hosts
+        .iter()
+        .any(|p| efr_proxy::name::matches(p, &r.host));
+    match r.reason {
+        BlockReason::Denied if token => (
+            Verdict::UserOnly,
+            format!(
+                "the proxy refused {hp}: a token host (a token for it is visible to the \
+                 call); no host grant opens it, only you can let a call reach it: {}",
+                policy.token_reason(&r.host).unwrap_or(
+                    "a file it can read, a variable it keeps or a credential helper it can \
+                     run holds one"
+                )
+            ),
+        ),
+        BlockReason::Denied => (
+            Verdict::Refuse,
+            match &r.special {
+                Some(sp) => special_reason(hp, &r.host, sp),
+                None => format!(
+                    "the proxy refused {hp}: on the config's deny list; no host grant \
+                     opens it"
+                ),
+            },
+        ),
+        BlockReason::HostRefused => (
+            Verdict::Refuse,
+            format!(
+                "the host's {hp} refused the connection the call's tcp grant relayed: \
+                 nothing listens on that port of the host (start the server there); no \
+                 grant changes that"
+            ),
+        ),
+        BlockReason::BadRequest => (
+            Verdict::Refuse,
+            format!(
+                "the proxy refused {hp}: a malformed request, or a TLS name (SNI) other \
+                 than the host asked for"
+            ),
+        ),
+        _ => (
+            Verdict::Refuse,
+            format!("the proxy refused {hp}: over the call's connection or byte limits"),
+        ),
     }
 }
 

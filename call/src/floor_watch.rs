@@ -1,5 +1,6 @@
-//! The floor files of the home that a call may write (issue 15 item 4: an approved line, the
-//! protocol's phase A `home_file_changed`): before an unsandboxed call, or a contained one
+//! The floor files of the home that a call may write (each runs code outside the sandbox
+//! later, so a change by an approved line is told to the user: the protocol's phase A
+//! `home_file_changed`): before an unsandboxed call, or a contained one
 //! with a `write` grant that covers a floor file or reaches into a floor directory, the
 //! floor files it could write are read (bounded); after it, each one it changed, made or
 //! removed is reported in the summary's `home_file_changed`, and the content from before is

@@ -444,14 +444,12 @@ impl Guard<'_> {
         });
     }
 
-    fn repository(&mut self, repo: &Path) {
+    /// The git dirs of `repo`: a plain one's without asking, else git's (or the built-in
+    /// reader's); `None` when it has none, or when neither can tell (then handled as
+    /// [`Self::unknown`]).
+    fn lookup_dirs(&mut self, repo: &Path, plain: bool) -> Option<Located> {
         let dotgit = repo.join(".git");
-        // A plain repository (most are: see `git_dirs::plain`) needs no asking, as at the
-        // launch: git's answer for it is `.git`, `.git`, `.git/hooks`, and its config files
-        // are the three below (no include). Git is asked for its values only when one of
-        // those changed (two git runs saved on every call that left the repository alone).
-        let plain = git_dirs::plain(repo);
-        let mut loc = match if plain {
+        let found = if plain {
             git_dirs::Lookup::Found(Located {
                 git_dir: dotgit.clone(),
                 common: dotgit.clone(),
@@ -460,21 +458,29 @@ impl Guard<'_> {
             })
         } else {
             git_dirs::lookup(repo)
-        } {
+        };
+        match found {
             git_dirs::Lookup::Found(l) => {
                 if !l.by_git {
                     self.fallback = true;
                 }
-                l
+                Some(l)
             }
-            git_dirs::Lookup::Unknown => return self.unknown(repo),
-            git_dirs::Lookup::NotFound => return,
-        };
-        // A `commondir` the call wrote points git at another dir's config and hooks. In a
-        // main repository (a `.git` dir) git has no use for one; in any git dir, one that
-        // names a dir outside the project would have this check skip the repository.
+            git_dirs::Lookup::Unknown => {
+                self.unknown(repo);
+                None
+            }
+            git_dirs::Lookup::NotFound => None,
+        }
+    }
+
+    /// A `commondir` the call wrote points git at another dir's config and hooks. In a
+    /// main repository (a `.git` dir) git has no use for one; in any git dir, one that
+    /// names a dir outside the project would have this check skip the repository. Such a
+    /// one is moved aside and reported; the git dirs as they are then (`None`: no longer
+    /// found).
+    fn commondir_aside(&mut self, repo: &Path, loc: Located, main_repo: bool) -> Option<Located> {
         let commondir = loc.git_dir.join("commondir");
-        let main_repo = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_dir());
         if self.inside(&loc.git_dir)
             && std::fs::symlink_metadata(&commondir).is_ok()
             && !protected(&commondir, self.view)
@@ -489,33 +495,55 @@ impl Guard<'_> {
             );
             self.report(&commondir, done, &why);
             if moved {
-                let Some(l) = self.locate(repo) else { return };
-                loc = l;
+                return self.locate(repo);
             }
         }
+        Some(loc)
+    }
+
+    /// A repository whose git dirs are outside the project roots: a `.git` file or link
+    /// (not a real dir) that the call made is moved aside and reported.
+    fn foreign_git_file(&mut self, repo: &Path, loc: &Located) {
+        let dotgit = repo.join(".git");
+        let is_file = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| !m.is_dir());
+        if is_file && !protected(&dotgit, self.view) && changed_since(&dotgit, self.since_ms) {
+            let to = free_name(repo, ".git.efr-quarantine");
+            self.out.push(match std::fs::rename(&dotgit, &to) {
+                Ok(()) => format!(
+                    "{}: made by the call, names the git dir {} outside the project; moved to {}",
+                    dotgit.display(),
+                    loc.git_dir.display(),
+                    to.display()
+                ),
+                Err(e) => format!(
+                    "{}: made by the call, names the git dir {} outside the project; not moved: {e}",
+                    dotgit.display(),
+                    loc.git_dir.display()
+                ),
+            });
+        }
+    }
+
+    fn repository(&mut self, repo: &Path) {
+        let dotgit = repo.join(".git");
+        // A plain repository (most are: see `git_dirs::plain`) needs no asking, as at the
+        // launch: git's answer for it is `.git`, `.git`, `.git/hooks`, and its config files
+        // are the three below (no include). Git is asked for its values only when one of
+        // those changed (two git runs saved on every call that left the repository alone).
+        let plain = git_dirs::plain(repo);
+        let Some(loc) = self.lookup_dirs(repo, plain) else {
+            return;
+        };
+        let main_repo = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| m.is_dir());
+        let Some(mut loc) = self.commondir_aside(repo, loc, main_repo) else {
+            return;
+        };
         // Only git dirs inside the project roots are touched. A `.git` file that names one
         // elsewhere (a worktree or submodule points inside the project) would have this
         // check rewrite files that are not the project's: a `.git` file the call made that
         // way is moved aside instead, and reported.
         if !self.inside(&loc.git_dir) || !self.inside(&loc.common) {
-            // A `.git` file or link (not a real dir) that the call made.
-            let is_file = std::fs::symlink_metadata(&dotgit).is_ok_and(|m| !m.is_dir());
-            if is_file && !protected(&dotgit, self.view) && changed_since(&dotgit, self.since_ms) {
-                let to = free_name(repo, ".git.efr-quarantine");
-                self.out.push(match std::fs::rename(&dotgit, &to) {
-                    Ok(()) => format!(
-                        "{}: made by the call, names the git dir {} outside the project; moved to {}",
-                        dotgit.display(),
-                        loc.git_dir.display(),
-                        to.display()
-                    ),
-                    Err(e) => format!(
-                        "{}: made by the call, names the git dir {} outside the project; not moved: {e}",
-                        dotgit.display(),
-                        loc.git_dir.display()
-                    ),
-                });
-            }
+            self.foreign_git_file(repo, &loc);
             return;
         }
         if self.seen.contains(&loc.git_dir) && self.seen.contains(&loc.common) {

@@ -114,7 +114,7 @@ impl Record {
     /// launcher ended mid-call), `stopped`.
     pub fn status(&self) -> String {
         match (&self.setup_error, self.signal) {
-            (Some(e), _) if e.starts_with(crate::call::LAUNCHER_LOST) => "lost".into(),
+            (Some(e), _) if e.starts_with(crate::end::LAUNCHER_LOST) => "lost".into(),
             (Some(_), _) => "not started".into(),
             _ if self.stopped => "stopped".into(),
             (None, Some(s)) => format!("signal {s}"),
@@ -173,11 +173,22 @@ pub fn file(state: &Path) -> PathBuf {
 }
 
 /// Reads one line of the log as a record.
-pub fn parse_line(line: &str) -> Result<Record, String> {
+pub fn parse_line(line: &str) -> Result<Record, LineError> {
     if line.len() > bounds::READ_LINE_BYTES {
-        return Err(format!("longer than {} bytes", bounds::READ_LINE_BYTES));
+        return Err(LineError::TooLong(bounds::READ_LINE_BYTES));
     }
-    serde_json::from_str(line).map_err(|e| e.to_string())
+    Ok(serde_json::from_str(line)?)
+}
+
+/// Why a line of the log is no record.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    /// Longer than the log's bound (the bound).
+    #[error("longer than {0} bytes")]
+    TooLong(usize),
+    /// Not a record's JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
 }
 
 /// Reads the log of `state`: the old file, then the current one. A file that is not there
@@ -220,7 +231,7 @@ fn read_into(path: &Path, bytes: &[u8], out: &mut Read) {
         };
         let parsed = std::str::from_utf8(l)
             .map_err(|e| format!("not UTF-8: {e}"))
-            .and_then(parse_line);
+            .and_then(|l| parse_line(l).map_err(|e| e.to_string()));
         match parsed {
             Ok(r) => out.records.push(r),
             Err(why) if i == last && !ends_whole => {
@@ -366,7 +377,7 @@ pub fn append(state: &Path, r: &Record) -> Result<(), AppendError> {
 
 /// [`append`] of the bytes of one line with the bound `max` (the tests' small one).
 pub fn append_line(state: &Path, line: &[u8], max: u64) -> Result<(), AppendError> {
-    crate::launch::private_dir(state).map_err(|source| AppendError::Dir {
+    crate::dirs::private_dir(state).map_err(|source| AppendError::Dir {
         dir: state.to_path_buf(),
         source,
     })?;

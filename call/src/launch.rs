@@ -4,19 +4,14 @@
 //! `efr-sandbox run`.
 
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use efr_launcher::api::{BackendChoice, LaunchRequest, Launcher, build_plan};
 use efr_launcher::plan::Plan;
 use efr_launcher::status::{Outcome, StatusLine};
 use efr_policy::config::{self, Config, Env};
-use efr_policy::explain;
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
-use efr_sandbox_wire::{
-    Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, HostFact, JudgedBy, Judgement, Needs,
-    Target, TargetClass, TargetOp, Verdict,
-};
+use efr_sandbox_wire::{ExitRecord, Grant, JudgedBy, Judgement, Needs, Verdict};
 use efr_sandbox_wire::{LaunchItem, OutputData, Started};
 
 /// The hidden subcommand under which `efr-sandbox` runs the launcher itself, when no
@@ -96,14 +91,7 @@ pub fn check_conversation(id: &str) -> Result<(), ErrorBody> {
     }
 }
 
-/// Creates `dir` (and its parents) with mode 0700.
-pub fn private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
+pub use crate::dirs::private_dir;
 
 /// A grant's path with `~` and `~/...` expanded (the one home expansion).
 fn expand_home(p: &str, env: &Env) -> String {
@@ -215,9 +203,47 @@ pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody
     Ok(out)
 }
 
-/// What a prepared call is: its plan, or why the sandbox cannot start (the command does not
-/// run: a `setup_error`).
-pub type Prepared = Result<Plan, String>;
+/// Why a call does not run: bad params, or a sandbox that cannot start (every variant but
+/// [`PrepareError::Params`]: the command does not run, a finish with its message as the
+/// `setup_error`).
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// Bad params: an RPC `invalid` error, the CLI's usage error.
+    #[error("{}", .0.message)]
+    Params(ErrorBody),
+    /// The shell the call or the config names is not there.
+    #[error(transparent)]
+    Shell(#[from] config::ShellError),
+    /// The conversation's `/tmp` or `$SCRATCH` dir could not be made.
+    #[error("cannot create {}: {source}", path.display())]
+    Conversation {
+        /// The dir.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
+    /// The surface's answers (the files the user answered `mask` to) could not be read.
+    #[error("the surface's answers: {0}")]
+    Surface(#[source] efr_surface::state::StateError),
+    /// The call's cache layers could not be made.
+    #[error(transparent)]
+    Caches(#[from] crate::caches::LayerError),
+    /// The launcher's plan builder refused the request.
+    #[error("plan: {0}")]
+    Plan(#[source] efr_launcher::plan::PlanError),
+    /// The call's egress proxy could not be started.
+    #[error("the call's proxy: {0}")]
+    Proxy(#[source] crate::egress::AttachError),
+    /// A bus filter of the call could not be started.
+    #[error(transparent)]
+    Bus(#[from] crate::bus::AttachError),
+}
+
+impl From<ErrorBody> for PrepareError {
+    fn from(e: ErrorBody) -> Self {
+        PrepareError::Params(e)
+    }
+}
 
 /// Builds the plan of a call from the config. `runtime` holds the conversations' dirs;
 /// `process_env` is the environment the line starts from (the caller's when `None`).
@@ -227,8 +253,8 @@ pub fn prepare(
     env: &Env,
     runtime: Option<&Path>,
     process_env: Option<Vec<(String, String)>>,
-) -> Result<Prepared, ErrorBody> {
-    Ok(prepare_with_repos(p, config, env, runtime, process_env)?.map(|(plan, _)| plan))
+) -> Result<Plan, PrepareError> {
+    Ok(prepare_with_repos(p, config, env, runtime, process_env)?.0)
 }
 
 /// [`prepare`], with the repositories the call's view found (their index is kept before
@@ -239,9 +265,9 @@ pub fn prepare_with_repos(
     env: &Env,
     runtime: Option<&Path>,
     process_env: Option<Vec<(String, String)>>,
-) -> Result<Result<(Plan, Vec<crate::index_flags::Repo>), String>, ErrorBody> {
+) -> Result<(Plan, Vec<crate::index_flags::Repo>), PrepareError> {
     if p.line.trim().is_empty() {
-        return Err(invalid("the line is empty"));
+        return Err(invalid("the line is empty").into());
     }
     let backend = backend_choice(p.backend.as_deref(), config)?;
     let shell = match &p.shell {
@@ -249,104 +275,20 @@ pub fn prepare_with_repos(
         None => config.sandbox.shell.value.clone(),
     };
     // A shell that is not there is the sandbox's setup error: the line never ran.
-    let shell = match shell.resolve() {
-        Ok(s) => s,
-        Err(e) => return Ok(Err(e.to_string())),
+    let shell = shell.resolve()?;
+    let mut grants = check_grants(&p.grants, env)?;
+    let cwd = call_cwd(p, env)?;
+    let (tmp, scratch) = match &p.conversation {
+        Some(id) => {
+            let (t, s) = conversation_dirs(id, runtime)?;
+            (Some(t), Some(s))
+        }
+        None => (None, None),
     };
-    let grants = check_grants(&p.grants, env)?;
-    let cwd = match &p.cwd {
-        Some(c) if c.starts_with('/') => c.clone(),
-        Some(c) => return Err(invalid(format!("cwd {c:?} is not absolute"))),
-        None => p
-            .projects
-            .first()
-            .cloned()
-            .unwrap_or_else(|| env.home.to_string_lossy().into_owned()),
-    };
-    for pr in &p.projects {
-        if !pr.starts_with('/') {
-            return Err(invalid(format!("project {pr:?} is not absolute")));
-        }
-    }
-    let (mut tmp, mut scratch) = (None, None);
-    if let Some(id) = &p.conversation {
-        check_conversation(id)?;
-        let Some(rt) = runtime else {
-            return Err(invalid(
-                "a conversation needs the service's runtime dir, and there is none",
-            ));
-        };
-        let t = rt.join("tmp").join(id);
-        let s = rt.join("scratch").join(id);
-        for d in [&t, &s] {
-            if let Err(e) = private_dir(d) {
-                return Ok(Err(format!("cannot create {}: {e}", d.display())));
-            }
-        }
-        tmp = Some(t.to_string_lossy().into_owned());
-        scratch = Some(s.to_string_lossy().into_owned());
-    }
-    let projects: Vec<PathBuf> = p.projects.iter().map(PathBuf::from).collect();
-    // Git says where each repository's git dirs and hooks are ([`crate::git_dirs`]); where
-    // git cannot (missing, or a repository it refuses), the policy's own reader decides.
-    // A plain repository (most are) needs no asking: the built-in reader answers as git.
-    // Git also lists the keys of each one's config with their files (includes followed
-    // as git follows them), whose include targets and programs the view protects.
-    let view = config.launch_view_with(env, &projects, &|r| {
-        if crate::git_dirs::plain(r) {
-            return None;
-        }
-        let (l, list) = crate::git_dirs::ask_git_with_config(r)?;
-        Some(efr_policy::config::RepoGitDirs {
-            git_dir: l.git_dir,
-            common: l.common,
-            hooks: l.hooks,
-            config: list.map(|list| {
-                list.into_iter()
-                    .map(|c| efr_policy::config::GitConfigItem {
-                        file: c.file,
-                        key: c.key,
-                        value: c.value,
-                    })
-                    .collect()
-            }),
-        })
-    });
-    let repos: Vec<crate::index_flags::Repo> = view
-        .repositories
-        .iter()
-        .filter_map(|r| {
-            Some(crate::index_flags::Repo {
-                top: r.top.clone(),
-                git_dir: r.git_dir.clone()?,
-            })
-        })
-        .collect();
+    let (view, repos) = launch_view(p, config, env);
+    let mut masks = call_masks(view.masks, p, env, runtime)?;
     // Settings files that also hold a token are shown scrubbed over their mask.
-    let mut masks = view.masks;
-    // The files the user answered "mask" to in the surface's questions (issue 15).
-    match efr_surface::state::read_for_calls(&efr_surface::state::Store::for_home(&env.home)) {
-        Ok(st) => masks.extend(st.masks()),
-        Err(e) => return Ok(Err(format!("the surface's answers: {e}"))),
-    }
-    // The sandbox's own control plane (efr_policy::control: the services' runtime dirs and
-    // sockets wherever they live, the state dirs), and the runtime dir of the conversations
-    // of this call's service, masked whether or not a default mask covers them (also when
-    // one does not exist yet: the cache layers made below may make the state dir).
-    let mut plane: Vec<PathBuf> = control_plane(env).into_iter().map(|c| c.path).collect();
-    plane.extend(runtime.map(Path::to_path_buf));
-    for dir in plane {
-        // Under the host's /tmp, a path is out of the view already (the call has a /tmp of
-        // its own), unless a project root brings it in.
-        let in_tmp = dir.starts_with(&env.tmp);
-        let in_project = p.projects.iter().any(|r| dir.starts_with(r));
-        if (in_tmp && !in_project) || masks.iter().any(|m| dir.starts_with(m)) {
-            continue;
-        }
-        masks.push(dir.to_string_lossy().into_owned());
-    }
     let scrubbed = efr_policy::tokens::scrubbed_copies(&env.home, &mut masks);
-    let mut grants = grants;
     for w in &view.writable {
         if Path::new(w).exists() {
             grants.push(Grant::Write { path: w.clone() });
@@ -379,25 +321,167 @@ pub fn prepare_with_repos(
         // Filled by `caches::attach` below.
         caches: Vec::new(),
     };
-    let mut plan = build_plan(&req).map_err(|e| format!("plan: {e}"));
-    if let Ok(pl) = &mut plan {
-        pl.git_safe_keys = Some(config.git_safe_keys());
-        if let Err(e) = crate::caches::attach(pl, config, env, p.conversation.as_deref()) {
-            return Ok(Err(e.to_string()));
+    let plan = plan_with_caches(&req, p.conversation.as_deref(), config, env)?;
+    Ok((plan, repos))
+}
+
+/// The call's working dir (its first project, else the home, when the params name none),
+/// the params' dirs checked absolute.
+fn call_cwd(p: &CallParams, env: &Env) -> Result<String, PrepareError> {
+    let cwd = match &p.cwd {
+        Some(c) if c.starts_with('/') => c.clone(),
+        Some(c) => return Err(invalid(format!("cwd {c:?} is not absolute")).into()),
+        None => p
+            .projects
+            .first()
+            .cloned()
+            .unwrap_or_else(|| env.home.to_string_lossy().into_owned()),
+    };
+    for pr in &p.projects {
+        if !pr.starts_with('/') {
+            return Err(invalid(format!("project {pr:?} is not absolute")).into());
         }
     }
-    // Tests only: the launcher refuses a weakened plan unless its own variable allows it.
-    if let (Ok(plan), Ok(w)) = (
-        &mut plan,
-        std::env::var(efr_launcher::plan::TEST_WEAKEN_ENV),
-    ) {
+    Ok(cwd)
+}
+
+/// The conversation `id`'s `/tmp` and `$SCRATCH` below the service's runtime dir, made
+/// (0700).
+fn conversation_dirs(id: &str, runtime: Option<&Path>) -> Result<(String, String), PrepareError> {
+    check_conversation(id)?;
+    let Some(rt) = runtime else {
+        return Err(
+            invalid("a conversation needs the service's runtime dir, and there is none").into(),
+        );
+    };
+    let t = rt.join("tmp").join(id);
+    let s = rt.join("scratch").join(id);
+    for d in [&t, &s] {
+        private_dir(d).map_err(|source| PrepareError::Conversation {
+            path: d.clone(),
+            source,
+        })?;
+    }
+    Ok((
+        t.to_string_lossy().into_owned(),
+        s.to_string_lossy().into_owned(),
+    ))
+}
+
+/// The call's launch view from the config, and the repositories in it whose index is kept
+/// before the launch. Git says where each repository's git dirs and hooks are
+/// ([`crate::git_dirs`]); where git cannot (missing, or a repository it refuses), the
+/// policy's own reader decides. A plain repository (most are) needs no asking: the
+/// built-in reader answers as git. Git also lists the keys of each one's config with their
+/// files (includes followed as git follows them), whose include targets and programs the
+/// view protects.
+fn launch_view(
+    p: &CallParams,
+    config: &Config,
+    env: &Env,
+) -> (
+    efr_policy::config::LaunchView,
+    Vec<crate::index_flags::Repo>,
+) {
+    let projects: Vec<PathBuf> = p.projects.iter().map(PathBuf::from).collect();
+    let view = config.launch_view_with(env, &projects, &|r| {
+        if crate::git_dirs::plain(r) {
+            return None;
+        }
+        let (l, list) = crate::git_dirs::ask_git_with_config(r)?;
+        Some(efr_policy::config::RepoGitDirs {
+            git_dir: l.git_dir,
+            common: l.common,
+            hooks: l.hooks,
+            config: list.map(|list| {
+                list.into_iter()
+                    .map(|c| efr_policy::config::GitConfigItem {
+                        file: c.file,
+                        key: c.key,
+                        value: c.value,
+                    })
+                    .collect()
+            }),
+        })
+    });
+    let repos = view
+        .repositories
+        .iter()
+        .filter_map(|r| {
+            Some(crate::index_flags::Repo {
+                top: r.top.clone(),
+                git_dir: r.git_dir.clone()?,
+            })
+        })
+        .collect();
+    (view, repos)
+}
+
+/// The call's masks: the view's, the files the user answered "mask" to in the surface's
+/// questions, and the sandbox's own control plane (efr_policy::control: the services'
+/// runtime dirs and sockets wherever they live, the state dirs) with the runtime dir of
+/// the conversations of this call's service, masked whether or not a default mask covers
+/// them (also when one does not exist yet: the cache layers made after may make the state
+/// dir).
+fn call_masks(
+    mut masks: Vec<String>,
+    p: &CallParams,
+    env: &Env,
+    runtime: Option<&Path>,
+) -> Result<Vec<String>, PrepareError> {
+    let answers =
+        efr_surface::state::read_for_calls(&efr_surface::state::Store::for_home(&env.home))
+            .map_err(PrepareError::Surface)?;
+    masks.extend(answers.masks());
+    let mut plane: Vec<PathBuf> = control_plane(env).into_iter().map(|c| c.path).collect();
+    plane.extend(runtime.map(Path::to_path_buf));
+    for dir in plane {
+        // Under the host's /tmp, a path is out of the view already (the call has a /tmp of
+        // its own), unless a project root brings it in.
+        let in_tmp = dir.starts_with(&env.tmp);
+        let in_project = p.projects.iter().any(|r| dir.starts_with(r));
+        if (in_tmp && !in_project) || masks.iter().any(|m| dir.starts_with(m)) {
+            continue;
+        }
+        masks.push(dir.to_string_lossy().into_owned());
+    }
+    Ok(masks)
+}
+
+/// The launcher's plan of `req`, with the config's git safe keys and the call's cache
+/// layers (and `conversation`'s); in tests only, the weakening its variable names (the
+/// launcher refuses a weakened plan unless its own variable allows it).
+fn plan_with_caches(
+    req: &LaunchRequest,
+    conversation: Option<&str>,
+    config: &Config,
+    env: &Env,
+) -> Result<Plan, PrepareError> {
+    let mut plan = build_plan(req).map_err(PrepareError::Plan)?;
+    plan.git_safe_keys = Some(config.git_safe_keys());
+    crate::caches::attach(&mut plan, config, env, conversation)?;
+    if let Ok(w) = std::env::var(efr_launcher::plan::TEST_WEAKEN_ENV) {
         plan.test_weaken = w
             .split(',')
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect();
     }
-    Ok(plan.map(|plan| (plan, repos)))
+    Ok(plan)
+}
+
+/// Why `efr-sandbox run --env` cannot be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvArgError {
+    /// The config's `[environment]` does not compile (the wire's message).
+    #[error("the config's [environment]: {0}")]
+    Policy(String),
+    /// An argument that is not `NAME` or `NAME=VALUE` (the argument).
+    #[error("{0}: not NAME or NAME=VALUE (a name of letters, digits and _)")]
+    Name(String),
+    /// A value with a NUL in it (the name).
+    #[error("{0}: the value holds a NUL")]
+    Nul(String),
 }
 
 /// Applies `efr-sandbox run --env NAME[=VALUE]` to a plan: `NAME` keeps the caller's
@@ -408,11 +492,8 @@ pub fn apply_env_args(
     plan: &mut Plan,
     args: &[String],
     config: &Config,
-) -> Result<Vec<(String, String)>, String> {
-    let policy = config
-        .env_policy()
-        .compile()
-        .map_err(|e| format!("the config's [environment]: {e}"))?;
+) -> Result<Vec<(String, String)>, EnvArgError> {
+    let policy = config.env_policy().compile().map_err(EnvArgError::Policy)?;
     let mut refused = Vec::new();
     for a in args {
         let (name, value) = match a.split_once('=') {
@@ -423,12 +504,10 @@ pub fn apply_env_args(
             || name.starts_with(|c: char| c.is_ascii_digit())
             || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
         {
-            return Err(format!(
-                "{a}: not NAME or NAME=VALUE (a name of letters, digits and _)"
-            ));
+            return Err(EnvArgError::Name(a.clone()));
         }
         if value.is_some_and(|v| v.contains('\0')) {
-            return Err(format!("{name}: the value holds a NUL"));
+            return Err(EnvArgError::Nul(name.to_string()));
         }
         // The GIT_CONFIG_* set's names are no secret names: the set is judged as one
         // when the line starts (efr_sandbox_wire::gitenv), its values by the secret
@@ -526,41 +605,17 @@ pub fn drop_reason(why: &efr_sandbox_wire::envfilter::DropReason, config: &Confi
 /// What a call ended with: the wire's finish.
 pub type Finished = efr_sandbox_wire::Finish;
 
-/// Folds an outcome into [`Finished`]; the denials become exit records.
-/// `view` is the read-only list of the call's launch view (`Plan::read_only_inside`): after
-/// a contained call that ran, the git code it left outside that view is quarantined
-/// ([`crate::git_guard`]).
-/// `caches` are the call's cache layers: merged here (see [`crate::caches`]), their
-/// deletes held and folded in. `index` holds the index files of its repositories from
-/// before the launch: the flags a contained call set in them are undone and reported
-/// ([`crate::index_flags`]).
-#[allow(clippy::too_many_arguments)]
+/// Folds an outcome into [`Finished`]: its summary, and its denials as exit records. The
+/// effects on the host after the call (the git guard, the cache merge, the floor watch)
+/// are [`crate::after`]'s, which the call's finish runs on what this gives.
 pub fn finished(
     o: &Outcome,
     line: &str,
     projects: &[String],
-    view: &[String],
-    caches: &crate::caches::CallCaches,
-    index: Option<&crate::index_flags::Snapshot>,
     config: &Config,
     env: &Env,
 ) -> Finished {
-    let mut sandbox_summary = o.summary();
-    if let Some(StatusLine::Started {
-        start_time_ms,
-        backend,
-        ..
-    }) = &o.started
-    {
-        if *backend != efr_sandbox_wire::RunBackend::Unsandboxed {
-            let roots: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
-            sandbox_summary.quarantined =
-                crate::git_guard::after_call(&roots, view, *start_time_ms, config);
-            if let Some(i) = index {
-                i.settle().into_summary(&mut sandbox_summary);
-            }
-        }
-    }
+    let sandbox_summary = o.summary();
     let quiet: Vec<PathBuf> = config
         .sandbox
         .quiet_refusals
@@ -602,7 +657,7 @@ pub fn finished(
     for e in &mut exits {
         refuse_control(e, env);
     }
-    let mut fin = Finished {
+    Finished {
         sandbox_summary,
         exits,
         code: o.code,
@@ -614,382 +669,26 @@ pub fn finished(
         },
         duration_ms: o.duration_ms,
         approvals: Vec::new(),
-    };
-    caches.finish(&mut fin, line);
-    fin
-}
-
-/// The exit record of a refused write to `path` (kind `write`, source `denial`): what every
-/// write refusal shares; the caller gives what it needs and how it is judged.
-fn write_denial(
-    n: usize,
-    path: &str,
-    line: &str,
-    class: TargetClass,
-    masked: bool,
-    needs: Needs,
-    judgement: Judgement,
-) -> ExitRecord {
-    ExitRecord {
-        id: format!("denial-{}", n + 1),
-        source: ExitSource::Denial,
-        kind: ExitKind::Write,
-        summary: format!("write {path} (refused by the sandbox)"),
-        action: Action {
-            line: line.to_string(),
-            ..Default::default()
-        },
-        facts: Facts {
-            targets: vec![Target {
-                path: path.to_string(),
-                class,
-                op: TargetOp::Write,
-                backup_before_write: false,
-                masked,
-            }],
-            ..Default::default()
-        },
-        needs,
-        judgement,
     }
 }
 
-/// The exit record of a refused write to a masked path `path` (the mask `mask`): needs the
-/// `unmask` grant of the mask, judged `review` by policy.
-fn unmask_record(
-    n: usize,
-    path: &str,
-    mask: &str,
-    line: &str,
-    class: TargetClass,
-    why: &str,
-) -> ExitRecord {
-    write_denial(
-        n,
-        path,
-        line,
-        class,
-        true,
-        Needs::Contained {
-            grants: vec![Grant::Unmask {
-                path: mask.to_string(),
-            }],
-        },
-        Judgement {
-            verdict: Verdict::Review,
-            by: JudgedBy::Policy,
-            reasons: vec![format!(
-                "the sandbox refused a write to {path}, which is masked ({why}); the grant \
-                 unmask={mask} lifts the mask and lets the call write it (a write grant \
-                 leaves the mask in place)"
-            )],
-        },
-    )
-}
-
-/// The plain file `FILE` whose lock file `path` (`FILE.lock`) is, when it exists.
-fn lock_target(path: &str) -> Option<String> {
-    let file = path.strip_suffix(".lock").filter(|f| !f.ends_with('/'))?;
-    std::fs::symlink_metadata(file)
-        .is_ok_and(|m| m.is_file())
-        .then(|| file.to_string())
-}
-
-/// The exit record of a refused lock file `path` of `file` that no grant of a contained
-/// call makes work (outside the projects: its directory stays read-only to the call): a
-/// grant of the lock would need it made on the host first and would leave it there, where
-/// the next writer fails with `File exists`. Needs the line run unsandboxed (`user_only`).
-fn lock_record(n: usize, path: &str, file: &str, line: &str, class: TargetClass) -> ExitRecord {
-    write_denial(
-        n,
-        path,
-        line,
-        class,
-        false,
-        Needs::Unsandboxed,
-        Judgement {
-            verdict: Verdict::UserOnly,
-            by: JudgedBy::Policy,
-            reasons: vec![format!(
-                "{path} is the lock file of {file}: its writer makes it next to {file} and \
-                 renames it onto it, in a directory a contained call cannot write (a grant \
-                 of a file brings its lock file only inside a project, and a grant of the \
-                 lock would leave it on your disk, where the next writer fails with `File \
-                 exists`); only you can run the line unsandboxed"
-            )],
-        },
-    )
-}
+/// The surface's answers (the files the user answered `mask` to) could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("the surface's answers: {0}")]
+pub struct SurfaceAnswersError(#[source] pub efr_surface::state::StateError);
 
 /// `config` with the files the user answered `mask` to in the surface's questions as masks
 /// (as every contained call gets them): what `explain`, `classify` and the judgement of a
 /// refusal must see.
-pub fn with_surface_answers(config: &Config, env: &Env) -> Result<Config, String> {
+pub fn with_surface_answers(config: &Config, env: &Env) -> Result<Config, SurfaceAnswersError> {
     let store = efr_surface::state::Store::for_home(&env.home);
-    let st = efr_surface::state::read_for_calls(&store)
-        .map_err(|e| format!("the surface's answers: {e}"))?;
+    let st = efr_surface::state::read_for_calls(&store).map_err(SurfaceAnswersError)?;
     Ok(config
         .clone()
         .with_answered_masks(&st.masks(), &store.file()))
 }
 
-/// The exit record of one refused write: kind `write`, source `denial`, needs a contained
-/// call with a `write` grant (`unmask` for a masked path: a write grant leaves the mask),
-/// judged `review` by policy (`user_only` by floor for a floor).
-pub fn denial_record(
-    n: usize,
-    path: &str,
-    line: &str,
-    projects: &[String],
-    config: &Config,
-    env: &Env,
-) -> ExitRecord {
-    let projects: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
-    let ex = explain::explain_path(Path::new(path), None, &projects, config, env).ok();
-    let class = ex.as_ref().map(|e| e.class).unwrap_or(TargetClass::System);
-    let floor = ex.as_ref().and_then(|e| e.floor.clone());
-    let why = ex
-        .as_ref()
-        .and_then(|e| e.read_only.clone().or(e.masked.clone()))
-        .map(|h| h.reason)
-        .unwrap_or_else(|| "outside the call's writable roots".into());
-    // A write in a cache: the grant is the cache's root (the next write of the same tool
-    // lands elsewhere in it); anywhere else (a read-only path of the project, the home, the
-    // system), the path itself.
-    let cache = (class == TargetClass::Cache)
-        .then(|| cache_root(Path::new(path), config, env))
-        .flatten();
-    let hint = ex.as_ref().and_then(|e| e.grant.as_ref()).map(|h| &h.grant);
-    // A masked path: the grant that lifts the mask (a write grant would leave it, and the
-    // write would fail again).
-    if let (Some(Grant::Unmask { path: m }), Some(e)) = (hint, &ex)
-        && e.masked.is_some()
-        && floor.is_none()
-    {
-        return unmask_record(n, path, m, line, class, &why);
-    }
-    let lock_writer = !matches!(hint, Some(Grant::Write { path: f }) if f != path);
-    if let (true, None, None, Some(file)) = (lock_writer, &cache, &floor, lock_target(path)) {
-        return lock_record(n, path, &file, line, class);
-    }
-    let (grant_path, why) = match &cache {
-        Some((root, reason)) => (
-            root.to_string_lossy().into_owned(),
-            format!(
-                "in the cache {} ({reason}), read-only to a call",
-                root.display()
-            ),
-        ),
-        None => match hint {
-            // The lock file of a file in the project (git writes `.git/config` by
-            // `.git/config.lock` and a rename): the grant is the file, which brings its lock
-            // file with it (a grant of the lock itself would leave it on the host).
-            Some(Grant::Write { path: file }) if file != path => (
-                file.clone(),
-                format!("{why}; it is the lock file of {file}, which the writer renames onto it"),
-            ),
-            _ => (path.to_string(), why),
-        },
-    };
-    let judgement = match &floor {
-        Some(f) => Judgement {
-            verdict: Verdict::UserOnly,
-            by: JudgedBy::Floor,
-            reasons: vec![format!(
-                "the sandbox refused a write to {path}, a floor path ({}); only you can allow it",
-                f.reason
-            )],
-        },
-        None => Judgement {
-            verdict: Verdict::Review,
-            by: JudgedBy::Policy,
-            reasons: vec![format!(
-                "the sandbox refused a write to {path} ({why}); the grant write={grant_path} \
-                 lets the call do it{}",
-                if Path::new(&grant_path).symlink_metadata().is_err() {
-                    " once the path exists (a write grant names a path that exists)"
-                } else {
-                    ""
-                }
-            )],
-        },
-    };
-    write_denial(
-        n,
-        path,
-        line,
-        class,
-        class == TargetClass::Masked,
-        Needs::Contained {
-            grants: vec![Grant::Write { path: grant_path }],
-        },
-        judgement,
-    )
-}
-
-/// The exit record of a write refused because it would leave code git runs in a directory
-/// git takes as a git dir (a config key off `git.safe_config_keys`, a hook): kind `write`,
-/// source `denial`. No grant of a contained call lets it through (the supervisor checks it
-/// in every writable place), so it needs the line run unsandboxed, which only the user
-/// approves (`user_only`): the git code would then run as the user.
-pub fn git_denial_record(
-    n: usize,
-    g: &efr_sandbox_wire::GitDenial,
-    line: &str,
-    projects: &[String],
-    config: &Config,
-    env: &Env,
-) -> ExitRecord {
-    let projects: Vec<PathBuf> = projects.iter().map(PathBuf::from).collect();
-    let class = explain::explain_path(Path::new(&g.path), None, &projects, config, env)
-        .map(|e| e.class)
-        .unwrap_or(TargetClass::System);
-    ExitRecord {
-        summary: format!("write {} (git code, refused by the sandbox)", g.path),
-        ..write_denial(
-            n,
-            &g.path,
-            line,
-            class,
-            false,
-            Needs::Unsandboxed,
-            Judgement {
-                verdict: Verdict::UserOnly,
-                by: JudgedBy::Policy,
-                reasons: vec![format!(
-                    "{}: git would run it outside the sandbox (its directory is one git takes \
-                     as a git dir), so no grant lets a contained call write it; only you can \
-                     run the line unsandboxed",
-                    g.reason
-                )],
-            },
-        )
-    }
-}
-
-/// `p` with the links of its longest existing ancestor resolved, the rest appended as
-/// written (a refused write is often to a file that does not exist).
-fn canonical_lexical(p: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut cur = p.to_path_buf();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(&cur) {
-            return rest.iter().rev().fold(c, |acc: PathBuf, n| acc.join(n));
-        }
-        match (cur.file_name().map(|n| n.to_os_string()), cur.parent()) {
-            (Some(n), Some(parent)) => {
-                rest.push(n);
-                cur = parent.to_path_buf();
-            }
-            _ => return p.to_path_buf(),
-        }
-    }
-}
-
-/// The root of the `sandbox.caches` entry that holds `path` (the deepest), and its reason.
-/// Entries are a path (`~/` against the home); one with a wildcard names no one root and is
-/// skipped.
-fn cache_root(path: &Path, config: &Config, env: &Env) -> Option<(PathBuf, String)> {
-    let canon = canonical_lexical(path);
-    config
-        .sandbox
-        .caches
-        .iter()
-        .filter(|e| !e.value.contains(['*', '?', '[']))
-        .filter_map(|e| {
-            let p = efr_policy::path::expand_home(&e.value, &env.home);
-            let root = canonical_lexical(&p);
-            canon.starts_with(&root).then(|| (root, e.reason.clone()))
-        })
-        .max_by_key(|(r, _)| r.components().count())
-}
-
-/// The exit record of one refused path socket: kind `socket`, source `denial`, needs a
-/// contained call with a `socket` grant, judged `review` (a host socket is often a way to
-/// run code outside: the user decides).
-pub fn socket_denial_record(n: usize, path: &str, line: &str) -> ExitRecord {
-    ExitRecord {
-        id: format!("denial-{}", n + 1),
-        source: ExitSource::Denial,
-        kind: ExitKind::Socket,
-        summary: format!("connect to the socket {path} (refused by the sandbox)"),
-        action: Action {
-            line: line.to_string(),
-            ..Default::default()
-        },
-        facts: Facts {
-            targets: vec![Target {
-                path: path.to_string(),
-                class: TargetClass::System,
-                op: TargetOp::Write,
-                backup_before_write: false,
-                masked: false,
-            }],
-            ..Default::default()
-        },
-        needs: Needs::Contained {
-            grants: vec![Grant::Socket {
-                path: path.to_string(),
-            }],
-        },
-        judgement: Judgement {
-            verdict: Verdict::Review,
-            by: JudgedBy::Policy,
-            reasons: vec![format!(
-                "the sandbox refused the call a socket outside its own places ({path}); a \
-                 socket grant lets it through, and whatever serves that socket then acts for \
-                 the call outside the sandbox"
-            )],
-        },
-    }
-}
-
-/// The exit record of a connect to the call's own loopback on `port` that was refused
-/// (nothing of the call listens there): kind `host`, source `denial`, needs the `tcp` host
-/// grant `host=localhost:PORT:tcp`, which relays the call's connections on that port to the
-/// host's, judged `review` by policy.
-pub fn loopback_record(n: usize, port: u16, line: &str) -> ExitRecord {
-    ExitRecord {
-        id: format!("denial-{}", n + 1),
-        source: ExitSource::Denial,
-        kind: ExitKind::Host,
-        summary: format!(
-            "connect to localhost:{port} (refused: the call's loopback is its own, the host's \
-             is not reachable)"
-        ),
-        action: Action {
-            line: line.to_string(),
-            ..Default::default()
-        },
-        facts: Facts {
-            hosts: vec![HostFact {
-                host: "localhost".into(),
-                port: Some(port),
-                project_remote: false,
-            }],
-            ..Default::default()
-        },
-        needs: Needs::Contained {
-            grants: vec![Grant::Host {
-                host: "localhost".into(),
-                port: Some(port),
-                plain_http: false,
-                tcp: true,
-            }],
-        },
-        judgement: Judgement {
-            verdict: Verdict::Review,
-            by: JudgedBy::Policy,
-            reasons: vec![format!(
-                "the call connected to localhost:{port} and was refused: the call's loopback \
-                 is its own and nothing of the call listens on that port; the host's \
-                 localhost:{port} needs a tcp host grant (host=localhost:{port}:tcp), which \
-                 relays the call's connections there, any protocol, to whatever serves that \
-                 port on the host"
-            )],
-        },
-    }
-}
+pub use crate::denials::{denial_record, git_denial_record, loopback_record, socket_denial_record};
 
 /// The `started` item of `sandbox.launch`, from the launcher's `started` status line
 /// (`None` for another line).
@@ -1114,6 +813,7 @@ pub fn base64(b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use efr_sandbox_wire::{ExitKind, ExitSource};
 
     /// A `tcp` host grant is taken only with the host's loopback and a port, without
     /// `plain_http`; the error is the caller's (`invalid`) and says why.
@@ -1180,7 +880,7 @@ mod tests {
         assert_eq!(r.facts.hosts[0].port, Some(5432));
     }
 
-    /// Every former copy of home expansion (issue 13 item 5) now gives what
+    /// Every former copy of home expansion (there were several, and they disagreed) gives what
     /// efr_policy::path::expand_home gives: a grant's path, a cache path of the config, a
     /// cache root, a config rule (Env::expand, RulePath::expand), the classifier's data paths.
     #[test]

@@ -6,6 +6,7 @@
 //! - [`check`]: runs the probe through the launcher on each backend and the network view,
 //!   explains known failures with [`host`], and builds the wire `SandboxCheck`;
 //! - [`testhost`]: the loopback TLS test host of the `proxy` check;
+//! - [`bus`]: the bus filter's self-test (the check's `bus_proxy`), a call on a private bus;
 //! - [`sys`]: the safe wrappers of every system call the modules above make.
 //!
 //! docs/probe.md lists each check, what it proves, and what a failure means.
@@ -17,6 +18,7 @@
     clippy::cast_possible_wrap
 )]
 
+pub mod bus;
 pub mod check;
 pub mod host;
 pub mod inside;

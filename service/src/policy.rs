@@ -91,7 +91,7 @@ impl Policy {
     pub fn explain(&self, params: ExplainParams) -> Result<ExplainResult, ErrorBody> {
         // The files the user answered `mask` to are masked in every call: explained so.
         let config = efr_call::launch::with_surface_answers(&self.config(), &self.env)
-            .map_err(|e| ErrorBody::new(ErrorCode::Internal, e))?;
+            .map_err(|e| ErrorBody::new(ErrorCode::Internal, e.to_string()))?;
         explain::explain(&params, &config, &self.env)
             .map_err(|e| ErrorBody::new(ErrorCode::Invalid, e.to_string()))
     }

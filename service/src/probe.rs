@@ -152,7 +152,9 @@ pub fn options(
             efr_sandbox_wire::Backend::Bwrap => "bwrap",
             _ => "native",
         };
-        Box::new(move || efr_call::bus::self_test(&config, &env, name, runtime.as_deref(), &handle))
+        Box::new(move || {
+            efr_probe::bus::self_test(&config, &env, name, runtime.as_deref(), &handle)
+        })
     };
     // No conversations: a check's call names none.
     let ctx = Ctx {

@@ -175,7 +175,7 @@ pub fn begin_call(
     match c.attach(policy, ctx) {
         Ok(()) => {}
         Err(PrepareError::Params(e)) => return Err(Err(e)),
-        Err(PrepareError::Setup(msg)) => return Err(to_value(&c.unstarted(msg))),
+        Err(e) => return Err(to_value(&c.unstarted(e.to_string()))),
     }
     start(c).map_err(|e| {
         to_value(&efr_call::setup_error_finish(format!(

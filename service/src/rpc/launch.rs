@@ -84,7 +84,7 @@ pub fn launch(svc: Arc<Service>, call: Call) -> HandlerFuture {
         let (mut c, pol) = match prepared {
             Ok(x) => x,
             Err(PrepareError::Params(e)) => return Err(e),
-            Err(PrepareError::Setup(msg)) => return setup_error_end(&p, &ctx, msg),
+            Err(e) => return setup_error_end(&p, &ctx, e.to_string()),
         };
         let (guard, moves) = svc
             .jobs

@@ -40,7 +40,7 @@ pub fn plan(svc: Arc<Service>, call: Call) -> HandlerFuture {
             let c = match prepared {
                 Ok(c) => c,
                 Err(PrepareError::Params(e)) => return Err(e),
-                Err(PrepareError::Setup(msg)) => return setup_error_end(&p.call, &ctx, msg),
+                Err(e) => return setup_error_end(&p.call, &ctx, e.to_string()),
             };
             let dir = svc2.paths.runtime_dir.join("plans");
             let r = svc2

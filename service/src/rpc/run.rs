@@ -110,7 +110,7 @@ pub fn run(svc: Arc<Service>, mut call: Call) -> HandlerFuture {
         let (c, notes, pol) = match prepared {
             Ok(x) => x,
             Err(PrepareError::Params(e)) => return Err(e),
-            Err(PrepareError::Setup(msg)) => return setup_error_end(&unprepared, &ctx, msg),
+            Err(e) => return setup_error_end(&unprepared, &ctx, e.to_string()),
         };
         let notes = notes.map_err(|e| ErrorBody::new(ErrorCode::Invalid, format!("--env {e}")))?;
         for (name, why) in notes {

@@ -623,7 +623,7 @@ pub fn launch(
     };
     let call = match efr_call::Call::prepare(&p, &ctx) {
         Err(PrepareError::Params(e)) => return Ok(usage_error(e.message)),
-        Err(PrepareError::Setup(setup)) => Err(setup),
+        Err(setup) => Err(setup.to_string()),
         Ok(c) => Ok(c),
     };
     // `--env`, and what of the environment is not passed because it looks like a secret.
