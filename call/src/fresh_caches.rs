@@ -4,7 +4,7 @@
 //! the managers its line runs ([`efr_policy::classify::line_caches`]) that are missing are
 //! made on the host, as the manager itself would have made them there: the configured
 //! cache that holds each one (`~/.cache` for pip's `~/.cache/pip`), and the lock files
-//! the manager keeps beside it ([`crate::caches::paths::CACHE_FILES`]), empty. Each is then
+//! the manager keeps beside it ([`crate::cache_paths::CACHE_FILES`]), empty. Each is then
 //! layered like any other cache. A cache inside a writable root (the call makes it
 //! itself), at or below a mask, or under the call's own `/tmp` is left alone, and what
 //! cannot be made is left to the call's refusal (its hint names the grant).
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use efr_policy::config::{Config, Env};
 use efr_policy::knowledge::Knowledge;
 
-use crate::caches::paths::{CACHE_FILES, expand};
+use crate::cache_paths::{CACHE_FILES, expand};
 
 /// What [`make_missing`] made, for the call's summary of what it did on the host.
 #[derive(Debug, Default, PartialEq, Eq)]

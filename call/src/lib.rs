@@ -26,6 +26,7 @@ pub mod after;
 pub mod bus;
 pub mod bus_owners;
 pub mod bus_relay;
+pub mod cache_paths;
 pub mod caches;
 pub mod call;
 pub mod denials;

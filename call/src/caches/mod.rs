@@ -31,12 +31,11 @@ pub mod fetch;
 mod held;
 mod merge;
 pub mod npm;
-pub mod paths;
 
+pub use crate::cache_paths::CACHE_FILES;
+pub(crate) use crate::cache_paths::expand;
 use held::hold;
 pub use held::{Applied, HeldDelete, apply, delete_record, held, store_path};
-pub use paths::CACHE_FILES;
-pub(crate) use paths::expand;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;

@@ -1,5 +1,5 @@
 //! The cache paths of the config and the files the caches' tools keep beside them: a leaf
-//! the layers ([`super`]) and the making of a first run's caches
+//! the layers ([`crate::caches`]) and the making of a first run's caches
 //! ([`crate::fresh_caches`]) both read.
 
 use std::path::PathBuf;
