@@ -483,6 +483,38 @@ impl Drop for CallProxy {
     }
 }
 
+/// The exit record of a connection refused before its head was read, for the call's (or
+/// the service's) connection budget: no host was asked for, so it names none, and no grant
+/// changes it.
+fn budget_record(n: usize, r: &Refusal, line: &str) -> ExitRecord {
+    ExitRecord {
+        id: format!("host-{n}"),
+        source: ExitSource::Denial,
+        kind: ExitKind::Host,
+        summary: format!(
+            "open more connections to its proxy at once (refused by the proxy: {})",
+            r.reason.as_str()
+        ),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts::default(),
+        needs: Needs::Nothing,
+        judgement: Judgement {
+            verdict: Verdict::Refuse,
+            by: JudgedBy::Policy,
+            reasons: vec![
+                "the proxy refused connections past the call's budget (network.proxy_connections \
+                 and network.proxy_tunnels, or the service's share of its open files) before \
+                 reading what they asked for; the connections it held were served, and no \
+                 grant raises the budget"
+                    .to_string(),
+            ],
+        },
+    }
+}
+
 /// Why a name that resolved to a special address was refused, with the config lines that
 /// map it on purpose after the first line (or why the config cannot).
 fn special_reason(hp: &str, host: &str, sp: &efr_proxy::Special) -> String {
@@ -506,6 +538,9 @@ fn special_reason(hp: &str, host: &str, sp: &efr_proxy::Special) -> String {
 /// The exit record of one proxy refusal: kind `host` (`open_network` for an IP literal),
 /// source `denial`.
 pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> ExitRecord {
+    if r.host == efr_proxy::ANY_HOST {
+        return budget_record(n, r, line);
+    }
     let hp = if r.host.contains(':') {
         format!("[{}]:{}", r.host, r.port)
     } else {
@@ -656,6 +691,39 @@ mod tests {
     use efr_policy::classify::{ClassifyRequest, classify};
     use efr_proxy::{Decision, Kind};
     use efr_sandbox_wire::{Launch, Mode};
+
+    /// A connection refused for the budget names no host (it asked for none yet) and
+    /// proposes nothing; a host refusal still names its host and port.
+    #[test]
+    fn a_budget_refusal_names_no_host_and_proposes_nothing() {
+        let policy = ProxyPolicy::default();
+        let r = Refusal::new(
+            efr_proxy::ANY_HOST,
+            0,
+            efr_sandbox_wire::summary::BlockReason::Limit,
+        );
+        let rec = host_record(1, &r, "curl x", &policy);
+        assert_eq!(
+            rec.summary,
+            "open more connections to its proxy at once (refused by the proxy: limit)"
+        );
+        assert!(rec.facts.hosts.is_empty(), "{:?}", rec.facts.hosts);
+        assert!(matches!(rec.needs, Needs::Nothing));
+        assert!(matches!(rec.judgement.verdict, Verdict::Refuse));
+        assert!(rec.judgement.reasons[0].contains("network.proxy_connections"));
+        let r = Refusal::new(
+            "example.com",
+            443,
+            efr_sandbox_wire::summary::BlockReason::Limit,
+        );
+        let rec = host_record(2, &r, "curl x", &policy);
+        assert_eq!(rec.facts.hosts[0].host, "example.com");
+        assert!(
+            rec.summary.starts_with("reach example.com:443"),
+            "{}",
+            rec.summary
+        );
+    }
 
     /// The sweep removes a call directory whose owner lock can be taken (its owner died)
     /// and an old one without a lock (a build before the lock), and keeps a live owner's, a
