@@ -38,9 +38,9 @@
 //!
 //! # Library API (for the service and the CLI)
 //!
-//! * [`api::LaunchRequest`] → [`api::build_plan`] → [`plan::Plan`]: the plan of one call
-//!   (project roots, cwd, grants, scratch and tmp dirs, backend) with the view the request
-//!   names (the policy's read-only-inside paths, floors and masks).
+//! * [`plan::Plan`] (the wire's one plan shape, built by efr-call from a call's params and
+//!   the policy's view, its paths absolute) and [`api::resolve_backend`] for the backend it
+//!   names.
 //! * [`api::Launcher`]: finds `efr-launch` and either gives the command line for a call
 //!   efrd runs itself ([`api::Launcher::command`], for `sandbox.plan`) or spawns it
 //!   ([`api::Launcher::spawn`] → [`api::Running`]; started by `posix_spawn`, not a fork of

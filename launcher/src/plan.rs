@@ -155,12 +155,6 @@ pub enum PlanError {
     /// unknown grant, a missing directory): which, in words.
     #[error("{0}")]
     Invalid(String),
-    /// A launch request without the view's `{0}` list: the lists are the policy's
-    /// (`efr_policy::config::Config::launch_view`), the launcher has none of its own.
-    #[error(
-        "building the plan: the request names no {0} (the view comes from the policy's launch_view)"
-    )]
-    NoView(&'static str),
 }
 
 fn invalid(msg: impl Into<String>) -> PlanError {

@@ -75,17 +75,17 @@ fn wait(control: &OwnedFd, caller: &Caller, init: Option<&Waiting>) -> Control {
 /// looks at paths). The call then does not pay for this process's first run of that code
 /// (its pages faulted in, its heap grown, its caches warm).
 fn warm_up() {
-    let mut r = crate::api::LaunchRequest::contained("true", "/");
     let nowhere = "/nonexistent-efr-warm-up";
-    r.projects = vec![nowhere.into()];
-    r.cwd = nowhere.into();
-    r.backend = crate::api::BackendChoice::Native;
-    r.read_only_inside = Some(vec![format!("{nowhere}/.envrc")]);
-    r.protect_names = Some(vec![".envrc".into(), ".git/hooks".into()]);
-    r.masks = Some(vec![format!("{nowhere}/.ssh")]);
-    r.env = Some(vec![("PATH".into(), "/usr/bin:/bin".into())]);
-    let Ok(plan) = crate::api::build_plan(&r) else {
-        return;
+    let plan = Plan {
+        projects: vec![nowhere.into()],
+        home: std::env::var("HOME").ok(),
+        read_only_inside: vec![format!("{nowhere}/.envrc")],
+        protect_names: vec![".envrc".into(), ".git/hooks".into()],
+        masks: vec![format!("{nowhere}/.ssh")],
+        env: Some(vec![
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()).into(),
+        ]),
+        ..Plan::contained("true", nowhere)
     };
     let Ok(json) = serde_json::to_vec(&plan) else {
         return;
