@@ -526,6 +526,61 @@ mod tests {
         assert!(p.hide_sockets);
     }
 
+    /// The launcher expands no `~`: every path of a plan arrives absolute (efr-call
+    /// expands the home with the policy's one expansion), and a plan with a `~/` or a
+    /// relative path anywhere is refused, naming the list.
+    #[test]
+    fn paths_arrive_absolute() {
+        let home = Plan {
+            home: Some("/home/u".into()),
+            ..Plan::contained("true", "/")
+        };
+        assert!(home.validate().is_ok());
+        for (what, bad) in [
+            (
+                "masks",
+                Plan {
+                    masks: vec!["~/.ssh".into()],
+                    ..home.clone()
+                },
+            ),
+            (
+                "read_only_inside",
+                Plan {
+                    read_only_inside: vec![".envrc".into()],
+                    ..home.clone()
+                },
+            ),
+            (
+                "projects",
+                Plan {
+                    projects: vec!["~/p".into()],
+                    ..home.clone()
+                },
+            ),
+            (
+                "home",
+                Plan {
+                    home: Some("~".into()),
+                    ..home.clone()
+                },
+            ),
+            (
+                "cwd",
+                Plan {
+                    cwd: "~/p".into(),
+                    ..home.clone()
+                },
+            ),
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(
+                e.starts_with(what) && e.contains("not absolute"),
+                "{what}: {e}"
+            );
+        }
+    }
+
     #[test]
     fn unknown_field_refused() {
         let mut v = ok_plan();
