@@ -6,7 +6,8 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use efr_launcher::api::{BackendChoice, Launcher, resolve_backend};
+use efr_launcher::api::{BackendChoice, Launcher};
+use efr_launcher::backend::resolve as resolve_backend;
 use efr_launcher::plan::{Plan, PlanCheck, PlanMode};
 use efr_launcher::status::{Outcome, StatusLine};
 use efr_policy::config::{self, Config, Env};

@@ -157,6 +157,36 @@ pub enum PlanError {
     Invalid(String),
 }
 
+/// A plan's bytes could not be opened or read (by `efr-launch --plan`/`--plan-fd`, or a
+/// standby launcher from the fd its call brought).
+#[derive(Debug, thiserror::Error)]
+#[error("plan {from}: {source}")]
+pub struct PlanReadError {
+    /// The plan's path, or `fd N`.
+    pub from: String,
+    /// What the open or the read said.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Reads a plan's bytes from `r` (named `from` in the error), at most one byte past
+/// [`MAX_PLAN_BYTES`] (the parse then refuses it as too large).
+pub(crate) fn read_bounded(from: String, r: impl std::io::Read) -> Result<Vec<u8>, PlanReadError> {
+    use std::io::Read as _;
+    let mut data = Vec::new();
+    match r.take(MAX_PLAN_BYTES as u64 + 1).read_to_end(&mut data) {
+        Ok(_) => Ok(data),
+        Err(source) => Err(PlanReadError { from, source }),
+    }
+}
+
+/// The plan in `src` (what was read of it), or the message of the setup error that says
+/// why there is none.
+pub(crate) fn parse_plan<E: std::fmt::Display>(src: Result<Vec<u8>, E>) -> Result<Plan, String> {
+    let data = src.map_err(|e| e.to_string())?;
+    Plan::from_json(&data).map_err(|e| format!("plan: {e}"))
+}
+
 fn invalid(msg: impl Into<String>) -> PlanError {
     PlanError::Invalid(msg.into())
 }

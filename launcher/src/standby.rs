@@ -15,21 +15,12 @@
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
+use crate::api::{ANNOUNCE, CALL, CALL_FDS};
 use crate::backend::warm::Waiting;
 use crate::caller::Caller;
 use crate::plan::{Plan, PlanCheck};
 use crate::run::StatusOut;
 use crate::sys;
-
-/// The service's byte that starts the call (its fds attached).
-pub const CALL: u8 = b'C';
-
-/// The service's byte that announces the call, its plan still being made (no fds): the
-/// waiting init starts on the part of the view no plan changes.
-pub const ANNOUNCE: u8 = b'A';
-
-/// How many fds come with [`CALL`]: the plan, stdin, stdout, stderr.
-pub const CALL_FDS: usize = 4;
 
 /// What came on the control socket.
 enum Control {
@@ -128,8 +119,8 @@ pub fn main(control: OwnedFd, out: &StatusOut, caller: &Caller) -> i32 {
         }
     }
     let from = format!("fd {}", plan_fd.as_raw_fd());
-    let src = crate::cli::read_bounded(from, std::fs::File::from(plan_fd));
-    let plan = match crate::cli::parse_plan(src) {
+    let src = crate::plan::read_bounded(from, std::fs::File::from(plan_fd));
+    let plan = match crate::plan::parse_plan(src) {
         Ok(p) => p,
         Err(m) => return out.setup_error(m),
     };

@@ -9,7 +9,8 @@ pub mod sys;
 use efr_launcher::api::Io;
 use std::path::{Path, PathBuf};
 
-use efr_launcher::api::{BackendChoice, Launcher, resolve_backend};
+use efr_launcher::api::{BackendChoice, Launcher};
+use efr_launcher::backend::resolve as resolve_backend;
 use efr_launcher::plan::Plan;
 use efr_launcher::status::Outcome;
 use efr_sandbox_wire::Grant;

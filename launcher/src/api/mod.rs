@@ -1,46 +1,32 @@
-//! The library API the service and the CLI call: resolve the backend a plan names, find
-//! and spawn `efr-launch`, read its status lines.
+//! The launcher's client side, the library the service, efr-call and the tests use: find
+//! and spawn `efr-launch` (or start it in standby and hand it a call), read its status
+//! lines. A leaf of the crate: it imports only the leaves `sys` (the spawn and the fds)
+//! and `status` (the status lines), never the privileged modules that make the call.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-pub use crate::spawned::{Io, Launched};
+pub mod spawned;
 
-use efr_sandbox_wire::Backend;
+pub use spawned::{Io, Launched};
 
-use crate::plan::Plan;
-use crate::spawned::Detach;
 use crate::status::{Outcome, StatusLine};
+use efr_sandbox_wire::plan::Plan;
+use spawned::Detach;
 
 /// Which backend the config asks for: the wire's one backend choice.
 pub use efr_sandbox_wire::BackendChoice;
 
-/// `auto` → native when user namespaces work here, else bwrap when installed, else native
-/// (whose setup error then says why).
-pub fn resolve_backend(c: BackendChoice) -> Backend {
-    match c {
-        BackendChoice::Native => Backend::Native,
-        BackendChoice::Bwrap => Backend::Bwrap,
-        BackendChoice::Auto => {
-            let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
-                .map(|s| s.trim() != "0")
-                .unwrap_or(false)
-                && std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
-                    .map(|s| s.trim() != "0")
-                    .unwrap_or(true)
-                && std::fs::read_to_string(
-                    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
-                )
-                .map(|s| s.trim() == "0")
-                .unwrap_or(true);
-            if userns || !crate::backend::bwrap::available() {
-                Backend::Native
-            } else {
-                Backend::Bwrap
-            }
-        }
-    }
-}
+/// The service's byte on a standby launcher's control socket that starts the call (its fds
+/// attached; see [`crate::standby`]).
+pub const CALL: u8 = b'C';
+
+/// The service's byte that announces the call, its plan still being made (no fds): the
+/// waiting init starts on the part of the view no plan changes.
+pub const ANNOUNCE: u8 = b'A';
+
+/// How many fds come with [`CALL`]: the plan, stdin, stdout, stderr.
+pub const CALL_FDS: usize = 4;
 
 /// The first fd number of the cgroups a launcher joins (the plan is at 3, the status pipe at
 /// 4).
@@ -305,15 +291,11 @@ impl Warm {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
-    /// Announces the call it will get (see [`crate::standby::ANNOUNCE`]): its init starts on
+    /// Announces the call it will get (see [`ANNOUNCE`]): its init starts on
     /// the part of the view no plan changes while the caller makes the plan. A standby
     /// announced serves that call or none (its view is of the announce's time).
     pub fn announce(&self) {
-        let _ = efr_fdpass::send_fds(
-            std::os::fd::AsFd::as_fd(&self.control),
-            &[crate::standby::ANNOUNCE],
-            &[],
-        );
+        let _ = efr_fdpass::send_fds(std::os::fd::AsFd::as_fd(&self.control), &[ANNOUNCE], &[]);
     }
 
     /// Gives it the call: `plan`, with these stdio. The [`Running`] is read as one from
@@ -330,8 +312,8 @@ impl Warm {
         }
         let json = serde_json::to_vec(plan).map_err(|e| WarmGone(std::io::Error::other(e)))?;
         let plan_file = tempfile_plan(&json).map_err(WarmGone)?;
-        let crate::spawned::Stdio { child, ends } =
-            crate::spawned::Stdio::new([stdin, stdout, stderr]).map_err(WarmGone)?;
+        let spawned::Stdio { child, ends } =
+            spawned::Stdio::new([stdin, stdout, stderr]).map_err(WarmGone)?;
         // Each of the call's fds 0 to 2: the one given, else this process's own.
         let mut fds = vec![plan_file];
         for target in 0..3 {
@@ -344,12 +326,8 @@ impl Warm {
         }
         let borrowed: Vec<std::os::fd::BorrowedFd<'_>> =
             fds.iter().map(std::os::fd::AsFd::as_fd).collect();
-        efr_fdpass::send_fds(
-            std::os::fd::AsFd::as_fd(&self.control),
-            &[crate::standby::CALL],
-            &borrowed,
-        )
-        .map_err(|e| WarmGone(std::io::Error::other(e)))?;
+        efr_fdpass::send_fds(std::os::fd::AsFd::as_fd(&self.control), &[CALL], &borrowed)
+            .map_err(|e| WarmGone(std::io::Error::other(e)))?;
         let (Some(mut launched), Some(status)) = (self.child.take(), self.status.take()) else {
             return Err(WarmGone(std::io::Error::other("taken already")));
         };
