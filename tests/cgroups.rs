@@ -353,7 +353,7 @@ fn a_call_through_efr_launch_runs_in_the_job() {
                 Io::null(),
                 Io::null(),
                 SpawnOpts {
-                    detach: efr_launcher::spawned::Detach::None,
+                    detach: efr_launcher::api::spawned::Detach::None,
                     join_cgroups: job.join_files().unwrap(),
                 },
             )
@@ -414,7 +414,7 @@ fn a_join_fd_that_is_no_cgroup_is_a_setup_error() {
             Io::null(),
             Io::null(),
             SpawnOpts {
-                detach: efr_launcher::spawned::Detach::None,
+                detach: efr_launcher::api::spawned::Detach::None,
                 join_cgroups: vec![not_a_cgroup.into()],
             },
         )
@@ -441,7 +441,7 @@ fn a_join_fd_that_is_no_cgroup_is_a_setup_error() {
             Io::null(),
             Io::null(),
             SpawnOpts {
-                detach: efr_launcher::spawned::Detach::None,
+                detach: efr_launcher::api::spawned::Detach::None,
                 join_cgroups: many,
             },
         )

@@ -8,7 +8,6 @@ mod common;
 use std::path::PathBuf;
 
 use common::{Fixture, backends, python, run_plan};
-use efr_launcher::api::build_plan;
 use efr_policy::config::{Config, Env};
 use efr_policy::explain::explain_path;
 use efr_sandbox_wire::Access;
@@ -149,12 +148,12 @@ fn explain_matches_what_a_contained_call_gets() {
     );
     for b in backends() {
         let mut r = fx.request(&line, b);
-        r.read_only_inside = Some(view.read_only_inside.clone());
-        r.masks = Some(view.masks.clone());
+        r.read_only_inside = view.read_only_inside.clone();
+        r.masks = view.masks.clone();
         if let Some(e) = r.env.as_mut() {
-            e.push(("XDG_RUNTIME_DIR".into(), run.to_string_lossy().into_owned()));
+            e.push(common::var("XDG_RUNTIME_DIR", run.to_string_lossy()));
         }
-        let plan = build_plan(&r).unwrap();
+        let plan = r;
         let ran = run_plan(&plan, None);
         assert_eq!(ran.status.code(), Some(0), "{b:?} {ran:?}");
         let got: Vec<Value> = ran

@@ -679,7 +679,7 @@ fn home_as_project_root() {
         ];
         for (line, should_work) in cases {
             req.line = line.clone();
-            let plan = efr_launcher::api::build_plan(&req).unwrap();
+            let plan = req.clone();
             let r = run_plan(&plan, None);
             let out = r.all_output();
             assert!(!out.contains(SECRET), "[{b:?}] {line}: {out}");
@@ -827,7 +827,7 @@ fn every_default_mask_hides_its_store() {
                     req.cwd = fx.home.clone();
                     fx.set_view(&mut req);
                 }
-                let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+                let r = run_plan(&req.clone(), None);
                 let out = r.all_output();
                 let what = format!("[{b:?}] dirs {as_dir}, home as project {home_project}");
                 assert!(r.outcome.setup_error.is_none(), "{what}: {out}");
@@ -1027,7 +1027,7 @@ fn floors_and_masks_under_the_home_as_project() {
         req.projects = vec![h.clone()];
         req.cwd = h.clone();
         fx.set_view(&mut req);
-        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        let r = run_plan(&req.clone(), None);
         let out = r.all_output();
         assert!(r.outcome.setup_error.is_none(), "[{b:?}] {out}");
         assert!(out.contains(RAN), "[{b:?}] {out}");
@@ -1048,7 +1048,7 @@ fn floors_and_masks_under_the_home_as_project() {
         );
         // The home itself stays writable.
         req.line = format!("echo ok > {h}/newfile && cat {h}/newfile");
-        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        let r = run_plan(&req.clone(), None);
         assert!(r.stdout.contains("ok"), "[{b:?}] {r:?}");
     }
 }
@@ -1068,7 +1068,7 @@ fn tmp_and_shm_fills_stop_at_their_bound_and_are_reported() {
              dd if=/dev/zero of=/dev/shm/fill bs=1M count=64 2>&1; \
              du -k /tmp/fill /dev/shm/fill; echo {RAN}"
         );
-        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        let r = run_plan(&req.clone(), None);
         let out = r.all_output();
         assert!(out.contains(RAN), "[{b:?}] {out}");
         assert!(
@@ -1095,7 +1095,7 @@ fn tmp_and_shm_fills_stop_at_their_bound_and_are_reported() {
         req.tmp_size = None;
         req.shm_size = None;
         req.line = format!("df -k /tmp /dev/shm; echo {RAN}");
-        let r = run_plan(&efr_launcher::api::build_plan(&req).unwrap(), None);
+        let r = run_plan(&req.clone(), None);
         assert!(r.outcome.full_tmpfs.is_empty(), "[{b:?}] {r:?}");
         let mem_kib: u64 = std::fs::read_to_string("/proc/meminfo")
             .unwrap()

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Fixture, backends, python, run_plan, skip};
-use efr_launcher::api::{BackendChoice, build_plan};
+use efr_launcher::api::BackendChoice;
 use efr_sandbox_wire::{Bus, Desktop, Grant};
 
 /// The tests of this file run one at a time: each plants host sockets, which every other
@@ -149,10 +149,10 @@ fn bus_grant_gives_the_real_session_bus() {
             let mut r = fx.request(line, b);
             r.grants = grants;
             if let Some(env) = r.env.as_mut() {
-                env.push(("DBUS_SESSION_BUS_ADDRESS".into(), bus.address.clone()));
-                env.push(("XDG_RUNTIME_DIR".into(), run.clone()));
+                env.push(common::var("DBUS_SESSION_BUS_ADDRESS", bus.address.clone()));
+                env.push(common::var("XDG_RUNTIME_DIR", run.clone()));
             }
-            build_plan(&r).unwrap()
+            r
         };
         let r = run_plan(&plan(vec![]), None);
         assert_eq!(r.stdout.trim(), "bus-refused", "{b:?} {r:?}");
@@ -179,10 +179,10 @@ fn desktop_grant_binds_the_wayland_socket_and_keeps_its_variable() {
             let mut r = fx.request(&line, b);
             r.grants = grants;
             if let Some(env) = r.env.as_mut() {
-                env.push(("WAYLAND_DISPLAY".into(), "wayland-test".into()));
-                env.push(("XDG_RUNTIME_DIR".into(), run.clone()));
+                env.push(common::var("WAYLAND_DISPLAY", "wayland-test"));
+                env.push(common::var("XDG_RUNTIME_DIR", run.clone()));
             }
-            build_plan(&r).unwrap()
+            r
         };
         let r = run_plan(&plan(vec![]), None);
         assert!(

@@ -373,7 +373,7 @@ fn a_new_repository_in_a_plain_project_leaves_git_status_clean() {
         );
         req.projects = vec![plain.clone()];
         req.cwd = plain.clone();
-        let plan = efr_launcher::api::build_plan(&req).unwrap();
+        let plan = req.clone();
         let r = common::run_plan(&plan, None);
         ran_ok(&r);
         assert_eq!(r.outcome.code, Some(0), "{b:?}: {}", r.all_output());

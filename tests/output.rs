@@ -24,8 +24,10 @@ fn modes() -> Vec<Option<BackendChoice>> {
 
 fn plan(fx: &Fixture, line: &str, mode: Option<BackendChoice>) -> efr_launcher::plan::Plan {
     let mut r = fx.request(line, mode.unwrap_or(BackendChoice::Native));
-    r.unsandboxed = mode.is_none();
-    efr_launcher::api::build_plan(&r).unwrap()
+    if mode.is_none() {
+        r.mode = efr_launcher::plan::PlanMode::Unsandboxed;
+    }
+    r
 }
 
 #[test]

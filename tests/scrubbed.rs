@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use efr_launcher::api::{BackendChoice, build_plan};
+use efr_launcher::api::BackendChoice;
+use efr_launcher::plan::PlanCheck;
 use efr_sandbox_tests::common::{Fixture, SECRET, backends, run_plan};
 
 fn write(p: &str, s: &str) {
@@ -41,11 +42,10 @@ fn suite(backend: BackendChoice) {
          (echo x >> ~/.npmrc) 2>/dev/null && echo WROTE-NPMRC; echo end",
         backend,
     );
-    let mut masks = r.masks.clone().unwrap_or_default();
-    r.scrubbed = efr_policy::tokens::scrubbed_copies(&PathBuf::from(h), &mut masks);
-    r.masks = Some(masks);
+    let copies = efr_policy::tokens::scrubbed_copies(&PathBuf::from(h), &mut r.masks);
+    r.scrubbed = copies.into_iter().map(Into::into).collect();
     assert_eq!(r.scrubbed.len(), 4, "{:?}", r.scrubbed);
-    let plan = build_plan(&r).unwrap();
+    let plan = r;
     let ran = run_plan(&plan, None);
     let out = ran.all_output();
     assert!(ran.status.success(), "{backend:?}: {out}");
@@ -91,7 +91,7 @@ fn without_a_copy_the_mask_is_empty() {
         let fx = Fixture::new();
         write(&format!("{}/.npmrc", fx.home), NPMRC);
         let r = fx.request("wc -c < ~/.npmrc", backend);
-        let ran = run_plan(&build_plan(&r).unwrap(), None);
+        let ran = run_plan(&r, None);
         assert_eq!(ran.stdout.trim(), "0", "{backend:?}: {}", ran.all_output());
     }
 }
@@ -101,7 +101,7 @@ fn without_a_copy_the_mask_is_empty() {
 fn a_copy_must_be_a_mask() {
     let fx = Fixture::new();
     let mut r = fx.request("true", BackendChoice::Native);
-    r.scrubbed = vec![(format!("{}/README", fx.proj), "x".into())];
-    let e = build_plan(&r).map(|_| ()).unwrap_err().to_string();
+    r.scrubbed = vec![(format!("{}/README", fx.proj), "x".to_string()).into()];
+    let e = r.validate().unwrap_err().to_string();
     assert!(e.contains("not a mask of the plan"), "{e}");
 }

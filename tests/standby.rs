@@ -47,8 +47,10 @@ fn a_call_in_standby_is_the_call_a_fresh_launcher_makes() {
     modes.push(None);
     for mode in modes {
         let mut r = fx.request(SHOW, mode.unwrap_or(BackendChoice::Native));
-        r.unsandboxed = mode.is_none();
-        let plan = efr_launcher::api::build_plan(&r).unwrap();
+        if mode.is_none() {
+            r.mode = efr_launcher::plan::PlanMode::Unsandboxed;
+        }
+        let plan = r;
         let cold = run_plan_as(&plan, Some(stdin("hello\n")), false);
         let warm = run_plan_as(&plan, Some(stdin("hello\n")), true);
         for ran in [&cold, &warm] {

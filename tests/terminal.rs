@@ -9,7 +9,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use efr_launcher::api::{BackendChoice, build_plan};
+use efr_launcher::api::BackendChoice;
 use efr_launcher::plan::Plan;
 use efr_sandbox_tests::common::sys::{
     kill, on_controlling_terminal, pty_pair, set_winsize, termios,
@@ -100,9 +100,9 @@ impl UserTerminal {
 fn plan(fx: &Fixture, line: &str, b: BackendChoice) -> Plan {
     let mut r = fx.request(line, b);
     if let Some(env) = r.env.as_mut() {
-        env.push(("TERM".into(), "xterm".into()));
+        env.push(efr_sandbox_tests::common::var("TERM", "xterm"));
     }
-    build_plan(&r).unwrap()
+    r
 }
 
 /// The launcher's command for `plan` (written to the fixture's directory).

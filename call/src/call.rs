@@ -456,7 +456,7 @@ impl Call {
         let l = launcher();
         let opts = efr_launcher::api::SpawnOpts {
             // A job lasts: it competes for the processors as one (and has no terminal).
-            detach: efr_launcher::spawned::Detach::Session,
+            detach: efr_launcher::api::spawned::Detach::Session,
             join_cgroups,
         };
         let running = l
@@ -551,7 +551,7 @@ impl Call {
                 // A session of its own, as a launcher in standby has: the call competes
                 // for the processors as one.
                 let opts = efr_launcher::api::SpawnOpts {
-                    detach: efr_launcher::spawned::Detach::Session,
+                    detach: efr_launcher::api::spawned::Detach::Session,
                     join_cgroups: Vec::new(),
                 };
                 l.spawn_opts(&self.plan, i, o, e, opts)

@@ -6,8 +6,9 @@
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
-use efr_launcher::api::{BackendChoice, LaunchRequest, Launcher, build_plan};
-use efr_launcher::plan::Plan;
+use efr_launcher::api::{BackendChoice, Launcher};
+use efr_launcher::backend::resolve as resolve_backend;
+use efr_launcher::plan::{Plan, PlanCheck, PlanMode};
 use efr_launcher::status::{Outcome, StatusLine};
 use efr_policy::config::{self, Config, Env};
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
@@ -294,34 +295,35 @@ pub fn prepare_with_repos(
             grants.push(Grant::Write { path: w.clone() });
         }
     }
-    let req = LaunchRequest {
-        line: p.line.clone(),
-        cwd,
-        unsandboxed: p.unsandboxed,
+    let home = env.home.to_string_lossy().into_owned();
+    let plan = Plan {
+        mode: if p.unsandboxed {
+            PlanMode::Unsandboxed
+        } else {
+            PlanMode::Contained
+        },
+        backend: resolve_backend(backend),
+        shell: Some(shell),
+        shell_args: p.shell_args.clone(),
+        read_only_inside: read_only_inside(view.read_only_inside, &p.projects),
+        protect_names: view.protect_names,
+        masks: absolute_masks(&masks, &env.home),
+        home: Some(home),
         projects: p.projects.clone(),
         grants,
         scratch,
         tmp,
         tmp_size: Some(config.sandbox.tmp_size.value.to_string()),
         shm_size: Some(config.sandbox.shm_size.value.to_string()),
-        home: Some(env.home.to_string_lossy().into_owned()),
-        backend,
-        read_only_inside: Some(view.read_only_inside),
-        protect_names: Some(view.protect_names),
-        masks: Some(masks),
-        scrubbed,
-        env: process_env,
-        env_set: Vec::new(),
+        scrubbed: scrubbed.into_iter().map(Into::into).collect(),
+        env: process_env.map(|v| v.into_iter().map(Into::into).collect()),
         env_policy: Some(config.env_policy()),
-        env_keep: Vec::new(),
-        shell: Some(shell),
-        shell_args: p.shell_args.clone(),
-        // Filled by `egress::CallProxy::attach` once the call's proxy listens.
-        proxy: None,
-        // Filled by `caches::attach` below.
-        caches: Vec::new(),
+        git_safe_keys: Some(config.git_safe_keys()),
+        // The proxy is filled by `egress::CallProxy::attach` once the call's proxy
+        // listens, the cache layers by `caches::attach` below.
+        ..Plan::contained(p.line.clone(), cwd)
     };
-    let plan = plan_with_caches(&req, p.conversation.as_deref(), config, env)?;
+    let plan = plan_with_caches(plan, p.conversation.as_deref(), config, env)?;
     Ok((plan, repos))
 }
 
@@ -448,17 +450,54 @@ fn call_masks(
     Ok(masks)
 }
 
-/// The launcher's plan of `req`, with the config's git safe keys and the call's cache
-/// layers (and `conversation`'s); in tests only, the weakening its variable names (the
-/// launcher refuses a weakened plan unless its own variable allows it).
+/// The view's read-only paths: absolute ones as they are, a relative name inside each
+/// project root.
+fn read_only_inside(names: Vec<String>, projects: &[String]) -> Vec<String> {
+    let mut ro = Vec::new();
+    for n in names {
+        if n.starts_with('/') {
+            ro.push(n);
+        } else {
+            for root in projects {
+                ro.push(format!("{}/{n}", root.trim_end_matches('/')));
+            }
+        }
+    }
+    ro
+}
+
+/// The masks as the launcher takes them: absolute, `~/` expanded by the workspace's one
+/// home expansion ([`efr_policy::path::expand_home`]); a relative entry names nothing and
+/// is left out.
+fn absolute_masks(masks: &[String], home: &Path) -> Vec<String> {
+    masks
+        .iter()
+        .filter_map(|m| {
+            if m.starts_with("~/") {
+                Some(
+                    efr_policy::path::expand_home(m, home)
+                        .to_string_lossy()
+                        .into_owned(),
+                )
+            } else if m.starts_with('/') {
+                Some(m.clone())
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// `plan` checked, with the call's cache layers (and `conversation`'s); in tests only,
+/// the weakening its variable names (the launcher refuses a weakened plan unless its own
+/// variable allows it).
 fn plan_with_caches(
-    req: &LaunchRequest,
+    mut plan: Plan,
     conversation: Option<&str>,
     config: &Config,
     env: &Env,
 ) -> Result<Plan, PrepareError> {
-    let mut plan = build_plan(req).map_err(PrepareError::Plan)?;
-    plan.git_safe_keys = Some(config.git_safe_keys());
+    plan.validate().map_err(PrepareError::Plan)?;
     crate::caches::attach(&mut plan, config, env, conversation)?;
     if let Ok(w) = std::env::var(efr_launcher::plan::TEST_WEAKEN_ENV) {
         plan.test_weaken = w
@@ -950,5 +989,25 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "a b"] {
             assert!(check_conversation(bad).is_err(), "{bad}");
         }
+    }
+
+    /// The plan's view lists are the policy's, made absolute: a relative read-only name
+    /// inside each project, `~/` masks in the home, a relative mask left out.
+    #[test]
+    fn the_view_lists_reach_the_plan_absolute() {
+        let ro = read_only_inside(
+            vec![".envrc".into(), "/etc/x".into()],
+            &["/p/".into(), "/q".into()],
+        );
+        assert_eq!(ro, ["/p/.envrc", "/q/.envrc", "/etc/x"]);
+        let masks = absolute_masks(
+            &[
+                "~/.ssh".into(),
+                "relative-is-dropped".into(),
+                "/etc/y".into(),
+            ],
+            Path::new("/home/u"),
+        );
+        assert_eq!(masks, ["/home/u/.ssh", "/etc/y"]);
     }
 }

@@ -1,9 +1,8 @@
 //! The command line of `efr-launch`.
 
-use std::io::Read;
 use std::os::fd::RawFd;
 
-use crate::plan::{MAX_PLAN_BYTES, Plan, PlanCheck};
+use crate::plan::{PlanReadError, parse_plan, read_bounded};
 use crate::run::StatusOut;
 
 /// The control socket at `fd`, close-on-exec (`None`, said on stderr, when it is no fd of
@@ -28,29 +27,15 @@ pub enum CliError {
     /// An fd argument that is not a number of 0 or more.
     #[error("{}", usage())]
     Usage,
-    /// The plan at `from` (a path, or `fd N`) could not be opened or read.
-    #[error("plan {from}: {source}")]
-    Plan {
-        /// The plan's path, or `fd N`.
-        from: String,
-        /// What the open or the read said.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The plan could not be opened or read.
+    #[error(transparent)]
+    Plan(#[from] PlanReadError),
 }
 
 fn fd_arg(v: Option<&String>) -> Result<RawFd, CliError> {
     v.and_then(|s| s.parse::<RawFd>().ok())
         .filter(|&fd| fd >= 0)
         .ok_or(CliError::Usage)
-}
-
-pub(crate) fn read_bounded(from: String, r: impl Read) -> Result<Vec<u8>, CliError> {
-    let mut data = Vec::new();
-    match r.take(MAX_PLAN_BYTES as u64 + 1).read_to_end(&mut data) {
-        Ok(_) => Ok(data),
-        Err(source) => Err(CliError::Plan { from, source }),
-    }
 }
 
 /// `efr-launch`'s arguments (but `--inner`).
@@ -82,21 +67,23 @@ fn pid_arg(v: Option<&String>) -> Option<libc::pid_t> {
 /// The plan read from the file `p`.
 fn plan_from_file(p: &str) -> Result<Vec<u8>, CliError> {
     std::fs::File::open(p)
-        .map_err(|source| CliError::Plan {
+        .map_err(|source| PlanReadError {
             from: p.to_string(),
             source,
         })
         .and_then(|f| read_bounded(p.to_string(), f))
+        .map_err(CliError::from)
 }
 
 /// The plan read from fd `fd`.
 fn plan_from_fd(fd: RawFd) -> Result<Vec<u8>, CliError> {
     crate::sys::file_from_fd(fd)
-        .map_err(|source| CliError::Plan {
+        .map_err(|source| PlanReadError {
             from: format!("fd {fd}"),
             source,
         })
         .and_then(|f| read_bounded(format!("fd {fd}"), f))
+        .map_err(CliError::from)
 }
 
 /// Reads the arguments (the plan with them); `Err` is the exit status (the usage or the
@@ -250,11 +237,4 @@ pub fn main(args: Vec<String>) -> i32 {
     let code = crate::run::run(&plan, &out, &caller);
     out.hang_up();
     code
-}
-
-/// The plan in `src` (what was read of it), or the message of the setup error that says
-/// why there is none.
-pub(crate) fn parse_plan(src: Result<Vec<u8>, CliError>) -> Result<Plan, String> {
-    let data = src.map_err(|e| e.to_string())?;
-    Plan::from_json(&data).map_err(|e| format!("plan: {e}"))
 }

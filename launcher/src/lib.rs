@@ -38,18 +38,18 @@
 //!
 //! # Library API (for the service and the CLI)
 //!
-//! * [`api::LaunchRequest`] → [`api::build_plan`] → [`plan::Plan`]: the plan of one call
-//!   (project roots, cwd, grants, scratch and tmp dirs, backend) with the view the request
-//!   names (the policy's read-only-inside paths, floors and masks).
+//! * [`plan::Plan`]: the wire's one plan shape, built by efr-call from a call's params and
+//!   the policy's view, its paths absolute (the launcher expands no `~`).
+//! * [`api`]: the client side, a leaf of the crate (it imports only `sys` and `status`).
 //! * [`api::Launcher`]: finds `efr-launch` and either gives the command line for a call
 //!   efrd runs itself ([`api::Launcher::command`], for `sandbox.plan`) or spawns it
 //!   ([`api::Launcher::spawn`] → [`api::Running`]; started by `posix_spawn`, not a fork of
-//!   the caller, see [`spawned`]; its status pipe yields
+//!   the caller, see [`api::spawned`]; its status pipe yields
 //!   [`status::StatusLine`]s and whose [`api::Running::wait`] folds them into a
 //!   [`status::Outcome`] with [`status::Outcome::summary`] giving the `sandbox_summary`).
 //! * [`status::Outcome::from_lines`]: folds status lines a caller collected itself (for
 //!   `sandbox.finish`).
-//! * [`api::resolve_backend`]: `auto` → native when user namespaces work, else bwrap.
+//! * [`backend::resolve`]: `auto` → native when user namespaces work, else bwrap.
 //!
 //! # efr-launch
 //!
@@ -83,7 +83,6 @@ pub mod restrict;
 pub mod run;
 pub mod setup;
 pub mod signals;
-pub mod spawned;
 pub mod standby;
 pub mod status;
 pub mod supervise;

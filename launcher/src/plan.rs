@@ -155,12 +155,36 @@ pub enum PlanError {
     /// unknown grant, a missing directory): which, in words.
     #[error("{0}")]
     Invalid(String),
-    /// A launch request without the view's `{0}` list: the lists are the policy's
-    /// (`efr_policy::config::Config::launch_view`), the launcher has none of its own.
-    #[error(
-        "building the plan: the request names no {0} (the view comes from the policy's launch_view)"
-    )]
-    NoView(&'static str),
+}
+
+/// A plan's bytes could not be opened or read (by `efr-launch --plan`/`--plan-fd`, or a
+/// standby launcher from the fd its call brought).
+#[derive(Debug, thiserror::Error)]
+#[error("plan {from}: {source}")]
+pub struct PlanReadError {
+    /// The plan's path, or `fd N`.
+    pub from: String,
+    /// What the open or the read said.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Reads a plan's bytes from `r` (named `from` in the error), at most one byte past
+/// [`MAX_PLAN_BYTES`] (the parse then refuses it as too large).
+pub(crate) fn read_bounded(from: String, r: impl std::io::Read) -> Result<Vec<u8>, PlanReadError> {
+    use std::io::Read as _;
+    let mut data = Vec::new();
+    match r.take(MAX_PLAN_BYTES as u64 + 1).read_to_end(&mut data) {
+        Ok(_) => Ok(data),
+        Err(source) => Err(PlanReadError { from, source }),
+    }
+}
+
+/// The plan in `src` (what was read of it), or the message of the setup error that says
+/// why there is none.
+pub(crate) fn parse_plan<E: std::fmt::Display>(src: Result<Vec<u8>, E>) -> Result<Plan, String> {
+    let data = src.map_err(|e| e.to_string())?;
+    Plan::from_json(&data).map_err(|e| format!("plan: {e}"))
 }
 
 fn invalid(msg: impl Into<String>) -> PlanError {
@@ -530,6 +554,61 @@ mod tests {
         let p = Plan::from_json(ok_plan().to_string().as_bytes()).unwrap();
         assert_eq!(p.shell(), "/bin/sh");
         assert!(p.hide_sockets);
+    }
+
+    /// The launcher expands no `~`: every path of a plan arrives absolute (efr-call
+    /// expands the home with the policy's one expansion), and a plan with a `~/` or a
+    /// relative path anywhere is refused, naming the list.
+    #[test]
+    fn paths_arrive_absolute() {
+        let home = Plan {
+            home: Some("/home/u".into()),
+            ..Plan::contained("true", "/")
+        };
+        assert!(home.validate().is_ok());
+        for (what, bad) in [
+            (
+                "masks",
+                Plan {
+                    masks: vec!["~/.ssh".into()],
+                    ..home.clone()
+                },
+            ),
+            (
+                "read_only_inside",
+                Plan {
+                    read_only_inside: vec![".envrc".into()],
+                    ..home.clone()
+                },
+            ),
+            (
+                "projects",
+                Plan {
+                    projects: vec!["~/p".into()],
+                    ..home.clone()
+                },
+            ),
+            (
+                "home",
+                Plan {
+                    home: Some("~".into()),
+                    ..home.clone()
+                },
+            ),
+            (
+                "cwd",
+                Plan {
+                    cwd: "~/p".into(),
+                    ..home.clone()
+                },
+            ),
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(
+                e.starts_with(what) && e.contains("not absolute"),
+                "{what}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -15,21 +15,12 @@
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
+use crate::api::{ANNOUNCE, CALL, CALL_FDS};
 use crate::backend::warm::Waiting;
 use crate::caller::Caller;
 use crate::plan::{Plan, PlanCheck};
 use crate::run::StatusOut;
 use crate::sys;
-
-/// The service's byte that starts the call (its fds attached).
-pub const CALL: u8 = b'C';
-
-/// The service's byte that announces the call, its plan still being made (no fds): the
-/// waiting init starts on the part of the view no plan changes.
-pub const ANNOUNCE: u8 = b'A';
-
-/// How many fds come with [`CALL`]: the plan, stdin, stdout, stderr.
-pub const CALL_FDS: usize = 4;
 
 /// What came on the control socket.
 enum Control {
@@ -75,17 +66,17 @@ fn wait(control: &OwnedFd, caller: &Caller, init: Option<&Waiting>) -> Control {
 /// looks at paths). The call then does not pay for this process's first run of that code
 /// (its pages faulted in, its heap grown, its caches warm).
 fn warm_up() {
-    let mut r = crate::api::LaunchRequest::contained("true", "/");
     let nowhere = "/nonexistent-efr-warm-up";
-    r.projects = vec![nowhere.into()];
-    r.cwd = nowhere.into();
-    r.backend = crate::api::BackendChoice::Native;
-    r.read_only_inside = Some(vec![format!("{nowhere}/.envrc")]);
-    r.protect_names = Some(vec![".envrc".into(), ".git/hooks".into()]);
-    r.masks = Some(vec![format!("{nowhere}/.ssh")]);
-    r.env = Some(vec![("PATH".into(), "/usr/bin:/bin".into())]);
-    let Ok(plan) = crate::api::build_plan(&r) else {
-        return;
+    let plan = Plan {
+        projects: vec![nowhere.into()],
+        home: std::env::var("HOME").ok(),
+        read_only_inside: vec![format!("{nowhere}/.envrc")],
+        protect_names: vec![".envrc".into(), ".git/hooks".into()],
+        masks: vec![format!("{nowhere}/.ssh")],
+        env: Some(vec![
+            ("PATH".to_string(), "/usr/bin:/bin".to_string()).into(),
+        ]),
+        ..Plan::contained("true", nowhere)
     };
     let Ok(json) = serde_json::to_vec(&plan) else {
         return;
@@ -128,8 +119,8 @@ pub fn main(control: OwnedFd, out: &StatusOut, caller: &Caller) -> i32 {
         }
     }
     let from = format!("fd {}", plan_fd.as_raw_fd());
-    let src = crate::cli::read_bounded(from, std::fs::File::from(plan_fd));
-    let plan = match crate::cli::parse_plan(src) {
+    let src = crate::plan::read_bounded(from, std::fs::File::from(plan_fd));
+    let plan = match crate::plan::parse_plan(src) {
         Ok(p) => p,
         Err(m) => return out.setup_error(m),
     };

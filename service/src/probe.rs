@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use efr_call::launch::CallParams;
 use efr_call::{Ctx, ProxyWhen};
-use efr_launcher::api::resolve_backend;
+use efr_launcher::backend::resolve as resolve_backend;
 use efr_policy::config::{Config, Env};
 use efr_probe::check::{CheckOptions, ProbeCall};
 use efr_sandbox_wire::SandboxCheck;

@@ -9,7 +9,8 @@ pub mod sys;
 use efr_launcher::api::Io;
 use std::path::{Path, PathBuf};
 
-use efr_launcher::api::{BackendChoice, LaunchRequest, Launcher, build_plan};
+use efr_launcher::api::{BackendChoice, Launcher};
+use efr_launcher::backend::resolve as resolve_backend;
 use efr_launcher::plan::Plan;
 use efr_launcher::status::Outcome;
 use efr_sandbox_wire::Grant;
@@ -143,31 +144,32 @@ impl Fixture {
         }
     }
 
-    /// A request for `line` in the project.
-    /// Fills the request's masks, read-only paths, protected names and environment policy with the view the service would ask
-    /// for its project roots (`Config::launch_view` of the defaults), not the launcher's
-    /// fallback lists. Call it again after changing `projects`.
-    pub fn set_view(&self, r: &mut LaunchRequest) {
+    /// Fills the plan's masks, read-only paths, protected names and environment policy
+    /// with the view the service would ask for its project roots (`Config::launch_view` of
+    /// the defaults). Call it again after changing `projects`.
+    pub fn set_view(&self, r: &mut Plan) {
         let mut env = efr_policy::config::Env::new(&self.home);
         env.scratch = Some(PathBuf::from(&self.scratch));
         let roots: Vec<PathBuf> = r.projects.iter().map(PathBuf::from).collect();
         let view = efr_policy::config::Config::defaults().launch_view(&env, &roots);
-        r.read_only_inside = Some(view.read_only_inside);
-        r.protect_names = Some(view.protect_names);
-        r.masks = Some(view.masks);
+        r.read_only_inside = view.read_only_inside;
+        r.protect_names = view.protect_names;
+        r.masks = view.masks;
         r.env_policy = Some(efr_policy::config::Config::defaults().env_policy());
     }
 
-    pub fn request(&self, line: &str, backend: BackendChoice) -> LaunchRequest {
-        let mut r = LaunchRequest::contained(line, &self.proj);
+    /// The contained plan of `line` in the project, with the fixture's home, tmp, scratch,
+    /// view and environment (secrets planted in it).
+    pub fn request(&self, line: &str, backend: BackendChoice) -> Plan {
+        let mut r = Plan::contained(line, &self.proj);
         r.projects = vec![self.proj.clone()];
         r.home = Some(self.home.clone());
         r.tmp = Some(self.tmp.clone());
         r.scratch = Some(self.scratch.clone());
-        r.backend = backend;
+        r.backend = resolve_backend(backend);
         self.set_view(&mut r);
         let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
-        r.env = Some(vec![
+        let env: Vec<(String, String)> = vec![
             ("PATH".into(), path),
             ("HOME".into(), self.home.clone()),
             ("LANG".into(), "C.UTF-8".into()),
@@ -187,17 +189,25 @@ impl Fixture {
                 "RUSTUP_HOME".into(),
                 std::env::var("RUSTUP_HOME").unwrap_or_default(),
             ),
-        ]);
+        ];
+        r.env = Some(env.into_iter().map(Into::into).collect());
         r
     }
 
     pub fn plan(&self, line: &str, backend: BackendChoice, grants: Vec<Grant>) -> Plan {
-        let mut r = self.request(line, backend);
-        r.grants = grants;
-        let mut p = build_plan(&r).unwrap();
+        let mut p = self.request(line, backend);
+        p.grants = grants;
         // The config's safe git keys, as the service sends them.
         p.git_safe_keys = Some(efr_policy::config::Config::defaults().git_safe_keys());
         p
+    }
+}
+
+/// One variable of a plan's environment.
+pub fn var(name: &str, value: impl Into<String>) -> efr_launcher::plan::EnvVar {
+    efr_launcher::plan::EnvVar {
+        name: name.into(),
+        value: value.into(),
     }
 }
 

@@ -42,6 +42,13 @@ pub struct EnvVar {
     pub value: String,
 }
 
+impl From<(String, String)> for EnvVar {
+    /// A variable from its `(name, value)` pair.
+    fn from((name, value): (String, String)) -> EnvVar {
+        EnvVar { name, value }
+    }
+}
+
 /// The complete input of one launch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -171,6 +178,13 @@ pub struct ScrubbedFile {
     pub path: String,
     /// What the call reads there.
     pub content: String,
+}
+
+impl From<(String, String)> for ScrubbedFile {
+    /// A copy from its `(path, content)` pair.
+    fn from((path, content): (String, String)) -> ScrubbedFile {
+        ScrubbedFile { path, content }
+    }
 }
 
 /// One real cache of the call and its per-call layer: `path` is the cache (the overlay's

@@ -34,7 +34,25 @@ pub struct Spawn<'a> {
     /// the caller opens through std is close-on-exec), but for fds 0 to 2 when not named.
     pub fds: &'a [(RawFd, RawFd)],
     /// The child's process group and session.
-    pub detach: crate::spawned::Detach,
+    pub detach: Detach,
+}
+
+/// Where a started launcher stands among its caller's processes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Detach {
+    /// In the caller's process group and session.
+    #[default]
+    None,
+    /// A process group of its own in the caller's session: a signal sent to the caller's
+    /// group reaches it only through the caller, and a terminal the caller has stays its
+    /// controlling terminal (`efr-sandbox run` at a prompt).
+    Group,
+    /// A session of its own, and so a process group and, where the kernel groups sessions
+    /// for scheduling (`autogroup`), a share of the processors of its own: a call that keeps
+    /// the processors busy competes with the service and with each other call as one, not
+    /// thread by thread inside the service's share. It has no controlling terminal (the
+    /// service's calls: their stdio are pipes, or a terminal the launcher makes).
+    Session,
 }
 
 fn c(s: &OsStr) -> io::Result<CString> {
@@ -103,7 +121,7 @@ fn fd_pairs(
 
 /// The spawn's attributes, initialised in `attrs`: the signal mask and defaults, and the
 /// child's group or session (`detach`).
-fn set_attrs(attrs: &mut Attrs, detach: crate::spawned::Detach) -> io::Result<()> {
+fn set_attrs(attrs: &mut Attrs, detach: Detach) -> io::Result<()> {
     // As std's spawn: no signal blocked in the child, and SIGPIPE (which Rust's runtime
     // ignores in this process) back to its default.
     // SAFETY: sigset_t is plain storage that sigemptyset fills in.
@@ -122,14 +140,14 @@ fn set_attrs(attrs: &mut Attrs, detach: crate::spawned::Detach) -> io::Result<()
     ret(unsafe { libc::posix_spawnattr_setsigdefault(&mut attrs.0, &set) })?;
     let mut flags = libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
     match detach {
-        crate::spawned::Detach::None => {}
-        crate::spawned::Detach::Group => {
+        Detach::None => {}
+        Detach::Group => {
             flags |= libc::POSIX_SPAWN_SETPGROUP;
             // SAFETY: `attrs.0` is initialised; 0 is "a group of the child's own pid".
             ret(unsafe { libc::posix_spawnattr_setpgroup(&mut attrs.0, 0) })?;
         }
         // glibc's child calls setsid(2) before it execs (a new session leads a new group).
-        crate::spawned::Detach::Session => flags |= libc::c_int::from(libc::POSIX_SPAWN_SETSID),
+        Detach::Session => flags |= libc::c_int::from(libc::POSIX_SPAWN_SETSID),
     }
     let flags =
         libc::c_short::try_from(flags).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;

@@ -103,23 +103,9 @@ pub struct Launched {
     pub stderr: Option<File>,
 }
 
-/// Where a started launcher stands among its caller's processes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Detach {
-    /// In the caller's process group and session.
-    #[default]
-    None,
-    /// A process group of its own in the caller's session: a signal sent to the caller's
-    /// group reaches it only through the caller, and a terminal the caller has stays its
-    /// controlling terminal (`efr-sandbox run` at a prompt).
-    Group,
-    /// A session of its own, and so a process group and, where the kernel groups sessions
-    /// for scheduling (`autogroup`), a share of the processors of its own: a call that keeps
-    /// the processors busy competes with the service and with each other call as one, not
-    /// thread by thread inside the service's share. It has no controlling terminal (the
-    /// service's calls: their stdio are pipes, or a terminal the launcher makes).
-    Session,
-}
+/// Where a started launcher stands among its caller's processes (defined beside the spawn
+/// that applies it).
+pub use crate::sys::spawn::Detach;
 
 impl Launched {
     /// Starts `program` with `args` (its name first); `fds` are `(fd, target)` pairs of

@@ -1,240 +1,32 @@
-//! The library API the service and the CLI call: build the plan of a request, find and
-//! spawn `efr-launch`, read its status lines.
+//! The launcher's client side, the library the service, efr-call and the tests use: find
+//! and spawn `efr-launch` (or start it in standby and hand it a call), read its status
+//! lines. A leaf of the crate: it imports only the leaves `sys` (the spawn and the fds)
+//! and `status` (the status lines), never the privileged modules that make the call.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
-pub use crate::spawned::{Io, Launched};
+pub mod spawned;
 
-use efr_sandbox_wire::{Backend, Grant};
+pub use spawned::{Io, Launched};
 
-use crate::plan::{EnvVar, PLAN_VERSION, Plan, PlanCheck, PlanError, PlanMode, ProxyPlan};
-use crate::spawned::Detach;
 use crate::status::{Outcome, StatusLine};
+use efr_sandbox_wire::plan::Plan;
+use spawned::Detach;
 
 /// Which backend the config asks for: the wire's one backend choice.
 pub use efr_sandbox_wire::BackendChoice;
 
-/// `auto` → native when user namespaces work here, else bwrap when installed, else native
-/// (whose setup error then says why).
-pub fn resolve_backend(c: BackendChoice) -> Backend {
-    match c {
-        BackendChoice::Native => Backend::Native,
-        BackendChoice::Bwrap => Backend::Bwrap,
-        BackendChoice::Auto => {
-            let userns = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
-                .map(|s| s.trim() != "0")
-                .unwrap_or(false)
-                && std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
-                    .map(|s| s.trim() != "0")
-                    .unwrap_or(true)
-                && std::fs::read_to_string(
-                    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
-                )
-                .map(|s| s.trim() == "0")
-                .unwrap_or(true);
-            if userns || !crate::backend::bwrap::available() {
-                Backend::Native
-            } else {
-                Backend::Bwrap
-            }
-        }
-    }
-}
+/// The service's byte on a standby launcher's control socket that starts the call (its fds
+/// attached; see [`crate::standby`]).
+pub const CALL: u8 = b'C';
 
-/// One launch as the service sees it.
-#[derive(Debug, Clone)]
-pub struct LaunchRequest {
-    /// The shell line to run.
-    pub line: String,
-    /// The directory the line starts in.
-    pub cwd: String,
-    /// Run the line unsandboxed (a cgroup around an ordinary child) rather than contained.
-    pub unsandboxed: bool,
-    /// The turn's project roots, writable in the call.
-    pub projects: Vec<String>,
-    /// Grants on top of the default view (a device, a socket, the network, ...).
-    pub grants: Vec<Grant>,
-    /// The conversation's scratch directory.
-    pub scratch: Option<String>,
-    /// The conversation's host directory shown at `/tmp`.
-    pub tmp: Option<String>,
-    /// The sizes of the call's own `/tmp` and `/dev/shm` (`2G`, `25%`); the launcher's
-    /// defaults when `None`.
-    pub tmp_size: Option<String>,
-    /// The size of the call's `/dev/shm` (see `tmp_size`).
-    pub shm_size: Option<String>,
-    /// The user's home: what `~/` in `masks` stands for, and the line's `HOME` when its
-    /// environment has none.
-    pub home: Option<String>,
-    /// The backend asked for; `auto` is resolved by [`resolve_backend`] into the plan.
-    pub backend: BackendChoice,
-    /// Read-only paths inside the writable roots: absolute paths, or names relative to each
-    /// project root (a trailing `/` marks a directory; a missing path of either kind is
-    /// refused to the call by the init's supervisor, nothing is made for it). The service
-    /// passes the lists of `efr_policy::config::Config::launch_view` (the one place of the
-    /// default masks and floors is policy/src/defaults.toml); [`build_plan`] refuses a
-    /// contained request without them ([`PlanError::NoView`]).
-    pub read_only_inside: Option<Vec<String>>,
-    /// Name patterns protected relative to every writable root and repository below one
-    /// (see [`crate::plan::Plan::protect_names`]); the policy's, as `read_only_inside`.
-    pub protect_names: Option<Vec<String>>,
-    /// Absolute paths or `~/...`; the policy's, as `read_only_inside`.
-    pub masks: Option<Vec<String>>,
-    /// Masked files shown with their secrets removed: (path, content); see
-    /// [`crate::plan::Plan::scrubbed`].
-    pub scrubbed: Vec<(String, String)>,
-    /// The environment the line starts from; the caller's own when `None`.
-    pub env: Option<Vec<(String, String)>>,
-    /// Set after scrubbing (proxy variables, `SCRATCH`, ...).
-    pub env_set: Vec<(String, String)>,
-    /// What of `env` the line keeps (`efr_policy::config::Config::env_policy`); only
-    /// [`crate::env::FALLBACK_KEEP`] when `None`.
-    pub env_policy: Option<efr_sandbox_wire::envfilter::EnvPolicy>,
-    /// Names kept besides the policy's `keep` (still refused by its `drop` and secret
-    /// values).
-    pub env_keep: Vec<String>,
-    /// The shell that runs the line as `SHELL -c LINE`; `/bin/sh` when `None`.
-    pub shell: Option<String>,
-    /// The shell's command line after its name, instead of `-c LINE` (`Plan::shell_args`).
-    pub shell_args: Vec<String>,
-    /// The call's egress proxy (its socket must exist when the launcher runs).
-    pub proxy: Option<ProxyPlan>,
-    /// Real caches shown writable through a per-call layer (see `plan::CacheLayer`).
-    pub caches: Vec<crate::plan::CacheLayer>,
-}
+/// The service's byte that announces the call, its plan still being made (no fds): the
+/// waiting init starts on the part of the view no plan changes.
+pub const ANNOUNCE: u8 = b'A';
 
-impl LaunchRequest {
-    /// A contained request with defaults.
-    pub fn contained(line: impl Into<String>, cwd: impl Into<String>) -> LaunchRequest {
-        LaunchRequest {
-            line: line.into(),
-            cwd: cwd.into(),
-            unsandboxed: false,
-            projects: Vec::new(),
-            grants: Vec::new(),
-            scratch: None,
-            tmp: None,
-            tmp_size: None,
-            shm_size: None,
-            home: std::env::var("HOME").ok(),
-            backend: BackendChoice::Auto,
-            read_only_inside: None,
-            protect_names: None,
-            masks: None,
-            scrubbed: Vec::new(),
-            env: None,
-            env_set: Vec::new(),
-            env_policy: None,
-            env_keep: Vec::new(),
-            shell: None,
-            shell_args: Vec::new(),
-            proxy: None,
-            caches: Vec::new(),
-        }
-    }
-}
-
-fn expand(home: Option<&str>, p: &str) -> Option<String> {
-    if let Some(rest) = p.strip_prefix("~/") {
-        Some(format!("{}/{rest}", home?.trim_end_matches('/')))
-    } else if p.starts_with('/') {
-        Some(p.to_string())
-    } else {
-        None
-    }
-}
-
-/// Builds the plan of a request.
-pub fn build_plan(req: &LaunchRequest) -> Result<Plan, PlanError> {
-    let home = req.home.clone();
-    // The view is the policy's (`efr_policy::config::Config::launch_view`, from
-    // policy/src/defaults.toml and the user's config): the launcher keeps no list of its own.
-    let view = |what: &'static str, v: &Option<Vec<String>>| -> Result<Vec<String>, PlanError> {
-        match v {
-            Some(v) => Ok(v.clone()),
-            // An unsandboxed line has no view.
-            None if req.unsandboxed => Ok(Vec::new()),
-            None => Err(PlanError::NoView(what)),
-        }
-    };
-    let mut ro = Vec::new();
-    // Absolute paths as they are, relative names inside each project root.
-    for n in view("read_only_inside", &req.read_only_inside)? {
-        if n.starts_with('/') {
-            ro.push(n);
-        } else {
-            for root in &req.projects {
-                ro.push(format!("{}/{n}", root.trim_end_matches('/')));
-            }
-        }
-    }
-    let masks: Vec<String> = view("masks", &req.masks)?
-        .iter()
-        .filter_map(|m| expand(home.as_deref(), m))
-        .collect();
-    let protect_names = view("protect_names", &req.protect_names)?;
-    let plan = Plan {
-        version: PLAN_VERSION,
-        mode: if req.unsandboxed {
-            PlanMode::Unsandboxed
-        } else {
-            PlanMode::Contained
-        },
-        backend: resolve_backend(req.backend),
-        line: req.line.clone(),
-        shell: req.shell.clone(),
-        shell_args: req.shell_args.clone(),
-        cwd: req.cwd.clone(),
-        home,
-        projects: req.projects.clone(),
-        scratch: req.scratch.clone(),
-        tmp: req.tmp.clone(),
-        tmp_size: req.tmp_size.clone(),
-        shm_size: req.shm_size.clone(),
-        processes_max: None,
-        read_only_inside: ro,
-        protect_names,
-        git_safe_keys: None,
-        masks,
-        scrubbed: req
-            .scrubbed
-            .iter()
-            .map(|(path, content)| crate::plan::ScrubbedFile {
-                path: path.clone(),
-                content: content.clone(),
-            })
-            .collect(),
-        grants: req.grants.clone(),
-        caches: req.caches.clone(),
-        cache_files: Vec::new(),
-        caches_read_only: Vec::new(),
-        env: req.env.as_ref().map(|v| {
-            v.iter()
-                .map(|(k, v)| EnvVar {
-                    name: k.clone(),
-                    value: v.clone(),
-                })
-                .collect()
-        }),
-        env_set: req
-            .env_set
-            .iter()
-            .map(|(k, v)| EnvVar {
-                name: k.clone(),
-                value: v.clone(),
-            })
-            .collect(),
-        env_keep: req.env_keep.clone(),
-        env_policy: req.env_policy.clone(),
-        hide_sockets: true,
-        require_landlock: false,
-        proxy: req.proxy.clone(),
-        test_weaken: Vec::new(),
-    };
-    plan.validate()?;
-    Ok(plan)
-}
+/// How many fds come with [`CALL`]: the plan, stdin, stdout, stderr.
+pub const CALL_FDS: usize = 4;
 
 /// The first fd number of the cgroups a launcher joins (the plan is at 3, the status pipe at
 /// 4).
@@ -499,15 +291,11 @@ impl Warm {
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
-    /// Announces the call it will get (see [`crate::standby::ANNOUNCE`]): its init starts on
+    /// Announces the call it will get (see [`ANNOUNCE`]): its init starts on
     /// the part of the view no plan changes while the caller makes the plan. A standby
     /// announced serves that call or none (its view is of the announce's time).
     pub fn announce(&self) {
-        let _ = efr_fdpass::send_fds(
-            std::os::fd::AsFd::as_fd(&self.control),
-            &[crate::standby::ANNOUNCE],
-            &[],
-        );
+        let _ = efr_fdpass::send_fds(std::os::fd::AsFd::as_fd(&self.control), &[ANNOUNCE], &[]);
     }
 
     /// Gives it the call: `plan`, with these stdio. The [`Running`] is read as one from
@@ -524,8 +312,8 @@ impl Warm {
         }
         let json = serde_json::to_vec(plan).map_err(|e| WarmGone(std::io::Error::other(e)))?;
         let plan_file = tempfile_plan(&json).map_err(WarmGone)?;
-        let crate::spawned::Stdio { child, ends } =
-            crate::spawned::Stdio::new([stdin, stdout, stderr]).map_err(WarmGone)?;
+        let spawned::Stdio { child, ends } =
+            spawned::Stdio::new([stdin, stdout, stderr]).map_err(WarmGone)?;
         // Each of the call's fds 0 to 2: the one given, else this process's own.
         let mut fds = vec![plan_file];
         for target in 0..3 {
@@ -538,12 +326,8 @@ impl Warm {
         }
         let borrowed: Vec<std::os::fd::BorrowedFd<'_>> =
             fds.iter().map(std::os::fd::AsFd::as_fd).collect();
-        efr_fdpass::send_fds(
-            std::os::fd::AsFd::as_fd(&self.control),
-            &[crate::standby::CALL],
-            &borrowed,
-        )
-        .map_err(|e| WarmGone(std::io::Error::other(e)))?;
+        efr_fdpass::send_fds(std::os::fd::AsFd::as_fd(&self.control), &[CALL], &borrowed)
+            .map_err(|e| WarmGone(std::io::Error::other(e)))?;
         let (Some(mut launched), Some(status)) = (self.child.take(), self.status.take()) else {
             return Err(WarmGone(std::io::Error::other("taken already")));
         };
@@ -615,39 +399,5 @@ impl Running {
         }
         let st = self.child.wait()?;
         Ok((Outcome::from_lines(&text), st))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The launcher has no view of its own: a contained request without the policy's lists
-    /// is refused, naming the list; with them, the plan holds exactly those.
-    #[test]
-    fn the_view_is_the_requests_own() {
-        let mut r = LaunchRequest::contained("true", "/p");
-        r.projects = vec!["/p".into()];
-        r.home = Some("/home/u".into());
-        let e = build_plan(&r).unwrap_err();
-        assert!(matches!(e, PlanError::NoView("read_only_inside")), "{e}");
-        assert!(e.to_string().contains("names no read_only_inside"), "{e}");
-        r.read_only_inside = Some(vec![".envrc".into(), "/etc/x".into()]);
-        assert!(matches!(build_plan(&r), Err(PlanError::NoView("masks"))));
-        r.masks = Some(vec!["~/.ssh".into(), "relative-is-dropped".into()]);
-        assert!(matches!(
-            build_plan(&r),
-            Err(PlanError::NoView("protect_names"))
-        ));
-        r.protect_names = Some(vec![".git/hooks".into()]);
-        let p = build_plan(&r).unwrap();
-        assert_eq!(p.read_only_inside, ["/p/.envrc", "/etc/x"]);
-        assert_eq!(p.masks, ["/home/u/.ssh"]);
-        assert_eq!(p.protect_names, [".git/hooks"]);
-        // An unsandboxed line has no view to ask for.
-        let mut u = LaunchRequest::contained("true", "/p");
-        u.unsandboxed = true;
-        let p = build_plan(&u).unwrap();
-        assert!(p.masks.is_empty() && p.read_only_inside.is_empty());
     }
 }
