@@ -8,9 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::status::Backend;
 
-/// Which backend is asked for: the config's `sandbox.backend` (TOML), a call's `backend`
-/// (JSON), the launcher's `LaunchRequest`. One type for the three places that had one
-/// each (`efr_policy::config`, `efr_launcher::api`, re-exported there).
+/// Which backend is asked for: the config's `sandbox.backend` (TOML) and a call's `backend`
+/// (JSON). One type for both (`efr_policy::config` and `efr_launcher::api` re-export it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BackendChoice {
