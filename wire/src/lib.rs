@@ -25,6 +25,7 @@ pub mod fixtures;
 pub mod frame;
 pub mod gitconfig;
 pub mod gitenv;
+pub mod grant_text;
 pub mod job;
 pub mod launch;
 pub mod launcher_status;
