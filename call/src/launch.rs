@@ -11,7 +11,7 @@ use efr_launcher::plan::Plan;
 use efr_launcher::status::{Outcome, StatusLine};
 use efr_policy::config::{self, Config, Env};
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
-use efr_sandbox_wire::{ExitRecord, Grant, JudgedBy, Judgement, Needs, Verdict};
+use efr_sandbox_wire::{ExitRecord, Grant, JudgedBy, Judgement, Needs, PathReach, Verdict};
 use efr_sandbox_wire::{LaunchItem, OutputData, Started};
 
 /// The hidden subcommand under which `efr-sandbox` runs the launcher itself, when no
@@ -115,13 +115,8 @@ pub fn control_plane(env: &Env) -> Vec<efr_policy::control::ControlPath> {
 /// A grant that would show or reach the sandbox's control plane: a `socket`, `write` or
 /// `device` grant at or below one of its paths, an `unmask` at, below or above one.
 fn control_refusal(g: &Grant, env: &Env) -> Option<ErrorBody> {
-    let (kind, path, above) = match g {
-        Grant::Socket { path } => ("socket", path, false),
-        Grant::Write { path } => ("write", path, false),
-        Grant::Device { path } => ("device", path, false),
-        Grant::Unmask { path } => ("unmask", path, true),
-        _ => return None,
-    };
+    let (path, reach) = g.host_path()?;
+    let (kind, above) = (g.kind_str(), reach == PathReach::AtBelowOrAbove);
     let plane = control_plane(env);
     let p = Path::new(path);
     let hit = if above {

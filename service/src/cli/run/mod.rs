@@ -304,6 +304,7 @@ pub fn refusal_line(r: &ExitRecord, approval: Option<&str>, route: Route) -> Str
                 Grant::Write { path } if std::fs::symlink_metadata(path).is_err() => {
                     Some(path.as_str())
                 }
+                // Only a write grant must name a path that exists before the launch.
                 _ => None,
             })
             .collect(),
