@@ -431,7 +431,9 @@ fn launch_text(l: &Launch) -> String {
     }
 }
 
-fn grant_text(g: &Grant) -> String {
+/// The words a grant is explained in (the `launch:` line of a classification): every kind
+/// says what it opens, in its own words.
+pub fn grant_text(g: &Grant) -> String {
     match g {
         Grant::Write { path } => format!("write {path}"),
         Grant::Host {
