@@ -189,7 +189,14 @@ pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody
             Grant::Socket { path } => Grant::Socket {
                 path: expand_home(path, env),
             },
-            other => other.clone(),
+            // No path to expand; the launcher's plan check refuses an unknown kind.
+            Grant::Host { tcp: false, .. }
+            | Grant::OpenNetwork
+            | Grant::Bus { .. }
+            | Grant::BusFilter { .. }
+            | Grant::Desktop { .. }
+            | Grant::NetView
+            | Grant::Unknown => g.clone(),
         });
         if let Some(refused) = out.last().and_then(|g| control_refusal(g, env)) {
             return Err(refused);
