@@ -75,6 +75,7 @@ pub fn policy(
         .iter()
         .filter_map(|g| match g {
             Grant::Unmask { path } => Some(PathBuf::from(path)),
+            // Only an unmask shows a token file that a mask hides.
             _ => None,
         })
         .collect();

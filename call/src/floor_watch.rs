@@ -107,6 +107,7 @@ impl FloorWatch {
             .iter()
             .filter_map(|g| match g {
                 Grant::Write { path } => env.expand(path),
+                // Only a write grant lets the call write below a floor.
                 _ => None,
             })
             .collect();

@@ -12,7 +12,7 @@ use efr_launcher::plan::{Plan, PlanCheck, PlanMode};
 use efr_launcher::status::{Outcome, StatusLine};
 use efr_policy::config::{self, Config, Env};
 use efr_sandbox_wire::rpc::{ErrorBody, ErrorCode};
-use efr_sandbox_wire::{ExitRecord, Grant, JudgedBy, Judgement, Needs, Verdict};
+use efr_sandbox_wire::{ExitRecord, Grant, JudgedBy, Judgement, Needs, PathReach, Verdict};
 use efr_sandbox_wire::{LaunchItem, OutputData, Started};
 
 /// The hidden subcommand under which `efr-sandbox` runs the launcher itself, when no
@@ -116,13 +116,8 @@ pub fn control_plane(env: &Env) -> Vec<efr_policy::control::ControlPath> {
 /// A grant that would show or reach the sandbox's control plane: a `socket`, `write` or
 /// `device` grant at or below one of its paths, an `unmask` at, below or above one.
 fn control_refusal(g: &Grant, env: &Env) -> Option<ErrorBody> {
-    let (kind, path, above) = match g {
-        Grant::Socket { path } => ("socket", path, false),
-        Grant::Write { path } => ("write", path, false),
-        Grant::Device { path } => ("device", path, false),
-        Grant::Unmask { path } => ("unmask", path, true),
-        _ => return None,
-    };
+    let (path, reach) = g.host_path()?;
+    let (kind, above) = (g.kind_str(), reach == PathReach::AtBelowOrAbove);
     let plane = control_plane(env);
     let p = Path::new(path);
     let hit = if above {
@@ -195,7 +190,14 @@ pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody
             Grant::Socket { path } => Grant::Socket {
                 path: expand_home(path, env),
             },
-            other => other.clone(),
+            // No path to expand; the launcher's plan check refuses an unknown kind.
+            Grant::Host { tcp: false, .. }
+            | Grant::OpenNetwork
+            | Grant::Bus { .. }
+            | Grant::BusFilter { .. }
+            | Grant::Desktop { .. }
+            | Grant::NetView
+            | Grant::Unknown => g.clone(),
         });
         if let Some(refused) = out.last().and_then(|g| control_refusal(g, env)) {
             return Err(refused);

@@ -125,6 +125,7 @@ fn kept(plan: &Plan, inherited: &[(String, String)]) -> (Vec<(String, String)>, 
             (GrantedBy::Desktop, Grant::Desktop { .. }) => true,
             (GrantedBy::SessionBus, Grant::Bus { bus }) => *bus == efr_sandbox_wire::Bus::Session,
             (GrantedBy::SystemBus, Grant::Bus { bus }) => *bus == efr_sandbox_wire::Bus::System,
+            // Only these grants keep a variable of GRANT_VARS (the table says which).
             _ => false,
         })
     };

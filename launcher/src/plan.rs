@@ -511,7 +511,16 @@ impl PlanCheck for Plan {
                             })
                         })?;
                     }
-                    _ => {}
+                    // An unmask is checked below, against its mask; the others name no path
+                    // the launcher must find.
+                    Grant::Unmask { .. }
+                    | Grant::Host { .. }
+                    | Grant::OpenNetwork
+                    | Grant::Bus { .. }
+                    | Grant::BusFilter { .. }
+                    | Grant::Desktop { .. }
+                    | Grant::NetView
+                    | Grant::Unknown => {}
                 }
             }
             // An `unmask` below a mask shows what exists there at launch; anything else it

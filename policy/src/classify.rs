@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 
 use efr_sandbox_wire::{
     Action, ExitKind, ExitRecord, ExitSource, Facts, Grant, JudgedBy, Judgement, Launch, Mode,
-    Needs, TargetClass, Verdict,
+    Needs, PathReach, TargetClass, Verdict,
 };
 
 use crate::context::Context;
@@ -187,6 +187,7 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
                         .iter()
                         .filter_map(|g| match g {
                             Grant::Unmask { path } => Some(PathBuf::from(path)),
+                            // Only an unmask shows a token file that a mask hides.
                             _ => None,
                         })
                         .collect(),
@@ -430,7 +431,9 @@ fn launch_text(l: &Launch) -> String {
     }
 }
 
-fn grant_text(g: &Grant) -> String {
+/// The words a grant is explained in (the `launch:` line of a classification): every kind
+/// says what it opens, in its own words.
+pub fn grant_text(g: &Grant) -> String {
     match g {
         Grant::Write { path } => format!("write {path}"),
         Grant::Host {
@@ -585,12 +588,10 @@ fn control_reached(ctx: &Context, needs: &Needs) -> Option<String> {
     };
     let plane = crate::control::control_plane(&ctx.env);
     grants.iter().find_map(|g| {
-        let (path, hit) = match g {
-            Grant::Unmask { path } => (path, crate::control::reached(&plane, Path::new(path))),
-            Grant::Socket { path } | Grant::Write { path } | Grant::Device { path } => {
-                (path, crate::control::holding(&plane, Path::new(path)))
-            }
-            _ => return None,
+        let (path, reach) = g.host_path()?;
+        let hit = match reach {
+            PathReach::AtBelowOrAbove => crate::control::reached(&plane, Path::new(path)),
+            PathReach::AtOrBelow => crate::control::holding(&plane, Path::new(path)),
         };
         hit.map(|h| {
             format!(

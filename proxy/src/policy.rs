@@ -58,6 +58,7 @@ impl HostRule {
                 plain_http,
                 tcp: false,
             } => HostRule::new(host, *port, *plain_http),
+            // Only a host grant without tcp is a name the proxy's HTTP side opens.
             _ => None,
         }
     }

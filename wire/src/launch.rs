@@ -207,6 +207,16 @@ pub struct TcpRelay {
     pub port: u16,
 }
 
+/// How a grant reaches its host path ([`Grant::host_path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathReach {
+    /// What is at the path and below it (a `write`, `device` or `socket` grant).
+    AtOrBelow,
+    /// What is at or below the path, and what is above it as well: an `unmask` lifts every
+    /// mask it names or lies below.
+    AtBelowOrAbove,
+}
+
 /// Why a `host` grant with `tcp` cannot be taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TcpGrantError {
@@ -246,6 +256,26 @@ impl Grant {
             return Err(TcpGrantError::PlainHttp(host.clone()));
         }
         Ok(Some(TcpRelay { host: lo, port }))
+    }
+
+    /// The host path the grant opens and how it reaches it, for the checks that keep a
+    /// grant off the sandbox's control plane; `None` for a grant that names no host path.
+    pub fn host_path(&self) -> Option<(&str, PathReach)> {
+        match self {
+            Grant::Write { path } | Grant::Device { path } | Grant::Socket { path } => {
+                Some((path, PathReach::AtOrBelow))
+            }
+            Grant::Unmask { path } => Some((path, PathReach::AtBelowOrAbove)),
+            // A bus, a desktop's socket and the network are found by the launcher, not
+            // named by the grant; an unknown kind is refused before any check.
+            Grant::Host { .. }
+            | Grant::OpenNetwork
+            | Grant::Bus { .. }
+            | Grant::BusFilter { .. }
+            | Grant::Desktop { .. }
+            | Grant::NetView
+            | Grant::Unknown => None,
+        }
     }
 
     /// The wire name of the grant's kind.

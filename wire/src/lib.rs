@@ -25,6 +25,7 @@ pub mod fixtures;
 pub mod frame;
 pub mod gitconfig;
 pub mod gitenv;
+pub mod grant_text;
 pub mod job;
 pub mod launch;
 pub mod launcher_status;
@@ -56,7 +57,7 @@ pub use exit::{
     HostFact, JudgedBy, Judgement, Needs, Target, TargetClass, TargetOp, Verdict,
 };
 pub use explain::{Access, ExplainParams, ExplainResult, FileKind, GrantHint, LinkInfo, RuleHit};
-pub use launch::{Bus, Desktop, Grant, Launch};
+pub use launch::{Bus, Desktop, Grant, Launch, PathReach};
 pub use launcher_status::{CgroupKind, Enforcement, GitDenial, LandlockReport, StatusLine};
 pub use mode::Mode;
 pub use plan::{

@@ -59,6 +59,7 @@ impl Granted {
                     port: port.unwrap_or(443),
                     plain_http: *plain_http,
                 }),
+                // Only a host grant through the proxy opens a registry host.
                 _ => None,
             })
             .collect()

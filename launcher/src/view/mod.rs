@@ -214,7 +214,16 @@ fn grant_sockets(plan: &Plan, host: &Host, g: &Grant) -> Vec<String> {
             Desktop::I3 => in_rt(env_of(plan, "I3SOCK")),
             Desktop::Niri => in_rt(env_of(plan, "NIRI_SOCKET")),
         },
-        _ => vec![],
+        // No host socket bound: a bus filter's socket is the call's own, the network
+        // grants go through the proxy or the namespace, the rest bind paths of their own.
+        Grant::Write { .. }
+        | Grant::Unmask { .. }
+        | Grant::Device { .. }
+        | Grant::Host { .. }
+        | Grant::OpenNetwork
+        | Grant::BusFilter { .. }
+        | Grant::NetView
+        | Grant::Unknown => vec![],
     }
 }
 
@@ -275,6 +284,7 @@ fn unmasked(plan: &Plan) -> Vec<String> {
         .iter()
         .filter_map(|g| match g {
             Grant::Unmask { path } => Some(path.trim_end_matches('/').to_string()),
+            // Only an unmask lifts a mask.
             _ => None,
         })
         .collect()
@@ -385,6 +395,7 @@ pub fn lock_grants(plan: &Plan) -> Vec<String> {
         .iter()
         .filter_map(|g| match g {
             Grant::Write { path } => Some(path.trim_end_matches('/')),
+            // Only a write grant makes a file writable.
             _ => None,
         })
         .filter(|p| {

@@ -108,6 +108,7 @@ pub fn render_text(r: &ExplainResult) -> String {
                 Grant::Unmask { path } => ("unmask", path.as_str()),
                 Grant::Socket { path } => ("socket", path.as_str()),
                 Grant::Device { path } => ("device", path.as_str()),
+                // The other kinds name no path: the kind is the whole fix.
                 other => (other.kind_str(), ""),
             };
             let what = if path.is_empty() {

@@ -1,44 +1,25 @@
 //! The text form of a grant, `KIND=VALUE` as `run --grant` reads it: shared by every command
 //! that shows a grant to the user (`run`'s refusal lines, `approvals`, the hooks' answers,
-//! `log`), so each says it the one way the user can type back.
+//! `log`), so each says it the one way the user can type back. The form itself is wire's
+//! (`Grant`'s `Display` and `FromStr`); this decides which kinds are offered back.
 
 use efr_sandbox_wire::Grant;
 
 /// The `--grant` value of `g` as `run`'s `parse_grant` reads it back; `None` for a kind
-/// `run` does not take.
+/// not offered back to the user.
 pub fn grant_arg(g: &Grant) -> Option<String> {
-    Some(match g {
-        Grant::Write { path } => format!("write={path}"),
-        Grant::Unmask { path } => format!("unmask={path}"),
-        Grant::Device { path } => format!("device={path}"),
-        Grant::Socket { path } => format!("socket={path}"),
-        Grant::Bus { bus } => format!("bus={}", bus.as_str()),
-        Grant::Desktop { desktop } => format!("desktop={}", desktop.as_str()),
-        Grant::Host {
-            host,
-            port,
-            plain_http,
-            tcp,
-        } => {
-            // `::1` in brackets: the port follows a colon.
-            let mut v = if host.contains(':') && !host.starts_with('[') {
-                format!("host=[{host}]")
-            } else {
-                format!("host={host}")
-            };
-            if let Some(p) = port {
-                v.push_str(&format!(":{p}"));
-            }
-            if *plain_http {
-                v.push_str(":http");
-            }
-            if *tcp {
-                v.push_str(":tcp");
-            }
-            v
-        }
-        Grant::NetView => "net_view".into(),
-        Grant::OpenNetwork => "open_network".into(),
-        Grant::BusFilter { .. } | Grant::Unknown => return None,
-    })
+    match g {
+        Grant::Write { .. }
+        | Grant::Unmask { .. }
+        | Grant::Device { .. }
+        | Grant::Socket { .. }
+        | Grant::Bus { .. }
+        | Grant::Desktop { .. }
+        | Grant::Host { .. }
+        | Grant::NetView
+        | Grant::OpenNetwork => Some(g.to_string()),
+        // Not offered back as a word to retry with: a bus filter (the retry lines never
+        // offered one, though `run` reads `bus_filter=`), an unknown kind (it has no text).
+        Grant::BusFilter { .. } | Grant::Unknown => None,
+    }
 }

@@ -30,7 +30,15 @@ fn always_rule(g: &Grant, why: &str) -> Result<AlwaysRule, String> {
     let (host, path, kind) = match g {
         Grant::Host { host, .. } => (Some(host.clone()), None, ExitKind::Host),
         Grant::Write { path } => (None, Some(path.clone()), ExitKind::Write),
-        other => {
+        other @ (Grant::OpenNetwork
+        | Grant::Socket { .. }
+        | Grant::Bus { .. }
+        | Grant::BusFilter { .. }
+        | Grant::Device { .. }
+        | Grant::Unmask { .. }
+        | Grant::Desktop { .. }
+        | Grant::NetView
+        | Grant::Unknown) => {
             return Err(format!(
                 "the grant {} has no always rule (only host and write grants do): approve it \
                  for the conversation without --always",

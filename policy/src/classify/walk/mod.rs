@@ -41,6 +41,7 @@ pub(crate) fn walk_line(req: &ClassifyRequest, ctx: &Context) -> WalkOut {
             .iter()
             .filter_map(|g| match g {
                 Grant::Write { path } => Some(normalize(Path::new(path))),
+                // Only a write grant makes a path writable.
                 _ => None,
             })
             .collect(),

@@ -18,7 +18,8 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 
 use efr_policy::config::{Config, Env};
-use efr_sandbox_wire::{Bus, Desktop, ExitRecord, Finish, Grant, LaunchItem, Needs, Verdict};
+use efr_sandbox_wire::grant_text::GrantParseError;
+use efr_sandbox_wire::{ExitRecord, Finish, Grant, LaunchItem, Needs, Verdict};
 
 use crate::handoff::{self, NotTaken, Ran};
 use efr_call::launch::CallParams;
@@ -39,7 +40,7 @@ pub struct RunArgs {
     /// Where the line runs (default: the current directory).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    #[arg(long = "grant", value_name = "KIND[=VALUE]", help = GRANT_HELP)]
+    #[arg(long = "grant", value_name = "KIND[=VALUE]", help = grant_help())]
     pub grants: Vec<String>,
     /// A variable for the call: NAME keeps this environment's value, NAME=VALUE sets it
     /// (either is refused when its name or value looks like a secret). May be repeated.
@@ -139,23 +140,13 @@ pub fn line_of_words(words: &[String]) -> Result<String, String> {
     }
 }
 
-/// The kinds `--grant` takes ([`parse_grant`] reads them): the one list that `run --help`
-/// and the error of an unknown kind both print.
-macro_rules! grant_kinds {
-    () => {
-        "write=PATH, unmask=PATH, device=PATH, socket=PATH, bus=session|system, \
-         bus_filter=session|system (the bus through a filter of the config's rules), \
-         desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
-         host=HOST:PORT:tcp (HOST localhost, 127.0.0.1 or [::1]: the host's own loopback \
-         port, any protocol), net_view, open_network"
-    };
+/// `run --help`'s text of `--grant`: the kinds of wire's grant table.
+fn grant_help() -> String {
+    format!(
+        "A grant: {}. May be repeated",
+        efr_sandbox_wire::grant_text::kinds_text()
+    )
 }
-
-/// The kinds `--grant` takes, for messages.
-pub const KINDS: &str = grant_kinds!();
-
-/// `run --help`'s text of `--grant`.
-const GRANT_HELP: &str = concat!("A grant: ", grant_kinds!(), ". May be repeated");
 
 /// `p` made absolute against `here`, `.` and `..` taken lexically (as the shell's `cd`).
 fn normal(p: &Path, here: &Path) -> String {
@@ -180,74 +171,32 @@ fn abs(p: &str, here: &Path) -> String {
     }
 }
 
-/// Reads one `--grant KIND[=VALUE]`.
+/// Reads one `--grant KIND[=VALUE]`: wire's text form, then a relative path made absolute
+/// against `here` and a host name normalised by the proxy (which refuses one that can never
+/// match).
 pub fn parse_grant(s: &str, here: &Path) -> Result<Grant, String> {
-    let (kind, value) = match s.split_once('=') {
-        Some((k, v)) => (k, Some(v)),
-        None => (s, None),
-    };
-    let path = |what: &str| -> Result<String, String> {
-        match value {
-            Some(v) if !v.is_empty() => Ok(abs(v, here)),
-            _ => Err(format!("grant {what} needs a path: {what}=PATH")),
-        }
-    };
-    let g = match kind {
-        "write" => Grant::Write {
-            path: path("write")?,
+    let g: Grant = s.parse().map_err(|e: GrantParseError| e.to_string())?;
+    Ok(match g {
+        Grant::Write { path } => Grant::Write {
+            path: abs(&path, here),
         },
-        "unmask" => Grant::Unmask {
-            path: path("unmask")?,
+        Grant::Unmask { path } => Grant::Unmask {
+            path: abs(&path, here),
         },
-        "device" => Grant::Device {
-            path: path("device")?,
+        Grant::Device { path } => Grant::Device {
+            path: abs(&path, here),
         },
-        "socket" => Grant::Socket {
-            path: path("socket")?,
+        Grant::Socket { path } => Grant::Socket {
+            path: abs(&path, here),
         },
-        "bus" => Grant::Bus {
-            bus: match value {
-                Some("session") => Bus::Session,
-                Some("system") => Bus::System,
-                _ => return Err("grant bus takes session or system: bus=session".into()),
-            },
-        },
-        "bus_filter" => Grant::BusFilter {
-            bus: match value {
-                Some("session") => Bus::Session,
-                Some("system") => Bus::System,
-                _ => {
-                    return Err(
-                        "grant bus_filter takes session or system: bus_filter=session".into(),
-                    );
-                }
-            },
-        },
-        "desktop" => Grant::Desktop {
-            desktop: match Desktop::ALL.iter().find(|d| Some(d.as_str()) == value) {
-                Some(d) => *d,
-                None => {
-                    return Err(
-                        "grant desktop takes wayland, x11, hyprland, sway, i3 or niri".into(),
-                    );
-                }
-            },
-        },
-        "net_view" | "open_network" if value.is_some() => {
-            return Err(format!("grant {kind} takes no value"));
-        }
-        "net_view" => Grant::NetView,
-        "open_network" => Grant::OpenNetwork,
-        "host" => {
-            let v = value.unwrap_or_default();
-            if let Some(g) = efr_proxy::HostRule::parse_tcp_cli(v) {
-                return g.map_err(|e| e.to_string());
-            }
-            let r = efr_proxy::HostRule::parse_cli(v).ok_or_else(|| {
-                format!(
-                    "grant host takes NAME[:PORT][:http] (a name or *.suffix), or \
-                     HOST:PORT:tcp (HOST localhost, 127.0.0.1 or [::1]): host={v}"
-                )
+        Grant::Host {
+            host,
+            port,
+            plain_http,
+            tcp: false,
+        } => {
+            let r = efr_proxy::HostRule::new(&host, port, plain_http).ok_or_else(|| {
+                GrantParseError::Host(s.strip_prefix("host=").unwrap_or(s).to_string()).to_string()
             })?;
             Grant::Host {
                 host: r.pattern,
@@ -256,9 +205,16 @@ pub fn parse_grant(s: &str, here: &Path) -> Result<Grant, String> {
                 tcp: false,
             }
         }
-        other => return Err(format!("unknown grant kind {other:?}; the kinds: {KINDS}")),
-    };
-    Ok(g)
+        // Nothing to resolve: a tcp host grant's host is the loopback (checked by the
+        // parser), the rest hold no path or name.
+        g @ (Grant::Host { tcp: true, .. }
+        | Grant::Bus { .. }
+        | Grant::BusFilter { .. }
+        | Grant::Desktop { .. }
+        | Grant::NetView
+        | Grant::OpenNetwork
+        | Grant::Unknown) => g,
+    })
 }
 
 /// `g`, or what to do first when it is a write grant of a path that does not exist (the
@@ -348,6 +304,7 @@ pub fn refusal_line(r: &ExitRecord, approval: Option<&str>, route: Route) -> Str
                 Grant::Write { path } if std::fs::symlink_metadata(path).is_err() => {
                     Some(path.as_str())
                 }
+                // Only a write grant must name a path that exists before the launch.
                 _ => None,
             })
             .collect(),
@@ -949,6 +906,7 @@ fn conversation_runtime(id: &str, env: &Env) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use efr_sandbox_wire::{Bus, Desktop};
 
     #[test]
     fn grants() {
