@@ -9,7 +9,7 @@
 //!   of efr-call, the task that owns it to its end (output, watch, time limit, cgroup,
 //!   forwards, the after-call checks while it lives), their events and the record a next
 //!   service reads;
-//! - [`sys`]: every `unsafe` of the crate.
+//! - [`sys`]: the system calls it needs (efr-call's pidfd and tokio wrappers; no `unsafe` here).
 
 #![warn(missing_docs)]
 #![deny(
