@@ -84,22 +84,7 @@ impl HostRule {
     /// `:tcp` (another form), else the grant or why it cannot be one.
     pub fn parse_tcp_cli(s: &str) -> Option<Result<Grant, TcpGrantError>> {
         let rest = s.strip_suffix(":tcp")?;
-        let (host, port) = match rest.rsplit_once(':') {
-            Some((h, p)) => (h, p.parse::<u16>().ok()),
-            None => (rest, None),
-        };
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host)
-            .to_ascii_lowercase();
-        let g = Grant::Host {
-            host,
-            port,
-            plain_http: false,
-            tcp: true,
-        };
-        Some(g.tcp_relay().map(|_| g))
+        Some(efr_sandbox_wire::grant_text::parse_tcp(rest))
     }
 
     fn admits_port(&self, port: u16, kind: Kind) -> bool {

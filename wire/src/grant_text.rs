@@ -181,7 +181,7 @@ impl FromStr for Grant {
 /// A `host=` value: `HOST:PORT:tcp`, or `NAME[:PORT][:http]`.
 fn parse_host(v: &str) -> Result<Grant, GrantParseError> {
     if let Some(rest) = v.strip_suffix(":tcp") {
-        return parse_tcp(rest);
+        return Ok(parse_tcp(rest)?);
     }
     let bad = || GrantParseError::Host(v.to_string());
     let mut parts: Vec<&str> = v.split(':').collect();
@@ -206,8 +206,9 @@ fn parse_host(v: &str) -> Result<Grant, GrantParseError> {
     })
 }
 
-/// `HOST:PORT` of a `tcp` host grant (`HOST` in brackets for `::1`).
-fn parse_tcp(rest: &str) -> Result<Grant, GrantParseError> {
+/// `HOST:PORT` of a `tcp` host grant (`HOST` in brackets for `::1`, lower-cased): the
+/// grant, or why it cannot be one.
+pub fn parse_tcp(rest: &str) -> Result<Grant, TcpGrantError> {
     let (host, port) = match rest.rsplit_once(':') {
         Some((h, p)) => (h, p.parse::<u16>().ok()),
         None => (rest, None),
