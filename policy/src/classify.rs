@@ -460,6 +460,10 @@ pub fn grant_text(g: &Grant) -> String {
         Grant::Unmask { path } => format!("unmask {path}"),
         Grant::Desktop { desktop } => format!("desktop {}", desktop.as_str()),
         Grant::NetView => "the host's network view".into(),
+        Grant::Credential { name } => format!(
+            "credential {name} (a placeholder the proxy swaps for the secret on {name}'s \
+             bound hosts only)"
+        ),
         Grant::Unknown => "an unknown grant".into(),
     }
 }
