@@ -344,7 +344,7 @@ pub fn parse_bound_host(s: &str) -> Result<BoundHost, String> {
             "{s}: *.suffix needs a suffix of two labels or more (such as *.example.com)"
         ));
     }
-    super::parse::check_host(name)?;
+    super::rules::check_host(name)?;
     Ok(BoundHost {
         pattern: name.to_string(),
         port,

@@ -8,7 +8,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::credential::{self, RawCredential};
-use super::rules::{RuleShape, check_path};
+use super::rules::{RuleShape, check_host, check_path};
 use super::{
     AlwaysRule, BackendChoice, BusConfig, CacheMerge, Config, DEFAULTS_NAME, Entry,
     EnvironmentConfig, FLOOR_LINES, FloorsConfig, GitConfig, JobsConfig, LoadError, NetworkConfig,
@@ -395,26 +395,6 @@ fn check_relative(s: &str) -> Result<(), String> {
 }
 fn check_any(s: &str) -> Result<(), String> {
     check_path(s, RuleShape::Any)
-}
-
-pub(crate) fn check_host(s: &str) -> Result<(), String> {
-    let body = s.strip_prefix("*.").unwrap_or(s);
-    let ok = !body.is_empty()
-        && body.len() <= 253
-        && body.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !l.starts_with('-')
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{s}: not a host name (lower case, such as crates.io or *.example.com)"
-        ))
-    }
 }
 
 fn check_dir_name(s: &str) -> Result<(), String> {
