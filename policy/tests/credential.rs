@@ -471,3 +471,29 @@ fn every_profile_source_file_is_a_default_mask() {
         }
     }
 }
+
+#[test]
+fn config_shows_each_credential_without_its_secret() {
+    let c = load(FORGE).unwrap();
+    let text = c.render_text();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("credential[forge]"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("env=FORGE_TOKEN"), "{line}");
+    assert!(
+        line.contains("hosts=git.example.com *.example.com:8443"),
+        "{line}"
+    );
+    assert!(line.contains("/home/u/.config/efr/config.toml:2"), "{line}");
+    let gh = text
+        .lines()
+        .find(|l| l.starts_with("credential[github]"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        gh.contains("command=gh auth token") && gh.contains("default: GitHub"),
+        "{gh}"
+    );
+    let json = c.to_json();
+    assert!(json.to_string().contains("\"credential[npm]\""));
+}
