@@ -610,7 +610,13 @@ impl Proxy {
         }
     }
 
-    fn refuse_record(&self, host: &str, port: u16, reason: BlockReason, special: Option<Special>) {
+    pub(crate) fn refuse_record(
+        &self,
+        host: &str,
+        port: u16,
+        reason: BlockReason,
+        special: Option<Special>,
+    ) {
         let r = Refusal {
             host: host.to_string(),
             port,
@@ -627,6 +633,33 @@ impl Proxy {
         {
             bump(&self.inner.counters.events_dropped);
         }
+    }
+
+    /// The name of the broker's credential whose placeholder is in `bytes` (not bound to
+    /// `host:port`), when the call has a broker.
+    fn placeholder_in(
+        &self,
+        bytes: &[u8],
+        host: &str,
+        port: u16,
+    ) -> Option<crate::broker::BrokerCredential> {
+        let b = self.inner.policy.broker.as_ref()?;
+        b.placeholder_in(bytes, host, port).cloned()
+    }
+
+    /// Refuse a plain request that carried `c`'s placeholder: recorded `credential`, and
+    /// answered 403 with the reason and a body that names the credential and its hosts.
+    async fn refuse_credential<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        s: &mut S,
+        host: &str,
+        port: u16,
+        c: &crate::broker::BrokerCredential,
+    ) {
+        self.refuse_record(host, port, BlockReason::Credential, None);
+        let body = crate::broker::Broker::refusal_text(c, host, "the request");
+        answer(s, 403, Some(BlockReason::Credential), &body).await;
+        linger(s).await;
     }
 
     async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
@@ -854,6 +887,11 @@ impl Proxy {
                     self.refuse_record(&host, port, reason, None);
                     return;
                 }
+                if let Some(b) = &inner.policy.broker {
+                    // A broker call: terminated and relayed request by request.
+                    return crate::broker::relay::serve(self, b.clone(), s, buf, up, &host, port)
+                        .await;
+                }
                 if up.write_all(&buf).await.is_err() {
                     return;
                 }
@@ -861,6 +899,9 @@ impl Proxy {
             (Kind::PlainHttp, Some(head)) => {
                 let mut req = head.origin_request(&host);
                 req.extend_from_slice(&rest);
+                if let Some(c) = self.placeholder_in(&req, &host, port) {
+                    return self.refuse_credential(&mut s, &host, port, &c).await;
+                }
                 if up.write_all(&req).await.is_err() {
                     return;
                 }
@@ -899,6 +940,68 @@ impl Proxy {
         if state.hit.load(Ordering::Relaxed) {
             self.refuse_record(host, port, BlockReason::Limit, None);
         }
+    }
+
+    /// A fresh activity state (now) for a connection the broker relays.
+    pub(crate) fn tunnel_state(&self) -> Arc<TunnelState> {
+        Arc::new(TunnelState {
+            last: AtomicU64::new(self.now_ms()),
+            hit: AtomicBool::new(false),
+        })
+    }
+
+    /// Bytes moved on `st`'s connection now.
+    pub(crate) fn touch(&self, st: &TunnelState) {
+        st.last.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// Count `n` bytes of a relayed body in the call's budget; `false` past it.
+    pub(crate) fn count_bytes(&self, st: &TunnelState, n: usize) -> bool {
+        let inner = &self.inner;
+        self.touch(st);
+        let total = inner.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        let ok = total <= inner.policy.limits.max_bytes;
+        if !ok {
+            st.hit.store(true, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// After a relayed connection: the byte limit hit is the refusal `limit`.
+    pub(crate) fn limit_hit(&self, st: &TunnelState, host: &str, port: u16) {
+        if st.hit.load(Ordering::Relaxed) {
+            self.refuse_record(host, port, BlockReason::Limit, None);
+        }
+    }
+
+    /// A relayed connection reached its upstream.
+    pub(crate) fn count_tunnel(&self) {
+        bump(&self.inner.counters.tunnels);
+    }
+
+    /// A relayed connection could not reach its upstream.
+    pub(crate) fn upstream_error(&self) {
+        bump(&self.inner.counters.upstream_errors);
+    }
+
+    /// A relayed connection ended by the idle timeout.
+    pub(crate) fn idle_timed_out(&self) {
+        bump(&self.inner.counters.timeouts);
+    }
+
+    /// [`Proxy::watch_idle`] for the broker.
+    pub(crate) async fn watch_idle_pub(&self, st: &TunnelState, idle: Duration) {
+        self.watch_idle(st, idle).await
+    }
+
+    /// Count one request in which the broker sent a credential.
+    pub(crate) fn record_use(&self, name: &str, host: &str, method: &str, path: &str) {
+        lock(&self.inner.report).add_use(name, host, method, path);
+    }
+
+    /// Every credential use of the call, first-seen order (no cap of the summary).
+    pub fn credentials_used_all(&self) -> Vec<efr_sandbox_wire::summary::CredentialUse> {
+        lock(&self.inner.report).uses().to_vec()
     }
 
     async fn closed(&self) {
@@ -1058,8 +1161,9 @@ enum Handed {
     Dns(tokio::net::UdpSocket),
 }
 
+/// The activity and byte-limit state of one tunnel or terminated connection.
 #[derive(Debug)]
-struct TunnelState {
+pub(crate) struct TunnelState {
     last: AtomicU64,
     hit: AtomicBool,
 }
