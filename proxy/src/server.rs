@@ -565,6 +565,10 @@ impl Proxy {
                 },
                 _ = self.closed() => return,
             };
+            if let Some(r) = self.dns_credential(&buf[..n]) {
+                let _ = sock.try_send_to(&r, from);
+                continue;
+            }
             let (resp, outcome) = dns::answer(&table, &buf[..n]);
             match outcome {
                 DnsOutcome::Allowed(_) => bump(&self.inner.counters.lookups),
@@ -578,6 +582,29 @@ impl Proxy {
                 let _ = sock.try_send_to(&r, from);
             }
         }
+    }
+
+    /// A broker call's lookup of a name that holds a credential's placeholder (any case,
+    /// split over labels): recorded as the refusal `credential` of that name and answered
+    /// NXDOMAIN.
+    fn dns_credential(&self, q: &[u8]) -> Option<Vec<u8>> {
+        let b = self.inner.policy.broker.as_ref()?;
+        let (name, end) = crate::broker::dns_qname(q)?;
+        b.placeholder_in_name(&name)?;
+        let host = match crate::name::normalize(&name) {
+            Ok(crate::name::Host::Name(n)) => n,
+            _ => name
+                .to_ascii_lowercase()
+                .chars()
+                .take(crate::name::MAX_NAME)
+                .collect(),
+        };
+        self.refuse_record(&host, LOOKUP_PORT, BlockReason::Credential, None);
+        let mut r = q.get(..end)?.to_vec();
+        r[2] = 0x80 | (q[2] & 0x79); // QR, the opcode and RD as asked
+        r[3] = 0x80 | 3; // RA, NXDOMAIN
+        r[6..12].fill(0);
+        Some(r)
     }
 
     /// Count the refused lookup of `name` (as asked).

@@ -212,3 +212,25 @@ impl Broker {
         )
     }
 }
+
+/// The question name of a DNS query (labels joined with dots, as sent) and the offset just
+/// past its question (name, type, class); `None` for a datagram too short or a name that
+/// does not end within it (a query's name is never compressed).
+pub fn dns_qname(q: &[u8]) -> Option<(String, usize)> {
+    let mut at = 12;
+    let mut labels: Vec<String> = Vec::new();
+    loop {
+        let len = usize::from(*q.get(at)?);
+        at += 1;
+        if len == 0 {
+            break;
+        }
+        if len > 63 {
+            return None;
+        }
+        labels.push(String::from_utf8_lossy(q.get(at..at + len)?).into_owned());
+        at += len;
+    }
+    let end = at + 4;
+    (q.len() >= end && !labels.is_empty()).then(|| (labels.join("."), end))
+}

@@ -315,6 +315,7 @@ impl Conn {
             mask: None,
             seen: Some(seen.clone()),
             conn: self.acct(),
+            drained: 0,
         }
         .boxed();
         let out = Request::from_parts(parts, up_body);
@@ -409,6 +410,7 @@ impl Conn {
             mask: (!pairs.is_empty()).then(|| Masker::new(pairs)),
             seen: None,
             conn: self.acct(),
+            drained: 0,
         };
         Response::from_parts(parts, body.boxed())
     }
@@ -439,8 +441,16 @@ struct Acct {
     state: Arc<TunnelState>,
 }
 
+const MISUSE: &str = "efr sandbox proxy: a credential placeholder in the body";
+
+/// After a placeholder in a request body, the rest of the body is read (not sent) up to
+/// this much before the upstream request is aborted, so that an HTTP/1.1 client still
+/// sending reads the refusal rather than a reset.
+const DRAIN_MAX: usize = 2 << 20;
+
 /// A body on its way: counted, scanned for placeholders (request) or masked (response).
 struct Filter {
+    drained: usize,
     inner: Incoming,
     scan: Option<Scanner>,
     mask: Option<Masker>,
@@ -459,6 +469,13 @@ impl Body for Filter {
         let me = &mut *self;
         loop {
             let frame = match ready!(Pin::new(&mut me.inner).poll_frame(cx)) {
+                None if me
+                    .seen
+                    .as_ref()
+                    .is_some_and(|s| s.hit.load(Ordering::Relaxed)) =>
+                {
+                    return Poll::Ready(Some(Err(MISUSE.into())));
+                }
                 None => {
                     let rest = me.mask.as_mut().map(Masker::finish).unwrap_or_default();
                     return Poll::Ready((!rest.is_empty()).then(|| Ok(Frame::data(rest.into()))));
@@ -473,6 +490,16 @@ impl Body for Filter {
             if !me.conn.proxy.count_bytes(&me.conn.state, data.len()) {
                 return Poll::Ready(Some(Err("efr sandbox proxy: byte limit".into())));
             }
+            if let Some(seen) = me.seen.as_ref()
+                && seen.hit.load(Ordering::Relaxed)
+            {
+                // Drained, not sent: the call reads the refusal instead of a reset.
+                me.drained += data.len();
+                if me.drained >= DRAIN_MAX {
+                    return Poll::Ready(Some(Err(MISUSE.into())));
+                }
+                continue;
+            }
             if let (Some(s), Some(seen)) = (me.scan.as_mut(), me.seen.as_ref())
                 && let Some(i) = s.feed(&data)
             {
@@ -480,9 +507,7 @@ impl Body for Filter {
                     *c = Some(i);
                 }
                 seen.hit.store(true, Ordering::Relaxed);
-                return Poll::Ready(Some(Err(
-                    "efr sandbox proxy: a credential placeholder in the body".into(),
-                )));
+                continue;
             }
             let out = match me.mask.as_mut() {
                 Some(m) => Bytes::from(m.feed(&data)),
