@@ -240,7 +240,12 @@ impl World {
                 placeholder: PH.into(),
                 send,
             };
-            let b = Broker::new(self.ca.clone(), &[self.test_ca_pem.clone()], vec![cred]).unwrap();
+            let b = Broker::new(
+                self.ca.clone(),
+                std::slice::from_ref(&self.test_ca_pem),
+                vec![cred],
+            )
+            .unwrap();
             p.broker = Some(Arc::new(b));
         }
         let proxy = Proxy::new(p);
