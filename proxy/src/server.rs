@@ -916,7 +916,11 @@ impl Proxy {
                 }
                 if let Some(b) = &inner.policy.broker {
                     // A broker call: terminated and relayed request by request.
-                    return crate::broker::relay::serve(self, b.clone(), s, buf, up, &host, port)
+                    let link = BrokerLink {
+                        proxy: self.clone(),
+                        state: self.tunnel_state(),
+                    };
+                    return crate::broker::relay::serve(link, b.clone(), s, buf, up, &host, port)
                         .await;
                 }
                 if up.write_all(&buf).await.is_err() {
@@ -970,60 +974,11 @@ impl Proxy {
     }
 
     /// A fresh activity state (now) for a connection the broker relays.
-    pub(crate) fn tunnel_state(&self) -> Arc<TunnelState> {
+    fn tunnel_state(&self) -> Arc<TunnelState> {
         Arc::new(TunnelState {
             last: AtomicU64::new(self.now_ms()),
             hit: AtomicBool::new(false),
         })
-    }
-
-    /// Bytes moved on `st`'s connection now.
-    pub(crate) fn touch(&self, st: &TunnelState) {
-        st.last.store(self.now_ms(), Ordering::Relaxed);
-    }
-
-    /// Count `n` bytes of a relayed body in the call's budget; `false` past it.
-    pub(crate) fn count_bytes(&self, st: &TunnelState, n: usize) -> bool {
-        let inner = &self.inner;
-        self.touch(st);
-        let total = inner.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-        let ok = total <= inner.policy.limits.max_bytes;
-        if !ok {
-            st.hit.store(true, Ordering::Relaxed);
-        }
-        ok
-    }
-
-    /// After a relayed connection: the byte limit hit is the refusal `limit`.
-    pub(crate) fn limit_hit(&self, st: &TunnelState, host: &str, port: u16) {
-        if st.hit.load(Ordering::Relaxed) {
-            self.refuse_record(host, port, BlockReason::Limit, None);
-        }
-    }
-
-    /// A relayed connection reached its upstream.
-    pub(crate) fn count_tunnel(&self) {
-        bump(&self.inner.counters.tunnels);
-    }
-
-    /// A relayed connection could not reach its upstream.
-    pub(crate) fn upstream_error(&self) {
-        bump(&self.inner.counters.upstream_errors);
-    }
-
-    /// A relayed connection ended by the idle timeout.
-    pub(crate) fn idle_timed_out(&self) {
-        bump(&self.inner.counters.timeouts);
-    }
-
-    /// [`Proxy::watch_idle`] for the broker.
-    pub(crate) async fn watch_idle_pub(&self, st: &TunnelState, idle: Duration) {
-        self.watch_idle(st, idle).await
-    }
-
-    /// Count one request in which the broker sent a credential.
-    pub(crate) fn record_use(&self, name: &str, host: &str, method: &str, path: &str) {
-        lock(&self.inner.report).add_use(name, host, method, path);
     }
 
     /// Every credential use of the call, first-seen order (no cap of the summary).
@@ -1190,7 +1145,7 @@ enum Handed {
 
 /// The activity and byte-limit state of one tunnel or terminated connection.
 #[derive(Debug)]
-pub(crate) struct TunnelState {
+struct TunnelState {
     last: AtomicU64,
     hit: AtomicBool,
 }
@@ -1264,5 +1219,67 @@ impl TryWriteNow for UnixStream {
 impl TryWriteNow for TcpStream {
     fn try_write_now(&self, b: &[u8]) -> io::Result<usize> {
         self.try_write(b)
+    }
+}
+
+/// What the broker's relay of one connection reaches of its proxy.
+#[derive(Debug, Clone)]
+struct BrokerLink {
+    proxy: Proxy,
+    state: Arc<TunnelState>,
+}
+
+impl crate::broker::relay::Link for BrokerLink {
+    fn touch(&self) {
+        self.state
+            .last
+            .store(self.proxy.now_ms(), Ordering::Relaxed);
+    }
+
+    fn count_bytes(&self, n: usize) -> bool {
+        let inner = &self.proxy.inner;
+        self.touch();
+        let total = inner.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        let ok = total <= inner.policy.limits.max_bytes;
+        if !ok {
+            self.state.hit.store(true, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    fn refuse_credential(&self, host: &str, port: u16) {
+        self.proxy
+            .refuse_record(host, port, BlockReason::Credential, None);
+    }
+
+    fn record_use(&self, name: &str, host: &str, method: &str, path: &str) {
+        lock(&self.proxy.inner.report).add_use(name, host, method, path);
+    }
+
+    fn upstream_error(&self) {
+        bump(&self.proxy.inner.counters.upstream_errors);
+    }
+
+    fn count_tunnel(&self) {
+        bump(&self.proxy.inner.counters.tunnels);
+    }
+
+    fn idle(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let idle = self.proxy.inner.policy.limits.idle_timeout;
+            self.proxy.watch_idle(&self.state, idle).await;
+            bump(&self.proxy.inner.counters.timeouts);
+        })
+    }
+
+    fn done(&self, host: &str, port: u16) {
+        if self.state.hit.load(Ordering::Relaxed) {
+            self.proxy
+                .refuse_record(host, port, BlockReason::Limit, None);
+        }
+    }
+
+    fn handshake_timeout(&self) -> Duration {
+        self.proxy.inner.policy.limits.handshake_timeout
     }
 }

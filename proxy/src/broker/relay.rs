@@ -30,8 +30,31 @@ use tokio_rustls::LazyConfigAcceptor;
 
 use super::rewrite::{self, Masker, Place, ReqHead, Scanner};
 use super::{Broker, upstream};
-use crate::server::{Proxy, REASON_HEADER, TunnelState};
 use crate::splice::Stream;
+
+/// What the relay needs of the proxy that serves the connection (the call's budget, its
+/// records and counters), given by the server per connection: the relay does not know the
+/// server's types.
+pub(crate) trait Link: Clone + Unpin + std::marker::Send + Sync + 'static {
+    /// Bytes moved now (the idle timer's activity).
+    fn touch(&self);
+    /// Count `n` body bytes in the call's byte budget; `false` past it.
+    fn count_bytes(&self, n: usize) -> bool;
+    /// Record the refusal `credential` of `host:port`.
+    fn refuse_credential(&self, host: &str, port: u16);
+    /// Count a request in which credential `name` was sent.
+    fn record_use(&self, name: &str, host: &str, method: &str, path: &str);
+    /// The upstream could not be reached.
+    fn upstream_error(&self);
+    /// The connection reached its upstream.
+    fn count_tunnel(&self);
+    /// Returns once the connection was idle for the call's idle timeout (counted).
+    fn idle(&self) -> Pin<Box<dyn std::future::Future<Output = ()> + std::marker::Send + '_>>;
+    /// The connection ended: the byte limit hit is recorded.
+    fn done(&self, host: &str, port: u16);
+    /// The call's handshake timeout.
+    fn handshake_timeout(&self) -> std::time::Duration;
+}
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type OutBody = BoxBody<Bytes, BoxError>;
@@ -40,15 +63,14 @@ const H2: &[u8] = b"h2";
 const H1: &[u8] = b"http/1.1";
 
 /// The call's connection (its hello bytes first), each byte counted as activity.
-struct Replay<S> {
+struct Replay<S, L> {
     head: Vec<u8>,
     at: usize,
     s: S,
-    state: Arc<TunnelState>,
-    proxy: Proxy,
+    link: L,
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
+impl<S: AsyncRead + Unpin, L: Link> AsyncRead for Replay<S, L> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -62,12 +84,12 @@ impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
             return Poll::Ready(Ok(()));
         }
         ready!(Pin::new(&mut me.s).poll_read(cx, buf))?;
-        me.proxy.touch(&me.state);
+        me.link.touch();
         Poll::Ready(Ok(()))
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
+impl<S: AsyncWrite + Unpin, L: Link> AsyncWrite for Replay<S, L> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -75,7 +97,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
     ) -> Poll<io::Result<usize>> {
         let me = &mut *self;
         let n = ready!(Pin::new(&mut me.s).poll_write(cx, b))?;
-        me.proxy.touch(&me.state);
+        me.link.touch();
         Poll::Ready(Ok(n))
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -93,20 +115,19 @@ enum Sender {
 }
 
 /// What every request of one connection shares.
-struct Conn {
-    proxy: Proxy,
+struct Conn<L> {
+    link: L,
     broker: Arc<Broker>,
     host: String,
     port: u16,
-    state: Arc<TunnelState>,
     up: Result<Sender, String>,
     h2: bool,
 }
 
 /// Serve one terminated connection to its end: `client` (its first bytes, the ClientHello,
 /// in `hello`), `tcp` the upstream's connection, `host:port` the allowed `CONNECT`.
-pub(crate) async fn serve<S: Stream>(
-    proxy: &Proxy,
+pub(crate) async fn serve<S: Stream, L: Link>(
+    link: L,
     broker: Arc<Broker>,
     client: S,
     hello: Vec<u8>,
@@ -114,17 +135,15 @@ pub(crate) async fn serve<S: Stream>(
     host: &str,
     port: u16,
 ) {
-    let lim = proxy.policy().limits.clone();
-    let state = proxy.tunnel_state();
+    let hs = link.handshake_timeout();
     let io = Replay {
         head: hello,
         at: 0,
         s: client,
-        state: state.clone(),
-        proxy: proxy.clone(),
+        link: link.clone(),
     };
     let acc = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), io);
-    let Ok(Ok(start)) = timeout(lim.handshake_timeout, acc).await else {
+    let Ok(Ok(start)) = timeout(hs, acc).await else {
         return;
     };
     let offered: Vec<Vec<u8>> = start
@@ -137,7 +156,7 @@ pub(crate) async fn serve<S: Stream>(
         })
         .unwrap_or_default();
     let up = match timeout(
-        lim.handshake_timeout,
+        hs,
         upstream::connect(broker.upstream.clone(), offered.clone(), host, tcp),
     )
     .await
@@ -153,7 +172,7 @@ pub(crate) async fn serve<S: Stream>(
         return;
     };
     let cfg = server_config(leaf, chosen.clone());
-    let Ok(Ok(tls)) = timeout(lim.handshake_timeout, start.into_stream(Arc::new(cfg))).await else {
+    let Ok(Ok(tls)) = timeout(hs, start.into_stream(Arc::new(cfg))).await else {
         return;
     };
     let h2 = chosen.as_deref() == Some(H2);
@@ -162,14 +181,13 @@ pub(crate) async fn serve<S: Stream>(
         Err(e) => Err(e),
     };
     if up.is_err() {
-        proxy.upstream_error();
+        link.upstream_error();
     }
     let conn = Arc::new(Conn {
-        proxy: proxy.clone(),
+        link: link.clone(),
         broker,
         host: host.to_string(),
         port,
-        state: state.clone(),
         up,
         h2,
     });
@@ -179,12 +197,12 @@ pub(crate) async fn serve<S: Stream>(
     });
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let served = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
-    proxy.count_tunnel();
+    link.count_tunnel();
     tokio::select! {
         _ = served => {}
-        _ = proxy.watch_idle_pub(&state, lim.idle_timeout) => proxy.idle_timed_out(),
+        _ = link.idle() => {}
     }
-    proxy.limit_hit(&state, host, port);
+    link.done(host, port);
 }
 
 fn server_config(
@@ -254,7 +272,6 @@ fn text(code: StatusCode, reason: Option<BlockReason>, body: String) -> Response
     {
         h.insert(HeaderName::from_static("x-efr-block-reason"), v);
     }
-    debug_assert!(REASON_HEADER.eq_ignore_ascii_case("x-efr-block-reason"));
     r
 }
 
@@ -265,7 +282,7 @@ struct Seen {
     cred: Mutex<Option<usize>>,
 }
 
-impl Conn {
+impl<L: Link> Conn<L> {
     async fn request(&self, mut req: Request<Incoming>) -> Response<OutBody> {
         let sender = match &self.up {
             Ok(s) => s,
@@ -298,7 +315,7 @@ impl Conn {
         let path = head.target.split('?').next().unwrap_or("/").to_string();
         for i in used {
             if let Some(c) = creds.get(i) {
-                self.proxy.record_use(&c.name, &self.host, &method, &path);
+                self.link.record_use(&c.name, &self.host, &method, &path);
             }
         }
         let client_upgrade = (!self.h2 && req.headers().contains_key(http::header::UPGRADE))
@@ -415,16 +432,13 @@ impl Conn {
         Response::from_parts(parts, body.boxed())
     }
 
-    fn acct(&self) -> Acct {
-        Acct {
-            proxy: self.proxy.clone(),
-            state: self.state.clone(),
-        }
+    fn acct(&self) -> Box<dyn Fn(usize) -> bool + std::marker::Send + Sync> {
+        let l = self.link.clone();
+        Box::new(move |n| l.count_bytes(n))
     }
 
     fn misuse(&self, cred: usize, place: &Place) -> Response<OutBody> {
-        self.proxy
-            .refuse_record(&self.host, self.port, BlockReason::Credential, None);
+        self.link.refuse_credential(&self.host, self.port);
         let body = match self.broker.credentials().get(cred) {
             Some(c) => Broker::refusal_text(c, &self.host, &place.to_string()),
             None => {
@@ -433,12 +447,6 @@ impl Conn {
         };
         text(StatusCode::FORBIDDEN, Some(BlockReason::Credential), body)
     }
-}
-
-/// The byte budget and activity of one connection.
-struct Acct {
-    proxy: Proxy,
-    state: Arc<TunnelState>,
 }
 
 const MISUSE: &str = "efr sandbox proxy: a credential placeholder in the body";
@@ -455,7 +463,8 @@ struct Filter {
     scan: Option<Scanner>,
     mask: Option<Masker>,
     seen: Option<Arc<Seen>>,
-    conn: Acct,
+    /// Counts bytes in the call's budget; `false` past it.
+    conn: Box<dyn Fn(usize) -> bool + std::marker::Send + Sync>,
 }
 
 impl Body for Filter {
@@ -487,7 +496,7 @@ impl Body for Filter {
                 Ok(d) => d,
                 Err(other) => return Poll::Ready(Some(Ok(other))),
             };
-            if !me.conn.proxy.count_bytes(&me.conn.state, data.len()) {
+            if !(me.conn)(data.len()) {
                 return Poll::Ready(Some(Err("efr sandbox proxy: byte limit".into())));
             }
             if let Some(seen) = me.seen.as_ref()
