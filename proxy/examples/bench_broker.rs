@@ -18,7 +18,9 @@ use http::{Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
+};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
 struct Zeros(u64);
@@ -64,11 +66,17 @@ async fn main() -> anyhow::Result<()> {
     let ca_key = KeyPair::generate()?;
     let mut p = CertificateParams::new(Vec::<String>::new())?;
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name
+        .push(DnType::CommonName, "efr bench upstream CA");
     let ca_cert = p.self_signed(&ca_key)?;
     std::fs::write(dir.join("test-ca.pem"), ca_cert.pem())?;
     let issuer = Issuer::new(p, ca_key);
     let key = KeyPair::generate()?;
-    let leaf = CertificateParams::new(vec!["localhost".to_string()])?.signed_by(&key, &issuer)?;
+    let mut lp = CertificateParams::new(vec!["localhost".to_string()])?;
+    lp.distinguished_name = DistinguishedName::new();
+    lp.distinguished_name.push(DnType::CommonName, "localhost");
+    let leaf = lp.signed_by(&key, &issuer)?;
     #[allow(deprecated)]
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
