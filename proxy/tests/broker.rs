@@ -619,3 +619,55 @@ fn query(name: &str) -> Vec<u8> {
     q.extend_from_slice(&[0, 0, 1, 0, 1]);
     q
 }
+
+#[test]
+fn placeholder_in_a_plain_http_request_is_refused() {
+    let (_serial, w) = world();
+    let (proxy, _) = w.proxy(Send::Bearer, true);
+    let mut p = proxy.policy().clone();
+    p.grants
+        .push(HostRule::new("plain.test", Some(w.up.port), true).unwrap());
+    p.map("plain.test", vec![IpAddr::V4(Ipv4Addr::LOCALHOST)]);
+    let proxy = Proxy::new(p);
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let p2 = proxy.clone();
+    w.rt.spawn(async move {
+        p2.serve_tcp(tokio::net::TcpListener::from_std(l).unwrap())
+            .await
+    });
+    let n = w.up.seen.lock().unwrap().len();
+    let o = Command::new("curl")
+        .args([
+            "-sS",
+            "-i",
+            "--noproxy",
+            "",
+            "--proxy",
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .args(["-H", &format!("X-Token: {PH}")])
+        .arg(format!("http://plain.test:{}/", w.up.port))
+        .output()
+        .unwrap();
+    let text = out(&o);
+    assert!(
+        text.contains(" 403")
+            && text
+                .to_lowercase()
+                .contains("x-efr-block-reason: credential"),
+        "{text}"
+    );
+    assert!(
+        text.contains("a credential placeholder for forge was sent to plain.test"),
+        "{text}"
+    );
+    assert_eq!(w.up.seen.lock().unwrap().len(), n);
+    assert!(
+        proxy
+            .blocked_all()
+            .iter()
+            .any(|b| b.host == "plain.test" && b.reason == BlockReason::Credential)
+    );
+}
