@@ -393,6 +393,22 @@ mod tests {
         assert!(msg.contains("0644"), "{msg}");
         fs::set_permissions(&key, fs::Permissions::from_mode(0o640)).unwrap();
         assert!(Ca::load_or_create(d.path()).is_err());
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(Ca::load_or_create(d.path()).is_ok());
+        // A key of another user (only root can make one here).
+        if sys::euid() == 0 {
+            std::os::unix::fs::chown(&key, Some(65534), None).unwrap();
+            let e = Ca::load_or_create(d.path()).unwrap_err().to_string();
+            assert!(
+                e.contains("owned by uid 65534") && e.contains(KEY_FILE),
+                "{e}"
+            );
+        }
+        // A symbolic link in its place.
+        fs::remove_file(&key).unwrap();
+        std::os::unix::fs::symlink(d.path().join(CERT_FILE), &key).unwrap();
+        let e = Ca::load_or_create(d.path()).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
     }
 
     #[test]
