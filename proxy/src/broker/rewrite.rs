@@ -178,12 +178,15 @@ fn swap_query(target: &mut String, param: &str, ph: &str, secret: &str) -> bool 
     done
 }
 
-/// Where `ph` is in the head: a header value (raw, or a `Basic` value decoded), or the
-/// target (raw or percent-decoded).
+/// Where `ph` is in the head: a header name (any case), a header value (raw, a `Basic`
+/// value decoded, percent-decoded), or the target (raw or percent-decoded).
 pub fn find_in_head(ph: &[u8], head: &ReqHead) -> Option<Place> {
+    let ph_lower = ph.to_ascii_lowercase();
     for (n, v) in &head.headers {
         let decoded = basic_decoded(v);
-        if memmem::find(v, ph).is_some()
+        // Header names travel in lower case on HTTP/2.
+        if memmem::find(n.to_ascii_lowercase().as_bytes(), &ph_lower).is_some()
+            || memmem::find(v, ph).is_some()
             || decoded.is_some_and(|d| memmem::find(d.as_bytes(), ph).is_some())
             || memmem::find(&percent_decode(v), ph).is_some()
         {
@@ -468,6 +471,8 @@ mod tests {
             assert_eq!(e.place, Place::Url, "{t}");
         }
         let mut h = head("/", &[("Cookie", &format!("a={PH}"))]);
+        assert!(rewrite_head(&c, "evil.test", 443, &mut h).is_err());
+        let mut h = head("/", &[(&format!("x-{}", PH.to_lowercase()), "1")]);
         assert!(rewrite_head(&c, "evil.test", 443, &mut h).is_err());
         let mut h = head("/", &[("Cookie", "a=b")]);
         assert_eq!(rewrite_head(&c, "evil.test", 443, &mut h), Ok(vec![]));
