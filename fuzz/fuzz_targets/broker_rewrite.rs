@@ -45,9 +45,12 @@ fuzz_target!(|data: &[u8]| {
     };
     let r = rewrite_head(&creds, host, 443, &mut head);
     if host == "evil.test" && r.is_ok() {
+        // Each part on its own line: a name and its value are checked apart.
         let mut all = head.target.clone();
         for (n, v) in &head.headers {
+            all.push('\n');
             all.push_str(n);
+            all.push('\n');
             all.push_str(&String::from_utf8_lossy(v));
         }
         assert!(!all.contains(PH), "a placeholder passed to an unbound host");
