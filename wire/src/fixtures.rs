@@ -441,8 +441,22 @@ pub fn all() -> Vec<Fixture> {
                         reason: BlockReason::IpLiteral,
                         count: 1,
                     },
+                    Blocked {
+                        host: "paste.example".into(),
+                        port: 443,
+                        reason: BlockReason::Credential,
+                        count: 1,
+                    },
                 ],
                 blocked_more: 4,
+                credentials_used: vec![crate::summary::CredentialUse {
+                    name: "forge".into(),
+                    host: "git.example.com".into(),
+                    method: "POST".into(),
+                    path: "/ada/app.git/git-receive-pack".into(),
+                    count: 2,
+                }],
+                credentials_used_more: 0,
                 tcp_relayed: 2,
                 bus_refused: vec![BusRefused {
                     bus: Bus::Session,
