@@ -29,6 +29,7 @@ pub mod bus_relay;
 pub mod cache_paths;
 pub mod caches;
 pub mod call;
+pub mod cpu_share;
 pub mod denials;
 pub mod dirs;
 pub mod egress;

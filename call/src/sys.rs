@@ -347,3 +347,21 @@ pub fn nice_this_thread(by: i32) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Sets the nice value of the thread `tid` (`PRIO_PROCESS` names one thread on Linux).
+/// Raising the nice value of a thread of one's own user needs no privilege; lowering it does.
+pub fn set_nice(tid: u32, nice: i32) -> std::io::Result<()> {
+    let id = libc::id_t::from(tid);
+    // SAFETY: setpriority takes plain integers and changes only the named thread's nice value.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, id, nice) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The kernel's clock ticks per second (`/proc/PID/stat`'s unit of processor time).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf only reads a system constant.
+    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(n).unwrap_or(100)
+}

@@ -198,6 +198,9 @@ struct Pipes {
     text: String,
     /// Its end, once known.
     exit: Option<std::io::Result<ExitStatus>>,
+    /// The launcher's tree watched for a call that keeps a processor busy
+    /// ([`crate::cpu_share`]); dropped before the launcher is reaped (its pid is then free).
+    cpu: Option<crate::cpu_share::Watch>,
     /// A status line said how the call ended (the last it writes).
     ended: bool,
 }
@@ -216,8 +219,10 @@ impl Pipes {
             .ok()
             .map(tokio::io::BufReader::new);
         let exited = crate::sys::async_pidfd(child.id()).ok();
+        let cpu = Some(crate::cpu_share::watch(child.id()));
         Pipes {
             child,
+            cpu,
             out,
             err,
             st,
@@ -256,6 +261,7 @@ impl Pipes {
             && self.err.is_none()
             && self.st.is_none();
         if waits {
+            self.cpu = None;
             self.exit = Some(self.child.wait());
         }
         waits
@@ -298,6 +304,7 @@ impl Pipes {
 
     /// Readable: the launcher has ended, and this reaps it at once.
     fn reap(&mut self, r: std::io::Result<()>) {
+        self.cpu = None;
         self.exit = match r.and_then(|()| self.child.try_wait()) {
             Ok(Some(st)) => Some(Ok(st)),
             Ok(None) => None,
@@ -313,8 +320,10 @@ impl Pipes {
             mut child,
             text,
             exit,
+            cpu,
             ..
         } = self;
+        drop(cpu);
         if exit.is_none() {
             tokio::task::spawn_blocking(move || {
                 let _ = child.wait();
