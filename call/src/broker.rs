@@ -16,7 +16,7 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use efr_launcher::plan::{INSIDE_CA, INSIDE_CA_BUNDLE, TrustPlan};
+use efr_launcher::plan::{INSIDE_CA, INSIDE_CA_BUNDLE, INSIDE_GIT_CONFIG, Plan, TrustPlan};
 
 /// Which trust file a variable names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +92,26 @@ pub const TRUST_VARIABLES: &[TrustVariable] = &[
                  an allowed AWS host through the broker's terminating proxy needs the CA \
                  (its SigV4 credentials are never brokered: a signature cannot be swapped)",
     },
+    TrustVariable {
+        name: "NIX_SSL_CERT_FILE",
+        file: TrustFile::Bundle,
+        reason: "programs of Nix read it before SSL_CERT_FILE",
+    },
+    TrustVariable {
+        name: "HTTPLIB2_CA_CERTS",
+        file: TrustFile::Bundle,
+        reason: "Python's httplib2 (Google API clients) uses its own roots unless told",
+    },
+    TrustVariable {
+        name: "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+        file: TrustFile::Bundle,
+        reason: "gRPC's C core (Python, Ruby, PHP clients) reads its roots from it",
+    },
+    TrustVariable {
+        name: "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+        file: TrustFile::Bundle,
+        reason: "the gcloud CLI verifies with its bundled roots unless told",
+    },
 ];
 
 /// The host's system CA bundles a call's tools may read by compiled-in path (the reviewed
@@ -123,6 +143,7 @@ pub const SYSTEM_BUNDLES: &[(&str, &str)] = &[
 /// The trust files' names in the call's private directory.
 const BUNDLE_FILE: &str = "ca-bundle.pem";
 const CA_FILE: &str = "ca.pem";
+const GIT_CONFIG_FILE: &str = "gitconfig";
 
 /// Why the call's trust files could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -163,9 +184,30 @@ fn existing_bundles(candidates: &[&str]) -> Vec<PathBuf> {
 /// Writes the call's trust files into `dir` (the call's private directory, 0700): the
 /// first existing system bundle followed by `ca_pem`, and `ca_pem` alone, both 0444. The
 /// plan's [`TrustPlan`] binds them.
-pub fn write_trust(dir: &Path, ca_pem: &str) -> Result<TrustPlan, TrustError> {
+pub fn write_trust(
+    dir: &Path,
+    ca_pem: &str,
+    git_config: Option<&str>,
+) -> Result<TrustPlan, TrustError> {
     let candidates: Vec<&str> = SYSTEM_BUNDLES.iter().map(|(p, _)| *p).collect();
-    write_trust_from(dir, ca_pem, &existing_bundles(&candidates))
+    let mut t = write_trust_from(dir, ca_pem, &existing_bundles(&candidates))?;
+    if let Some(text) = git_config {
+        t.git_config = Some(write_read_only(dir, GIT_CONFIG_FILE, text)?);
+    }
+    Ok(t)
+}
+
+/// Writes `text` as `dir/name`, 0444; its path.
+fn write_read_only(dir: &Path, name: &str, text: &str) -> Result<String, TrustError> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    let err = |source| TrustError::Write {
+        path: path.clone(),
+        source,
+    };
+    std::fs::write(&path, text).map_err(err)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).map_err(err)?;
+    Ok(path.to_string_lossy().into_owned())
 }
 
 /// [`write_trust`] with the system bundles given.
@@ -182,30 +224,21 @@ fn write_trust_from(dir: &Path, ca_pem: &str, system: &[PathBuf]) -> Result<Trus
     }
     bundle.push_str("# efr sandbox: the credential broker's CA\n");
     bundle.push_str(ca_pem);
-    let write = |name: &str, text: &str| -> Result<String, TrustError> {
-        use std::os::unix::fs::PermissionsExt;
-        let path = dir.join(name);
-        let err = |source| TrustError::Write {
-            path: path.clone(),
-            source,
-        };
-        std::fs::write(&path, text).map_err(err)?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).map_err(err)?;
-        Ok(path.to_string_lossy().into_owned())
-    };
     Ok(TrustPlan {
-        bundle: write(BUNDLE_FILE, &bundle)?,
-        ca: write(CA_FILE, ca_pem)?,
+        bundle: write_read_only(dir, BUNDLE_FILE, &bundle)?,
+        ca: write_read_only(dir, CA_FILE, ca_pem)?,
         system: system
             .iter()
             .map(|p| p.to_string_lossy().into_owned())
             .collect(),
+        git_config: None,
     })
 }
 
-/// The variables of [`TRUST_VARIABLES`] with the paths the call sees them at.
-pub fn trust_env() -> Vec<(String, String)> {
-    TRUST_VARIABLES
+/// The variables of [`TRUST_VARIABLES`] with the paths the call sees them at, and
+/// `GIT_CONFIG_SYSTEM` naming the helpers' git config when the trust has one.
+pub fn trust_env(t: &TrustPlan) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = TRUST_VARIABLES
         .iter()
         .map(|v| {
             let path = match v.file {
@@ -214,7 +247,12 @@ pub fn trust_env() -> Vec<(String, String)> {
             };
             (v.name.to_string(), path.to_string())
         })
-        .collect()
+        .collect();
+    if t.git_config.is_some() {
+        v.push(("GIT_CONFIG_SYSTEM".into(), INSIDE_GIT_CONFIG.into()));
+        v.push(("GIT_CONFIG_NOSYSTEM".into(), "0".into()));
+    }
+    v
 }
 
 /// The copy of a credential's source file the call reads: `original` with the secret's
@@ -302,46 +340,70 @@ fn git_url(pattern: &str, port: u16) -> String {
     }
 }
 
-/// The `GIT_CONFIG_*` variables that make the call's git ask the broker's helper for the
-/// bound `hosts` (pattern, port): for each, `credential.URL.helper` emptied (no helper of
-/// the user's config answers there, nor hands out the user's real password) and then set
-/// to [`helper_snippet`]. Appended to the set `call_env` carries already (the count
-/// raised, its pairs kept), as the call's git reads the whole set.
-pub fn git_helper(
-    call_env: &[(String, String)],
-    hosts: &[(String, u16)],
-    user: &str,
-    placeholder: &str,
-) -> Vec<(String, String)> {
-    use efr_sandbox_wire::gitenv::{COUNT, KEY_PREFIX, VALUE_PREFIX};
-    let mut n: usize = call_env
-        .iter()
-        .find(|(k, _)| k == COUNT)
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut out = Vec::new();
-    for (pattern, port) in hosts {
-        let key = format!("credential.{}.helper", git_url(pattern, *port));
-        for value in [String::new(), helper_snippet(user, placeholder)] {
-            out.push((format!("{KEY_PREFIX}{n}"), key.clone()));
-            out.push((format!("{VALUE_PREFIX}{n}"), value));
-            n += 1;
-        }
-        // The user name the helper gives is the one git sends, whatever the remote's URL
-        // names (`https://user@host/`): the proxy swaps the password only.
-        out.push((
-            format!("{KEY_PREFIX}{n}"),
-            format!("credential.{}.username", git_url(pattern, *port)),
-        ));
-        out.push((format!("{VALUE_PREFIX}{n}"), user.to_string()));
-        n += 1;
+/// `v` as a quoted value of a git config file.
+fn git_quote(v: &str) -> String {
+    format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// One credential git asks for: its bound hosts, the user and the placeholder it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitHelper {
+    /// The bound hosts (pattern, port).
+    pub hosts: Vec<(String, u16)>,
+    /// The user git sends.
+    pub user: String,
+    /// The placeholder it sends as the password.
+    pub placeholder: String,
+}
+
+/// The system git config of a call whose credentials have `git = true`, which its
+/// `GIT_CONFIG_SYSTEM` names: the host's system configs included first (`include` of a
+/// missing file is nothing to git), then for each bound host `credential.URL.helper`
+/// emptied (no helper of the system config answers there; the user's global config is
+/// read after this one, and a store or cache of theirs answers from a masked file or a
+/// hidden socket: nothing), [`helper_snippet`], and `credential.URL.username`. A
+/// `GIT_CONFIG_SET` of the call is not used: the launcher judges that set as a whole and
+/// refuses a helper that names a program (rightly, for the sets agents pass in).
+pub fn git_config_text(system: &[&str], helpers: &[GitHelper]) -> String {
+    let mut out =
+        String::from("# efr sandbox: the credential broker's helpers (placeholders only)\n");
+    for s in system {
+        out.push_str(&format!("[include]\n\tpath = {}\n", git_quote(s)));
     }
-    out.push((COUNT.to_string(), n.to_string()));
+    for h in helpers {
+        for (pattern, port) in &h.hosts {
+            out.push_str(&format!(
+                "[credential {}]\n\thelper =\n\thelper = {}\n\tusername = {}\n",
+                git_quote(&git_url(pattern, *port)),
+                git_quote(&helper_snippet(&h.user, &h.placeholder)),
+                git_quote(&h.user)
+            ));
+        }
+    }
     out
 }
 
+/// The system git configs a call's git reads without `GIT_CONFIG_SYSTEM`: the one its
+/// environment names, else `/etc/gitconfig` and a `/usr/local` build's; none when the call
+/// has `GIT_CONFIG_NOSYSTEM` (it reads no system config).
+pub fn git_system_configs(call_env: &[(String, String)]) -> Vec<String> {
+    let get = |k: &str| {
+        call_env
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    if get("GIT_CONFIG_NOSYSTEM").is_some_and(|v| !v.is_empty() && v != "0" && v != "false") {
+        return Vec::new();
+    }
+    match get("GIT_CONFIG_SYSTEM") {
+        Some(p) if !p.is_empty() => vec![p.to_string()],
+        _ => vec!["/etc/gitconfig".into(), "/usr/local/etc/gitconfig".into()],
+    }
+}
+
 /// Sets `vars` in the plan's `env_set`, each replacing an entry of the same name.
-pub fn set_env(plan: &mut efr_launcher::plan::Plan, vars: Vec<(String, String)>) {
+pub fn set_env(plan: &mut Plan, vars: Vec<(String, String)>) {
     for (name, value) in vars {
         plan.env_set.retain(|e| e.name != name);
         plan.env_set
@@ -349,9 +411,25 @@ pub fn set_env(plan: &mut efr_launcher::plan::Plan, vars: Vec<(String, String)>)
     }
 }
 
+/// The call's variables without those that hold only a placeholder (`vars`, or a value
+/// holding one of `placeholders`): what the visible-token rule judges, since a placeholder
+/// is no token the call can send anywhere.
+pub fn without_placeholders(
+    call_env: Vec<(String, String)>,
+    vars: &[String],
+    placeholders: &[String],
+) -> Vec<(String, String)> {
+    call_env
+        .into_iter()
+        .filter(|(k, v)| !vars.contains(k) && !placeholders.iter().any(|p| v.contains(p.as_str())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use efr_policy::config::{Config, Env};
+    use efr_sandbox_wire::Grant;
 
     #[test]
     fn the_trust_files_are_the_system_roots_and_the_ca() {
@@ -399,13 +477,22 @@ mod tests {
 
     #[test]
     fn every_trust_variable_names_an_inside_file() {
-        let env = trust_env();
+        let mut t = TrustPlan {
+            bundle: "/b".into(),
+            ca: "/c".into(),
+            system: Vec::new(),
+            git_config: None,
+        };
+        let env = trust_env(&t);
         assert_eq!(env.len(), TRUST_VARIABLES.len());
         for (n, v) in &env {
             assert!(v == INSIDE_CA || v == INSIDE_CA_BUNDLE, "{n}={v}");
         }
         assert!(env.contains(&("NODE_EXTRA_CA_CERTS".into(), INSIDE_CA.into())));
         assert!(env.contains(&("SSL_CERT_FILE".into(), INSIDE_CA_BUNDLE.into())));
+        t.git_config = Some("/g".into());
+        let env = trust_env(&t);
+        assert!(env.contains(&("GIT_CONFIG_SYSTEM".into(), INSIDE_GIT_CONFIG.into())));
     }
 
     #[test]
@@ -440,45 +527,98 @@ mod tests {
         assert!(placeholder_copy("abc", 2..9, "x", None).is_none());
     }
 
+    /// A variable holding a placeholder makes no token host; the same variable holding a
+    /// token the call can read does.
     #[test]
-    fn the_git_helper_extends_the_calls_git_config_set() {
-        let ce = vec![
-            ("GIT_CONFIG_COUNT".to_string(), "1".to_string()),
-            ("GIT_CONFIG_KEY_0".to_string(), "core.fsmonitor".to_string()),
-            ("GIT_CONFIG_VALUE_0".to_string(), String::new()),
-        ];
-        let v = git_helper(
-            &ce,
-            &[("git.test".into(), 443), ("*.forge.test".into(), 8443)],
-            "x-access-token",
-            "ghp_PLACE'HOLDER",
-        );
-        let get = |k: &str| v.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
-        assert_eq!(get("GIT_CONFIG_COUNT"), Some("7"));
-        assert_eq!(
-            get("GIT_CONFIG_KEY_1"),
-            Some("credential.https://git.test.helper")
-        );
-        assert_eq!(get("GIT_CONFIG_VALUE_1"), Some(""));
-        assert_eq!(
-            get("GIT_CONFIG_KEY_4"),
-            Some("credential.https://*.forge.test:8443.helper")
-        );
-        // The snippet, run as git runs it, answers `get` with the placeholder only.
-        let snippet = get("GIT_CONFIG_VALUE_2").unwrap();
-        let run = |action: &str| {
-            let out = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(format!("{} {action}", &snippet[1..]))
-                .output()
-                .unwrap();
-            assert!(out.status.success());
-            String::from_utf8(out.stdout).unwrap()
+    fn a_placeholder_variable_denies_no_host() {
+        let d = tempfile::tempdir().unwrap();
+        let env = Env::new(d.path());
+        let config = Config::defaults();
+        let ph = "ghp_PlaceholderPlaceholderPlaceholder0001".to_string();
+        let ce = vec![("GH_TOKEN".to_string(), ph.clone())];
+        let allowed = |ce: &[(String, String)]| {
+            let grants = vec![Grant::Host {
+                host: "api.github.com".into(),
+                port: None,
+                plain_http: false,
+                tcp: false,
+            }];
+            let p = crate::egress::policy(&grants, &config, &env, &[], ce);
+            matches!(
+                p.decide(efr_proxy::Kind::Connect, "api.github.com", 443),
+                efr_proxy::Decision::Allow { .. }
+            )
         };
-        assert_eq!(
-            run("get"),
-            "username=x-access-token\npassword=ghp_PLACE'HOLDER\n"
+        assert!(
+            !allowed(&ce),
+            "a token variable the call keeps denies its host"
         );
-        assert_eq!(run("store"), "");
+        let judged = without_placeholders(ce.clone(), &["GH_TOKEN".to_string()], &[]);
+        assert!(allowed(&judged));
+        let judged = without_placeholders(ce, &[], &[ph]);
+        assert!(allowed(&judged));
+    }
+
+    /// The call's git, reading the helpers' config as its system config, gets the user and
+    /// the placeholder for a bound host (and a `*.suffix` one), nothing for another host, and
+    /// the host's system config still applies.
+    #[test]
+    fn the_git_config_answers_the_placeholder_for_the_bound_hosts_only() {
+        let d = tempfile::tempdir().unwrap();
+        let sys = d.path().join("system-gitconfig");
+        std::fs::write(&sys, "[user]\n\tname = From System\n").unwrap();
+        let sys = sys.to_string_lossy().into_owned();
+        let text = git_config_text(
+            &[sys.as_str(), "/nonexistent/gitconfig"],
+            &[GitHelper {
+                hosts: vec![("git.test".into(), 443), ("*.forge.test".into(), 8443)],
+                user: "x-access-token".into(),
+                placeholder: "ghp_PLACE'HOLDER\"x".into(),
+            }],
+        );
+        let cfg = d.path().join("gitconfig");
+        std::fs::write(&cfg, &text).unwrap();
+        let git = |args: &[&str], input: &str| {
+            use std::io::Write;
+            let mut c = std::process::Command::new("git")
+                .args(args)
+                .env("GIT_CONFIG_SYSTEM", &cfg)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_TERMINAL_PROMPT", "0")
+                .env_remove("GIT_ASKPASS")
+                .env_remove("SSH_ASKPASS")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+            let o = c.wait_with_output().unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let fill = |host: &str| {
+            git(
+                &["credential", "fill"],
+                &format!("protocol=https\nhost={host}\n\n"),
+            )
+        };
+        let got = fill("git.test");
+        assert!(got.contains("username=x-access-token\n"), "{got}\n{text}");
+        assert!(
+            got.contains("password=ghp_PLACE'HOLDER\"x\n"),
+            "{got}\n{text}"
+        );
+        let got = fill("a.forge.test:8443");
+        assert!(
+            got.contains("password=ghp_PLACE'HOLDER\"x\n"),
+            "{got}\n{text}"
+        );
+        assert!(!fill("other.test").contains("password="));
+        assert_eq!(git(&["config", "user.name"], ""), "From System\n");
+        // A call that reads no system config keeps reading none.
+        let none = git_system_configs(&[("GIT_CONFIG_NOSYSTEM".into(), "1".into())]);
+        assert!(none.is_empty());
+        let named = git_system_configs(&[("GIT_CONFIG_SYSTEM".into(), "/x/gitconfig".into())]);
+        assert_eq!(named, vec!["/x/gitconfig".to_string()]);
     }
 }

@@ -15,8 +15,9 @@ use efr_sandbox_wire::Grant;
 use efr_sandbox_wire::size::Size;
 
 pub use efr_sandbox_wire::plan::{
-    CacheFile, CacheLayer, DEFAULT_RELAY_PORT, EnvVar, INSIDE_CA, INSIDE_CA_BUNDLE, NetMode,
-    PLAN_VERSION, Plan, PlanMode, ProxyPlan, ScrubbedFile, TestWeaken, TrustPlan, UnknownWeaken,
+    CacheFile, CacheLayer, DEFAULT_RELAY_PORT, EnvVar, INSIDE_CA, INSIDE_CA_BUNDLE,
+    INSIDE_GIT_CONFIG, NetMode, PLAN_VERSION, Plan, PlanMode, ProxyPlan, ScrubbedFile, TestWeaken,
+    TrustPlan, UnknownWeaken,
 };
 
 /// Largest plan accepted, in bytes.
@@ -362,7 +363,11 @@ fn check_trust(plan: &Plan) -> Result<(), PlanError> {
             "trust: more than {MAX_TRUST_SYSTEM} system bundles"
         )));
     }
-    for p in [&t.bundle, &t.ca].into_iter().chain(&t.system) {
+    for p in [&t.bundle, &t.ca]
+        .into_iter()
+        .chain(&t.system)
+        .chain(&t.git_config)
+    {
         check_path("trust file", p)?;
     }
     Ok(())
@@ -371,7 +376,11 @@ fn check_trust(plan: &Plan) -> Result<(), PlanError> {
 /// The trust files exist as plain files (the system bundles are bound over, the service's
 /// files bound from).
 fn check_trust_host(t: &TrustPlan) -> Result<(), PlanError> {
-    for p in [&t.bundle, &t.ca].into_iter().chain(&t.system) {
+    for p in [&t.bundle, &t.ca]
+        .into_iter()
+        .chain(&t.system)
+        .chain(&t.git_config)
+    {
         match std::fs::metadata(p) {
             Ok(m) if m.is_file() => {}
             Ok(_) => return Err(invalid(format!("trust file {p} is not a plain file"))),

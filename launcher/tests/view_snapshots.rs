@@ -339,6 +339,7 @@ fn cases(w: &World) -> Vec<(&'static str, Plan)> {
             w.p("sys/etc/ssl/certs/ca-certificates.crt"),
             w.p("sys/etc/pki/tls/certs/ca-bundle.crt"),
         ],
+        git_config: Some(w.p("calls/c1/gitconfig")),
     });
     v.push(("credential", trusted));
     let mut shown = w.plan();

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{KillOnDrop, backends, command, have, skip, temp_env};
+use common::{KillOnDrop, backends, command, have, skip};
 use serde_json::Value;
 
 /// The secrets of the test's credentials: of each token's real shape, so that the
@@ -43,7 +43,14 @@ impl World {
                 return None;
             }
         }
-        let d = temp_env();
+        // Not below /tmp: a call has its own /tmp, and the home's files (the `.npmrc`
+        // the broker copies) must be the host's.
+        let d = tempfile::Builder::new()
+            .prefix("efr-broker-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        std::fs::create_dir(d.path().join("home")).unwrap();
+        std::fs::create_dir(d.path().join("config")).unwrap();
         let pki = d.path().join("pki");
         std::fs::create_dir_all(&pki).unwrap();
         make_pki(&pki);
@@ -73,7 +80,10 @@ impl World {
         let server = KillOnDrop(child);
         let t0 = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "the test server did not start");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the test server did not start"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         let w = World {
@@ -139,24 +149,66 @@ impl World {
         .unwrap();
     }
 
+    /// A command of the binary in the world, the credentials' variables in its
+    /// environment (the service's, where their `env` sources are read).
+    fn command(&self) -> Command {
+        let mut c = command(self.dir());
+        c.env("XDG_STATE_HOME", self.state())
+            .env("GIT_TEST_TOKEN", GIT_SECRET)
+            .env("FORGE_TOKEN", FORGE_SECRET)
+            .env("GH_ENTERPRISE_TOKEN", GH_SECRET)
+            .env_remove("EFR_TEST_NO_SUCH_TOKEN");
+        // The host's own trust variables (a CI image sets some): a call without the grant
+        // shows what the host gives it, and the test checks it gives none.
+        for v in [
+            "SSL_CERT_FILE",
+            "NODE_EXTRA_CA_CERTS",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+            "GIT_SSL_CAINFO",
+            "CARGO_HTTP_CAINFO",
+            "PIP_CERT",
+            "AWS_CA_BUNDLE",
+            "NIX_SSL_CERT_FILE",
+            "HTTPLIB2_CA_CERTS",
+            "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+            "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
+        ] {
+            c.env_remove(v);
+        }
+        c
+    }
+
+    /// The world's service (`serve`), with the credentials' variables.
+    fn serve(&self) -> common::Server {
+        let sock_dir = tempfile::tempdir().unwrap();
+        let socket = sock_dir.path().join("sandbox.sock");
+        let mut cmd = self.command();
+        cmd.arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--test-methods");
+        common::Server::spawn(cmd, sock_dir, socket)
+    }
+
     /// `efr-sandbox run` of `line` on `backend` with `grants`: its output and finish.
     fn run(&self, backend: &str, grants: &[String], line: &str) -> (Output, Value) {
         let p = self.proj();
         let p = p.to_str().unwrap();
         let fin = self.dir().join(format!("finish-{backend}.json"));
         let _ = std::fs::remove_file(&fin);
-        let mut c = command(self.dir());
-        c.env("XDG_STATE_HOME", self.state())
-            .env("GIT_TEST_TOKEN", GIT_SECRET)
-            .env("FORGE_TOKEN", FORGE_SECRET)
-            .env("GH_ENTERPRISE_TOKEN", GH_SECRET)
-            .env_remove("EFR_TEST_NO_SUCH_TOKEN")
-            .arg("run")
+        let mut c = self.command();
+        c.arg("run")
             .args(["--backend", backend, "--project", p, "--cwd", p]);
         for g in grants {
             c.args(["--grant", g]);
         }
-        let o = c.arg("--json").arg(&fin).args(["--", line]).output().unwrap();
+        let o = c
+            .arg("--json")
+            .arg(&fin)
+            .args(["--", line])
+            .output()
+            .unwrap();
         let fin = std::fs::read_to_string(&fin)
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
@@ -201,11 +253,22 @@ fn make_repository(root: &Path) {
     let git = |dir: &Path, args: &[&str]| {
         let o = Command::new("git")
             .current_dir(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
             .args(args)
             .output()
             .unwrap();
-        assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     };
     std::fs::create_dir_all(&work).unwrap();
     git(root, &["init", "-q", "--bare", "repo.git"]);
@@ -245,9 +308,15 @@ fn assert_no_secret(out: &str, ctx: &str) {
         .nth(1)
         .unwrap_or_else(|| panic!("{ctx}: no dump in\n{out}"));
     for s in ALL_SECRETS {
-        assert!(!dumped.contains(s), "{ctx}: the call can read {s}:\n{dumped}");
+        assert!(
+            !dumped.contains(s),
+            "{ctx}: the call can read {s}:\n{dumped}"
+        );
     }
-    assert!(!dumped.contains("\nHOLDS "), "{ctx}: a file holds a secret:\n{dumped}");
+    assert!(
+        !dumped.contains("\nHOLDS "),
+        "{ctx}: a file holds a secret:\n{dumped}"
+    );
 }
 
 fn uses(fin: &Value) -> Vec<(String, String, String, String, u64)> {
@@ -270,6 +339,55 @@ fn uses(fin: &Value) -> Vec<(String, String, String, String, u64)> {
     v
 }
 
+/// The service's calls (`sandbox.launch`) hold a credential as `run`'s do: the bound host
+/// gets the secret, another host's refusal is a `credential` exit, the finish lists the use.
+#[test]
+fn the_services_calls_hold_a_credential_too() {
+    let Some(w) = World::new() else { return };
+    let s = w.serve();
+    let p = w.proj();
+    let port = w.port;
+    for (id, b) in (10..).zip(backends()) {
+        let mut c = s.client();
+        let line = format!(
+            "curl -sS -H \"Authorization: Bearer $FORGE_TOKEN\" https://api.test:{port}/echo/rpc-{b}; \
+             curl -sS -H \"Authorization: Bearer $FORGE_TOKEN\" https://other.test:{port}/leak"
+        );
+        let params = serde_json::json!({
+            "line": line, "projects": [p], "cwd": p, "backend": b,
+            "grants": [
+                {"kind": "credential", "name": "forge"},
+                {"kind": "host", "host": "other.test", "port": port},
+            ],
+        });
+        c.request(id, "sandbox.launch", params);
+        let (_, end) = common::collect(&mut c, id);
+        let fin = &end["end"];
+        assert!(
+            uses(fin)
+                .iter()
+                .any(|u| u.0 == "forge" && u.3 == format!("/echo/rpc-{b}")),
+            "{b}: {end}"
+        );
+        let exits = fin["exits"].as_array().cloned().unwrap_or_default();
+        assert!(
+            exits.iter().any(
+                |e| e["kind"] == "credential" && e["facts"]["hosts"][0]["host"] == "other.test"
+            ),
+            "{b}: {end}"
+        );
+        let reqs = w.requests();
+        let got: Vec<&Value> = reqs
+            .iter()
+            .filter(|r| r["path"] == format!("/echo/rpc-{b}"))
+            .collect();
+        assert_eq!(got.len(), 1, "{b}: {reqs:?}");
+        assert_eq!(got[0]["authorization"], format!("Bearer {FORGE_SECRET}"));
+        assert!(!reqs.iter().any(|r| r["path"] == "/leak"), "{b}: {reqs:?}");
+        assert!(!end.to_string().contains(FORGE_SECRET), "{b}: {end}");
+    }
+}
+
 /// curl with `Authorization: Bearer $FORGE_TOKEN` over HTTP/1.1 and HTTP/2: the bound host
 /// gets the secret and its echo comes back as the placeholder; another granted host gets
 /// nothing (refused, a `credential` exit record); the summary lists the uses.
@@ -277,6 +395,7 @@ fn uses(fin: &Value) -> Vec<(String, String, String, String, u64)> {
 fn curl_bearer_is_swapped_for_its_host_only() {
     let Some(w) = World::new() else { return };
     let p = w.port;
+    let mut seen: Vec<String> = Vec::new();
     for backend in backends() {
         let line = format!(
             "test -n \"$FORGE_TOKEN\" && echo placeholder=$FORGE_TOKEN; \
@@ -302,6 +421,9 @@ fn curl_bearer_is_swapped_for_its_host_only() {
         assert_ne!(ph, FORGE_SECRET, "{ctx}");
         assert_eq!(ph.len(), FORGE_SECRET.len(), "{ctx}");
         assert!(ph.starts_with("glpat-"), "{ctx}");
+        // Unique per call.
+        assert!(!seen.contains(&ph), "{ctx}: {ph} again");
+        seen.push(ph.clone());
         // The echo of the real secret comes back masked, on both protocols.
         assert_eq!(
             out.matches(&format!("auth=Bearer {ph}\n")).count(),
@@ -331,7 +453,8 @@ fn curl_bearer_is_swapped_for_its_host_only() {
         let cred: Vec<&Value> = exits.iter().filter(|e| e["kind"] == "credential").collect();
         assert_eq!(cred.len(), 1, "{ctx}");
         let e = cred[0];
-        assert_eq!(e["facts"]["host"], "other.test", "{e}");
+        assert_eq!(e["facts"]["hosts"][0]["host"], "other.test", "{e}");
+        assert_eq!(e["facts"]["credential"], "forge", "{e}");
         assert!(e.to_string().contains("forge"), "{e}");
         assert_ne!(e["needs"]["kind"], "contained", "{e}");
         let blocked = fin["sandbox_summary"]["blocked"].to_string();
@@ -354,13 +477,19 @@ fn curl_bearer_is_swapped_for_its_host_only() {
     let log = String::from_utf8_lossy(&o.stdout);
     assert!(log.contains("api.test"), "{log}");
     assert!(!log.contains(FORGE_SECRET), "{log}");
+    let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    let id = last["id"].as_str().unwrap();
     let o = command(w.dir())
         .env("XDG_STATE_HOME", w.state())
-        .args(["log", "-n", "1"])
+        .args(["log", id])
         .output()
         .unwrap();
     let shown = String::from_utf8_lossy(&o.stdout);
-    assert!(shown.contains("forge"), "{shown}");
+    assert!(
+        shown.contains("credential") && shown.contains("forge sent to api.test GET /echo/h2"),
+        "{shown}"
+    );
+    assert!(!shown.contains(FORGE_SECRET), "{shown}");
 }
 
 /// git clone and git push over HTTPS with Basic auth: git's credential helper answers the
@@ -388,7 +517,10 @@ fn git_clone_and_push_over_https() {
             .lines()
             .find_map(|l| l.strip_prefix("password="))
             .unwrap_or_else(|| panic!("{ctx}"));
-        assert!(ph.starts_with("ghp_") && ph.len() == GIT_SECRET.len() && ph != GIT_SECRET, "{ctx}");
+        assert!(
+            ph.starts_with("ghp_") && ph.len() == GIT_SECRET.len() && ph != GIT_SECRET,
+            "{ctx}"
+        );
         assert_no_secret(&out, &ctx);
         let log = Command::new("git")
             .args(["--git-dir"])
@@ -402,8 +534,10 @@ fn git_clone_and_push_over_https() {
         );
         let reqs = w.requests();
         assert!(
-            reqs.iter()
-                .any(|r| r["path"].as_str().unwrap_or("").ends_with("git-receive-pack")),
+            reqs.iter().any(|r| r["path"]
+                .as_str()
+                .unwrap_or("")
+                .ends_with("git-receive-pack")),
             "{ctx}\n{reqs:?}"
         );
         for r in reqs.iter().filter(|r| r["authorization"] != "") {
@@ -416,7 +550,9 @@ fn git_clone_and_push_over_https() {
             assert_eq!(decoded, format!("x-access-token:{GIT_SECRET}"), "{r}");
         }
         assert!(
-            uses(&fin).iter().any(|u| u.0 == "gitcred" && u.1 == "git.test"),
+            uses(&fin)
+                .iter()
+                .any(|u| u.0 == "gitcred" && u.1 == "git.test"),
             "{ctx}"
         );
         std::fs::remove_file(w.dir().join("server.jsonl")).ok();
@@ -448,8 +584,15 @@ fn npm_publish_with_the_npmrc_token() {
         let reqs = w.requests();
         let put: Vec<&Value> = reqs.iter().filter(|r| r["method"] == "PUT").collect();
         assert_eq!(put.len(), 1, "{ctx}\n{reqs:?}");
-        assert_eq!(put[0]["authorization"], format!("Bearer {NPM_SECRET}"), "{ctx}");
-        assert!(put[0]["path"].as_str().unwrap().contains("broker-pkg"), "{ctx}");
+        assert_eq!(
+            put[0]["authorization"],
+            format!("Bearer {NPM_SECRET}"),
+            "{ctx}"
+        );
+        assert!(
+            put[0]["path"].as_str().unwrap().contains("broker-pkg"),
+            "{ctx}"
+        );
         assert!(
             uses(&fin).iter().any(|u| u.0 == "npmreg" && u.2 == "PUT"),
             "{ctx}"
@@ -480,8 +623,8 @@ fn gh_api_against_an_enterprise_host() {
         assert_no_secret(&out, &ctx);
         let reqs = w.requests();
         assert!(
-            reqs.iter()
-                .any(|r| r["path"] == "/api/v3/user" && r["authorization"] == format!("token {GH_SECRET}")),
+            reqs.iter().any(|r| r["path"] == "/api/v3/user"
+                && r["authorization"] == format!("token {GH_SECRET}")),
             "{ctx}\n{reqs:?}"
         );
         std::fs::remove_file(w.dir().join("server.jsonl")).ok();
@@ -496,7 +639,10 @@ fn a_credential_without_its_secret_fails_the_start_clearly() {
     for backend in backends() {
         let (o, fin) = w.run(backend, &["credential=missing".to_string()], "echo ran");
         let out = text(&o);
-        assert!(!out.contains("\nran\n") && !out.starts_with("ran"), "{backend}: {out}");
+        assert!(
+            !out.contains("\nran\n") && !out.starts_with("ran"),
+            "{backend}: {out}"
+        );
         let all = format!("{out}\n{fin}");
         assert!(all.contains("credential missing"), "{backend}: {all}");
         assert!(all.contains("EFR_TEST_NO_SUCH_TOKEN"), "{backend}: {all}");
@@ -526,21 +672,33 @@ fn the_ca_is_in_the_calls_trust_with_the_grant_only() {
         "echo ssl=${{SSL_CERT_FILE:-none}} node=${{NODE_EXTRA_CA_CERTS:-none}} git=${{GIT_SSL_CAINFO:-none}}; \
          echo certs=$(grep -c 'BEGIN CERTIFICATE' {sys}); \
          cat /dev/efr/ca.pem 2>/dev/null | sha256sum | sed 's/ .*//;s/^/ca=/'; \
-         curl -sS -o /dev/null -w 'curl=%{{http_code}}\\n' https://api.test:{}/echo/trust"
-    , w.port);
+         curl -sS -o /dev/null -w 'curl=%{{http_code}}\\n' https://api.test:{}/echo/trust",
+        w.port
+    );
     for backend in backends() {
         let (o, _) = w.run(backend, &[], &line);
         let out = text(&o);
-        assert!(out.contains("ssl=none node=none git=none"), "{backend}: {out}");
-        assert!(out.contains(&format!("certs={host_certs}\n")), "{backend}: {out}");
+        assert!(
+            out.contains("ssl=none node=none git=none"),
+            "{backend}: {out}"
+        );
+        assert!(
+            out.contains(&format!("certs={host_certs}\n")),
+            "{backend}: {out}"
+        );
         let (o, fin) = w.run(backend, &["credential=forge".to_string()], &line);
         let out = text(&o);
         let ctx = format!("{backend}: {out}\n{fin}");
         assert!(
-            out.contains("ssl=/dev/efr/ca-bundle.pem node=/dev/efr/ca.pem git=/dev/efr/ca-bundle.pem"),
+            out.contains(
+                "ssl=/dev/efr/ca-bundle.pem node=/dev/efr/ca.pem git=/dev/efr/ca-bundle.pem"
+            ),
             "{ctx}"
         );
-        assert!(out.contains(&format!("certs={}\n", host_certs + 1)), "{ctx}");
+        assert!(
+            out.contains(&format!("certs={}\n", host_certs + 1)),
+            "{ctx}"
+        );
         let ca = std::fs::read(w.state().join("efr-sandbox/ca.pem")).unwrap();
         let sum = Command::new("sha256sum")
             .stdin(Stdio::piped())

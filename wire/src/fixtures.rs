@@ -1627,6 +1627,7 @@ pub fn example_plan() -> crate::plan::Plan {
             bundle: "/run/user/1000/efr/calls/c1/ca-bundle.pem".into(),
             ca: "/run/user/1000/efr/calls/c1/ca.pem".into(),
             system: vec!["/etc/ssl/certs/ca-certificates.crt".into()],
+            git_config: Some("/run/user/1000/efr/calls/c1/gitconfig".into()),
         }),
         test_weaken: vec!["no_supervise".into(), "seccomp_drop=keyctl".into()],
     }

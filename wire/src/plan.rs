@@ -241,12 +241,20 @@ pub struct TrustPlan {
     /// over.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub system: Vec<String>,
+    /// The git config of the credentials' helpers (a plain file, absolute), bound at
+    /// [`INSIDE_GIT_CONFIG`], which the call's `GIT_CONFIG_SYSTEM` names: it includes the
+    /// host's system config and answers git's credential requests for the bound hosts
+    /// with the placeholder. Absent when no granted credential has `git = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_config: Option<String>,
 }
 
 /// Where a call finds [`TrustPlan::bundle`].
 pub const INSIDE_CA_BUNDLE: &str = "/dev/efr/ca-bundle.pem";
 /// Where a call finds [`TrustPlan::ca`].
 pub const INSIDE_CA: &str = "/dev/efr/ca.pem";
+/// Where a call finds [`TrustPlan::git_config`].
+pub const INSIDE_GIT_CONFIG: &str = "/dev/efr/gitconfig";
 
 /// The call's egress proxy (design section 7): the launcher binds its socket into the view
 /// (`efr_launcher::plan::INSIDE_PROXY_SOCKET`), points `/etc/resolv.conf` at the call's

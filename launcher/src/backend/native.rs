@@ -132,6 +132,13 @@ fn dev_call(view: &View) -> Result<(), SetupError> {
             &format!("{N}{}", crate::plan::INSIDE_CA),
             true,
         )?;
+        if let Some(g) = &t.git_config {
+            bind(
+                &format!("{O}{g}"),
+                &format!("{N}{}", crate::plan::INSIDE_GIT_CONFIG),
+                true,
+            )?;
+        }
     }
     mount(
         None,
