@@ -192,6 +192,7 @@ pub fn check_grants(grants: &[Grant], env: &Env) -> Result<Vec<Grant>, ErrorBody
             },
             // No path to expand; the launcher's plan check refuses an unknown kind.
             Grant::Host { tcp: false, .. }
+            | Grant::Credential { .. }
             | Grant::OpenNetwork
             | Grant::Bus { .. }
             | Grant::BusFilter { .. }

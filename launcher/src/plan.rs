@@ -431,6 +431,10 @@ fn check_grants(grants: &[Grant]) -> Result<(), PlanError> {
                 // Carried by the proxy and the bus filter, which the service runs; the
                 // launcher only needs the plan's env_set and socket grants for them.
             }
+            Grant::Credential { .. } => {
+                // Carried by the call side (placeholders in the plan's env and files) and
+                // the proxy (the swap); it adds nothing to the view by itself.
+            }
             Grant::Unknown => return Err(invalid("grant of an unknown kind")),
         }
     }
@@ -571,6 +575,7 @@ impl PlanCheck for Plan {
                     | Grant::BusFilter { .. }
                     | Grant::Desktop { .. }
                     | Grant::NetView
+                    | Grant::Credential { .. }
                     | Grant::Unknown => {}
                 }
             }

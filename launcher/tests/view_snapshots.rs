@@ -230,6 +230,9 @@ fn case_of(g: &Grant) -> &'static str {
             Desktop::Niri => "desktop-niri",
         },
         Grant::NetView => "net-view",
+        // The call side puts placeholders in the plan's env and files; the grant itself
+        // adds nothing to the view, so its view is the default one.
+        Grant::Credential { .. } => "credential",
         // Refused by the plan's check before any view is built.
         Grant::Unknown => "default",
     }
@@ -326,11 +329,8 @@ fn cases(w: &World) -> Vec<(&'static str, Plan)> {
     v.push(("caches", caches));
     // A call holding a credential: the broker's bundle over the system bundles, the
     // bundle and the CA in the call's `/dev`.
-    let mut trusted = w.with_proxy(vec![Grant::Host {
-        host: "git.example.com".into(),
-        port: None,
-        plain_http: false,
-        tcp: false,
+    let mut trusted = w.with_proxy(vec![Grant::Credential {
+        name: "github".into(),
     }]);
     trusted.trust = Some(TrustPlan {
         bundle: w.p("calls/c1/ca-bundle.pem"),
@@ -521,4 +521,16 @@ fn build_is_build_on_the_real_host() {
             .collect()
     };
     assert_eq!(under_root(&real), under_root(&ours));
+}
+
+/// A credential grant adds nothing to the view by itself (the call side puts its
+/// placeholders in the plan's env and files): its view is the default view.
+#[test]
+fn a_credential_grant_leaves_the_view_as_it_is() {
+    let w = World::new();
+    let default = render(&build_on(&w.plan(), &w.host()), &w.root);
+    let granted = w.with(vec![Grant::Credential {
+        name: "github".into(),
+    }]);
+    assert_eq!(render(&build_on(&granted, &w.host()), &w.root), default);
 }

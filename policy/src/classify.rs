@@ -195,6 +195,41 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
                 };
                 crate::tokens::visible_token_sources(ctx, &out.roots, &unmasked, &ctx.call_env)
             });
+            // A credential the exit is granted is held as a placeholder: its variable and
+            // file make no token host for this exit.
+            let creds: Vec<&str> = match &f.needs {
+                Needs::Contained { grants } => grants
+                    .iter()
+                    .filter_map(|g| match g {
+                        Grant::Credential { name } => Some(name.as_str()),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let own_th;
+            let th = if creds.is_empty() {
+                th
+            } else {
+                let unmasked: Vec<PathBuf> = match granted {
+                    Some(Launch::Contained { grants }) => grants
+                        .iter()
+                        .filter_map(|g| match g {
+                            Grant::Unmask { path } => Some(PathBuf::from(path)),
+                            _ => None,
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                own_th = crate::tokens::visible_token_sources_except(
+                    ctx,
+                    &out.roots,
+                    &unmasked,
+                    &ctx.call_env,
+                    &crate::tokens::Placeholders::of_grants(ctx, creds),
+                );
+                &own_th
+            };
             for h in &f.facts.hosts {
                 if ctx.net_deny.iter().any(|d| host_matches(d, &h.host)) {
                     refuse_reason = Some(format!("efr's config denies {}", h.host));
@@ -460,6 +495,10 @@ pub fn grant_text(g: &Grant) -> String {
         Grant::Unmask { path } => format!("unmask {path}"),
         Grant::Desktop { desktop } => format!("desktop {}", desktop.as_str()),
         Grant::NetView => "the host's network view".into(),
+        Grant::Credential { name } => format!(
+            "credential {name} (a placeholder the proxy swaps for the secret on {name}'s \
+             bound hosts only)"
+        ),
         Grant::Unknown => "an unknown grant".into(),
     }
 }

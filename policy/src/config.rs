@@ -10,13 +10,16 @@
 //!   `<key>_remove` (such as `sandbox.masks_remove = ["~/.npmrc"]`) takes entries out, and
 //!   naming an entry that is not there is an error (a typo must not pass silently);
 //! - `network.resolve` entries replace a default of the same name;
-//! - `[[always]]` rules add to the list.
+//! - `[[always]]` rules add to the list;
+//! - a `[[credential]]` entry adds a credential, or replaces the built-in profile of its
+//!   name ([`credential`]).
 //!
 //! Unknown keys are an error naming the key. Every value remembers where it came from
 //! ([`Source`]); [`Config::render_text`] and [`Config::to_json`] are what
 //! `efr-sandbox config` prints. [`ConfigStore`] keeps the last good config in force when a
 //! reload fails. `docs/config.md` is the reference of every key.
 
+pub mod credential;
 mod env;
 pub mod git_config;
 mod hint;
@@ -33,7 +36,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-pub use env::Env;
+pub use env::{Env, Vars};
 pub use git_config::GitConfigItem;
 pub use rules::{RulePath, RuleShape};
 pub use view::{LaunchView, RepoGitDirs, ViewRepo, repositories};
@@ -401,6 +404,10 @@ pub struct Config {
     pub jobs: JobsConfig,
     /// The `[[always]]` rules, in order (a rule's index is its number).
     pub always: Vec<AlwaysRule>,
+    /// The `[[credential]]` entries and built-in profiles ([`Config::credentials`]).
+    pub(crate) credentials: Vec<credential::CredentialSpec>,
+    /// Where each of `credentials` was set, by index.
+    pub(crate) credential_sources: Vec<Source>,
     /// Top-level tables of the file that are not the sandbox's (efrd keeps its own sections,
     /// such as `[model]`, in the same file); they are ignored, and `efr-sandbox config`
     /// names them so that a misspelt section does not go unseen.
@@ -527,6 +534,7 @@ impl Config {
                 if let Err(e) = parse::apply(DEFAULTS_TOML, None, &mut config) {
                     panic!("built-in defaults are invalid: {e}");
                 }
+                credential::mask_source_files(&mut config);
                 config
             })
             .clone()
@@ -597,6 +605,8 @@ impl Config {
                 forward_deny: Vec::new(),
             },
             always: Vec::new(),
+            credentials: Vec::new(),
+            credential_sources: Vec::new(),
         }
     }
 
@@ -604,6 +614,7 @@ impl Config {
     pub fn from_toml_str(text: &str, path: &Path) -> Result<Config, LoadError> {
         let mut config = Config::defaults();
         parse::apply(text, Some(path), &mut config)?;
+        credential::mask_source_files(&mut config);
         config.file = Some(path.to_path_buf());
         Ok(config)
     }

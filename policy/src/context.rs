@@ -72,6 +72,10 @@ pub struct Context {
     /// The command knowledge (the embedded file unless [`Context::with_knowledge`]); when it
     /// did not load, every line is opaque with the load error.
     pub knowledge: knowledge::Loaded,
+    /// The configured credentials (`[[credential]]` and the built-in profiles): the
+    /// classifier proposes a `credential` grant for a line that needs one, and a credential
+    /// a call holds only as a placeholder makes no token host.
+    pub credentials: Vec<crate::config::credential::CredentialSpec>,
 }
 
 /// The config entries `v` expanded against `env`, each with its reason (or where it was
@@ -121,6 +125,7 @@ impl Context {
                 .collect(),
             token_files: rules(&config.network.token_files),
             always: config.always.clone(),
+            credentials: config.credentials().to_vec(),
             ..Context::of_env(env)
         }
     }
@@ -134,6 +139,7 @@ impl Context {
         Context {
             masks: rules(&config.sandbox.masks),
             token_files: rules(&config.network.token_files),
+            credentials: config.credentials().to_vec(),
             ..Context::of_env(env)
         }
     }
@@ -161,6 +167,7 @@ impl Context {
             always: Vec::new(),
             env: env.clone(),
             knowledge: knowledge::Knowledge::embedded().clone(),
+            credentials: Vec::new(),
         }
     }
 
@@ -169,6 +176,17 @@ impl Context {
     pub fn with_knowledge(mut self, k: knowledge::Loaded) -> Context {
         self.knowledge = k;
         self
+    }
+
+    /// The credential bound to `host` on `port` (443 when `None`), the first configured.
+    pub fn credential_for(
+        &self,
+        host: &str,
+        port: Option<u16>,
+    ) -> Option<&crate::config::credential::CredentialSpec> {
+        self.credentials
+            .iter()
+            .find(|c| c.binds(host, port.unwrap_or(443)))
     }
 
     /// The command knowledge, or why it did not load.

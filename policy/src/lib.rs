@@ -16,6 +16,8 @@
 //! - [`control`]: the sandbox's own control plane, which no call sees, reaches or is granted.
 //! - [`secrets`]: the one secret detector (the reviewed shapes of `data/secrets.toml`).
 //! - [`path`]: canonical paths and the one home expansion ([`path::expand_home`]).
+//! - [`credential`] (part of `config`): the `[[credential]]` entries and built-in profiles,
+//!   their secrets' sources, placeholders, and the source files every call has masked.
 //!
 //! The policy reads and judges; it writes nothing of the user's (the service saves an
 //! "allow always" rule). Its modules form layers, no two importing each other (the crate's
@@ -37,6 +39,7 @@ pub mod classify;
 pub mod config;
 pub mod context;
 pub mod control;
+pub use config::credential;
 pub mod explain;
 pub mod git;
 pub mod knowledge;

@@ -100,6 +100,55 @@ impl TokenSource {
     }
 }
 
+/// What a call granted credentials holds only as placeholders: their variables (`env`
+/// source, `placeholder_env`) and source files (a copy with the placeholder). The call
+/// cannot send the secret of any of them anywhere, so none makes a token host.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placeholders {
+    /// The call's variables that hold a placeholder.
+    pub vars: Vec<String>,
+    /// The files the call sees only as a copy with a placeholder (`~` expanded).
+    pub files: Vec<PathBuf>,
+}
+
+impl Placeholders {
+    /// What the grants `granted` (credential names) of `ctx`'s credentials turn into
+    /// placeholders.
+    pub fn of_grants<'a>(
+        ctx: &Context,
+        granted: impl IntoIterator<Item = &'a str>,
+    ) -> Placeholders {
+        let mut p = Placeholders::default();
+        for name in granted {
+            let Some(c) = ctx.credentials.iter().find(|c| c.name == name) else {
+                continue;
+            };
+            for v in [c.env_var(), c.placeholder_env.as_deref()]
+                .into_iter()
+                .flatten()
+            {
+                if !p.vars.iter().any(|x| x == v) {
+                    p.vars.push(v.to_string());
+                }
+            }
+            if let Some(f) = c.file(&ctx.env) {
+                if !p.files.contains(&f) {
+                    p.files.push(f);
+                }
+            }
+        }
+        p
+    }
+
+    /// Whether `f` is one of the files, as written or with links resolved.
+    fn holds_file(&self, f: &Path) -> bool {
+        let canonical = crate::path::canonical_existing(f);
+        self.files.iter().any(|p| {
+            p == f || (canonical.is_some() && crate::path::canonical_existing(p) == canonical)
+        })
+    }
+}
+
 /// [`visible_token_hosts`] with what made each host one (the first source found).
 pub fn visible_token_sources(
     ctx: &Context,
@@ -107,6 +156,25 @@ pub fn visible_token_sources(
     unmasked: &[PathBuf],
     env: &[(String, String)],
 ) -> std::collections::BTreeMap<String, TokenSource> {
+    visible_token_sources_except(ctx, roots, unmasked, env, &Placeholders::default())
+}
+
+/// [`visible_token_sources`] of a call that holds `placeholders` in place of some
+/// credentials: their variables and files make no token host (a token the call can read
+/// still does).
+pub fn visible_token_sources_except(
+    ctx: &Context,
+    roots: &[PathBuf],
+    unmasked: &[PathBuf],
+    env: &[(String, String)],
+    placeholders: &Placeholders,
+) -> std::collections::BTreeMap<String, TokenSource> {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .filter(|(n, _)| !placeholders.vars.iter().any(|v| v == n))
+        .cloned()
+        .collect();
+    let env = env.as_slice();
     let mut out = std::collections::BTreeMap::new();
     let mut add = |hosts: BTreeSet<String>, src: TokenSource| {
         for h in hosts {
@@ -122,7 +190,10 @@ pub fn visible_token_sources(
         for f in files {
             // A missing file holds no token: one statx, where `visible` resolves every
             // component of the path (most of the config's token files are not there).
-            if std::fs::symlink_metadata(&f).is_ok() && visible(ctx, roots, unmasked, &f) {
+            if std::fs::symlink_metadata(&f).is_ok()
+                && visible(ctx, roots, unmasked, &f)
+                && !placeholders.holds_file(&f)
+            {
                 let mut hosts = BTreeSet::new();
                 hosts_of_file(&f, &mut hosts);
                 add(hosts, TokenSource::File(f));

@@ -33,6 +33,7 @@ fn classifier_case(kind: &str) -> Option<Case> {
              words as an exit: the user grants it by name",
         ),
         "open_network" => Case::Line("torsocks curl https://example.com/"),
+        "credential" => Case::Line("gh pr create --fill"),
         _ => return None,
     })
 }

@@ -291,3 +291,90 @@ fn the_tokens_context_finds_what_the_whole_context_finds() {
     let found = same(&[]);
     assert!(!found.is_empty(), "{found:?}");
 }
+
+/// A config that keeps GITHUB_TOKEN and GH_TOKEN in the call's environment (the defaults
+/// drop them), with the github profile replaced by an env source the test sets.
+fn keeping_github_tokens() -> Config {
+    Config::from_toml_str(
+        "[environment]\nkeep = [\"GH_TOKEN\", \"GITHUB_TOKEN\"]\ndrop_remove = [\"*TOKEN*\"]\n\n\
+         [[credential]]\nname = \"github\"\nenv = \"GH_TOKEN\"\nhosts = [\"github.com\", \"api.github.com\"]\n\
+         send = \"basic\"\nuser = \"x-access-token\"\nplaceholder_env = \"GH_TOKEN\"\ngit = true\n",
+        Path::new("/config.toml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_credential_held_as_a_placeholder_makes_no_token_host() {
+    use efr_policy::tokens::{Placeholders, visible_token_sources_except};
+    let h = home();
+    let config = keeping_github_tokens();
+    let vars = vec![("GH_TOKEN".to_string(), "ghp_placeholder0000".to_string())];
+    let ctx = Context::new(&config, &Env::new(&h.home)).with_call_env(&config, vars.clone());
+    let roots = vec![h.proj.clone()];
+    // Read as a token, GH_TOKEN makes GitHub's hosts token hosts.
+    let all = visible_token_hosts(&ctx, &roots, &[], &ctx.call_env);
+    assert!(all.contains("github.com"), "{all:?}");
+    // Held as the github credential's placeholder, it does not.
+    let held = Placeholders::of_grants(&ctx, ["github"]);
+    assert_eq!(held.vars, ["GH_TOKEN"]);
+    let sources = visible_token_sources_except(&ctx, &roots, &[], &ctx.call_env, &held);
+    assert!(!sources.contains_key("github.com"), "{sources:?}");
+    // A token the call can read still does: GITHUB_TOKEN beside the placeholder.
+    let mut both = ctx.call_env.clone();
+    both.push(("GITHUB_TOKEN".into(), "abc".into()));
+    let sources = visible_token_sources_except(&ctx, &roots, &[], &both, &held);
+    assert!(sources.contains_key("github.com"), "{sources:?}");
+}
+
+#[test]
+fn a_credential_s_source_file_copy_makes_no_token_host() {
+    use efr_policy::tokens::{Placeholders, visible_token_sources_except};
+    let h = home();
+    // A project .npmrc with a token is visible; as the source of a user credential the
+    // call sees it only as a copy with a placeholder.
+    let npmrc = h.proj.join(".npmrc");
+    write(&npmrc, "//registry.npmjs.org/:_authToken=npm_abc\n");
+    let text = format!(
+        "[[credential]]\nname = \"proj-npm\"\nfile = \"{}\"\npattern = '_authToken=(\\S+)'\nhosts = [\"registry.npmjs.org\"]\nsend = \"bearer\"\n",
+        npmrc.display()
+    );
+    let config =
+        Config::from_toml_str(&text, Path::new("/config.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let ctx = Context::new(&config, &Env::new(&h.home));
+    let roots = vec![h.proj.clone()];
+    // The file is masked by the credential now: nothing denied either way.
+    assert!(!visible_token_hosts(&ctx, &roots, &[], &[]).contains("registry.npmjs.org"));
+    // Unmasked (the call side binds the placeholder copy there): only a placeholder.
+    let unmasked = vec![npmrc.clone()];
+    let plain =
+        visible_token_sources_except(&ctx, &roots, &unmasked, &[], &Placeholders::default());
+    assert!(plain.contains_key("registry.npmjs.org"), "{plain:?}");
+    let held = Placeholders::of_grants(&ctx, ["proj-npm"]);
+    assert_eq!(held.files, [npmrc]);
+    let sources = visible_token_sources_except(&ctx, &roots, &unmasked, &[], &held);
+    assert!(!sources.contains_key("registry.npmjs.org"), "{sources:?}");
+}
+
+#[test]
+fn the_classifier_does_not_deny_a_host_for_a_granted_credential_s_placeholder() {
+    let h = home();
+    let config = keeping_github_tokens();
+    let vars = vec![("GH_TOKEN".to_string(), "ghp_placeholder0000".to_string())];
+    let ctx = Context::new(&config, &Env::new(&h.home)).with_call_env(&config, vars);
+    // gh with the credential: contained (the call's GH_TOKEN is the placeholder).
+    match needs_of(&ctx, &h, "gh api repos/a/b") {
+        Needs::Contained { grants } => {
+            assert!(
+                grants.iter().any(|g| g.kind_str() == "credential"),
+                "{grants:?}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    // Without a credential, the kept GH_TOKEN is a token the call reads: denied.
+    assert_eq!(
+        needs_of(&ctx, &h, "curl https://api.github.com/"),
+        Needs::Unsandboxed
+    );
+}

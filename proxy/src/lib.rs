@@ -24,6 +24,7 @@
 )]
 
 pub mod addr;
+pub mod broker;
 pub mod buslog;
 pub mod dns;
 pub use efr_fdpass as fdpass;

@@ -19,11 +19,13 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use efr_sandbox_wire::launch::{Grant, TcpGrantError, TcpRelay};
 use efr_sandbox_wire::summary::BlockReason;
 
+use crate::broker::Broker;
 use crate::name::{self, Host};
 
 /// One host rule: a grant or an allow list entry.
@@ -157,6 +159,9 @@ pub struct ProxyPolicy {
     /// The call's `tcp` host grants: the host loopback ports its own loopback's listeners
     /// relay to.
     pub tcp: Vec<TcpRelay>,
+    /// The credential broker of a call that holds a `credential` grant: every allowed
+    /// `CONNECT` is then terminated and relayed by it (`crate::broker`); `None`: tunnels.
+    pub broker: Option<Arc<Broker>>,
 }
 
 /// Kind of proxy request.

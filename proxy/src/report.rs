@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use efr_sandbox_wire::summary::{BlockReason, Blocked, SandboxSummary};
+use efr_sandbox_wire::summary::{BlockReason, Blocked, CredentialUse, SandboxSummary};
 
 /// Most `blocked` entries in a summary.
 pub const MAX_BLOCKED: usize = 32;
@@ -71,7 +71,15 @@ pub struct Report {
     index: HashMap<(String, u16, BlockReason), usize>,
     /// Refusals of entries past [`MAX_ENTRIES`].
     unlisted: u32,
+    /// The broker's credential uses, first-seen order (at most [`MAX_ENTRIES`]).
+    uses: Vec<CredentialUse>,
+    uses_index: HashMap<(String, String, String, String), usize>,
+    /// Uses of entries past [`MAX_ENTRIES`].
+    uses_unlisted: u32,
 }
+
+/// Most `credentials_used` entries in a summary.
+pub const MAX_USES: usize = 32;
 
 impl Report {
     /// Count one refusal; `false` when it has no entry (past [`MAX_ENTRIES`] distinct ones:
@@ -151,12 +159,51 @@ impl Report {
     /// The proxy's part of the call's `sandbox_summary`: `proxied`, `blocked`, `blocked_more`.
     pub fn summary(&self) -> SandboxSummary {
         let (blocked, blocked_more) = self.blocked();
+        let shown = self.uses.len().min(MAX_USES);
+        let more: u32 = self.uses[shown..]
+            .iter()
+            .map(|u| u.count)
+            .fold(0, u32::saturating_add);
         SandboxSummary {
             proxied: true,
             blocked,
             blocked_more,
+            credentials_used: self.uses[..shown].to_vec(),
+            credentials_used_more: more.saturating_add(self.uses_unlisted),
             ..Default::default()
         }
+    }
+
+    /// Count one request in which the broker sent credential `name` to `host` (`path`
+    /// without its query).
+    pub fn add_use(&mut self, name: &str, host: &str, method: &str, path: &str) {
+        let key = (
+            name.to_string(),
+            host.to_string(),
+            method.to_string(),
+            path.to_string(),
+        );
+        match self.uses_index.get(&key) {
+            Some(&i) => self.uses[i].count = self.uses[i].count.saturating_add(1),
+            None if self.uses.len() >= MAX_ENTRIES => {
+                self.uses_unlisted = self.uses_unlisted.saturating_add(1);
+            }
+            None => {
+                self.uses_index.insert(key, self.uses.len());
+                self.uses.push(CredentialUse {
+                    name: name.to_string(),
+                    host: host.to_string(),
+                    method: method.to_string(),
+                    path: path.to_string(),
+                    count: 1,
+                });
+            }
+        }
+    }
+
+    /// Every credential use, first-seen order (at most [`MAX_ENTRIES`]).
+    pub fn uses(&self) -> &[CredentialUse] {
+        &self.uses
     }
 }
 

@@ -565,6 +565,10 @@ impl Proxy {
                 },
                 _ = self.closed() => return,
             };
+            if let Some(r) = self.dns_credential(&buf[..n]) {
+                let _ = sock.try_send_to(&r, from);
+                continue;
+            }
             let (resp, outcome) = dns::answer(&table, &buf[..n]);
             match outcome {
                 DnsOutcome::Allowed(_) => bump(&self.inner.counters.lookups),
@@ -578,6 +582,29 @@ impl Proxy {
                 let _ = sock.try_send_to(&r, from);
             }
         }
+    }
+
+    /// A broker call's lookup of a name that holds a credential's placeholder (any case,
+    /// split over labels): recorded as the refusal `credential` of that name and answered
+    /// NXDOMAIN.
+    fn dns_credential(&self, q: &[u8]) -> Option<Vec<u8>> {
+        let b = self.inner.policy.broker.as_ref()?;
+        let (name, end) = crate::broker::dns_qname(q)?;
+        b.placeholder_in_name(&name)?;
+        let host = match crate::name::normalize(&name) {
+            Ok(crate::name::Host::Name(n)) => n,
+            _ => name
+                .to_ascii_lowercase()
+                .chars()
+                .take(crate::name::MAX_NAME)
+                .collect(),
+        };
+        self.refuse_record(&host, LOOKUP_PORT, BlockReason::Credential, None);
+        let mut r = q.get(..end)?.to_vec();
+        r[2] = 0x80 | (q[2] & 0x79); // QR, the opcode and RD as asked
+        r[3] = 0x80 | 3; // RA, NXDOMAIN
+        r[6..12].fill(0);
+        Some(r)
     }
 
     /// Count the refused lookup of `name` (as asked).
@@ -610,7 +637,13 @@ impl Proxy {
         }
     }
 
-    fn refuse_record(&self, host: &str, port: u16, reason: BlockReason, special: Option<Special>) {
+    pub(crate) fn refuse_record(
+        &self,
+        host: &str,
+        port: u16,
+        reason: BlockReason,
+        special: Option<Special>,
+    ) {
         let r = Refusal {
             host: host.to_string(),
             port,
@@ -627,6 +660,33 @@ impl Proxy {
         {
             bump(&self.inner.counters.events_dropped);
         }
+    }
+
+    /// The name of the broker's credential whose placeholder is in `bytes` (not bound to
+    /// `host:port`), when the call has a broker.
+    fn placeholder_in(
+        &self,
+        bytes: &[u8],
+        host: &str,
+        port: u16,
+    ) -> Option<crate::broker::BrokerCredential> {
+        let b = self.inner.policy.broker.as_ref()?;
+        b.placeholder_in(bytes, host, port).cloned()
+    }
+
+    /// Refuse a plain request that carried `c`'s placeholder: recorded `credential`, and
+    /// answered 403 with the reason and a body that names the credential and its hosts.
+    async fn refuse_credential<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        s: &mut S,
+        host: &str,
+        port: u16,
+        c: &crate::broker::BrokerCredential,
+    ) {
+        self.refuse_record(host, port, BlockReason::Credential, None);
+        let body = crate::broker::Broker::refusal_text(c, host, "the request");
+        answer(s, 403, Some(BlockReason::Credential), &body).await;
+        linger(s).await;
     }
 
     async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
@@ -854,6 +914,15 @@ impl Proxy {
                     self.refuse_record(&host, port, reason, None);
                     return;
                 }
+                if let Some(b) = &inner.policy.broker {
+                    // A broker call: terminated and relayed request by request.
+                    let link = BrokerLink {
+                        proxy: self.clone(),
+                        state: self.tunnel_state(),
+                    };
+                    return crate::broker::relay::serve(link, b.clone(), s, buf, up, &host, port)
+                        .await;
+                }
                 if up.write_all(&buf).await.is_err() {
                     return;
                 }
@@ -861,6 +930,9 @@ impl Proxy {
             (Kind::PlainHttp, Some(head)) => {
                 let mut req = head.origin_request(&host);
                 req.extend_from_slice(&rest);
+                if let Some(c) = self.placeholder_in(&req, &host, port) {
+                    return self.refuse_credential(&mut s, &host, port, &c).await;
+                }
                 if up.write_all(&req).await.is_err() {
                     return;
                 }
@@ -899,6 +971,19 @@ impl Proxy {
         if state.hit.load(Ordering::Relaxed) {
             self.refuse_record(host, port, BlockReason::Limit, None);
         }
+    }
+
+    /// A fresh activity state (now) for a connection the broker relays.
+    fn tunnel_state(&self) -> Arc<TunnelState> {
+        Arc::new(TunnelState {
+            last: AtomicU64::new(self.now_ms()),
+            hit: AtomicBool::new(false),
+        })
+    }
+
+    /// Every credential use of the call, first-seen order (no cap of the summary).
+    pub fn credentials_used_all(&self) -> Vec<efr_sandbox_wire::summary::CredentialUse> {
+        lock(&self.inner.report).uses().to_vec()
     }
 
     async fn closed(&self) {
@@ -1058,6 +1143,7 @@ enum Handed {
     Dns(tokio::net::UdpSocket),
 }
 
+/// The activity and byte-limit state of one tunnel or terminated connection.
 #[derive(Debug)]
 struct TunnelState {
     last: AtomicU64,
@@ -1133,5 +1219,67 @@ impl TryWriteNow for UnixStream {
 impl TryWriteNow for TcpStream {
     fn try_write_now(&self, b: &[u8]) -> io::Result<usize> {
         self.try_write(b)
+    }
+}
+
+/// What the broker's relay of one connection reaches of its proxy.
+#[derive(Debug, Clone)]
+struct BrokerLink {
+    proxy: Proxy,
+    state: Arc<TunnelState>,
+}
+
+impl crate::broker::relay::Link for BrokerLink {
+    fn touch(&self) {
+        self.state
+            .last
+            .store(self.proxy.now_ms(), Ordering::Relaxed);
+    }
+
+    fn count_bytes(&self, n: usize) -> bool {
+        let inner = &self.proxy.inner;
+        self.touch();
+        let total = inner.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        let ok = total <= inner.policy.limits.max_bytes;
+        if !ok {
+            self.state.hit.store(true, Ordering::Relaxed);
+        }
+        ok
+    }
+
+    fn refuse_credential(&self, host: &str, port: u16) {
+        self.proxy
+            .refuse_record(host, port, BlockReason::Credential, None);
+    }
+
+    fn record_use(&self, name: &str, host: &str, method: &str, path: &str) {
+        lock(&self.proxy.inner.report).add_use(name, host, method, path);
+    }
+
+    fn upstream_error(&self) {
+        bump(&self.proxy.inner.counters.upstream_errors);
+    }
+
+    fn count_tunnel(&self) {
+        bump(&self.proxy.inner.counters.tunnels);
+    }
+
+    fn idle(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let idle = self.proxy.inner.policy.limits.idle_timeout;
+            self.proxy.watch_idle(&self.state, idle).await;
+            bump(&self.proxy.inner.counters.timeouts);
+        })
+    }
+
+    fn done(&self, host: &str, port: u16) {
+        if self.state.hit.load(Ordering::Relaxed) {
+            self.proxy
+                .refuse_record(host, port, BlockReason::Limit, None);
+        }
+    }
+
+    fn handshake_timeout(&self) -> Duration {
+        self.proxy.inner.policy.limits.handshake_timeout
     }
 }

@@ -58,3 +58,24 @@ pub(crate) fn shutdown_write(fd: RawFd) {
     // SAFETY: shutdown takes no pointers; the caller's fd is open for the call.
     unsafe { libc::shutdown(fd, libc::SHUT_WR) };
 }
+
+/// `flock(fd, LOCK_EX)`: waits for the exclusive lock of an open file (freed with the fd).
+pub(crate) fn lock_exclusive(fd: &impl AsRawFd) -> io::Result<()> {
+    loop {
+        // SAFETY: flock takes no pointers; the fd is open for the call (borrowed).
+        let rc = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The effective uid of the process.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid takes nothing and cannot fail.
+    unsafe { libc::geteuid() }
+}

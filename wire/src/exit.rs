@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::launch::Grant;
 use crate::serde_util::{is_false, is_zero};
 
-/// `exit_kind`: the 17 kinds of exit, frozen in `fixtures/v1/exit_kinds.json`. The set is
+/// `exit_kind`: the 18 kinds of exit, frozen in `fixtures/v1/exit_kinds.json`. The set is
 /// closed: change it only with a changelog line.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
@@ -48,11 +48,15 @@ pub enum ExitKind {
     Port,
     /// Signals processes outside the call.
     Kill,
+    /// Sends a credential's placeholder to a host the credential is not bound to (a
+    /// misuse: `facts.hosts` names the host, `facts.credential` the credential). No grant
+    /// fixes it: the retry proposes nothing that would send the secret there.
+    Credential,
 }
 
 impl ExitKind {
     /// Every kind, in wire order.
-    pub const ALL: [ExitKind; 17] = [
+    pub const ALL: [ExitKind; 18] = [
         ExitKind::Write,
         ExitKind::Delete,
         ExitKind::Host,
@@ -70,6 +74,7 @@ impl ExitKind {
         ExitKind::Background,
         ExitKind::Port,
         ExitKind::Kill,
+        ExitKind::Credential,
     ];
 
     /// The wire name.
@@ -92,6 +97,7 @@ impl ExitKind {
             ExitKind::Background => "background",
             ExitKind::Port => "port",
             ExitKind::Kill => "kill",
+            ExitKind::Credential => "credential",
         }
     }
 }
@@ -287,6 +293,10 @@ pub struct Facts {
     /// The commands of an outside exit that run outside the sandbox.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside_commands: Vec<String>,
+    /// The configured credential whose placeholder a `credential` exit sent to a host it is
+    /// not bound to (absent for every other kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
     /// A desktop command that only reads the desktop's state or reloads its config.
     #[serde(default, skip_serializing_if = "is_false")]
     pub desktop_read: bool,

@@ -97,6 +97,8 @@ pub fn example_exit_record() -> ExitRecord {
             ports: vec![8080],
             signals: vec!["pkill node".into()],
             outside_commands: vec!["git push origin main".into()],
+            // Only a credential exit names one: `exit_record_credential.json`.
+            credential: None,
             desktop_read: true,
             git_code: Some(GitCode {
                 checked: true,
@@ -209,6 +211,9 @@ pub fn all() -> Vec<Fixture> {
             desktop: Desktop::Niri,
         },
         Grant::NetView,
+        Grant::Credential {
+            name: "github".into(),
+        },
         Grant::Unknown,
     ];
     let record = example_exit_record();
@@ -347,6 +352,35 @@ pub fn all() -> Vec<Fixture> {
             },
         ),
         fixture(
+            "exit_record_credential.json",
+            ExitRecord {
+                id: "denial-1".into(),
+                source: ExitSource::Denial,
+                kind: ExitKind::Credential,
+                summary: "the placeholder of credential github was sent to paste.example.net, \
+                          which it is not bound to"
+                    .into(),
+                action: Action::default(),
+                facts: Facts {
+                    hosts: vec![HostFact {
+                        host: "paste.example.net".into(),
+                        port: Some(443),
+                        project_remote: false,
+                    }],
+                    credential: Some("github".into()),
+                    ..Facts::default()
+                },
+                needs: Needs::Nothing,
+                judgement: Judgement {
+                    verdict: Verdict::Refuse,
+                    by: JudgedBy::Policy,
+                    reasons: vec![
+                        "a credential is sent only to the hosts it is bound to".into(),
+                    ],
+                },
+            },
+        ),
+        fixture(
             "exit_info.json",
             ExitInfo {
                 id: record.id.clone(),
@@ -407,8 +441,22 @@ pub fn all() -> Vec<Fixture> {
                         reason: BlockReason::IpLiteral,
                         count: 1,
                     },
+                    Blocked {
+                        host: "paste.example".into(),
+                        port: 443,
+                        reason: BlockReason::Credential,
+                        count: 1,
+                    },
                 ],
                 blocked_more: 4,
+                credentials_used: vec![crate::summary::CredentialUse {
+                    name: "forge".into(),
+                    host: "git.example.com".into(),
+                    method: "POST".into(),
+                    path: "/ada/app.git/git-receive-pack".into(),
+                    count: 2,
+                }],
+                credentials_used_more: 0,
                 tcp_relayed: 2,
                 bus_refused: vec![BusRefused {
                     bus: Bus::Session,

@@ -24,7 +24,7 @@ pub struct GrantKind {
 }
 
 /// Every kind `--grant` takes, in the order `run --help` lists them.
-pub const GRANT_KINDS: [GrantKind; 10] = [
+pub const GRANT_KINDS: [GrantKind; 11] = [
     GrantKind {
         name: "write",
         grants: "write access to a path (and below it, for a directory)",
@@ -76,7 +76,24 @@ pub const GRANT_KINDS: [GrantKind; 10] = [
         grants: "the host's network as it is",
         usage: "open_network",
     },
+    GrantKind {
+        name: "credential",
+        grants: "one configured credential: the call holds a placeholder the proxy swaps for \
+                 the secret on the credential's hosts only",
+        usage: "credential=NAME",
+    },
 ];
+
+/// The longest credential name.
+pub const CREDENTIAL_NAME_MAX: usize = 64;
+
+/// Whether `name` is a credential's name: 1 to 64 of `A-Z a-z 0-9 _ . -`.
+pub fn is_credential_name(name: &str) -> bool {
+    (1..=CREDENTIAL_NAME_MAX).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
 
 /// The kinds `--grant` takes, for messages: every kind's usage, comma-separated.
 pub fn kinds_text() -> String {
@@ -120,6 +137,12 @@ pub enum GrantParseError {
     /// A `host=...:tcp` that breaks a rule of the tcp relay.
     #[error(transparent)]
     Tcp(#[from] TcpGrantError),
+    /// A `credential` value that is not a credential's name.
+    #[error(
+        "grant credential takes a credential's name, 1 to 64 of A-Z a-z 0-9 _ . - \
+         (credential=NAME): credential={0}"
+    )]
+    Credential(String),
     /// A kind not in [`GRANT_KINDS`].
     #[error("unknown grant kind {0:?}; the kinds: {kinds}", kinds = kinds_text())]
     UnknownKind(String),
@@ -173,6 +196,16 @@ impl FromStr for Grant {
             "net_view" => Grant::NetView,
             "open_network" => Grant::OpenNetwork,
             "host" => parse_host(value.unwrap_or_default())?,
+            "credential" => match value {
+                Some(v) if is_credential_name(v) => Grant::Credential {
+                    name: v.to_string(),
+                },
+                v => {
+                    return Err(GrantParseError::Credential(
+                        v.unwrap_or_default().to_string(),
+                    ));
+                }
+            },
             other => return Err(GrantParseError::UnknownKind(other.to_string())),
         })
     }
@@ -265,6 +298,7 @@ impl fmt::Display for Grant {
             }
             Grant::NetView => f.write_str("net_view"),
             Grant::OpenNetwork => f.write_str("open_network"),
+            Grant::Credential { name } => write!(f, "credential={name}"),
             Grant::Unknown => f.write_str("unknown"),
         }
     }
@@ -286,6 +320,7 @@ mod tests {
                 }
                 "bus" | "bus_filter" => format!("{}=system", kind.name).parse().unwrap(),
                 "desktop" => "desktop=niri".parse().unwrap(),
+                "credential" => "credential=github".parse().unwrap(),
                 other => other.parse().unwrap(),
             };
             match &g {
@@ -298,7 +333,8 @@ mod tests {
                 | Grant::Desktop { .. }
                 | Grant::Host { .. }
                 | Grant::NetView
-                | Grant::OpenNetwork => {}
+                | Grant::OpenNetwork
+                | Grant::Credential { .. } => {}
                 Grant::Unknown => panic!("{} parsed as unknown", kind.name),
             }
             out.push(g);
@@ -309,6 +345,7 @@ mod tests {
             "host=localhost:5432:tcp",
             "host=[::1]:6379:tcp",
             "host=127.0.0.1:8000:tcp",
+            "credential=my.forge_token-2",
         ] {
             out.push(h.parse().unwrap());
         }
@@ -344,7 +381,7 @@ mod tests {
              bus_filter=session|system (the bus through a filter of the config's rules), \
              desktop=wayland|x11|hyprland|sway|i3|niri, host=NAME[:PORT][:http], \
              host=HOST:PORT:tcp (HOST localhost, 127.0.0.1 or [::1]: the host's own loopback \
-             port, any protocol), net_view, open_network"
+             port, any protocol), net_view, open_network, credential=NAME"
         );
         let e = |s: &str| s.parse::<Grant>().unwrap_err().to_string();
         assert_eq!(e("write"), "grant write needs a path: write=PATH");
@@ -371,6 +408,29 @@ mod tests {
         );
         assert!(e("host=db.test:5432:tcp").contains("the host's loopback"));
         assert!(e("host=localhost:tcp").contains("names its port"));
+        assert_eq!(
+            e("credential=a b"),
+            "grant credential takes a credential's name, 1 to 64 of A-Z a-z 0-9 _ . - \
+             (credential=NAME): credential=a b"
+        );
+        for bad in [
+            "credential",
+            "credential=",
+            "credential=a/b",
+            "credential=a=b",
+            "credential=é",
+            &format!("credential={}", "a".repeat(65)),
+        ] {
+            assert!(
+                matches!(bad.parse::<Grant>(), Err(GrantParseError::Credential(_))),
+                "{bad}"
+            );
+        }
+        assert!(
+            format!("credential={}", "a".repeat(64))
+                .parse::<Grant>()
+                .is_ok()
+        );
         for bad in ["host=", "host=:80", "host=a:b:c", "host=a:1:2", "=x", ""] {
             assert!(bad.parse::<Grant>().is_err(), "{bad}");
         }

@@ -146,6 +146,14 @@ pub enum Grant {
     },
     /// The host's network namespace with only Unix and netlink sockets.
     NetView,
+    /// One configured credential (`[[credential]]` of the config, or a built-in profile):
+    /// the call holds a placeholder of its secret, and the proxy swaps the placeholder for the
+    /// secret in requests to the credential's bound hosts only. The grant adds nothing to the
+    /// view by itself.
+    Credential {
+        /// The credential's name, `[A-Za-z0-9_.-]{1,64}`.
+        name: String,
+    },
     /// A kind this reader does not know.
     #[serde(other)]
     Unknown,
@@ -274,6 +282,7 @@ impl Grant {
             | Grant::BusFilter { .. }
             | Grant::Desktop { .. }
             | Grant::NetView
+            | Grant::Credential { .. }
             | Grant::Unknown => None,
         }
     }
@@ -291,6 +300,7 @@ impl Grant {
             Grant::Unmask { .. } => "unmask",
             Grant::Desktop { .. } => "desktop",
             Grant::NetView => "net_view",
+            Grant::Credential { .. } => "credential",
             Grant::Unknown => "unknown",
         }
     }

@@ -28,6 +28,9 @@ pub enum BlockReason {
     /// The host's loopback port a `tcp` host grant relays to refused the connection
     /// (nothing listens there on the host).
     HostRefused,
+    /// The request carried a credential's placeholder (in a header, the URL, the body, a
+    /// DNS name or a tunnel's first bytes) to a host that credential is not bound to.
+    Credential,
     /// A reason this reader does not know (a newer service's).
     #[serde(other)]
     Unknown,
@@ -35,7 +38,7 @@ pub enum BlockReason {
 
 impl BlockReason {
     /// Every reason, in wire order.
-    pub const ALL: [BlockReason; 8] = [
+    pub const ALL: [BlockReason; 9] = [
         BlockReason::NotAllowed,
         BlockReason::IpLiteral,
         BlockReason::NotTls,
@@ -43,6 +46,7 @@ impl BlockReason {
         BlockReason::Limit,
         BlockReason::Denied,
         BlockReason::HostRefused,
+        BlockReason::Credential,
         BlockReason::Unknown,
     ];
 
@@ -56,6 +60,7 @@ impl BlockReason {
             BlockReason::Limit => "limit",
             BlockReason::Denied => "denied",
             BlockReason::HostRefused => "host_refused",
+            BlockReason::Credential => "credential",
             BlockReason::Unknown => "unknown",
         }
     }
@@ -70,6 +75,23 @@ pub struct Blocked {
     pub port: u16,
     /// Why the proxy refused it.
     pub reason: BlockReason,
+    /// 1 when absent; sent only when it is not 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u32,
+}
+
+/// `credentials_used`: the requests in which the credential broker put one credential's
+/// secret in place of its placeholder, per host, method and path. Never the secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CredentialUse {
+    /// The credential's name (`credential=NAME`).
+    pub name: String,
+    /// The host the secret was sent to.
+    pub host: String,
+    /// The request's method.
+    pub method: String,
+    /// The request's path, without its query string.
+    pub path: String,
     /// 1 when absent; sent only when it is not 1.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub count: u32,
@@ -246,6 +268,13 @@ pub struct SandboxSummary {
     /// Why the sandbox could not start, one line; the command did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_error: Option<String>,
+    /// Each credential the broker sent for the call: name, host, method, path and count
+    /// (at most 32 entries; further ones are counted in `credentials_used_more`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials_used: Vec<CredentialUse>,
+    /// The uses `credentials_used` leaves out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub credentials_used_more: u32,
 }
 
 /// A finish: the `end` of `sandbox.launch`, the result of `sandbox.finish`, and what

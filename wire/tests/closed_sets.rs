@@ -167,6 +167,13 @@ fn optional_members_are_absent_when_empty() {
         .ok(),
         Some(json!({"kind": "host", "host": "h"}))
     );
+    assert_eq!(
+        serde_json::to_value(Grant::Credential {
+            name: "github".into()
+        })
+        .ok(),
+        Some(json!({"kind": "credential", "name": "github"}))
+    );
 }
 
 #[test]
@@ -174,7 +181,7 @@ fn closed_set_lists_match_their_wire_names() {
     for k in ExitKind::ALL {
         assert_eq!(serde_json::to_value(k).ok(), Some(json!(k.as_str())));
     }
-    assert_eq!(ExitKind::ALL.len(), 17);
+    assert_eq!(ExitKind::ALL.len(), 18);
     for m in Mode::ALL {
         assert_eq!(serde_json::to_value(m).ok(), Some(json!(m.as_str())));
     }

@@ -219,8 +219,10 @@ fn grant_sockets(plan: &Plan, host: &Host, g: &Grant) -> Vec<String> {
             Desktop::Niri => in_rt(env_of(plan, "NIRI_SOCKET")),
         },
         // No host socket bound: a bus filter's socket is the call's own, the network
-        // grants go through the proxy or the namespace, the rest bind paths of their own.
+        // grants and a credential go through the proxy or the namespace, the rest bind
+        // paths of their own.
         Grant::Write { .. }
+        | Grant::Credential { .. }
         | Grant::Unmask { .. }
         | Grant::Device { .. }
         | Grant::Host { .. }

@@ -1,7 +1,52 @@
 //! The process facts the config and explain read paths against (home, runtime dir, ...).
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::fmt;
 use std::path::{Path, PathBuf};
+
+/// The variables of a process's environment (those whose name and value are UTF-8), by
+/// name: where a credential's `env` source reads its secret. Its `Debug` lists the names
+/// only, so that an `Env` printed in a log shows no secret.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Vars(BTreeMap<String, String>);
+
+impl Vars {
+    /// The variables of this process.
+    pub fn from_process() -> Vars {
+        Vars(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        )
+    }
+
+    /// The value of `name`, when set.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    /// Sets `name` (for tests and callers that build an environment).
+    pub fn set(&mut self, name: impl Into<String>, value: impl Into<String>) {
+        self.0.insert(name.into(), value.into());
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Vars {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Vars {
+        Vars(
+            iter.into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+}
+
+impl fmt::Debug for Vars {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
 
 /// Where the home, the runtime dir, the config dir, `$SCRATCH` and `/tmp` are.
 ///
@@ -30,6 +75,9 @@ pub struct Env {
     /// `--socket`. Each, with its directory, is part of the control plane no call reaches
     /// ([`crate::control`]).
     pub service_sockets: Vec<PathBuf>,
+    /// The process's variables ([`Vars`]), where a credential's `env` source is read: the
+    /// service's own environment in the service, none in [`Env::new`].
+    pub vars: Vars,
 }
 
 impl Env {
@@ -44,6 +92,7 @@ impl Env {
             cwd: None,
             state_home: None,
             service_sockets: Vec::new(),
+            vars: Vars::default(),
         }
     }
 
@@ -64,6 +113,7 @@ impl Env {
             service_sockets: abs(std::env::var_os("EFR_SANDBOX_SOCKET"))
                 .into_iter()
                 .collect(),
+            vars: Vars::from_process(),
         }
     }
 

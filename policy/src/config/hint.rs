@@ -49,7 +49,7 @@ impl ConfigHint {
     /// hold it (the config's host name rule: letters, digits and `-` in each label).
     pub fn resolvable(name: &str) -> Option<String> {
         let n = name.to_ascii_lowercase();
-        (!n.starts_with('*') && super::parse::check_host(&n).is_ok()).then_some(n)
+        (!n.starts_with('*') && super::rules::check_host(&n).is_ok()).then_some(n)
     }
 
     /// `[sandbox]` `shell = "sh"`: what a line proposes when its bash is missing.

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::rules::{RuleShape, check_path};
+use super::credential::{self, RawCredential};
+use super::rules::{RuleShape, check_host, check_path};
 use super::{
     AlwaysRule, BackendChoice, BusConfig, CacheMerge, Config, DEFAULTS_NAME, Entry,
     EnvironmentConfig, FLOOR_LINES, FloorsConfig, GitConfig, JobsConfig, LoadError, NetworkConfig,
@@ -125,6 +126,7 @@ pub(crate) fn apply(text: &str, path: Option<&Path>, config: &mut Config) -> Res
             "floors" => floors(&ctx, table(&ctx, name, v)?, &mut config.floors)?,
             "jobs" => jobs(&ctx, table(&ctx, name, v)?, &mut config.jobs)?,
             "always" => always(&ctx, v, &mut config.always)?,
+            "credential" => credential(&ctx, v, config)?,
             // Not a sandbox section: efrd's own (such as `[model]`) or a typo. Ignore it
             // and let `efr-sandbox config` name it.
             _ => config.ignored_sections.push(name.to_string()),
@@ -393,26 +395,6 @@ fn check_relative(s: &str) -> Result<(), String> {
 }
 fn check_any(s: &str) -> Result<(), String> {
     check_path(s, RuleShape::Any)
-}
-
-pub(crate) fn check_host(s: &str) -> Result<(), String> {
-    let body = s.strip_prefix("*.").unwrap_or(s);
-    let ok = !body.is_empty()
-        && body.len() <= 253
-        && body.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !l.starts_with('-')
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{s}: not a host name (lower case, such as crates.io or *.example.com)"
-        ))
-    }
 }
 
 fn check_dir_name(s: &str) -> Result<(), String> {
@@ -1070,4 +1052,106 @@ fn always(
         out.push(rule);
     }
     Ok(())
+}
+
+/// `[[credential]]`: each entry read into a [`RawCredential`] and validated. A built-in
+/// entry needs a reason; a user entry of a built-in profile's name replaces it; two entries
+/// of one name in one layer are an error.
+fn credential(
+    ctx: &Ctx<'_>,
+    v: &Spanned<DeValue<'_>>,
+    config: &mut Config,
+) -> Result<(), LoadError> {
+    let mut seen: Vec<String> = Vec::new();
+    for (index, item) in array(ctx, "credential", v)?.iter().enumerate() {
+        let key = format!("credential[{index}]");
+        let t = table(ctx, &key, item)?;
+        let raw = raw_credential(ctx, &key, t)?;
+        let at =
+            |k: &str| -> Range<usize> { t.get(k).map(|v| v.span()).unwrap_or_else(|| item.span()) };
+        let spec = raw.validate().map_err(|e| {
+            let k = if e.key.is_empty() {
+                key.clone()
+            } else {
+                format!("{key}.{}", e.key)
+            };
+            ctx.invalid(&k, &at(e.key), e.message)
+        })?;
+        if ctx.path.is_none() && spec.reason.is_none() {
+            return Err(ctx.invalid(&key, &item.span(), "a built-in credential needs a reason"));
+        }
+        if seen.contains(&spec.name) {
+            return Err(ctx.invalid(
+                &format!("{key}.name"),
+                &at("name"),
+                format!("credential {}: a second entry of this name", spec.name),
+            ));
+        }
+        seen.push(spec.name.clone());
+        let source = ctx.source(&item.span());
+        match config.credentials.iter().position(|c| c.name == spec.name) {
+            Some(i) => {
+                config.credentials[i] = spec;
+                config.credential_sources[i] = source;
+            }
+            None => {
+                config.credentials.push(spec);
+                config.credential_sources.push(source);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The keys of one `[[credential]]` table, each of its type.
+fn raw_credential(ctx: &Ctx<'_>, key: &str, t: &DeTable<'_>) -> Result<RawCredential, LoadError> {
+    let mut raw = RawCredential::default();
+    for (k, mv) in ordered(t) {
+        let name: &str = k.get_ref();
+        let mkey = format!("{key}.{name}");
+        let text = || string(ctx, &mkey, mv).map(str::to_string);
+        match name {
+            "name" => raw.name = Some(text()?),
+            "env" => raw.env = Some(text()?),
+            "file" => raw.file = Some(text()?),
+            "pattern" => raw.pattern = Some(text()?),
+            "send" => raw.send = Some(text()?),
+            "user" => raw.user = Some(text()?),
+            "placeholder_env" => raw.placeholder_env = Some(text()?),
+            "reason" => raw.reason = Some(text()?.trim().to_string()),
+            "git" => raw.git = Some(boolean(ctx, &mkey, mv)?.value),
+            "hosts" | "command" => {
+                let words = array(ctx, &mkey, mv)?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| string(ctx, &format!("{mkey}[{i}]"), w).map(str::to_string))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if name == "hosts" {
+                    raw.hosts = Some(words);
+                } else {
+                    raw.command = Some(words);
+                }
+            }
+            "keep_seconds" => match mv.get_ref() {
+                DeValue::Integer(i) => {
+                    raw.keep_seconds = Some(i.to_string().parse::<i64>().map_err(|_| {
+                        ctx.invalid(
+                            &mkey,
+                            &mv.span(),
+                            "keep_seconds is a whole number of seconds",
+                        )
+                    })?);
+                }
+                other => {
+                    return Err(ctx.invalid(
+                        &mkey,
+                        &mv.span(),
+                        format!("expected a number of seconds, found {}", type_name(other)),
+                    ));
+                }
+            },
+            _ => return Err(ctx.unknown(&mkey, &k.span(), &credential::KEYS)),
+        }
+    }
+    Ok(raw)
 }

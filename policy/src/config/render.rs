@@ -142,7 +142,64 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
             source: r.source.clone().unwrap_or(Source::Default),
         });
     }
+    for (c, src) in c.credentials.iter().zip(&c.credential_sources) {
+        out.push(ShownValue {
+            key: format!("credential[{}]", c.name),
+            value: credential_value(c),
+            reason: c.reason.clone().unwrap_or_default(),
+            source: src.clone(),
+        });
+    }
     out
+}
+
+/// A credential's keys as its entry writes them (where its secret comes from, never the
+/// secret).
+fn credential_value(c: &super::credential::CredentialSpec) -> Value {
+    use super::credential::{SendAs, Source as From};
+    let mut m = serde_json::Map::new();
+    let hosts: Vec<String> = c
+        .hosts
+        .iter()
+        .map(|h| match h.port {
+            443 => h.pattern.clone(),
+            p => format!("{}:{p}", h.pattern),
+        })
+        .collect();
+    m.insert("hosts".into(), json!(hosts));
+    match &c.source {
+        From::Env(v) => {
+            m.insert("env".into(), json!(v));
+        }
+        From::File { path, pattern } => {
+            m.insert("file".into(), json!(path.to_string_lossy()));
+            if let Some(p) = pattern {
+                m.insert("pattern".into(), json!(p.as_str()));
+            }
+        }
+        From::Command { argv, keep } => {
+            m.insert("command".into(), json!(argv));
+            m.insert("keep_seconds".into(), json!(keep.as_secs()));
+        }
+    }
+    let send = match &c.send {
+        SendAs::Bearer => "bearer".to_string(),
+        SendAs::Token => "token".to_string(),
+        SendAs::Basic { user } => {
+            m.insert("user".into(), json!(user));
+            "basic".to_string()
+        }
+        SendAs::Header(h) => format!("header:{h}"),
+        SendAs::Query(q) => format!("query:{q}"),
+    };
+    m.insert("send".into(), json!(send));
+    if let Some(v) = &c.placeholder_env {
+        m.insert("placeholder_env".into(), json!(v));
+    }
+    if c.git {
+        m.insert("git".into(), json!(true));
+    }
+    Value::Object(m)
 }
 
 fn value_text(v: &Value) -> String {

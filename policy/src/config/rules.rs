@@ -111,6 +111,27 @@ pub(crate) fn is_pattern(text: &Path) -> bool {
 
 pub(crate) use efr_sandbox_wire::pattern::wildcard;
 
+/// A host name of the config's host lists (lower case, such as `crates.io`), or `*.suffix`.
+pub(crate) fn check_host(s: &str) -> Result<(), String> {
+    let body = s.strip_prefix("*.").unwrap_or(s);
+    let ok = !body.is_empty()
+        && body.len() <= 253
+        && body.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{s}: not a host name (lower case, such as crates.io or *.example.com)"
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

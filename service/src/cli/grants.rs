@@ -17,7 +17,8 @@ pub fn grant_arg(g: &Grant) -> Option<String> {
         | Grant::Desktop { .. }
         | Grant::Host { .. }
         | Grant::NetView
-        | Grant::OpenNetwork => Some(g.to_string()),
+        | Grant::OpenNetwork
+        | Grant::Credential { .. } => Some(g.to_string()),
         // Not offered back as a word to retry with: a bus filter (the retry lines never
         // offered one, though `run` reads `bus_filter=`), an unknown kind (it has no text).
         Grant::BusFilter { .. } | Grant::Unknown => None,

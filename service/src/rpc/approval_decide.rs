@@ -38,6 +38,7 @@ fn always_rule(g: &Grant, why: &str) -> Result<AlwaysRule, String> {
         | Grant::Unmask { .. }
         | Grant::Desktop { .. }
         | Grant::NetView
+        | Grant::Credential { .. }
         | Grant::Unknown) => {
             return Err(format!(
                 "the grant {} has no always rule (only host and write grants do): approve it \

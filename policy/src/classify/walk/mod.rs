@@ -11,6 +11,7 @@ use crate::context::Context;
 use crate::knowledge::{ArgRole, HostArgs, Knowledge, Wrapper, WriteOp};
 use crate::path::normalize;
 use crate::url::{url_host, url_host_port};
+mod credentials;
 mod dispatch;
 mod network;
 mod registry;

@@ -83,6 +83,7 @@ impl Walker<'_> {
                     }
                     None
                 });
+                let header_creds = credentials::header_credentials(self.ctx, rest);
                 let mut skip_next = false;
                 let mut any = false;
                 for (i, a) in rest.iter().enumerate() {
@@ -149,7 +150,7 @@ impl Walker<'_> {
                     }
                     if let Some((host, port, plain)) = url_host(t, true) {
                         any = true;
-                        let f = if let Some(file) = &upload_flag {
+                        let mut f = if let Some(file) = &upload_flag {
                             let mut f = self.host_finding(
                                 ExitKind::Upload,
                                 &host,
@@ -177,6 +178,12 @@ impl Walker<'_> {
                                 cmd,
                             )
                         };
+                        let bound = header_creds
+                            .iter()
+                            .find(|c| c.binds(&host, port.unwrap_or(if plain { 80 } else { 443 })));
+                        if let Some(c) = bound.filter(|_| !plain) {
+                            credentials::use_credential(&mut f, c, &[(host.clone(), port)], false);
+                        }
                         self.host_finding_or_local(f);
                     } else if !a.known && (a.prefix.is_empty() || a.prefix.contains("://")) {
                         self.note_opaque(format!(

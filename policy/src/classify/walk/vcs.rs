@@ -58,14 +58,17 @@ impl Walker<'_> {
                     format!("git push sends the commits of {repo_shown} to {what}"),
                     cmd,
                 );
-                for (h, p) in hosts {
+                for (h, p) in &hosts {
                     f.facts.hosts.push(HostFact {
                         host: h.clone(),
-                        port: p,
-                        project_remote: git::is_project_remote(self.ctx, &self.roots, &h),
+                        port: *p,
+                        project_remote: git::is_project_remote(self.ctx, &self.roots, h),
                     });
                 }
                 f.runs_outside(&cmd.display);
+                if let Some(c) = self.git_credential(&repo, &remote) {
+                    credentials::use_credential(&mut f, c, &hosts, false);
+                }
                 f.git_repo = Some(repo);
                 self.push(f);
             }
@@ -198,7 +201,14 @@ impl Walker<'_> {
                         });
                         f
                     } else {
-                        self.host_finding(ExitKind::Host, &h, p, false, summary, cmd)
+                        let mut f = self.host_finding(ExitKind::Host, &h, p, false, summary, cmd);
+                        let c = self.ctx.credential_for(&h, p).filter(|c| {
+                            c.git && matches!(sub.as_str(), "fetch" | "pull" | "clone")
+                        });
+                        if let Some(c) = c {
+                            credentials::use_credential(&mut f, c, &[(h.clone(), p)], false);
+                        }
+                        f
                     };
                     if sub != "clone" {
                         f.git_repo = Some(repo.clone());
@@ -283,6 +293,41 @@ impl Walker<'_> {
         );
     }
 
+    /// The credential with `git = true` bound to every HTTPS URL of `remote` (a URL or a
+    /// remote's name), when there is one and no URL is ssh.
+    fn git_credential(
+        &self,
+        repo: &Path,
+        remote: &str,
+    ) -> Option<&crate::config::credential::CredentialSpec> {
+        let raw: Vec<String> = match url_host_port(remote) {
+            Some(_) => vec![remote.to_string()],
+            None => git::remote_urls(self.ctx, repo, remote),
+        };
+        // A URL with a user part carries its own login, which git sends instead of asking
+        // a credential helper.
+        let own_login = |u: &str| {
+            u.split_once("://")
+                .is_some_and(|(_, rest)| rest.split('/').next().unwrap_or("").contains('@'))
+        };
+        if raw.iter().any(|u| own_login(u)) {
+            return None;
+        }
+        let urls: Vec<(String, Option<u16>, bool)> =
+            raw.iter().filter_map(|u| url_host_port(u)).collect();
+        let (first, rest) = urls.split_first()?;
+        if urls.iter().any(|u| u.2) {
+            return None;
+        }
+        let c = self
+            .ctx
+            .credential_for(&first.0, first.1)
+            .filter(|c| c.git)?;
+        rest.iter()
+            .all(|u| c.binds(&u.0, u.1.unwrap_or(443)))
+            .then_some(c)
+    }
+
     pub(super) fn remote_hosts(&self, repo: &Path, remote: &str) -> Vec<(String, Option<u16>)> {
         if let Some((h, p, _)) = url_host_port(remote) {
             return vec![(h, p)];
@@ -342,6 +387,19 @@ impl Walker<'_> {
             project_remote: git::is_project_remote(self.ctx, &self.roots, "github.com"),
         });
         f.runs_outside(&cmd.display);
+        if let Some(c) = credentials::gh_credential(self.ctx, pos[0]) {
+            // Contained, it reaches GitHub's hosts with a placeholder: a host exit, no
+            // longer a command that only works outside.
+            if f.kind == ExitKind::Outside {
+                f.kind = ExitKind::Host;
+                f.summary = format!(
+                    "`{}` acts on github.com with credential {}",
+                    short(&cmd.display),
+                    c.name
+                );
+            }
+            credentials::use_credential(&mut f, c, &[], true);
+        }
         f.git_repo = Some(repo);
         self.push(f);
     }

@@ -213,6 +213,7 @@ pub fn parse_grant(s: &str, here: &Path) -> Result<Grant, String> {
         | Grant::Desktop { .. }
         | Grant::NetView
         | Grant::OpenNetwork
+        | Grant::Credential { .. }
         | Grant::Unknown) => g,
     })
 }
