@@ -15,8 +15,15 @@
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use efr_launcher::plan::{INSIDE_CA, INSIDE_CA_BUNDLE, INSIDE_GIT_CONFIG, Plan, TrustPlan};
+use efr_policy::config::{Config, Env};
+use efr_policy::credential::{
+    CredentialSpec, Resolved, SecretCache, SendAs, Source, placeholder, resolve,
+};
+use efr_proxy::broker::{Broker, BrokerCredential, Ca, Send};
+use efr_sandbox_wire::Grant;
 
 /// Which trust file a variable names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -411,6 +418,224 @@ pub fn set_env(plan: &mut Plan, vars: Vec<(String, String)>) {
     }
 }
 
+/// The names of the credentials a plan's grants hold, each once.
+pub fn granted_names(plan: &Plan) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for g in &plan.grants {
+        if let Grant::Credential { name } = g {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+    }
+    names
+}
+
+/// Why a call's credentials could not be made ready: the call does not start, and its
+/// setup error names the credential and what failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    /// A grant names a credential no config entry or built-in profile defines.
+    #[error(
+        "credential {0}: no [[credential]] of that name in the config, nor a built-in profile \
+         (`efr-sandbox config` lists them)"
+    )]
+    Unknown(String),
+    /// The call has no proxy to swap the placeholder in (open_network, net_view,
+    /// unsandboxed).
+    #[error(
+        "credential {0}: a credential grant needs the call's own network and proxy (the \
+         placeholder is swapped there); open_network, net_view and an unsandboxed call have none"
+    )]
+    NoProxy(String),
+    /// The secret could not be had from its source (the error names the credential and
+    /// the source).
+    #[error(transparent)]
+    Resolve(#[from] efr_policy::credential::ResolveError),
+    /// The secret's source file could not be read again for its placeholder copy.
+    #[error("credential {name}: reading {} for its placeholder copy: {source}", path.display())]
+    File {
+        /// The credential.
+        name: String,
+        /// The source file.
+        path: PathBuf,
+        /// What the read said.
+        source: std::io::Error,
+    },
+    /// The broker's CA could not be loaded or made.
+    #[error("the credential broker's CA: {0}")]
+    Ca(#[source] efr_proxy::broker::CaError),
+    /// The broker refused its credentials or roots.
+    #[error("the credential broker: {0}")]
+    Broker(#[source] efr_proxy::broker::BrokerError),
+    /// The call's trust files could not be written.
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+}
+
+/// The service's answers of the credentials' commands (`gh auth token`), kept
+/// `keep_seconds`: one cache for the process.
+fn cache() -> &'static SecretCache {
+    static CACHE: std::sync::OnceLock<SecretCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(SecretCache::default)
+}
+
+/// The broker's CA of the state dir `dir` (`$XDG_STATE_HOME/efr-sandbox`), loaded or made
+/// once per process and state dir, shared by every call.
+fn ca(dir: &Path) -> Result<Arc<Ca>, CredentialError> {
+    static CAS: Mutex<Vec<(PathBuf, Arc<Ca>)>> = Mutex::new(Vec::new());
+    let mut cas = CAS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, c)) = cas.iter().find(|(d, _)| d == dir) {
+        return Ok(c.clone());
+    }
+    let c = Arc::new(Ca::load_or_create(dir).map_err(CredentialError::Ca)?);
+    cas.push((dir.to_path_buf(), c.clone()));
+    Ok(c)
+}
+
+/// How the proxy sends the secret.
+fn send_of(s: &SendAs) -> Send {
+    match s {
+        SendAs::Bearer => Send::Bearer,
+        SendAs::Token => Send::Token,
+        SendAs::Basic { user } => Send::Basic { user: user.clone() },
+        SendAs::Header(h) => Send::Header(h.clone()),
+        SendAs::Query(q) => Send::Query(q.clone()),
+    }
+}
+
+/// The user git sends with the placeholder: the credential's Basic user, else the
+/// forges' own token user.
+fn git_user(s: &SendAs) -> &str {
+    match s {
+        SendAs::Basic { user } => user,
+        _ => "x-access-token",
+    }
+}
+
+/// The credentials of a call, made ready: its proxy's broker, its bound hosts (allowed to
+/// the call: the grant implies their host grants) and the variables that hold a
+/// placeholder only.
+pub struct Granted {
+    /// The broker of the call's proxy.
+    pub broker: Arc<Broker>,
+    /// The CA the call trusts.
+    pub ca: Arc<Ca>,
+    /// Every credential's bound hosts: (pattern, port).
+    pub hosts: Vec<(String, u16)>,
+    /// The call's variables that hold a placeholder, not a token it can read.
+    pub placeholder_vars: Vec<String>,
+    /// The placeholders (a variable holding one holds no token).
+    pub placeholders: Vec<String>,
+    /// The git config of the credentials with `git = true` ([`git_config_text`]).
+    pub git_config: Option<String>,
+}
+
+impl std::fmt::Debug for Granted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Granted")
+            .field("hosts", &self.hosts)
+            .field("placeholder_vars", &self.placeholder_vars)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Makes the credentials `plan`'s grants name ready for its proxy: each resolved (its
+/// secret from its source, the service's cache of command answers), a placeholder made
+/// for this call, put where the call's tools look ([`place`]); the broker built with the
+/// CA and the config's `[proxy] extra_roots`. `None` for a plan with no credential grant.
+pub fn prepare(
+    plan: &mut Plan,
+    config: &Config,
+    env: &Env,
+    has_proxy: bool,
+) -> Result<Option<Granted>, CredentialError> {
+    let names = granted_names(plan);
+    let Some(first) = names.first() else {
+        return Ok(None);
+    };
+    if !has_proxy {
+        return Err(CredentialError::NoProxy(first.clone()));
+    }
+    let call_env = crate::egress::call_env(plan);
+    let mut creds = Vec::new();
+    let mut hosts: Vec<(String, u16)> = Vec::new();
+    let mut placeholder_vars = Vec::new();
+    let mut placeholders = Vec::new();
+    let mut git = Vec::new();
+    for name in &names {
+        let spec = config
+            .credentials()
+            .iter()
+            .find(|c| &c.name == name)
+            .ok_or_else(|| CredentialError::Unknown(name.clone()))?;
+        let resolved = resolve(spec, env, cache())?;
+        let ph = placeholder(resolved.secret.expose());
+        place(plan, spec, &resolved, &ph)?;
+        placeholder_vars.extend(spec.placeholder_env.iter().cloned());
+        let bound: Vec<(String, u16)> = spec
+            .hosts
+            .iter()
+            .map(|h| (h.pattern.clone(), h.port))
+            .collect();
+        for h in &bound {
+            if !hosts.contains(h) {
+                hosts.push(h.clone());
+            }
+        }
+        placeholders.push(ph.clone());
+        if spec.git {
+            git.push(GitHelper {
+                hosts: bound.clone(),
+                user: git_user(&spec.send).to_string(),
+                placeholder: ph.clone(),
+            });
+        }
+        creds.push(BrokerCredential {
+            name: name.clone(),
+            hosts: bound,
+            secret: resolved.secret.expose().to_string(),
+            placeholder: ph,
+            send: send_of(&spec.send),
+        });
+    }
+    let ca = ca(&efr_policy::control::state_home(env).join("efr-sandbox"))?;
+    let roots: Vec<PathBuf> = config
+        .proxy
+        .extra_roots
+        .iter()
+        .map(|r| efr_policy::path::expand_home(&r.value, &env.home))
+        .collect();
+    let broker = Broker::new(ca.clone(), &roots, creds).map_err(CredentialError::Broker)?;
+    Ok(Some(Granted {
+        broker: Arc::new(broker),
+        ca,
+        hosts,
+        placeholder_vars,
+        placeholders,
+        git_config: (!git.is_empty()).then(|| {
+            let system = git_system_configs(&call_env);
+            let system: Vec<&str> = system.iter().map(String::as_str).collect();
+            git_config_text(&system, &git)
+        }),
+    }))
+}
+
+/// `p` for a call holding credentials (`g`): the credentials' bound hosts allowed (the grant
+/// implies their host grants; the port named unless 443) and the broker set, so the proxy
+/// terminates the call's TLS and swaps each placeholder on its hosts only.
+pub fn with_broker(p: &mut efr_proxy::ProxyPolicy, g: &Granted) {
+    for (pattern, port) in &g.hosts {
+        let port = (*port != 443).then_some(*port);
+        if let Some(rule) = efr_proxy::HostRule::new(pattern, port, false) {
+            if !p.grants.contains(&rule) {
+                p.grants.push(rule);
+            }
+        }
+    }
+    p.broker = Some(g.broker.clone());
+}
+
 /// The call's variables without those that hold only a placeholder (`vars`, or a value
 /// holding one of `placeholders`): what the visible-token rule judges, since a placeholder
 /// is no token the call can send anywhere.
@@ -425,11 +650,64 @@ pub fn without_placeholders(
         .collect()
 }
 
+/// Puts one credential's placeholder where the call's tools look: its `placeholder_env`
+/// (and its source variable dropped from the call, whatever its name: the real one never
+/// reaches it); a file source's placeholder copy over the file's mask. (Its git helper
+/// is written with the call's trust files: [`Granted::git_config`].)
+fn place(
+    plan: &mut Plan,
+    spec: &CredentialSpec,
+    resolved: &Resolved,
+    ph: &str,
+) -> Result<(), CredentialError> {
+    if let Source::Env(var) = &spec.source {
+        drop_variable(plan, var);
+    }
+    if let Some(v) = &spec.placeholder_env {
+        set_env(plan, vec![(v.clone(), ph.to_string())]);
+    }
+    if let Some((path, span)) = &resolved.file_span {
+        let text = std::fs::read_to_string(path).map_err(|source| CredentialError::File {
+            name: spec.name.clone(),
+            path: path.clone(),
+            source,
+        })?;
+        let p = path.to_string_lossy().into_owned();
+        let scrubbed = plan
+            .scrubbed
+            .iter()
+            .find(|s| s.path == p)
+            .map(|s| s.content.clone());
+        if let Some(copy) = placeholder_copy(&text, span.clone(), ph, scrubbed.as_deref()) {
+            if !plan.masks.contains(&p) {
+                plan.masks.push(p.clone());
+            }
+            plan.scrubbed.retain(|s| s.path != p);
+            plan.scrubbed.push(efr_launcher::plan::ScrubbedFile {
+                path: p,
+                content: copy,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Drops `var` from the call's environment: the scrubber's drop list of the plan names it.
+fn drop_variable(plan: &mut Plan, var: &str) {
+    if let Some(p) = plan.env_policy.as_mut() {
+        if !p.drop.iter().any(|d| d == var) {
+            p.drop.push(var.to_string());
+        }
+    }
+    if let Some(env) = plan.env.as_mut() {
+        env.retain(|e| e.name != var);
+    }
+    plan.env_keep.retain(|k| k != var);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use efr_policy::config::{Config, Env};
-    use efr_sandbox_wire::Grant;
 
     #[test]
     fn the_trust_files_are_the_system_roots_and_the_ca() {
