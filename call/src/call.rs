@@ -251,12 +251,48 @@ impl Call {
         ))
     }
 
+    /// The policy of a call holding credentials, made again now that its plan holds their
+    /// placeholders: the variables that hold a placeholder (or a helper that answers one)
+    /// are not tokens the call can read, so they deny no host; the bound hosts allowed and
+    /// the broker set ([`crate::broker::with_broker`]).
+    fn broker_policy(&self, g: &crate::broker::Granted) -> ProxyPolicy {
+        let ce = crate::broker::without_placeholders(
+            crate::egress::call_env(&self.plan),
+            &g.placeholder_vars,
+            &g.placeholders,
+        );
+        let mut p = crate::egress::policy(
+            &self.plan.grants,
+            &self.config,
+            &self.env,
+            &self.projects,
+            &ce,
+        );
+        crate::broker::with_broker(&mut p, g);
+        p
+    }
+
     /// Starts the call's proxy (with `policy`, from [`Self::proxy_policy`]) and its bus
     /// filters (one per `bus_filter` grant), their sockets below `ctx.sockets`.
+    /// A call holding `credential` grants gets them made ready first
+    /// ([`crate::broker::prepare`]: placeholders in its plan, the broker in its proxy's
+    /// policy) and the broker's CA in its trust once the proxy's directory exists.
     pub fn attach(&mut self, policy: Option<ProxyPolicy>, ctx: &Ctx) -> Result<(), PrepareError> {
-        if let Some(pol) = policy {
+        let granted =
+            crate::broker::prepare(&mut self.plan, &self.config, &self.env, policy.is_some())?;
+        if let Some(mut pol) = policy {
+            if let Some(g) = &granted {
+                pol = self.broker_policy(g);
+            }
             let cp = CallProxy::attach(&mut self.plan, pol, ctx.sockets.as_deref())
                 .map_err(PrepareError::Proxy)?;
+            if let Some(g) = &granted {
+                let trust =
+                    crate::broker::write_trust(cp.dir(), g.ca.cert_pem(), g.git_config.as_deref())
+                        .map_err(crate::broker::CredentialError::from)?;
+                crate::broker::set_env(&mut self.plan, crate::broker::trust_env(&trust));
+                self.plan.trust = Some(trust);
+            }
             self.proxy = Some(cp);
         }
         let buses = crate::bus::wanted(&self.plan);

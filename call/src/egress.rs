@@ -377,6 +377,12 @@ impl CallProxy {
         })
     }
 
+    /// The call's private directory (0700, removed with the proxy): where the service
+    /// writes the call's trust files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The refusal events (once; `sandbox.launch` sends them as they happen).
     pub fn take_events(&self) -> Option<Receiver<Refusal>> {
         self.events.lock().unwrap_or_else(|e| e.into_inner()).take()
@@ -428,6 +434,8 @@ impl CallProxy {
         summary.blocked = s.blocked;
         summary.blocked_more = s.blocked_more;
         summary.tcp_relayed = s.tcp_relayed;
+        summary.credentials_used = s.credentials_used;
+        summary.credentials_used_more = s.credentials_used_more;
         self.proxy
             .refusals_all()
             .into_iter()
@@ -516,6 +524,56 @@ fn budget_record(n: usize, r: &Refusal, line: &str) -> ExitRecord {
     }
 }
 
+/// The exit record of a placeholder sent to a host its credential is not bound to: kind
+/// `credential`, the host in `facts.hosts`, the credential in `facts.credential` (the
+/// call's credentials not bound to that host: the placeholder found was one of theirs), no
+/// grant proposed (a misuse is not fixed by a grant: the grant that would let it through
+/// would send the secret there).
+fn credential_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> ExitRecord {
+    let names: Vec<&str> = policy
+        .broker
+        .iter()
+        .flat_map(|b| b.credentials())
+        .filter(|c| !c.binds(&r.host, r.port))
+        .map(|c| c.name.as_str())
+        .collect();
+    let name = names.join(", ");
+    let hp = format!("{}:{}", r.host, r.port);
+    ExitRecord {
+        id: format!("host-{n}"),
+        source: ExitSource::Denial,
+        kind: ExitKind::Credential,
+        summary: format!(
+            "send the placeholder of credential {name} to {hp}, which it is not bound to \
+             (refused by the proxy: credential)"
+        ),
+        action: Action {
+            line: line.to_string(),
+            ..Default::default()
+        },
+        facts: Facts {
+            hosts: vec![HostFact {
+                host: r.host.clone(),
+                port: Some(r.port),
+                project_remote: false,
+            }],
+            credential: (!name.is_empty()).then_some(name),
+            ..Default::default()
+        },
+        needs: Needs::Nothing,
+        judgement: Judgement {
+            verdict: Verdict::Refuse,
+            by: JudgedBy::Policy,
+            reasons: vec![format!(
+                "the proxy refused {hp}: the request carried a credential's placeholder, and \
+                 a credential is sent only to the hosts it is bound to; no grant sends it \
+                 elsewhere (bind the host in the credential's config entry if it is meant \
+                 to receive it)"
+            )],
+        },
+    }
+}
+
 /// Why a name that resolved to a special address was refused, with the config lines that
 /// map it on purpose after the first line (or why the config cannot).
 fn special_reason(hp: &str, host: &str, sp: &efr_proxy::Special) -> String {
@@ -541,6 +599,9 @@ fn special_reason(hp: &str, host: &str, sp: &efr_proxy::Special) -> String {
 pub fn host_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> ExitRecord {
     if r.host == efr_proxy::ANY_HOST {
         return budget_record(n, r, line);
+    }
+    if r.reason == BlockReason::Credential {
+        return credential_record(n, r, line, policy);
     }
     let hp = if r.host.contains(':') {
         format!("[{}]:{}", r.host, r.port)
@@ -724,6 +785,40 @@ mod tests {
             "{}",
             rec.summary
         );
+    }
+
+    /// A placeholder sent to a host its credential is not bound to is a `credential` exit
+    /// record naming the host and the credential, proposing no grant.
+    #[test]
+    fn a_credential_refusal_is_a_credential_record_with_no_grant() {
+        let d = tempfile::tempdir().unwrap();
+        let ca = std::sync::Arc::new(efr_proxy::broker::Ca::load_or_create(d.path()).unwrap());
+        let cred = |name: &str, host: &str| efr_proxy::broker::BrokerCredential {
+            name: name.into(),
+            hosts: vec![(host.into(), 443)],
+            secret: "ghp_0123456789abcdefghij0123456789abcdef".into(),
+            placeholder: format!("ghp_{name:x<36}"),
+            send: efr_proxy::broker::Send::Bearer,
+        };
+        let broker = efr_proxy::broker::Broker::new(
+            ca,
+            &[],
+            vec![cred("forge", "api.test"), cred("other", "paste.test")],
+        )
+        .unwrap();
+        let policy = ProxyPolicy {
+            broker: Some(std::sync::Arc::new(broker)),
+            ..ProxyPolicy::default()
+        };
+        let r = Refusal::new("paste.test", 443, BlockReason::Credential);
+        let rec = host_record(1, &r, "curl x", &policy);
+        assert_eq!(rec.kind, ExitKind::Credential);
+        assert_eq!(rec.facts.hosts[0].host, "paste.test");
+        // The placeholder found there was forge's: other is bound to paste.test.
+        assert_eq!(rec.facts.credential.as_deref(), Some("forge"));
+        assert_eq!(rec.needs, Needs::Nothing);
+        assert_eq!(rec.judgement.verdict, Verdict::Refuse);
+        assert!(rec.summary.contains("forge") && rec.summary.contains("paste.test:443"));
     }
 
     /// The sweep removes a call directory whose owner lock can be taken (its owner died)

@@ -107,6 +107,10 @@ pub struct Record {
     /// The variables of the environment not passed to the call, by name.
     #[serde(default)]
     pub env_dropped: Vec<String>,
+    /// The credentials the call's proxy sent for it (`credentials_used` of its summary:
+    /// name, host, method, path, count; never the secret).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials_used: Vec<efr_sandbox_wire::summary::CredentialUse>,
 }
 
 impl Record {
@@ -364,6 +368,15 @@ pub fn record(
         refused: refused.into_iter().take(bounds::REFUSED).collect(),
         refused_more,
         env_dropped: fin.sandbox_summary.env_dropped.clone(),
+        credentials_used: fin
+            .sandbox_summary
+            .credentials_used
+            .iter()
+            .map(|u| efr_sandbox_wire::summary::CredentialUse {
+                path: text(&u.path),
+                ..u.clone()
+            })
+            .collect(),
     }
 }
 

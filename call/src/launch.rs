@@ -241,6 +241,9 @@ pub enum PrepareError {
     /// A bus filter of the call could not be started.
     #[error(transparent)]
     Bus(#[from] crate::bus::AttachError),
+    /// A credential the call is granted could not be made ready.
+    #[error(transparent)]
+    Credential(#[from] crate::broker::CredentialError),
 }
 
 impl From<ErrorBody> for PrepareError {

@@ -23,6 +23,7 @@
 )]
 
 pub mod after;
+pub mod broker;
 pub mod bus;
 pub mod bus_owners;
 pub mod bus_relay;

@@ -15,8 +15,9 @@ use efr_sandbox_wire::Grant;
 use efr_sandbox_wire::size::Size;
 
 pub use efr_sandbox_wire::plan::{
-    CacheFile, CacheLayer, DEFAULT_RELAY_PORT, EnvVar, NetMode, PLAN_VERSION, Plan, PlanMode,
-    ProxyPlan, ScrubbedFile, TestWeaken, UnknownWeaken,
+    CacheFile, CacheLayer, DEFAULT_RELAY_PORT, EnvVar, INSIDE_CA, INSIDE_CA_BUNDLE,
+    INSIDE_GIT_CONFIG, NetMode, PLAN_VERSION, Plan, PlanMode, ProxyPlan, ScrubbedFile, TestWeaken,
+    TrustPlan, UnknownWeaken,
 };
 
 /// Largest plan accepted, in bytes.
@@ -343,6 +344,52 @@ fn check_caches(plan: &Plan) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// The most system bundles the broker's bundle is bound over (distributions keep one to
+/// four).
+const MAX_TRUST_SYSTEM: usize = 8;
+
+/// The broker's trust: only for a call with a proxy (whose TLS it is for), its paths valid.
+fn check_trust(plan: &Plan) -> Result<(), PlanError> {
+    let Some(t) = &plan.trust else {
+        return Ok(());
+    };
+    if plan.proxy.is_none() {
+        return Err(invalid(
+            "trust: only for a call with a proxy (the CA is the proxy's)",
+        ));
+    }
+    if t.system.len() > MAX_TRUST_SYSTEM {
+        return Err(invalid(format!(
+            "trust: more than {MAX_TRUST_SYSTEM} system bundles"
+        )));
+    }
+    for p in [&t.bundle, &t.ca]
+        .into_iter()
+        .chain(&t.system)
+        .chain(&t.git_config)
+    {
+        check_path("trust file", p)?;
+    }
+    Ok(())
+}
+
+/// The trust files exist as plain files (the system bundles are bound over, the service's
+/// files bound from).
+fn check_trust_host(t: &TrustPlan) -> Result<(), PlanError> {
+    for p in [&t.bundle, &t.ca]
+        .into_iter()
+        .chain(&t.system)
+        .chain(&t.git_config)
+    {
+        match std::fs::metadata(p) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return Err(invalid(format!("trust file {p} is not a plain file"))),
+            Err(e) => return Err(invalid(format!("trust file {p}: {e}"))),
+        }
+    }
+    Ok(())
+}
+
 /// The environment's parts: the kept names, the policy (bounded, compiled), the
 /// variables.
 fn check_env_parts(plan: &Plan) -> Result<(), PlanError> {
@@ -451,6 +498,7 @@ impl PlanCheck for Plan {
         check_list("masks", &self.masks)?;
         check_scrubbed(self)?;
         check_caches(self)?;
+        check_trust(self)?;
         check_env_parts(self)?;
         if self.test_weaken.len() > 16 {
             return Err(invalid("test_weaken: too many entries"));
@@ -489,6 +537,9 @@ impl PlanCheck for Plan {
         if self.mode == PlanMode::Contained {
             for c in &self.caches {
                 c.check_host()?;
+            }
+            if let Some(t) = &self.trust {
+                check_trust_host(t)?;
             }
             for f in &self.cache_files {
                 for p in [&f.path, &f.private] {
@@ -726,6 +777,62 @@ mod tests {
             .map(|_| ())
             .unwrap_err();
         assert!(e.to_string().contains("in all"), "{e}");
+    }
+
+    /// The broker's trust: only with a proxy, absolute paths, a bounded list; on the host,
+    /// plain files only.
+    #[test]
+    fn trust_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let f = |n: &str| {
+            let p = d.path().join(n);
+            std::fs::write(&p, "pem").unwrap();
+            p.to_string_lossy().into_owned()
+        };
+        let (bundle, ca, sys) = (f("bundle"), f("ca"), f("system"));
+        let sock = d.path().join("proxy.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let mut v = ok_plan();
+        v["proxy"] = serde_json::json!({"socket": sock});
+        v["trust"] = serde_json::json!({"bundle": bundle, "ca": ca, "system": [sys]});
+        let p = Plan::from_json(v.to_string().as_bytes()).unwrap();
+        p.check_host().unwrap();
+        let dir = d.path().to_string_lossy().into_owned();
+        for bad in [
+            serde_json::json!({"bundle": "rel", "ca": ca}),
+            serde_json::json!({"bundle": bundle, "ca": ca, "system": vec![sys.clone(); MAX_TRUST_SYSTEM + 1]}),
+            serde_json::json!({"bundle": bundle, "ca": ca, "extra": 1}),
+        ] {
+            let mut v = v.clone();
+            v["trust"] = bad.clone();
+            assert!(Plan::from_json(v.to_string().as_bytes()).is_err(), "{bad}");
+        }
+        let mut no_proxy = v.clone();
+        no_proxy.as_object_mut().unwrap().remove("proxy");
+        let e = Plan::from_json(no_proxy.to_string().as_bytes())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("only for a call with a proxy"),
+            "{e}"
+        );
+        for (bad, why) in [
+            (
+                serde_json::json!({"bundle": dir, "ca": ca}),
+                "not a plain file",
+            ),
+            (
+                serde_json::json!({"bundle": bundle, "ca": format!("{dir}/missing")}),
+                "missing",
+            ),
+        ] {
+            let mut v = v.clone();
+            v["trust"] = bad;
+            let p = Plan::from_json(v.to_string().as_bytes()).unwrap();
+            let e = p.check_host().map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains("trust file"), "{e}");
+            assert!(why != "not a plain file" || e.contains(why), "{e}");
+        }
     }
 
     #[test]

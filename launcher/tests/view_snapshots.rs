@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
-use efr_launcher::plan::{CacheFile, CacheLayer, EnvVar, Plan, ProxyPlan, ScrubbedFile};
+use efr_launcher::plan::{CacheFile, CacheLayer, EnvVar, Plan, ProxyPlan, ScrubbedFile, TrustPlan};
 use efr_launcher::view::{Host, Op, View, build_on};
 use efr_sandbox_wire::{Bus, Desktop, Grant};
 
@@ -276,12 +276,6 @@ fn cases(w: &World) -> Vec<(&'static str, Plan)> {
         ("open-network", w.with(vec![Grant::OpenNetwork])),
         ("net-view", w.with(vec![Grant::NetView])),
         (
-            "credential",
-            w.with(vec![Grant::Credential {
-                name: "github".into(),
-            }]),
-        ),
-        (
             "socket",
             w.with(vec![Grant::Socket {
                 path: w.home("agent.sock"),
@@ -333,6 +327,21 @@ fn cases(w: &World) -> Vec<(&'static str, Plan)> {
         private: w.p("layers/files/.cargo-config"),
     }];
     v.push(("caches", caches));
+    // A call holding a credential: the broker's bundle over the system bundles, the
+    // bundle and the CA in the call's `/dev`.
+    let mut trusted = w.with_proxy(vec![Grant::Credential {
+        name: "github".into(),
+    }]);
+    trusted.trust = Some(TrustPlan {
+        bundle: w.p("calls/c1/ca-bundle.pem"),
+        ca: w.p("calls/c1/ca.pem"),
+        system: vec![
+            w.p("sys/etc/ssl/certs/ca-certificates.crt"),
+            w.p("sys/etc/pki/tls/certs/ca-bundle.crt"),
+        ],
+        git_config: Some(w.p("calls/c1/gitconfig")),
+    });
+    v.push(("credential", trusted));
     let mut shown = w.plan();
     shown.hide_sockets = false;
     v.push(("sockets-shown", shown));
@@ -348,6 +357,10 @@ fn render(v: &View, root: &str) -> String {
     writeln!(s, "scratch: {}", opt(&v.scratch)).unwrap();
     writeln!(s, "host_net: {}", v.host_net).unwrap();
     writeln!(s, "proxy_socket: {}", opt(&v.proxy_socket)).unwrap();
+    // Only a call holding a credential has one: the other snapshots stay as they were.
+    if let Some(t) = &v.trust {
+        writeln!(s, "trust: bundle {} ca {}", t.bundle, t.ca).unwrap();
+    }
     writeln!(s, "ops:").unwrap();
     for op in &v.ops {
         let line = match op {

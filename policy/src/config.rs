@@ -281,6 +281,14 @@ pub struct PermissionsConfig {
     pub allow_full: Setting<bool>,
 }
 
+/// `[proxy]`: the egress proxy's own settings (docs/config.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// More roots the credential broker verifies upstream servers with, besides the host's
+    /// system roots: PEM files (a private CA, a test's CA), `~` the home.
+    pub extra_roots: Vec<Entry>,
+}
+
 /// `[jobs]`: background jobs' bounds (docs/config.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobsConfig {
@@ -402,6 +410,8 @@ pub struct Config {
     pub floors: FloorsConfig,
     /// `[jobs]`: background jobs' bounds.
     pub jobs: JobsConfig,
+    /// `[proxy]`: the egress proxy's own settings.
+    pub proxy: ProxyConfig,
     /// The `[[always]]` rules, in order (a rule's index is its number).
     pub always: Vec<AlwaysRule>,
     /// The `[[credential]]` entries and built-in profiles ([`Config::credentials`]).
@@ -590,6 +600,9 @@ impl Config {
             floors: FloorsConfig {
                 paths: Vec::new(),
                 lines: Vec::new(),
+            },
+            proxy: ProxyConfig {
+                extra_roots: Vec::new(),
             },
             jobs: JobsConfig {
                 min_minutes: Setting::default_value(0.005),

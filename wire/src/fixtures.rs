@@ -1671,6 +1671,12 @@ pub fn example_plan() -> crate::plan::Plan {
             relay_port: 3128,
             ports: vec![8080],
         }),
+        trust: Some(TrustPlan {
+            bundle: "/run/user/1000/efr/calls/c1/ca-bundle.pem".into(),
+            ca: "/run/user/1000/efr/calls/c1/ca.pem".into(),
+            system: vec!["/etc/ssl/certs/ca-certificates.crt".into()],
+            git_config: Some("/run/user/1000/efr/calls/c1/gitconfig".into()),
+        }),
         test_weaken: vec!["no_supervise".into(), "seccomp_drop=keyctl".into()],
     }
 }

@@ -161,6 +161,10 @@ pub struct Plan {
     /// The call's egress proxy (a contained call with its own network only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proxy: Option<ProxyPlan>,
+    /// The credential broker's CA in the call's trust (a call with a credential grant
+    /// only): the files the service wrote, bound read-only ([`TrustPlan`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<TrustPlan>,
     /// TESTS ONLY: weaken one layer on purpose, so the probe's tests can see the matching
     /// check fail ([`TestWeaken`], written as its string, so that an entry the launcher does
     /// not know reaches it and is refused there with its name). Honored only when the launcher's environment allows it
@@ -219,6 +223,38 @@ pub struct CacheFile {
     /// The service's empty per-call file bound there.
     pub private: String,
 }
+
+/// The credential broker's CA in the call's trust: the proxy of a call holding a credential
+/// terminates its TLS with leaves of that CA, so the call's tools must trust it. The
+/// service writes two files in the call's private directory; the launcher binds them
+/// read-only at [`INSIDE_CA_BUNDLE`] and [`INSIDE_CA`], and the bundle over each of the
+/// host's system bundles in `system` (where tools that read no variable look).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrustPlan {
+    /// The host's system roots followed by the broker's CA (a plain file, absolute).
+    pub bundle: String,
+    /// The broker's CA alone (a plain file, absolute): for the tools that add a file to
+    /// their own roots (`NODE_EXTRA_CA_CERTS`).
+    pub ca: String,
+    /// The host's system bundle files (absolute, existing plain files) the bundle is bound
+    /// over.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub system: Vec<String>,
+    /// The git config of the credentials' helpers (a plain file, absolute), bound at
+    /// [`INSIDE_GIT_CONFIG`], which the call's `GIT_CONFIG_SYSTEM` names: it includes the
+    /// host's system config and answers git's credential requests for the bound hosts
+    /// with the placeholder. Absent when no granted credential has `git = true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_config: Option<String>,
+}
+
+/// Where a call finds [`TrustPlan::bundle`].
+pub const INSIDE_CA_BUNDLE: &str = "/dev/efr/ca-bundle.pem";
+/// Where a call finds [`TrustPlan::ca`].
+pub const INSIDE_CA: &str = "/dev/efr/ca.pem";
+/// Where a call finds [`TrustPlan::git_config`].
+pub const INSIDE_GIT_CONFIG: &str = "/dev/efr/gitconfig";
 
 /// The call's egress proxy (design section 7): the launcher binds its socket into the view
 /// (`efr_launcher::plan::INSIDE_PROXY_SOCKET`), points `/etc/resolv.conf` at the call's
@@ -309,6 +345,7 @@ impl Plan {
             hide_sockets: true,
             require_landlock: false,
             proxy: None,
+            trust: None,
             test_weaken: Vec::new(),
         }
     }

@@ -79,6 +79,13 @@ pub fn args(view: &View, empty_file: &str, resolv: Option<&str>) -> Vec<String> 
             push(&["--ro-bind", r, "/etc/resolv.conf"]);
         }
     }
+    if let Some(t) = &view.trust {
+        push(&["--ro-bind", &t.bundle, crate::plan::INSIDE_CA_BUNDLE]);
+        push(&["--ro-bind", &t.ca, crate::plan::INSIDE_CA]);
+        if let Some(g) = &t.git_config {
+            push(&["--ro-bind", g, crate::plan::INSIDE_GIT_CONFIG]);
+        }
+    }
     match &view.tmp {
         Some(t) => push(&["--bind", t, "/tmp"]),
         None => push(&["--perms", "01777", "--size", &tmp_size, "--tmpfs", "/tmp"]),

@@ -94,7 +94,7 @@ fn dev_base() -> Result<(), SetupError> {
 }
 
 /// The plan's part of `/dev` on [`dev_base`]: `/dev/shm` of its size, the devices of its
-/// grants, the proxy's socket; then `/dev` read-only.
+/// grants, the proxy's socket, the broker's trust files; then `/dev` read-only.
 fn dev_call(view: &View) -> Result<(), SetupError> {
     let dev = format!("{N}/dev");
     let shm = format!("{dev}/shm");
@@ -120,6 +120,25 @@ fn dev_call(view: &View) -> Result<(), SetupError> {
             &format!("{N}{}", crate::plan::INSIDE_PROXY_SOCKET),
             true,
         )?;
+    }
+    if let Some(t) = &view.trust {
+        bind(
+            &format!("{O}{}", t.bundle),
+            &format!("{N}{}", crate::plan::INSIDE_CA_BUNDLE),
+            true,
+        )?;
+        bind(
+            &format!("{O}{}", t.ca),
+            &format!("{N}{}", crate::plan::INSIDE_CA),
+            true,
+        )?;
+        if let Some(g) = &t.git_config {
+            bind(
+                &format!("{O}{g}"),
+                &format!("{N}{}", crate::plan::INSIDE_GIT_CONFIG),
+                true,
+            )?;
+        }
     }
     mount(
         None,

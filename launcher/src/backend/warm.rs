@@ -60,6 +60,9 @@ struct Go {
     devices: Vec<String>,
     /// The host path of the call's proxy socket.
     proxy_socket: Option<String>,
+    /// The broker's trust files, bound in the call's `/dev`.
+    #[serde(default)]
+    trust: Option<crate::plan::TrustPlan>,
 }
 
 impl Go {
@@ -79,6 +82,7 @@ impl Go {
                 })
                 .collect(),
             proxy_socket: view.proxy_socket.clone(),
+            trust: view.trust.clone(),
         }
     }
 
@@ -94,6 +98,7 @@ impl Go {
                 .map(|p| Op::Dev { path: p.clone() })
                 .collect(),
             proxy_socket: self.proxy_socket.clone(),
+            trust: self.trust.clone(),
             ..Default::default()
         }
     }

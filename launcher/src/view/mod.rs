@@ -103,6 +103,10 @@ pub struct View {
     /// [`crate::plan::INSIDE_PROXY_SOCKET`]; `/etc/resolv.conf` then names the call's DNS
     /// server ([`RESOLV_CONF`]).
     pub proxy_socket: Option<String>,
+    /// The broker's trust files of the plan ([`crate::plan::TrustPlan`]): the bundle bound
+    /// at [`crate::plan::INSIDE_CA_BUNDLE`], the CA alone at [`crate::plan::INSIDE_CA`]
+    /// (the bundle's binds over the system bundles are among `ops`).
+    pub trust: Option<crate::plan::TrustPlan>,
 }
 
 /// The `/etc/resolv.conf` of a call with a proxy: the DNS server the init runs on its
@@ -271,6 +275,7 @@ pub fn base(plan: &Plan) -> View {
     v.host_net = plan.net() != NetMode::Own;
     if !v.host_net {
         v.proxy_socket = plan.proxy.as_ref().map(|p| p.socket.clone());
+        v.trust = plan.trust.clone().filter(|_| v.proxy_socket.is_some());
     }
     for g in &plan.grants {
         if let Grant::Device { path } = g {
@@ -444,6 +449,7 @@ pub fn build_on(plan: &Plan, host: &Host) -> View {
     let masks = masks_in_force_on(plan, host);
     let masked = push_masks(plan, &masks, &mut v);
     push_rebinds(plan, &roots, &masked.dirs, &mut v);
+    push_trust(&mut v);
     let sockets = push_grants(plan, host, &mut v);
     if plan.hide_sockets {
         push_hidden_sockets(host, &roots, &masked.dirs, &sockets, &mut v);
@@ -479,6 +485,25 @@ fn push_caches(plan: &Plan, v: &mut View) {
             rw: true,
         });
     }
+}
+
+/// The broker's bundle bound read-only over each of the host's system bundles: the tools
+/// that read no variable (curl's and git's compiled-in path, OpenSSL's default file) trust
+/// the broker's CA too.
+fn push_trust(v: &mut View) {
+    let Some(t) = &v.trust else {
+        return;
+    };
+    let binds: Vec<Op> = t
+        .system
+        .iter()
+        .map(|s| Op::Bind {
+            src: t.bundle.clone(),
+            dst: s.clone(),
+            rw: false,
+        })
+        .collect();
+    v.ops.extend(binds);
 }
 
 /// The masks as the view made them.

@@ -12,7 +12,7 @@ use super::rules::{RuleShape, check_host, check_path};
 use super::{
     AlwaysRule, BackendChoice, BusConfig, CacheMerge, Config, DEFAULTS_NAME, Entry,
     EnvironmentConfig, FLOOR_LINES, FloorsConfig, GitConfig, JobsConfig, LoadError, NetworkConfig,
-    PermissionsConfig, Resolve, SandboxConfig, Setting, ShellChoice, Source,
+    PermissionsConfig, ProxyConfig, Resolve, SandboxConfig, Setting, ShellChoice, Source,
 };
 
 type Check = fn(&str) -> Result<(), String>;
@@ -125,6 +125,7 @@ pub(crate) fn apply(text: &str, path: Option<&Path>, config: &mut Config) -> Res
             "permissions" => permissions(&ctx, table(&ctx, name, v)?, &mut config.permissions)?,
             "floors" => floors(&ctx, table(&ctx, name, v)?, &mut config.floors)?,
             "jobs" => jobs(&ctx, table(&ctx, name, v)?, &mut config.jobs)?,
+            "proxy" => proxy(&ctx, table(&ctx, name, v)?, &mut config.proxy)?,
             "always" => always(&ctx, v, &mut config.always)?,
             "credential" => credential(&ctx, v, config)?,
             // Not a sandbox section: efrd's own (such as `[model]`) or a typo. Ignore it
@@ -837,6 +838,23 @@ fn check_port(s: &str) -> Result<(), String> {
         Ok(p) if p > 0 => Ok(()),
         _ => Err(format!("{s}: expected a port from 1 to 65535")),
     }
+}
+
+/// `[proxy]`: `extra_roots` (and its `_remove`), files `~/...` or absolute.
+fn proxy(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut ProxyConfig) -> Result<(), LoadError> {
+    let mut fields = [ListField {
+        name: "extra_roots",
+        field: "path",
+        check: check_anchored,
+        list: &mut cfg.extra_roots,
+    }];
+    for (k, v) in ordered(t) {
+        let name: &str = k.get_ref();
+        if !lists(ctx, "proxy", name, v, &mut fields)? {
+            return Err(unknown_in(ctx, "proxy", k, &known_keys(&[], &fields)));
+        }
+    }
+    Ok(())
 }
 
 fn jobs(ctx: &Ctx<'_>, t: &DeTable<'_>, cfg: &mut JobsConfig) -> Result<(), LoadError> {

@@ -130,6 +130,7 @@ pub(super) fn entries(c: &Config) -> Vec<ShownValue> {
     out.push(scalar("jobs.forward_max", &j.forward_max));
     out.push(scalar("jobs.forward_connections", &j.forward_connections));
     list(&mut out, "jobs.forward_deny", &j.forward_deny);
+    list(&mut out, "proxy.extra_roots", &c.proxy.extra_roots);
     for (i, r) in c.always.iter().enumerate() {
         let mut value = serde_json::to_value(r).unwrap_or(Value::Null);
         if let Value::Object(m) = &mut value {

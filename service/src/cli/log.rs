@@ -203,5 +203,14 @@ fn whole(r: &Record) -> String {
     for n in &r.env_dropped {
         field("not passed", &format!("the variable {n}"));
     }
+    for u in &r.credentials_used {
+        field(
+            "credential",
+            &format!(
+                "{} sent to {} {} {} ({}x)",
+                u.name, u.host, u.method, u.path, u.count
+            ),
+        );
+    }
     s
 }
