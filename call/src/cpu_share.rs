@@ -75,9 +75,7 @@ fn watch_with(root: u32, busy: Duration) -> Watch {
 
 /// Whether the call watched by `w` has been demoted (for tests and the summary).
 pub fn demoted(w: &Watch) -> bool {
-    lock(&shares().calls)
-        .get(&w.id)
-        .is_some_and(|c| c.demoted)
+    lock(&shares().calls).get(&w.id).is_some_and(|c| c.demoted)
 }
 
 struct Shares {
@@ -283,13 +281,22 @@ fn demote_group(pid: u32, groups_done: &mut HashSet<String>) {
     let Some((group, nice)) = parse_autogroup(&text) else {
         return;
     };
-    if nice >= DEMOTED_NICE || groups_done.contains(group) {
+    let own = own_group();
+    if nice >= DEMOTED_NICE || groups_done.contains(group) || own.as_deref() == Some(group) {
         return;
     }
     // EAGAIN (one change per tenth of a second): the next sample tries again.
     if std::fs::write(&path, DEMOTED_NICE.to_string()).is_ok() {
         groups_done.insert(group.to_string());
     }
+}
+
+/// The service's own autogroup, never demoted: a process of a call that is still in it
+/// (a launcher leads a session of its own from its start) would otherwise slow the RPC and
+/// every other call.
+fn own_group() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/autogroup").ok()?;
+    parse_autogroup(&text).map(|(g, _)| g.to_string())
 }
 
 /// `/autogroup-N nice K` as (`/autogroup-N`, K).
@@ -323,7 +330,10 @@ mod tests {
             parse_autogroup("/autogroup-167003 nice 0\n"),
             Some(("/autogroup-167003", 0))
         );
-        assert_eq!(parse_autogroup("/autogroup-1 nice -5"), Some(("/autogroup-1", -5)));
+        assert_eq!(
+            parse_autogroup("/autogroup-1 nice -5"),
+            Some(("/autogroup-1", -5))
+        );
         assert_eq!(parse_autogroup("/autogroup-1 weight 5"), None);
         assert_eq!(parse_autogroup(""), None);
     }
@@ -345,19 +355,21 @@ mod tests {
     /// test's loops less than a whole one.
     #[test]
     fn a_busy_tree_is_demoted_and_a_quiet_one_is_not() {
-        use std::os::unix::process::CommandExt;
-        let mut spin = std::process::Command::new("sh")
+        // In a session of its own (setsid(1) execs the shell in place: it is not a group
+        // leader), as a launcher is: the demotion of its autogroup is not the test's.
+        let mut spin = std::process::Command::new("setsid")
             .args([
+                "sh",
                 "-c",
                 "while :; do :; done & while :; do :; done & while :; do :; done & wait",
             ])
-            .process_group(0)
             .spawn()
-            .expect("sh");
+            .expect("setsid sh");
         let mut quiet = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
             .expect("sleep");
+        let own_before = std::fs::read_to_string("/proc/self/autogroup").ok();
         let tenth = Duration::from_millis(100);
         let (ws, wq) = (watch_with(spin.id(), tenth), watch_with(quiet.id(), tenth));
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -378,7 +390,10 @@ mod tests {
         let _ = quiet.kill();
         let _ = spin.wait();
         let _ = quiet.wait();
-        assert!(demoted(&ws), "a tree keeping the processors busy was not demoted");
+        assert!(
+            demoted(&ws),
+            "a tree keeping the processors busy was not demoted"
+        );
         assert!(!demoted(&wq), "a sleeping process was demoted");
         assert_eq!(spun.len(), 4, "the shell and its three loops: {spun:?}");
         assert!(
@@ -386,5 +401,10 @@ mod tests {
             "every thread of the busy tree at nice {DEMOTED_NICE}: {nices:?}"
         );
         assert_eq!(quiet_nice, Some(0));
+        assert_eq!(
+            std::fs::read_to_string("/proc/self/autogroup").ok(),
+            own_before,
+            "the test's own session was demoted"
+        );
     }
 }
