@@ -525,19 +525,23 @@ fn budget_record(n: usize, r: &Refusal, line: &str) -> ExitRecord {
 }
 
 /// The exit record of a placeholder sent to a host its credential is not bound to: kind
-/// `credential`, the host in `facts.hosts`, the credential in `facts.credential` (the
-/// call's credentials not bound to that host: the placeholder found was one of theirs), no
-/// grant proposed (a misuse is not fixed by a grant: the grant that would let it through
+/// `credential`, the host in `facts.host` and `facts.hosts`, the credential in
+/// `facts.credential` (the one whose placeholder the proxy found), no grant proposed (a misuse is not fixed by a grant: the grant that would let it through
 /// would send the secret there).
 fn credential_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) -> ExitRecord {
-    let names: Vec<&str> = policy
-        .broker
-        .iter()
-        .flat_map(|b| b.credentials())
-        .filter(|c| !c.binds(&r.host, r.port))
-        .map(|c| c.name.as_str())
-        .collect();
-    let name = names.join(", ");
+    // The proxy names the credential whose placeholder it saw; a refusal without a name
+    // (none is made so) names every credential of the call not bound to the host.
+    let name = match &r.credential {
+        Some(n) => n.clone(),
+        None => policy
+            .broker
+            .iter()
+            .flat_map(|b| b.credentials())
+            .filter(|c| !c.binds(&r.host, r.port))
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
     let hp = format!("{}:{}", r.host, r.port);
     ExitRecord {
         id: format!("host-{n}"),
@@ -558,6 +562,7 @@ fn credential_record(n: usize, r: &Refusal, line: &str, policy: &ProxyPolicy) ->
                 project_remote: false,
             }],
             credential: (!name.is_empty()).then_some(name),
+            host: Some(r.host.clone()),
             ..Default::default()
         },
         needs: Needs::Nothing,

@@ -25,6 +25,8 @@ pub struct Refusal {
     /// A `denied` for an answer in a special range: the address and its range (the
     /// record's reason names them, and `[network.resolve]`).
     pub special: Option<Special>,
+    /// A `credential` refusal: the name of the credential whose placeholder was sent.
+    pub credential: Option<String>,
 }
 
 impl Refusal {
@@ -35,6 +37,7 @@ impl Refusal {
             port,
             reason,
             special: None,
+            credential: None,
         }
     }
 }
@@ -68,6 +71,8 @@ pub struct Report {
     entries: Vec<Blocked>,
     /// The special address of each entry (the first seen), parallel to `entries`.
     special: Vec<Option<Special>>,
+    /// The credential of each `credential` entry (the first seen), parallel to `entries`.
+    credential: Vec<Option<String>>,
     index: HashMap<(String, u16, BlockReason), usize>,
     /// Refusals of entries past [`MAX_ENTRIES`].
     unlisted: u32,
@@ -92,6 +97,9 @@ impl Report {
                 if self.special[i].is_none() {
                     self.special[i] = r.special;
                 }
+                if self.credential[i].is_none() {
+                    self.credential[i].clone_from(&r.credential);
+                }
             }
             None if self.entries.len() >= MAX_ENTRIES => {
                 self.unlisted = self.unlisted.saturating_add(1);
@@ -106,6 +114,7 @@ impl Report {
                     count: 1,
                 });
                 self.special.push(r.special);
+                self.credential.push(r.credential.clone());
             }
         }
         true
@@ -116,16 +125,18 @@ impl Report {
         &self.entries
     }
 
-    /// Every entry as a refusal with its special address, first-seen order.
+    /// Every entry as a refusal with its special address and credential, first-seen order.
     pub fn refusals(&self) -> Vec<Refusal> {
         self.entries
             .iter()
             .zip(&self.special)
-            .map(|(b, s)| Refusal {
+            .zip(&self.credential)
+            .map(|((b, s), c)| Refusal {
                 host: b.host.clone(),
                 port: b.port,
                 reason: b.reason,
                 special: *s,
+                credential: c.clone(),
             })
             .collect()
     }
@@ -224,7 +235,13 @@ mod tests {
             ..Refusal::new("a.test", 443, BlockReason::Denied)
         });
         r.add(&Refusal::new("b.test", 443, BlockReason::NotAllowed));
+        r.add(&Refusal {
+            credential: Some("forge".into()),
+            ..Refusal::new("paste.test", 443, BlockReason::Credential)
+        });
         let all = r.refusals();
+        assert_eq!(all[2].credential.as_deref(), Some("forge"));
+        let all = &all[..2];
         assert_eq!(all.len(), 2);
         assert_eq!(all[0].special, Some(sp));
         assert_eq!(all[1].special, None);

@@ -590,7 +590,7 @@ impl Proxy {
     fn dns_credential(&self, q: &[u8]) -> Option<Vec<u8>> {
         let b = self.inner.policy.broker.as_ref()?;
         let (name, end) = crate::broker::dns_qname(q)?;
-        b.placeholder_in_name(&name)?;
+        let cred = b.placeholder_in_name(&name)?.name.clone();
         let host = match crate::name::normalize(&name) {
             Ok(crate::name::Host::Name(n)) => n,
             _ => name
@@ -599,7 +599,7 @@ impl Proxy {
                 .take(crate::name::MAX_NAME)
                 .collect(),
         };
-        self.refuse_record(&host, LOOKUP_PORT, BlockReason::Credential, None);
+        self.refuse_credential_record(&host, LOOKUP_PORT, &cred);
         let mut r = q.get(..end)?.to_vec();
         r[2] = 0x80 | (q[2] & 0x79); // QR, the opcode and RD as asked
         r[3] = 0x80 | 3; // RA, NXDOMAIN
@@ -644,12 +644,23 @@ impl Proxy {
         reason: BlockReason,
         special: Option<Special>,
     ) {
-        let r = Refusal {
-            host: host.to_string(),
-            port,
-            reason,
+        self.record(Refusal {
             special,
-        };
+            ..Refusal::new(host, port, reason)
+        });
+    }
+
+    /// Records a `credential` refusal of `host:port`: credential `name`'s placeholder was
+    /// sent there.
+    pub(crate) fn refuse_credential_record(&self, host: &str, port: u16, name: &str) {
+        self.record(Refusal {
+            credential: Some(name.to_string()),
+            ..Refusal::new(host, port, BlockReason::Credential)
+        });
+    }
+
+    /// Lists a refusal in the report and sends its event (once listed).
+    fn record(&self, r: Refusal) {
         let listed = lock(&self.inner.report).add(&r);
         bump(&self.inner.counters.refused);
         if !listed {
@@ -683,7 +694,7 @@ impl Proxy {
         port: u16,
         c: &crate::broker::BrokerCredential,
     ) {
-        self.refuse_record(host, port, BlockReason::Credential, None);
+        self.refuse_credential_record(host, port, &c.name);
         let body = crate::broker::Broker::refusal_text(c, host, "the request");
         answer(s, 403, Some(BlockReason::Credential), &body).await;
         linger(s).await;
@@ -1247,9 +1258,8 @@ impl crate::broker::relay::Link for BrokerLink {
         ok
     }
 
-    fn refuse_credential(&self, host: &str, port: u16) {
-        self.proxy
-            .refuse_record(host, port, BlockReason::Credential, None);
+    fn refuse_credential(&self, host: &str, port: u16, name: &str) {
+        self.proxy.refuse_credential_record(host, port, name);
     }
 
     fn record_use(&self, name: &str, host: &str, method: &str, path: &str) {

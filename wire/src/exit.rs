@@ -297,6 +297,10 @@ pub struct Facts {
     /// not bound to (absent for every other kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<String>,
+    /// The host a `credential` exit sent the placeholder to (the same as its one entry of
+    /// `hosts`, named on its own for readers of that kind; absent for every other kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// A desktop command that only reads the desktop's state or reloads its config.
     #[serde(default, skip_serializing_if = "is_false")]
     pub desktop_read: bool,

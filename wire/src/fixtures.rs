@@ -97,8 +97,9 @@ pub fn example_exit_record() -> ExitRecord {
             ports: vec![8080],
             signals: vec!["pkill node".into()],
             outside_commands: vec!["git push origin main".into()],
-            // Only a credential exit names one: `exit_record_credential.json`.
+            // Only a credential exit names these: `exit_record_credential.json`.
             credential: None,
+            host: None,
             desktop_read: true,
             git_code: Some(GitCode {
                 checked: true,
@@ -368,6 +369,7 @@ pub fn all() -> Vec<Fixture> {
                         project_remote: false,
                     }],
                     credential: Some("github".into()),
+                    host: Some("paste.example.net".into()),
                     ..Facts::default()
                 },
                 needs: Needs::Nothing,

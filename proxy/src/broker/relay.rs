@@ -41,7 +41,7 @@ pub(crate) trait Link: Clone + Unpin + std::marker::Send + Sync + 'static {
     /// Count `n` body bytes in the call's byte budget; `false` past it.
     fn count_bytes(&self, n: usize) -> bool;
     /// Record the refusal `credential` of `host:port`.
-    fn refuse_credential(&self, host: &str, port: u16);
+    fn refuse_credential(&self, host: &str, port: u16, name: &str);
     /// Count a request in which credential `name` was sent.
     fn record_use(&self, name: &str, host: &str, method: &str, path: &str);
     /// The upstream could not be reached.
@@ -438,8 +438,10 @@ impl<L: Link> Conn<L> {
     }
 
     fn misuse(&self, cred: usize, place: &Place) -> Response<OutBody> {
-        self.link.refuse_credential(&self.host, self.port);
-        let body = match self.broker.credentials().get(cred) {
+        let c = self.broker.credentials().get(cred);
+        let name = c.map_or("?", |c| c.name.as_str());
+        self.link.refuse_credential(&self.host, self.port, name);
+        let body = match c {
             Some(c) => Broker::refusal_text(c, &self.host, &place.to_string()),
             None => {
                 "efr sandbox proxy: a credential placeholder was sent to the wrong host\n".into()
