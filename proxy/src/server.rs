@@ -17,6 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::time::timeout;
 
 use crate::addr::special_range;
+use crate::broker::rewrite::Scanner;
 use crate::dns::{self, DnsOutcome, NameTable, SYNTHETIC_BASE};
 use crate::fdpass::{self, Role};
 use crate::head::{Head, HeadError, HeadLimits, parse_head};
@@ -544,8 +545,118 @@ impl Proxy {
         };
         let _ = up.set_nodelay(true);
         bump(&inner.counters.tcp_relayed);
+        if let Some((broker, scan)) = self.relay_scanner(&host, port) {
+            return self.scanned_tunnel(s, up, &host, port, &broker, scan).await;
+        }
         self.tunnel(&s, &up, &host, port).await;
         let _ = s.shutdown().await;
+    }
+
+    /// In a call holding a credential, the scan of what the call sends through a `tcp`
+    /// relay to `host:port` for the placeholders of the credentials not bound there
+    /// (`None`: nothing to scan, the relay splices as any tunnel).
+    fn relay_scanner(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Option<(Arc<crate::broker::Broker>, Scanner)> {
+        let b = self.inner.policy.broker.clone()?;
+        let scan = Scanner::new(b.credentials(), host, port);
+        (!scan.is_empty()).then_some((b, scan))
+    }
+
+    /// A `tcp` relay of a call holding a credential: what the call sends is read, scanned
+    /// and written on (a copy, not a splice: the relay carries no TLS the proxy could end,
+    /// so the bytes are all there is to look at); a placeholder seen ends the relay before
+    /// the chunk that completes it is written, recorded `credential`. What the host answers
+    /// is copied back as is. A tunnel's limits apply (bytes, idle timeout).
+    async fn scanned_tunnel(
+        &self,
+        s: TcpStream,
+        up: TcpStream,
+        host: &str,
+        port: u16,
+        broker: &crate::broker::Broker,
+        mut scan: Scanner,
+    ) {
+        let inner = &self.inner;
+        bump(&inner.counters.tunnels);
+        let state = TunnelState {
+            last: AtomicU64::new(self.now_ms()),
+            hit: AtomicBool::new(false),
+        };
+        let (mut cr, mut cw) = s.into_split();
+        let (mut ur, mut uw) = up.into_split();
+        // `true`: a placeholder was seen (the relay ends at once).
+        let upward = async {
+            let mut buf = vec![0u8; RELAY_CHUNK];
+            loop {
+                let n = match cr.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                if let Some(i) = scan.feed(&buf[..n]) {
+                    let name = broker.credentials().get(i).map_or("?", |c| c.name.as_str());
+                    self.refuse_credential_record(host, port, name);
+                    return true;
+                }
+                if !self.count(&state, n) || uw.write_all(&buf[..n]).await.is_err() {
+                    return false;
+                }
+            }
+            let _ = uw.shutdown().await;
+            false
+        };
+        let downward = async {
+            let mut buf = vec![0u8; RELAY_CHUNK];
+            loop {
+                let n = match ur.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                if !self.count(&state, n) || cw.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+            let _ = cw.shutdown().await;
+        };
+        let both = async {
+            tokio::pin!(upward, downward);
+            let (mut up_done, mut down_done) = (false, false);
+            while !(up_done && down_done) {
+                tokio::select! {
+                    seen = &mut upward, if !up_done => {
+                        if seen {
+                            return;
+                        }
+                        up_done = true;
+                    }
+                    () = &mut downward, if !down_done => down_done = true,
+                }
+            }
+        };
+        tokio::select! {
+            () = both => {}
+            () = self.watch_idle(&state, inner.policy.limits.idle_timeout) => {
+                bump(&inner.counters.timeouts);
+            }
+        }
+        if state.hit.load(Ordering::Relaxed) {
+            self.refuse_record(host, port, BlockReason::Limit, None);
+        }
+    }
+
+    /// Counts `n` bytes of a tunnel (its last activity, the call's byte budget); `false`
+    /// once the budget is spent (the tunnel's `hit` set).
+    fn count(&self, state: &TunnelState, n: usize) -> bool {
+        let inner = &self.inner;
+        state.last.store(self.now_ms(), Ordering::Relaxed);
+        let total = inner.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+        let ok = total <= inner.policy.limits.max_bytes;
+        if !ok {
+            state.hit.store(true, Ordering::Relaxed);
+        }
+        ok
     }
 
     /// Answer DNS queries on a UDP socket until shutdown, from `table` only (see
@@ -966,15 +1077,7 @@ impl Proxy {
             hit: AtomicBool::new(false),
         });
         let idle = lim.idle_timeout;
-        let account = |n: usize| -> bool {
-            state.last.store(self.now_ms(), Ordering::Relaxed);
-            let total = inner.bytes.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
-            let ok = total <= lim.max_bytes;
-            if !ok {
-                state.hit.store(true, Ordering::Relaxed);
-            }
-            ok
-        };
+        let account = |n: usize| -> bool { self.count(&state, n) };
         tokio::select! {
             _ = crate::splice::both_ways(s, up, &account) => {}
             _ = self.watch_idle(&state, idle) => bump(&inner.counters.timeouts),
@@ -1155,6 +1258,9 @@ enum Handed {
 }
 
 /// The activity and byte-limit state of one tunnel or terminated connection.
+/// The reads of a scanned `tcp` relay.
+const RELAY_CHUNK: usize = 16 << 10;
+
 #[derive(Debug)]
 struct TunnelState {
     last: AtomicU64,

@@ -716,3 +716,63 @@ fn the_ca_is_in_the_calls_trust_with_the_grant_only() {
         assert!(out.contains("curl=200"), "{ctx}");
     }
 }
+
+/// A `tcp` grant's relay in a call holding a credential: what the call sends through it is
+/// scanned; bytes without a placeholder reach the host's port, a placeholder ends the relay
+/// before it gets there, with a `credential` exit record naming the address.
+#[test]
+fn a_placeholder_through_a_tcp_relay_is_refused() {
+    use std::io::Read;
+    use std::sync::{Arc, Mutex};
+    let Some(w) = World::new() else { return };
+    for backend in backends() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let got: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let g = got.clone();
+        std::thread::spawn(move || {
+            for c in listener.incoming().flatten() {
+                let mut c = c;
+                let _ = c.set_read_timeout(Some(Duration::from_secs(20)));
+                let mut b = Vec::new();
+                let _ = c.read_to_end(&mut b);
+                g.lock().unwrap().extend_from_slice(&b);
+            }
+        });
+        // One connection with clean bytes, one with the placeholder after clean bytes.
+        let line = format!(
+            "python3 -c 'import os, socket, time\n\
+             s = socket.create_connection((\"127.0.0.1\", {port})); s.sendall(b\"clean-bytes\\n\"); s.close()\n\
+             s = socket.create_connection((\"127.0.0.1\", {port}))\n\
+             s.sendall(b\"before \"); time.sleep(0.3)\n\
+             try:\n  s.sendall(b\"token=\" + os.environ[\"FORGE_TOKEN\"].encode() + b\"\\n\"); time.sleep(0.5); s.sendall(b\"after\\n\")\n\
+             except OSError as e:\n  print(\"send failed\", e)\n\
+             s.close()'"
+        );
+        let grants = vec![
+            "credential=forge".to_string(),
+            format!("host=127.0.0.1:{port}:tcp"),
+        ];
+        let (o, fin) = w.run(backend, &grants, &line);
+        let out = text(&o);
+        let ctx = format!("{backend}: {out}\n{fin}");
+        // The host's port: the clean bytes and what came before the placeholder, never it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !String::from_utf8_lossy(&got.lock().unwrap()).contains("before")
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let seen = String::from_utf8_lossy(&got.lock().unwrap()).into_owned();
+        assert!(seen.contains("clean-bytes"), "{ctx}\nthe port got: {seen:?}");
+        assert!(seen.contains("before"), "{ctx}\nthe port got: {seen:?}");
+        assert!(!seen.contains("token="), "{ctx}\nthe port got: {seen:?}");
+        assert!(!seen.contains("after"), "{ctx}\nthe port got: {seen:?}");
+        let exits = fin["exits"].as_array().cloned().unwrap_or_default();
+        let cred: Vec<&Value> = exits.iter().filter(|e| e["kind"] == "credential").collect();
+        assert_eq!(cred.len(), 1, "{ctx}");
+        assert_eq!(cred[0]["facts"]["host"], "127.0.0.1", "{ctx}");
+        assert_eq!(cred[0]["facts"]["credential"], "forge", "{ctx}");
+        assert!(!fin.to_string().contains(FORGE_SECRET), "{ctx}");
+    }
+}
