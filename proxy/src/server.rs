@@ -577,7 +577,7 @@ impl Proxy {
         host: &str,
         port: u16,
         broker: &crate::broker::Broker,
-        mut scan: Scanner,
+        scan: Scanner,
     ) {
         let inner = &self.inner;
         bump(&inner.counters.tunnels);
@@ -585,58 +585,14 @@ impl Proxy {
             last: AtomicU64::new(self.now_ms()),
             hit: AtomicBool::new(false),
         };
-        let (mut cr, mut cw) = s.into_split();
-        let (mut ur, mut uw) = up.into_split();
-        // `true`: a placeholder was seen (the relay ends at once).
-        let upward = async {
-            let mut buf = vec![0u8; RELAY_CHUNK];
-            loop {
-                let n = match cr.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                if let Some(i) = scan.feed(&buf[..n]) {
+        let count = |n: usize| self.count(&state, n);
+        tokio::select! {
+            seen = crate::broker::scanned::relay(s, up, scan, &count) => {
+                if let Some(i) = seen {
                     let name = broker.credentials().get(i).map_or("?", |c| c.name.as_str());
                     self.refuse_credential_record(host, port, name);
-                    return true;
-                }
-                if !self.count(&state, n) || uw.write_all(&buf[..n]).await.is_err() {
-                    return false;
                 }
             }
-            let _ = uw.shutdown().await;
-            false
-        };
-        let downward = async {
-            let mut buf = vec![0u8; RELAY_CHUNK];
-            loop {
-                let n = match ur.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                if !self.count(&state, n) || cw.write_all(&buf[..n]).await.is_err() {
-                    return;
-                }
-            }
-            let _ = cw.shutdown().await;
-        };
-        let both = async {
-            tokio::pin!(upward, downward);
-            let (mut up_done, mut down_done) = (false, false);
-            while !(up_done && down_done) {
-                tokio::select! {
-                    seen = &mut upward, if !up_done => {
-                        if seen {
-                            return;
-                        }
-                        up_done = true;
-                    }
-                    () = &mut downward, if !down_done => down_done = true,
-                }
-            }
-        };
-        tokio::select! {
-            () = both => {}
             () = self.watch_idle(&state, inner.policy.limits.idle_timeout) => {
                 bump(&inner.counters.timeouts);
             }
@@ -1258,9 +1214,6 @@ enum Handed {
 }
 
 /// The activity and byte-limit state of one tunnel or terminated connection.
-/// The reads of a scanned `tcp` relay.
-const RELAY_CHUNK: usize = 16 << 10;
-
 #[derive(Debug)]
 struct TunnelState {
     last: AtomicU64,

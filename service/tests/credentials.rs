@@ -764,7 +764,10 @@ fn a_placeholder_through_a_tcp_relay_is_refused() {
             std::thread::sleep(Duration::from_millis(50));
         }
         let seen = String::from_utf8_lossy(&got.lock().unwrap()).into_owned();
-        assert!(seen.contains("clean-bytes"), "{ctx}\nthe port got: {seen:?}");
+        assert!(
+            seen.contains("clean-bytes"),
+            "{ctx}\nthe port got: {seen:?}"
+        );
         assert!(seen.contains("before"), "{ctx}\nthe port got: {seen:?}");
         assert!(!seen.contains("token="), "{ctx}\nthe port got: {seen:?}");
         assert!(!seen.contains("after"), "{ctx}\nthe port got: {seen:?}");

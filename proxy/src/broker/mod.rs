@@ -8,6 +8,7 @@
 pub mod ca;
 pub(crate) mod relay;
 pub mod rewrite;
+pub(crate) mod scanned;
 pub mod upstream;
 
 use std::path::PathBuf;

@@ -364,11 +364,23 @@ impl<L: Link> Conn<L> {
             && let Some(cu) = client_upgrade
         {
             let uu = hyper::upgrade::on(&mut resp);
+            // After the switch the bytes are no longer HTTP: what the call sends is scanned
+            // as a `tcp` relay's is, every byte counted in the call's budget.
+            let scan = Scanner::new(self.broker.credentials(), &self.host, self.port);
+            let (link, broker) = (self.link.clone(), self.broker.clone());
+            let (host, port) = (self.host.clone(), self.port);
             tokio::spawn(async move {
                 if let (Ok(a), Ok(b)) = (cu.await, uu.await) {
-                    let _ =
-                        tokio::io::copy_bidirectional(&mut TokioIo::new(a), &mut TokioIo::new(b))
-                            .await;
+                    let count = |n: usize| {
+                        link.touch();
+                        link.count_bytes(n)
+                    };
+                    let seen =
+                        super::scanned::relay(TokioIo::new(a), TokioIo::new(b), scan, &count);
+                    if let Some(i) = seen.await {
+                        let name = broker.credentials().get(i).map_or("?", |c| c.name.as_str());
+                        link.refuse_credential(&host, port, name);
+                    }
                 }
             });
         }
