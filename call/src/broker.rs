@@ -9,7 +9,7 @@
 //!   at `/dev/efr/ca.pem`, and the variables tools read ([`TRUST_VARIABLES`]);
 //! - the placeholder in the call's environment (`placeholder_env`), in a scrubbed copy of
 //!   the secret's source file ([`placeholder_copy`]), and as the answer of a git credential
-//!   helper for the bound hosts ([`git_helper`]).
+//!   helper for the bound hosts ([`git_config_text`]).
 //!
 //! The real secret is in none of them: it lives in the service's proxy alone.
 
@@ -368,7 +368,7 @@ pub struct GitHelper {
 /// missing file is nothing to git), then for each bound host `credential.URL.helper`
 /// emptied (no helper of the system config answers there; the user's global config is
 /// read after this one, and a store or cache of theirs answers from a masked file or a
-/// hidden socket: nothing), [`helper_snippet`], and `credential.URL.username`. A
+/// hidden socket: nothing), the helper (`helper_snippet`), and `credential.URL.username`. A
 /// `GIT_CONFIG_SET` of the call is not used: the launcher judges that set as a whole and
 /// refuses a helper that names a program (rightly, for the sets agents pass in).
 pub fn git_config_text(system: &[&str], helpers: &[GitHelper]) -> String {
@@ -542,7 +542,7 @@ impl std::fmt::Debug for Granted {
 
 /// Makes the credentials `plan`'s grants name ready for its proxy: each resolved (its
 /// secret from its source, the service's cache of command answers), a placeholder made
-/// for this call, put where the call's tools look ([`place`]); the broker built with the
+/// for this call, put where the call's tools look (`place`); the broker built with the
 /// CA and the config's `[proxy] extra_roots`. `None` for a plan with no credential grant.
 pub fn prepare(
     plan: &mut Plan,
