@@ -36,6 +36,10 @@ pub const BUSY: Duration = Duration::from_millis(900);
 pub const DEMOTED_NICE: i32 = 10;
 /// At most this many processes of one call are visited per sample.
 const MAX_TREE: usize = 4096;
+/// At most this many autogroups of one call are remembered as done (a line starting
+/// sessions without end cannot grow the service's memory: past it the list starts again,
+/// and writing an autogroup's nice twice is harmless).
+const MAX_GROUPS: usize = 4096;
 
 /// A running call's launcher, watched until this is dropped. Drop it before the launcher
 /// is reaped: its pid is then free for another process.
@@ -287,6 +291,9 @@ fn demote_group(pid: u32, groups_done: &mut HashSet<String>) {
     }
     // EAGAIN (one change per tenth of a second): the next sample tries again.
     if std::fs::write(&path, DEMOTED_NICE.to_string()).is_ok() {
+        if groups_done.len() >= MAX_GROUPS {
+            groups_done.clear();
+        }
         groups_done.insert(group.to_string());
     }
 }
