@@ -157,6 +157,17 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
         findings.insert(0, f);
     }
     let granted = req.granted.as_ref();
+    // The paths the call's grants unmask: only an unmask shows a token file a mask hides.
+    let unmasked: Vec<PathBuf> = match granted {
+        Some(Launch::Contained { grants }) => grants
+            .iter()
+            .filter_map(|g| match g {
+                Grant::Unmask { path } => Some(PathBuf::from(path)),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let mut token_hosts: Option<std::collections::BTreeMap<String, crate::tokens::TokenSource>> =
         None;
     let mut exits = Vec::new();
@@ -182,17 +193,6 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
         let mut allow_reason = None;
         if !f.facts.hosts.is_empty() {
             let th = token_hosts.get_or_insert_with(|| {
-                let unmasked: Vec<PathBuf> = match granted {
-                    Some(Launch::Contained { grants }) => grants
-                        .iter()
-                        .filter_map(|g| match g {
-                            Grant::Unmask { path } => Some(PathBuf::from(path)),
-                            // Only an unmask shows a token file that a mask hides.
-                            _ => None,
-                        })
-                        .collect(),
-                    _ => Vec::new(),
-                };
                 crate::tokens::visible_token_sources(ctx, &out.roots, &unmasked, &ctx.call_env)
             });
             // A credential the exit is granted is held as a placeholder: its variable and
@@ -211,16 +211,6 @@ fn judge(req: &ClassifyRequest, ctx: &Context, out: WalkOut) -> ClassifyResult {
             let th = if creds.is_empty() {
                 th
             } else {
-                let unmasked: Vec<PathBuf> = match granted {
-                    Some(Launch::Contained { grants }) => grants
-                        .iter()
-                        .filter_map(|g| match g {
-                            Grant::Unmask { path } => Some(PathBuf::from(path)),
-                            _ => None,
-                        })
-                        .collect(),
-                    _ => Vec::new(),
-                };
                 own_th = crate::tokens::visible_token_sources_except(
                     ctx,
                     &out.roots,
